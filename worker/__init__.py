@@ -1,0 +1,1 @@
+"""Grading workers: the sandboxed harness and, later, the executors that run it."""

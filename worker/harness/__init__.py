@@ -1,0 +1,1 @@
+"""The grading harness: trusted grader, warm zygote, sandboxed student processes."""

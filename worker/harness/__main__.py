@@ -1,0 +1,46 @@
+"""`python -m worker.harness serve`: a warm grader reading jobs as JSON lines on stdin.
+
+It writes one report per job, as a JSON line, on the stdout it was started with; anything else
+that prints (torch warnings, an exercise's own prints) is sent to stderr, so the report channel
+carries reports only. Runs with the standard library, torch and numpy: a course venv suffices.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+from .grader import Harness, Job
+
+
+def serve(scratch_root: str | None) -> int:
+    reports = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    with Harness(scratch_root=scratch_root) as harness:
+        reports.write(json.dumps({"ready": True}) + "\n")
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                job = Job.from_dict(json.loads(line))
+                report = harness.grade(job).to_dict()
+            except Exception as exc:  # a grader failure is reported as such, never as a zero
+                traceback.print_exc()
+                report = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            reports.write(json.dumps(report) + "\n")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m worker.harness")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_parser = commands.add_parser("serve", help="grade jobs read as JSON lines on stdin")
+    serve_parser.add_argument("--scratch", help="where student scratch directories go")
+    args = parser.parse_args()
+    return serve(args.scratch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""What an exercise's hidden checks are written with.
+
+A check is a function of a `Context`, declared with `@check`. It draws its own inputs from
+`ctx.rng`, computes the expected values in the grader (with `ctx.reference`), asks the student's
+process through `ctx.student`, and raises `Fail` with diagnostics when something is wrong.
+"""
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+
+from .diagnostics import Diagnostic, Fail, compare_grad, compare_values
+from .remote import RemoteObject, RemoteTensor, Student, StudentError
+
+__all__ = ["check", "Context", "Fail", "Diagnostic", "expect_tensor", "expect_close",
+           "expect_grad", "expect_float", "expect_tuple", "call", "RemoteTensor", "RemoteObject"]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    points: float
+    uses: tuple[str, ...]
+    title: dict
+    function: Callable[["Context"], None]
+
+
+def check(name: str, *, points: float, uses: tuple[str, ...] | str, en: str, es: str):
+    """Declare a check: its stable name, points, the student functions it calls and its titles."""
+    def register(function: Callable[["Context"], None]) -> Callable[["Context"], None]:
+        function.hpcgrade_check = CheckSpec(name, float(points),
+                                            (uses,) if isinstance(uses, str) else tuple(uses),
+                                            {"en": en, "es": es}, function)
+        return function
+    return register
+
+
+@dataclass
+class Context:
+    student: Student
+    rng: torch.Generator
+    reference: ModuleType
+    support: ModuleType | None
+    device: torch.device
+
+    def randn(self, *shape: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.rng, dtype=dtype)
+
+    def randint(self, low: int, high: int, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.randint(low, high, shape, generator=self.rng)
+
+    def on_device(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to(self.device)
+
+
+EXCEPTION_PATTERNS = (
+    ("grad can be implicitly created only for scalar outputs", "nonscalar-backward"),
+    ("backward through the graph a second time", "graph-freed"),
+    ("modified by an inplace operation", "inplace-modified"),
+    ("can't allocate memory", "memory-limit"),
+    ("out of memory", "memory-limit"),
+)
+
+
+def diagnose_exception(info: dict, what: str) -> Diagnostic:
+    """Name the student's exception: a known autograd mistake, a sandbox refusal or a plain raise."""
+    message, kind = str(info.get("message", "")), str(info.get("type", "Exception"))
+    frames = info.get("frames") if isinstance(info.get("frames"), list) else []
+    last = frames[-1] if frames and isinstance(frames[-1], dict) else {}
+    details = {"what": what, "type": kind, "error": message[:500],
+               "file": last.get("file"), "line": last.get("line")}
+    if kind == "MemoryError":
+        return Diagnostic("memory-limit", details)
+    for pattern, code in EXCEPTION_PATTERNS:
+        if pattern in message:
+            return Diagnostic(code, details)
+    if kind in ("PermissionError", "OSError", "BlockingIOError") and info.get("errno") in (
+            errno.EPERM, errno.EACCES, errno.ENETUNREACH, errno.ENOSYS):
+        return Diagnostic("forbidden-operation", details)
+    return Diagnostic("exception", details)
+
+
+def call(ctx: Context, name: str, *args: Any, **kwargs: Any) -> Any:
+    """Call the student's function; its exception becomes a failed check with the right code."""
+    try:
+        return ctx.student.call(name, *args, **kwargs)
+    except StudentError as exc:
+        raise Fail(diagnose_exception(exc.info, f"`{name}`")) from None
+
+
+def expect_tensor(value: Any, what: str, *, shape: tuple | None = None,
+                  dtype: torch.dtype | None = None, device: torch.device | None = None) -> RemoteTensor:
+    if not isinstance(value, RemoteTensor):
+        kind = value.type_name if isinstance(value, RemoteObject) else type(value).__name__
+        raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": kind,
+                                                  "expected_type": "torch.Tensor"}))
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise Fail(Diagnostic("shape-mismatch", {"what": what, "got": list(value.shape),
+                                                 "expected": list(shape)}))
+    if dtype is not None and value.dtype != dtype:
+        raise Fail(Diagnostic("dtype-mismatch", {"what": what, "got": str(value.dtype),
+                                                 "expected": str(dtype)}))
+    if device is not None and torch.device(value.meta["device"]).type != device.type:
+        raise Fail(Diagnostic("device-mismatch", {"what": what, "got": value.meta["device"],
+                                                  "expected": str(device)}))
+    return value
+
+
+def expect_tuple(value: Any, length: int, what: str) -> tuple:
+    if not isinstance(value, (tuple, list)) or len(value) != length:
+        got = f"{type(value).__name__} of length {len(value)}" if isinstance(value, (tuple, list)) \
+            else getattr(value, "type_name", type(value).__name__)
+        raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": got,
+                                                  "expected_type": f"tuple of {length}"}))
+    return tuple(value)
+
+
+def expect_close(value: Any, expected: torch.Tensor, what: str, **tolerances: float) -> RemoteTensor:
+    tensor = expect_tensor(value, what)
+    diagnostic = compare_values(tensor.value, expected, what, **tolerances)
+    if diagnostic:
+        raise Fail(diagnostic)
+    return tensor
+
+
+def expect_grad(value: Any, expected: torch.Tensor, what: str, **tolerances: float) -> None:
+    if value is not None:
+        value = expect_tensor(value, what).value
+    diagnostic = compare_grad(value, expected, what, **tolerances)
+    if diagnostic:
+        raise Fail(diagnostic)
+
+
+def expect_float(value: Any, expected: float, what: str, *, tol: float = 1e-6) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        kind = value.type_name if isinstance(value, RemoteObject) else (
+            "torch.Tensor" if isinstance(value, RemoteTensor) else type(value).__name__)
+        raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": kind,
+                                                  "expected_type": "float"}))
+    if not abs(value - expected) <= tol * max(1.0, abs(expected)):
+        raise Fail(Diagnostic("output-mismatch", {
+            "what": what, "got": value, "expected": expected, "worst_index": [],
+            "max_abs_error": abs(value - expected),
+            "max_rel_error": abs(value - expected) / max(abs(expected), 1e-12)}))
+    return float(value)

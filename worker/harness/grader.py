@@ -1,0 +1,244 @@
+"""The trusted grader: loads an exercise's checks and reference, runs them against a student process.
+
+One `Harness` grades many submissions: the zygote keeps torch imported and warm, so each
+submission costs a fork, the sandbox and the checks, not a Python start-up.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from . import report as reports
+from . import sandbox, submission
+from .checks import CheckSpec, Context, diagnose_exception
+from .diagnostics import Diagnostic, Fail
+from .remote import Limits, Output, Student, StudentDied, StudentError, StudentProcess, Zygote
+
+MAX_RESTARTS = 2
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission to grade; crosses the process boundary as JSON."""
+
+    exercise: str
+    exercise_dir: str
+    submission: str
+    filename: str
+    limits: dict = field(default_factory=dict)
+    seed: int | None = None
+    lang: str = "en"
+    device: str = "auto"
+    id: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Job":
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    slug: str
+    checks: tuple[CheckSpec, ...]
+    reference: ModuleType
+    support: ModuleType | None
+    support_source: str | None
+
+    @property
+    def functions(self) -> list[str]:
+        return sorted({name for spec in self.checks for name in spec.uses})
+
+
+def _load_module(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_exercise(slug: str, directory: str) -> Exercise:
+    root = Path(directory)
+    support_path = root / "support.py"
+    support_source = support_path.read_text() if support_path.exists() else None
+    support = _load_module(f"hpcgrade_support_{slug}", support_path) if support_source else None
+    checks_module = _load_module(f"hpcgrade_checks_{slug}", root / "checks.py")
+    specs = tuple(f.hpcgrade_check for f in vars(checks_module).values()
+                  if hasattr(f, "hpcgrade_check"))
+    if not specs:
+        raise ValueError(f"{root / 'checks.py'} declares no @check")
+    reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
+    return Exercise(slug, specs, reference, support, support_source)
+
+
+class Session:
+    """The student processes of one submission: started lazily, restarted after a death."""
+
+    def __init__(self, harness: "Harness", limits: Limits, device: torch.device, source, exercise):
+        self.harness, self.limits, self.device = harness, limits, device
+        self.source, self.exercise = source, exercise
+        self.output = Output(limits.output_bytes)
+        self.process: StudentProcess | None = None
+        self.scratch: str | None = None
+        self.starts = 0
+        self.load_result: dict | None = None
+        self.fatal: Diagnostic | None = None
+        self.layers: list[str] = []
+        self.missing_layers: list[str] = []
+
+    def student(self) -> Student:
+        if self.fatal:
+            raise Fail(self.fatal)
+        if self.process is None or not self.process.alive:
+            self.start()
+        return Student(self.process, self.device)
+
+    def start(self) -> None:
+        self.close_process()
+        self.starts += 1
+        self.scratch = tempfile.mkdtemp(prefix="hpcgrade-", dir=self.harness.scratch_root)
+        confinement = sandbox.Confinement(
+            scratch=self.scratch, memory_bytes=self.limits.memory_mb << 20,
+            cpu_seconds=self.limits.cpu_seconds, file_bytes=self.limits.file_mb << 20,
+            open_files=256, read_paths=self.harness.read_paths, device=self.device.type)
+        try:
+            self.process = StudentProcess(self.harness.zygote, confinement, self.limits, self.output)
+            self.layers = self.process.hello.get("layers", [])
+            self.missing_layers = self.process.hello.get("missing", [])
+            reply = Student(self.process, self.device).request(
+                "load", cells=[list(c) for c in self.source.cells], notebook=self.source.notebook,
+                functions=self.exercise.functions, support=self.exercise.support_source)
+        except StudentDied as died:
+            self.fatal = Diagnostic(died.code, dict(died.details, what="loading the submission"))
+            raise Fail(self.fatal) from None
+        if self.load_result is None:
+            self.load_result = reply
+        if reply.get("import_error"):
+            info = reply["import_error"]
+            self.fatal = Diagnostic("import-error", {
+                "error": f"{info.get('type')}: {info.get('message')}",
+                "line": (info.get("frames") or [{}])[-1].get("line")})
+            raise Fail(self.fatal)
+
+    def after_death(self, died: StudentDied) -> None:
+        if self.starts > MAX_RESTARTS:
+            self.fatal = Diagnostic(died.code, dict(died.details, what="the remaining checks"))
+
+    def close_process(self) -> None:
+        if self.process is not None and self.process.alive:
+            self.process.stop()
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+
+class Harness:
+    def __init__(self, scratch_root: str | None = None):
+        self.scratch_root = scratch_root
+        self.read_paths = sandbox.python_read_paths()
+        self.exercises: dict[str, tuple[float, Exercise]] = {}
+        torch.set_num_threads(1)
+        self.zygote = Zygote(child_environment())
+
+    def close(self) -> None:
+        self.zygote.close()
+
+    def __enter__(self) -> "Harness":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def exercise(self, job: Job) -> Exercise:
+        stamp = max(p.stat().st_mtime for p in Path(job.exercise_dir).glob("*.py"))
+        cached = self.exercises.get(job.exercise_dir)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, load_exercise(job.exercise, job.exercise_dir))
+            self.exercises[job.exercise_dir] = cached
+        return cached[1]
+
+    def grade(self, job: Job) -> reports.Report:
+        started = time.perf_counter()
+        limits = Limits.from_dict(job.limits)
+        device = torch.device("cuda" if job.device == "auto" and torch.cuda.is_available()
+                              else ("cpu" if job.device == "auto" else job.device))
+        seed = job.seed if job.seed is not None else secrets.randbits(48)
+        exercise = self.exercise(job)
+        base = dict(exercise=job.exercise, status="graded", seed=seed, lang=job.lang, job_id=job.id,
+                    max_score=sum(s.points for s in exercise.checks),
+                    environment=reports.environment(device))
+        try:
+            source = submission.read(Path(job.submission).read_bytes(), job.filename,
+                                     limits.submission_kb << 10)
+        except submission.Unreadable as exc:
+            diagnostic = Diagnostic("import-error", {"error": exc.es if job.lang == "es" else exc.en})
+            return reports.Report(**base, score=0.0, checks=tuple(
+                self._result(spec, job.lang, [diagnostic]) for spec in exercise.checks),
+                timing={"total": time.perf_counter() - started})
+        session = Session(self, limits, device, source, exercise)
+        results = []
+        try:
+            for index, spec in enumerate(exercise.checks):
+                results.append(self._run_check(session, spec, seed, index, job.lang))
+        finally:
+            session.close_process()
+        load = session.load_result or {}
+        notes = list(source.notes) + [dict(n, kind="cell-error") for n in load.get("notes", [])]
+        return reports.Report(
+            **base, score=sum(r.points for r in results), checks=tuple(results), notes=tuple(notes),
+            output=session.output.text(),
+            sandbox={"layers": session.layers, "unavailable": session.missing_layers,
+                     "student_processes": session.starts},
+            timing={"total": time.perf_counter() - started})
+
+    def _run_check(self, session: Session, spec: CheckSpec, seed: int, index: int,
+                   lang: str) -> reports.CheckResult:
+        try:
+            student = session.student()
+            defined = (session.load_result or {}).get("defined", {})
+            missing = [name for name in spec.uses if not defined.get(name)]
+            if missing:
+                raise Fail(*(Diagnostic("missing-function", {"name": n}) for n in missing))
+            student.request("reset")
+            rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
+            ctx = Context(student, rng, session.exercise.reference, session.exercise.support,
+                          session.device)
+            spec.function(ctx)
+        except Fail as fail:
+            return self._result(spec, lang, fail.diagnostics)
+        except StudentError as exc:
+            return self._result(spec, lang, [diagnose_exception(exc.info, spec.title[lang])])
+        except StudentDied as died:
+            session.after_death(died)
+            return self._result(spec, lang, [Diagnostic(died.code, dict(died.details,
+                                                                        what=spec.title[lang]))])
+        return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), spec.points,
+                                   spec.points, True, "ok")
+
+    @staticmethod
+    def _result(spec: CheckSpec, lang: str, diagnostics: list[Diagnostic]) -> reports.CheckResult:
+        rendered = tuple(d.to_dict(lang) for d in diagnostics)
+        return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
+                                   spec.points, False, rendered[0]["message"] if rendered else "",
+                                   rendered)
+
+
+def child_environment() -> dict[str, str]:
+    """What the zygote (and so every student) starts with: no secret, ever."""
+    env = {k: os.environ[k] for k in sandbox.SAFE_ENVIRONMENT if k in os.environ}
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = package_root
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["OMP_NUM_THREADS"] = "1"
+    return env

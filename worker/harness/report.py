@@ -1,0 +1,65 @@
+"""The report: the stable JSON contract of `hpcgrade grade --json` and of every grading run."""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    title: str
+    points: float
+    max_points: float
+    passed: bool
+    message: str
+    diagnostics: tuple[dict, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CheckResult":
+        return cls(**dict(data, diagnostics=tuple(data.get("diagnostics", ()))))
+
+
+@dataclass(frozen=True)
+class Report:
+    exercise: str
+    status: str  # "graded", or "error" when the grader itself failed (never shown as a zero)
+    score: float
+    max_score: float
+    checks: tuple[CheckResult, ...] = ()
+    notes: tuple[dict, ...] = ()
+    output: str = ""
+    environment: dict = field(default_factory=dict)
+    sandbox: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
+    seed: int | None = None
+    lang: str = "en"
+    job_id: str = ""
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Report":
+        return cls(**dict(data, checks=tuple(CheckResult.from_dict(c) for c in data.get("checks", ())),
+                          notes=tuple(data.get("notes", ()))))
+
+
+def environment(device: torch.device) -> dict:
+    cuda = device.type == "cuda"
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if cuda else None,
+        "node": platform.node(),
+        "slurm_job": os.environ.get("SLURM_JOB_ID"),
+        "slurm_array_task": os.environ.get("SLURM_ARRAY_TASK_ID"),
+    }

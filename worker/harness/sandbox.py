@@ -1,0 +1,279 @@
+"""Unprivileged sandbox layers applied by the student process to itself, right after fork.
+
+Each layer is tried independently; what is active on this machine is returned so the report can
+say it. Nothing here needs root, so the same code confines students inside a normal Slurm job.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import resource
+import sys
+from dataclasses import dataclass
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_DUMPABLE = 4
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+CLONE_THREAD = 0x00010000
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What the student process may use: its scratch directory, resource limits, a device."""
+
+    scratch: str
+    memory_bytes: int
+    cpu_seconds: int
+    file_bytes: int
+    open_files: int
+    read_paths: tuple[str, ...]
+    device: str = "cpu"
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+# --- network namespace -----------------------------------------------------------------------
+
+def enter_network_namespace() -> None:
+    """A private user + network namespace: no interface but a down loopback, so no network."""
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNET), "unshare")
+    # Without a mapping the process could not create files in its scratch directory.
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+
+
+# --- resource limits -------------------------------------------------------------------------
+
+def _address_space_in_use() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def apply_rlimits(c: Confinement) -> list[str]:
+    layers = []
+    limits = {
+        resource.RLIMIT_CPU: (c.cpu_seconds, c.cpu_seconds + 1),
+        resource.RLIMIT_FSIZE: (c.file_bytes, c.file_bytes),
+        resource.RLIMIT_NOFILE: (c.open_files, c.open_files),
+        resource.RLIMIT_CORE: (0, 0),
+    }
+    # CUDA reserves terabytes of virtual address space, so there only Slurm's cgroup bounds memory.
+    if c.device == "cpu":
+        limit = _address_space_in_use() + c.memory_bytes
+        limits[resource.RLIMIT_AS] = (limit, limit)
+    for which, value in limits.items():
+        resource.setrlimit(which, value)
+    layers.append("rlimits")
+    return layers
+
+
+# --- Landlock --------------------------------------------------------------------------------
+
+SYS_landlock_create_ruleset, SYS_landlock_add_rule, SYS_landlock_restrict_self = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH, LANDLOCK_RULE_NET_PORT = 1, 2
+
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+FS_ALL_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1,
+                 5: (1 << 16) - 1, 6: (1 << 16) - 1, 7: (1 << 16) - 1}
+FS_TRUNCATE, FS_IOCTL_DEV = 1 << 14, 1 << 15
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi() -> int:
+    abi = _libc.syscall(SYS_landlock_create_ruleset, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    return max(abi, 0)
+
+
+def apply_landlock(c: Confinement) -> list[str]:
+    """Read-only system and venv, read-write scratch, no TCP, no signals or sockets outward."""
+    abi = landlock_abi()
+    if abi < 1:
+        return []
+    handled_fs = FS_ALL_BY_ABI[min(abi, 7)]
+    attr = _RulesetAttr(handled_fs, (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
+                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0)
+    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = _check(_libc.syscall(SYS_landlock_create_ruleset, ctypes.byref(attr), size, 0),
+                     "landlock_create_ruleset")
+    try:
+        read = FS_READ_FILE | FS_READ_DIR
+        for path in c.read_paths:
+            _allow(ruleset, path, read, handled_fs)
+        _allow(ruleset, "/dev", read | FS_WRITE_FILE | (FS_IOCTL_DEV if abi >= 5 else 0), handled_fs,
+               only=("null", "zero", "urandom", "random", "nvidiactl", "nvidia-uvm", "nvidia0",
+                     "nvidia1", "nvidia2", "nvidia3", "nvidia4", "nvidia5", "nvidia6", "nvidia7"))
+        _allow(ruleset, c.scratch, handled_fs & ~FS_EXECUTE, handled_fs)
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        _check(_libc.syscall(SYS_landlock_restrict_self, ruleset, 0), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+    layers = [f"landlock-fs(abi {abi})"]
+    if abi >= 4:
+        layers.append("landlock-net")
+    if abi >= 6:
+        layers.append("landlock-scope")
+    return layers
+
+
+def _allow(ruleset: int, path: str, access: int, handled: int, only: tuple[str, ...] = ()) -> None:
+    targets = [os.path.join(path, name) for name in only] if only else [path]
+    for target in targets:
+        try:
+            fd = os.open(target, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if not os.path.isdir(target):
+                access &= FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+            rule = _PathBeneath(access & handled, fd)
+            _check(_libc.syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH,
+                                 ctypes.byref(rule), 0), f"landlock_add_rule({target})")
+        finally:
+            os.close(fd)
+
+
+# --- seccomp ---------------------------------------------------------------------------------
+
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_MASKED_EQ = 7
+DENIED_SYSCALLS = ("socket", "fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv",
+                   "process_vm_writev", "mount", "umount2", "unshare", "setns", "bpf", "keyctl",
+                   "add_key", "request_key", "perf_event_open", "userfaultfd", "kexec_load",
+                   "init_module", "finit_module", "reboot", "swapon", "pivot_root", "chroot",
+                   "io_uring_setup")
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+def _scmp_errno(code: int) -> int:
+    return 0x00050000 | (code & 0xFFFF)
+
+
+_libseccomp: list = []
+
+
+def load_libseccomp() -> ctypes.CDLL | None:
+    """Find libseccomp once, in the zygote: finding it runs ldconfig, which the sandbox forbids."""
+    if not _libseccomp:
+        name = ctypes.util.find_library("seccomp")
+        _libseccomp.append(ctypes.CDLL(name, use_errno=True) if name else None)
+    return _libseccomp[0]
+
+
+def apply_seccomp() -> list[str]:
+    """EPERM for network sockets, new processes, exec, tracing and kernel administration.
+
+    Threads stay allowed (clone with CLONE_THREAD); clone3 answers ENOSYS so libc falls back to
+    clone, whose flags a filter can see.
+    """
+    lib = load_libseccomp()
+    if lib is None:
+        return []
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                           ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        return []
+    try:
+        def deny(syscall: str, code: int, *conditions: _ArgCmp) -> None:
+            nr = lib.seccomp_syscall_resolve_name(syscall.encode())
+            if nr < 0:
+                return
+            array = (_ArgCmp * len(conditions))(*conditions) if conditions else None
+            result = lib.seccomp_rule_add_array(ctx, _scmp_errno(code), nr, len(conditions), array)
+            if result < 0:
+                raise OSError(-result, f"seccomp rule for {syscall}")
+
+        for syscall in DENIED_SYSCALLS:
+            deny(syscall, errno.EPERM)
+        deny("clone", errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))
+        deny("clone3", errno.ENOSYS)
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        result = lib.seccomp_load(ctx)
+        if result < 0:
+            raise OSError(-result, "seccomp_load")
+    finally:
+        lib.seccomp_release(ctx)
+    return ["seccomp"]
+
+
+# --- putting it together ---------------------------------------------------------------------
+
+SAFE_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES")
+
+
+def scrub_environment(scratch: str) -> None:
+    kept = {k: os.environ[k] for k in SAFE_ENVIRONMENT if k in os.environ}
+    os.environ.clear()
+    os.environ.update(kept, HOME=scratch, TMPDIR=scratch, TEMP=scratch, TMP=scratch)
+
+
+def confine(c: Confinement) -> tuple[list[str], list[str]]:
+    """Apply every layer this machine offers; return (active layers, reasons for missing ones)."""
+    active, missing = [], []
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    scrub_environment(c.scratch)
+    active.append("scrubbed-environment")
+    for name, layer in (("network-namespace", enter_network_namespace),
+                        ("rlimits", lambda: apply_rlimits(c)),
+                        ("seccomp", apply_seccomp),
+                        ("landlock", lambda: apply_landlock(c))):
+        try:
+            result = layer()
+        except OSError as exc:
+            missing.append(f"{name}: {exc.strerror or exc}")
+            continue
+        if result is None:
+            active.append(name)
+        elif result:
+            active.extend(result)
+        else:
+            missing.append(f"{name}: not offered by this kernel or system")
+    return active, missing
+
+
+def python_read_paths() -> tuple[str, ...]:
+    """Interpreter, stdlib and site-packages: what imports may read, never the exercises."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.__file__)}
+    paths.update(p for p in sys.path if p and os.path.isdir(p) and "site-packages" in p)
+    paths.add(os.path.dirname(os.path.abspath(__file__)))
+    return tuple(sorted(paths)) + ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
+                                   "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
+                                   "/proc/cpuinfo", "/proc/meminfo")

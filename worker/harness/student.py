@@ -1,0 +1,262 @@
+"""The student process: sandboxes itself, runs the submission, answers the grader's requests.
+
+Everything here runs beside hostile code. It keeps references to torch's immutable C-level
+descriptors taken before the submission runs, so a submission that monkeypatches `torch.Tensor`
+or `torch.allclose` changes nothing this module reports; and since it only ever *answers*, a
+submission that corrupts it can only send wrong answers, which the grader scores as such.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any
+
+import torch
+
+from . import protocol, sandbox
+
+_TB = torch._C.TensorBase
+_TB_ATTRS = _TB.__dict__
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
+MAX_MESSAGE = 2000
+MAX_GRAPH_NODES = 64
+
+
+def _get(t: torch.Tensor, name: str) -> Any:
+    return _TB_ATTRS[name].__get__(t)
+
+
+class Server:
+    def __init__(self, req_fd: int, rep_fd: int):
+        self.req_fd, self.rep_fd = req_fd, rep_fd
+        self.handles: dict[int, Any] = {}
+        self.next_handle = 1
+        self.labels: set[str] = set()
+        self.submission = types.ModuleType("submission")
+        self.support = types.ModuleType("exercise_support")
+        self.buffers: list[bytes] = []
+
+    # --- transport ---------------------------------------------------------------------------
+
+    def serve(self, hello: dict) -> None:
+        self.send(hello)
+        unpacker = protocol.Unpacker(max_bytes=1 << 40)
+        while True:
+            message = unpacker.message()
+            if message is None:
+                chunk = os.read(self.req_fd, 1 << 20)
+                if not chunk:
+                    return
+                unpacker.feed(chunk)
+                continue
+            header, buffers = message
+            self.buffers = []
+            try:
+                reply = getattr(self, "op_" + header["op"])(header, buffers)
+            except BaseException as exc:  # the student's exceptions are answers, not failures
+                self.buffers = []
+                reply = {"error": self.describe_exception(exc)}
+            self.send(reply)
+
+    def send(self, reply: dict) -> None:
+        data = protocol.pack(reply, self.buffers)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.rep_fd, view):]
+
+    # --- operations --------------------------------------------------------------------------
+
+    def op_load(self, header: dict, _buffers: list[bytes]) -> dict:
+        if header.get("support"):
+            sys.modules["exercise_support"] = self.support
+            exec(compile(header["support"], "exercise_support.py", "exec"), self.support.__dict__)
+        self.submission.__file__ = "submission.py"
+        sys.modules["submission"] = self.submission
+        notes, error = [], None
+        for label, code in header["cells"]:
+            self.labels.add(label)
+            try:
+                exec(compile(code, label, "exec"), self.submission.__dict__)
+            except BaseException as exc:
+                info = self.describe_exception(exc)
+                if not header["notebook"]:
+                    error = info
+                    break
+                notes.append(dict(info, cell=label))
+        defined = {name: callable(self.submission.__dict__.get(name))
+                   for name in header["functions"] if name in self.submission.__dict__}
+        return {"notes": notes, "import_error": error, "defined": defined}
+
+    def op_put(self, header: dict, buffers: list[bytes]) -> dict:
+        return {"value": self.encode(self.decode(header["value"], buffers))}
+
+    def op_call(self, header: dict, buffers: list[bytes]) -> dict:
+        target = self.resolve(header["target"])
+        args = self.decode(header.get("args", []), buffers)
+        kwargs = self.decode(header.get("kwargs", {"__dict__": []}), buffers)
+        return {"value": self.encode(target(*args, **kwargs))}
+
+    def op_attr(self, header: dict, _buffers: list[bytes]) -> dict:
+        obj = self.handles[header["handle"]]
+        if isinstance(obj, _PLAIN_TENSORS) and header["name"] in _TB_ATTRS:
+            value = _get(obj, header["name"])
+        else:
+            value = getattr(obj, header["name"])
+        return {"value": self.encode(value)}
+
+    def op_describe(self, header: dict, _buffers: list[bytes]) -> dict:
+        obj = self.handles[header["handle"]]
+        if type(obj) in _PLAIN_TENSORS:
+            return {"graph": self.graph(_get(obj, "grad_fn"))}
+        if isinstance(obj, torch.nn.Module):
+            return {"class": type(obj).__name__, "training": bool(obj.training),
+                    "parameters": self.encode(dict(obj.named_parameters())),
+                    "modules": [[n, type(m).__name__] for n, m in obj.named_modules()]}
+        if isinstance(obj, torch.optim.Optimizer):
+            groups = [{k: v for k, v in g.items() if k != "params"} for g in obj.param_groups]
+            return {"class": type(obj).__name__, "param_groups": self.encode(groups)}
+        return {"class": type(obj).__name__}
+
+    def op_reset(self, _header: dict, _buffers: list[bytes]) -> dict:
+        self.handles.clear()
+        return {}
+
+    # --- values ------------------------------------------------------------------------------
+
+    def resolve(self, target: dict) -> Any:
+        if "name" in target:
+            return getattr(self.submission, target["name"])
+        if "support" in target:
+            return getattr(self.support, target["support"])
+        if "torch" in target:
+            obj = torch
+            for part in target["torch"].split("."):
+                obj = getattr(obj, part)
+            return obj
+        return getattr(self.handles[target["handle"]], target["method"])
+
+    def decode(self, value: Any, buffers: list[bytes]) -> Any:
+        def tensor(desc: dict, buf: bytes) -> Any:
+            t = protocol.tensor_from_bytes(buf, desc["dtype"], desc["shape"])
+            if desc.get("numpy"):
+                return t.numpy()
+            t = t.to(desc.get("device", "cpu"))
+            return t.requires_grad_(bool(desc.get("requires_grad")))
+
+        return protocol.decode_plain(value, buffers, tensor,
+                                     lambda desc: self.handles[desc["__handle__"]],
+                                     protocol.Budget(nodes=1 << 30))
+
+    def keep(self, obj: Any) -> int:
+        handle = self.next_handle
+        self.next_handle += 1
+        self.handles[handle] = obj
+        return handle
+
+    def encode(self, value: Any, depth: int = 0) -> Any:
+        if depth > protocol.MAX_DEPTH:
+            raise ValueError(f"the value is nested deeper than {protocol.MAX_DEPTH} levels")
+        kind = type(value)
+        if value is None or kind in (bool, int, str):
+            return value
+        if isinstance(value, float):
+            value = float.__float__(value)
+            return value if value == value and abs(value) != float("inf") else {"__float__": repr(value)}
+        if kind in _PLAIN_TENSORS:
+            return self.encode_tensor(value)
+        if kind is tuple or kind is torch.Size:
+            return {"__tuple__": [self.encode(v, depth + 1) for v in value]}
+        if kind is list:
+            return [self.encode(v, depth + 1) for v in value]
+        if kind is dict:
+            return {"__dict__": [[self.encode(k, depth + 1), self.encode(v, depth + 1)]
+                                 for k, v in value.items()]}
+        if kind is torch.dtype:
+            return {"__dtype__": protocol.dtype_name(value)}
+        if kind is torch.device:
+            return {"__device__": str(value)}
+        return {"__handle__": self.keep(value), "type": kind.__name__[:200],
+                "tensor_subclass": isinstance(value, torch.Tensor)}
+
+    def encode_tensor(self, t: torch.Tensor) -> dict:
+        with _NO_TORCH_FUNCTION():
+            self.buffers.append(protocol.tensor_bytes(t))
+            grad_fn = _get(t, "grad_fn")
+            shape = list(_get(t, "shape"))
+            return {
+                "__tensor__": len(self.buffers) - 1,
+                "__handle__": self.keep(t),
+                "dtype": protocol.dtype_name(_get(t, "dtype")),
+                "shape": shape,
+                "device": str(_get(t, "device")),
+                "parameter": type(t) is torch.nn.Parameter,
+                "requires_grad": bool(_get(t, "requires_grad")),
+                "is_leaf": bool(_get(t, "is_leaf")),
+                "grad_fn": type(grad_fn).__name__ if grad_fn is not None else None,
+                "has_grad": _get(t, "grad") is not None,
+                "version": int(_get(t, "_version")),
+                "strides": list(_TB.stride(t)),
+                "storage_offset": int(_TB.storage_offset(t)),
+                "storage": int(_TB.untyped_storage(t).data_ptr()),
+                "contiguous": bool(_TB.is_contiguous(t)),
+                "channels_last": len(shape) == 4
+                and bool(_TB.is_contiguous(t, memory_format=torch.channels_last)),
+            }
+
+    def graph(self, root: Any) -> list[dict]:
+        """The grad_fn graph breadth-first, as class names and edges between node indices."""
+        nodes, index, queue = [], {}, [root] if root is not None else []
+        while queue and len(nodes) < MAX_GRAPH_NODES:
+            fn = queue.pop(0)
+            if id(fn) in index:
+                continue
+            index[id(fn)] = len(nodes)
+            nexts = [f for f, _ in getattr(fn, "next_functions", ()) if f is not None]
+            nodes.append({"name": type(fn).__name__, "next": nexts})
+            queue.extend(nexts)
+        for node in nodes:
+            node["next"] = [index[id(f)] for f in node["next"] if id(f) in index]
+        return nodes
+
+    def describe_exception(self, exc: BaseException) -> dict:
+        frames, tb = [], exc.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename in self.labels:
+                frames.append({"file": code.co_filename, "line": tb.tb_lineno,
+                               "function": code.co_name})
+            tb = tb.tb_next
+        if isinstance(exc, SyntaxError) and exc.filename in self.labels:
+            frames.append({"file": exc.filename, "line": exc.lineno or 0, "function": "<module>"})
+        try:
+            message = str(exc)[:MAX_MESSAGE]
+        except BaseException:
+            message = "<the exception's message could not be printed>"
+        return {"type": type(exc).__name__[:200], "message": message, "frames": frames[-5:],
+                "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None}
+
+
+def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
+        threads: int) -> None:
+    """Entry point of a freshly forked student process; never returns."""
+    code = 0
+    try:
+        os.setsid()
+        sandbox._libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG=SIGKILL: die with the zygote
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        keep = sorted({0, 1, 2, req_fd, rep_fd})
+        for low, high in zip(keep, keep[1:] + [65536]):
+            os.closerange(low + 1, high)
+        os.chdir(confinement.scratch)
+        active, missing = sandbox.confine(confinement)
+        torch.set_num_threads(threads)
+        Server(req_fd, rep_fd).serve({"pid": os.getpid(), "layers": active, "missing": missing})
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)

@@ -1,0 +1,115 @@
+"""The zygote: a clean process with torch imported and autograd warmed up, that forks students.
+
+It is started with `exec`, never forked from the grader, so that no hidden check, reference or
+secret is in the memory its children inherit. It never runs a parallel CPU op (a forked child
+would hang on the first one) and never initialises CUDA (which does not survive fork).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+import torch
+
+from . import sandbox, student
+
+SPAWN_REPLY_LIMIT = 1 << 16
+
+
+def warm_up() -> None:
+    """Pay once the lazy imports a first backward, Function, module and optimizer step cost."""
+    import math, random, tempfile, traceback, linecache  # noqa: F401,E401  (students' usual imports)
+    import numpy  # noqa: F401
+    import torch.nn.functional as F
+
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+
+    layer = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(4, 3, requires_grad=True)
+    loss = F.mse_loss(layer(Square.apply(x)).softmax(dim=1), torch.zeros(4, 2))
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    torch.autograd.grad((x.sigmoid() * x).sum(), x)
+    with torch.no_grad():
+        layer.eval()(x)
+    torch.einsum("bi,oi->bo", x.detach(), layer.weight.detach())
+    torch.from_numpy(numpy.zeros(2)).unsqueeze(0).reshape(2).flatten().chunk(2)
+    sandbox.load_libseccomp()
+
+
+def spawn(request: dict) -> tuple[int, list[int]]:
+    c = request["confinement"]
+    confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # student.run closes every descriptor it does not need
+        student.run(req_r, rep_w, out_w, confinement, request["threads"])
+    for fd in (req_r, rep_w, out_w):
+        os.close(fd)
+    return pid, [req_w, rep_r, out_r]
+
+
+def reap(pid: int, grace: float) -> dict:
+    """Wait for a student that is ending; kill its process group if it lingers."""
+    deadline = time.monotonic() + grace
+    killed = False
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return {"exit_code": None, "signal": None, "killed": killed}
+        if done:
+            return {"exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
+                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                    "killed": killed}
+        if time.monotonic() > deadline and not killed:
+            _kill_group(pid)
+            killed = True
+        time.sleep(0.002)
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def main(fd: int) -> None:
+    sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # die with the grader
+    torch.set_num_threads(1)
+    warm_up()
+    sock = socket.socket(fileno=fd)
+    sock.sendall(b'{"ready": true}\n')
+    reader = sock.makefile("rb")
+    for line in reader:
+        request = json.loads(line)
+        if request["op"] == "spawn":
+            pid, fds = spawn(request)
+            socket.send_fds(sock, [json.dumps({"pid": pid}).encode() + b"\n"], fds)
+            for f in fds:
+                os.close(f)
+        elif request["op"] == "reap":
+            sock.sendall(json.dumps(reap(request["pid"], request["grace"])).encode() + b"\n")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
