@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
 import secrets
 import shutil
+import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -19,33 +21,13 @@ import torch
 
 from . import report as reports
 from . import sandbox, submission
+from .jobs import Job
 from .checks import CheckSpec, Context, diagnose_exception
 from .diagnostics import Diagnostic, Fail
-from .remote import Limits, Output, Student, StudentDied, StudentError, StudentProcess, Zygote
+from .jobs import Limits
+from .remote import Output, Student, StudentDied, StudentError, StudentProcess, Zygote
 
 MAX_RESTARTS = 2
-
-
-@dataclass(frozen=True)
-class Job:
-    """One submission to grade; crosses the process boundary as JSON."""
-
-    exercise: str
-    exercise_dir: str
-    submission: str
-    filename: str
-    limits: dict = field(default_factory=dict)
-    seed: int | None = None
-    lang: str = "en"
-    device: str = "auto"
-    id: str = ""
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Job":
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -150,6 +132,7 @@ class Harness:
         self.exercises: dict[str, tuple[float, Exercise]] = {}
         torch.set_num_threads(1)
         self.zygote = Zygote(child_environment())
+        _warm_up_autograd()
 
     def close(self) -> None:
         self.zygote.close()
@@ -177,7 +160,7 @@ class Harness:
         exercise = self.exercise(job)
         base = dict(exercise=job.exercise, status="graded", seed=seed, lang=job.lang, job_id=job.id,
                     max_score=sum(s.points for s in exercise.checks),
-                    environment=reports.environment(device))
+                    environment=environment(device))
         try:
             source = submission.read(Path(job.submission).read_bytes(), job.filename,
                                      limits.submission_kb << 10)
@@ -234,6 +217,13 @@ class Harness:
                                    rendered)
 
 
+def _warm_up_autograd() -> None:
+    """The grader's own first backward imports ~500 modules; pay that before the first job."""
+    x = torch.ones(2, requires_grad=True)
+    (x * x).sum().backward()
+    torch.autograd.grad((x.sigmoid() * x).sum(), x)
+
+
 def child_environment() -> dict[str, str]:
     """What the zygote (and so every student) starts with: no secret, ever."""
     env = {k: os.environ[k] for k in sandbox.SAFE_ENVIRONMENT if k in os.environ}
@@ -242,3 +232,17 @@ def child_environment() -> dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["OMP_NUM_THREADS"] = "1"
     return env
+
+
+def environment(device: torch.device) -> dict:
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "node": platform.node(),
+        "slurm_job": os.environ.get("SLURM_JOB_ID"),
+        "slurm_array_task": os.environ.get("SLURM_ARRAY_TASK_ID"),
+    }

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from . import protocol, sandbox
+from .jobs import Limits
 
 
 class StudentError(Exception):
@@ -68,31 +69,6 @@ class Zygote:
         self.sock.close()
         self.reader.close()
         self.process.wait(timeout=10)
-
-
-@dataclass
-class Limits:
-    """Per-submission limits; exercise.toml's [limits] table overrides the defaults."""
-
-    call_seconds: float = 10.0
-    cpu_seconds: int = 60
-    memory_mb: int = 1024
-    output_bytes: int = 64 << 10
-    reply_mb: int = 64
-    file_mb: int = 16
-    submission_kb: int = 1024
-    threads: int = 1
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Limits":
-        known = cls.__dataclass_fields__
-        unknown = set(data) - set(known)
-        if unknown:
-            raise ValueError(f"unknown limits: {', '.join(sorted(unknown))}")
-        return cls(**{k: type(getattr(cls, k))(v) for k, v in data.items()})
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass

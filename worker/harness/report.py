@@ -1,12 +1,7 @@
 """The report: the stable JSON contract of `hpcgrade grade --json` and of every grading run."""
 from __future__ import annotations
 
-import os
-import platform
-import sys
 from dataclasses import asdict, dataclass, field
-
-import torch
 
 
 @dataclass(frozen=True)
@@ -48,18 +43,3 @@ class Report:
     def from_dict(cls, data: dict) -> "Report":
         return cls(**dict(data, checks=tuple(CheckResult.from_dict(c) for c in data.get("checks", ())),
                           notes=tuple(data.get("notes", ()))))
-
-
-def environment(device: torch.device) -> dict:
-    cuda = device.type == "cuda"
-    return {
-        "python": platform.python_version(),
-        "executable": sys.executable,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "device": str(device),
-        "gpu": torch.cuda.get_device_name(device) if cuda else None,
-        "node": platform.node(),
-        "slurm_job": os.environ.get("SLURM_JOB_ID"),
-        "slurm_array_task": os.environ.get("SLURM_ARRAY_TASK_ID"),
-    }

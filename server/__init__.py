@@ -1,0 +1,1 @@
+"""The hpcgrade service: the command line now, the web portal and API next."""

@@ -1,0 +1,146 @@
+"""The `hpcgrade` command."""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from worker.catalogue import ExerciseConfigError, ExerciseInfo, load_catalogue
+from worker.harness.jobs import Job
+from worker.runner import HarnessFailed, HarnessProcess
+
+LANGS = click.Choice(["en", "es"])
+
+
+def _catalogue() -> dict[str, ExerciseInfo]:
+    try:
+        return load_catalogue()
+    except ExerciseConfigError as exc:
+        raise click.ClickException(f"bad exercise: {exc}") from None
+
+
+def _exercise(slug: str) -> ExerciseInfo:
+    catalogue = _catalogue()
+    if slug not in catalogue:
+        raise click.UsageError(f"unknown exercise {slug!r}; known: {', '.join(catalogue)}")
+    return catalogue[slug]
+
+
+def job_for(info: ExerciseInfo, path: Path, *, lang: str = "en", seed: int | None = None,
+            device: str = "auto", job_id: str = "") -> Job:
+    return Job(exercise=info.slug, exercise_dir=str(info.path), submission=str(path.resolve()),
+               filename=path.name, limits=info.limits, seed=seed, lang=lang, device=device,
+               id=job_id)
+
+
+@click.group()
+def main() -> None:
+    """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
+
+
+@main.command()
+@click.argument("exercise")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON report per file, one per line.")
+@click.option("--lang", type=LANGS, default="en", show_default=True)
+@click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--python", "python", help="Interpreter of the course venv (default: this one).")
+def grade(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str, seed: int | None,
+          device: str, python: str | None) -> None:
+    """Grade FILES (.py or .ipynb) for EXERCISE with one warm harness."""
+    info = _exercise(exercise)
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="hpcgrade-cli-") as scratch, \
+            HarnessProcess(python=python, scratch=scratch) as harness:
+        for path in files:
+            try:
+                report = harness.grade(job_for(info, path, lang=lang, seed=seed, device=device))
+            except HarnessFailed as exc:
+                report = {"exercise": exercise, "status": "error", "error": str(exc)}
+            failed |= report.get("status") != "graded"
+            click.echo(json.dumps(report) if as_json else summary(path, report))
+    sys.exit(1 if failed else 0)
+
+
+def summary(path: Path, report: dict) -> str:
+    if report.get("status") != "graded":
+        return f"{path}: the grader failed ({report.get('error')}); this is not a grade."
+    lines = [f"{report['exercise']} — {path}: {report['score']:g} / {report['max_score']:g}"]
+    for c in report["checks"]:
+        mark = "✔" if c["passed"] else "✘"
+        lines.append(f"  {mark} {c['title']}  ({c['points']:g}/{c['max_points']:g})")
+        for d in c["diagnostics"]:
+            where = f" [line {d['details']['line']}]" if d["details"].get("line") else ""
+            lines += [f"      {d['code']}: {d['message']}{where}", f"      → {d['hint']}"]
+    for note in report.get("notes", []):
+        if note.get("kind") == "cell-error":
+            lines.append(f"  note: {note['cell']} raised {note['type']}: {note['message']}")
+        else:
+            lines.append(f"  note: {note['cell']}: IPython lines {note['lines']} were not run")
+    if report.get("output"):
+        lines.append("  output:\n" + "\n".join("    " + l for l in report["output"].splitlines()[:20]))
+    lines.append(f"  sandbox: {', '.join(report['sandbox'].get('layers', [])) or 'none'}"
+                 f"; {report['timing']['total'] * 1000:.0f} ms")
+    return "\n".join(lines)
+
+
+@main.command("exercises")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--lang", type=LANGS, default="en", show_default=True)
+def list_exercises(as_json: bool, lang: str) -> None:
+    """List the exercises."""
+    catalogue = _catalogue()
+    if as_json:
+        click.echo(json.dumps([{"slug": e.slug, "title": e.title, "section": e.section,
+                                "deadline": e.deadline} for e in catalogue.values()]))
+        return
+    for e in catalogue.values():
+        click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")
+
+
+@main.group("exercise")
+def exercise_group() -> None:
+    """Work on exercises."""
+
+
+@exercise_group.command("check")
+@click.argument("slugs", nargs=-1)
+@click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
+def check_exercises(slugs: tuple[str, ...], seed: int | None) -> None:
+    """Grade each reference (full marks) and mutant (must lose points with its code)."""
+    infos = [_exercise(s) for s in slugs] if slugs else list(_catalogue().values())
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
+            HarnessProcess(scratch=scratch) as harness:
+        for info in infos:
+            for problem in self_check(harness, info, seed):
+                problems.append(f"{info.slug}: {problem}")
+                click.echo(f"FAIL {info.slug}: {problem}")
+            click.echo(f"{'ok  ' if not any(p.startswith(info.slug + ':') for p in problems) else 'FAIL'}"
+                       f" {info.slug} (reference + {len(info.mutants)} mutants)")
+    if problems:
+        raise click.ClickException(f"{len(problems)} problem(s)")
+
+
+def self_check(harness: HarnessProcess, info: ExerciseInfo, seed: int | None) -> list[str]:
+    problems = []
+    report = harness.grade(job_for(info, info.path / "reference.py", seed=seed))
+    if report.get("status") != "graded" or report["score"] != report["max_score"]:
+        failing = [c["name"] + ": " + c["message"] for c in report.get("checks", []) if not c["passed"]]
+        problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}: "
+                        f"{report.get('error') or failing}")
+    for name, code in info.mutants.items():
+        report = harness.grade(job_for(info, info.path / "mutants" / f"{name}.py", seed=seed))
+        codes = {d["code"] for c in report.get("checks", []) for d in c["diagnostics"]}
+        if report.get("status") != "graded":
+            problems.append(f"mutant {name}: grader error {report.get('error')}")
+        elif report["score"] >= report["max_score"]:
+            problems.append(f"mutant {name} scored full marks")
+        elif code not in codes:
+            problems.append(f"mutant {name} lost points but with {sorted(codes)}, not {code}")
+    return problems

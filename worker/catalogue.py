@@ -1,0 +1,89 @@
+"""The exercise catalogue: every `exercises/<slug>/` folder, read and validated from its files.
+
+A plain dict keyed by slug. Read on the service side (it needs `tomllib`), so the harness itself
+gets everything it needs inside the job and never parses configuration.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from worker.harness.codes import CATALOGUE
+from worker.harness.jobs import Limits
+
+SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+REQUIRED_FILES = ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "checks.py",
+                  "reference.py")
+DEADLINE_POLICIES = ("none", "penalty", "refuse")
+
+
+class ExerciseConfigError(Exception):
+    """An exercise folder is incomplete or its exercise.toml is wrong; the message says where."""
+
+
+@dataclass(frozen=True)
+class ExerciseInfo:
+    slug: str
+    path: Path
+    title: dict
+    section: str
+    limits: dict
+    deadline: dict
+    slurm: dict
+    mutants: dict = field(default_factory=dict)
+
+    def statement(self, lang: str) -> str:
+        return (self.path / f"statement.{lang if lang in ('en', 'es') else 'en'}.md").read_text()
+
+    def starter(self) -> str:
+        return (self.path / "starter.py").read_text()
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("HPCGRADE_EXERCISES", Path(__file__).resolve().parents[1] / "exercises"))
+
+
+def load_catalogue(root: Path | None = None) -> dict[str, ExerciseInfo]:
+    root = Path(root or default_root())
+    if not root.is_dir():
+        raise ExerciseConfigError(f"exercises folder {root} does not exist")
+    return {p.name: load_exercise_info(p) for p in sorted(root.iterdir())
+            if p.is_dir() and (p / "exercise.toml").exists()}
+
+
+def load_exercise_info(path: Path) -> ExerciseInfo:
+    where = path / "exercise.toml"
+    if not SLUG.match(path.name):
+        raise ExerciseConfigError(f"{path}: folder name must be a slug like 'autograd-q'")
+    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
+    if missing:
+        raise ExerciseConfigError(f"{path}: missing {', '.join(missing)}")
+    try:
+        data = tomllib.loads(where.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ExerciseConfigError(f"{where}: {exc}") from None
+    unknown = set(data) - {"title", "section", "limits", "deadline", "slurm", "mutants"}
+    if unknown:
+        raise ExerciseConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+    title = data.get("title")
+    if not isinstance(title, dict) or not all(isinstance(title.get(k), str) for k in ("en", "es")):
+        raise ExerciseConfigError(f"{where}: title must be a table with 'en' and 'es' strings")
+    limits = data.get("limits", {})
+    try:
+        Limits.from_dict(limits)
+    except (ValueError, TypeError) as exc:
+        raise ExerciseConfigError(f"{where}: [limits]: {exc}") from None
+    deadline = data.get("deadline", {"policy": "none"})
+    if deadline.get("policy", "none") not in DEADLINE_POLICIES:
+        raise ExerciseConfigError(f"{where}: [deadline] policy must be one of {DEADLINE_POLICIES}")
+    mutants = data.get("mutants", {})
+    for name, code in mutants.items():
+        if code not in CATALOGUE:
+            raise ExerciseConfigError(f"{where}: mutant {name}: unknown diagnostic code {code!r}")
+        if not (path / "mutants" / f"{name}.py").is_file():
+            raise ExerciseConfigError(f"{where}: mutant {name}: mutants/{name}.py is missing")
+    return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
+                        data.get("slurm", {}), mutants)

@@ -1,0 +1,51 @@
+"""A grading job as it crosses from the service to the harness (standard library only)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Limits:
+    """Per-submission limits; exercise.toml's [limits] table overrides the defaults."""
+
+    call_seconds: float = 10.0
+    cpu_seconds: int = 60
+    memory_mb: int = 1024
+    output_bytes: int = 64 << 10
+    reply_mb: int = 64
+    file_mb: int = 16
+    submission_kb: int = 1024
+    threads: int = 1
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Limits":
+        known = cls.__dataclass_fields__
+        unknown = set(data) - set(known)
+        if unknown:
+            raise ValueError(f"unknown limits: {', '.join(sorted(unknown))}")
+        return cls(**{k: type(getattr(cls, k))(v) for k, v in data.items()})
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission to grade; crosses the process boundary as JSON."""
+
+    exercise: str
+    exercise_dir: str
+    submission: str
+    filename: str
+    limits: dict = field(default_factory=dict)
+    seed: int | None = None
+    lang: str = "en"
+    device: str = "auto"
+    id: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Job":
+        return cls(**data)
