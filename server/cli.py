@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from worker.catalogue import ExerciseConfigError, ExerciseInfo, load_catalogue
+from worker.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
+                              load_catalogue, load_exercise_info)
 from worker.harness.jobs import Job
 from worker.runner import HarnessFailed, HarnessProcess
 
@@ -23,10 +24,14 @@ def _catalogue() -> dict[str, ExerciseInfo]:
 
 
 def _exercise(slug: str) -> ExerciseInfo:
-    catalogue = _catalogue()
-    if slug not in catalogue:
-        raise click.UsageError(f"unknown exercise {slug!r}; known: {', '.join(catalogue)}")
-    return catalogue[slug]
+    path = default_root() / slug
+    if not SLUG.match(slug) or not (path / "exercise.toml").is_file():
+        known = sorted(p.parent.name for p in default_root().glob("*/exercise.toml"))
+        raise click.UsageError(f"unknown exercise {slug!r}; known: {', '.join(known)}")
+    try:
+        return load_exercise_info(path)
+    except ExerciseConfigError as exc:
+        raise click.ClickException(f"bad exercise: {exc}") from None
 
 
 def job_for(info: ExerciseInfo, path: Path, *, lang: str = "en", seed: int | None = None,
@@ -80,6 +85,8 @@ def summary(path: Path, report: dict) -> str:
     for note in report.get("notes", []):
         if note.get("kind") == "cell-error":
             lines.append(f"  note: {note['cell']} raised {note['type']}: {note['message']}")
+        elif note.get("kind") == "empty":
+            lines.append("  note: the file is empty")
         else:
             lines.append(f"  note: {note['cell']}: IPython lines {note['lines']} were not run")
     if report.get("output"):

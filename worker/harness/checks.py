@@ -73,7 +73,7 @@ def diagnose_exception(info: dict, what: str) -> Diagnostic:
     last = frames[-1] if frames and isinstance(frames[-1], dict) else {}
     details = {"what": what, "type": kind, "error": message[:500],
                "file": last.get("file"), "line": last.get("line")}
-    if kind == "MemoryError":
+    if kind in ("MemoryError", "ReplyTooLarge"):
         return Diagnostic("memory-limit", details)
     for pattern, code in EXCEPTION_PATTERNS:
         if pattern in message:

@@ -35,12 +35,17 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def pack(header: dict, buffers: list[bytes]) -> bytes:
+def frames(header: dict, buffers: list[bytes]) -> list[bytes]:
+    """The parts of one message, to write one after the other without joining large buffers."""
     body = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
     parts = [HEADER.pack(len(body), len(buffers)), body]
     for buf in buffers:
         parts += [BUFFER_LENGTH.pack(len(buf)), buf]
-    return b"".join(parts)
+    return parts
+
+
+def pack(header: dict, buffers: list[bytes]) -> bytes:
+    return b"".join(frames(header, buffers))
 
 
 class Unpacker:

@@ -54,8 +54,8 @@ class Zygote:
         if json.loads(self.reader.readline() or b"{}").get("ready") is not True:
             raise RuntimeError("the zygote process failed to start; see its stderr")
 
-    def spawn(self, confinement: sandbox.Confinement, threads: int) -> tuple[int, list[int]]:
-        request = {"op": "spawn", "threads": threads,
+    def spawn(self, confinement: sandbox.Confinement, limits: Limits) -> tuple[int, list[int]]:
+        request = {"op": "spawn", "threads": limits.threads, "reply_bytes": limits.reply_mb << 20,
                    "confinement": {**confinement.__dict__, "read_paths": list(confinement.read_paths)}}
         self.sock.sendall(json.dumps(request).encode() + b"\n")
         message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 3)
@@ -127,7 +127,7 @@ class StudentProcess:
     def __init__(self, zygote: Zygote, confinement: sandbox.Confinement, limits: Limits,
                  output: Output):
         self.zygote, self.limits, self.output = zygote, limits, output
-        self.pid, (self.req_fd, self.rep_fd, self.out_fd) = zygote.spawn(confinement, limits.threads)
+        self.pid, (self.req_fd, self.rep_fd, self.out_fd) = zygote.spawn(confinement, limits)
         self.unpacker = protocol.Unpacker(max_bytes=limits.reply_mb << 20)
         self.alive = True
         for fd in (self.req_fd, self.rep_fd, self.out_fd):

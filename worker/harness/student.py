@@ -28,9 +28,13 @@ def _get(t: torch.Tensor, name: str) -> Any:
     return _TB_ATTRS[name].__get__(t)
 
 
+class ReplyTooLarge(MemoryError):
+    """The value asked for is larger than the grader accepts; refused before copying it."""
+
+
 class Server:
-    def __init__(self, req_fd: int, rep_fd: int):
-        self.req_fd, self.rep_fd = req_fd, rep_fd
+    def __init__(self, req_fd: int, rep_fd: int, reply_bytes: int):
+        self.req_fd, self.rep_fd, self.reply_bytes = req_fd, rep_fd, reply_bytes
         self.handles: dict[int, Any] = {}
         self.next_handle = 1
         self.labels: set[str] = set()
@@ -52,7 +56,7 @@ class Server:
                 unpacker.feed(chunk)
                 continue
             header, buffers = message
-            self.buffers = []
+            self.buffers, self.buffered = [], 0
             try:
                 reply = getattr(self, "op_" + header["op"])(header, buffers)
             except BaseException as exc:  # the student's exceptions are answers, not failures
@@ -61,10 +65,10 @@ class Server:
             self.send(reply)
 
     def send(self, reply: dict) -> None:
-        data = protocol.pack(reply, self.buffers)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.rep_fd, view):]
+        for part in protocol.frames(reply, self.buffers):
+            view = memoryview(part)
+            while view:
+                view = view[os.write(self.rep_fd, view):]
 
     # --- operations --------------------------------------------------------------------------
 
@@ -182,6 +186,9 @@ class Server:
 
     def encode_tensor(self, t: torch.Tensor) -> dict:
         with _NO_TORCH_FUNCTION():
+            self.buffered += _TB.numel(t) * _TB.element_size(t)
+            if self.buffered > self.reply_bytes:
+                raise ReplyTooLarge(f"the value returned is larger than {self.reply_bytes >> 20} MiB")
             self.buffers.append(protocol.tensor_bytes(t))
             grad_fn = _get(t, "grad_fn")
             shape = list(_get(t, "shape"))
@@ -239,7 +246,7 @@ class Server:
 
 
 def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
-        threads: int) -> None:
+        threads: int, reply_bytes: int) -> None:
     """Entry point of a freshly forked student process; never returns."""
     code = 0
     try:
@@ -255,7 +262,7 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         os.chdir(confinement.scratch)
         active, missing = sandbox.confine(confinement)
         torch.set_num_threads(threads)
-        Server(req_fd, rep_fd).serve({"pid": os.getpid(), "layers": active, "missing": missing})
+        Server(req_fd, rep_fd, reply_bytes).serve({"pid": os.getpid(), "layers": active, "missing": missing})
     except BaseException:
         code = 70
     finally:

@@ -43,7 +43,8 @@ def read(data: bytes, filename: str, max_bytes: int) -> Source:
                          f"El archivo no es texto UTF-8 (byte {exc.start}). Guárdalo como UTF-8.") from None
     if filename.endswith(".ipynb"):
         return notebook_cells(text)
-    return Source(cells=(("submission.py", text),), notebook=False)
+    empty = ({"kind": "empty"},) if not text.strip() else ()
+    return Source(cells=(("submission.py", text),), notebook=False, notes=empty)
 
 
 def notebook_cells(text: str) -> Source:

@@ -60,7 +60,7 @@ def spawn(request: dict) -> tuple[int, list[int]]:
     out_r, out_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # student.run closes every descriptor it does not need
-        student.run(req_r, rep_w, out_w, confinement, request["threads"])
+        student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"])
     for fd in (req_r, rep_w, out_w):
         os.close(fd)
     return pid, [req_w, rep_r, out_r]
