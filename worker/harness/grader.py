@@ -220,7 +220,7 @@ class Harness:
 def _warm_up_autograd() -> None:
     """The grader's own first backward imports ~500 modules; pay that before the first job."""
     x = torch.ones(2, requires_grad=True)
-    (x * x).sum().backward()
+    (x * x).backward(gradient=torch.ones(2))
     torch.autograd.grad((x.sigmoid() * x).sum(), x)
 
 

@@ -1,0 +1,94 @@
+"""Wall time per `autograd-q` submission: the warm harness against a fresh Python process.
+
+The baseline is what a grader without a warm path pays per submission: a new `python` that
+imports torch, runs the submission and its checks in the same process (no sandbox), and exits.
+The warm path is one `python -m worker.harness serve` grading submission after submission, each in
+a freshly forked, fully sandboxed student process. Both are measured here, in the same run.
+
+    .venv/bin/python bench/warm_vs_fresh.py [--warm 40] [--fresh 5]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from server.cli import job_for  # noqa: E402
+from worker.catalogue import load_exercise_info  # noqa: E402
+from worker.runner import HarnessProcess  # noqa: E402
+
+EXERCISE = ROOT / "exercises" / "autograd-q"
+SUBMISSIONS = [EXERCISE / "reference.py"] + sorted((EXERCISE / "mutants").glob("*.py"))
+
+# The same four checks as exercises/autograd-q/checks.py, in the student's own process.
+FRESH_GRADER = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("submission", sys.argv[1])
+student = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(student)
+score = 0
+for points, shape in ((3, (4,)), (3, (5,)), (2, (3, 4)), (2, (3,))):
+    a, b, v = (torch.randn(*shape) for _ in range(3))
+    try:
+        ga, gb = student.q_grads(a.clone().requires_grad_(), b.clone().requires_grad_(), v)
+        score += points * bool(torch.allclose(ga, 9 * a**2 * v, rtol=1e-4) and torch.allclose(gb, -2 * b * v, rtol=1e-4))
+    except Exception:
+        pass
+print(score)
+"""
+
+
+def fresh(runs: int) -> list[float]:
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as grader:
+        grader.write(FRESH_GRADER)
+        grader.flush()
+        times = []
+        for i in range(runs):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, grader.name, str(SUBMISSIONS[i % len(SUBMISSIONS)])],
+                           check=True, capture_output=True)
+            times.append(time.perf_counter() - started)
+    return times
+
+
+def warm(runs: int) -> tuple[list[float], float, list[str]]:
+    info = load_exercise_info(EXERCISE)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch, HarnessProcess(scratch=scratch) as harness:
+        start_up = time.perf_counter() - started
+        times, layers = [], []
+        for i in range(runs):
+            job = job_for(info, SUBMISSIONS[i % len(SUBMISSIONS)])
+            t = time.perf_counter()
+            report = harness.grade(job)
+            times.append(time.perf_counter() - t)
+            assert report["status"] == "graded", report
+            layers = report["sandbox"]["layers"]
+    return times, start_up, layers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--warm", type=int, default=40)
+    parser.add_argument("--fresh", type=int, default=5)
+    args = parser.parse_args()
+    warm_times, start_up, layers = warm(args.warm)
+    fresh_times = fresh(args.fresh)
+    w, f = statistics.median(warm_times), statistics.median(fresh_times)
+    print(f"fresh python per submission : median {f * 1000:7.0f} ms  (n={len(fresh_times)})")
+    print(f"warm harness per submission : median {w * 1000:7.1f} ms  p90 "
+          f"{sorted(warm_times)[int(0.9 * len(warm_times))] * 1000:.1f} ms  (n={len(warm_times)})")
+    print(f"warm harness start-up (once): {start_up * 1000:7.0f} ms")
+    print(f"ratio warm / fresh          : {w / f:.4f}   (target ≤ 0.05, goal 0.02)")
+    print(f"sandbox layers              : {', '.join(layers)}")
+
+
+if __name__ == "__main__":
+    main()

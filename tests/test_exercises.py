@@ -1,0 +1,40 @@
+"""Every exercise: its reference scores full marks and every mutant loses points with its code."""
+import pytest
+
+from server.cli import self_check
+from worker.catalogue import ExerciseConfigError, load_catalogue, load_exercise_info
+
+REQUIRED = ("tensors-reshape", "metrics", "autograd-q", "autograd-accumulation",
+            "autograd-custom-function", "autograd-no-track")
+
+
+def test_the_course_exercises_are_there(catalogue):
+    assert set(REQUIRED) <= set(catalogue)
+    for info in catalogue.values():
+        assert info.mutants, f"{info.slug} has no mutants"
+        assert info.statement("en").strip() and info.statement("es").strip()
+
+
+@pytest.mark.parametrize("slug", sorted(load_catalogue()))
+@pytest.mark.parametrize("seed", [0, 1, None])
+def test_self_check(harness, catalogue, slug, seed):
+    assert self_check(harness, catalogue[slug], seed) == []
+
+
+def test_bad_exercise_toml_is_explained(tmp_path):
+    folder = tmp_path / "broken-one"
+    folder.mkdir()
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py"):
+        (folder / name).write_text("")
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory = 3\n')
+    with pytest.raises(ExerciseConfigError, match=r"\[limits\]: unknown limits: memory"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants]\nm = "no-such-code"\n')
+    with pytest.raises(ExerciseConfigError, match="unknown diagnostic code"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = "x"')
+    with pytest.raises(ExerciseConfigError, match="title must be a table"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = [')
+    with pytest.raises(ExerciseConfigError, match="exercise.toml"):
+        load_exercise_info(folder)
