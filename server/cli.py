@@ -41,6 +41,13 @@ def job_for(info: ExerciseInfo, path: Path, *, lang: str = "en", seed: int | Non
                id=job_id)
 
 
+def _harness(python: str | None, scratch: str) -> HarnessProcess:
+    try:
+        return HarnessProcess(python=python, scratch=scratch)
+    except HarnessFailed as exc:
+        raise click.ClickException(f"the grader could not start: {exc}") from None
+
+
 @click.group()
 def main() -> None:
     """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
@@ -61,7 +68,7 @@ def grade(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str, seed
     info = _exercise(exercise)
     failed = False
     with tempfile.TemporaryDirectory(prefix="hpcgrade-cli-") as scratch, \
-            HarnessProcess(python=python, scratch=scratch) as harness:
+            _harness(python, scratch) as harness:
         for path in files:
             try:
                 report = harness.grade(job_for(info, path, lang=lang, seed=seed, device=device))
@@ -123,7 +130,7 @@ def check_exercises(slugs: tuple[str, ...], seed: int | None) -> None:
     infos = [_exercise(s) for s in slugs] if slugs else list(_catalogue().values())
     problems = []
     with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
-            HarnessProcess(scratch=scratch) as harness:
+            _harness(None, scratch) as harness:
         for info in infos:
             for problem in self_check(harness, info, seed):
                 problems.append(f"{info.slug}: {problem}")

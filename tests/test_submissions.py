@@ -109,6 +109,10 @@ def test_cli_errors_are_messages():
     assert "Traceback" not in unknown.stderr
     missing = run_cli("grade", "autograd-q", "/nonexistent.py")
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+    no_python = run_cli("grade", "autograd-q", __file__, "--python", "/nonexistent/python")
+    assert no_python.returncode == 1
+    assert "the grader could not start: cannot run /nonexistent/python" in no_python.stderr
+    assert "Traceback" not in no_python.stderr
 
 
 def test_cli_lists_exercises():

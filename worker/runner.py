@@ -34,11 +34,15 @@ class HarnessProcess:
         command = [python or sys.executable, "-m", "worker.harness", "serve"]
         if scratch:
             command += ["--scratch", scratch]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        env=harness_environment(), cwd=PACKAGE_ROOT, text=True)
+        try:
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            env=harness_environment(), cwd=PACKAGE_ROOT, text=True)
+        except OSError as exc:
+            raise HarnessFailed(f"cannot run {command[0]}: {exc.strerror}") from None
         ready = self._read()
         if ready.get("ready") is not True:
-            raise HarnessFailed(f"the harness did not start: {ready}")
+            self.close()
+            raise HarnessFailed(ready.get("error") or f"the harness did not start: {ready}")
 
     def _read(self) -> dict:
         line = self.process.stdout.readline()

@@ -12,12 +12,18 @@ import os
 import sys
 import traceback
 
-from .grader import Harness, Job
+from .jobs import Job
 
 
 def serve(scratch_root: str | None) -> int:
     reports = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
+    try:
+        from .grader import Harness
+    except ImportError as exc:
+        reports.write(json.dumps({"ready": False, "error": f"{sys.executable} cannot grade: {exc} "
+                                  "(the course venv needs torch and numpy)"}) + "\n")
+        return 1
     with Harness(scratch_root=scratch_root) as harness:
         reports.write(json.dumps({"ready": True}) + "\n")
         for line in sys.stdin:
