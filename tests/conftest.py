@@ -4,7 +4,7 @@ import os
 import pytest
 
 from server.cli import job_for
-from worker.catalogue import load_catalogue
+from worker.catalogue import default_root, load_catalogue, load_exercise_info
 from worker.runner import HarnessProcess
 
 # The service's process holds secrets like these; the harness and the students must never see them.
@@ -25,12 +25,12 @@ def harness(tmp_path_factory):
 
 
 @pytest.fixture
-def grade(harness, catalogue, tmp_path):
+def grade(harness, tmp_path):
     """Grade source text (or bytes) as a submission; returns the JSON report."""
     def run(exercise: str, source, filename: str = "submission.py", seed: int = 7, **limits):
         path = tmp_path / filename
         path.write_bytes(source if isinstance(source, bytes) else source.encode())
-        info = catalogue[exercise]
+        info = load_exercise_info(default_root() / exercise)
         job = job_for(info, path, seed=seed)
         job = type(job)(**{**job.to_dict(), "limits": {**info.limits, **limits}})
         report = harness.grade(job)

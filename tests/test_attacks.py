@@ -320,3 +320,13 @@ def q_grads(a, b, v):
 """, memory_mb=6144)
     assert_zero(report)
     assert "memory-limit" in codes(report)
+
+
+def test_zygote_killed_from_outside_is_replaced(grade, harness):
+    from helpers import REFERENCE_Q
+    zygotes = _descendants(harness.process.pid)
+    assert len(zygotes) == 1
+    os.kill(zygotes[0], 9)
+    time.sleep(0.2)
+    assert grade("autograd-q", REFERENCE_Q)["score"] == 10
+    assert len(_descendants(harness.process.pid)) == 1

@@ -70,11 +70,12 @@ def test_syntax_error_names_the_line(grade):
     assert details["line"] == 3
 
 
-def test_spanish_report(harness, catalogue, tmp_path):
+def test_spanish_report(harness, tmp_path):
     from server.cli import job_for
+    from worker.catalogue import default_root, load_exercise_info
     path = tmp_path / "s.py"
     path.write_text("")
-    report = harness.grade(job_for(catalogue["autograd-q"], path, lang="es"))
+    report = harness.grade(job_for(load_exercise_info(default_root() / "autograd-q"), path, lang="es"))
     assert report["checks"][0]["message"] == "`q_grads` no está definida."
     assert report["checks"][0]["title"] == "a.grad = 9a²·v"
     assert report["checks"][0]["diagnostics"][0]["translations"]["en"]["message"] == "`q_grads` is not defined."

@@ -29,12 +29,14 @@ def serve(scratch_root: str | None) -> int:
         for line in sys.stdin:
             if not line.strip():
                 continue
+            job = None
             try:
                 job = Job.from_dict(json.loads(line))
                 report = harness.grade(job).to_dict()
             except Exception as exc:  # a grader failure is reported as such, never as a zero
                 traceback.print_exc()
-                report = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+                report = {"status": "error", "error": f"{type(exc).__name__}: {exc}",
+                          "exercise": job.exercise if job else None, "job_id": job.id if job else None}
             reports.write(json.dumps(report) + "\n")
     return 0
 

@@ -93,9 +93,10 @@ class Session:
         confinement = sandbox.Confinement(
             scratch=self.scratch, memory_bytes=self.limits.memory_mb << 20,
             cpu_seconds=self.limits.cpu_seconds, file_bytes=self.limits.file_mb << 20,
-            open_files=256, read_paths=self.harness.read_paths, device=self.device.type)
+            open_files=256, device=self.device.type, read_paths=self.harness.read_paths + (
+                sandbox.CUDA_READ_PATHS if self.device.type == "cuda" else ()))
         try:
-            self.process = StudentProcess(self.harness.zygote, confinement, self.limits, self.output)
+            self.process = self.harness.spawn(confinement, self.limits, self.output)
             self.layers = self.process.hello.get("layers", [])
             self.missing_layers = self.process.hello.get("missing", [])
             reply = Student(self.process, self.device).request(
@@ -136,6 +137,16 @@ class Harness:
 
     def close(self) -> None:
         self.zygote.close()
+
+    def spawn(self, confinement: sandbox.Confinement, limits: Limits, output: Output) -> StudentProcess:
+        """A new student process; a dead zygote (killed by the node's OOM killer, say) is replaced once."""
+        try:
+            return StudentProcess(self.zygote, confinement, limits, output)
+        except (OSError, ValueError):
+            if self.zygote.process.poll() is None:
+                raise
+            self.zygote = Zygote(child_environment())
+            return StudentProcess(self.zygote, confinement, limits, output)
 
     def __enter__(self) -> "Harness":
         return self

@@ -59,6 +59,8 @@ class Zygote:
                    "confinement": {**confinement.__dict__, "read_paths": list(confinement.read_paths)}}
         self.sock.sendall(json.dumps(request).encode() + b"\n")
         message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 3)
+        if len(fds) != 3:
+            raise OSError("the zygote did not answer")
         return json.loads(message)["pid"], fds
 
     def reap(self, pid: int, grace: float) -> dict:

@@ -269,6 +269,12 @@ def confine(c: Confinement) -> tuple[list[str], list[str]]:
     return active, missing
 
 
+# What the CUDA driver reads when a student process initialises it (never the zygote: see zygote.py).
+# "/proc/self" is opened by the student process itself, so it names that process alone.
+CUDA_READ_PATHS = ("/proc/self", "/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices",
+                   "/sys/module/nvidia", "/etc/nvidia", "/usr/local/cuda", "/usr/local/nvidia")
+
+
 def python_read_paths() -> tuple[str, ...]:
     """Interpreter, stdlib and site-packages: what imports may read, never the exercises."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.__file__)}
