@@ -78,6 +78,7 @@ class Session:
         self.fatal: Diagnostic | None = None
         self.layers: list[str] = []
         self.missing_layers: list[str] = []
+        self.timing = {"start": 0.0, "load": 0.0}
 
     def student(self) -> Student:
         if self.fatal:
@@ -96,12 +97,16 @@ class Session:
             open_files=256, device=self.device.type, read_paths=self.harness.read_paths + (
                 sandbox.CUDA_READ_PATHS if self.device.type == "cuda" else ()))
         try:
+            started = time.perf_counter()
             self.process = self.harness.spawn(confinement, self.limits, self.output)
             self.layers = self.process.hello.get("layers", [])
             self.missing_layers = self.process.hello.get("missing", [])
+            loading = time.perf_counter()
+            self.timing["start"] += loading - started
             reply = Student(self.process, self.device).request(
                 "load", cells=[list(c) for c in self.source.cells], notebook=self.source.notebook,
                 functions=self.exercise.functions, support=self.exercise.support_source)
+            self.timing["load"] += time.perf_counter() - loading
         except StudentDied as died:
             self.fatal = Diagnostic(died.code, dict(died.details, what="loading the submission"))
             raise Fail(self.fatal) from None
@@ -194,7 +199,7 @@ class Harness:
             output=session.output.text(),
             sandbox={"layers": session.layers, "unavailable": session.missing_layers,
                      "student_processes": session.starts},
-            timing={"total": time.perf_counter() - started})
+            timing={**session.timing, "total": time.perf_counter() - started})
 
     def _run_check(self, session: Session, spec: CheckSpec, seed: int, index: int,
                    lang: str) -> reports.CheckResult:
