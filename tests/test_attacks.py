@@ -133,7 +133,7 @@ def q_grads(a, b, v):
     assert received == []
 
 
-def _descendants(pid: int) -> list[int]:
+def _descendants(pid: int, depth: int = 99) -> list[int]:
     children = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -142,11 +142,10 @@ def _descendants(pid: int) -> list[int]:
             except OSError:
                 continue
             children.setdefault(int(fields[1]), []).append(int(entry))
-    out, queue = [], [pid]
-    while queue:
-        for child in children.get(queue.pop(), []):
-            out.append(child)
-            queue.append(child)
+    out, level = [], [pid]
+    for _ in range(depth):
+        level = [child for parent in level for child in children.get(parent, [])]
+        out += level
     return out
 
 
@@ -173,7 +172,7 @@ def q_grads(a, b, v):
     assert "forbidden-operation" in codes(report)
     time.sleep(1.5)
     assert not marker.exists()
-    assert _descendants(harness.process.pid) == before  # the zygote only
+    assert len(_descendants(harness.process.pid)) == len(before)  # the zygote and its spare child
 
 
 def test_memory_bomb(grade):
@@ -324,9 +323,10 @@ def q_grads(a, b, v):
 
 def test_zygote_killed_from_outside_is_replaced(grade, harness):
     from helpers import REFERENCE_Q
-    zygotes = _descendants(harness.process.pid)
-    assert len(zygotes) == 1
-    os.kill(zygotes[0], 9)
+    zygote_and_spare = _descendants(harness.process.pid)
+    assert len(zygote_and_spare) == 2
+    (zygote,) = _descendants(harness.process.pid, depth=1)
+    os.kill(zygote, 9)
     time.sleep(0.2)
     assert grade("autograd-q", REFERENCE_Q)["score"] == 10
-    assert len(_descendants(harness.process.pid)) == 1
+    assert len(_descendants(harness.process.pid)) == 2
