@@ -121,9 +121,9 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "Devuelve `TuFunction.apply(x)`; llamar directamente a las operaciones se salta tu backward."),
     "requires-grad-wrong": (
         "{what}: requires_grad is {got}, expected {expected}.",
-        "Set `requires_grad` on parameters after replacing layers: new layers are trainable by default.",
+        "Check which tensors must be trained and which not: `requires_grad_(False)` and `detach()` switch tracking off, and layers created after freezing are trainable by default.",
         "{what}: requires_grad es {got}, se esperaba {expected}.",
-        "Ajusta `requires_grad` de los parámetros después de sustituir capas: las capas nuevas se entrenan por defecto."),
+        "Comprueba qué tensores deben entrenarse y cuáles no: `requires_grad_(False)` y `detach()` desactivan el seguimiento, y las capas creadas después de congelar se entrenan por defecto."),
     "frozen-param-changed": (
         "{what} changed after an optimizer step although it should be frozen.",
         "`.eval()` does not freeze parameters: set `requires_grad = False` on them.",

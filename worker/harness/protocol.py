@@ -13,6 +13,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy
 import torch
 
 HEADER = struct.Struct("<II")
@@ -110,10 +111,12 @@ def tensor_from_bytes(buf: bytes, dtype_str: str, shape: list[int]) -> torch.Ten
     numel = math.prod(shape)
     if numel * torch.empty((), dtype=dtype).element_size() != len(buf):
         raise ProtocolError("tensor byte count does not match its shape")
-    if numel == 0:
-        return torch.empty(shape, dtype=dtype)
     storage_dtype = torch.int16 if dtype == torch.bfloat16 else dtype
-    t = torch.frombuffer(bytearray(buf), dtype=storage_dtype).reshape(shape)
+    # A fresh tensor, not a view of the buffer: a student's in-place mistake then gets the same
+    # error message from PyTorch here as on their own machine.
+    t = torch.empty(shape, dtype=storage_dtype)
+    if numel:
+        t.numpy().reshape(-1).view(numpy.uint8)[:] = numpy.frombuffer(buf, numpy.uint8)
     return t.view(torch.bfloat16) if dtype == torch.bfloat16 else t
 
 

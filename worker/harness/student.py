@@ -202,8 +202,11 @@ class Server:
                 "requires_grad": bool(_get(t, "requires_grad")),
                 "is_leaf": bool(_get(t, "is_leaf")),
                 "grad_fn": type(grad_fn).__name__ if grad_fn is not None else None,
-                "has_grad": _get(t, "grad") is not None,
-                "version": int(_get(t, "_version")),
+                # Reading .grad of a non-leaf warns into the student's output; a version counter
+                # does not exist for inference tensors.
+                "has_grad": (_get(t, "is_leaf") or _get(t, "retains_grad"))
+                and _get(t, "grad") is not None,
+                "version": None if _TB.is_inference(t) else int(_get(t, "_version")),
                 "strides": list(_TB.stride(t)),
                 "storage_offset": int(_TB.storage_offset(t)),
                 "storage": int(_TB.untyped_storage(t).data_ptr()),
