@@ -59,3 +59,9 @@ def test_missing_details_never_break_rendering():
 def test_unknown_code_is_refused():
     with pytest.raises(ValueError):
         Diagnostic("made-up")
+
+
+def test_what_can_be_worded_per_language():
+    diagnostic = Diagnostic("grad-none", {"what": {"en": "the weight's gradient", "es": "el gradiente del peso"}})
+    assert diagnostic.text("en")[0].startswith("the weight's gradient is None")
+    assert diagnostic.text("es")[0].startswith("el gradiente del peso es None")

@@ -43,5 +43,7 @@ def matrix_inputs(ctx: Context) -> None:
        es="los gradientes vienen de backward()")
 def stored_in_leaves(ctx: Context) -> None:
     (a, b), _, (ea, eb) = _grads(ctx, (3,))
-    expect_grad(ctx.student.attr(a, "grad"), ea, "a.grad after the call")
-    expect_grad(ctx.student.attr(b, "grad"), eb, "b.grad after the call")
+    expect_grad(ctx.student.attr(a, "grad"), ea, {"en": "a.grad after the call",
+                                                   "es": "a.grad tras la llamada"})
+    expect_grad(ctx.student.attr(b, "grad"), eb, {"en": "b.grad after the call",
+                                                   "es": "b.grad tras la llamada"})

@@ -44,7 +44,9 @@ class Diagnostic:
             else CATALOGUE[self.code]
         message, hint = (es_msg, es_hint) if lang == "es" else (en_msg, en_hint)
         values = _Lenient(self.details)
-        values.setdefault("what", "the result" if lang == "en" else "el resultado")
+        values.setdefault("what", {"en": "the result", "es": "el resultado"})
+        if isinstance(values["what"], dict):  # {"en": ..., "es": ...}: the check's own wording
+            values["what"] = values["what"].get(lang) or values["what"].get("en", "?")
         return _FORMATTER.vformat(message, (), values), _FORMATTER.vformat(hint, (), values)
 
     def to_dict(self, lang: str) -> dict:
