@@ -29,6 +29,12 @@ def test_bad_exercise_toml_is_explained(tmp_path):
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory = 3\n')
     with pytest.raises(ExerciseConfigError, match=r"\[limits\]: unknown limits: memory"):
         load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\ncall_seconds = 0\n')
+    with pytest.raises(ExerciseConfigError, match="limits must be positive numbers: call_seconds"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory_mb = "lots"\n')
+    with pytest.raises(ExerciseConfigError, match=r"\[limits\]"):
+        load_exercise_info(folder)
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants]\nm = "no-such-code"\n')
     with pytest.raises(ExerciseConfigError, match="unknown diagnostic code"):
         load_exercise_info(folder)

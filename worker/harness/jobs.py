@@ -9,6 +9,7 @@ class Limits:
     """Per-submission limits; exercise.toml's [limits] table overrides the defaults."""
 
     call_seconds: float = 10.0
+    load_seconds: float = 30.0  # running the file or every notebook cell, exploration included
     cpu_seconds: int = 60
     memory_mb: int = 1024
     output_bytes: int = 64 << 10
@@ -23,7 +24,11 @@ class Limits:
         unknown = set(data) - set(known)
         if unknown:
             raise ValueError(f"unknown limits: {', '.join(sorted(unknown))}")
-        return cls(**{k: type(getattr(cls, k))(v) for k, v in data.items()})
+        values = {k: type(getattr(cls, k))(v) for k, v in data.items()}
+        wrong = [k for k, v in values.items() if v <= 0 or isinstance(data[k], bool)]
+        if wrong:
+            raise ValueError(f"limits must be positive numbers: {', '.join(wrong)}")
+        return cls(**values)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

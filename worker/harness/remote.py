@@ -246,8 +246,9 @@ class Student:
         header = {"op": op, **fields}
         for key, value in (values or {}).items():
             header[key] = encoder.encode(value)
-        reply, buffers = self.process.exchange(header, encoder.buffers,
-                                               self.process.limits.call_seconds)
+        limits = self.process.limits
+        reply, buffers = self.process.exchange(
+            header, encoder.buffers, limits.load_seconds if op == "load" else limits.call_seconds)
         if "error" in reply:
             raise StudentError(reply["error"] if isinstance(reply["error"], dict) else {})
         return self.decode(reply, buffers)
