@@ -87,7 +87,8 @@ def summary(path: Path, report: dict) -> str:
         mark = "✔" if c["passed"] else "✘"
         lines.append(f"  {mark} {c['title']}  ({c['points']:g}/{c['max_points']:g})")
         for d in c["diagnostics"]:
-            where = f" [line {d['details']['line']}]" if d["details"].get("line") else ""
+            line = d["details"].get("line")
+            where = f" [{'línea' if report.get('lang') == 'es' else 'line'} {line}]" if line else ""
             lines += [f"      {d['code']}: {d['message']}{where}", f"      → {d['hint']}"]
     for note in report.get("notes", []):
         if note.get("kind") == "cell-error":

@@ -65,3 +65,19 @@ def test_what_can_be_worded_per_language():
     diagnostic = Diagnostic("grad-none", {"what": {"en": "the weight's gradient", "es": "el gradiente del peso"}})
     assert diagnostic.text("en")[0].startswith("the weight's gradient is None")
     assert diagnostic.text("es")[0].startswith("el gradiente del peso es None")
+
+
+def test_single_numbers_and_empty_messages_read_well():
+    number = Diagnostic("output-mismatch", {"what": "`mae(o, t)`", "got": 0.333333, "expected": 1.0,
+                                            "worst_index": [], "max_abs_error": 0.67})
+    assert number.text("en")[0] == "`mae(o, t)` is 0.333333, expected 1.0."
+    bare = Diagnostic("exception", {"what": "`rows`", "type": "NotImplementedError", "error": ""})
+    assert bare.text("en")[0] == "`rows` raised NotImplementedError"
+    assert bare.text("es")[0] == "`rows` lanzó NotImplementedError"
+
+
+def test_a_check_can_give_its_own_hint():
+    diagnostic = Diagnostic("output-mismatch", {"hint": {"en": "Transpose, do not reshape.",
+                                                         "es": "Transpón, no cambies la forma."}})
+    assert diagnostic.text("en")[1] == "Transpose, do not reshape."
+    assert diagnostic.text("es")[1] == "Transpón, no cambies la forma."

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from .diagnostics import Diagnostic, Fail, compare_grad, compare_values
+from .diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
 from .remote import RemoteObject, RemoteTensor, Student, StudentError
 
 __all__ = ["check", "Context", "Fail", "Diagnostic", "expect_tensor", "expect_close",
@@ -119,11 +119,14 @@ def expect_tuple(value: Any, length: int, what: str) -> tuple:
     return tuple(value)
 
 
-def expect_close(value: Any, expected: torch.Tensor, what: str, **tolerances: float) -> RemoteTensor:
+def expect_close(value: Any, expected: torch.Tensor, what: str, *, hint: dict | None = None,
+                 **tolerances: float) -> RemoteTensor:
+    """`hint` ({"en": …, "es": …}) replaces the general hint when the values are wrong."""
     tensor = expect_tensor(value, what)
     diagnostic = compare_values(tensor.value, expected, what, **tolerances)
     if diagnostic:
-        raise Fail(diagnostic)
+        raise Fail(Diagnostic(diagnostic.code, dict(diagnostic.details, hint=hint))
+                   if hint else diagnostic)
     return tensor
 
 
@@ -143,7 +146,7 @@ def expect_float(value: Any, expected: float, what: str, *, tol: float = 1e-6) -
                                                   "expected_type": "float"}))
     if not abs(value - expected) <= tol * max(1.0, abs(expected)):
         raise Fail(Diagnostic("output-mismatch", {
-            "what": what, "got": value, "expected": expected, "worst_index": [],
+            "what": what, "got": short(float(value)), "expected": short(expected), "worst_index": [],
             "max_abs_error": abs(value - expected),
             "max_rel_error": abs(value - expected) / max(abs(expected), 1e-12)}))
     return float(value)

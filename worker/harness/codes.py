@@ -172,3 +172,10 @@ WRONG_TYPE = (
     "Return exactly what the statement asks for: for a Python number use `.item()`; for a tensor, a plain `torch.Tensor`.",
     "{what} es un {got_type}, se esperaba {expected_type}.",
     "Devuelve exactamente lo que pide el enunciado: para un número de Python usa `.item()`; para un tensor, un `torch.Tensor` normal.")
+
+# Messages for a single wrong number (no index to point at).
+WRONG_NUMBER = (
+    "{what} is {got}, expected {expected}.",
+    "Check the formula on a small example by hand, and the dimension each reduction runs over.",
+    "{what} es {got}, se esperaba {expected}.",
+    "Comprueba la fórmula a mano con un ejemplo pequeño, y la dimensión sobre la que actúa cada reducción.")

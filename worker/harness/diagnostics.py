@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .codes import CATALOGUE, LANGUAGES, WRONG_TYPE
+from .codes import CATALOGUE, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
 
 
 class _Lenient(dict):
@@ -40,13 +40,24 @@ class Diagnostic:
             raise ValueError(f"unknown diagnostic code {self.code!r}")
 
     def text(self, lang: str) -> tuple[str, str]:
-        en_msg, en_hint, es_msg, es_hint = WRONG_TYPE if "got_type" in self.details \
-            else CATALOGUE[self.code]
+        """Message and hint in `lang`. A check may word `what` and `hint` per language."""
+        if "got_type" in self.details:
+            templates = WRONG_TYPE
+        elif self.code in ("output-mismatch", "grad-mismatch") and self.details.get("worst_index") == []:
+            templates = WRONG_NUMBER
+        else:
+            templates = CATALOGUE[self.code]
+        en_msg, en_hint, es_msg, es_hint = templates
         message, hint = (es_msg, es_hint) if lang == "es" else (en_msg, en_hint)
         values = _Lenient(self.details)
         values.setdefault("what", {"en": "the result", "es": "el resultado"})
-        if isinstance(values["what"], dict):  # {"en": ..., "es": ...}: the check's own wording
-            values["what"] = values["what"].get(lang) or values["what"].get("en", "?")
+        for key in ("what", "hint"):
+            if isinstance(values.get(key), dict):
+                values[key] = values[key].get(lang) or values[key].get("en", "?")
+        if not values.get("error"):
+            message = message.replace(": {error}", "")
+        if values.get("hint"):
+            hint = values["hint"]
         return _FORMATTER.vformat(message, (), values), _FORMATTER.vformat(hint, (), values)
 
     def to_dict(self, lang: str) -> dict:
@@ -66,7 +77,7 @@ class Fail(Exception):
 
 # --- classifiers -----------------------------------------------------------------------------
 
-def _short(x: Any) -> Any:
+def short(x: Any) -> Any:
     return round(x, 6) if isinstance(x, float) else x
 
 
@@ -80,8 +91,8 @@ def value_error_details(actual: torch.Tensor, expected: torch.Tensor) -> dict:
     return {"max_abs_error": float(diff.max()) if diff.numel() else 0.0,
             "max_rel_error": float(rel.max()) if rel.numel() else 0.0,
             "worst_index": [int(i) for i in worst],
-            "got": _short(float(a.reshape(-1)[flat])) if a.numel() else None,
-            "expected": _short(float(e.reshape(-1)[flat])) if e.numel() else None}
+            "got": short(float(a.reshape(-1)[flat])) if a.numel() else None,
+            "expected": short(float(e.reshape(-1)[flat])) if e.numel() else None}
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> bool:

@@ -1,0 +1,81 @@
+"""Hidden checks for tensors-reshape: reshape, transpose, unsqueeze and a flat view."""
+import torch
+
+from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
+                                   expect_tensor)
+
+
+def _sizes(ctx: Context, count: int, low: int, high: int) -> list[int]:
+    return [int(n) for n in ctx.randint(low, high, (count,))]
+
+
+# Right shape, wrong order: the usual way to get there is a reshape where a transpose was meant.
+SWAP_HINT = {"en": "`reshape`/`view` keep the order of the elements; swapping two dimensions "
+                   "needs `transpose(-2, -1)` (or `mT`).",
+             "es": "`reshape`/`view` mantienen el orden de los elementos; intercambiar dos "
+                   "dimensiones requiere `transpose(-2, -1)` (o `mT`)."}
+
+
+def _result(ctx: Context, name: str, x: torch.Tensor, what: str, hint: dict | None = None):
+    """Send x, call `name` on it and check shape, dtype and values against the reference's."""
+    expected = getattr(ctx.reference, name)(x)
+    sent = ctx.student.put(ctx.on_device(x))
+    got = expect_tensor(call(ctx, name, sent), what, shape=expected.shape, dtype=expected.dtype)
+    expect_close(got, expected, what, hint=hint)
+
+
+@check("rows-example", points=2, uses="rows", en="rows: (2, 4, 4) → (8, 4)", es="rows: (2, 4, 4) → (8, 4)")
+def rows_example(ctx: Context) -> None:
+    _result(ctx, "rows", ctx.randn(2, 4, 4, dtype=torch.float32), "`rows(a)`")
+
+
+@check("rows-any-shape", points=2, uses="rows", en="rows: (n, r, c) → (n·r, c) for random shapes",
+       es="rows: (n, r, c) → (n·r, c) con formas aleatorias")
+def rows_any_shape(ctx: Context) -> None:
+    # c in 5..7 never divides 32, so the example's (8, 4) cannot fit by chance
+    n, r, c = _sizes(ctx, 1, 2, 6) + _sizes(ctx, 1, 2, 5) + _sizes(ctx, 1, 5, 8)
+    _result(ctx, "rows", ctx.randn(n, r, c), "`rows(a)`")
+
+
+@check("swap-last-matrix", points=1, uses="swap_last", en="swap_last of a matrix",
+       es="swap_last de una matriz")
+def swap_last_matrix(ctx: Context) -> None:
+    # no dimension of size 1: there a reshape would pass for a transpose
+    _result(ctx, "swap_last", ctx.randn(*_sizes(ctx, 2, 2, 7)), "`swap_last(a)`", SWAP_HINT)
+
+
+@check("swap-last-batch", points=2, uses="swap_last", en="swap_last of a 3-D or 4-D tensor",
+       es="swap_last de un tensor 3-D o 4-D")
+def swap_last_batch(ctx: Context) -> None:
+    ndim = int(ctx.randint(3, 5, ()))
+    _result(ctx, "swap_last", ctx.randn(*_sizes(ctx, ndim, 2, 6), dtype=torch.float32),
+            "`swap_last(a)`", SWAP_HINT)
+
+
+@check("add-batch-dim", points=2, uses="add_batch_dim", en="add_batch_dim: (C, H, W) → (1, C, H, W)",
+       es="add_batch_dim: (C, H, W) → (1, C, H, W)")
+def add_batch_dim(ctx: Context) -> None:
+    shape = _sizes(ctx, 1, 1, 5) + _sizes(ctx, 2, 2, 9)
+    _result(ctx, "add_batch_dim", ctx.randn(*shape, dtype=torch.float32), "`add_batch_dim(img)`")
+
+
+def _flat_input(ctx: Context) -> torch.Tensor:
+    ndim = int(ctx.randint(2, 5, ()))
+    return ctx.randn(*_sizes(ctx, ndim, 2, 6), dtype=torch.float32)
+
+
+@check("flat-view-values", points=1, uses="flat_view", en="flat_view: 1-D, values in order",
+       es="flat_view: 1-D, valores en orden")
+def flat_view_values(ctx: Context) -> None:
+    _result(ctx, "flat_view", _flat_input(ctx), "`flat_view(x)`")
+
+
+@check("flat-view-shares", points=2, uses="flat_view", en="flat_view shares memory with x",
+       es="flat_view comparte memoria con x")
+def flat_view_shares(ctx: Context) -> None:
+    x = _flat_input(ctx)
+    sent = ctx.student.put(ctx.on_device(x))
+    got = expect_tensor(call(ctx, "flat_view", sent), "`flat_view(x)`", shape=(x.numel(),))
+    # same storage address: the result is a view of x, not a copy of it
+    if got.meta["storage"] != sent.meta["storage"]:
+        raise Fail(Diagnostic("storage-not-shared", {"what": "`flat_view(x)`"}))
