@@ -47,9 +47,10 @@ def swap_last_matrix(ctx: Context) -> None:
 @check("swap-last-batch", points=2, uses="swap_last", en="swap_last of a 3-D or 4-D tensor",
        es="swap_last de un tensor 3-D o 4-D")
 def swap_last_batch(ctx: Context) -> None:
-    ndim = int(ctx.randint(3, 5, ()))
-    _result(ctx, "swap_last", ctx.randn(*_sizes(ctx, ndim, 2, 6), dtype=torch.float32),
-            "`swap_last(a)`", SWAP_HINT)
+    sizes = _sizes(ctx, int(ctx.randint(3, 5, ())), 2, 6)
+    # first and last sizes differ, so reversing every dimension (`.T`) gives the wrong shape
+    sizes[0] += sizes[0] == sizes[-1]
+    _result(ctx, "swap_last", ctx.randn(*sizes, dtype=torch.float32), "`swap_last(a)`", SWAP_HINT)
 
 
 @check("add-batch-dim", points=2, uses="add_batch_dim", en="add_batch_dim: (C, H, W) → (1, C, H, W)",
