@@ -66,7 +66,7 @@ EXCEPTION_PATTERNS = (
 )
 
 
-def diagnose_exception(info: dict, what: str) -> Diagnostic:
+def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
     """Name the student's exception: a known autograd mistake, a sandbox refusal or a plain raise."""
     message, kind = str(info.get("message", "")), str(info.get("type", "Exception"))
     frames = info.get("frames") if isinstance(info.get("frames"), list) else []
@@ -92,7 +92,7 @@ def call(ctx: Context, name: str, *args: Any, **kwargs: Any) -> Any:
         raise Fail(diagnose_exception(exc.info, f"`{name}`")) from None
 
 
-def expect_tensor(value: Any, what: str, *, shape: tuple | None = None,
+def expect_tensor(value: Any, what: str | dict, *, shape: tuple | None = None,
                   dtype: torch.dtype | None = None, device: torch.device | None = None) -> RemoteTensor:
     if not isinstance(value, RemoteTensor):
         kind = value.type_name if isinstance(value, RemoteObject) else type(value).__name__
@@ -110,7 +110,7 @@ def expect_tensor(value: Any, what: str, *, shape: tuple | None = None,
     return value
 
 
-def expect_tuple(value: Any, length: int, what: str) -> tuple:
+def expect_tuple(value: Any, length: int, what: str | dict) -> tuple:
     if not isinstance(value, (tuple, list)) or len(value) != length:
         got = f"{type(value).__name__} of length {len(value)}" if isinstance(value, (tuple, list)) \
             else getattr(value, "type_name", type(value).__name__)
@@ -119,7 +119,8 @@ def expect_tuple(value: Any, length: int, what: str) -> tuple:
     return tuple(value)
 
 
-def expect_close(value: Any, expected: torch.Tensor, what: str, *, hint: dict | None = None,
+def expect_close(value: Any, expected: torch.Tensor, what: str | dict, *,
+                 hint: dict | None = None,
                  **tolerances: float) -> RemoteTensor:
     """`hint` ({"en": …, "es": …}) replaces the general hint when the values are wrong."""
     tensor = expect_tensor(value, what)
@@ -130,7 +131,8 @@ def expect_close(value: Any, expected: torch.Tensor, what: str, *, hint: dict | 
     return tensor
 
 
-def expect_grad(value: Any, expected: torch.Tensor, what: str, **tolerances: float) -> None:
+def expect_grad(value: Any, expected: torch.Tensor, what: str | dict,
+                **tolerances: float) -> None:
     if value is not None:
         value = expect_tensor(value, what).value
     diagnostic = compare_grad(value, expected, what, **tolerances)
@@ -138,7 +140,7 @@ def expect_grad(value: Any, expected: torch.Tensor, what: str, **tolerances: flo
         raise Fail(diagnostic)
 
 
-def expect_float(value: Any, expected: float, what: str, *, tol: float = 1e-6) -> float:
+def expect_float(value: Any, expected: float, what: str | dict, *, tol: float = 1e-6) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         kind = value.type_name if isinstance(value, RemoteObject) else (
             "torch.Tensor" if isinstance(value, RemoteTensor) else type(value).__name__)

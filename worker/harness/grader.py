@@ -21,13 +21,14 @@ import torch
 
 from . import report as reports
 from . import sandbox, submission
-from .jobs import Job
 from .checks import CheckSpec, Context, diagnose_exception
 from .diagnostics import Diagnostic, Fail
-from .jobs import Limits
+from .jobs import Job, Limits
 from .remote import Output, Student, StudentDied, StudentError, StudentProcess, Zygote
 
 MAX_RESTARTS = 2
+LOADING = {"en": "loading the submission", "es": "la carga de la entrega"}
+REMAINING = {"en": "the remaining checks", "es": "las comprobaciones restantes"}
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class Session:
                 functions=self.exercise.functions, support=self.exercise.support_source)
             self.timing["load"] += time.perf_counter() - loading
         except StudentDied as died:
-            self.fatal = Diagnostic(died.code, dict(died.details, what="loading the submission"))
+            self.fatal = Diagnostic(died.code, dict(died.details, what=LOADING))
             raise Fail(self.fatal) from None
         if self.load_result is None:
             self.load_result = reply
@@ -121,7 +122,7 @@ class Session:
 
     def after_death(self, died: StudentDied) -> None:
         if self.starts > MAX_RESTARTS:
-            self.fatal = Diagnostic(died.code, dict(died.details, what="the remaining checks"))
+            self.fatal = Diagnostic(died.code, dict(died.details, what=REMAINING))
 
     def close_process(self) -> None:
         if self.process is not None and self.process.alive:
@@ -217,11 +218,11 @@ class Harness:
         except Fail as fail:
             return self._result(spec, lang, fail.diagnostics)
         except StudentError as exc:
-            return self._result(spec, lang, [diagnose_exception(exc.info, spec.title[lang])])
+            return self._result(spec, lang, [diagnose_exception(exc.info, spec.title)])
         except StudentDied as died:
             session.after_death(died)
             return self._result(spec, lang, [Diagnostic(died.code, dict(died.details,
-                                                                        what=spec.title[lang]))])
+                                                                        what=spec.title))])
         return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), spec.points,
                                    spec.points, True, "ok")
 

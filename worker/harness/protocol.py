@@ -32,6 +32,10 @@ class ProtocolError(Exception):
     """The peer sent something that is not a well-formed message within the limits."""
 
 
+class ReplyTooLarge(ProtocolError):
+    """The peer's message is over the byte limit."""
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -59,7 +63,7 @@ class Unpacker:
     def feed(self, chunk: bytes) -> None:
         self.data += chunk
         if len(self.data) > self.max_bytes + MAX_JSON:
-            raise ProtocolError(f"reply larger than {self.max_bytes} bytes")
+            raise ReplyTooLarge(f"reply larger than {self.max_bytes} bytes")
 
     def message(self) -> tuple[dict, list[bytes]] | None:
         if len(self.data) < HEADER.size:
@@ -75,7 +79,7 @@ class Unpacker:
             (length,) = BUFFER_LENGTH.unpack_from(self.data, offset)
             total += length
             if total > self.max_bytes:
-                raise ProtocolError(f"reply larger than {self.max_bytes} bytes")
+                raise ReplyTooLarge(f"reply larger than {self.max_bytes} bytes")
             offset += BUFFER_LENGTH.size
             if len(self.data) < offset + length:
                 return None

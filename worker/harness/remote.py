@@ -177,7 +177,7 @@ class StudentProcess:
 
     def _malformed(self, exc: protocol.ProtocolError) -> StudentDied:
         self.stop()
-        if "larger than" in str(exc):
+        if isinstance(exc, protocol.ReplyTooLarge):
             return StudentDied("memory-limit", {"reply_limit_mb": self.limits.reply_mb})
         return StudentDied("crashed", {"reason": str(exc)})
 

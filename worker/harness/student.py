@@ -41,6 +41,7 @@ class Server:
         self.submission = types.ModuleType("submission")
         self.support = types.ModuleType("exercise_support")
         self.buffers: list[bytes] = []
+        self.buffered = 0
 
     # --- transport ---------------------------------------------------------------------------
 
