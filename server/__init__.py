@@ -1,1 +1,32 @@
-"""The hpcgrade service: the command line now, the web portal and API next."""
+"""The hpcgrade service: the Flask portal and JSON API, and the `hpcgrade` command."""
+from __future__ import annotations
+
+from flask import Flask, g
+from flask_wtf import CSRFProtect
+
+from .config import ConfigError, load_config
+from .db import Database
+
+csrf = CSRFProtect()
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """Wire the portal: configuration, database, CSRF protection, blueprints. Nothing else runs."""
+    settings = load_config(config)
+    if not settings["SECRET_KEY"]:
+        raise ConfigError("set HPCGRADE_SECRET_KEY (or SECRET_KEY in the config file)")
+    app = Flask(__name__)
+    app.config.update(settings, MAX_CONTENT_LENGTH=(settings["MAX_UPLOAD_KB"] + 64) << 10)
+    app.extensions["hpcgrade.db"] = Database(settings["DATABASE_URL"])
+    csrf.init_app(app)
+
+    from . import auth
+    app.register_blueprint(auth.blueprint)
+    app.teardown_appcontext(_close_session)
+    return app
+
+
+def _close_session(_exc: BaseException | None) -> None:
+    session = g.pop("db_session", None)
+    if session is not None:
+        session.close()

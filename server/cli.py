@@ -13,6 +13,8 @@ from worker.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_r
 from worker.harness.jobs import Job
 from worker.runner import HarnessFailed, HarnessProcess
 
+from .commands import db_group, users_group
+
 LANGS = click.Choice(["en", "es"])
 
 
@@ -51,6 +53,10 @@ def _harness(python: str | None, scratch: str) -> HarnessProcess:
 @click.group()
 def main() -> None:
     """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
+
+
+main.add_command(db_group)
+main.add_command(users_group)
 
 
 @main.command()

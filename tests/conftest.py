@@ -1,5 +1,6 @@
 import json
 import os
+import uuid
 
 import pytest
 
@@ -37,3 +38,43 @@ def grade(harness, tmp_path):
         json.dumps(report)
         return report
     return run
+
+
+POSTGRES = os.environ.get("HPCGRADE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432")
+
+
+def _postgres_database():
+    """A new, empty PostgreSQL database, dropped afterwards."""
+    import sqlalchemy as sa
+    name = f"hpcgrade_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(f"{POSTGRES}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{POSTGRES}/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def empty_database_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    else:
+        yield from _postgres_database()
+
+
+@pytest.fixture(scope="session", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def database_url(request, tmp_path_factory):
+    """A database at the newest migration, shared by a session's tests (each rolls back)."""
+    from server import migrate
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.sqlite'}"
+        migrate.upgrade(url)
+        yield url
+    else:
+        for url in _postgres_database():
+            migrate.upgrade(url)
+            yield url

@@ -1,0 +1,53 @@
+"""The database: one declarative base with a constraint naming convention, and its sessions.
+
+Schema changes are Alembic migrations under `migrations/` (`hpcgrade db upgrade`), a deploy
+step: nothing here creates tables.
+"""
+from __future__ import annotations
+
+from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, sessionmaker
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def make_engine(url: str) -> Engine:
+    engine = create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(connection, _record) -> None:
+    # SQLite ignores foreign keys unless asked; WAL lets the portal read while a worker writes.
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+def make_session_factory(engine: Engine) -> sessionmaker:
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+class Database:
+    """An engine and its session factory; the app keeps one, so does each worker process."""
+
+    def __init__(self, url: str):
+        self.engine = make_engine(url)
+        self.sessions = make_session_factory(self.engine)
+
+    def dispose(self) -> None:
+        self.engine.dispose()

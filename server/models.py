@@ -1,0 +1,162 @@
+"""The service's tables: users, exercises, submissions, grading runs and their results."""
+from __future__ import annotations
+
+import datetime as dt
+import enum
+
+from sqlalchemy import (JSON, Boolean, CheckConstraint, DateTime, Float, ForeignKey, Integer, String,
+                        Text, UniqueConstraint)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .db import Base
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Role(str, enum.Enum):
+    student = "student"
+    instructor = "instructor"
+    admin = "admin"
+
+
+class SubmissionStatus(str, enum.Enum):
+    queued = "queued"
+    running = "running"
+    graded = "graded"
+    error = "error"      # the grader failed for good; never shown as a zero
+
+
+class User(Base):
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint("role IN ('student', 'instructor', 'admin')", name="role"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    email: Mapped[str] = mapped_column(String(254))
+    role: Mapped[str] = mapped_column(String(16), default=Role.student.value)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    submissions: Mapped[list["Submission"]] = relationship(back_populates="user")
+
+    @property
+    def is_staff(self) -> bool:
+        return self.role in (Role.instructor.value, Role.admin.value)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+    user: Mapped[User] = relationship()
+
+
+class Exercise(Base):
+    """A row per folder of exercises/, kept in step by `hpcgrade exercises sync`."""
+
+    __tablename__ = "exercises"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    title_en: Mapped[str] = mapped_column(String(200))
+    title_es: Mapped[str] = mapped_column(String(200))
+    section: Mapped[str] = mapped_column(String(64), default="")
+    deadline: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    deadline_policy: Mapped[str] = mapped_column(String(16), default="none")
+    penalty_per_day: Mapped[float] = mapped_column(Float, default=0.0)
+    max_attempts: Mapped[int | None] = mapped_column(Integer)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    synced_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Submission(Base):
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id"), index=True)
+    filename: Mapped[str] = mapped_column(String(255))
+    code: Mapped[bytes] = mapped_column()
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    status: Mapped[str] = mapped_column(String(16), default=SubmissionStatus.queued.value, index=True)
+    submitted_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    late_days: Mapped[int] = mapped_column(Integer, default=0)
+    penalty: Mapped[float] = mapped_column(Float, default=0.0)
+    score: Mapped[float | None] = mapped_column(Float)
+    max_score: Mapped[float | None] = mapped_column(Float)
+    enqueued_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+    user: Mapped[User] = relationship(back_populates="submissions")
+    exercise: Mapped[Exercise] = relationship()
+    runs: Mapped[list["GradingRun"]] = relationship(back_populates="submission",
+                                                    order_by="GradingRun.attempt")
+
+
+class GradingRun(Base):
+    """One attempt at grading a submission; a retry after a platform failure is a new run."""
+
+    __tablename__ = "grading_runs"
+    __table_args__ = (UniqueConstraint("submission_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"),
+                                               index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    executor: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    worker: Mapped[str | None] = mapped_column(String(255))
+    external_id: Mapped[str | None] = mapped_column(String(64))
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+    environment: Mapped[dict | None] = mapped_column(JSON)
+    sandbox: Mapped[dict | None] = mapped_column(JSON)
+    timing: Mapped[dict | None] = mapped_column(JSON)
+    notes: Mapped[list | None] = mapped_column(JSON)
+    output: Mapped[str | None] = mapped_column(Text)
+
+    submission: Mapped[Submission] = relationship(back_populates="runs")
+    checks: Mapped[list["CheckResult"]] = relationship(
+        back_populates="run", order_by="CheckResult.position", cascade="all, delete-orphan")
+
+
+class CheckResult(Base):
+    __tablename__ = "check_results"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("grading_runs.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(128))
+    title: Mapped[str] = mapped_column(String(255))
+    points: Mapped[float] = mapped_column(Float)
+    max_points: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    message: Mapped[str] = mapped_column(Text, default="")
+
+    run: Mapped[GradingRun] = relationship(back_populates="checks")
+    diagnostics: Mapped[list["DiagnosticResult"]] = relationship(back_populates="check",
+                                                                 cascade="all, delete-orphan")
+
+
+class DiagnosticResult(Base):
+    __tablename__ = "diagnostics"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    check_id: Mapped[int] = mapped_column(ForeignKey("check_results.id", ondelete="CASCADE"),
+                                          index=True)
+    code: Mapped[str] = mapped_column(String(64), index=True)
+    message: Mapped[str] = mapped_column(Text)
+    hint: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict] = mapped_column(JSON)
+    translations: Mapped[dict] = mapped_column(JSON)
+
+    check: Mapped[CheckResult] = relationship(back_populates="diagnostics")

@@ -1,0 +1,126 @@
+"""Accounts, log-in with CSRF, and the migrations, on SQLite and on PostgreSQL."""
+import re
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from server import create_app, migrate
+from server.cli import main
+from server.db import Database
+from server.models import User
+from server.users import UserError, add_user, import_roster
+
+
+@pytest.fixture
+def db_session(database_url):
+    """A session whose work is rolled back after the test (SQLAlchemy's savepoint recipe)."""
+    database = Database(database_url)
+    with database.engine.connect() as connection:
+        outer = connection.begin()
+        session = sa.orm.Session(bind=connection, join_transaction_mode="create_savepoint")
+        yield session
+        session.close()
+        outer.rollback()
+    database.dispose()
+
+
+@pytest.fixture
+def app(database_url):
+    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True})
+    database = app.extensions["hpcgrade.db"]
+    with database.engine.connect() as connection:
+        outer = connection.begin()
+        database.sessions.configure(bind=connection, join_transaction_mode="create_savepoint")
+        yield app
+        outer.rollback()
+    database.dispose()
+
+
+def csrf_token(client, path="/login") -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', client.get(path).text).group(1)
+
+
+def test_migrations_upgrade_an_empty_database_and_downgrade_cleanly(empty_database_url):
+    migrate.upgrade(empty_database_url)
+    engine = sa.create_engine(empty_database_url)
+    tables = set(sa.inspect(engine).get_table_names())
+    assert {"users", "api_tokens", "exercises", "submissions", "grading_runs", "check_results",
+            "diagnostics"} <= tables
+    migrate.downgrade(empty_database_url, "base")
+    assert set(sa.inspect(engine).get_table_names()) <= {"alembic_version"}
+    migrate.upgrade(empty_database_url)
+    engine.dispose()
+
+
+def test_add_user_validates(db_session):
+    add_user(db_session, "ana", "Ana García", "ana@uni.es", "student", "long-password")
+    db_session.flush()
+    for args, message in [
+        (("ana", "Ana", "a@b.es", "student", "long-password"), "already exists"),
+        (("a b", "Ana", "a@b.es", "student", "long-password"), "username"),
+        (("bea", "Bea", "not-an-email", "student", "long-password"), "not an email"),
+        (("bea", "Bea", "b@uni.es", "teacher", "long-password"), "role must be"),
+        (("bea", "Bea", "b@uni.es", "student", "short"), "at least 8"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            add_user(db_session, *args)
+
+
+def test_roster_import_is_all_or_nothing(db_session):
+    created = import_roster(db_session, "username,name,email,role\nana,Ana,a@uni.es,student\n"
+                                        "pilar,Pilar,p@uni.es,instructor\n")
+    assert [u for u, _ in created] == ["ana", "pilar"]
+    db_session.flush()
+    with pytest.raises(UserError, match="line 3: user ana already exists"):
+        import_roster(db_session, "username,name,email,role\nbea,Bea,b@uni.es,student\n"
+                                  "ana,Ana,a@uni.es,student\n")
+    with pytest.raises(UserError, match="header must be"):
+        import_roster(db_session, "user,name\nx,y\n")
+    with pytest.raises(UserError, match="line 2: expected 4 columns"):
+        import_roster(db_session, "username,name,email,role\nbea,Bea,b@uni.es,student,extra\n")
+
+
+def test_login_logout_and_csrf(app):
+    with app.app_context():
+        session = app.extensions["hpcgrade.db"].sessions()
+        add_user(session, "ana", "Ana García", "ana@uni.es", "student", "long-password")
+        session.commit()
+    client = app.test_client()
+    assert client.get("/").status_code == 302
+    no_token = client.post("/login", data={"username": "ana", "password": "long-password"})
+    assert no_token.status_code == 400 and "CSRF" in no_token.text
+    token = csrf_token(client)
+    wrong = client.post("/login", data={"username": "ana", "password": "nope", "csrf_token": token})
+    assert wrong.status_code == 401 and "Wrong username or password" in wrong.text
+    ok = client.post("/login?next=//evil.example/x",
+                     data={"username": "ana", "password": "long-password", "csrf_token": token})
+    assert ok.status_code == 302 and ok.headers["Location"] == "/"
+    assert "Ana García" in client.get("/").text
+    assert client.post("/logout").status_code == 400  # no CSRF token
+    assert client.post("/logout", data={"csrf_token": csrf_token(client, "/")}).status_code == 302
+    assert client.get("/").status_code == 302
+
+
+def test_cli_users_and_db(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
+    monkeypatch.setenv("HPCGRADE_DATABASE_URL", url)
+    runner = CliRunner()
+    assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
+    roster = tmp_path / "roster.csv"
+    roster.write_text("username,name,email,role\nana,Ana,a@uni.es,student\n")
+    result = runner.invoke(main, ["users", "import", str(roster)])
+    assert result.exit_code == 0 and result.output.startswith("username,password\nana,")
+    again = runner.invoke(main, ["users", "import", str(roster)])
+    assert again.exit_code == 1 and "line 2: user ana already exists" in again.output
+    added = runner.invoke(main, ["users", "add", "pilar", "--name", "Pilar", "--email", "p@uni.es",
+                                 "--role", "instructor", "--password", "long-password"])
+    assert added.exit_code == 0, added.output
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        assert connection.scalar(sa.select(sa.func.count()).select_from(User.__table__)) == 2
+    engine.dispose()
+    monkeypatch.setenv("HPCGRADE_DATABASE_URL", "sqlite:////nonexistent-dir/x.sqlite")
+    broken = runner.invoke(main, ["users", "add", "x1", "--name", "X", "--email", "x@y.es",
+                                  "--password", "long-password"])
+    assert broken.exit_code == 1 and "database error" in broken.output
