@@ -13,7 +13,7 @@ from worker.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_r
 from worker.harness.jobs import Job
 from worker.runner import HarnessFailed, HarnessProcess
 
-from .commands import db_group, users_group
+from .commands import db_group, exercises_sync, users_group
 
 LANGS = click.Choice(["en", "es"])
 
@@ -118,7 +118,9 @@ def list_exercises(as_json: bool, lang: str) -> None:
     catalogue = _catalogue()
     if as_json:
         click.echo(json.dumps([{"slug": e.slug, "title": e.title, "section": e.section,
-                                "deadline": e.deadline} for e in catalogue.values()]))
+                                "deadline": e.deadline.at.isoformat() if e.deadline.at else None,
+                                "deadline_policy": e.deadline.policy}
+                               for e in catalogue.values()]))
         return
     for e in catalogue.values():
         click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")
@@ -127,6 +129,9 @@ def list_exercises(as_json: bool, lang: str) -> None:
 @main.group("exercise")
 def exercise_group() -> None:
     """Work on exercises."""
+
+
+exercise_group.add_command(exercises_sync)
 
 
 @exercise_group.command("check")

@@ -10,6 +10,7 @@ from sqlalchemy.exc import OperationalError
 from . import migrate
 from .config import ConfigError, load_config
 from .db import Database
+from .exercises import sync_exercises
 from .users import UserError, add_user, import_roster
 
 
@@ -91,3 +92,18 @@ def users_import(roster) -> None:
     click.echo("username,password")
     for username, password in created:
         click.echo(f"{username},{password}")
+
+
+@click.command("sync")
+def exercises_sync() -> None:
+    """Bring the database's exercises in step with the exercises folder."""
+    from worker.catalogue import ExerciseConfigError, load_catalogue
+    try:
+        catalogue = load_catalogue()
+    except ExerciseConfigError as exc:
+        raise click.ClickException(f"bad exercise: {exc}") from None
+    changes = _in_transaction(lambda s: sync_exercises(s, catalogue))
+    for kind, slugs in changes.items():
+        if slugs:
+            click.echo(f"{kind}: {', '.join(slugs)}")
+    click.echo(f"{len(catalogue)} exercises in step")

@@ -5,7 +5,9 @@ step: nothing here creates tables.
 """
 from __future__ import annotations
 
-from sqlalchemy import MetaData, create_engine, event
+import datetime as dt
+
+from sqlalchemy import DateTime, MetaData, TypeDecorator, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, sessionmaker
 
@@ -18,8 +20,27 @@ NAMING_CONVENTION = {
 }
 
 
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes on every database (SQLite would hand back naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, _dialect) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime: give it a timezone")
+        return value.astimezone(dt.timezone.utc) if value is not None else None
+
+    def process_result_value(self, value: dt.datetime | None, _dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None \
+            else value.astimezone(dt.timezone.utc)
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dt.datetime: UTCDateTime}
 
 
 def make_engine(url: str) -> Engine:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import datetime as dt
 import enum
 
-from sqlalchemy import (JSON, Boolean, CheckConstraint, DateTime, Float, ForeignKey, Integer, String,
-                        Text, UniqueConstraint)
+from sqlalchemy import (JSON, Boolean, CheckConstraint, Float, ForeignKey, Integer, String, Text,
+                        UniqueConstraint)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .db import Base
@@ -38,7 +38,7 @@ class User(Base):
     email: Mapped[str] = mapped_column(String(254))
     role: Mapped[str] = mapped_column(String(16), default=Role.student.value)
     password_hash: Mapped[str] = mapped_column(String(255))
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     submissions: Mapped[list["Submission"]] = relationship(back_populates="user")
 
@@ -53,8 +53,8 @@ class ApiToken(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column()
 
     user: Mapped[User] = relationship()
 
@@ -69,12 +69,12 @@ class Exercise(Base):
     title_en: Mapped[str] = mapped_column(String(200))
     title_es: Mapped[str] = mapped_column(String(200))
     section: Mapped[str] = mapped_column(String(64), default="")
-    deadline: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    deadline: Mapped[dt.datetime | None] = mapped_column()
     deadline_policy: Mapped[str] = mapped_column(String(16), default="none")
     penalty_per_day: Mapped[float] = mapped_column(Float, default=0.0)
     max_attempts: Mapped[int | None] = mapped_column(Integer)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
-    synced_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    synced_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
 class Submission(Base):
@@ -87,12 +87,12 @@ class Submission(Base):
     code: Mapped[bytes] = mapped_column()
     sha256: Mapped[str] = mapped_column(String(64), index=True)
     status: Mapped[str] = mapped_column(String(16), default=SubmissionStatus.queued.value, index=True)
-    submitted_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    submitted_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
     late_days: Mapped[int] = mapped_column(Integer, default=0)
     penalty: Mapped[float] = mapped_column(Float, default=0.0)
     score: Mapped[float | None] = mapped_column(Float)
     max_score: Mapped[float | None] = mapped_column(Float)
-    enqueued_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    enqueued_at: Mapped[dt.datetime | None] = mapped_column()
 
     user: Mapped[User] = relationship(back_populates="submissions")
     exercise: Mapped[Exercise] = relationship()
@@ -114,9 +114,9 @@ class GradingRun(Base):
     status: Mapped[str] = mapped_column(String(16), default="running")
     worker: Mapped[str | None] = mapped_column(String(255))
     external_id: Mapped[str | None] = mapped_column(String(64))
-    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
     error: Mapped[str | None] = mapped_column(Text)
     environment: Mapped[dict | None] = mapped_column(JSON)
     sandbox: Mapped[dict | None] = mapped_column(JSON)

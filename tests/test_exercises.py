@@ -44,3 +44,23 @@ def test_bad_exercise_toml_is_explained(tmp_path):
     (folder / "exercise.toml").write_text('title = [')
     with pytest.raises(ExerciseConfigError, match="exercise.toml"):
         load_exercise_info(folder)
+
+
+def test_deadline_is_validated(tmp_path):
+    folder = tmp_path / "late-one"
+    folder.mkdir()
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py"):
+        (folder / name).write_text("")
+    for deadline, message in [
+        ('policy = "penalty"', "at must be a date and time with its UTC offset"),
+        ('policy = "refuse"\nat = 2027-01-31T23:59:00', "UTC offset"),
+        ('policy = "sometimes"', "policy must be one of"),
+        ('policy = "penalty"\nat = 2027-01-31T23:59:00Z\npenalty_per_day = 2', "between 0 and 1"),
+        ('policy = "none"\nwhen = 1', "unknown keys when"),
+    ]:
+        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\n[deadline]\n{deadline}\n')
+        with pytest.raises(ExerciseConfigError, match=message):
+            load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\nmax_attempts = 0\n')
+    with pytest.raises(ExerciseConfigError, match="max_attempts must be a positive"):
+        load_exercise_info(folder)

@@ -5,6 +5,7 @@ gets everything it needs inside the job and never parses configuration.
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import tomllib
@@ -25,15 +26,43 @@ class ExerciseConfigError(Exception):
 
 
 @dataclass(frozen=True)
+class Deadline:
+    """`policy`: none (no deadline), penalty (late work loses penalty_per_day of its score per
+    started day, down to zero) or refuse (late work is not accepted)."""
+
+    policy: str = "none"
+    at: dt.datetime | None = None
+    penalty_per_day: float = 0.0
+
+    @classmethod
+    def from_toml(cls, data: dict, where: object) -> "Deadline":
+        unknown = set(data) - {"policy", "at", "penalty_per_day"}
+        if unknown:
+            raise ExerciseConfigError(f"{where}: [deadline]: unknown keys {', '.join(sorted(unknown))}")
+        deadline = cls(**data)
+        if deadline.policy not in DEADLINE_POLICIES:
+            raise ExerciseConfigError(f"{where}: [deadline] policy must be one of {DEADLINE_POLICIES}")
+        if deadline.policy != "none" and not (isinstance(deadline.at, dt.datetime)
+                                              and deadline.at.tzinfo is not None):
+            raise ExerciseConfigError(f"{where}: [deadline] at must be a date and time with its "
+                                      "UTC offset, like 2027-01-31T23:59:00+01:00")
+        if not isinstance(deadline.penalty_per_day, (int, float)) \
+                or not 0 <= deadline.penalty_per_day <= 1:
+            raise ExerciseConfigError(f"{where}: [deadline] penalty_per_day must be between 0 and 1")
+        return deadline
+
+
+@dataclass(frozen=True)
 class ExerciseInfo:
     slug: str
     path: Path
     title: dict
     section: str
     limits: dict
-    deadline: dict
+    deadline: Deadline
     slurm: dict
     mutants: dict = field(default_factory=dict)
+    max_attempts: int | None = None
 
     def statement(self, lang: str) -> str:
         return (self.path / f"statement.{lang if lang in ('en', 'es') else 'en'}.md").read_text()
@@ -65,7 +94,8 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         data = tomllib.loads(where.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ExerciseConfigError(f"{where}: {exc}") from None
-    unknown = set(data) - {"title", "section", "limits", "deadline", "slurm", "mutants"}
+    unknown = set(data) - {"title", "section", "limits", "deadline", "slurm", "mutants",
+                           "max_attempts"}
     if unknown:
         raise ExerciseConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     title = data.get("title")
@@ -76,9 +106,10 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         Limits.from_dict(limits)
     except (ValueError, TypeError) as exc:
         raise ExerciseConfigError(f"{where}: [limits]: {exc}") from None
-    deadline = data.get("deadline", {"policy": "none"})
-    if deadline.get("policy", "none") not in DEADLINE_POLICIES:
-        raise ExerciseConfigError(f"{where}: [deadline] policy must be one of {DEADLINE_POLICIES}")
+    deadline = Deadline.from_toml(data.get("deadline", {}), where)
+    max_attempts = data.get("max_attempts")
+    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+        raise ExerciseConfigError(f"{where}: max_attempts must be a positive whole number")
     mutants = data.get("mutants", {})
     for name, code in mutants.items():
         if code not in CATALOGUE:
@@ -86,4 +117,4 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         if not (path / "mutants" / f"{name}.py").is_file():
             raise ExerciseConfigError(f"{where}: mutant {name}: mutants/{name}.py is missing")
     return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
-                        data.get("slurm", {}), mutants)
+                        data.get("slurm", {}), mutants, max_attempts)

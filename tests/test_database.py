@@ -1,4 +1,4 @@
-"""Accounts, log-in with CSRF, and the migrations, on SQLite and on PostgreSQL."""
+"""Accounts, log-in with CSRF, exercises in the database and the migrations, on SQLite and PostgreSQL."""
 import re
 
 import pytest
@@ -124,3 +124,28 @@ def test_cli_users_and_db(tmp_path, monkeypatch):
     broken = runner.invoke(main, ["users", "add", "x1", "--name", "X", "--email", "x@y.es",
                                   "--password", "long-password"])
     assert broken.exit_code == 1 and "database error" in broken.output
+
+
+def test_exercise_sync_adds_updates_and_deactivates(db_session, catalogue):
+    from server.exercises import sync_exercises
+    from server.models import Exercise
+    first = sync_exercises(db_session, catalogue)
+    assert sorted(first["added"]) == sorted(catalogue)
+    assert sync_exercises(db_session, catalogue) == {"added": [], "updated": [], "deactivated": []}
+    fewer = dict(catalogue)
+    gone = fewer.pop("metrics")
+    changed = sync_exercises(db_session, fewer)
+    assert changed["deactivated"] == ["metrics"]
+    row = db_session.scalar(sa.select(Exercise).where(Exercise.slug == "autograd-q"))
+    assert row.deadline_policy == "penalty" and row.deadline.year == 2027 and row.max_attempts == 20
+    assert sync_exercises(db_session, dict(fewer, metrics=gone))["updated"] == ["metrics"]
+
+
+def test_models_and_migrations_agree(database_url):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from server.db import Base
+    engine = sa.create_engine(database_url)
+    with engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+    engine.dispose()
