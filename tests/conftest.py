@@ -78,3 +78,18 @@ def database_url(request, tmp_path_factory):
         for url in _postgres_database():
             migrate.upgrade(url)
             yield url
+
+
+@pytest.fixture
+def db_session(database_url):
+    """A session whose work is rolled back after the test (SQLAlchemy's savepoint recipe)."""
+    from sqlalchemy.orm import Session
+    from server.db import Database
+    database = Database(database_url)
+    with database.engine.connect() as connection:
+        outer = connection.begin()
+        session = Session(bind=connection, join_transaction_mode="create_savepoint")
+        yield session
+        session.close()
+        outer.rollback()
+    database.dispose()

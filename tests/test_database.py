@@ -13,19 +13,6 @@ from server.users import UserError, add_user, import_roster
 
 
 @pytest.fixture
-def db_session(database_url):
-    """A session whose work is rolled back after the test (SQLAlchemy's savepoint recipe)."""
-    database = Database(database_url)
-    with database.engine.connect() as connection:
-        outer = connection.begin()
-        session = sa.orm.Session(bind=connection, join_transaction_mode="create_savepoint")
-        yield session
-        session.close()
-        outer.rollback()
-    database.dispose()
-
-
-@pytest.fixture
 def app(database_url):
     app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True})
     database = app.extensions["hpcgrade.db"]

@@ -1,0 +1,81 @@
+"""Accepting submissions: file checks, attempts, rate limit, deadline policies."""
+import datetime as dt
+
+import pytest
+
+from server.models import Exercise, Submission, User
+from server.submissions import Refusal, Rules, accept
+
+NOW = dt.datetime(2027, 1, 10, 12, 0, tzinfo=dt.timezone.utc)
+RULES = Rules(max_upload_kb=64, per_window=3, window_minutes=60)
+CODE = b"def q_grads(a, b, v):\n    return a, b\n"
+
+
+@pytest.fixture
+def student(db_session):
+    user = User(username="ana", name="Ana", email="a@uni.es", role="student", password_hash="x")
+    db_session.add(user)
+    return user
+
+
+def exercise(db_session, **fields):
+    row = Exercise(slug=fields.pop("slug", "autograd-q"), title_en="Q", title_es="Q", **fields)
+    db_session.add(row)
+    db_session.flush()
+    return row
+
+
+def refused(status, *args):
+    with pytest.raises(Refusal) as info:
+        accept(*args)
+    assert info.value.status == status
+    assert info.value.message("es") != info.value.message("en")
+    return info.value
+
+
+def test_accepted_submission_is_queued_with_its_hash(db_session, student):
+    row = exercise(db_session)
+    submission = accept(db_session, student, row, "work.ipynb", CODE, RULES, NOW)
+    db_session.flush()
+    assert submission.status == "queued" and submission.late_days == 0 and submission.penalty == 0
+    assert len(submission.sha256) == 64 and submission.code == CODE
+
+
+def test_bad_files_are_refused(db_session, student):
+    row = exercise(db_session)
+    refused(400, db_session, student, row, "work.txt", CODE, RULES, NOW)
+    refused(413, db_session, student, row, "big.py", b"#" * (65 << 10), RULES, NOW)
+    refused(400, db_session, student, row, "empty.py", b"  \n", RULES, NOW)
+    refused(400, db_session, student, row, "bin.py", b"\x7fELF\x00\x00", RULES, NOW)
+    refused(400, db_session, student, row, "latin.py", "año = 1".encode("latin-1"), RULES, NOW)
+    refused(404, db_session, student, None, "work.py", CODE, RULES, NOW)
+    closed = exercise(db_session, slug="closed-one", active=False)
+    refused(404, db_session, student, closed, "work.py", CODE, RULES, NOW)
+    assert db_session.query(Submission).count() == 0
+
+
+def test_rate_limit_and_attempts(db_session, student):
+    row = exercise(db_session, max_attempts=4)
+    for minute in range(3):
+        accept(db_session, student, row, "w.py", CODE, RULES, NOW + dt.timedelta(minutes=minute))
+    db_session.flush()
+    message = refused(429, db_session, student, row, "w.py", CODE, RULES, NOW + dt.timedelta(minutes=5))
+    assert "3 submissions every 60 minutes" in message.en
+    later = NOW + dt.timedelta(minutes=70)
+    accept(db_session, student, row, "w.py", CODE, RULES, later)
+    db_session.flush()
+    assert "all 4 attempts" in refused(403, db_session, student, row, "w.py", CODE, RULES,
+                                       later + dt.timedelta(hours=3)).en
+
+
+def test_late_policies(db_session, student):
+    deadline = NOW - dt.timedelta(days=2, hours=1)
+    penalty = exercise(db_session, slug="late-penalty", deadline=deadline, deadline_policy="penalty",
+                       penalty_per_day=0.1)
+    submission = accept(db_session, student, penalty, "w.py", CODE, RULES, NOW)
+    assert (submission.late_days, submission.penalty) == (3, pytest.approx(0.3))
+    on_time = accept(db_session, student, penalty, "w.py", CODE, RULES, deadline)
+    assert (on_time.late_days, on_time.penalty) == (0, 0.0)
+    refuse = exercise(db_session, slug="late-refused", deadline=deadline, deadline_policy="refuse")
+    assert "late work is not accepted" in refused(403, db_session, student, refuse, "w.py", CODE,
+                                                  RULES, NOW).en
