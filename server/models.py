@@ -111,11 +111,12 @@ class GradingRun(Base):
                                                index=True)
     attempt: Mapped[int] = mapped_column(Integer)
     executor: Mapped[str] = mapped_column(String(32))
-    status: Mapped[str] = mapped_column(String(16), default="running")
+    status: Mapped[str] = mapped_column(String(16), default="running")  # done, failed, lost
     worker: Mapped[str | None] = mapped_column(String(255))
     external_id: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
+    # another worker may take the submission over once the lease has run out
+    lease_until: Mapped[dt.datetime] = mapped_column()
     finished_at: Mapped[dt.datetime | None] = mapped_column()
     error: Mapped[str | None] = mapped_column(Text)
     environment: Mapped[dict | None] = mapped_column(JSON)

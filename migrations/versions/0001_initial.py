@@ -89,7 +89,7 @@ def upgrade() -> None:
     sa.Column('worker', sa.String(length=255), nullable=True),
     sa.Column('external_id', sa.String(length=64), nullable=True),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=False),
-    sa.Column('heartbeat_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('lease_until', sa.DateTime(timezone=True), nullable=False),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('environment', sa.JSON(), nullable=True),

@@ -1,0 +1,94 @@
+"""Grading into the database: results stored once, leases, grader failures never a grade."""
+import datetime as dt
+import textwrap
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from helpers import REFERENCE_Q
+from server import migrate
+from server.db import Database
+from server.exercises import sync_exercises
+from server.models import GradingRun, Submission, User
+from server.submissions import Rules, accept
+from worker.catalogue import load_exercise_info
+from worker.grading import MAX_RUNS, claim, grade
+
+LEASE = dt.timedelta(minutes=5)
+
+
+@pytest.fixture
+def database(empty_database_url, catalogue):
+    migrate.upgrade(empty_database_url)
+    database = Database(empty_database_url)
+    with database.sessions.begin() as session:
+        sync_exercises(session, catalogue)
+        session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
+    yield database
+    database.dispose()
+
+
+def submit(database, code: str, slug: str = "autograd-q") -> int:
+    from server.models import Exercise
+    with database.sessions.begin() as session:
+        user = session.scalar(sa.select(User))
+        exercise = session.scalar(sa.select(Exercise).where(Exercise.slug == slug))
+        submission = accept(session, user, exercise, "work.py", code.encode(),
+                             Rules(1024, 100, 60), dt.datetime.now(dt.timezone.utc))
+        session.flush()
+        return submission.id
+
+
+def test_graded_once_with_checks_and_diagnostics(database, harness, catalogue):
+    good = submit(database, REFERENCE_Q)
+    bad = submit(database, REFERENCE_Q.replace("- b**2", "+ b**2"))
+    assert grade(database, harness, catalogue, good, executor="local", worker="t", lease=LEASE) == "graded"
+    assert grade(database, harness, catalogue, bad, executor="local", worker="t", lease=LEASE) == "graded"
+    assert grade(database, harness, catalogue, good, executor="local", worker="t", lease=LEASE) == "skipped"
+    with database.sessions() as session:
+        first, second = session.get(Submission, good), session.get(Submission, bad)
+        assert (first.status, first.score, first.max_score) == ("graded", 10, 10)
+        assert second.score == 3 and len(first.runs) == 1
+        codes = {d.code for c in second.runs[0].checks for d in c.diagnostics}
+        assert codes == {"grad-sign-flipped"}
+        assert "seccomp" in first.runs[0].sandbox["layers"]
+
+
+def test_a_lease_keeps_duplicates_out_until_it_runs_out(database):
+    submission_id = submit(database, REFERENCE_Q)
+    now = dt.datetime.now(dt.timezone.utc)
+    with database.sessions.begin() as session:
+        assert claim(session, submission_id, "local", "w1", LEASE, now) is not None
+    with database.sessions.begin() as session:
+        assert claim(session, submission_id, "local", "w2", LEASE, now + LEASE / 2) is None
+    with database.sessions.begin() as session:
+        taken_over = claim(session, submission_id, "local", "w2", LEASE, now + 2 * LEASE)
+        assert taken_over is not None
+    with database.sessions() as session:
+        runs = session.scalars(sa.select(GradingRun).order_by(GradingRun.attempt)).all()
+        assert [(r.worker, r.status) for r in runs] == [("w1", "lost"), ("w2", "running")]
+
+
+def test_grader_failure_is_retried_then_error_never_zero(database, harness, catalogue, tmp_path):
+    broken = tmp_path / "autograd-q"
+    broken.mkdir()
+    source = Path(catalogue["autograd-q"].path)
+    for name in ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "reference.py"):
+        (broken / name).write_bytes((source / name).read_bytes())
+    (broken / "mutants").symlink_to(source / "mutants")
+    (broken / "checks.py").write_text(textwrap.dedent("""
+        from worker.harness.checks import check
+        @check("boom", points=1, uses="q_grads", en="x", es="x")
+        def boom(ctx):
+            raise KeyError("a bug in the checks")
+    """))
+    broken_catalogue = dict(catalogue, **{"autograd-q": load_exercise_info(broken)})
+    submission_id = submit(database, REFERENCE_Q)
+    outcomes = [grade(database, harness, broken_catalogue, submission_id, executor="local",
+                      worker="t", lease=LEASE) for _ in range(MAX_RUNS + 1)]
+    assert outcomes == ["failed"] * MAX_RUNS + ["skipped"]
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert submission.status == "error" and submission.score is None
+        assert "a bug in the checks" in submission.runs[0].error
