@@ -47,16 +47,24 @@ def make_engine(url: str) -> Engine:
     engine = create_engine(url, pool_pre_ping=True)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
 def _sqlite_pragmas(connection, _record) -> None:
     # SQLite ignores foreign keys unless asked; WAL lets the portal read while a worker writes.
+    # The driver's own transaction handling breaks SAVEPOINT, so transactions are begun by hand.
+    connection.isolation_level = None
     cursor = connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
+
+
+def _sqlite_begin(connection) -> None:
+    # IMMEDIATE: writers queue up front instead of failing when two read-then-write at once
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_session_factory(engine: Engine) -> sessionmaker:
