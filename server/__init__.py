@@ -6,6 +6,7 @@ from flask_wtf import CSRFProtect
 
 from .config import ConfigError, load_config
 from .db import Database
+from .queue import celery_init_app
 
 csrf = CSRFProtect()
 
@@ -19,6 +20,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.config.update(settings, MAX_CONTENT_LENGTH=(settings["MAX_UPLOAD_KB"] + 64) << 10)
     app.extensions["hpcgrade.db"] = Database(settings["DATABASE_URL"])
     csrf.init_app(app)
+    celery_init_app(app)
 
     from . import auth
     app.register_blueprint(auth.blueprint)

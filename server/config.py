@@ -14,8 +14,13 @@ DEFAULTS = {
     "MAX_UPLOAD_KB": 1024,
     "SUBMISSIONS_PER_WINDOW": 20,
     "SUBMISSION_WINDOW_MINUTES": 60,
+    # sending a task fails at once while the broker is away: the submission is already committed
+    # and the reconcile task sends it later, so a web request never hangs on Redis
+    "BROKER_TRANSPORT_OPTIONS": {"max_retries": 0},
     "EXECUTOR": "local",
     "COURSE_PYTHON": None,
+    "GRADING_LEASE_SECONDS": 900,
+    "REQUEUE_AFTER_SECONDS": 120,
 }
 
 
@@ -39,7 +44,8 @@ def load_config(overrides: dict | None = None) -> dict:
     unknown = set(config) - set(DEFAULTS) - {"TESTING"}
     if unknown:
         raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
-    for key in ("MAX_UPLOAD_KB", "SUBMISSIONS_PER_WINDOW", "SUBMISSION_WINDOW_MINUTES"):
+    for key in ("MAX_UPLOAD_KB", "SUBMISSIONS_PER_WINDOW", "SUBMISSION_WINDOW_MINUTES",
+                "GRADING_LEASE_SECONDS", "REQUEUE_AFTER_SECONDS"):
         try:
             config[key] = int(config[key])
         except (TypeError, ValueError):

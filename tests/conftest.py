@@ -1,9 +1,9 @@
 import json
 import os
-import uuid
 
 import pytest
 
+from helpers import postgres_database
 from server.cli import job_for
 from worker.catalogue import default_root, load_catalogue, load_exercise_info
 from worker.runner import HarnessProcess
@@ -40,30 +40,12 @@ def grade(harness, tmp_path):
     return run
 
 
-POSTGRES = os.environ.get("HPCGRADE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432")
-
-
-def _postgres_database():
-    """A new, empty PostgreSQL database, dropped afterwards."""
-    import sqlalchemy as sa
-    name = f"hpcgrade_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(f"{POSTGRES}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"{POSTGRES}/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def empty_database_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'empty.sqlite'}"
     else:
-        yield from _postgres_database()
+        yield from postgres_database()
 
 
 @pytest.fixture(scope="session", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
@@ -75,7 +57,7 @@ def database_url(request, tmp_path_factory):
         migrate.upgrade(url)
         yield url
     else:
-        for url in _postgres_database():
+        for url in postgres_database():
             migrate.upgrade(url)
             yield url
 

@@ -8,6 +8,8 @@ submission goes back to `queued` for another run, and only after MAX_RUNS runs t
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +45,7 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
         return None
     runs = submission.runs
     if runs and runs[-1].status == "running":
-        if runs[-1].lease_until > now:
+        if runs[-1].lease_until > now and not _gone(runs[-1].worker):
             return None
         runs[-1].status, runs[-1].finished_at = "lost", now
         runs[-1].error = f"{runs[-1].worker} stopped before finishing"
@@ -57,6 +59,24 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
     session.flush()
     return Claim(run.id, submission.id, submission.exercise.slug, submission.filename,
                  submission.code)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _gone(worker: str | None) -> bool:
+    """A worker process of this host that no longer exists (a redelivery after it was killed)."""
+    host, _, pid = (worker or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def record(session: Session, run_id: int, report: dict, now: dt.datetime | None = None) -> str:

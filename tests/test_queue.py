@@ -1,0 +1,141 @@
+"""The queue with a real Celery worker on Redis and PostgreSQL: graded once, whatever fails."""
+import datetime as dt
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from helpers import REFERENCE_Q, postgres_database
+from server import create_app, migrate
+from server.exercises import sync_exercises
+from server.models import Exercise, GradingRun, Submission, User
+from server.queue import enqueue, stuck
+from server.submissions import Rules, accept
+
+pytestmark = pytest.mark.services
+ROOT = Path(__file__).parents[1]
+SLOW_REFERENCE = "import time\ntime.sleep(4)\n" + REFERENCE_Q
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A Redis of this test's own, so that it can be stopped and started again."""
+    port = free_port()
+    command = [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port),
+               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)]
+
+    class Server:
+        url = f"redis://127.0.0.1:{port}/0"
+
+        def start(self):
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+            for _ in range(100):
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", port)) == 0:
+                        return
+                time.sleep(0.05)
+
+        def stop(self):
+            self.process.terminate()
+            self.process.wait()
+
+    server = Server()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stack(redis_server, catalogue):
+    """PostgreSQL database at head, the app, and a Celery worker process consuming grading tasks."""
+    for url in postgres_database():
+        migrate.upgrade(url)
+        settings = {"DATABASE_URL": url, "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
+                    "GRADING_LEASE_SECONDS": 600, "REQUEUE_AFTER_SECONDS": 1}
+        app = create_app(settings)
+        database = app.extensions["hpcgrade.db"]
+        with database.sessions.begin() as session:
+            sync_exercises(session, catalogue)
+            session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
+        env = dict(os.environ, HPCGRADE_DATABASE_URL=url, HPCGRADE_BROKER_URL=redis_server.url,
+                   HPCGRADE_SECRET_KEY="test", HPCGRADE_REQUEUE_AFTER_SECONDS="1")
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "--concurrency=1",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"],
+            cwd=ROOT, env=env)
+        try:
+            yield app
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+            database.dispose()
+
+
+def submit(app, code: str) -> int:
+    database = app.extensions["hpcgrade.db"]
+    with database.sessions() as session:
+        submission = accept(session, session.scalar(sa.select(User)),
+                            session.scalar(sa.select(Exercise).where(Exercise.slug == "autograd-q")),
+                            "work.py", code.encode(), Rules(1024, 100, 60),
+                            dt.datetime.now(dt.timezone.utc))
+        session.commit()
+        enqueue(app.extensions["celery"], session, [submission.id])
+        return submission.id
+
+
+def wait_for(app, submission_id: int, status: str, seconds: float = 60):
+    database = app.extensions["hpcgrade.db"]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with database.sessions() as session:
+            submission = session.get(Submission, submission_id)
+            if submission.status == status:
+                return submission, list(submission.runs)
+        time.sleep(0.2)
+    raise AssertionError(f"submission {submission_id} never reached {status}")
+
+
+def test_submitted_then_graded_by_the_worker(stack):
+    submission, runs = wait_for(stack, submit(stack, REFERENCE_Q), "graded")
+    assert submission.score == 10 and len(runs) == 1 and runs[0].status == "done"
+
+
+def test_redis_down_while_submitting(stack, redis_server):
+    redis_server.stop()
+    submission_id = submit(stack, REFERENCE_Q)
+    with stack.extensions["hpcgrade.db"].sessions() as session:
+        stored = session.get(Submission, submission_id)
+        assert stored.status == "queued" and stored.enqueued_at is None
+    redis_server.start()
+    time.sleep(1.5)
+    with stack.extensions["hpcgrade.db"].sessions() as session:
+        assert submission_id in stuck(session, dt.timedelta(seconds=1))
+        assert enqueue(stack.extensions["celery"], session, [submission_id]) == [submission_id]
+    submission, runs = wait_for(stack, submission_id, "graded")
+    assert submission.score == 10 and len(runs) == 1
+
+
+def test_worker_killed_mid_grading_is_retried_with_one_grade(stack):
+    submission_id = submit(stack, SLOW_REFERENCE)
+    _, runs = wait_for(stack, submission_id, "running")
+    pid = int(runs[0].worker.rpartition(":")[2])
+    os.kill(pid, signal.SIGKILL)  # the pool process in the middle of grading
+    submission, runs = wait_for(stack, submission_id, "graded", seconds=90)
+    assert submission.score == 10
+    assert [r.status for r in runs] == ["lost", "done"]
+    with stack.extensions["hpcgrade.db"].sessions() as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(GradingRun)
+                              .where(GradingRun.status == "done")) == 1
