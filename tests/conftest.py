@@ -75,3 +75,19 @@ def db_session(database_url):
         session.close()
         outer.rollback()
     database.dispose()
+
+
+@pytest.fixture
+def app(database_url):
+    """The portal on a database that rolls back after the test; its broker is not there, so
+    submissions stay queued (as when Redis is down)."""
+    from server import create_app
+    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True,
+                      "BROKER_URL": "redis://127.0.0.1:1/0"})
+    database = app.extensions["hpcgrade.db"]
+    with database.engine.connect() as connection:
+        outer = connection.begin()
+        database.sessions.configure(bind=connection, join_transaction_mode="create_savepoint")
+        yield app
+        outer.rollback()
+    database.dispose()

@@ -5,23 +5,11 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from server import create_app, migrate
+from server import migrate
 from server.cli import main
 from server.db import Database
 from server.models import User
 from server.users import UserError, add_user, import_roster
-
-
-@pytest.fixture
-def app(database_url):
-    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True})
-    database = app.extensions["hpcgrade.db"]
-    with database.engine.connect() as connection:
-        outer = connection.begin()
-        database.sessions.configure(bind=connection, join_transaction_mode="create_savepoint")
-        yield app
-        outer.rollback()
-    database.dispose()
 
 
 def csrf_token(client, path="/login") -> str:

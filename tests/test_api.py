@@ -1,0 +1,70 @@
+"""The JSON API: tokens, exercises, submissions, errors as JSON with the right status."""
+import io
+import time
+
+import pytest
+
+from helpers import REFERENCE_Q
+from server.exercises import sync_exercises
+from server.users import add_user
+
+
+@pytest.fixture
+def client(app, catalogue):
+    with app.app_context():
+        session = app.extensions["hpcgrade.db"].sessions()
+        sync_exercises(session, catalogue)
+        add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
+        add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
+        session.commit()
+    return app.test_client()
+
+
+def token(client, username="ana") -> dict:
+    reply = client.post("/api/v1/tokens", json={"username": username, "password": "long-password"})
+    assert reply.status_code == 201
+    return {"Authorization": f"Bearer {reply.json['token']}"}
+
+
+def upload(client, headers, code=REFERENCE_Q, filename="work.py", exercise="autograd-q"):
+    return client.post("/api/v1/submissions", headers=headers,
+                       data={"exercise": exercise, "file": (io.BytesIO(code.encode()), filename)})
+
+
+def test_token_exercises_submit_and_read(client):
+    headers = token(client)
+    listed = client.get("/api/v1/exercises", headers=headers).json["exercises"]
+    q = next(e for e in listed if e["slug"] == "autograd-q")
+    assert q["attempts_left"] == 20 and q["best_score"] is None and q["deadline_policy"] == "penalty"
+    started = time.monotonic()
+    created = upload(client, headers)
+    assert time.monotonic() - started < 5  # the broker is away: the request does not hang on it
+    assert created.status_code == 202 and created.headers["Location"] == created.json["url"]
+    status = client.get(created.json["url"], headers=headers).json
+    assert status["status"] == "queued" and status["queue_position"] == 1 and status["checks"] == []
+    listed = client.get("/api/v1/exercises", headers=headers).json["exercises"]
+    assert next(e for e in listed if e["slug"] == "autograd-q")["attempts_left"] == 19
+
+
+def test_errors_are_json(client):
+    assert client.get("/api/v1/exercises").status_code == 401
+    assert client.get("/api/v1/exercises", headers={"Authorization": "Bearer nope"}).json["error"]
+    bad_login = client.post("/api/v1/tokens", json={"username": "ana", "password": "wrong"})
+    assert bad_login.status_code == 401 and bad_login.json == {"error": "wrong username or password"}
+    headers = token(client)
+    assert upload(client, headers, filename="work.txt").status_code == 400
+    assert upload(client, headers, exercise="nope").status_code == 404
+    assert upload(client, headers, code="x" * (2 << 20)).status_code == 413
+    spanish = client.post("/api/v1/submissions?lang=es", headers=headers,
+                          data={"exercise": "autograd-q", "file": (io.BytesIO(b""), "w.py")})
+    assert spanish.json == {"error": "El archivo está vacío."}
+    missing = client.post("/api/v1/submissions", headers=headers, data={})
+    assert missing.status_code == 400 and "multipart" in missing.json["error"]
+    assert client.get("/api/v1/nothing-here", headers=headers).json["error"]
+    assert client.get("/api/v1/submissions/999", headers=headers).status_code == 404
+
+
+def test_another_students_submission_is_404(client):
+    created = upload(client, token(client, "ana")).json
+    reply = client.get(created["url"], headers=token(client, "bea"))
+    assert reply.status_code == 404 and reply.json == {"error": "no such submission"}
