@@ -22,8 +22,9 @@ def create_app(config: dict | None = None) -> Flask:
     csrf.init_app(app)
     celery_init_app(app)
 
-    from . import api, auth
+    from . import api, auth, portal
     app.register_blueprint(auth.blueprint)
+    app.register_blueprint(portal.blueprint)
     app.register_blueprint(api.blueprint)
     app.teardown_appcontext(_close_session)
     return app

@@ -49,7 +49,7 @@ def _safe_next(target: str | None) -> str:
     # only paths on this site, never "//evil.example" or "https://…"
     if target and target.startswith("/") and not target.startswith("//"):
         return target
-    return url_for("auth.home")
+    return url_for("portal.index")
 
 
 @blueprint.route("/login", methods=["GET", "POST"])
@@ -70,8 +70,3 @@ def logout():
     session.clear()
     return redirect(url_for("auth.login"))
 
-
-@blueprint.route("/")
-@login_required
-def home():
-    return render_template("auth/home.html")

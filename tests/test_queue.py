@@ -159,3 +159,22 @@ def test_the_api_flow_end_to_end(stack):
         time.sleep(0.2)
     assert status["score"] == 10 and len(status["checks"]) == 4
     assert all(c["passed"] for c in status["checks"])
+
+
+def test_the_web_flow_end_to_end(stack):
+    import re
+    from server.users import add_user
+    with stack.extensions["hpcgrade.db"].sessions.begin() as session:
+        add_user(session, "cris", "Cris", "c@uni.es", "student", "long-password")
+    client = stack.test_client()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)
+    client.post("/login", data={"username": "cris", "password": "long-password", "csrf_token": token})
+    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/").text).group(1)
+    sent = client.post("/exercises/autograd-q/submissions", data={
+        "csrf_token": token, "code": REFERENCE_Q.replace("- b**2", "+ b**2")})
+    deadline = time.monotonic() + 60
+    while client.get(sent.headers["Location"] + "/status").json["status"] != "graded":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    page = client.get(sent.headers["Location"]).text
+    assert "3 / 10" in page and "grad-sign-flipped" in page and "opposite sign" in page

@@ -1,0 +1,114 @@
+"""The student pages: exercises, statements, uploading, history, live status and results."""
+from __future__ import annotations
+
+import markdown
+from flask import (Blueprint, abort, current_app, flash, g, jsonify, redirect, render_template,
+                   request, session, url_for)
+from sqlalchemy import select
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from worker.catalogue import default_root
+
+from .auth import db, login_required
+from .models import Exercise, Submission, utcnow
+from .queue import enqueue
+from .results import WAITING, exercise_rows, submission_dict
+from .submissions import Refusal, Rules, accept
+
+blueprint = Blueprint("portal", __name__)
+LANGS = ("en", "es")
+
+
+@blueprint.before_app_request
+def choose_language() -> None:
+    if request.args.get("lang") in LANGS:
+        session["lang"] = request.args["lang"]
+    g.lang = session.get("lang") or request.accept_languages.best_match(LANGS) or "en"
+
+
+@blueprint.app_context_processor
+def language() -> dict:
+    lang = g.get("lang", "en")
+    return {"lang": lang, "other_lang": "es" if lang == "en" else "en",
+            "t": lambda en, es: es if lang == "es" else en}
+
+
+def _exercise(slug: str) -> Exercise:
+    exercise = db().scalar(select(Exercise).where(Exercise.slug == slug, Exercise.active))
+    if exercise is None:
+        abort(404)
+    return exercise
+
+
+def _mine(submission_id: int) -> Submission:
+    submission = db().get(Submission, submission_id)
+    if submission is None or (submission.user_id != g.user.id and not g.user.is_staff):
+        abort(404)  # not 403: another student's submission does not exist for you
+    return submission
+
+
+@blueprint.route("/")
+@login_required
+def index():
+    return render_template("portal/exercises.html", rows=exercise_rows(db(), g.user), now=utcnow())
+
+
+@blueprint.route("/exercises/<slug>")
+@login_required
+def exercise(slug: str):
+    row = _exercise(slug)
+    path = default_root() / slug / f"statement.{g.lang}.md"
+    statement = markdown.markdown(path.read_text(), extensions=["fenced_code", "tables"]) \
+        if path.exists() else ""
+    submissions = db().scalars(select(Submission).where(
+        Submission.user_id == g.user.id, Submission.exercise_id == row.id)
+        .order_by(Submission.id.desc())).all()
+    return render_template("portal/exercise.html", exercise=row, statement=statement,
+                           submissions=submissions, now=utcnow())
+
+
+@blueprint.post("/exercises/<slug>/submissions")
+@login_required
+def submit(slug: str):
+    row = _exercise(slug)
+    try:
+        upload = request.files.get("file")
+        if upload and upload.filename:
+            filename, data = upload.filename, upload.read()
+        else:
+            filename, data = "pasted.py", request.form.get("code", "").encode()
+        submission = accept(db(), g.user, row, filename, data,
+                            Rules.from_config(current_app.config), utcnow())
+    except Refusal as refusal:
+        flash(refusal.message(g.lang), "error")
+        return redirect(url_for("portal.exercise", slug=slug)), 303
+    except RequestEntityTooLarge:
+        flash(f"{current_app.config['MAX_UPLOAD_KB']} KB max.", "error")
+        return redirect(url_for("portal.exercise", slug=slug)), 303
+    db().commit()
+    enqueue(current_app.extensions["celery"], db(), [submission.id])
+    return redirect(url_for("portal.submission", submission_id=submission.id), 303)
+
+
+@blueprint.route("/submissions")
+@login_required
+def history():
+    submissions = db().scalars(select(Submission).where(Submission.user_id == g.user.id)
+                               .order_by(Submission.id.desc())).all()
+    return render_template("portal/history.html", submissions=submissions)
+
+
+@blueprint.route("/submissions/<int:submission_id>")
+@login_required
+def submission(submission_id: int):
+    row = _mine(submission_id)
+    return render_template("portal/submission.html", submission=row,
+                           result=submission_dict(db(), row, g.lang), waiting=row.status in WAITING)
+
+
+@blueprint.route("/submissions/<int:submission_id>/status")
+@login_required
+def status(submission_id: int):
+    row = _mine(submission_id)
+    result = submission_dict(db(), row, g.lang)
+    return jsonify({k: result[k] for k in ("status", "queue_position", "score", "max_score")})
