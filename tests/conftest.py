@@ -91,3 +91,17 @@ def app(database_url):
         yield app
         outer.rollback()
     database.dispose()
+
+
+@pytest.fixture
+def course(app, catalogue):
+    """The app with the exercises synced and two students, ana and bea (password long-password)."""
+    from server.exercises import sync_exercises
+    from server.users import add_user
+    with app.app_context():
+        session = app.extensions["hpcgrade.db"].sessions()
+        sync_exercises(session, catalogue)
+        add_user(session, "ana", "Ana García", "a@uni.es", "student", "long-password")
+        add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
+        session.commit()
+    return app

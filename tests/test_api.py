@@ -5,19 +5,11 @@ import time
 import pytest
 
 from helpers import REFERENCE_Q
-from server.exercises import sync_exercises
-from server.users import add_user
 
 
 @pytest.fixture
-def client(app, catalogue):
-    with app.app_context():
-        session = app.extensions["hpcgrade.db"].sessions()
-        sync_exercises(session, catalogue)
-        add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
-        add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
-        session.commit()
-    return app.test_client()
+def client(course):
+    return course.test_client()
 
 
 def token(client, username="ana") -> dict:

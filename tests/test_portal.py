@@ -5,19 +5,11 @@ import re
 import pytest
 
 from helpers import REFERENCE_Q
-from server.exercises import sync_exercises
-from server.users import add_user
 
 
 @pytest.fixture
-def browser(app, catalogue):
-    with app.app_context():
-        session = app.extensions["hpcgrade.db"].sessions()
-        sync_exercises(session, catalogue)
-        add_user(session, "ana", "Ana García", "a@uni.es", "student", "long-password")
-        add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
-        session.commit()
-    return app.test_client
+def browser(course):
+    return course.test_client
 
 
 def logged_in(make_client, username="ana"):
