@@ -22,7 +22,8 @@ def create_app(config: dict | None = None) -> Flask:
     csrf.init_app(app)
     celery_init_app(app)
 
-    from . import api, auth, portal
+    from . import api, auth, errors, portal
+    errors.register(app)
     app.register_blueprint(auth.blueprint)
     app.register_blueprint(portal.blueprint)
     app.register_blueprint(api.blueprint)

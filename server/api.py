@@ -24,15 +24,6 @@ def error(status: int, message: str):
     return jsonify(error=message), status
 
 
-@blueprint.app_errorhandler(404)
-@blueprint.app_errorhandler(405)
-@blueprint.app_errorhandler(413)
-def http_error(exc):
-    if request.path.startswith(blueprint.url_prefix):
-        return error(exc.code, exc.description)
-    return exc
-
-
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

@@ -5,7 +5,6 @@ import markdown
 from flask import (Blueprint, abort, current_app, flash, g, jsonify, redirect, render_template,
                    request, session, url_for)
 from sqlalchemy import select
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from worker.catalogue import default_root
 
@@ -81,9 +80,6 @@ def submit(slug: str):
                             Rules.from_config(current_app.config), utcnow())
     except Refusal as refusal:
         flash(refusal.message(g.lang), "error")
-        return redirect(url_for("portal.exercise", slug=slug)), 303
-    except RequestEntityTooLarge:
-        flash(f"{current_app.config['MAX_UPLOAD_KB']} KB max.", "error")
         return redirect(url_for("portal.exercise", slug=slug)), 303
     db().commit()
     enqueue(current_app.extensions["celery"], db(), [submission.id])
