@@ -14,10 +14,6 @@ class CheckResult:
     message: str
     diagnostics: tuple[dict, ...] = ()
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "CheckResult":
-        return cls(**dict(data, diagnostics=tuple(data.get("diagnostics", ()))))
-
 
 @dataclass(frozen=True)
 class Report:
@@ -37,9 +33,5 @@ class Report:
     error: str | None = None
 
     def to_dict(self) -> dict:
+        """The JSON contract (DESIGN.md); the service reads it back as plain JSON."""
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Report":
-        return cls(**dict(data, checks=tuple(CheckResult.from_dict(c) for c in data.get("checks", ())),
-                          notes=tuple(data.get("notes", ()))))
