@@ -43,10 +43,6 @@ def token_required(view):
     return wrapped
 
 
-def _lang() -> str:
-    return request.args.get("lang") or request.accept_languages.best_match(["en", "es"]) or "en"
-
-
 @blueprint.post("/tokens")
 def create_token():
     body = request.get_json(silent=True) or request.form
@@ -82,7 +78,7 @@ def create_submission():
         submission = accept(session, g.api_user, exercise, upload.filename or "", upload.read(),
                             Rules.from_config(current_app.config), utcnow())
     except Refusal as refusal:
-        return error(refusal.status, refusal.message(_lang()))
+        return error(refusal.status, refusal.message(g.lang))
     session.commit()
     enqueue(current_app.extensions["celery"], session, [submission.id])
     url = url_for("api.get_submission", submission_id=submission.id, _external=True)
@@ -95,4 +91,4 @@ def get_submission(submission_id: int):
     submission = db().get(Submission, submission_id)
     if submission is None or (submission.user_id != g.api_user.id and not g.api_user.is_staff):
         return error(404, "no such submission")
-    return jsonify(submission_dict(db(), submission, _lang()))
+    return jsonify(submission_dict(db(), submission, g.lang))

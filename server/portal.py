@@ -20,6 +20,7 @@ LANGS = ("en", "es")
 
 @blueprint.before_app_request
 def choose_language() -> None:
+    """For every request, the API's too: ?lang=, then the session's choice, then the browser's."""
     if request.args.get("lang") in LANGS:
         session["lang"] = request.args["lang"]
     g.lang = session.get("lang") or request.accept_languages.best_match(LANGS) or "en"
