@@ -14,6 +14,9 @@ from worker.harness.jobs import Job
 from worker.runner import HarnessFailed, HarnessProcess
 
 from .commands import db_group, exercises_sync, users_group
+from .client import login, submit
+from .demo import demo
+from .summary import summary
 
 LANGS = click.Choice(["en", "es"])
 
@@ -57,6 +60,9 @@ def main() -> None:
 
 main.add_command(db_group)
 main.add_command(users_group)
+main.add_command(demo)
+main.add_command(login)
+main.add_command(submit)
 
 
 @main.command()
@@ -83,31 +89,6 @@ def grade(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str, seed
             failed |= report.get("status") != "graded"
             click.echo(json.dumps(report) if as_json else summary(path, report))
     sys.exit(1 if failed else 0)
-
-
-def summary(path: Path, report: dict) -> str:
-    if report.get("status") != "graded":
-        return f"{path}: the grader failed ({report.get('error')}); this is not a grade."
-    lines = [f"{report['exercise']} — {path}: {report['score']:g} / {report['max_score']:g}"]
-    for c in report["checks"]:
-        mark = "✔" if c["passed"] else "✘"
-        lines.append(f"  {mark} {c['title']}  ({c['points']:g}/{c['max_points']:g})")
-        for d in c["diagnostics"]:
-            line = d["details"].get("line")
-            where = f" [{'línea' if report.get('lang') == 'es' else 'line'} {line}]" if line else ""
-            lines += [f"      {d['code']}: {d['message']}{where}", f"      → {d['hint']}"]
-    for note in report.get("notes", []):
-        if note.get("kind") == "cell-error":
-            lines.append(f"  note: {note['cell']} raised {note['type']}: {note['message']}")
-        elif note.get("kind") == "empty":
-            lines.append("  note: the file is empty")
-        else:
-            lines.append(f"  note: {note['cell']}: IPython lines {note['lines']} were not run")
-    if report.get("output"):
-        lines.append("  output:\n" + "\n".join("    " + l for l in report["output"].splitlines()[:20]))
-    lines.append(f"  sandbox: {', '.join(report['sandbox'].get('layers', [])) or 'none'}"
-                 f"; {report['timing']['total'] * 1000:.0f} ms")
-    return "\n".join(lines)
 
 
 @main.command("exercises")

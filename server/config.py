@@ -52,4 +52,7 @@ def load_config(overrides: dict | None = None) -> dict:
             raise ConfigError(f"{key} must be a whole number, not {config[key]!r}") from None
         if config[key] <= 0:
             raise ConfigError(f"{key} must be positive")
+    from worker.executors import EXECUTORS
+    if config["EXECUTOR"] not in EXECUTORS:
+        raise ConfigError(f"EXECUTOR must be one of {', '.join(EXECUTORS)}, not {config['EXECUTOR']!r}")
     return config

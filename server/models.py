@@ -93,6 +93,8 @@ class Submission(Base):
     score: Mapped[float | None] = mapped_column(Float)
     max_score: Mapped[float | None] = mapped_column(Float)
     enqueued_at: Mapped[dt.datetime | None] = mapped_column()
+    # runs up to this attempt number do not count toward the retry limit (a staff regrade)
+    retry_from: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     user: Mapped[User] = relationship(back_populates="submissions")
     exercise: Mapped[Exercise] = relationship()

@@ -33,10 +33,11 @@ def validate(username: str, name: str, email: str, role: str) -> None:
 
 
 def add_user(session: Session, username: str, name: str, email: str, role: str,
-             password: str) -> User:
+             password: str, *, min_password_length: int = 8) -> User:
     validate(username, name, email, role)
-    if len(password) < 8:
-        raise UserError(f"user {username}: the password needs at least 8 characters")
+    if len(password) < min_password_length:
+        raise UserError(f"user {username}: the password needs at least "
+                        f"{min_password_length} characters")
     if session.scalar(select(User.id).where(User.username == username)) is not None:
         raise UserError(f"user {username} already exists")
     user = User(username=username, name=name.strip(), email=email, role=role,

@@ -6,6 +6,7 @@ import pytest
 from helpers import postgres_database
 from server.cli import job_for
 from worker.catalogue import default_root, load_catalogue, load_exercise_info
+from worker.executors import LocalExecutor
 from worker.runner import HarnessProcess
 
 # The service's process holds secrets like these; the harness and the students must never see them.
@@ -23,6 +24,14 @@ def harness(tmp_path_factory):
     os.environ.update(SECRETS)
     with HarnessProcess(scratch=str(tmp_path_factory.mktemp("scratch"))) as process:
         yield process
+
+
+@pytest.fixture(scope="session")
+def executor():
+    """The local executor, as a worker makes it (its own warm harness)."""
+    local = LocalExecutor({})
+    yield local
+    local.close()
 
 
 @pytest.fixture

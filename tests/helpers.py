@@ -1,6 +1,7 @@
 """Small helpers shared by the tests."""
 import json
 import os
+import socket
 import uuid
 from pathlib import Path
 
@@ -33,3 +34,9 @@ def postgres_database():
         with admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -13,7 +13,8 @@ from server.exercises import sync_exercises
 from server.models import GradingRun, Submission, User
 from server.submissions import Rules, accept
 from worker.catalogue import load_exercise_info
-from worker.grading import MAX_RUNS, claim, grade
+from worker.executors import LocalExecutor
+from worker.grading import MAX_RUNS, claim, grade, reopen
 
 LEASE = dt.timedelta(minutes=5)
 
@@ -40,12 +41,12 @@ def submit(database, code: str, slug: str = "autograd-q") -> int:
         return submission.id
 
 
-def test_graded_once_with_checks_and_diagnostics(database, harness, catalogue):
+def test_graded_once_with_checks_and_diagnostics(database, executor, catalogue):
     good = submit(database, REFERENCE_Q)
     bad = submit(database, REFERENCE_Q.replace("- b**2", "+ b**2"))
-    assert grade(database, harness, catalogue, good, executor="local", worker="t", lease=LEASE) == "graded"
-    assert grade(database, harness, catalogue, bad, executor="local", worker="t", lease=LEASE) == "graded"
-    assert grade(database, harness, catalogue, good, executor="local", worker="t", lease=LEASE) == "skipped"
+    assert grade(database, executor, catalogue, good, worker="t", lease=LEASE) == "graded"
+    assert grade(database, executor, catalogue, bad, worker="t", lease=LEASE) == "graded"
+    assert grade(database, executor, catalogue, good, worker="t", lease=LEASE) == "skipped"
     with database.sessions() as session:
         first, second = session.get(Submission, good), session.get(Submission, bad)
         assert (first.status, first.score, first.max_score) == ("graded", 10, 10)
@@ -70,7 +71,7 @@ def test_a_lease_keeps_duplicates_out_until_it_runs_out(database):
         assert [(r.worker, r.status) for r in runs] == [("w1", "lost"), ("w2", "running")]
 
 
-def test_grader_failure_is_retried_then_error_never_zero(database, harness, catalogue, tmp_path):
+def test_grader_failure_is_retried_then_error_never_zero(database, executor, catalogue, tmp_path):
     broken = tmp_path / "autograd-q"
     broken.mkdir()
     source = Path(catalogue["autograd-q"].path)
@@ -85,10 +86,27 @@ def test_grader_failure_is_retried_then_error_never_zero(database, harness, cata
     """))
     broken_catalogue = dict(catalogue, **{"autograd-q": load_exercise_info(broken)})
     submission_id = submit(database, REFERENCE_Q)
-    outcomes = [grade(database, harness, broken_catalogue, submission_id, executor="local",
-                      worker="t", lease=LEASE) for _ in range(MAX_RUNS + 1)]
+    outcomes = [grade(database, executor, broken_catalogue, submission_id, worker="t",
+                      lease=LEASE) for _ in range(MAX_RUNS + 1)]
     assert outcomes == ["failed"] * MAX_RUNS + ["skipped"]
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert submission.status == "error" and submission.score is None
         assert "a bug in the checks" in submission.runs[0].error
+        reopen(submission)  # the checks are fixed; an instructor grades it again
+        session.commit()
+    assert grade(database, executor, catalogue, submission_id, worker="t", lease=LEASE) == "graded"
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert submission.score == submission.max_score and len(submission.runs) == MAX_RUNS + 1
+
+
+def test_a_grader_that_cannot_start_is_a_failed_run_not_a_crash(database, catalogue):
+    submission_id = submit(database, REFERENCE_Q)
+    executor = LocalExecutor({"COURSE_PYTHON": "/nonexistent/python"})
+    assert grade(database, executor, catalogue, submission_id, worker="t", lease=LEASE) == "failed"
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert submission.status == "queued" and submission.score is None
+        assert submission.runs[0].executor == "local"
+        assert "cannot run /nonexistent/python" in submission.runs[0].error

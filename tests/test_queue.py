@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from helpers import REFERENCE_Q, postgres_database
+from helpers import REFERENCE_Q, free_port, postgres_database
 from server import create_app, migrate
 from server.exercises import sync_exercises
 from server.models import Exercise, GradingRun, Submission, User
@@ -22,12 +22,6 @@ from server.submissions import Rules, accept
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).parents[1]
 SLOW_REFERENCE = "import time\ntime.sleep(4)\n" + REFERENCE_Q
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from server.db import Database
 from server.models import (CheckResult, DiagnosticResult, GradingRun, Submission, SubmissionStatus,
                            utcnow)
 from worker.catalogue import ExerciseInfo
+from worker.executors import Executor
 from worker.harness.jobs import Job
 
 MAX_RUNS = 3
@@ -49,7 +50,7 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
             return None
         runs[-1].status, runs[-1].finished_at = "lost", now
         runs[-1].error = f"{runs[-1].worker} stopped before finishing"
-    if len(runs) >= MAX_RUNS:
+    if len(runs) - submission.retry_from >= MAX_RUNS:
         submission.status = SubmissionStatus.error.value
         return None
     run = GradingRun(submission=submission, attempt=len(runs) + 1, executor=executor,
@@ -59,6 +60,14 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
     session.flush()
     return Claim(run.id, submission.id, submission.exercise.slug, submission.filename,
                  submission.code)
+
+
+def reopen(submission: Submission) -> None:
+    """Grade a finished submission again (a staff regrade, e.g. after fixing an exercise's checks):
+    its runs so far stop counting toward MAX_RUNS, and its last grade stands until the new one."""
+    submission.retry_from = len(submission.runs)
+    submission.status = SubmissionStatus.queued.value
+    submission.enqueued_at = None
 
 
 def worker_name() -> str:
@@ -89,7 +98,8 @@ def record(session: Session, run_id: int, report: dict, now: dt.datetime | None 
     run.finished_at = now
     if report.get("status") != "graded":
         run.status, run.error = "failed", str(report.get("error") or "the grader failed")
-        submission.status = (SubmissionStatus.queued.value if run.attempt < MAX_RUNS
+        submission.status = (SubmissionStatus.queued.value
+                             if run.attempt - submission.retry_from < MAX_RUNS
                               else SubmissionStatus.error.value)
         return "failed"
     run.status = "done"
@@ -108,11 +118,11 @@ def record(session: Session, run_id: int, report: dict, now: dt.datetime | None 
     return "graded"
 
 
-def grade(database: Database, harness, catalogue: dict[str, ExerciseInfo], submission_id: int,
-          *, executor: str, worker: str, lease: dt.timedelta) -> str:
-    """Claim, grade with a warm harness, record. Returns graded, failed, stale or skipped."""
+def grade(database: Database, executor: Executor, catalogue: dict[str, ExerciseInfo],
+          submission_id: int, *, worker: str, lease: dt.timedelta) -> str:
+    """Claim, grade with the executor, record. Returns graded, failed, stale or skipped."""
     with database.sessions.begin() as session:
-        claimed = claim(session, submission_id, executor, worker, lease)
+        claimed = claim(session, submission_id, executor.name, worker, lease)
     if claimed is None:
         return "skipped"
     info = catalogue.get(claimed.exercise)
@@ -122,7 +132,7 @@ def grade(database: Database, harness, catalogue: dict[str, ExerciseInfo], submi
         if info is None:
             report = {"status": "error", "error": f"exercise {claimed.exercise} is not installed"}
         else:
-            report = harness.grade(Job(
+            report = executor.grade(Job(
                 exercise=info.slug, exercise_dir=str(info.path), submission=str(path),
                 filename=claimed.filename, limits=info.limits, id=str(claimed.run_id)))
     with database.sessions.begin() as session:

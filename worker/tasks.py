@@ -1,7 +1,6 @@
 """Celery tasks: thin, they take ids; the work is in worker/grading.py."""
 from __future__ import annotations
 
-import atexit
 import datetime as dt
 
 from celery import shared_task
@@ -10,26 +9,28 @@ from flask import current_app
 from server.queue import enqueue, stuck
 from worker import grading
 from worker.catalogue import load_catalogue
-from worker.runner import HarnessProcess
+from worker.executors import Executor, make_executor
 
-_harness: list[HarnessProcess] = []
+_executor: list[Executor] = []
 
 
-def warm_harness() -> HarnessProcess:
-    """One harness per worker process, started by its first task: torch is imported once."""
-    if not _harness or _harness[0].process.poll() is not None:
-        _harness[:] = [HarnessProcess(python=current_app.config["COURSE_PYTHON"])]
-        atexit.register(_harness[0].close)
-    return _harness[0]
+def executor() -> Executor:
+    """One executor per worker process, made by its first task: the local one imports torch once."""
+    if not _executor:
+        _executor.append(make_executor(current_app.config))
+    return _executor[0]
 
 
 @shared_task(name="hpcgrade.grade")
 def grade(submission_id: int) -> str:
-    config = current_app.config
-    return grading.grade(current_app.extensions["hpcgrade.db"], warm_harness(), load_catalogue(),
-                         submission_id, executor=config["EXECUTOR"],
-                         worker=grading.worker_name(),
-                         lease=dt.timedelta(seconds=config["GRADING_LEASE_SECONDS"]))
+    database, celery = current_app.extensions["hpcgrade.db"], current_app.extensions["celery"]
+    outcome = grading.grade(database, executor(), load_catalogue(), submission_id,
+                            worker=grading.worker_name(),
+                            lease=dt.timedelta(seconds=current_app.config["GRADING_LEASE_SECONDS"]))
+    if outcome == "failed":  # back in the queue for another run now, not at the next reconcile
+        with database.sessions() as session:
+            enqueue(celery, session, [submission_id])
+    return outcome
 
 
 @shared_task(name="hpcgrade.reconcile")

@@ -1,0 +1,152 @@
+"""`hpcgrade login` and `hpcgrade submit`: the JSON API from a terminal.
+
+The server's URL and a token come from the environment (HPCGRADE_SERVER, HPCGRADE_TOKEN) or the
+client file that `hpcgrade login` writes (HPCGRADE_CLIENT_CONFIG, by default
+~/.config/hpcgrade/client.toml, readable by its owner only).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import click
+import requests
+
+from .summary import summary
+
+POLL_SECONDS = 1.0
+REQUEST_SECONDS = 30
+LANGS = click.Choice(["en", "es"])
+
+
+def client_config_path() -> Path:
+    if os.environ.get("HPCGRADE_CLIENT_CONFIG"):
+        return Path(os.environ["HPCGRADE_CLIENT_CONFIG"])
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "hpcgrade" / "client.toml"
+
+
+def read_client_config() -> dict:
+    path = client_config_path()
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
+
+
+def save_client_config(server: str, token: str) -> Path:
+    path = client_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as f:
+        f.write(f"server = {json.dumps(server)}\ntoken = {json.dumps(token)}\n")
+    return path
+
+
+def _server(option: str | None) -> str:
+    server = option or os.environ.get("HPCGRADE_SERVER") or read_client_config().get("server")
+    if not server:
+        raise click.UsageError("which server? give --server URL, set HPCGRADE_SERVER, "
+                               "or run `hpcgrade login --server URL` once")
+    return server.rstrip("/")
+
+
+def _token() -> str:
+    token = os.environ.get("HPCGRADE_TOKEN") or read_client_config().get("token")
+    if not token:
+        raise click.UsageError("no token: run `hpcgrade login` (or set HPCGRADE_TOKEN)")
+    return token
+
+
+def _call(method: str, url: str, **kwargs) -> dict:
+    """One API request; a refusal, an error or an unreachable server ends the command with its
+    message."""
+    try:
+        reply = requests.request(method, url, timeout=REQUEST_SECONDS, **kwargs)
+    except requests.ConnectionError:
+        raise click.ClickException(f"cannot connect to {url}: is the server's URL right?") from None
+    except requests.Timeout:
+        raise click.ClickException(f"{url} did not answer within {REQUEST_SECONDS} s") from None
+    except requests.RequestException as exc:
+        raise click.ClickException(f"{url}: {exc}") from None
+    try:
+        body = reply.json()
+    except ValueError:
+        body = {"error": f"HTTP {reply.status_code} with no JSON body"}
+    if reply.status_code == 401 and "tokens" not in url:
+        raise click.ClickException(f"{body.get('error')} — run `hpcgrade login` again")
+    if reply.status_code >= 400:
+        raise click.ClickException(body.get("error") or f"HTTP {reply.status_code}")
+    return body
+
+
+@click.command()
+@click.option("--server", help="The portal's URL, e.g. https://grader.uni.es")
+@click.option("--username", prompt=True)
+@click.password_option(confirmation_prompt=False)
+def login(server: str | None, username: str, password: str) -> None:
+    """Get a token for `hpcgrade submit` and keep it in the client file."""
+    server = _server(server)
+    body = _call("POST", f"{server}/api/v1/tokens",
+                 json={"username": username, "password": password})
+    path = save_client_config(server, body["token"])
+    click.echo(f"logged in to {server} as {body['username']}; token kept in {path}")
+
+
+def _progress(status: dict, seconds: float) -> str:
+    if status["status"] == "queued" and status.get("queue_position"):
+        return f"queued, {status['queue_position']} in line · {seconds:.0f} s"
+    return f"{status['status']} · {seconds:.0f} s"
+
+
+@click.command()
+@click.argument("exercise")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the grade.")
+@click.option("--timeout", default=600, show_default=True, type=click.IntRange(1),
+              help="Seconds to wait for the grade.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--lang", type=LANGS, default="en", show_default=True)
+def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: int,
+           as_json: bool, lang: str) -> None:
+    """Submit FILE (.py or .ipynb) for EXERCISE and wait for its grade.
+
+    Exits 0 once graded (whatever the score), 1 if the grader failed or the server refused the
+    file, 2 if the grade was not ready within --timeout (the submission stays queued)."""
+    headers = {"Authorization": f"Bearer {_token()}"}
+    server = _server(server)
+    with open(file, "rb") as f:
+        created = _call("POST", f"{server}/api/v1/submissions", params={"lang": lang},
+                        headers=headers, data={"exercise": exercise}, files={"file": (file.name, f)})
+    click.echo(f"submitted {file.name} for {exercise}: {created['url']}", err=True)
+    if not wait:
+        click.echo(json.dumps(created) if as_json else created["url"])
+        return
+    status, started, shown = created, time.monotonic(), ""
+    live = sys.stderr.isatty()
+    while status["status"] in ("queued", "running"):
+        elapsed = time.monotonic() - started
+        if elapsed > timeout:
+            click.echo(f"\nno grade after {timeout} s; the submission stays in the queue: "
+                       f"{created['url']}", err=True)
+            sys.exit(2)
+        line = _progress(status, elapsed)
+        if live:
+            click.echo(f"\r{line:<40}", err=True, nl=False)
+        elif line.split(" · ")[0] != shown:
+            click.echo(line, err=True)
+        shown = line.split(" · ")[0]
+        time.sleep(POLL_SECONDS)
+        status = _call("GET", created["url"], params={"lang": lang}, headers=headers)
+    if live:
+        click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
+    click.echo(json.dumps(status) if as_json else summary(file, status))
+    sys.exit(0 if status["status"] == "graded" else 1)

@@ -1,0 +1,126 @@
+"""`hpcgrade demo` (SQLite, a broker in a folder, gunicorn, a worker) driven by `hpcgrade login`
+and `hpcgrade submit`, as a student would from a terminal."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import free_port
+from server.db import Database
+from server.demo import prepare
+from server.models import User
+from server.users import authenticate
+
+ROOT = Path(__file__).parents[1]
+HPCGRADE = [sys.executable, "-m", "server"]
+
+
+def test_prepare_twice_keeps_one_set_of_accounts(tmp_path):
+    prepare(tmp_path)
+    config = prepare(tmp_path)
+    assert 'broker_url = "filesystem://localhost/"' in config.read_text()
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+    database = Database(f"sqlite:///{tmp_path / 'hpcgrade.sqlite'}")
+    with database.sessions() as session:
+        assert authenticate(session, "student", "student").role == "student"
+        assert authenticate(session, "instructor", "instructor").role == "instructor"
+        assert session.query(User).count() == 2
+    database.dispose()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def demo(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
+    process = subprocess.Popen(HPCGRADE + ["demo", "--port", str(port), "--folder", str(tmp_path / "demo")],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    for line in process.stdout:
+        if line.startswith("hpcgrade demo: http://"):
+            break
+    else:
+        pytest.fail(f"the demo exited with {process.wait()} before printing its URL")
+    yield process, f"http://127.0.0.1:{port}"
+    if process.poll() is None:
+        process.kill()
+
+
+def client(tmp_path, *args, **env):
+    return subprocess.run(HPCGRADE + list(args), cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, HPCGRADE_CLIENT_CONFIG=str(tmp_path / "client.toml"),
+                                   **env))
+
+
+def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
+    process, url = demo
+    assert client(tmp_path, "submit", "autograd-q", "README.md").returncode == 2  # no server yet
+    logged_in = client(tmp_path, "login", "--server", url, "--username", "student",
+                       "--password", "student")
+    assert logged_in.returncode == 0, logged_in.stderr
+    assert (tmp_path / "client.toml").stat().st_mode & 0o777 == 0o600
+
+    correct = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py", "--json")
+    assert correct.returncode == 0, correct.stderr
+    graded = json.loads(correct.stdout)
+    assert (graded["status"], graded["score"], graded["max_score"]) == ("graded", 10, 10)
+    assert "queued" in correct.stderr or "running" in correct.stderr
+
+    wrong = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/carol_notebook.ipynb",
+                   "--lang", "es")
+    assert wrong.returncode == 0 and "3 / 10" in wrong.stdout
+    assert "grad-sign-flipped: b.grad tiene el signo contrario" in wrong.stdout
+
+    unknown = client(tmp_path, "submit", "nope", "examples/autograd-q/alice_correct.py")
+    assert unknown.returncode == 1 and "no such exercise" in unknown.stderr.lower()
+    refused = client(tmp_path, "submit", "autograd-q", "README.md")
+    assert refused.returncode == 1 and ".py" in refused.stderr
+    forged = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py",
+                    HPCGRADE_TOKEN="forged")
+    assert forged.returncode == 1 and "hpcgrade login" in forged.stderr
+    wrong_password = client(tmp_path, "login", "--server", url, "--username", "instructor",
+                            "--password", "student")
+    assert wrong_password.returncode == 1 and "wrong username or password" in wrong_password.stderr
+
+    children = _children(process.pid)
+    assert len(children) == 2  # gunicorn and the Celery worker
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+    deadline = time.monotonic() + 10
+    while any(map(_alive, children)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(_alive, children))
+
+
+def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        taken = subprocess.run(HPCGRADE + ["demo", "--port", str(listener.getsockname()[1]),
+                                           "--folder", str(tmp_path)],
+                               cwd=ROOT, capture_output=True, text=True)
+    assert taken.returncode == 1 and "in use" in taken.stderr
+    assert not (tmp_path / "hpcgrade.sqlite").exists()
