@@ -22,11 +22,12 @@ def create_app(config: dict | None = None) -> Flask:
     csrf.init_app(app)
     celery_init_app(app)
 
-    from . import api, auth, errors, portal
+    from . import api, auth, errors, portal, staff
     errors.register(app)
     app.register_blueprint(auth.blueprint)
     app.register_blueprint(portal.blueprint)
     app.register_blueprint(api.blueprint)
+    app.register_blueprint(staff.blueprint)
     app.teardown_appcontext(_close_session)
     return app
 

@@ -11,7 +11,7 @@ from worker.catalogue import default_root
 from .auth import db, login_required
 from .models import Exercise, Submission, utcnow
 from .queue import enqueue
-from .results import WAITING, exercise_rows, submission_dict
+from .results import WAITING, code_cells, exercise_rows, submission_dict
 from .submissions import Refusal, Rules, accept
 
 blueprint = Blueprint("portal", __name__)
@@ -100,7 +100,8 @@ def history():
 def submission(submission_id: int):
     row = _mine(submission_id)
     return render_template("portal/submission.html", submission=row,
-                           result=submission_dict(db(), row, g.lang), waiting=row.status in WAITING)
+                           result=submission_dict(db(), row, g.lang), waiting=row.status in WAITING,
+                           cells=code_cells(row))
 
 
 @blueprint.route("/submissions/<int:submission_id>/status")

@@ -4,6 +4,8 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from worker.harness.submission import Unreadable, read
+
 from .models import Exercise, Submission, SubmissionStatus, User
 
 WAITING = (SubmissionStatus.queued.value, SubmissionStatus.running.value)
@@ -56,3 +58,11 @@ def exercise_rows(session: Session, user: User) -> list[dict]:
                      "attempts_left": None if exercise.max_attempts is None
                      else max(exercise.max_attempts - used, 0)})
     return rows
+
+
+def code_cells(submission: Submission) -> list[tuple[str, str]]:
+    """The code as the grader read it: the .py file, or a notebook's code cells."""
+    try:
+        return list(read(submission.code, submission.filename, len(submission.code)).cells)
+    except Unreadable as exc:
+        return [(submission.filename, exc.en)]
