@@ -7,6 +7,7 @@ from flask_wtf import CSRFProtect
 from .config import ConfigError, load_config
 from .db import Database
 from .queue import celery_init_app
+from .results import ResultCache
 
 csrf = CSRFProtect()
 
@@ -19,6 +20,8 @@ def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__)
     app.config.update(settings, MAX_CONTENT_LENGTH=(settings["MAX_UPLOAD_KB"] + 64) << 10)
     app.extensions["hpcgrade.db"] = Database(settings["DATABASE_URL"])
+    app.extensions["hpcgrade.tokens"] = {}  # token digest → Bearer, see api._bearer
+    app.extensions["hpcgrade.results"] = ResultCache()
     csrf.init_app(app)
     celery_init_app(app)
 

@@ -77,6 +77,11 @@ class Database:
     def __init__(self, url: str):
         self.engine = make_engine(url)
         self.sessions = make_session_factory(self.engine)
+        # one-statement reads (status polls) need no transaction: on PostgreSQL they skip the
+        # BEGIN and ROLLBACK round trips; SQLite's are local calls
+        self.reads = make_session_factory(
+            self.engine if self.engine.dialect.name == "sqlite"
+            else self.engine.execution_options(isolation_level="AUTOCOMMIT"))
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -89,7 +89,7 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _wait_for_port(host: str, port: int, process: subprocess.Popen, seconds: float) -> bool:
+def wait_for_port(host: str, port: int, process: subprocess.Popen, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and process.poll() is None:
         try:
@@ -132,7 +132,7 @@ def demo(port: int, host: str, folder: Path) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
     try:
-        if not _wait_for_port(host, port, portal, 30):
+        if not wait_for_port(host, port, portal, 30):
             raise click.ClickException("the portal did not start; see the messages above")
         click.echo(f"\nhpcgrade demo: http://{host}:{port}/\n"
                    "  log in as student / student, or instructor / instructor\n"

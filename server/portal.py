@@ -11,7 +11,8 @@ from worker.catalogue import default_root
 from .auth import db, login_required
 from .models import Exercise, Submission, utcnow
 from .queue import enqueue
-from .results import WAITING, code_cells, exercise_rows, submission_dict
+from .results import (WAITING, code_cells, exercise_rows, queue_position, submission_dict,
+                      submission_state)
 from .submissions import Refusal, Rules, accept
 
 blueprint = Blueprint("portal", __name__)
@@ -100,13 +101,18 @@ def history():
 def submission(submission_id: int):
     row = _mine(submission_id)
     return render_template("portal/submission.html", submission=row,
-                           result=submission_dict(db(), row, g.lang), waiting=row.status in WAITING,
+                           result=submission_dict(db(), submission_state(db(), row.id), g.lang),
+                           waiting=row.status in WAITING,
                            cells=code_cells(row))
 
 
 @blueprint.route("/submissions/<int:submission_id>/status")
 @login_required
 def status(submission_id: int):
-    row = _mine(submission_id)
-    result = submission_dict(db(), row, g.lang)
-    return jsonify({k: result[k] for k in ("status", "queue_position", "score", "max_score")})
+    """What the submission page polls every second while it waits."""
+    with current_app.extensions["hpcgrade.db"].reads() as reads:
+        state = submission_state(reads, submission_id)
+        if state is None or (state.user_id != g.user.id and not g.user.is_staff):
+            abort(404)
+        return jsonify(status=state.status, queue_position=queue_position(reads, state),
+                       score=state.score, max_score=state.max_score)

@@ -1,17 +1,55 @@
 """What a student may see of a submission, as plain data for the API and the pages."""
 from __future__ import annotations
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+import datetime as dt
+import json
+from typing import NamedTuple
+
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.orm import Session, selectinload
 
 from worker.harness.submission import Unreadable, read
 
-from .models import Exercise, Submission, SubmissionStatus, User
+from .models import CheckResult, Exercise, GradingRun, Submission, SubmissionStatus, User
 
 WAITING = (SubmissionStatus.queued.value, SubmissionStatus.running.value)
 
 
-def queue_position(session: Session, submission: Submission) -> int | None:
+class SubmissionState(NamedTuple):
+    """A submission's row, without its code or results: enough to authorise and answer a poll."""
+
+    id: int
+    user_id: int
+    exercise: str
+    filename: str
+    status: str
+    submitted_at: dt.datetime
+    score: float | None
+    max_score: float | None
+    late_days: int
+    penalty: float
+    done_run_id: int | None
+
+
+# built once: composing a statement costs about as much as running it, and polls are many
+_DONE_RUN = (select(func.max(GradingRun.id))
+             .where(GradingRun.submission_id == Submission.id, GradingRun.status == "done")
+             .scalar_subquery())
+_STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Submission.filename,
+                 Submission.status, Submission.submitted_at, Submission.score,
+                 Submission.max_score, Submission.late_days, Submission.penalty, _DONE_RUN)
+          .join(Exercise, Submission.exercise_id == Exercise.id)
+          .where(Submission.id == bindparam("submission_id")))
+_CHECKS = (selectinload(GradingRun.checks).selectinload(CheckResult.diagnostics),)
+
+
+def submission_state(session: Session, submission_id: int) -> SubmissionState | None:
+    # Core, not the ORM: the row is plain values, and polls are the service's hottest path
+    row = session.connection().execute(_STATE, {"submission_id": submission_id}).one_or_none()
+    return SubmissionState(*row) if row is not None else None
+
+
+def queue_position(session: Session, submission: Submission | SubmissionState) -> int | None:
     """1 for the next to be graded; None once grading has started."""
     if submission.status != SubmissionStatus.queued.value:
         return None
@@ -20,22 +58,47 @@ def queue_position(session: Session, submission: Submission) -> int | None:
     return ahead + 1
 
 
-def submission_dict(session: Session, submission: Submission, lang: str) -> dict:
-    run = next((r for r in reversed(submission.runs) if r.status == "done"), None)
+class ResultCache:
+    """Finished submissions' results as JSON, per process. A result changes only with the
+    submission's status or a new grading run, and both are part of the key."""
+
+    def __init__(self, size: int = 4096):
+        self._bodies: dict[tuple, str] = {}
+        self._size = size
+
+    def get_or_build(self, session: Session, state: SubmissionState, lang: str) -> str:
+        if state.status in WAITING:
+            return _json(submission_dict(session, state, lang))
+        key = (state.id, state.status, state.done_run_id, lang)
+        body = self._bodies.get(key)
+        if body is None:
+            if len(self._bodies) >= self._size:
+                self._bodies.clear()
+            body = self._bodies[key] = _json(submission_dict(session, state, lang))
+        return body
+
+
+def _json(data: dict) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict:
+    """The submission as its student sees it: two queries while it waits, four once graded."""
     data = {
-        "id": submission.id, "exercise": submission.exercise.slug, "filename": submission.filename,
-        "status": submission.status, "submitted_at": submission.submitted_at.isoformat(),
-        "queue_position": queue_position(session, submission),
-        "score": submission.score, "max_score": submission.max_score,
-        "late_days": submission.late_days, "penalty": submission.penalty,
+        "id": state.id, "exercise": state.exercise, "filename": state.filename,
+        "status": state.status, "submitted_at": state.submitted_at.isoformat(),
+        "queue_position": queue_position(session, state),
+        "score": state.score, "max_score": state.max_score,
+        "late_days": state.late_days, "penalty": state.penalty,
         "checks": [], "notes": [], "output": "",
     }
-    if submission.status == SubmissionStatus.error.value:
+    if state.status == SubmissionStatus.error.value:
         data["message"] = ("El corrector falló repetidamente; tu entrega está guardada y el "
                            "profesorado lo revisará. No es una nota." if lang == "es" else
                            "The grader failed repeatedly; your submission is kept and the "
                            "instructors will look at it. This is not a grade.")
-    if run is not None:
+    if state.done_run_id is not None:
+        run = session.get(GradingRun, state.done_run_id, options=_CHECKS)
         data["checks"] = [{
             "name": c.name, "title": c.title, "points": c.points, "max_points": c.max_points,
             "passed": c.passed,

@@ -96,7 +96,8 @@ def app(database_url):
     database = app.extensions["hpcgrade.db"]
     with database.engine.connect() as connection:
         outer = connection.begin()
-        database.sessions.configure(bind=connection, join_transaction_mode="create_savepoint")
+        for sessions in (database.sessions, database.reads):
+            sessions.configure(bind=connection, join_transaction_mode="create_savepoint")
         yield app
         outer.rollback()
     database.dispose()

@@ -3,6 +3,7 @@ import io
 import time
 
 import pytest
+import sqlalchemy as sa
 
 from helpers import REFERENCE_Q
 
@@ -60,3 +61,31 @@ def test_another_students_submission_is_404(client):
     created = upload(client, token(client, "ana")).json
     reply = client.get(created["url"], headers=token(client, "bea"))
     assert reply.status_code == 404 and reply.json == {"error": "no such submission"}
+
+
+def test_token_use_is_recorded_once_a_minute_not_per_request(client, course):
+    from server.models import ApiToken
+    headers = token(client)
+    database = course.extensions["hpcgrade.db"]
+
+    def last_used():
+        with course.app_context(), database.sessions() as session:
+            return session.scalar(sa.select(ApiToken.last_used_at))
+
+    assert last_used() is None
+    client.get("/api/v1/exercises", headers=headers)
+    first = last_used()
+    client.get("/api/v1/exercises", headers=headers)
+    assert first is not None and last_used() == first
+
+
+def test_a_deleted_token_is_refused_once_it_is_read_again(client, course, monkeypatch):
+    from server import api
+    from server.models import ApiToken
+    headers = token(client)
+    assert client.get("/api/v1/exercises", headers=headers).status_code == 200
+    with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
+        session.execute(sa.delete(ApiToken))
+        session.commit()
+    monkeypatch.setattr(api, "TOKEN_CHECK_SECONDS", 0.0)
+    assert client.get("/api/v1/exercises", headers=headers).status_code == 401

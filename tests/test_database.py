@@ -7,7 +7,6 @@ from click.testing import CliRunner
 
 from server import migrate
 from server.cli import main
-from server.db import Database
 from server.models import User
 from server.users import UserError, add_user, import_roster
 

@@ -108,16 +108,25 @@ def test_regrade_queues_again_and_grades_once_more(graded_course, executor, cata
     app, ids = graded_course
     client, token = logged_in(app, "prof")
     assert client.post(f"/staff/submissions/{ids[1]}/regrade").status_code == 400  # no CSRF token
+    api = app.test_client()
+    bearer = {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
+        "username": "bea", "password": "long-password"}).json["token"]}
+    assert api.get(f"/api/v1/submissions/{ids[1]}", headers=bearer).json["status"] == "graded"
     sent = client.post(f"/staff/submissions/{ids[1]}/regrade", data={"csrf_token": token})
     assert sent.status_code == 303
+    # the graded result the API served before is not served again from its cache
+    assert api.get(f"/api/v1/submissions/{ids[1]}", headers=bearer).json["status"] == "queued"
+    # requests made inside an app context would share its session, and rolling that back at the
+    # end would undo the grading below: this test makes each request on its own
     database = app.extensions["hpcgrade.db"]
-    with app.app_context():
-        with database.sessions() as session:
-            assert session.get(Submission, ids[1]).status == "queued"
-        again = client.post(f"/staff/submissions/{ids[1]}/regrade", data={"csrf_token": token})
-        assert "already waiting" in client.get(again.headers["Location"]).text
-        assert grade(database, executor, catalogue, ids[1], worker="t", lease=LEASE) == "graded"
-        with database.sessions() as session:
-            submission = session.get(Submission, ids[1])
-            assert submission.status == "graded" and len(submission.runs) == 2
-            assert submission.score < submission.max_score
+    with database.sessions() as session:
+        assert session.get(Submission, ids[1]).status == "queued"
+    again = client.post(f"/staff/submissions/{ids[1]}/regrade", data={"csrf_token": token})
+    assert "already waiting" in client.get(again.headers["Location"]).text
+    assert grade(database, executor, catalogue, ids[1], worker="t", lease=LEASE) == "graded"
+    with database.sessions() as session:
+        submission = session.get(Submission, ids[1])
+        assert submission.status == "graded" and len(submission.runs) == 2
+        assert submission.score < submission.max_score
+    result = api.get(f"/api/v1/submissions/{ids[1]}", headers=bearer).json
+    assert result["status"] == "graded" and result["checks"]
