@@ -63,8 +63,10 @@ def _sqlite_pragmas(connection, _record) -> None:
 
 
 def _sqlite_begin(connection) -> None:
-    # IMMEDIATE: writers queue up front instead of failing when two read-then-write at once
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    # IMMEDIATE: writers queue up front instead of failing when two read-then-write at once.
+    # A reads session must not queue behind its own request's session (WAL lets it read).
+    reads = connection.get_execution_options().get("hpcgrade_reads")
+    connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")
 
 
 def make_session_factory(engine: Engine) -> sessionmaker:
@@ -78,9 +80,9 @@ class Database:
         self.engine = make_engine(url)
         self.sessions = make_session_factory(self.engine)
         # one-statement reads (status polls) need no transaction: on PostgreSQL they skip the
-        # BEGIN and ROLLBACK round trips; SQLite's are local calls
+        # BEGIN and ROLLBACK round trips; on SQLite they take no write lock
         self.reads = make_session_factory(
-            self.engine if self.engine.dialect.name == "sqlite"
+            self.engine.execution_options(hpcgrade_reads=True) if self.engine.dialect.name == "sqlite"
             else self.engine.execution_options(isolation_level="AUTOCOMMIT"))
 
     def dispose(self) -> None:

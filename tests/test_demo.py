@@ -2,6 +2,7 @@
 and `hpcgrade submit`, as a student would from a terminal."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from helpers import free_port
 from server.db import Database
@@ -69,6 +71,10 @@ def demo(tmp_path):
         process.kill()
 
 
+def _csrf(browser, page: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', browser.get(page).text).group(1)
+
+
 def client(tmp_path, *args, **env):
     return subprocess.run(HPCGRADE + list(args), cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, HPCGRADE_CLIENT_CONFIG=str(tmp_path / "client.toml"),
@@ -104,6 +110,21 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
     wrong_password = client(tmp_path, "login", "--server", url, "--username", "instructor",
                             "--password", "student")
     assert wrong_password.returncode == 1 and "wrong username or password" in wrong_password.stderr
+
+    # the instructor, in a browser: the course page, then a regrade followed by the page's polls
+    browser = requests.Session()
+    browser.post(f"{url}/login", data={"username": "instructor", "password": "instructor",
+                                       "csrf_token": _csrf(browser, f"{url}/login")})
+    assert "grad-sign-flipped" in browser.get(f"{url}/staff/").text
+    submission = f"{url}/submissions/{graded['id']}"
+    regraded = browser.post(f"{submission.replace('/submissions/', '/staff/submissions/')}/regrade",
+                            data={"csrf_token": _csrf(browser, submission)})
+    assert "queued for grading again" in regraded.text
+    deadline = time.monotonic() + 60
+    while (status := browser.get(f"{submission}/status", timeout=5)).json()["status"] != "graded":
+        assert time.monotonic() < deadline, status.text
+        time.sleep(0.2)
+    assert status.json()["score"] == 10 and browser.get(submission).text.count("<td>done</td>") == 2
 
     children = _children(process.pid)
     assert len(children) == 2  # gunicorn and the Celery worker
