@@ -7,7 +7,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from flask import Blueprint, current_app, g, jsonify, request, url_for
+from flask import Blueprint, abort, current_app, g, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
@@ -75,7 +75,10 @@ def token_required(view):
 
 
 def _api_user() -> User:
-    return db().get(User, g.bearer.user_id)
+    user = db().get(User, g.bearer.user_id)
+    if user is None:  # deleted since its token was last read
+        abort(401, "the account of this token no longer exists")
+    return user
 
 
 @blueprint.post("/tokens")

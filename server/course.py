@@ -2,6 +2,7 @@
 diagnostics the students hit, as plain data for the staff pages and the grade export."""
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -24,7 +25,7 @@ class Standing:
     max_score: float | None = None
     latest_id: int | None = None
     latest_status: str | None = None
-    latest_at: object = None
+    latest_at: dt.datetime | None = None
     best_id: int | None = None
 
 

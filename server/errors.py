@@ -8,7 +8,7 @@ API_PREFIX = "/api/"
 
 
 def register(app: Flask) -> None:
-    for code in (400, 404, 405, 413):
+    for code in (400, 401, 403, 404, 405, 413):
         app.register_error_handler(code, http_error)
 
 
