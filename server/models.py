@@ -144,6 +144,7 @@ class CheckResult(Base):
     max_points: Mapped[float] = mapped_column(Float)
     passed: Mapped[bool] = mapped_column(Boolean)
     message: Mapped[str] = mapped_column(Text, default="")
+    titles: Mapped[dict | None] = mapped_column(JSON)  # language → title; older runs have none
 
     run: Mapped[GradingRun] = relationship(back_populates="checks")
     diagnostics: Mapped[list["DiagnosticResult"]] = relationship(back_populates="check",

@@ -100,7 +100,7 @@ def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict
     if state.done_run_id is not None:
         run = session.get(GradingRun, state.done_run_id, options=_CHECKS)
         data["checks"] = [{
-            "name": c.name, "title": c.title, "points": c.points, "max_points": c.max_points,
+            "name": c.name, "title": (c.titles or {}).get(lang, c.title), "points": c.points, "max_points": c.max_points,
             "passed": c.passed,
             "diagnostics": [{"code": d.code, "details": d.details,
                              **d.translations.get(lang, {"message": d.message, "hint": d.hint})}

@@ -5,15 +5,17 @@ from __future__ import annotations
 import csv
 import io
 
-from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, url_for
+from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, render_template,
+                   url_for)
 from sqlalchemy import select
 
 from worker.grading import reopen
 
 from .auth import db, staff_required
 from .course import diagnostic_counts, gradebook, standings, students, summaries
-from .models import Exercise, Submission, SubmissionStatus, User, utcnow
+from .models import Exercise, Submission, User, utcnow
 from .queue import enqueue
+from .results import WAITING
 
 blueprint = Blueprint("staff", __name__, url_prefix="/staff")
 
@@ -77,11 +79,14 @@ def regrade(submission_id: int):
     submission = db().get(Submission, submission_id, with_for_update=True)
     if submission is None:
         abort(404)
-    if submission.status in (SubmissionStatus.queued.value, SubmissionStatus.running.value):
-        flash("This submission is already waiting to be graded.", "error")
+    spanish = g.lang == "es"
+    if submission.status in WAITING:
+        flash("Esta entrega ya está esperando su corrección." if spanish
+              else "This submission is already waiting to be graded.", "error")
     else:
         reopen(submission)
         db().commit()
         enqueue(current_app.extensions["celery"], db(), [submission.id])
-        flash(f"Submission #{submission.id} is queued for grading again.", "info")
+        flash(f"La entrega #{submission.id} vuelve a la cola de corrección." if spanish
+              else f"Submission #{submission.id} is queued for grading again.", "info")
     return redirect(url_for("portal.submission", submission_id=submission_id), 303)

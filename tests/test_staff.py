@@ -130,3 +130,14 @@ def test_regrade_queues_again_and_grades_once_more(graded_course, executor, cata
         assert submission.score < submission.max_score
     result = api.get(f"/api/v1/submissions/{ids[1]}", headers=bearer).json
     assert result["status"] == "graded" and result["checks"]
+
+
+def test_check_titles_in_the_students_language(graded_course):
+    app, ids = graded_course
+    api = app.test_client()
+    bearer = {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
+        "username": "bea", "password": "long-password"}).json["token"]}
+    titles = {lang: [c["title"] for c in api.get(f"/api/v1/submissions/{ids[1]}?lang={lang}",
+                                                 headers=bearer).json["checks"]]
+              for lang in ("en", "es")}
+    assert "2-D inputs" in titles["en"] and "entradas 2-D" in titles["es"]

@@ -109,6 +109,7 @@ def record(session: Session, run_id: int, report: dict, now: dt.datetime | None 
         run.checks.append(CheckResult(
             position=position, name=check["name"], title=check["title"], points=check["points"],
             max_points=check["max_points"], passed=check["passed"], message=check["message"],
+            titles=check.get("titles"),
             diagnostics=[DiagnosticResult(code=d["code"], message=d["message"], hint=d["hint"],
                                           details=d["details"], translations=d["translations"])
                          for d in check["diagnostics"]]))

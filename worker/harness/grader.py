@@ -22,6 +22,7 @@ import torch
 from . import report as reports
 from . import sandbox, submission
 from .checks import CheckSpec, Context, diagnose_exception
+from .codes import LANGUAGES
 from .diagnostics import Diagnostic, Fail
 from .jobs import Job, Limits
 from .remote import Output, Student, StudentDied, StudentError, StudentProcess, Zygote
@@ -224,14 +225,18 @@ class Harness:
             return self._result(spec, lang, [Diagnostic(died.code, dict(died.details,
                                                                         what=spec.title))])
         return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), spec.points,
-                                   spec.points, True, "ok")
+                                   spec.points, True, "ok", titles=_titles(spec))
 
     @staticmethod
     def _result(spec: CheckSpec, lang: str, diagnostics: list[Diagnostic]) -> reports.CheckResult:
         rendered = tuple(d.to_dict(lang) for d in diagnostics)
         return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
                                    spec.points, False, rendered[0]["message"] if rendered else "",
-                                   rendered)
+                                   rendered, _titles(spec))
+
+
+def _titles(spec: CheckSpec) -> dict[str, str]:
+    return {other: spec.title.get(other, spec.title["en"]) for other in LANGUAGES}
 
 
 def _warm_up_autograd() -> None:

@@ -13,6 +13,7 @@ class CheckResult:
     passed: bool
     message: str
     diagnostics: tuple[dict, ...] = ()
+    titles: dict = field(default_factory=dict)  # the title in every language, for the service
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,24 @@
+"""check_results.titles in every language
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-22
+"""
+from alembic import op
+import sqlalchemy as sa
+
+
+revision = '0003'
+down_revision = '0002'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('check_results', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('titles', sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('check_results', schema=None) as batch_op:
+        batch_op.drop_column('titles')
