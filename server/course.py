@@ -14,6 +14,8 @@ from .models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Role, 
 from .results import WAITING
 
 FULL_MARKS_SLACK = 1e-9
+# the figures are the students'; what instructors submit to try an exercise out does not count
+STUDENT = User.role == Role.student.value
 
 
 @dataclass
@@ -43,8 +45,7 @@ class ExerciseSummary:
 
 
 def students(session: Session) -> list[User]:
-    return list(session.scalars(select(User).where(User.role == Role.student.value)
-                                .order_by(User.username)))
+    return list(session.scalars(select(User).where(STUDENT).order_by(User.username)))
 
 
 def exercises(session: Session) -> list[Exercise]:
@@ -55,7 +56,7 @@ def standings(session: Session, exercise_id: int | None = None) -> dict[tuple[in
     """(user id, exercise id) → the student's standing; one pass over the submissions."""
     query = select(Submission.id, Submission.user_id, Submission.exercise_id, Submission.status,
                    Submission.score, Submission.max_score, Submission.submitted_at) \
-        .order_by(Submission.id)
+        .join(User, Submission.user_id == User.id).where(STUDENT).order_by(Submission.id)
     if exercise_id is not None:
         query = query.where(Submission.exercise_id == exercise_id)
     table: dict[tuple[int, int], Standing] = defaultdict(Standing)
@@ -77,7 +78,8 @@ def diagnostic_counts(session: Session, exercise_id: int | None = None
              .join(CheckResult, DiagnosticResult.check_id == CheckResult.id)
              .join(GradingRun, CheckResult.run_id == GradingRun.id)
              .join(Submission, GradingRun.submission_id == Submission.id)
-             .where(GradingRun.status == "done")
+             .join(User, Submission.user_id == User.id)
+             .where(GradingRun.status == "done", STUDENT)
              .group_by(Submission.exercise_id, DiagnosticResult.code))
     if exercise_id is not None:
         query = query.where(Submission.exercise_id == exercise_id)
@@ -94,6 +96,7 @@ def summaries(session: Session) -> list[ExerciseSummary]:
     codes = diagnostic_counts(session)
     status_counts = {(exercise_id, status): n for exercise_id, status, n in session.execute(
         select(Submission.exercise_id, Submission.status, func.count())
+        .join(User, Submission.user_id == User.id).where(STUDENT)
         .group_by(Submission.exercise_id, Submission.status))}
     result = []
     for exercise in exercises(session):

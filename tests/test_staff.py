@@ -29,7 +29,8 @@ def logged_in(app, username, password="long-password"):
 
 @pytest.fixture
 def graded_course(course, executor, catalogue):
-    """ana: full marks; bea: a sign-flipped gradient, then full marks; carl: nothing; prof teaches."""
+    """ana: full marks; bea: a sign-flipped gradient, then full marks; carl: nothing; prof
+    teaches, and tries the exercise out (which the course's figures leave out)."""
     database = course.extensions["hpcgrade.db"]
     with course.app_context():
         session = database.sessions()
@@ -40,7 +41,7 @@ def graded_course(course, executor, catalogue):
         submissions = [accept(session, users[name], exercise, "work.py", code.encode(),
                               Rules(1024, 100, 60), dt.datetime.now(dt.timezone.utc))
                        for name, code in [("ana", REFERENCE_Q), ("bea", SIGN_FLIPPED),
-                                          ("bea", REFERENCE_Q)]]
+                                          ("bea", REFERENCE_Q), ("prof", SIGN_FLIPPED)]]
         session.commit()
         ids = [submission.id for submission in submissions]
         session.close()
