@@ -15,7 +15,7 @@ from . import csrf
 from .auth import db
 from .models import ApiToken, Exercise, User, utcnow
 from .queue import enqueue
-from .results import exercise_rows, submission_state
+from .results import exercise_rows, may_see, submission_state
 from .submissions import Refusal, Rules, accept
 from .users import authenticate
 
@@ -128,7 +128,7 @@ def create_submission():
 def get_submission(submission_id: int):
     with current_app.extensions["hpcgrade.db"].reads() as reads:
         state = submission_state(reads, submission_id)
-        if state is None or (state.user_id != g.bearer.user_id and not g.bearer.is_staff):
+        if state is None or not may_see(state.user_id, g.bearer.user_id, g.bearer.is_staff):
             return error(404, "no such submission")
         body = current_app.extensions["hpcgrade.results"].get_or_build(reads, state, g.lang)
     return current_app.response_class(body, mimetype="application/json")

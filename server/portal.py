@@ -11,8 +11,8 @@ from worker.catalogue import default_root
 from .auth import db, login_required
 from .models import Exercise, Submission, utcnow
 from .queue import enqueue
-from .results import (WAITING, code_cells, exercise_rows, queue_position, submission_dict,
-                      submission_state)
+from .results import (WAITING, code_cells, exercise_rows, may_see, queue_position,
+                      submission_dict, submission_state)
 from .submissions import Refusal, Rules, accept
 
 blueprint = Blueprint("portal", __name__)
@@ -43,7 +43,7 @@ def _exercise(slug: str) -> Exercise:
 
 def _mine(submission_id: int) -> Submission:
     submission = db().get(Submission, submission_id)
-    if submission is None or (submission.user_id != g.user.id and not g.user.is_staff):
+    if submission is None or not may_see(submission.user_id, g.user.id, g.user.is_staff):
         abort(404)  # not 403: another student's submission does not exist for you
     return submission
 
@@ -112,7 +112,7 @@ def status(submission_id: int):
     """What the submission page polls every second while it waits."""
     with current_app.extensions["hpcgrade.db"].reads() as reads:
         state = submission_state(reads, submission_id)
-        if state is None or (state.user_id != g.user.id and not g.user.is_staff):
+        if state is None or not may_see(state.user_id, g.user.id, g.user.is_staff):
             abort(404)
         return jsonify(status=state.status, queue_position=queue_position(reads, state),
                        score=state.score, max_score=state.max_score)

@@ -43,6 +43,11 @@ _STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Submission.fi
 _CHECKS = (selectinload(GradingRun.checks).selectinload(CheckResult.diagnostics),)
 
 
+def may_see(owner_id: int, viewer_id: int, viewer_is_staff: bool) -> bool:
+    """A submission is its student's and the staff's; to anyone else it does not exist (404)."""
+    return owner_id == viewer_id or viewer_is_staff
+
+
 def submission_state(session: Session, submission_id: int) -> SubmissionState | None:
     # Core, not the ORM: the row is plain values, and polls are the service's hottest path
     row = session.connection().execute(_STATE, {"submission_id": submission_id}).one_or_none()
