@@ -27,11 +27,11 @@ from pathlib import Path
 
 import redis
 import requests
-import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
+from helpers import postgres_database  # noqa: E402  (a new database, dropped afterwards)
 from server import migrate  # noqa: E402
 from server.db import Database  # noqa: E402
 from server.demo import wait_for_port, write_config  # noqa: E402
@@ -40,25 +40,10 @@ from server.users import add_user  # noqa: E402
 from warm_vs_fresh import fresh  # noqa: E402
 from worker.catalogue import load_catalogue  # noqa: E402
 
-POSTGRES = os.environ.get("HPCGRADE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432")
 BROKER = "redis://127.0.0.1:6379/13"
 PORT = 8765
 ATTEMPTS = 20
 REFERENCE = (ROOT / "exercises" / "autograd-q" / "reference.py").read_bytes()
-
-
-@contextmanager
-def postgres_database():
-    name = f"hpcgrade_bench_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(f"{POSTGRES}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"{POSTGRES}/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @contextmanager
@@ -124,7 +109,7 @@ def main() -> None:
     # autograd-q allows 20 attempts each; the last student keeps one for the queued submission
     students = (args.submissions + 1) // ATTEMPTS + 2
     with ExitStack() as stack:
-        database_url = stack.enter_context(postgres_database())
+        database_url = stack.enter_context(contextmanager(postgres_database)())
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hpcgrade-bench-")))
         redis.Redis.from_url(BROKER).flushdb()
         config = folder / "hpcgrade.toml"
