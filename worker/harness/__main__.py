@@ -1,7 +1,12 @@
-"""`python -m worker.harness serve`: a warm grader reading jobs as JSON lines on stdin.
+"""`python -m worker.harness`: the trusted grader's commands, under the course venv's Python.
 
-It writes one report per job, as a JSON line, on the stdout it was started with; anything else
-that prints (torch warnings, an exercise's own prints) is sent to stderr, so the report channel
+- `serve` reads jobs as JSON lines on stdin and writes one report per job, as a JSON line, on the
+  stdout it was started with (first line: {"ready": true}).
+- `spool SPOOL RUN_ID...` grades runs the service left in a spool (see spool.py) and writes each
+  report there as soon as it is done: what a Slurm batch job runs, with no route to the service.
+- `pilot SPOOL --minutes M` grades runs as the service assigns them, until stopped (pilot.py).
+
+Anything else that prints (torch warnings, an exercise's own prints) goes to stderr, so stdout
 carries reports only. Runs with the standard library, torch and numpy: a course venv suffices.
 """
 from __future__ import annotations
@@ -9,35 +14,165 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import time
 import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from . import spool
 from .jobs import Job
+from .launch import Zygote, child_environment
+from .report import host_environment
+
+if TYPE_CHECKING:
+    from .grader import Harness
+
+
+class CannotGrade(Exception):
+    """The harness itself cannot start here: no torch in this venv, or the zygote died."""
+
+
+def start_harness(scratch_root: str | None) -> Harness:
+    """The zygote is started first, so that its import of torch overlaps the grader's."""
+    zygote = Zygote(child_environment())
+    try:
+        from .grader import Harness
+    except Exception as exc:  # ImportError, or OSError from a broken torch install
+        zygote.close()
+        raise CannotGrade(f"{sys.executable} cannot grade: {exc} "
+                          "(the course venv needs torch and numpy)") from None
+    try:
+        return Harness(scratch_root, zygote)  # which closes the zygote when it fails
+    except Exception as exc:
+        raise CannotGrade(f"the harness could not start: {type(exc).__name__}: {exc}") from None
+
+
+def error_report(exercise: str | None, job_id: str | None, message: str) -> dict:
+    """The grader failed, not the submission: never shown as a zero, and retried."""
+    return {"status": "error", "error": message, "exercise": exercise, "job_id": job_id,
+            "environment": host_environment(), "timing": {"started_at": time.time()}}
+
+
+def grade(harness: Harness, job: Job) -> dict:
+    try:
+        return harness.grade(job).to_dict()
+    except Exception as exc:
+        traceback.print_exc()
+        return error_report(job.exercise, job.id, f"{type(exc).__name__}: {exc}")
 
 
 def serve(scratch_root: str | None) -> int:
     reports = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     try:
-        from .grader import Harness
-    except ImportError as exc:
-        reports.write(json.dumps({"ready": False, "error": f"{sys.executable} cannot grade: {exc} "
-                                  "(the course venv needs torch and numpy)"}) + "\n")
+        harness = start_harness(scratch_root)
+    except CannotGrade as exc:
+        reports.write(json.dumps({"ready": False, "error": str(exc)}) + "\n")
         return 1
-    with Harness(scratch_root=scratch_root) as harness:
+    with harness:
         reports.write(json.dumps({"ready": True}) + "\n")
         for line in sys.stdin:
             if not line.strip():
                 continue
-            job = None
             try:
                 job = Job.from_dict(json.loads(line))
-                report = harness.grade(job).to_dict()
-            except Exception as exc:  # a grader failure is reported as such, never as a zero
-                traceback.print_exc()
-                report = {"status": "error", "error": f"{type(exc).__name__}: {exc}",
-                          "exercise": job.exercise if job else None, "job_id": job.id if job else None}
-            reports.write(json.dumps(report) + "\n")
+            except (ValueError, TypeError) as exc:
+                reports.write(json.dumps(error_report(None, None, f"not a job: {exc}")) + "\n")
+                continue
+            reports.write(json.dumps(grade(harness, job)) + "\n")
+    reports.close()
+    return 0
+
+
+# --- spool -----------------------------------------------------------------------------------
+
+def log(message: str) -> None:
+    print(f"hpcgrade: {message}", file=sys.stderr, flush=True)
+
+
+def grade_run(harness: Harness, folder: Path) -> dict:
+    """Grade one run of the spool and write its report there (unless the service took the run
+    back meanwhile: then nobody reads it)."""
+    try:
+        report = grade(harness, spool.read_job(folder))
+    except spool.UnreadableRun as exc:
+        report = error_report(None, folder.name, str(exc))
+    try:
+        spool.write_report(folder, report)
+    except FileNotFoundError:
+        log(f"run {folder.name}: the service took it back while it was graded")
+    return report
+
+
+def _to_grade(folder: Path) -> bool:
+    if not folder.is_dir():
+        log(f"run {folder.name}: the service took it back, skipped")
+        return False
+    if spool.read_report(folder) is not None:
+        restarts = os.environ.get("SLURM_RESTART_COUNT", "unset")
+        log(f"run {folder.name}: already reported, skipped (SLURM_RESTART_COUNT={restarts})")
+        return False
+    if spool.is_cancelled(folder):
+        log(f"run {folder.name}: cancelled, skipped")
+        return False
+    return True
+
+
+def _summary(report: dict) -> str:
+    if report.get("status") != "graded":
+        return f"error: {report.get('error')}"
+    return f"graded {report['score']:g}/{report['max_score']:g} in {report['timing']['total']:.2f} s"
+
+
+def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None) -> int:
+    """0 whenever the harness worked, whatever the reports say: one bad file must not mark the
+    whole batch job FAILED. Without a harness, every run still unreported gets an error report."""
+    folders = [f for f in (spool.run_dir(root, run_id) for run_id in run_ids) if _to_grade(f)]
+    if not folders:
+        return 0
+    try:
+        harness = start_harness(scratch_root)
+    except CannotGrade as exc:
+        for folder in folders:
+            if spool.read_report(folder) is None:
+                spool.write_report(folder, error_report(None, folder.name, str(exc)))
+                log(f"run {folder.name}: error: {exc}")
+        return 1
+    with harness:
+        for folder in folders:
+            if _to_grade(folder):  # asked again: a run may be cancelled while others are graded
+                log(f"run {folder.name}: {_summary(grade_run(harness, folder))}")
+    return 0
+
+
+def _terminated(_signum, _frame) -> None:
+    raise SystemExit(143)
+
+
+def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
+    """Grade the runs the service puts in this pilot's inbox until it is stopped or its
+    allocation nears its end (see pilot.py)."""
+    from .pilot import Pilot
+    name = os.environ.get("SLURM_JOB_ID") or f"{os.uname().nodename}-{os.getpid()}"
+    try:
+        harness = start_harness(scratch_root)
+    except CannotGrade as exc:
+        log(f"pilot {name}: {exc}")
+        return 1
+    log(f"pilot {name}: taking runs for {minutes:g} min")
+
+    def grade_assigned(folder: Path) -> None:
+        if _to_grade(folder):
+            log(f"run {folder.name}: {_summary(grade_run(harness, folder))}")
+
+    # scancel and the time limit send SIGTERM: end at once, the heartbeat saying so, and the
+    # service sends the run in hand elsewhere
+    signal.signal(signal.SIGTERM, _terminated)
+    with harness:
+        Pilot(root, name, minutes).serve(grade_assigned)
+    log(f"pilot {name}: stopped")
     return 0
 
 
@@ -45,10 +180,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m worker.harness")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_parser = commands.add_parser("serve", help="grade jobs read as JSON lines on stdin")
-    serve_parser.add_argument("--scratch", help="where student scratch directories go")
+    spool_parser = commands.add_parser("spool", help="grade runs of a spool, reports written there")
+    spool_parser.add_argument("spool", type=Path)
+    spool_parser.add_argument("run_ids", metavar="RUN_ID", nargs="+", type=spool.checked_run_id)
+    pilot_parser = commands.add_parser("pilot", help="grade runs as they arrive in the spool")
+    pilot_parser.add_argument("spool", type=Path)
+    pilot_parser.add_argument("--minutes", type=float, required=True,
+                              help="the allocation's time limit")
+    for sub in (serve_parser, spool_parser, pilot_parser):
+        sub.add_argument("--scratch", help="where student scratch directories go")
     args = parser.parse_args()
-    return serve(args.scratch)
+    if args.command == "serve":
+        return serve(args.scratch)
+    if args.command == "pilot":
+        return serve_pilot(args.spool, args.minutes, args.scratch)
+    return grade_spool(args.spool, args.run_ids, args.scratch)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # torch makes the interpreter's own teardown take about 2 s; the zygote and every student
+    # are gone by now (Harness.close), and the reports are written and flushed
+    os._exit(code)

@@ -6,11 +6,8 @@ submission costs a fork, the sandbox and the checks, not a Python start-up.
 from __future__ import annotations
 
 import importlib.util
-import os
-import platform
 import secrets
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,7 +22,8 @@ from .checks import CheckSpec, Context, diagnose_exception
 from .codes import LANGUAGES
 from .diagnostics import Diagnostic, Fail
 from .jobs import Job, Limits
-from .remote import Output, Student, StudentDied, StudentError, StudentProcess, Zygote
+from .launch import Zygote, child_environment
+from .remote import Output, Student, StudentDied, StudentError, StudentProcess
 
 MAX_RESTARTS = 2
 LOADING = {"en": "loading the submission", "es": "la carga de la entrega"}
@@ -134,13 +132,19 @@ class Session:
 
 
 class Harness:
-    def __init__(self, scratch_root: str | None = None):
+    def __init__(self, scratch_root: str | None = None, zygote: Zygote | None = None):
+        """`zygote`: one started before torch was imported here, so that its start overlapped."""
         self.scratch_root = scratch_root
         self.read_paths = sandbox.python_read_paths()
         self.exercises: dict[str, tuple[float, Exercise]] = {}
-        torch.set_num_threads(1)
-        self.zygote = Zygote(child_environment())
-        _warm_up_autograd()
+        self.zygote = zygote or Zygote(child_environment())
+        try:
+            torch.set_num_threads(1)
+            _warm_up_autograd()
+            self.zygote.wait_ready()
+        except BaseException:
+            self.zygote.close()
+            raise
 
     def close(self) -> None:
         self.zygote.close()
@@ -152,6 +156,7 @@ class Harness:
         except (OSError, ValueError):
             if self.zygote.process.poll() is None:
                 raise
+            self.zygote.close()
             self.zygote = Zygote(child_environment())
             return StudentProcess(self.zygote, confinement, limits, output)
 
@@ -170,7 +175,7 @@ class Harness:
         return cached[1]
 
     def grade(self, job: Job) -> reports.Report:
-        started = time.perf_counter()
+        started, started_at = time.perf_counter(), time.time()
         limits = Limits.from_dict(job.limits)
         device = torch.device("cuda" if job.device == "auto" and torch.cuda.is_available()
                               else ("cpu" if job.device == "auto" else job.device))
@@ -186,7 +191,7 @@ class Harness:
             diagnostic = Diagnostic("import-error", {"error": exc.es if job.lang == "es" else exc.en})
             return reports.Report(**base, score=0.0, checks=tuple(
                 self._result(spec, job.lang, [diagnostic]) for spec in exercise.checks),
-                timing={"total": time.perf_counter() - started})
+                timing={"started_at": started_at, "total": time.perf_counter() - started})
         session = Session(self, limits, device, source, exercise)
         results = []
         try:
@@ -201,7 +206,8 @@ class Harness:
             output=session.output.text(),
             sandbox={"layers": session.layers, "unavailable": session.missing_layers,
                      "student_processes": session.starts},
-            timing={**session.timing, "total": time.perf_counter() - started})
+            timing={**session.timing, "started_at": started_at,
+                    "total": time.perf_counter() - started})
 
     def _run_check(self, session: Session, spec: CheckSpec, seed: int, index: int,
                    lang: str) -> reports.CheckResult:
@@ -246,25 +252,11 @@ def _warm_up_autograd() -> None:
     torch.autograd.grad((x.sigmoid() * x).sum(), x)
 
 
-def child_environment() -> dict[str, str]:
-    """What the zygote (and so every student) starts with: no secret, ever."""
-    env = {k: os.environ[k] for k in sandbox.SAFE_ENVIRONMENT if k in os.environ}
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = package_root
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["OMP_NUM_THREADS"] = "1"
-    return env
-
-
 def environment(device: torch.device) -> dict:
     return {
-        "python": platform.python_version(),
-        "executable": sys.executable,
+        **reports.host_environment(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "device": str(device),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "node": platform.node(),
-        "slurm_job": os.environ.get("SLURM_JOB_ID"),
-        "slurm_array_task": os.environ.get("SLURM_ARRAY_TASK_ID"),
     }

@@ -1,4 +1,4 @@
-"""The grader's side of the student process: the zygote client and the request proxy.
+"""The grader's side of the student process: the process itself and the request proxy.
 
 Checks talk to the student only through `Student`: put a tensor, call a function, read an
 attribute, describe a tensor's graph or a module. Every reply is decoded defensively into plain
@@ -6,13 +6,9 @@ grader-side values (`RemoteTensor`, `RemoteObject`), and every wait has a deadli
 """
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import signal
-import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +17,7 @@ import torch
 
 from . import protocol, sandbox
 from .jobs import Limits
+from .launch import Zygote
 
 
 class StudentError(Exception):
@@ -37,40 +34,6 @@ class StudentDied(Exception):
     def __init__(self, code: str, details: dict):
         super().__init__(code)
         self.code, self.details = code, details
-
-
-class Zygote:
-    """Client of the warm zygote process (see zygote.py)."""
-
-    def __init__(self, env: dict[str, str]):
-        ours, theirs = socket.socketpair()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "worker.harness.zygote", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
-            stdout=sys.stderr.fileno(), cwd="/")
-        theirs.close()
-        self.sock = ours
-        self.reader = ours.makefile("rb")
-        if json.loads(self.reader.readline() or b"{}").get("ready") is not True:
-            raise RuntimeError("the zygote process failed to start; see its stderr")
-
-    def spawn(self, confinement: sandbox.Confinement, limits: Limits) -> tuple[int, list[int]]:
-        request = {"op": "spawn", "threads": limits.threads, "reply_bytes": limits.reply_mb << 20,
-                   "confinement": {**confinement.__dict__, "read_paths": list(confinement.read_paths)}}
-        self.sock.sendall(json.dumps(request).encode() + b"\n")
-        message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 3)
-        if len(fds) != 3:
-            raise OSError("the zygote did not answer")
-        return json.loads(message)["pid"], fds
-
-    def reap(self, pid: int, grace: float) -> dict:
-        self.sock.sendall(json.dumps({"op": "reap", "pid": pid, "grace": grace}).encode() + b"\n")
-        return json.loads(self.reader.readline())
-
-    def close(self) -> None:
-        self.sock.close()
-        self.reader.close()
-        self.process.wait(timeout=10)
 
 
 @dataclass

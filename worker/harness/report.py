@@ -1,6 +1,9 @@
 """The report: the stable JSON contract of `hpcgrade grade --json` and of every grading run."""
 from __future__ import annotations
 
+import os
+import platform
+import sys
 from dataclasses import asdict, dataclass, field
 
 
@@ -36,3 +39,16 @@ class Report:
     def to_dict(self) -> dict:
         """The JSON contract (DESIGN.md); the service reads it back as plain JSON."""
         return asdict(self)
+
+
+def host_environment() -> dict:
+    """Where the report was made; without torch, so that an error report can say it too."""
+    restarts = os.environ.get("SLURM_RESTART_COUNT", "")
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "node": platform.node(),
+        "slurm_job": os.environ.get("SLURM_JOB_ID"),
+        "slurm_array_task": os.environ.get("SLURM_ARRAY_TASK_ID"),
+        "slurm_restart_count": int(restarts) if restarts.isdigit() else None,
+    }

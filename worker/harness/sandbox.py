@@ -59,6 +59,15 @@ def enter_network_namespace() -> None:
         f.write(f"{gid} {gid} 1")
 
 
+def make_undumpable() -> None:
+    """No core dump, no ptrace or /proc/PID/mem from processes of the same user.
+
+    Only after the namespace: a non-dumpable process's /proc/self files belong to root, so a
+    normal user could no longer write its uid_map (root could, which hid the order).
+    """
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+
+
 # --- resource limits -------------------------------------------------------------------------
 
 def _address_space_in_use() -> int:
@@ -67,7 +76,6 @@ def _address_space_in_use() -> int:
 
 
 def apply_rlimits(c: Confinement) -> list[str]:
-    layers = []
     limits = {
         resource.RLIMIT_CPU: (c.cpu_seconds, c.cpu_seconds + 1),
         resource.RLIMIT_FSIZE: (c.file_bytes, c.file_bytes),
@@ -78,10 +86,19 @@ def apply_rlimits(c: Confinement) -> list[str]:
     if c.device == "cpu":
         limit = _address_space_in_use() + c.memory_bytes
         limits[resource.RLIMIT_AS] = (limit, limit)
-    for which, value in limits.items():
-        resource.setrlimit(which, value)
-    layers.append("rlimits")
-    return layers
+    for which, (soft, hard) in limits.items():
+        resource.setrlimit(which, _within_hard_limit(which, soft, hard))
+    return ["rlimits"]
+
+
+def _within_hard_limit(which: int, soft: int, hard: int) -> tuple[int, int]:
+    """No one may raise a hard limit here (root neither, inside its own user namespace), and
+    Slurm hands a job the login node's limits: a stricter one is kept, where asking for more
+    made setrlimit fail every student."""
+    current = resource.getrlimit(which)[1]
+    if current == resource.RLIM_INFINITY:
+        return soft, hard
+    return min(soft, current), min(hard, current)
 
 
 # --- Landlock --------------------------------------------------------------------------------
@@ -248,10 +265,10 @@ def scrub_environment(scratch: str) -> None:
 def confine(c: Confinement) -> tuple[list[str], list[str]]:
     """Apply every layer this machine offers; return (active layers, reasons for missing ones)."""
     active, missing = [], []
-    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     scrub_environment(c.scratch)
     active.append("scrubbed-environment")
     for name, layer in (("network-namespace", enter_network_namespace),
+                        ("non-dumpable", make_undumpable),
                         ("rlimits", lambda: apply_rlimits(c)),
                         ("seccomp", apply_seccomp),
                         ("landlock", lambda: apply_landlock(c))):

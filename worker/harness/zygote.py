@@ -17,10 +17,11 @@ import torch
 
 from . import sandbox, student
 
-def warm_up() -> None:
-    """Pay once the lazy imports a first backward, Function, module and optimizer step cost."""
+
+def warm_up_autograd() -> None:
+    """Pay once the lazy imports that a first backward, Function and module cost every student."""
     import math, random, tempfile, traceback, linecache  # noqa: F401,E401  (students' usual imports)
-    import numpy  # noqa: F401
+    import numpy
     import torch.nn.functional as F
 
     class Square(torch.autograd.Function):
@@ -35,12 +36,8 @@ def warm_up() -> None:
             return 2 * x * grad
 
     layer = torch.nn.Linear(3, 2)
-    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
     x = torch.randn(4, 3, requires_grad=True)
-    loss = F.mse_loss(layer(Square.apply(x)).softmax(dim=1), torch.zeros(4, 2))
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
+    F.mse_loss(layer(Square.apply(x)).softmax(dim=1), torch.zeros(4, 2)).backward()
     torch.autograd.grad((x.sigmoid() * x).sum(), x)
     (x * x).backward(gradient=torch.ones(4, 3))  # a cotangent imports sympy
     with torch.no_grad():
@@ -50,6 +47,18 @@ def warm_up() -> None:
     sandbox.load_libseccomp()
 
 
+def warm_up_optimizers() -> None:
+    """An optimizer's first use imports torch._dynamo: about 1 s, which a cold single grade
+    should not wait for. So the zygote pays it once its first student has been reaped, while the
+    grader writes that report; the spare forked before it is replaced at the next spawn.
+    """
+    layer = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
+    layer(torch.randn(4, 3)).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
 class Spare:
     """A child forked ahead of time, idle until it is told its confinement.
 
@@ -57,7 +66,8 @@ class Spare:
     while the previous submission is being graded instead of on the next one's critical path.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, warm: bool) -> None:
+        self.warm = warm  # forked after warm_up_optimizers
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
         self.out_r, out_w = os.pipe()
@@ -81,6 +91,11 @@ class Spare:
         os.write(self.spec_w, json.dumps(request).encode())
         os.close(self.spec_w)
         return self.pid, [self.req_w, self.rep_r, self.out_r]
+
+    def discard(self) -> None:
+        for fd in (self.spec_w, self.req_w, self.rep_r, self.out_r):
+            os.close(fd)  # an empty spec: the child exits
+        os.waitpid(self.pid, 0)
 
 
 def reap(pid: int, grace: float) -> dict:
@@ -113,21 +128,27 @@ def _kill_group(pid: int) -> None:
 def main(fd: int) -> None:
     sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # die with the grader
     torch.set_num_threads(1)
-    warm_up()
+    warm_up_autograd()
+    warm = False
+    spare = Spare(warm)
     sock = socket.socket(fileno=fd)
     sock.sendall(b'{"ready": true}\n')
-    reader = sock.makefile("rb")
-    spare = Spare()
-    for line in reader:
+    for line in sock.makefile("rb"):
         request = json.loads(line)
         if request["op"] == "spawn":
+            if spare.warm != warm:  # the first submission is over, the next gets a warm student
+                spare.discard()
+                spare = Spare(warm)
             pid, fds = spare.start(request)
             socket.send_fds(sock, [json.dumps({"pid": pid}).encode() + b"\n"], fds)
             for f in fds:
                 os.close(f)
-            spare = Spare()
+            spare = Spare(warm)
         elif request["op"] == "reap":
             sock.sendall(json.dumps(reap(request["pid"], request["grace"])).encode() + b"\n")
+            if not warm:
+                warm_up_optimizers()
+                warm = True
 
 
 if __name__ == "__main__":

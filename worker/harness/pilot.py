@@ -1,0 +1,105 @@
+"""A pilot: a warm harness inside a Slurm allocation that grades runs as they arrive in the spool.
+
+The service and a pilot talk through the spool only (a shared filesystem), so compute nodes need
+no route to the service:
+
+    SPOOL/pilots/<name>/heartbeat.json   rewritten every second: who it is, what it holds, until when
+    SPOOL/pilots/<name>/inbox/<run_id>   the service assigns SPOOL/runs/<run_id> to this pilot
+    SPOOL/pilots/<name>/stop             the service asks it to finish its inbox and exit
+
+<name> is the pilot's Slurm job id. It stops taking runs a minute before its allocation ends, so
+the dispatcher sends nothing it could not finish.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from . import spool
+
+BEAT_SECONDS = 1.0
+IDLE_SECONDS = 0.02  # how often an idle pilot looks at its inbox
+MARGIN_SECONDS = 60.0
+
+
+def pilot_dir(root: Path | str, name: str) -> Path:
+    return Path(root) / "pilots" / name
+
+
+def inbox(root: Path | str, name: str) -> Path:
+    return pilot_dir(root, name) / "inbox"
+
+
+def read_heartbeat(folder: Path) -> dict | None:
+    try:
+        beat = json.loads((folder / "heartbeat.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return beat if isinstance(beat, dict) else None
+
+
+def allocation() -> dict:
+    """What this Slurm allocation holds, from the variables Slurm sets in the job."""
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("SLURM_JOB_GPUS") or ""
+    return {"job": os.environ.get("SLURM_JOB_ID"), "node": platform.node(),
+            "partition": os.environ.get("SLURM_JOB_PARTITION"),
+            "gpus": len([g for g in gpus.split(",") if g.strip()]),
+            "cpus": int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1),
+            "memory": int(os.environ.get("SLURM_MEM_PER_NODE") or 0)}
+
+
+class Pilot:
+    """Heartbeat in a thread (a long grade never silences it), grading in the caller's."""
+
+    def __init__(self, root: Path | str, name: str, minutes: float):
+        self.root, self.name = Path(root), name
+        self.folder = pilot_dir(root, name)
+        self.inbox = spool.make_folder(root, "pilots", name, "inbox")
+        started = time.time()
+        self.state = {"name": name, **allocation(), "started": started,
+                      "until": started + minutes * 60 - MARGIN_SECONDS, "graded": 0,
+                      "grading": None, "stopping": False}
+        self._done = threading.Event()
+        self._beat()
+        threading.Thread(target=self._beating, daemon=True).start()
+
+    def _beat(self) -> None:
+        temporary = self.folder / f".heartbeat.{os.getpid()}"
+        temporary.write_text(json.dumps({**self.state, "beat": time.time()}))
+        os.replace(temporary, self.folder / "heartbeat.json")
+
+    def _beating(self) -> None:
+        while not self._done.wait(BEAT_SECONDS):
+            self._beat()
+
+    def serve(self, grade_run: Callable[[Path], None]) -> None:
+        """Grade what arrives until asked to stop or the allocation nears its end, then finish
+        the inbox and exit. An exception (SystemExit on SIGTERM) ends it at once, and its last
+        heartbeat says it is stopping."""
+        try:
+            while True:
+                assigned = sorted(self.inbox.iterdir(), key=lambda p: (len(p.name), p.name))
+                for entry in assigned:
+                    self.state["grading"] = entry.name
+                    grade_run(spool.run_dir(self.root, entry.name))
+                    entry.unlink(missing_ok=True)
+                    self.state["graded"] += 1
+                    self.state["grading"] = None
+                if not self.state["stopping"] and ((self.folder / "stop").exists()
+                                                   or time.time() >= self.state["until"]):
+                    self.state["stopping"] = True
+                    self._beat()
+                    continue  # what arrived meanwhile is finished first
+                if self.state["stopping"] and not assigned:
+                    return
+                if not assigned:
+                    time.sleep(IDLE_SECONDS)
+        finally:
+            self._done.set()
+            self.state["stopping"] = True
+            self._beat()

@@ -1,0 +1,130 @@
+"""The spool: runs the service leaves for batch jobs, and the reports the trusted grader leaves back.
+
+The layout is a contract between the service and the harness (standard library only):
+
+    SPOOL/runs/<run_id>/job.json      Job.to_dict(), with "submission" relative to the run folder
+    SPOOL/runs/<run_id>/submission.py the submitted file ("submission" + .py or .ipynb)
+    SPOOL/runs/<run_id>/report.json   written only by the trusted grader, atomically
+    SPOOL/runs/<run_id>/cancelled     when present, the run is skipped
+
+The service account and the grading account share the spool's group, and each writes what the
+other reads or removes: folders are made 0o2770 (the set-group-ID bit passes the group on) and
+files 0o660, whatever the umask of either.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from .jobs import Job
+
+FOLDER_MODE = 0o2770
+FILE_MODE = 0o660
+JOB, REPORT, CANCELLED = "job.json", "report.json", "cancelled"
+SUFFIXES = (".py", ".ipynb")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class UnreadableRun(Exception):
+    """A run folder whose job.json is missing or cannot be read as a job."""
+
+
+def checked_run_id(run_id: str) -> str:
+    """The run id, if it names a folder under runs/ and nothing else (ValueError otherwise)."""
+    if not RUN_ID.fullmatch(run_id):
+        raise ValueError(f"not a run id: {run_id!r}")
+    return run_id
+
+
+def run_dir(spool: str | os.PathLike, run_id: str) -> Path:
+    return Path(spool) / "runs" / checked_run_id(run_id)
+
+
+def write_run(spool: str | os.PathLike, job: Job, code: bytes) -> Path:
+    """The service's side: the run's folder with its submission and job.json (written last, so a
+    job.json that exists names a complete run)."""
+    suffix = Path(job.filename).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ValueError(f"a submission must be {' or '.join(SUFFIXES)}, not {job.filename!r}")
+    folder = make_folder(spool, "runs", checked_run_id(job.id))
+    name = "submission" + suffix
+    _write_atomically(folder / name, code)
+    _write_atomically(folder / JOB, json.dumps(dict(job.to_dict(), submission=name)).encode())
+    return folder
+
+
+def read_job(folder: Path) -> Job:
+    """The run's job, its submission an absolute path inside the run folder."""
+    try:
+        data = json.loads((folder / JOB).read_bytes())
+        name = data["submission"]
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"the submission {name!r} is not a file name in the run folder")
+        return Job.from_dict(dict(data, submission=str(folder.resolve() / name)))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UnreadableRun(f"{folder / JOB}: {type(exc).__name__}: {exc}") from None
+
+
+def write_report(folder: Path, report: dict) -> None:
+    """Atomic: the service never reads half a report, and a killed grader leaves none."""
+    _write_atomically(folder / REPORT, json.dumps(report).encode())
+
+
+def read_report(folder: Path) -> dict | None:
+    """The report, None while there is none; a garbled one reads as the grader's error."""
+    try:
+        data = (folder / REPORT).read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        report = json.loads(data)
+        if not isinstance(report, dict):
+            raise ValueError(f"a JSON {type(report).__name__}, not an object")
+    except ValueError as exc:
+        return {"status": "error", "error": f"the report in {folder} is garbled: {exc}"}
+    return report
+
+
+def mark_cancelled(folder: Path) -> None:
+    _write_atomically(folder / CANCELLED, b"")
+
+
+def is_cancelled(folder: Path) -> bool:
+    return (folder / CANCELLED).exists()
+
+
+def remove_run(spool: str | os.PathLike, run_id: str) -> None:
+    shutil.rmtree(run_dir(spool, run_id), ignore_errors=True)
+
+
+def make_folder(spool: str | os.PathLike, *names: str) -> Path:
+    """SPOOL/names…, each level made so that both accounts can write in it; the spool itself,
+    if it is missing, is made plainly (its group and mode are the deployment's)."""
+    folder = Path(spool)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        folder = folder / name
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        os.chmod(folder, FOLDER_MODE)  # mkdir drops the set-group-ID bit and applies the umask
+    return folder
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Readers see the old file or the whole new one. No fsync: what a crash of the node could
+    leave half-written reads as garbled, and a garbled run is graded again."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(temporary, FILE_MODE)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
