@@ -38,7 +38,7 @@ from server.demo import wait_for_port, write_config  # noqa: E402
 from server.exercises import sync_exercises  # noqa: E402
 from server.users import add_user  # noqa: E402
 from warm_vs_fresh import fresh  # noqa: E402
-from worker.catalogue import load_catalogue  # noqa: E402
+from server.catalogue import load_catalogue  # noqa: E402
 
 BROKER = "redis://127.0.0.1:6379/13"
 PORT = 8765

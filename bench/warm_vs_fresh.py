@@ -20,8 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server.cli import job_for  # noqa: E402
-from worker.catalogue import load_exercise_info  # noqa: E402
+from server.catalogue import load_exercise_info  # noqa: E402
 from worker.runner import HarnessProcess  # noqa: E402
 
 EXERCISE = ROOT / "exercises" / "autograd-q"
@@ -65,7 +64,7 @@ def warm(runs: int) -> tuple[list[float], float, list[str]]:
         start_up = time.perf_counter() - started
         times, layers = [], []
         for i in range(runs):
-            job = job_for(info, SUBMISSIONS[i % len(SUBMISSIONS)])
+            job = info.job(SUBMISSIONS[i % len(SUBMISSIONS)])
             t = time.perf_counter()
             report = harness.grade(job)
             times.append(time.perf_counter() - t)

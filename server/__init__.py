@@ -1,41 +1,11 @@
-"""The hpcgrade service: the Flask portal and JSON API, and the `hpcgrade` command."""
-from __future__ import annotations
+"""The hpcgrade service: the Flask portal and JSON API, and the `hpcgrade` command.
 
-from flask import Flask, g
-from flask_wtf import CSRFProtect
-
-from .config import ConfigError, load_config
-from .db import Database
-from .queue import celery_init_app
-from .results import ResultCache
-
-csrf = CSRFProtect()
+Importing the package loads nothing heavy: `hpcgrade grade` and the harness's catalogue need
+neither Flask nor SQLAlchemy.
+"""
 
 
-def create_app(config: dict | None = None) -> Flask:
-    """Wire the portal: configuration, database, CSRF protection, blueprints. Nothing else runs."""
-    settings = load_config(config)
-    if not settings["SECRET_KEY"]:
-        raise ConfigError("set HPCGRADE_SECRET_KEY (or SECRET_KEY in the config file)")
-    app = Flask(__name__)
-    app.config.update(settings, MAX_CONTENT_LENGTH=(settings["MAX_UPLOAD_KB"] + 64) << 10)
-    app.extensions["hpcgrade.db"] = Database(settings["DATABASE_URL"])
-    app.extensions["hpcgrade.tokens"] = {}  # token digest → Bearer, see api._bearer
-    app.extensions["hpcgrade.results"] = ResultCache()
-    csrf.init_app(app)
-    celery_init_app(app)
-
-    from . import api, auth, errors, portal, staff
-    errors.register(app)
-    app.register_blueprint(auth.blueprint)
-    app.register_blueprint(portal.blueprint)
-    app.register_blueprint(api.blueprint)
-    app.register_blueprint(staff.blueprint)
-    app.teardown_appcontext(_close_session)
-    return app
-
-
-def _close_session(_exc: BaseException | None) -> None:
-    session = g.pop("db_session", None)
-    if session is not None:
-        session.close()
+def create_app(config: dict | None = None):
+    """The portal's Flask app (see server.app); `gunicorn 'server:create_app()'` calls this."""
+    from .app import create_app as build
+    return build(config)

@@ -11,7 +11,7 @@ from flask import Blueprint, abort, current_app, g, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
-from . import csrf
+from .app import csrf
 from .auth import db
 from .models import ApiToken, Exercise, User, utcnow
 from .queue import enqueue

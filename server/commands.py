@@ -1,13 +1,15 @@
-"""`hpcgrade db …` and `hpcgrade users …`: deploy steps and account management."""
+"""`hpcgrade db …`, `users …`, `exercises` and `exercise sync`: deploy steps, accounts, exercises."""
 from __future__ import annotations
 
 import getpass
+import json
 from pathlib import Path
 
 import click
 from sqlalchemy.exc import OperationalError
 
 from . import migrate
+from .catalogue import ExerciseConfigError, load_catalogue
 from .config import ConfigError, load_config
 from .db import Database
 from .exercises import sync_exercises
@@ -94,16 +96,35 @@ def users_import(roster) -> None:
         click.echo(f"{username},{password}")
 
 
+def _catalogue():
+    try:
+        return load_catalogue()
+    except ExerciseConfigError as exc:
+        raise click.ClickException(f"bad exercise: {exc}") from None
+
+
 @click.command("sync")
 def exercises_sync() -> None:
     """Bring the database's exercises in step with the exercises folder."""
-    from worker.catalogue import ExerciseConfigError, load_catalogue
-    try:
-        catalogue = load_catalogue()
-    except ExerciseConfigError as exc:
-        raise click.ClickException(f"bad exercise: {exc}") from None
+    catalogue = _catalogue()
     changes = _in_transaction(lambda s: sync_exercises(s, catalogue))
     for kind, slugs in changes.items():
         if slugs:
             click.echo(f"{kind}: {', '.join(slugs)}")
     click.echo(f"{len(catalogue)} exercises in step")
+
+
+@click.command("exercises")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--lang", type=click.Choice(["en", "es"]), default="en", show_default=True)
+def list_exercises(as_json: bool, lang: str) -> None:
+    """List the exercises."""
+    catalogue = _catalogue()
+    if as_json:
+        click.echo(json.dumps([{"slug": e.slug, "title": e.title, "section": e.section,
+                                "deadline": e.deadline.at.isoformat() if e.deadline.at else None,
+                                "deadline_policy": e.deadline.policy}
+                               for e in catalogue.values()]))
+        return
+    for e in catalogue.values():
+        click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")

@@ -119,3 +119,37 @@ def gradebook(session: Session) -> tuple[list[Exercise], list[tuple[User, list[S
     table = standings(session)
     return columns, [(student, [table.get((student.id, e.id)) for e in columns])
                      for student in students(session)]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One grading run, as staff read it: where it went and how long it waited and ran."""
+
+    attempt: int
+    status: str
+    error: str | None
+    executor: str
+    job: str | None
+    job_state: str | None
+    node: str | None
+    device: str | None
+    started_at: dt.datetime
+    queue_wait: float | None  # seconds from dispatch to the grader taking it
+    run_time: float | None
+
+
+def run_rows(submission: Submission) -> list[RunRow]:
+    rows = []
+    for run in submission.runs:
+        environment, timing = run.environment or {}, run.timing or {}
+        graded_from = timing.get("started_at")
+        device = environment.get("gpu") or environment.get("device")
+        rows.append(RunRow(
+            run.attempt, run.status, run.error, run.executor, run.external_id, run.job_state,
+            environment.get("node") or run.node,
+            f"{device} · torch {environment['torch']}" if device and environment.get("torch")
+            else device,
+            run.started_at,
+            max(graded_from - run.started_at.timestamp(), 0.0) if graded_from else None,
+            timing.get("total")))
+    return rows

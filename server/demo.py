@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 from sqlalchemy import select
 
-from worker.catalogue import load_catalogue
+from .catalogue import load_catalogue
 
 from . import migrate
 from .config import ROOT

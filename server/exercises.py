@@ -4,7 +4,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from worker.catalogue import ExerciseInfo
+from .catalogue import ExerciseInfo
 
 from .models import Exercise, utcnow
 

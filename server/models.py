@@ -26,6 +26,7 @@ class SubmissionStatus(str, enum.Enum):
     running = "running"
     graded = "graded"
     error = "error"      # the grader failed for good; never shown as a zero
+    cancelled = "cancelled"  # staff stopped its grading (or its Slurm job was cancelled)
 
 
 class User(Base):
@@ -113,11 +114,15 @@ class GradingRun(Base):
                                                index=True)
     attempt: Mapped[int] = mapped_column(Integer)
     executor: Mapped[str] = mapped_column(String(32))
-    status: Mapped[str] = mapped_column(String(16), default="running")  # done, failed, lost
-    worker: Mapped[str | None] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16), default="running")  # done, failed, lost, cancelled
+    worker: Mapped[str | None] = mapped_column(String(255))  # the worker that dispatched it
+    # where an asynchronous executor runs it (a Slurm job id), and what the cluster last said
     external_id: Mapped[str | None] = mapped_column(String(64))
+    job_state: Mapped[str | None] = mapped_column(String(32))
+    node: Mapped[str | None] = mapped_column(String(255))
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    # another worker may take the submission over once the lease has run out
+    # another worker may take the submission over once the lease has run out (while the run has
+    # no external id: after that, the executor's poll says whether it is still alive)
     lease_until: Mapped[dt.datetime] = mapped_column()
     finished_at: Mapped[dt.datetime | None] = mapped_column()
     error: Mapped[str | None] = mapped_column(Text)

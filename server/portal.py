@@ -6,7 +6,8 @@ from flask import (Blueprint, abort, current_app, flash, g, jsonify, redirect, r
                    request, session, url_for)
 from sqlalchemy import select
 
-from worker.catalogue import default_root
+from .catalogue import default_root
+from .course import run_rows
 
 from .auth import db, login_required
 from .models import Exercise, Submission, utcnow
@@ -102,8 +103,8 @@ def submission(submission_id: int):
     row = _mine(submission_id)
     return render_template("portal/submission.html", submission=row,
                            result=submission_dict(db(), submission_state(db(), row.id), g.lang),
-                           waiting=row.status in WAITING,
-                           cells=code_cells(row))
+                           waiting=row.status in WAITING, cells=code_cells(row),
+                           runs=run_rows(row) if g.user.is_staff else [])
 
 
 @blueprint.route("/submissions/<int:submission_id>/status")

@@ -31,7 +31,9 @@ def celery_init_app(app: Flask) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         broker_connection_retry_on_startup=True,
-        beat_schedule={"reconcile": {"task": "hpcgrade.reconcile", "schedule": RECONCILE_SECONDS}},
+        beat_schedule={
+            "reconcile": {"task": "hpcgrade.reconcile", "schedule": RECONCILE_SECONDS},
+            "collect": {"task": "hpcgrade.collect", "schedule": app.config["COLLECT_SECONDS"]}},
     )
     celery.set_default()
     app.extensions["celery"] = celery
@@ -44,7 +46,7 @@ def enqueue(celery: Celery, session: Session, submission_ids: list[int]) -> list
     sent = []
     for submission_id in submission_ids:
         try:
-            celery.send_task("hpcgrade.grade", args=[submission_id], retry=False)
+            celery.send_task("hpcgrade.dispatch", args=[[submission_id]], retry=False)
         except Exception as exc:  # kombu raises many types for a broker that is away
             log.warning("submission %s stays queued: broker unavailable (%s)", submission_id, exc)
             break
@@ -56,14 +58,25 @@ def enqueue(celery: Celery, session: Session, submission_ids: list[int]) -> list
     return sent
 
 
+def cancel_grading(celery: Celery, submission_ids: list[int]) -> bool:
+    """Ask the workers to stop grading these submissions; False if the broker is away."""
+    try:
+        celery.send_task("hpcgrade.cancel", args=[submission_ids], retry=False)
+    except Exception as exc:  # kombu raises many types for a broker that is away
+        log.warning("cannot cancel %s: broker unavailable (%s)", submission_ids, exc)
+        return False
+    return True
+
+
 def stuck(session: Session, older_than: dt.timedelta, now: dt.datetime | None = None) -> list[int]:
     """Submissions to send again: queued but never sent (or sent long ago), or running under a
-    lease that ran out (their worker died)."""
+    lease that ran out (their worker died). A run with an external id is not stuck: its
+    executor's poll says whether its job is alive."""
     now = now or utcnow()
     queued = select(Submission.id).where(
         Submission.status == SubmissionStatus.queued.value,
         or_(Submission.enqueued_at.is_(None), Submission.enqueued_at < now - older_than))
     lapsed = select(GradingRun.submission_id).join(Submission).where(
         Submission.status == SubmissionStatus.running.value, GradingRun.status == "running",
-        GradingRun.lease_until < now)
+        GradingRun.external_id.is_(None), GradingRun.lease_until < now)
     return sorted(set(session.scalars(queued)) | set(session.scalars(lapsed)))

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, selectinload
 from worker.harness.submission import Unreadable, read
 
 from .models import CheckResult, Exercise, GradingRun, Submission, SubmissionStatus, User
+from .submissions import COUNTS_AS_ATTEMPT
 
 WAITING = (SubmissionStatus.queued.value, SubmissionStatus.running.value)
 
@@ -97,6 +98,11 @@ def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict
         "late_days": state.late_days, "penalty": state.penalty,
         "checks": [], "notes": [], "output": "",
     }
+    if state.status == SubmissionStatus.cancelled.value:
+        data["message"] = ("El profesorado detuvo la corrección de esta entrega; no es una nota."
+                           if lang == "es" else
+                           "The instructors stopped the grading of this submission; this is not "
+                           "a grade.")
     if state.status == SubmissionStatus.error.value:
         data["message"] = ("El corrector falló repetidamente; tu entrega está guardada y el "
                            "profesorado lo revisará. No es una nota." if lang == "es" else
@@ -118,7 +124,8 @@ def exercise_rows(session: Session, user: User) -> list[dict]:
     """Active exercises with the user's best score and attempts used."""
     stats = dict((row[0], row[1:]) for row in session.execute(
         select(Submission.exercise_id, func.max(Submission.score), func.count())
-        .where(Submission.user_id == user.id).group_by(Submission.exercise_id)))
+        .where(Submission.user_id == user.id, COUNTS_AS_ATTEMPT)
+        .group_by(Submission.exercise_id)))
     rows = []
     for exercise in session.scalars(select(Exercise).where(Exercise.active).order_by(Exercise.slug)):
         best, used = stats.get(exercise.id, (None, 0))

@@ -1,5 +1,6 @@
 """The instructors' pages: the course at a glance, one exercise, one student, the gradebook
-(and its CSV for the university's records), and regrading a submission."""
+(and its CSV for the university's records), regrading a submission or a whole exercise, and
+stopping a submission's grading."""
 from __future__ import annotations
 
 import csv
@@ -9,13 +10,12 @@ from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, 
                    url_for)
 from sqlalchemy import select
 
-from worker.grading import reopen
-
 from .auth import db, staff_required
 from .course import diagnostic_counts, gradebook, standings, students, summaries
 from .models import Exercise, Submission, User, utcnow
-from .queue import enqueue
+from .queue import cancel_grading, enqueue
 from .results import WAITING
+from .submissions import reopen
 
 blueprint = Blueprint("staff", __name__, url_prefix="/staff")
 
@@ -72,6 +72,45 @@ def grades_csv():
                            for cell in cells)])
     return Response(out.getvalue(), mimetype="text/csv",
                     headers={"Content-Disposition": "attachment; filename=hpcgrade-grades.csv"})
+
+
+@blueprint.post("/exercises/<slug>/regrade")
+def regrade_exercise(slug: str):
+    """Every finished submission of the exercise, graded again (after its checks were fixed):
+    they go out together, packed into a few jobs."""
+    row = db().scalar(select(Exercise).where(Exercise.slug == slug))
+    if row is None:
+        abort(404)
+    submissions = db().scalars(select(Submission).where(
+        Submission.exercise_id == row.id, Submission.status.not_in(WAITING))
+        .order_by(Submission.id).with_for_update()).all()
+    for submission in submissions:
+        reopen(submission)
+    db().commit()
+    enqueue(current_app.extensions["celery"], db(), [s.id for s in submissions])
+    flash(f"{len(submissions)} entregas vuelven a la cola de corrección." if g.lang == "es"
+          else f"{len(submissions)} submissions are queued for grading again.", "info")
+    return redirect(url_for("staff.exercise", slug=slug), 303)
+
+
+@blueprint.post("/submissions/<int:submission_id>/cancel")
+def cancel(submission_id: int):
+    """Stop grading a submission: the workers cancel its run, and its Slurm job once no other
+    submission's run is left in it."""
+    submission = db().get(Submission, submission_id)
+    if submission is None:
+        abort(404)
+    spanish = g.lang == "es"
+    if submission.status not in WAITING:
+        flash("Esta entrega no está esperando su corrección." if spanish
+              else "This submission is not waiting to be graded.", "error")
+    elif cancel_grading(current_app.extensions["celery"], [submission.id]):
+        flash(f"Se detiene la corrección de la entrega #{submission.id}." if spanish
+              else f"Grading of submission #{submission.id} is being stopped.", "info")
+    else:
+        flash("La cola de corrección no responde; inténtalo de nuevo." if spanish
+              else "The grading queue does not answer; try again.", "error")
+    return redirect(url_for("portal.submission", submission_id=submission_id), 303)
 
 
 @blueprint.post("/submissions/<int:submission_id>/regrade")

@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 from .models import Exercise, Submission, SubmissionStatus, User
 
 EXTENSIONS = (".py", ".ipynb")
+# a submission whose grading staff stopped does not use up one of the student's attempts
+COUNTS_AS_ATTEMPT = Submission.status != SubmissionStatus.cancelled.value
 
 
 class Refusal(Exception):
@@ -81,7 +83,8 @@ def accept(session: Session, user: User, exercise: Exercise | None, filename: st
     late_days, penalty = late_penalty(exercise, now)
     mine = select(func.count()).select_from(Submission).where(
         Submission.user_id == user.id, Submission.exercise_id == exercise.id)
-    if exercise.max_attempts is not None and session.scalar(mine) >= exercise.max_attempts:
+    if exercise.max_attempts is not None \
+            and session.scalar(mine.where(COUNTS_AS_ATTEMPT)) >= exercise.max_attempts:
         raise Refusal(403, f"You have used all {exercise.max_attempts} attempts for this exercise.",
                       f"Has agotado los {exercise.max_attempts} intentos de este ejercicio.")
     since = now - dt.timedelta(minutes=rules.window_minutes)
@@ -96,3 +99,12 @@ def accept(session: Session, user: User, exercise: Exercise | None, filename: st
                             penalty=penalty)
     session.add(submission)
     return submission
+
+
+def reopen(submission: Submission) -> None:
+    """Grade a finished submission again (a staff regrade, e.g. after fixing an exercise's checks):
+    its runs so far stop counting toward the retry limit, and its last grade stands until the
+    new one."""
+    submission.retry_from = len(submission.runs)
+    submission.status = SubmissionStatus.queued.value
+    submission.enqueued_at = None

@@ -1,12 +1,15 @@
 import json
 import os
+import shutil
+import socket
+import subprocess
+import time
 
 import pytest
 
-from helpers import postgres_database
-from server.cli import job_for
-from worker.catalogue import default_root, load_catalogue, load_exercise_info
-from worker.executors import LocalExecutor
+from helpers import free_port, postgres_database
+from server.catalogue import default_root, load_catalogue, load_exercise_info
+from worker.local import LocalExecutor
 from worker.runner import HarnessProcess
 
 # The service's process holds secrets like these; the harness and the students must never see them.
@@ -27,9 +30,10 @@ def harness(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def executor():
+def executor(tmp_path_factory):
     """The local executor, as a worker makes it (its own warm harness)."""
-    local = LocalExecutor({})
+    local = LocalExecutor({"SPOOL_DIR": str(tmp_path_factory.mktemp("spool")),
+                           "COURSE_PYTHON": None})
     yield local
     local.close()
 
@@ -41,7 +45,7 @@ def grade(harness, tmp_path):
         path = tmp_path / filename
         path.write_bytes(source if isinstance(source, bytes) else source.encode())
         info = load_exercise_info(default_root() / exercise)
-        job = job_for(info, path, seed=seed)
+        job = info.job(path, seed=seed)
         job = type(job)(**{**job.to_dict(), "limits": {**info.limits, **limits}})
         report = harness.grade(job)
         json.dumps(report)
@@ -115,3 +119,47 @@ def course(app, catalogue):
         add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
         session.commit()
     return app
+
+
+@pytest.fixture
+def database(empty_database_url, catalogue):
+    """A database at the newest migration with the exercises synced and one student, ana."""
+    from server import migrate
+    from server.db import Database
+    from server.exercises import sync_exercises
+    from server.models import User
+    migrate.upgrade(empty_database_url)
+    database = Database(empty_database_url)
+    with database.sessions.begin() as session:
+        sync_exercises(session, catalogue)
+        session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A Redis of this test's own, so that it can be stopped and started again."""
+    port = free_port()
+    command = [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port),
+               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)]
+
+    class Server:
+        url = f"redis://127.0.0.1:{port}/0"
+
+        def start(self):
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+            for _ in range(100):
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", port)) == 0:
+                        return
+                time.sleep(0.05)
+
+        def stop(self):
+            self.process.terminate()
+            self.process.wait()
+
+    server = Server()
+    server.start()
+    yield server
+    server.stop()

@@ -40,3 +40,35 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def dispatcher(database, executor, catalogue, **settings):
+    """A dispatcher as a worker builds one, on the executor's spool (tests' own settings)."""
+    import datetime as dt
+    from server.config import Resources
+    from worker.dispatch import Dispatcher
+    from worker.pilots import Pilots
+    values = dict(spool=executor.spool, resources=Resources(), worker="t",
+                  lease=dt.timedelta(minutes=5),
+                  pilots=None if executor.synchronous else Pilots(executor.spool, "test"))
+    return Dispatcher(database, executor, catalogue, **{**values, **settings})
+
+
+def grade(database, executor, catalogue, submission_id: int) -> str:
+    """Grade one queued submission now, as the dispatch task does; its outcome."""
+    return dispatcher(database, executor, catalogue).dispatch([submission_id]).outcomes[submission_id]
+
+
+def queue_submission(database, code: str, slug: str = "autograd-q") -> int:
+    """A submission of ana's, accepted and committed as queued; its id."""
+    import datetime as dt
+    import sqlalchemy as sa
+    from server.models import Exercise, User
+    from server.submissions import Rules, accept
+    with database.sessions.begin() as session:
+        submission = accept(session, session.scalar(sa.select(User).where(User.username == "ana")),
+                            session.scalar(sa.select(Exercise).where(Exercise.slug == slug)),
+                            "work.py", code.encode(), Rules(1024, 100, 60),
+                            dt.datetime.now(dt.timezone.utc))
+        session.flush()
+        return submission.id

@@ -27,7 +27,14 @@ def test_file_then_environment_then_overrides(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"EXECUTOR": "cloud"}, "EXECUTOR must be one of local, not 'cloud'"),
+    ({"EXECUTOR": "cloud"}, "EXECUTOR must be one of local, slurm, not 'cloud'"),
+    ({"SLURM_MEMORY": "lots"}, "SLURM_MEMORY must be an amount of memory like 4G"),
+    ({"SLURM_TIME": "1h"}, "SLURM_TIME must be a time like 30, 1:30:00"),
+    ({"SLURM_GPUS": -1}, "SLURM_GPUS must be at least 0"),
+    ({"SLURM_PARTITION": "gpu; rm -rf"}, "SLURM_PARTITION must be a name"),
+    ({"SLURM_EXTRA": ["constraint=a100"]}, "is not an sbatch option"),
+    ({"SLURM_MODULES": "cuda/12"}, "SLURM_MODULES must be written as JSON"),
+    ({"COLLECT_SECONDS": "soon"}, "COLLECT_SECONDS must be a number of seconds"),
     ({"MAX_UPLOAD_KB": "lots"}, "MAX_UPLOAD_KB must be a whole number"),
     ({"GRADING_LEASE_SECONDS": 0}, "GRADING_LEASE_SECONDS must be positive"),
     ({"DATABSE_URL": "x"}, "unknown settings: DATABSE_URL"),
@@ -45,3 +52,32 @@ def test_a_broken_file_and_a_missing_secret_are_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCGRADE_CONFIG", str(path))
     with pytest.raises(ConfigError, match="broken.toml"):
         load_config()
+
+
+def test_a_slurm_table_and_json_lists(tmp_path, monkeypatch):
+    from server.config import Resources, slurm_resources
+    path = tmp_path / "hpcgrade.toml"
+    path.write_text('executor = "slurm"\n[slurm]\npartition = "gpu"\ngpus = 2\nmemory = "8G"\n'
+                    'time = "1:30:00"\nextra = ["--constraint=a100"]\n')
+    monkeypatch.setenv("HPCGRADE_CONFIG", str(path))
+    monkeypatch.setenv("HPCGRADE_SLURM_MODULES", '["cuda/12.4", "python/3.11"]')
+    config = load_config()
+    assert config["EXECUTOR"] == "slurm" and config["SLURM_MODULES"] == ("cuda/12.4", "python/3.11")
+    assert slurm_resources(config) == Resources(partition="gpu", gpus=2, memory=8192, time=90,
+                                                extra=("--constraint=a100",))
+
+
+def test_an_unknown_key_in_the_slurm_table_is_named(tmp_path, monkeypatch):
+    path = tmp_path / "hpcgrade.toml"
+    path.write_text('[slurm]\ngpu = 1\n')
+    monkeypatch.setenv("HPCGRADE_CONFIG", str(path))
+    with pytest.raises(ConfigError, match="unknown settings: SLURM_GPU"):
+        load_config()
+
+
+def test_the_deploy_example_is_a_valid_configuration(monkeypatch):
+    from pathlib import Path
+    monkeypatch.setenv("HPCGRADE_CONFIG", str(Path(__file__).parents[1] / "deploy" / "hpcgrade.toml"))
+    config = load_config()
+    assert config["EXECUTOR"] == "slurm" and config["SLURM_TIME"] == 30
+    assert config["SLURM_MEMORY"] == 8192 and config["SLURM_BATCH_SIZE"] == 20

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from server import migrate
-from server.cli import main
+from worker.cli import main
 from server.models import User
 from server.users import UserError, add_user, import_roster
 

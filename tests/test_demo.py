@@ -20,7 +20,7 @@ from server.models import User
 from server.users import authenticate
 
 ROOT = Path(__file__).parents[1]
-HPCGRADE = [sys.executable, "-m", "server"]
+HPCGRADE = [sys.executable, "-m", "worker.cli"]
 
 
 def test_prepare_twice_keeps_one_set_of_accounts(tmp_path):

@@ -1,8 +1,8 @@
 """Every exercise: its reference scores full marks and every mutant loses points with its code."""
 import pytest
 
-from server.cli import self_check
-from worker.catalogue import ExerciseConfigError, load_catalogue, load_exercise_info
+from worker.cli import self_check
+from server.catalogue import ExerciseConfigError, load_catalogue, load_exercise_info
 
 REQUIRED = ("tensors-reshape", "metrics", "autograd-q", "autograd-accumulation",
             "autograd-custom-function", "autograd-no-track")

@@ -3,50 +3,24 @@ import datetime as dt
 import textwrap
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
-from helpers import REFERENCE_Q
-from server import migrate
-from server.db import Database
-from server.exercises import sync_exercises
-from server.models import GradingRun, Submission, User
-from server.submissions import Rules, accept
-from worker.catalogue import load_exercise_info
-from worker.executors import LocalExecutor
-from worker.grading import MAX_RUNS, claim, grade, reopen
+from helpers import REFERENCE_Q, grade, queue_submission as submit
+from server.catalogue import load_exercise_info
+from server.models import GradingRun, Submission
+from server.submissions import reopen
+from worker.grading import MAX_RUNS, claim
+from worker.local import LocalExecutor
 
 LEASE = dt.timedelta(minutes=5)
-
-
-@pytest.fixture
-def database(empty_database_url, catalogue):
-    migrate.upgrade(empty_database_url)
-    database = Database(empty_database_url)
-    with database.sessions.begin() as session:
-        sync_exercises(session, catalogue)
-        session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
-    yield database
-    database.dispose()
-
-
-def submit(database, code: str, slug: str = "autograd-q") -> int:
-    from server.models import Exercise
-    with database.sessions.begin() as session:
-        user = session.scalar(sa.select(User))
-        exercise = session.scalar(sa.select(Exercise).where(Exercise.slug == slug))
-        submission = accept(session, user, exercise, "work.py", code.encode(),
-                             Rules(1024, 100, 60), dt.datetime.now(dt.timezone.utc))
-        session.flush()
-        return submission.id
 
 
 def test_graded_once_with_checks_and_diagnostics(database, executor, catalogue):
     good = submit(database, REFERENCE_Q)
     bad = submit(database, REFERENCE_Q.replace("- b**2", "+ b**2"))
-    assert grade(database, executor, catalogue, good, worker="t", lease=LEASE) == "graded"
-    assert grade(database, executor, catalogue, bad, worker="t", lease=LEASE) == "graded"
-    assert grade(database, executor, catalogue, good, worker="t", lease=LEASE) == "skipped"
+    assert grade(database, executor, catalogue, good) == "graded"
+    assert grade(database, executor, catalogue, bad) == "graded"
+    assert grade(database, executor, catalogue, good) == "skipped"
     with database.sessions() as session:
         first, second = session.get(Submission, good), session.get(Submission, bad)
         assert (first.status, first.score, first.max_score) == ("graded", 10, 10)
@@ -86,8 +60,8 @@ def test_grader_failure_is_retried_then_error_never_zero(database, executor, cat
     """))
     broken_catalogue = dict(catalogue, **{"autograd-q": load_exercise_info(broken)})
     submission_id = submit(database, REFERENCE_Q)
-    outcomes = [grade(database, executor, broken_catalogue, submission_id, worker="t",
-                      lease=LEASE) for _ in range(MAX_RUNS + 1)]
+    outcomes = [grade(database, executor, broken_catalogue, submission_id)
+                for _ in range(MAX_RUNS + 1)]
     assert outcomes == ["failed"] * MAX_RUNS + ["skipped"]
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
@@ -95,16 +69,16 @@ def test_grader_failure_is_retried_then_error_never_zero(database, executor, cat
         assert "a bug in the checks" in submission.runs[0].error
         reopen(submission)  # the checks are fixed; an instructor grades it again
         session.commit()
-    assert grade(database, executor, catalogue, submission_id, worker="t", lease=LEASE) == "graded"
+    assert grade(database, executor, catalogue, submission_id) == "graded"
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert submission.score == submission.max_score and len(submission.runs) == MAX_RUNS + 1
 
 
-def test_a_grader_that_cannot_start_is_a_failed_run_not_a_crash(database, catalogue):
+def test_a_grader_that_cannot_start_is_a_failed_run_not_a_crash(database, catalogue, tmp_path):
     submission_id = submit(database, REFERENCE_Q)
-    executor = LocalExecutor({"COURSE_PYTHON": "/nonexistent/python"})
-    assert grade(database, executor, catalogue, submission_id, worker="t", lease=LEASE) == "failed"
+    executor = LocalExecutor({"COURSE_PYTHON": "/nonexistent/python", "SPOOL_DIR": tmp_path})
+    assert grade(database, executor, catalogue, submission_id) == "failed"
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert submission.status == "queued" and submission.score is None

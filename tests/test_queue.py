@@ -1,9 +1,7 @@
 """The queue with a real Celery worker on Redis and PostgreSQL: graded once, whatever fails."""
 import datetime as dt
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from helpers import REFERENCE_Q, free_port, postgres_database
+from helpers import REFERENCE_Q, postgres_database
 from server import create_app, migrate
 from server.exercises import sync_exercises
 from server.models import Exercise, GradingRun, Submission, User
@@ -22,34 +20,6 @@ from server.submissions import Rules, accept
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).parents[1]
 SLOW_REFERENCE = "import time\ntime.sleep(4)\n" + REFERENCE_Q
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    """A Redis of this test's own, so that it can be stopped and started again."""
-    port = free_port()
-    command = [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port),
-               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)]
-
-    class Server:
-        url = f"redis://127.0.0.1:{port}/0"
-
-        def start(self):
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-            for _ in range(100):
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        return
-                time.sleep(0.05)
-
-        def stop(self):
-            self.process.terminate()
-            self.process.wait()
-
-    server = Server()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

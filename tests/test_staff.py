@@ -8,13 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from helpers import REFERENCE_Q
+from helpers import REFERENCE_Q, dispatcher, grade
 from server.models import Exercise, Submission, User
-from server.submissions import Rules, accept
+from server.submissions import Rules, accept, reopen
 from server.users import add_user
-from worker.grading import grade
 
-LEASE = dt.timedelta(minutes=5)
 SIGN_FLIPPED = (Path(__file__).parents[1] / "exercises" / "autograd-q" / "mutants"
                 / "plus_b_squared.py").read_text()
 
@@ -46,7 +44,7 @@ def graded_course(course, executor, catalogue):
         ids = [submission.id for submission in submissions]
         session.close()
         for submission_id in ids:
-            assert grade(database, executor, catalogue, submission_id, worker="t", lease=LEASE) == "graded"
+            assert grade(database, executor, catalogue, submission_id) == "graded"
     return course, ids
 
 
@@ -124,7 +122,7 @@ def test_regrade_queues_again_and_grades_once_more(graded_course, executor, cata
         assert session.get(Submission, ids[1]).status == "queued"
     again = client.post(f"/staff/submissions/{ids[1]}/regrade", data={"csrf_token": token})
     assert "already waiting" in client.get(again.headers["Location"]).text
-    assert grade(database, executor, catalogue, ids[1], worker="t", lease=LEASE) == "graded"
+    assert grade(database, executor, catalogue, ids[1]) == "graded"
     with database.sessions() as session:
         submission = session.get(Submission, ids[1])
         assert submission.status == "graded" and len(submission.runs) == 2
@@ -142,3 +140,67 @@ def test_check_titles_in_the_students_language(graded_course):
                                                  headers=bearer).json["checks"]]
               for lang in ("en", "es")}
     assert "2-D inputs" in titles["en"] and "entradas 2-D" in titles["es"]
+
+
+def test_a_run_shows_where_it_went_and_how_long_it_waited_and_ran(graded_course):
+    app, ids = graded_course
+    client, _ = logged_in(app, "prof")
+    page = client.get(f"/submissions/{ids[1]}").text
+    runs = re.search(r"Grading runs.*?</table>", page, re.S).group(0)
+    cells = [re.sub(r"<[^>]+>|\s+", " ", c).strip() for c in re.findall(r"<td>(.*?)</td>", runs, re.S)]
+    assert cells[1] == "done" and cells[2] == "local" and cells[4].startswith("cpu · torch 2.13")
+    wait, run_time = float(cells[6].removesuffix(" s")), float(cells[7].removesuffix(" s"))
+    assert 0 <= wait < 60 and 0 < run_time < 60
+
+
+def test_grade_all_again_requeues_every_finished_submission_of_the_exercise(graded_course):
+    app, ids = graded_course
+    client, token = logged_in(app, "prof")
+    assert client.post("/staff/exercises/autograd-q/regrade").status_code == 400  # no CSRF token
+    sent = client.post("/staff/exercises/autograd-q/regrade", data={"csrf_token": token})
+    assert "4 submissions are queued for grading again" in client.get(sent.headers["Location"]).text
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        regraded = session.scalars(select(Submission).where(Submission.id.in_(ids))).all()
+        assert {s.status for s in regraded} == {"queued"}
+        assert all(s.retry_from == len(s.runs) and s.score is not None for s in regraded)
+    assert client.post("/staff/exercises/nothing/regrade",
+                       data={"csrf_token": token}).status_code == 404
+
+
+def test_stopping_a_submission_asks_the_workers_and_says_when_they_cannot_hear(graded_course):
+    app, ids = graded_course
+    client, token = logged_in(app, "prof")
+    done = client.post(f"/staff/submissions/{ids[0]}/cancel", data={"csrf_token": token})
+    assert "not waiting to be graded" in client.get(done.headers["Location"]).text
+    client.post(f"/staff/submissions/{ids[0]}/regrade", data={"csrf_token": token})
+    page = client.get(f"/submissions/{ids[0]}").text
+    assert "Stop grading" in page and "Grade again" not in page
+    stopped = client.post(f"/staff/submissions/{ids[0]}/cancel", data={"csrf_token": token})
+    # this app's broker is not there: the submission is left as it was, and staff are told
+    assert "grading queue does not answer" in client.get(stopped.headers["Location"]).text
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        assert session.get(Submission, ids[0]).status == "queued"
+
+
+def test_stopped_grading_is_no_grade_and_uses_no_attempt(graded_course, executor, catalogue):
+    app, ids = graded_course
+    database = app.extensions["hpcgrade.db"]
+    with database.sessions.begin() as session:
+        bea = session.scalar(select(User).where(User.username == "bea"))
+        exercise = session.scalar(select(Exercise).where(Exercise.slug == "autograd-q"))
+        fresh = accept(session, bea, exercise, "late.py", REFERENCE_Q.encode(),
+                       Rules(1024, 100, 60), dt.datetime.now(dt.timezone.utc))
+        reopen(session.get(Submission, ids[1]))  # a regrade, stopped before its grade
+        session.flush()
+        fresh_id = fresh.id
+    assert dispatcher(database, executor, catalogue).cancel([fresh_id, ids[1]]) == [fresh_id, ids[1]]
+    api = app.test_client()
+    bearer = {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
+        "username": "bea", "password": "long-password"}).json["token"]}
+    stopped = api.get(f"/api/v1/submissions/{fresh_id}", headers=bearer).json
+    assert stopped["status"] == "cancelled" and stopped["score"] is None
+    assert "stopped the grading" in stopped["message"]
+    assert api.get(f"/api/v1/submissions/{ids[1]}", headers=bearer).json["score"] == 3
+    row = next(e for e in api.get("/api/v1/exercises", headers=bearer).json["exercises"]
+               if e["slug"] == "autograd-q")
+    assert row["attempts_used"] == 2

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers import REFERENCE_Q, codes, notebook
 
-HPCGRADE = [sys.executable, "-m", "server"]
+HPCGRADE = [sys.executable, "-m", "worker.cli"]
 
 
 def test_notebook_magics_neutralised_and_raising_cells_noted(grade, tmp_path):
@@ -71,11 +71,10 @@ def test_syntax_error_names_the_line(grade):
 
 
 def test_spanish_report(harness, tmp_path):
-    from server.cli import job_for
-    from worker.catalogue import default_root, load_exercise_info
+    from server.catalogue import default_root, load_exercise_info
     path = tmp_path / "s.py"
     path.write_text("")
-    report = harness.grade(job_for(load_exercise_info(default_root() / "autograd-q"), path, lang="es"))
+    report = harness.grade(load_exercise_info(default_root() / "autograd-q").job(path, lang="es"))
     assert report["checks"][0]["message"] == "`q_grads` no está definida."
     assert report["checks"][0]["title"] == "a.grad = 9a²·v"
     assert report["checks"][0]["diagnostics"][0]["translations"]["en"]["message"] == "`q_grads` is not defined."
@@ -96,6 +95,7 @@ def test_cli_json_one_report_per_file(tmp_path):
     assert len(lines) == 2
     first, second = (json.loads(line) for line in lines)
     assert (first["score"], second["score"]) == (10, 0)
+    assert (first["file"], second["file"]) == (str(good), str(bad))  # each names what it grades
     for report in (first, second):
         assert {"exercise", "status", "score", "max_score", "checks", "environment", "sandbox",
                 "timing"} <= set(report)

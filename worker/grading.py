@@ -1,30 +1,27 @@
-"""Grading one submission into the database: claim a run, grade it, record the report.
+"""A submission's grading runs in the database: claimed, recorded once, lost, released, cancelled.
 
-Idempotent per submission: a duplicate delivery finds the submission graded, or running under
-another worker's lease, and does nothing. A worker that died leaves a run whose lease runs out;
-the next claim marks it lost and starts a new run. A grader failure is never a grade: the
-submission goes back to `queued` for another run, and only after MAX_RUNS runs to `error`.
+Idempotent per submission: a duplicate delivery finds the submission graded, or its run still
+alive, and does nothing. A run is alive while its worker holds the lease or, once an executor
+has given it an external id, while the executor's poll says so (worker/dispatch.py). A grader
+failure is never a grade: the submission goes back to `queued` for another run, and only after
+MAX_RUNS runs to `error`.
 """
 from __future__ import annotations
 
 import datetime as dt
 import os
 import socket
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from server.db import Database
 from server.models import (CheckResult, DiagnosticResult, GradingRun, Submission, SubmissionStatus,
                            utcnow)
-from worker.catalogue import ExerciseInfo
-from worker.executors import Executor
-from worker.harness.jobs import Job
 
 MAX_RUNS = 3
-DONE = (SubmissionStatus.graded.value, SubmissionStatus.error.value)
+DONE = (SubmissionStatus.graded.value, SubmissionStatus.error.value,
+        SubmissionStatus.cancelled.value)
 
 
 @dataclass(frozen=True)
@@ -46,10 +43,10 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
         return None
     runs = submission.runs
     if runs and runs[-1].status == "running":
-        if runs[-1].lease_until > now and not _gone(runs[-1].worker):
+        current = runs[-1]
+        if current.external_id is not None or (current.lease_until > now and not _gone(current.worker)):
             return None
-        runs[-1].status, runs[-1].finished_at = "lost", now
-        runs[-1].error = f"{runs[-1].worker} stopped before finishing"
+        _lose(current, f"{current.worker} stopped before finishing", now)
     if len(runs) - submission.retry_from >= MAX_RUNS:
         submission.status = SubmissionStatus.error.value
         return None
@@ -60,14 +57,6 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
     session.flush()
     return Claim(run.id, submission.id, submission.exercise.slug, submission.filename,
                  submission.code)
-
-
-def reopen(submission: Submission) -> None:
-    """Grade a finished submission again (a staff regrade, e.g. after fixing an exercise's checks):
-    its runs so far stop counting toward MAX_RUNS, and its last grade stands until the new one."""
-    submission.retry_from = len(submission.runs)
-    submission.status = SubmissionStatus.queued.value
-    submission.enqueued_at = None
 
 
 def worker_name() -> str:
@@ -88,23 +77,47 @@ def _gone(worker: str | None) -> bool:
     return False
 
 
-def record(session: Session, run_id: int, report: dict, now: dt.datetime | None = None) -> str:
-    """Store a report for a run that is still the submission's current one; returns the outcome."""
-    now = now or utcnow()
+def _current(session: Session, run_id: int) -> GradingRun | None:
+    """The run, locked, if it is still its submission's live run (else another run took over)."""
     run = session.get(GradingRun, run_id, with_for_update=True)
+    if run is None or run.status != "running" or run.submission.status in DONE:
+        return None
+    return run
+
+
+def _after_failure(run: GradingRun) -> str:
+    """A run ended without a grade: the submission waits for another run, or is a grader error."""
     submission = run.submission
-    if run.status != "running" or submission.status in DONE:
-        return "stale"  # another run took over: its result stands
+    if run.attempt - submission.retry_from < MAX_RUNS:
+        submission.status = SubmissionStatus.queued.value
+        submission.enqueued_at = None
+        return "requeued"
+    submission.status = SubmissionStatus.error.value
+    return "error"
+
+
+def _lose(run: GradingRun, reason: str, now: dt.datetime) -> str:
+    run.status, run.error, run.finished_at = "lost", reason, now
+    return _after_failure(run)
+
+
+def record(session: Session, run_id: int, report: dict, now: dt.datetime | None = None) -> str:
+    """Store a report for a run that is still the submission's current one; returns the outcome:
+    graded, failed (the grader failed: another run follows, or the submission is an error), or
+    stale (another run took over, or staff cancelled it: its word stands)."""
+    now = now or utcnow()
+    run = _current(session, run_id)
+    if run is None:
+        return "stale"
     run.finished_at = now
+    run.environment, run.timing = report.get("environment"), report.get("timing")
     if report.get("status") != "graded":
         run.status, run.error = "failed", str(report.get("error") or "the grader failed")
-        submission.status = (SubmissionStatus.queued.value
-                             if run.attempt - submission.retry_from < MAX_RUNS
-                              else SubmissionStatus.error.value)
+        _after_failure(run)
         return "failed"
+    submission = run.submission
     run.status = "done"
-    run.environment, run.sandbox = report.get("environment"), report.get("sandbox")
-    run.timing, run.notes, run.output = report.get("timing"), report.get("notes"), report.get("output")
+    run.sandbox, run.notes, run.output = report.get("sandbox"), report.get("notes"), report.get("output")
     for position, check in enumerate(report["checks"]):
         run.checks.append(CheckResult(
             position=position, name=check["name"], title=check["title"], points=check["points"],
@@ -119,22 +132,46 @@ def record(session: Session, run_id: int, report: dict, now: dt.datetime | None 
     return "graded"
 
 
-def grade(database: Database, executor: Executor, catalogue: dict[str, ExerciseInfo],
-          submission_id: int, *, worker: str, lease: dt.timedelta) -> str:
-    """Claim, grade with the executor, record. Returns graded, failed, stale or skipped."""
-    with database.sessions.begin() as session:
-        claimed = claim(session, submission_id, executor.name, worker, lease)
-    if claimed is None:
-        return "skipped"
-    info = catalogue.get(claimed.exercise)
-    with tempfile.TemporaryDirectory(prefix="hpcgrade-spool-") as spool:
-        path = Path(spool) / f"submission{Path(claimed.filename).suffix}"
-        path.write_bytes(claimed.code)
-        if info is None:
-            report = {"status": "error", "error": f"exercise {claimed.exercise} is not installed"}
-        else:
-            report = executor.grade(Job(
-                exercise=info.slug, exercise_dir=str(info.path), submission=str(path),
-                filename=claimed.filename, limits=info.limits, id=str(claimed.run_id)))
-    with database.sessions.begin() as session:
-        return record(session, claimed.run_id, report)
+def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+    """The run's job ended without its report (failed, timed out, node lost…): another run
+    follows (requeued), or after MAX_RUNS the submission is a grader error; or stale."""
+    run = _current(session, run_id)
+    return _lose(run, reason, now or utcnow()) if run is not None else "stale"
+
+
+def cancel(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+    """The run's job was cancelled: see stop."""
+    run = _current(session, run_id)
+    if run is None:
+        return "stale"
+    run.status, run.error, run.finished_at = "cancelled", reason, now or utcnow()
+    stop(run.submission)
+    return "cancelled"
+
+
+def stop(submission: Submission) -> None:
+    """Grading stopped before a grade: the grade from before a regrade stands; a submission
+    never graded is shown as cancelled, never as a zero."""
+    submission.status = (SubmissionStatus.graded.value if submission.score is not None
+                         else SubmissionStatus.cancelled.value)
+
+
+def refuse(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+    """The cluster can never run this run (it asks more than any node has): a grader error at
+    once, with the reason, since another run would fail the same way."""
+    run = _current(session, run_id)
+    if run is None:
+        return "stale"
+    run.status, run.error, run.finished_at = "failed", reason, now or utcnow()
+    run.submission.status = SubmissionStatus.error.value
+    return "error"
+
+
+def release(session: Session, run_ids: list[int]) -> None:
+    """Runs whose submissions never reached the executor (sbatch failed): as if never claimed."""
+    submissions = session.scalars(select(Submission).join(GradingRun).where(
+        GradingRun.id.in_(run_ids), GradingRun.status == "running").with_for_update(of=Submission))
+    for submission in submissions:
+        submission.status = SubmissionStatus.queued.value
+    session.execute(delete(GradingRun).where(GradingRun.id.in_(run_ids),
+                                             GradingRun.status == "running"))

@@ -1,6 +1,13 @@
-"""The `hpcgrade` command."""
+"""The `hpcgrade` command, and its grading subcommands.
+
+Each subcommand's module is imported only when that subcommand runs (click's lazy-group
+pattern), so `hpcgrade grade` on a compute node loads neither Flask, SQLAlchemy nor Celery. The
+command lives in worker/ because it reaches both sides: the service's commands (db, users,
+exercise sync, demo, login, submit) are in server/, those that run the harness are here.
+"""
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import tempfile
@@ -8,24 +15,43 @@ from pathlib import Path
 
 import click
 
-from worker.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
+from server.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
                               load_catalogue, load_exercise_info)
-from worker.harness.jobs import Job
+from server.summary import summary
 from worker.runner import HarnessFailed, HarnessProcess
-
-from .commands import db_group, exercises_sync, users_group
-from .client import login, submit
-from .demo import demo
-from .summary import summary
 
 LANGS = click.Choice(["en", "es"])
 
 
-def _catalogue() -> dict[str, ExerciseInfo]:
-    try:
-        return load_catalogue()
-    except ExerciseConfigError as exc:
-        raise click.ClickException(f"bad exercise: {exc}") from None
+class LazyGroup(click.Group):
+    """A group whose subcommands are named "module:attribute" and imported when used."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.lazy:
+            return super().get_command(ctx, name)
+        module, _, attribute = self.lazy[name].partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+@click.group(cls=LazyGroup, lazy={
+    "db": "server.commands:db_group", "users": "server.commands:users_group",
+    "exercises": "server.commands:list_exercises", "demo": "server.demo:demo",
+    "login": "server.client:login", "submit": "server.client:submit",
+    "slurm": "worker.cluster_cli:slurm_group", "pilot": "worker.cluster_cli:pilot_group"})
+def main() -> None:
+    """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
+
+
+@main.group("exercise", cls=LazyGroup, lazy={"sync": "server.commands:exercises_sync"})
+def exercise_group() -> None:
+    """Work on exercises."""
 
 
 def _exercise(slug: str) -> ExerciseInfo:
@@ -39,30 +65,11 @@ def _exercise(slug: str) -> ExerciseInfo:
         raise click.ClickException(f"bad exercise: {exc}") from None
 
 
-def job_for(info: ExerciseInfo, path: Path, *, lang: str = "en", seed: int | None = None,
-            device: str = "auto", job_id: str = "") -> Job:
-    return Job(exercise=info.slug, exercise_dir=str(info.path), submission=str(path.resolve()),
-               filename=path.name, limits=info.limits, seed=seed, lang=lang, device=device,
-               id=job_id)
-
-
 def _harness(python: str | None, scratch: str) -> HarnessProcess:
     try:
         return HarnessProcess(python=python, scratch=scratch)
     except HarnessFailed as exc:
         raise click.ClickException(f"the grader could not start: {exc}") from None
-
-
-@click.group()
-def main() -> None:
-    """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
-
-
-main.add_command(db_group)
-main.add_command(users_group)
-main.add_command(demo)
-main.add_command(login)
-main.add_command(submit)
 
 
 @main.command()
@@ -83,36 +90,13 @@ def grade(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str, seed
             _harness(python, scratch) as harness:
         for path in files:
             try:
-                report = harness.grade(job_for(info, path, lang=lang, seed=seed, device=device))
+                report = harness.grade(info.job(path, lang=lang, seed=seed, device=device))
             except HarnessFailed as exc:
                 report = {"exercise": exercise, "status": "error", "error": str(exc)}
             failed |= report.get("status") != "graded"
-            click.echo(json.dumps(report) if as_json else summary(path, report))
+            click.echo(json.dumps({"file": str(path), **report}) if as_json
+                       else summary(path, report))
     sys.exit(1 if failed else 0)
-
-
-@main.command("exercises")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--lang", type=LANGS, default="en", show_default=True)
-def list_exercises(as_json: bool, lang: str) -> None:
-    """List the exercises."""
-    catalogue = _catalogue()
-    if as_json:
-        click.echo(json.dumps([{"slug": e.slug, "title": e.title, "section": e.section,
-                                "deadline": e.deadline.at.isoformat() if e.deadline.at else None,
-                                "deadline_policy": e.deadline.policy}
-                               for e in catalogue.values()]))
-        return
-    for e in catalogue.values():
-        click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")
-
-
-@main.group("exercise")
-def exercise_group() -> None:
-    """Work on exercises."""
-
-
-exercise_group.add_command(exercises_sync)
 
 
 @exercise_group.command("check")
@@ -120,29 +104,33 @@ exercise_group.add_command(exercises_sync)
 @click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
 def check_exercises(slugs: tuple[str, ...], seed: int | None) -> None:
     """Grade each reference (full marks) and mutant (must lose points with its code)."""
-    infos = [_exercise(s) for s in slugs] if slugs else list(_catalogue().values())
-    problems = []
+    try:
+        infos = [_exercise(s) for s in slugs] if slugs else list(load_catalogue().values())
+    except ExerciseConfigError as exc:
+        raise click.ClickException(f"bad exercise: {exc}") from None
+    problems = 0
     with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
             _harness(None, scratch) as harness:
         for info in infos:
-            for problem in self_check(harness, info, seed):
-                problems.append(f"{info.slug}: {problem}")
+            found = self_check(harness, info, seed)
+            for problem in found:
                 click.echo(f"FAIL {info.slug}: {problem}")
-            click.echo(f"{'ok  ' if not any(p.startswith(info.slug + ':') for p in problems) else 'FAIL'}"
-                       f" {info.slug} (reference + {len(info.mutants)} mutants)")
+            click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} "
+                       f"(reference + {len(info.mutants)} mutants)")
+            problems += len(found)
     if problems:
-        raise click.ClickException(f"{len(problems)} problem(s)")
+        raise click.ClickException(f"{problems} problem(s)")
 
 
 def self_check(harness: HarnessProcess, info: ExerciseInfo, seed: int | None) -> list[str]:
     problems = []
-    report = harness.grade(job_for(info, info.path / "reference.py", seed=seed))
+    report = harness.grade(info.job(info.path / "reference.py", seed=seed))
     if report.get("status") != "graded" or report["score"] != report["max_score"]:
         failing = [c["name"] + ": " + c["message"] for c in report.get("checks", []) if not c["passed"]]
         problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}: "
                         f"{report.get('error') or failing}")
     for name, code in info.mutants.items():
-        report = harness.grade(job_for(info, info.path / "mutants" / f"{name}.py", seed=seed))
+        report = harness.grade(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
         codes = {d["code"] for c in report.get("checks", []) for d in c["diagnostics"]}
         if report.get("status") != "graded":
             problems.append(f"mutant {name}: grader error {report.get('error')}")
@@ -151,3 +139,7 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo, seed: int | None) ->
         elif code not in codes:
             problems.append(f"mutant {name} lost points but with {sorted(codes)}, not {code}")
     return problems
+
+
+if __name__ == "__main__":
+    main()

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.harness.codes import CATALOGUE
-from worker.harness.jobs import Limits
+from worker.harness.jobs import Job, Limits
+
+from .config import ConfigError, Resources
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 REQUIRED_FILES = ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "checks.py",
@@ -70,6 +72,16 @@ class ExerciseInfo:
     def starter(self) -> str:
         return (self.path / "starter.py").read_text()
 
+    def resources(self, default: Resources) -> Resources:
+        """The Slurm job shape for this exercise: the service's default with `[slurm]` applied."""
+        return default.override(self.slurm, f"{self.slug} [slurm]")
+
+    def job(self, submission: Path, *, filename: str | None = None, lang: str = "en",
+            seed: int | None = None, device: str = "auto", job_id: str = "") -> Job:
+        return Job(exercise=self.slug, exercise_dir=str(self.path),
+                   submission=str(submission.resolve()), filename=filename or submission.name,
+                   limits=self.limits, seed=seed, lang=lang, device=device, id=job_id)
+
 
 def default_root() -> Path:
     return Path(os.environ.get("HPCGRADE_EXERCISES", Path(__file__).resolve().parents[1] / "exercises"))
@@ -110,6 +122,13 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     max_attempts = data.get("max_attempts")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
         raise ExerciseConfigError(f"{where}: max_attempts must be a positive whole number")
+    slurm = data.get("slurm", {})
+    if not isinstance(slurm, dict):
+        raise ExerciseConfigError(f"{where}: slurm must be a table")
+    try:
+        Resources().override(slurm, "[slurm]")
+    except ConfigError as exc:
+        raise ExerciseConfigError(f"{where}: {exc}") from None
     mutants = data.get("mutants", {})
     for name, code in mutants.items():
         if code not in CATALOGUE:
@@ -117,4 +136,4 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         if not (path / "mutants" / f"{name}.py").is_file():
             raise ExerciseConfigError(f"{where}: mutant {name}: mutants/{name}.py is missing")
     return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
-                        data.get("slurm", {}), mutants, max_attempts)
+                        slurm, mutants, max_attempts)

@@ -1,0 +1,332 @@
+"""Grades on a real single-node Slurm (scripts/slurm starts it): batches, jobs that end badly,
+a node lost mid-job, the controller away, pilots. Jobs run the harness under the course venv of
+the grading account (scripts/grading-account). The dispatcher is driven here, in-process, cycle
+by cycle, as the Celery tasks drive it; test_slurm_service.py runs the whole service."""
+import dataclasses
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import slurm_cluster
+from helpers import REFERENCE_Q, postgres_database, queue_submission
+from server import create_app, migrate
+from server.catalogue import load_catalogue
+from server.config import load_config
+from server.exercises import sync_exercises
+from server.models import GradingRun, Submission
+from server.users import add_user
+from worker.dispatch import Dispatcher
+from worker.grading import DONE, MAX_RUNS
+from worker.harness import pilot as pilot_layout
+from worker.slurm import SlurmExecutor
+
+pytestmark = [pytest.mark.slurm, pytest.mark.services,
+              pytest.mark.skipif(not slurm_cluster.available(),
+                                 reason="no Slurm cluster of scripts/slurm's here")]
+ROOT = Path(__file__).parents[1]
+SLOW = "import time\ntime.sleep({seconds})\n" + REFERENCE_Q
+
+
+@pytest.fixture
+def empty_database_url():
+    """PostgreSQL, as in production: the state machine is tested on SQLite too (test_dispatch)."""
+    yield from postgres_database()
+
+
+@pytest.fixture
+def shared():
+    """A folder the grading account can reach, as a cluster's shared filesystem: the spool
+    (owned by the account's group, set-group-ID, as deploy/ sets it up) and test exercises."""
+    folder = Path(tempfile.mkdtemp(prefix="hpcgrade-test-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    spool = folder / "spool"
+    spool.mkdir()
+    shutil.chown(spool, group=os.environ.get("HPCGRADE_TEST_USER", "root"))
+    spool.chmod(0o2770)
+    yield folder
+    slurm_cluster.cancel_all()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def settings(shared: Path, **overrides) -> dict:
+    """The service's settings for a course of its own (its job names are its own)."""
+    return load_config({
+        "EXECUTOR": "slurm", "SPOOL_DIR": str(shared / "spool"),
+        "COURSE": f"t{uuid.uuid4().hex[:8]}",
+        "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"],
+        "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
+        "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", "SLURM_TIME": 5, "SLURM_BATCH_WAIT": 0,
+        **overrides})
+
+
+def exercise_with(slug: str, **changes) -> dict:
+    """The catalogue with one exercise changed (its [slurm] table, its limits): what the
+    dispatcher reads of exercise.toml."""
+    catalogue = load_catalogue()
+    return {**catalogue, slug: dataclasses.replace(catalogue[slug], **changes)}
+
+
+def exercises_folder(shared: Path, slug: str, slurm: str) -> Path:
+    """An exercises folder where one exercise's [slurm] table is `slurm`."""
+    root = shared / "exercises"
+    shutil.copytree(ROOT / "exercises" / slug, root / slug)
+    toml = root / slug / "exercise.toml"
+    toml.write_text(toml.read_text().replace("[slurm]\ngpus = 0\n", f"[slurm]\n{slurm}\n"))
+    return root
+
+
+def make_dispatcher(database, config, catalogue=None) -> Dispatcher:
+    return Dispatcher.from_config(database, SlurmExecutor(config), catalogue or load_catalogue(),
+                                  config)
+
+
+def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
+           until=lambda submissions: all(s.status in DONE for s in submissions)):
+    """Run collect and dispatch cycles, as the beat does, until the submissions are done."""
+    deadline = time.monotonic() + seconds
+    while True:
+        grading.collect()
+        grading.dispatch([])
+        with grading.database.sessions() as session:
+            submissions = [session.get(Submission, i) for i in ids]
+            for submission in submissions:
+                submission.runs  # loaded before the session closes
+            if until(submissions):
+                return {s.id: s for s in submissions}
+        assert time.monotonic() < deadline, [(s.status, [r.status for r in s.runs])
+                                             for s in submissions]
+        time.sleep(0.3)
+
+
+def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3))
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(5)]
+    ids.append(queue_submission(database, REFERENCE_Q.replace("- b**2", "+ b**2")))
+    grading.dispatch(ids)
+    done = settle(grading, ids)
+    assert [s.score for s in done.values()] == [10] * 5 + [3]
+    runs = [s.runs[-1] for s in done.values()]
+    assert len({run.external_id for run in runs}) == 2
+    assert all(run.environment["slurm_job"] == run.external_id for run in runs)
+    assert all(run.environment["node"] == slurm_cluster.node() for run in runs)
+    assert not any((shared / "spool" / "runs").iterdir())  # each run's folder, once recorded
+
+
+def test_a_job_that_fails_is_dispatched_again_then_a_grader_error_never_a_zero(database, shared):
+    grading = make_dispatcher(database, settings(shared, COURSE_PYTHON="/nonexistent/python"))
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    submission = settle(grading, [submission_id])[submission_id]
+    assert (submission.status, submission.score) == ("error", None)
+    assert [r.status for r in submission.runs] == ["lost"] * MAX_RUNS
+    assert "ended FAILED" in submission.runs[0].error
+    assert "/nonexistent/python" in submission.runs[0].error  # the end of the job's log
+
+
+def test_a_job_out_of_memory_is_dispatched_again_then_a_grader_error(database, shared):
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "memory": "150M"})
+    grading = make_dispatcher(database, settings(shared), catalogue)
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    submission = settle(grading, [submission_id], seconds=120)
+    submission = submission[submission_id]
+    assert (submission.status, submission.score, len(submission.runs)) == ("error", None, MAX_RUNS)
+    assert any("OUT_OF_MEMORY" in (r.error or "") or r.job_state == "OUT_OF_MEMORY"
+               for r in submission.runs)
+
+
+def test_a_cancelled_job_shows_its_submission_cancelled(database, shared):
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "extra": ["--hold"]})
+    grading = make_dispatcher(database, settings(shared), catalogue)
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    with database.sessions() as session:
+        job = session.scalar(sa.select(GradingRun.external_id))
+    subprocess.run(["scancel", job], check=True)  # an instructor, from a terminal
+    submission = settle(grading, [submission_id])[submission_id]
+    assert (submission.status, submission.score) == ("cancelled", None)
+    assert "ended CANCELLED" in submission.runs[0].error
+
+
+def test_a_job_over_its_time_is_dispatched_again(database, shared):
+    """Slurm's limits are whole minutes and enforced every half minute or so: this takes ~80 s."""
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 1},
+                              limits={"load_seconds": 300, "call_seconds": 300,
+                                      "cpu_seconds": 300})
+    grading = make_dispatcher(database, settings(shared), catalogue)
+    submission_id = queue_submission(database, SLOW.format(seconds=240))
+    grading.dispatch([submission_id])
+    runs = settle(grading, [submission_id], seconds=180,
+                  until=lambda s: len(s[0].runs) >= 2)[submission_id].runs
+    assert runs[0].status == "lost" and "ended TIMEOUT" in runs[0].error
+    grading.cancel([submission_id])
+
+
+def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shared):
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2))
+    quick = queue_submission(database, REFERENCE_Q)
+    slow = queue_submission(database, SLOW.format(seconds=15))
+    grading.dispatch([quick, slow])
+    settle(grading, [quick], until=lambda s: s[0].status == "graded")
+    with database.sessions() as session:
+        job = session.scalar(sa.select(GradingRun.external_id).where(GradingRun.submission_id == slow))
+    slurm_cluster.lose_node("test: a node lost mid-job")
+    try:
+        settle(grading, [slow], until=lambda s: slurm_cluster.job_state(job) == "PENDING")
+    finally:
+        slurm_cluster.resume_node()
+    slurm_cluster.start_now(job)
+    done = settle(grading, [quick, slow])
+    assert [(s.status, s.score) for s in done.values()] == [("graded", 10), ("graded", 10)]
+    for submission in done.values():
+        assert [(r.status, r.external_id) for r in submission.runs] == [("done", job)]
+    assert done[slow].runs[0].environment["slurm_restart_count"] in (1, "1")
+
+
+def test_the_controller_away_loses_nothing(database, shared):
+    grading = make_dispatcher(database, settings(shared))
+    running = queue_submission(database, SLOW.format(seconds=5))
+    grading.dispatch([running])
+    with database.sessions() as session:
+        job = session.scalar(sa.select(GradingRun.external_id))
+    settle(grading, [running], until=lambda s: slurm_cluster.job_state(job) == "RUNNING")
+    slurm_cluster.stop_controller()
+    try:
+        waiting = queue_submission(database, REFERENCE_Q)
+        grading.dispatch([waiting])  # sbatch fails: the submission stays queued, with no run
+        # the running job's report needs no controller to be read
+        settle(grading, [running], until=lambda s: s[0].status == "graded")
+        with database.sessions() as session:
+            still = session.get(Submission, waiting)
+            assert (still.status, still.runs) == ("queued", [])
+    finally:
+        slurm_cluster.start_controller()
+    done = settle(grading, [running, waiting])
+    assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)] * 2
+
+
+def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared, tmp_path,
+                                                                 monkeypatch):
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "cpus": 4})
+    config = settings(shared)
+    grading = make_dispatcher(database, config, catalogue)
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert (submission.status, submission.score) == ("error", None)
+        assert "asks 4 CPUs, the largest node of partition grading has" in submission.runs[0].error
+    assert slurm_cluster.jobs() == []
+    # and at start-up: the dispatcher's unit runs `hpcgrade slurm check` before it starts
+    config_file = tmp_path / "hpcgrade.toml"
+    config_file.write_text("".join(f"{k.lower()} = {v!r}\n".replace("'", '"') for k, v in {
+        "executor": "slurm", "spool_dir": config["SPOOL_DIR"], "course": config["COURSE"],
+        "slurm_partition": "grading", "slurm_gpus": 0}.items()))
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file),
+               HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0\ncpus = 4")))
+    checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check"], env=env,
+                             capture_output=True, text=True, cwd=ROOT)
+    assert checked.returncode == 1
+    assert "autograd-q: asks 4 CPUs, the largest node of partition grading has" in checked.stderr
+
+
+def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, shared, tmp_path):
+    config = settings(shared)
+    grading = make_dispatcher(database, config)
+    config_file = tmp_path / "hpcgrade.toml"
+    config_file.write_text("".join(f"{k.lower()} = {v!r}\n".replace("'", '"') for k, v in {
+        "executor": "slurm", "spool_dir": config["SPOOL_DIR"], "course": config["COURSE"],
+        "course_python": config["COURSE_PYTHON"], "slurm_partition": "grading",
+        "slurm_gpus": 0, "slurm_cpus": 1, "slurm_memory": "2G"}.items()))
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file))
+    started = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "start", "--hours", "0.2"],
+                             env=env, capture_output=True, text=True, cwd=ROOT, check=True)
+    pilot = started.stdout.split()[1]
+    shape = load_catalogue()["autograd-q"].resources(grading.resources)
+    deadline = time.monotonic() + 60
+    while grading.pilots.choose(shape) != pilot:
+        assert time.monotonic() < deadline, "the pilot never took runs"
+        time.sleep(0.2)
+
+    first = queue_submission(database, REFERENCE_Q)
+    sent = time.monotonic()
+    assert grading.dispatch([first]).outcomes == {first: "graded"}  # no batch wait, no poll
+    assert time.monotonic() - sent < 5
+    listed = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "list"], env=env,
+                            capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert pilot in listed and "RUNNING" in listed
+
+    slow = queue_submission(database, SLOW.format(seconds=20))
+    grading.dispatch([slow])
+    with database.sessions() as session:
+        run_id = str(session.scalar(sa.select(GradingRun.id).where(GradingRun.submission_id == slow)))
+    folder = pilot_layout.pilot_dir(shared / "spool", pilot)
+    settle(grading, [slow], until=lambda s: pilot_layout.read_heartbeat(folder)["grading"] == run_id)
+    subprocess.run(["scancel", pilot], check=True)  # the allocation is lost mid-run
+    done = settle(grading, [first, slow], seconds=120)
+    assert [r.executor for r in done[first].runs] == ["pilot"]
+    assert [(r.executor, r.status) for r in done[slow].runs] == [("pilot", "lost"), ("slurm", "done")]
+    assert f"pilot job {pilot} ended CANCELLED" in done[slow].runs[0].error
+    assert done[slow].score == 10
+
+
+def test_the_service_grades_a_submission_on_slurm_through_the_api(shared, redis_server, catalogue,
+                                                                  tmp_path):
+    """The portal, a dispatcher (a Celery worker with EXECUTOR=slurm) and beat as their own
+    processes, as deploy/systemd runs them; Slurm's commands over ssh on a submit host, as the
+    grading account, so the harness runs unprivileged inside the job."""
+    for url in postgres_database():
+        migrate.upgrade(url)
+        config = {**settings(shared), "DATABASE_URL": url, "BROKER_URL": redis_server.url,
+                  "SECRET_KEY": "test", "COLLECT_SECONDS": 0.5, "SLURM_BATCH_WAIT": 0.2,
+                  "SLURM_SUBMIT_HOST": os.environ["HPCGRADE_TEST_SSH_HOST"],
+                  "SLURM_SSH_OPTIONS": os.environ["HPCGRADE_TEST_SSH_OPTIONS"]}
+        app = create_app(config)
+        with app.extensions["hpcgrade.db"].sessions.begin() as session:
+            sync_exercises(session, catalogue)
+            add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
+        env = {**os.environ, **{f"HPCGRADE_{k}": json.dumps(v) if isinstance(v, (tuple, dict)) else str(v)
+                                for k, v in config.items() if v is not None}}
+        celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app"]
+        services = [subprocess.Popen([*celery, "worker", "--concurrency=2", "--without-gossip",
+                                      "--without-mingle", "-l", "warning"], cwd=ROOT, env=env),
+                    subprocess.Popen([*celery, "beat", "-l", "warning", "--schedule",
+                                      str(tmp_path / "beat")], cwd=ROOT, env=env)]
+        try:
+            client = app.test_client()
+            token = client.post("/api/v1/tokens", json={"username": "bea",
+                                                        "password": "long-password"}).json
+            headers = {"Authorization": f"Bearer {token['token']}"}
+            created = client.post("/api/v1/submissions", headers=headers, data={
+                "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+            assert created.status_code == 202
+            deadline = time.monotonic() + 90
+            while (status := client.get(created.json["url"], headers=headers).json)["status"] \
+                    != "graded":
+                assert time.monotonic() < deadline, status
+                time.sleep(0.3)
+        finally:
+            for process in services:
+                process.terminate()
+            for process in services:
+                process.wait(timeout=30)
+        assert status["score"] == 10 and all(c["passed"] for c in status["checks"])
+        with app.extensions["hpcgrade.db"].sessions() as session:
+            run = session.scalar(sa.select(GradingRun))
+            assert (run.executor, run.status) == ("slurm", "done")
+            assert run.environment["slurm_job"] == run.external_id
+            assert run.sandbox["unavailable"] == [] and "network-namespace" in run.sandbox["layers"]
+        owner = subprocess.run(["squeue", "-h", "-t", "all", "-j", run.external_id, "-o", "%u"],
+                               capture_output=True, text=True).stdout.strip()
+        assert owner == os.environ["HPCGRADE_TEST_USER"]
+        app.extensions["hpcgrade.db"].dispose()

@@ -1,0 +1,124 @@
+"""`hpcgrade slurm check` and `hpcgrade pilot start|list|stop`: the cluster, for its admins."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+
+import click
+
+from server.catalogue import ExerciseConfigError, load_catalogue
+from server.config import ConfigError, load_config
+from worker.executor import ClusterError
+from worker.pilots import Pilots
+from worker.runner import PACKAGE_ROOT
+from worker.slurm import SlurmExecutor
+from worker.slurm_text import parse_sbatch
+
+PILOT_SCRIPT = f"{PACKAGE_ROOT}/deploy/slurm/pilot.sbatch"
+
+
+def _slurm() -> SlurmExecutor:
+    try:
+        return SlurmExecutor(load_config())
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group("slurm")
+def slurm_group() -> None:
+    """The Slurm cluster the grades run on."""
+
+
+@slurm_group.command("check")
+def check() -> None:
+    """Make sure the cluster can run every exercise's jobs (a deploy step: the dispatcher's
+    unit runs it before starting)."""
+    slurm = _slurm()
+    try:
+        problems = slurm.check(load_catalogue())
+    except ExerciseConfigError as exc:
+        raise click.ClickException(f"bad exercise: {exc}") from None
+    for problem in problems:
+        click.echo(f"cannot run: {problem}", err=True)
+    if problems:
+        raise click.ClickException(f"{len(problems)} problem(s): fix SLURM_* or the exercises' "
+                                   "[slurm] tables")
+    fits = slurm.limits(slurm.default.partition)
+    click.echo(f"ok: every exercise fits partition {fits.partition} (largest node: {fits.cpus} "
+               f"CPUs, {fits.memory} MB, {fits.gpus} GPUs)")
+
+
+@click.group("pilot")
+def pilot_group() -> None:
+    """Pilots: allocations that grade as runs arrive, with a warm harness."""
+
+
+@pilot_group.command("start")
+@click.option("--hours", type=click.FloatRange(0.1), default=2.0, show_default=True,
+              help="How long the allocation holds.")
+@click.option("--gpus", type=click.IntRange(0), help="Default: SLURM_GPUS.")
+@click.option("--partition", help="Default: SLURM_PARTITION.")
+def start(hours: float, gpus: int | None, partition: str | None) -> None:
+    """Submit a pilot; the dispatcher sends it runs once its heartbeat appears."""
+    slurm = _slurm()
+    minutes = max(int(hours * 60), 1)
+    resources = dataclasses.replace(slurm.default, time=minutes,
+                                    **({"gpus": gpus} if gpus is not None else {}),
+                                    **({"partition": partition} if partition else {}))
+    variables = {"HPCGRADE_SPOOL": slurm.spool, "HPCGRADE_HOME": PACKAGE_ROOT,
+                 "HPCGRADE_PYTHON": slurm.python, "HPCGRADE_PILOT_MINUTES": minutes,
+                 "HPCGRADE_MODULES": " ".join(slurm.modules)}
+    options = slurm.options(resources, slurm.pilot_name, f"hpcgrade {slurm.course} pilot")
+    export = "--export=" + ",".join(f"{k}={v}" for k, v in variables.items())
+    with open(PILOT_SCRIPT) as script:
+        try:
+            job_id = parse_sbatch(slurm.commands.run(["sbatch", "--parsable", *options, export],
+                                                     stdin=script.read()))
+        except ClusterError as exc:
+            raise click.ClickException(str(exc)) from None
+    click.echo(f"pilot {job_id} submitted for {minutes} min; `hpcgrade pilot list` shows when "
+               "it takes runs")
+
+
+@pilot_group.command("list")
+def list_pilots() -> None:
+    """Every pilot in the spool: node, GPUs, Slurm state, heartbeat, runs graded."""
+    slurm = _slurm()
+    beats = Pilots(slurm.spool, slurm.course).heartbeats()
+    try:
+        states = slurm.poll(sorted(beats)) if beats else {}
+    except ClusterError as exc:
+        click.echo(f"Slurm does not answer ({exc}); heartbeats only", err=True)
+        states = {}
+    click.echo(f"{'pilot':>10} {'node':12} {'gpus':>4} {'state':12} {'beat':>8} {'graded':>6} "
+               f"{'grading':>8}  until")
+    now = time.time()
+    for name, beat in sorted(beats.items()):
+        state = states.get(name)
+        until = dt.datetime.fromtimestamp(float(beat.get("until", 0))).strftime("%H:%M")
+        click.echo(f"{name:>10} {str(beat.get('node')):12} {beat.get('gpus', 0):>4} "
+                   f"{(state.state if state else '?'):12} {now - float(beat.get('beat', 0)):7.1f}s "
+                   f"{beat.get('graded', 0):>6} {beat.get('grading') or '—':>8}  {until}"
+                   f"{' (stopping)' if beat.get('stopping') else ''}")
+
+
+@pilot_group.command("stop")
+@click.argument("names", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Every pilot in the spool.")
+@click.option("--now", is_flag=True, help="Cancel the job at once (its runs are sent elsewhere).")
+def stop(names: tuple[str, ...], every: bool, now: bool) -> None:
+    """Ask pilots to finish the runs they hold and end."""
+    slurm = _slurm()
+    pilots = Pilots(slurm.spool, slurm.course)
+    chosen = sorted(pilots.heartbeats()) if every else list(names)
+    if not chosen:
+        raise click.UsageError("name the pilots to stop, or --all")
+    for name in chosen:
+        pilots.stop(name)
+    if now:
+        try:
+            slurm.cancel(chosen)
+        except ClusterError as exc:
+            raise click.ClickException(str(exc)) from None
+    click.echo(f"{'cancelled' if now else 'stopping'}: {', '.join(chosen)}")

@@ -1,0 +1,320 @@
+"""Dispatch and collect: queued submissions become runs on an executor, reports become grades.
+
+`dispatch` claims queued submissions and hands them to the executor. A synchronous executor
+(local) grades them before it returns, and each is recorded at once. With Slurm, runs that fit
+a live pilot go to it at once; the others are packed by resource shape into batches, each sent
+as one job when it is full (SLURM_BATCH_SIZE) or when its oldest submission has waited
+SLURM_BATCH_WAIT seconds.
+
+`collect` records every report that has appeared in the spool, then asks the executor about
+the other runs' jobs in one poll. A job that ended without a run's report sends the run back to
+the queue (up to MAX_RUNS runs, then "grader error", never a zero); a cancelled job makes its
+submissions cancelled. Reports are trusted over the cluster's word: a job that ended
+OUT_OF_MEMORY after writing a correct report is graded. A job is judged ended only when two
+polls agree, so a report still on its way through a shared filesystem is not taken for missing.
+
+The database is the source of truth: a claim is committed before anything is submitted, and
+runs whose submission failed are released as if never claimed.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import func, select, update
+
+from server.catalogue import ExerciseInfo
+from server.config import Resources, slurm_resources
+from server.db import Database
+from server.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
+from worker import grading
+from worker.executor import WAITING, ClusterError, Executor, ImpossibleRequest, JobState, SubmitError
+from worker.harness import spool
+from worker.harness.jobs import Job
+from worker.pilots import Pilots
+
+log = logging.getLogger(__name__)
+MOST_PER_CYCLE = 1000
+PILOT_REPORT_WAIT = 2.0  # a warm pilot grades in tens of milliseconds: wait that long, not a poll
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """What one dispatch did: the outcome for each submission it settled (graded, failed…),
+    those back in the queue for another run (to send again now), and the seconds until a
+    waiting batch is due."""
+
+    outcomes: dict[int, str] = field(default_factory=dict)
+    requeued: list[int] = field(default_factory=list)
+    due_in: float | None = None
+
+
+@dataclass
+class Dispatcher:
+    database: Database
+    executor: Executor
+    catalogue: dict[str, ExerciseInfo]
+    spool: Path
+    resources: Resources
+    worker: str
+    lease: dt.timedelta
+    batch_size: int = 1
+    batch_wait: float = 0.0
+    pilots: Pilots | None = None
+
+    @classmethod
+    def from_config(cls, database: Database, executor: Executor,
+                    catalogue: dict[str, ExerciseInfo], config: dict) -> "Dispatcher":
+        return cls(database, executor, catalogue, Path(config["SPOOL_DIR"]),
+                   slurm_resources(config), grading.worker_name(),
+                   dt.timedelta(seconds=config["GRADING_LEASE_SECONDS"]),
+                   config["SLURM_BATCH_SIZE"], config["SLURM_BATCH_WAIT"],
+                   Pilots(Path(config["SPOOL_DIR"]), config["COURSE"])
+                   if not executor.synchronous else None)
+
+    # --- dispatch ---------------------------------------------------------------------------
+
+    def dispatch(self, submission_ids: list[int], now: dt.datetime | None = None) -> Dispatched:
+        """Synchronous executors grade the given submissions; asynchronous ones take every queued
+        submission whose batch is ready (the ids only say that something arrived)."""
+        if self.executor.synchronous:
+            outcomes = {i: self._grade_now(i) for i in submission_ids}
+            return Dispatched(outcomes, [i for i, o in outcomes.items() if o == "failed"])
+        return self._dispatch_batches(now or utcnow())
+
+    def _grade_now(self, submission_id: int) -> str:
+        with self.database.sessions.begin() as session:
+            claimed = grading.claim(session, submission_id, self.executor.name, self.worker,
+                                    self.lease)
+        if claimed is None:
+            return "skipped"
+        job = self._spool_run(claimed, self.resources)
+        if job is not None:
+            self.executor.submit([job], self.resources)
+        report = self._report(claimed, job)
+        with self.database.sessions.begin() as session:
+            outcome = grading.record(session, claimed.run_id, report)
+        spool.remove_run(self.spool, str(claimed.run_id))
+        return outcome
+
+    def _report(self, claimed: grading.Claim, job: Job | None) -> dict:
+        if job is None:
+            return {"status": "error", "error": f"exercise {claimed.exercise} is not installed"}
+        return self.executor.collect(job.id) or {"status": "error", "error": "no report"}
+
+    def _spool_run(self, claimed: grading.Claim, resources: Resources) -> Job | None:
+        """The run's folder in the spool, and its job; None if its exercise is not installed."""
+        info = self.catalogue.get(claimed.exercise)
+        if info is None:
+            return None
+        job = Job(exercise=info.slug, exercise_dir=str(info.path), submission="",
+                  filename=claimed.filename, limits=info.limits, id=str(claimed.run_id),
+                  device="cpu" if resources.gpus == 0 else "auto")
+        return spool.read_job(spool.write_run(self.spool, job, claimed.code))
+
+    def _dispatch_batches(self, now: dt.datetime) -> Dispatched:
+        with self.database.sessions.begin() as session:
+            batches, due_in = self._plan(self._queued(session), now)
+            claimed = []
+            for resources, pilot, ids in batches:
+                executor = "pilot" if pilot else self.executor.name
+                claims = [grading.claim(session, i, executor, self.worker, self.lease, now)
+                          for i in ids]
+                claimed.append((resources, pilot, [c for c in claims if c is not None]))
+        outcomes: dict[int, str] = {}
+        for resources, pilot, claims in claimed:
+            if claims:
+                submission_of = {c.run_id: c.submission_id for c in claims}
+                outcomes |= {submission_of[run_id]: outcome for run_id, outcome
+                             in self._send(resources, pilot, claims).items()}
+        return Dispatched(outcomes, [], due_in)
+
+    def _queued(self, session) -> list[tuple[int, str, dt.datetime]]:
+        """(id, exercise, queued since) of queued submissions, oldest first, locked for us."""
+        since = func.coalesce(Submission.enqueued_at, Submission.submitted_at)
+        rows = session.execute(
+            select(Submission.id, Exercise.slug, since).join(Exercise)
+            .where(Submission.status == SubmissionStatus.queued.value)
+            .order_by(Submission.id).limit(MOST_PER_CYCLE)
+            .with_for_update(of=Submission, skip_locked=True))
+        return [(i, slug, _aware(when)) for i, slug, when in rows]
+
+    def _plan(self, queued: list, now: dt.datetime
+              ) -> tuple[list[tuple[Resources, str | None, list[int]]], float | None]:
+        """Batches to send now, as (shape, pilot or None, submission ids), and the seconds until
+        the next partial batch is due."""
+        by_shape: dict[Resources, list[tuple[int, dt.datetime]]] = defaultdict(list)
+        for submission_id, slug, since in queued:
+            info = self.catalogue.get(slug)
+            by_shape[info.resources(self.resources) if info else self.resources].append(
+                (submission_id, since))
+        batches, due_in = [], math.inf
+        for resources, rows in by_shape.items():
+            pilot = self.pilots.choose(resources) if self.pilots else None
+            if pilot is not None:
+                batches.append((resources, pilot, [i for i, _ in rows]))
+                continue
+            while len(rows) >= self.batch_size:
+                batches.append((resources, None, [i for i, _ in rows[:self.batch_size]]))
+                rows = rows[self.batch_size:]
+            if rows:
+                waited = (now - min(since for _, since in rows)).total_seconds()
+                if waited >= self.batch_wait:
+                    batches.append((resources, None, [i for i, _ in rows]))
+                else:
+                    due_in = min(due_in, self.batch_wait - waited)
+        return batches, (due_in if due_in != math.inf else None)
+
+    def _send(self, resources: Resources, pilot: str | None,
+              claims: list[grading.Claim]) -> dict[int, str]:
+        """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled."""
+        jobs = {c.run_id: self._spool_run(c, resources) for c in claims}
+        missing = {c.run_id: self._report(c, None) for c in claims if jobs[c.run_id] is None}
+        outcomes = self._record_reports(missing)
+        sendable = [job for job in jobs.values() if job is not None]
+        if not sendable:
+            return outcomes
+        run_ids = [int(job.id) for job in sendable]
+        try:
+            ids = (self.pilots.assign(pilot, sendable) if pilot
+                   else self.executor.submit(sendable, resources))
+        except ImpossibleRequest as exc:
+            log.error("runs %s refused: %s", run_ids, exc)
+            return outcomes | self._settle(run_ids, grading.refuse,
+                                           f"the cluster cannot run this exercise: {exc}")
+        except SubmitError as exc:
+            log.error("runs %s stay queued: %s", run_ids, exc)
+            with self.database.sessions.begin() as session:
+                grading.release(session, run_ids)
+            for run_id in run_ids:
+                spool.remove_run(self.spool, str(run_id))
+            return outcomes
+        state = JobState("RUNNING", self.pilots.node(pilot)) if pilot else JobState("PENDING")
+        with self.database.sessions.begin() as session:
+            for run_id, external_id in zip(run_ids, ids):
+                session.execute(update(GradingRun).where(GradingRun.id == run_id).values(
+                    external_id=external_id, job_state=state.state, node=state.node))
+        if pilot:
+            outcomes |= self._collect_reports(run_ids, wait=PILOT_REPORT_WAIT)
+        return outcomes
+
+    # --- cancel -----------------------------------------------------------------------------
+
+    def cancel(self, submission_ids: list[int], reason: str = "stopped by staff") -> list[int]:
+        """Stop grading these submissions: stopped in the database first (a report that comes
+        after is stale), then their runs skipped by the harness, and each job cancelled once no
+        other submission's run is left in it. Returns the submissions stopped."""
+        cancelled, runs = [], []
+        with self.database.sessions.begin() as session:
+            for submission_id in submission_ids:
+                submission = session.get(Submission, submission_id, with_for_update=True)
+                if submission is None or submission.status in grading.DONE:
+                    continue
+                for run in [r for r in submission.runs if r.status == "running"]:
+                    grading.cancel(session, run.id, reason)
+                    runs.append(run)
+                grading.stop(submission)
+                cancelled.append(submission_id)
+        for run in runs:
+            try:
+                spool.mark_cancelled(spool.run_dir(self.spool, str(run.id)))
+            except OSError:  # its folder is gone: nothing is left to skip
+                pass
+        jobs = {r.external_id for r in runs if r.external_id and r.executor == self.executor.name}
+        if jobs:
+            with self.database.sessions() as session:
+                shared = set(session.scalars(select(GradingRun.external_id).where(
+                    GradingRun.status == "running", GradingRun.external_id.in_(jobs))))
+            try:
+                self.executor.cancel(sorted(jobs - shared))
+            except ClusterError as exc:  # the job grades on, and its reports are stale
+                log.warning("cannot cancel jobs %s: %s", sorted(jobs - shared), exc)
+        return cancelled
+
+    # --- collect ----------------------------------------------------------------------------
+
+    def collect(self) -> dict[int, str]:
+        """Record the reports that appeared, then settle the runs whose jobs ended without one.
+        Returns the outcome of every run it changed (graded, failed, requeued, error, cancelled)."""
+        with self.database.sessions() as session:
+            runs = session.execute(select(
+                GradingRun.id, GradingRun.external_id, GradingRun.executor, GradingRun.job_state)
+                .where(GradingRun.status == "running",
+                       GradingRun.executor.in_((self.executor.name, "pilot")))).all()
+        outcomes = self._collect_reports([run.id for run in runs])
+        polled = [run for run in runs if run.id not in outcomes and run.external_id]
+        if polled:
+            try:
+                states = self.executor.poll(sorted({run.external_id for run in polled}))
+            except ClusterError as exc:
+                log.warning("cannot poll the cluster, trying again later: %s", exc)
+                return outcomes
+            outcomes |= self._settle_ended(polled, states)
+        return outcomes
+
+    def _collect_reports(self, run_ids: list[int], wait: float = 0.0) -> dict[int, str]:
+        deadline = time.monotonic() + wait
+        waiting, reports = list(run_ids), {}
+        while True:
+            for run_id in waiting:
+                report = self.executor.collect(str(run_id))
+                if report is not None:
+                    reports[run_id] = report
+            waiting = [r for r in waiting if r not in reports]
+            if not waiting or time.monotonic() >= deadline:
+                return self._record_reports(reports)
+            time.sleep(0.02)
+
+    def _record_reports(self, reports: dict[int, dict]) -> dict[int, str]:
+        outcomes = {}
+        for run_id, report in reports.items():
+            with self.database.sessions.begin() as session:
+                outcomes[run_id] = grading.record(session, run_id, report)
+            spool.remove_run(self.spool, str(run_id))
+        return outcomes
+
+    def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, str]:
+        outcomes: dict[int, str] = {}
+        for run in runs:
+            state = states.get(run.external_id, JobState("VANISHED"))
+            if run.executor == "pilot":
+                state = self.pilots.check(run.external_id, state)
+            ended_before = run.job_state is not None and run.job_state not in WAITING
+            if state.outcome == "waiting" or not ended_before:
+                self._note(run.id, state)
+                continue
+            late = self._collect_reports([run.id])
+            if late:
+                outcomes |= late
+                continue
+            where = f" on {state.node}" if state.node else ""
+            reason = (f"{'pilot' if run.executor == 'pilot' else 'Slurm'} job {run.external_id} "
+                      f"ended {state.state}{where} without a report for this run")
+            tail = self.executor.log_tail(run.external_id)
+            settle = (grading.cancel if state.outcome == "cancelled" and run.executor != "pilot"
+                      else grading.lose)
+            outcomes |= self._settle([run.id], settle, reason + (f"\n{tail}" if tail else ""))
+        return outcomes
+
+    def _note(self, run_id: int, state: JobState) -> None:
+        with self.database.sessions.begin() as session:
+            session.execute(update(GradingRun).where(GradingRun.id == run_id).values(
+                job_state=state.state, node=state.node or GradingRun.node))
+
+    def _settle(self, run_ids: list[int], transition, reason: str) -> dict[int, str]:
+        outcomes = {}
+        for run_id in run_ids:
+            with self.database.sessions.begin() as session:
+                outcomes[run_id] = transition(session, run_id, reason)
+            spool.remove_run(self.spool, str(run_id))
+        return outcomes
+
+
+def _aware(when: dt.datetime) -> dt.datetime:
+    """func.coalesce loses the column type on SQLite: its value comes back naive (in UTC)."""
+    return when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when

@@ -1,0 +1,173 @@
+"""The Slurm executor: a batch of runs is one sbatch job that grades them from the spool.
+
+Slurm's commands run here, or on a submit host over ssh where the service runs on a machine
+without them (as Open OnDemand's Slurm adapter does); always as argument lists. One squeue call
+per poll covers every job of the course, and one sacct call those squeue has forgotten (`sacct
+-c`, from the job-completion log, where accounting is off). A shape that no node of the
+partition could ever hold is refused before sbatch, which would accept it and leave it pending
+for good; the cluster's limits come from scontrol and sinfo, and are read again every few
+minutes.
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from server.catalogue import ExerciseInfo
+from server.config import Resources, slurm_resources
+from worker.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
+from worker.harness import spool
+from worker.harness.jobs import Job
+from worker.runner import PACKAGE_ROOT
+from worker.slurm_text import (Limits, job_script, limits, parse_nodes, parse_partitions,
+                               parse_sacct, parse_sbatch, parse_squeue, sbatch_options)
+
+COMMAND_SECONDS = 60
+LIMITS_SECONDS = 300
+LOG_TAIL_BYTES = 2000
+
+
+class SlurmCommands:
+    """Runs a Slurm command here, or on the submit host over ssh, and returns its stdout."""
+
+    def __init__(self, submit_host: str | None = None, ssh_options: tuple[str, ...] = ()):
+        self.prefix = ["ssh", *ssh_options, submit_host] if submit_host else []
+
+    def run(self, args: list[str], stdin: str | None = None) -> str:
+        # ssh hands the remote shell one string: quote each argument for it
+        command = [*self.prefix, shlex.join(args)] if self.prefix else args
+        try:
+            done = subprocess.run(command, input=stdin, capture_output=True, text=True,
+                                  timeout=COMMAND_SECONDS)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"{args[0]} did not answer in {COMMAND_SECONDS} s",
+                               str(exc.stdout or "")) from None
+        except OSError as exc:
+            raise ClusterError(f"cannot run {command[0]}: {exc.strerror}") from None
+        if done.returncode != 0:
+            raise ClusterError(f"{args[0]} failed (exit {done.returncode})",
+                               done.stdout + done.stderr)
+        return done.stdout
+
+
+class SlurmExecutor:
+    name = "slurm"
+    synchronous = False
+
+    def __init__(self, config: dict):
+        self.spool = Path(config["SPOOL_DIR"])
+        self.logs = spool.make_folder(self.spool, "jobs")  # sbatch would not make it
+        self.course = config["COURSE"]
+        self.python = config["COURSE_PYTHON"] or "python3"
+        self.modules = config["SLURM_MODULES"]
+        self.default = slurm_resources(config)
+        self.commands = SlurmCommands(config["SLURM_SUBMIT_HOST"], config["SLURM_SSH_OPTIONS"])
+        self.job_name, self.pilot_name = f"hpcgrade-{self.course}", f"hpcgrade-{self.course}-pilot"
+        self._limits: dict[str | None, tuple[float, Limits]] = {}
+        self._sacct = ["sacct"]
+
+    # --- the executor interface -------------------------------------------------------------
+
+    def submit(self, jobs: list[Job], resources: Resources) -> list[str]:
+        self.refuse_impossible(resources)
+        run_ids = [job.id for job in jobs]
+        options = self.options(resources, self.job_name, f"hpcgrade {self.course} runs "
+                                                         f"{','.join(run_ids)}")
+        script = job_script(options, python=self.python, checkout=PACKAGE_ROOT,
+                            spool=str(self.spool), run_ids=run_ids, modules=self.modules)
+        try:
+            job_id = parse_sbatch(self.commands.run(["sbatch", "--parsable"], stdin=script))
+        except ClusterError as exc:
+            raise SubmitError(exc.message, exc.output) from None
+        return [job_id] * len(jobs)
+
+    def options(self, resources: Resources, job_name: str, comment: str) -> list[str]:
+        return sbatch_options(resources, job_name=job_name, comment=comment, wckey=self.course,
+                              log=str(self.logs / "%j.out"))
+
+    def poll(self, ids: list[str]) -> dict[str, JobState]:
+        listed = parse_squeue(self.commands.run(
+            ["squeue", "--noheader", "--states=all", f"--name={self.job_name},{self.pilot_name}",
+             "--format=%i|%T|%N|%r"]))
+        states = {i: listed[i] for i in ids if i in listed}
+        forgotten = [i for i in ids if i not in states]
+        if forgotten:
+            states |= self._accounted(forgotten)
+        return {i: states.get(i, JobState("VANISHED")) for i in ids}
+
+    def _accounted(self, ids: list[str]) -> dict[str, JobState]:
+        """What sacct knows of jobs squeue has forgotten; nothing when it cannot say (they are
+        over either way: only their state's name is lost)."""
+        args = ["-n", "-P", "-o", "JobID,State,ExitCode,NodeList", "-j", ",".join(ids)]
+        try:
+            return parse_sacct(self.commands.run([*self._sacct, *args]))
+        except ClusterError as exc:
+            if self._sacct == ["sacct"] and "accounting storage is disabled" in exc.output:
+                self._sacct = ["sacct", "-c"]
+                return self._accounted(ids)
+            return {}
+
+    def collect(self, run_id: str) -> dict | None:
+        return spool.read_report(spool.run_dir(self.spool, run_id))
+
+    def cancel(self, ids: list[str]) -> None:
+        if ids:
+            self.commands.run(["scancel", *sorted(set(ids))])
+
+    def log_tail(self, external_id: str) -> str:
+        try:
+            with open(self.logs / f"{external_id}.out", "rb") as log:
+                log.seek(0, 2)
+                log.seek(max(log.tell() - LOG_TAIL_BYTES, 0))
+                return log.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        """Nothing to close: jobs live on in Slurm."""
+
+    # --- what the cluster can hold ----------------------------------------------------------
+
+    def limits(self, partition: str | None) -> Limits:
+        cached = self._limits.get(partition)
+        if cached and time.monotonic() - cached[0] < LIMITS_SECONDS:
+            return cached[1]
+        partitions = parse_partitions(self.commands.run(["scontrol", "show", "partition", "-o"]))
+        name = partition or next((n for n, f in partitions.items() if f.get("Default") == "YES"),
+                                 None)
+        if name not in partitions:
+            raise ImpossibleRequest(f"partition {partition or '(default)'} does not exist; the "
+                                    f"cluster has {', '.join(partitions) or 'none'}")
+        nodes = parse_nodes(self.commands.run(
+            ["sinfo", "--noheader", "--Node", f"--partition={name}", "--format=%c|%m|%G"]))
+        found = limits(name, partitions[name], nodes)
+        self._limits[partition] = (time.monotonic(), found)
+        return found
+
+    def refuse_impossible(self, resources: Resources) -> None:
+        """Raise ImpossibleRequest for a shape no node could hold; a cluster that cannot be asked
+        right now is left to sbatch, which then fails on its own."""
+        try:
+            problems = self.limits(resources.partition).refuse(resources)
+        except ImpossibleRequest:
+            raise
+        except ClusterError:
+            return
+        if problems:
+            raise ImpossibleRequest("; ".join(problems))
+
+    def check(self, catalogue: dict[str, ExerciseInfo]) -> list[str]:
+        """Every shape this service would ask for that the cluster could never run (and why the
+        cluster could not be asked, if it could not)."""
+        shapes = {"the default (SLURM_*)": self.default,
+                  **{slug: info.resources(self.default) for slug, info in catalogue.items()}}
+        problems = []
+        for who, resources in shapes.items():
+            try:
+                found = self.limits(resources.partition).refuse(resources)
+            except ClusterError as exc:
+                found = [str(exc)]
+            problems += [f"{who}: {problem}" for problem in found]
+        return problems

@@ -1,0 +1,159 @@
+"""What hpcgrade writes for Slurm (job scripts) and reads from it (sbatch, squeue, sacct,
+scontrol and sinfo output): small functions, each raising ClusterError with the raw output when
+the text is not what it should be."""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from server.config import Resources, slurm_minutes
+from worker.executor import ClusterError, JobState
+
+
+def sbatch_options(resources: Resources, *, job_name: str, comment: str, wckey: str,
+                   log: str) -> list[str]:
+    """sbatch's options for a job of this shape; a shape without GPUs asks for none."""
+    options = [f"--job-name={job_name}", f"--comment={comment}", f"--wckey={wckey}",
+               "--nodes=1", "--ntasks=1", f"--cpus-per-task={resources.cpus}",
+               f"--mem={resources.memory}M", f"--time={resources.time}",
+               f"--output={log}", "--open-mode=append", "--requeue"]
+    for name in ("partition", "account", "qos"):
+        if getattr(resources, name):
+            options.append(f"--{name}={getattr(resources, name)}")
+    if resources.gpus:
+        options.append(f"--gres=gpu:{resources.gpus}")
+    return options + list(resources.extra)
+
+
+def job_script(options: list[str], *, python: str, checkout: str, spool: str,
+               run_ids: list[str], modules: tuple[str, ...] = ()) -> str:
+    """A batch job that grades the runs from the spool with one warm harness, under the course
+    venv's python. Nothing of the service's environment goes with it (--export=NONE)."""
+    lines = ["#!/bin/bash", "# hpcgrade: grades runs from the spool with one warm harness"]
+    lines += [_directive(option) for option in [*options, "--export=NONE"]]
+    lines += ["set -e"]
+    if modules:  # `module` is a shell function that the profile defines, not always -u clean
+        lines += [". /etc/profile", *(f"module load {shlex.quote(m)}" for m in modules)]
+    lines += ["set -u", f"cd {shlex.quote(checkout)}",
+              "exec env PYTHONPATH=" + shlex.quote(checkout) + " " + shlex.join(
+                  [python, "-m", "worker.harness", "spool", spool, *run_ids])]
+    return "\n".join(lines) + "\n"
+
+
+def _directive(option: str) -> str:
+    # sbatch reads a directive's value up to a space, unless it is in double quotes
+    name, equals, value = option.partition("=")
+    return f'#SBATCH {name}{equals}"{value}"' if " " in value else f"#SBATCH {option}"
+
+
+def parse_sbatch(output: str) -> str:
+    """`sbatch --parsable` prints `id` or `id;cluster`."""
+    job_id = output.strip().split(";")[0]
+    if not job_id.isdigit():
+        raise ClusterError("sbatch printed no job id", output)
+    return job_id
+
+
+def parse_squeue(output: str) -> dict[str, JobState]:
+    """`squeue -h -o '%i|%T|%N|%r'` lines: id, state, nodes, reason."""
+    states = {}
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        parts = line.strip().split("|")
+        if len(parts) != 4 or not parts[1].isupper():
+            raise ClusterError("squeue printed a line that is not id|state|nodes|reason", output)
+        job_id, state, nodes, reason = parts
+        states[job_id] = JobState(state, nodes or None, None if reason == "None" else reason)
+    return states
+
+
+def parse_sacct(output: str) -> dict[str, JobState]:
+    """`sacct -n -P -o JobID,State,ExitCode,NodeList` lines. Steps (123.batch) are skipped; a
+    requeued job has a line per start, and the last one is its state now."""
+    states = {}
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        parts = line.strip().split("|")
+        if len(parts) < 3 or not parts[1]:
+            raise ClusterError("sacct printed a line that is not id|state|exit code|nodes", output)
+        job_id, state, exit_code, nodes = (parts + [""])[:4]
+        if "." in job_id:
+            continue
+        # "CANCELLED by 0" names who cancelled it
+        node = None if nodes in ("", "None assigned", "(null)") else nodes
+        states[job_id] = JobState(state.split()[0], node, f"exit code {exit_code}")
+    return states
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most one job can have in a partition: the largest node, capped by the partition."""
+
+    partition: str
+    cpus: int
+    memory: int  # MB
+    gpus: int
+    time: int | None  # minutes; None when unlimited
+
+    def refuse(self, resources: Resources) -> list[str]:
+        asked = [("CPUs", resources.cpus, self.cpus), ("MB of memory", resources.memory, self.memory),
+                 ("GPUs", resources.gpus, self.gpus)]
+        problems = [f"asks {wanted} {what}, the largest node of partition {self.partition} "
+                    f"has {most}" for what, wanted, most in asked if wanted > most]
+        if self.time is not None and resources.time > self.time:
+            problems.append(f"asks {resources.time} minutes, partition {self.partition} allows "
+                            f"{self.time}")
+        return problems
+
+
+def parse_partitions(output: str) -> dict[str, dict[str, str]]:
+    """`scontrol show partition -o`: a line of key=value words per partition."""
+    partitions = {}
+    for line in output.splitlines():
+        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
+        if not fields:
+            continue
+        if "PartitionName" not in fields:
+            raise ClusterError("scontrol printed a partition without PartitionName", output)
+        partitions[fields["PartitionName"]] = fields
+    return partitions
+
+
+def parse_nodes(output: str) -> list[tuple[int, int, int]]:
+    """`sinfo -h -N -o '%c|%m|%G'` lines: (CPUs, memory in MB, GPUs) of each node."""
+    nodes = []
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        parts = line.strip().split("|")
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].rstrip("+").isdigit():
+            raise ClusterError("sinfo printed a line that is not cpus|memory|gres", output)
+        nodes.append((int(parts[0]), int(parts[1].rstrip("+")), gres_gpus(parts[2])))
+    return nodes
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in a GRES list: gpu:2, gpu:a100:4(S:0-1), gpu:2,mps:100, (null)."""
+    total = 0
+    for item in re.sub(r"\([^)]*\)", "", gres).split(","):
+        parts = item.split(":")
+        if parts[0] == "gpu" and len(parts) >= 2 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+def limits(partition: str, fields: dict[str, str], nodes: list[tuple[int, int, int]]) -> Limits:
+    if not nodes:
+        raise ClusterError(f"partition {partition} has no nodes", "")
+
+    def cap(value: int, key: str) -> int:
+        limit = fields.get(key, "UNLIMITED")
+        return min(value, int(limit)) if limit.isdigit() else value
+
+    time = fields.get("MaxTime", "UNLIMITED")
+    return Limits(partition, cap(max(n[0] for n in nodes), "MaxCPUsPerNode"),
+                  cap(max(n[1] for n in nodes), "MaxMemPerNode"), max(n[2] for n in nodes),
+                  None if time == "UNLIMITED" else slurm_minutes(time))
