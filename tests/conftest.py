@@ -3,6 +3,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -163,3 +164,24 @@ def redis_server(tmp_path):
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def listener():
+    """A TCP listener on loopback that records what reaches it: (port, received)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    received = []
+
+    def accept():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                received.append(server.accept()[0].recv(100))
+            except OSError:
+                continue
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1], received
+    server.close()

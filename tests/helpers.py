@@ -6,6 +6,31 @@ import uuid
 from pathlib import Path
 
 
+def descendants(pid: int, depth: int | None = None) -> list[int]:
+    """The processes below pid (its children only with depth=1), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, level = [], [pid]
+    while level and (depth is None or depth > 0):
+        level = [child for parent in level for child in children.get(parent, [])]
+        found += level
+        depth = None if depth is None else depth - 1
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running still: neither gone nor a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
 def codes(report: dict) -> set[str]:
     return {d["code"] for c in report["checks"] for d in c["diagnostics"]}
 

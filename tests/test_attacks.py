@@ -1,13 +1,9 @@
 """Hostile submissions: each must score 0 (or be a platform error) and leave no trace."""
 import os
-import socket
-import threading
 import time
 from pathlib import Path
 
-import pytest
-
-from helpers import codes
+from helpers import codes, descendants
 from tests.conftest import SECRETS
 
 WRONG = "\n    return a.detach() * 0, b.detach() * 0\n"
@@ -87,28 +83,6 @@ else:
     assert_zero(report)
 
 
-@pytest.fixture
-def listener():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    received = []
-
-    def accept():
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                conn, _ = server.accept()
-                received.append(conn.recv(100))
-            except OSError:
-                continue
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], received
-    server.close()
-
-
 def test_network_to_loopback(grade, listener):
     port, received = listener
     report = grade("autograd-q", f"""
@@ -133,25 +107,9 @@ def q_grads(a, b, v):
     assert received == []
 
 
-def _descendants(pid: int, depth: int = 99) -> list[int]:
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    out, level = [], [pid]
-    for _ in range(depth):
-        level = [child for parent in level for child in children.get(parent, [])]
-        out += level
-    return out
-
-
 def test_fork_bomb_and_daemon_leave_nothing(grade, harness, tmp_path):
     marker = tmp_path / "daemon-was-here"
-    before = _descendants(harness.process.pid)
+    before = descendants(harness.process.pid)
     report = grade("autograd-q", f"""
 import os, time
 for _ in range(64):
@@ -172,7 +130,7 @@ def q_grads(a, b, v):
     assert "forbidden-operation" in codes(report)
     time.sleep(1.5)
     assert not marker.exists()
-    assert len(_descendants(harness.process.pid)) == len(before)  # the zygote and its spare child
+    assert len(descendants(harness.process.pid)) == len(before)  # the zygote and its spare child
 
 
 def test_memory_bomb(grade):
@@ -323,10 +281,10 @@ def q_grads(a, b, v):
 
 def test_zygote_killed_from_outside_is_replaced(grade, harness):
     from helpers import REFERENCE_Q
-    zygote_and_spare = _descendants(harness.process.pid)
+    zygote_and_spare = descendants(harness.process.pid)
     assert len(zygote_and_spare) == 2
-    (zygote,) = _descendants(harness.process.pid, depth=1)
+    (zygote,) = descendants(harness.process.pid, depth=1)
     os.kill(zygote, 9)
     time.sleep(0.2)
     assert grade("autograd-q", REFERENCE_Q)["score"] == 10
-    assert len(_descendants(harness.process.pid)) == 2
+    assert len(descendants(harness.process.pid)) == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REFERENCE_Q
+from helpers import REFERENCE_Q, alive, descendants
 from worker.harness import spool
 from worker.harness.jobs import Job
 
@@ -159,28 +159,6 @@ def test_no_temporary_file_is_left(batch):
 
 # --- failures of the job itself --------------------------------------------------------------
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, level = [], [pid]
-    while level:
-        level = [child for parent in level for child in children.get(parent, [])]
-        found += level
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except OSError:
-        return False
-
-
 def test_killed_half_way_keeps_the_reports_written(tmp_path):
     spool.write_run(tmp_path, job("1"), REFERENCE_Q.encode())
     spool.write_run(tmp_path, job("2", load_seconds=100), b"import time\ntime.sleep(100)\n")
@@ -190,19 +168,19 @@ def test_killed_half_way_keeps_the_reports_written(tmp_path):
                                    env=environment())
     deadline = time.monotonic() + 60
     # until the second run's student is asleep beside the zygote and its next spare
-    while (report(tmp_path, "1") is None or len(_descendants(process.pid)) < 3) \
+    while (report(tmp_path, "1") is None or len(descendants(process.pid)) < 3) \
             and time.monotonic() < deadline:
         time.sleep(0.05)
-    processes = _descendants(process.pid)
+    processes = descendants(process.pid)
     process.kill()  # the grader itself: the zygote and the students must die with it
     process.wait()
     assert report(tmp_path, "1")["score"] == 10
     assert report(tmp_path, "2") is None and report(tmp_path, "3") is None
     assert "run 1: graded 10/10" in (tmp_path / "log").read_text()
     deadline = time.monotonic() + 5
-    while any(map(_running, processes)) and time.monotonic() < deadline:
+    while any(map(alive, processes)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(map(_running, processes))
+    assert not any(map(alive, processes))
 
 
 def test_without_torch_every_run_gets_an_error_report_and_the_job_fails(tmp_path):
@@ -249,3 +227,38 @@ def test_the_grading_account_reports_into_runs_the_service_wrote():
         assert written.stat().st_uid != 0 and written.stat().st_mode & 0o777 == 0o660
     finally:
         shutil.rmtree(root)
+
+
+# --- a pilot ---------------------------------------------------------------------------------
+
+def test_a_pilot_grades_what_arrives_warm_from_the_first_and_ends_when_asked(tmp_path):
+    from worker.harness import pilot
+    process = subprocess.Popen(
+        [sys.executable, "-m", "worker.harness", "pilot", "--scratch", str(tmp_path),
+         str(tmp_path), "--minutes", "30"],
+        cwd=ROOT, env=environment(SLURM_JOB_ID="31"), stderr=subprocess.PIPE, text=True)
+    try:
+        folder = pilot.pilot_dir(tmp_path, "31")
+        deadline = time.monotonic() + 60
+        while pilot.read_heartbeat(folder) is None:
+            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()
+            time.sleep(0.05)
+        reports = []
+        for run_id, source in (("1", REFERENCE_Q), ("2", SIGN_FLIPPED)):
+            spool.write_run(tmp_path, job(run_id), source.encode())
+            (pilot.inbox(tmp_path, "31") / run_id).touch()
+            while (report := spool.read_report(spool.run_dir(tmp_path, run_id))) is None:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.02)
+            reports.append(report)
+        assert [r["score"] for r in reports] == [10, 3]
+        assert all(r["environment"]["slurm_job"] == "31" for r in reports)
+        # the optimizers were warmed before the first run, not between the first and the second
+        assert reports[1]["timing"]["start"] < 0.5
+        assert pilot.read_heartbeat(folder)["graded"] == 2
+        (folder / "stop").touch()
+        assert process.wait(timeout=30) == 0
+        assert pilot.read_heartbeat(folder)["stopping"] is True
+    finally:
+        process.kill()
+        process.wait()

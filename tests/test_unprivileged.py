@@ -8,18 +8,16 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from helpers import REFERENCE_Q
+from helpers import REFERENCE_Q, descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ROOT / "exercises" / "autograd-q"
@@ -105,41 +103,6 @@ def test_reference_full_marks_with_every_layer(grade):
     assert report["sandbox"]["unavailable"] == []
 
 
-@pytest.fixture
-def listener():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    received = []
-
-    def accept():
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                received.append(server.accept()[0].recv(100))
-            except OSError:
-                continue
-    threading.Thread(target=accept, daemon=True).start()
-    yield server.getsockname()[1], received
-    server.close()
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, level = [], [pid]
-    while level:
-        level = [child for parent in level for child in children.get(parent, [])]
-        found += level
-    return found
-
-
 @needs_account
 def test_attack_scores_nothing_and_leaves_nothing(grade, harness, workdir, listener):
     """Everything the account itself may do (its database port, its own folders, the exercise's
@@ -147,7 +110,7 @@ def test_attack_scores_nothing_and_leaves_nothing(grade, harness, workdir, liste
     port, received = listener
     escapes = [workdir / "escaped", Path(f"/tmp/hpcgrade-escaped-{uuid.uuid4().hex}"),
                Path(pwd.getpwnam(USER).pw_dir) / "escaped", Path("/dev/shm/hpcgrade-escaped")]
-    before = _descendants(harness.pid)
+    before = descendants(harness.pid)
     report = grade(f"""
 import os, socket, time
 ESCAPED = []
@@ -187,7 +150,7 @@ def q_grads(a, b, v):
     assert received == []
     assert not [p for p in escapes if p.exists()]
     assert os.listdir(workdir / "scratch") == []
-    assert len(_descendants(harness.pid)) == len(before)
+    assert len(descendants(harness.pid)) == len(before)
 
 
 @pytest.mark.parametrize("account", [pytest.param(True, id="grading-account", marks=needs_account),

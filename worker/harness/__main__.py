@@ -158,7 +158,8 @@ def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
     name = os.environ.get("SLURM_JOB_ID") or f"{os.uname().nodename}-{os.getpid()}"
     try:
         harness = start_harness(scratch_root)
-    except CannotGrade as exc:
+        harness.zygote.warm_up()
+    except (CannotGrade, RuntimeError) as exc:
         log(f"pilot {name}: {exc}")
         return 1
     log(f"pilot {name}: taking runs for {minutes:g} min")

@@ -64,14 +64,15 @@ class Pilot:
         self.state = {"name": name, **allocation(), "started": started,
                       "until": started + minutes * 60 - MARGIN_SECONDS, "graded": 0,
                       "grading": None, "stopping": False}
-        self._done = threading.Event()
+        self._done, self._writing = threading.Event(), threading.Lock()
         self._beat()
         threading.Thread(target=self._beating, daemon=True).start()
 
     def _beat(self) -> None:
-        temporary = self.folder / f".heartbeat.{os.getpid()}"
-        temporary.write_text(json.dumps({**self.state, "beat": time.time()}))
-        os.replace(temporary, self.folder / "heartbeat.json")
+        with self._writing:  # the beating thread and the grading one
+            temporary = self.folder / f".heartbeat.{os.getpid()}"
+            temporary.write_text(json.dumps({**self.state, "beat": time.time()}))
+            os.replace(temporary, self.folder / "heartbeat.json")
 
     def _beating(self) -> None:
         while not self._done.wait(BEAT_SECONDS):
@@ -90,6 +91,7 @@ class Pilot:
                     entry.unlink(missing_ok=True)
                     self.state["graded"] += 1
                     self.state["grading"] = None
+                    self._beat()
                 if not self.state["stopping"] and ((self.folder / "stop").exists()
                                                    or time.time() >= self.state["until"]):
                     self.state["stopping"] = True
