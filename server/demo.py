@@ -1,8 +1,9 @@
 """`hpcgrade demo`: the whole service on one machine with nothing else running.
 
 SQLite for the database, a folder for the broker (kombu's filesystem transport), gunicorn for
-the portal and one Celery worker (with the reconcile schedule) grading with the local executor.
-Everything lives in one folder, so a second run finds the accounts and submissions of the first.
+the portal and one Celery worker (with the schedule) grading with the local executor, or
+dispatching to this machine's Slurm (`--executor slurm`). Everything lives in one folder, so a
+second run finds the accounts and submissions of the first.
 """
 from __future__ import annotations
 
@@ -32,18 +33,22 @@ DEMO_ACCOUNTS = (("student", "Demo Student", "student@example.org", "student"),
                  ("instructor", "Demo Instructor", "instructor@example.org", "instructor"))
 
 
-def demo_settings(folder: Path) -> dict:
+def demo_settings(folder: Path, executor: str = "local") -> dict:
     broker = folder / "broker"
     secret = folder / "secret_key"
     if not secret.exists():
         secret.write_text(secrets.token_hex(32))
         secret.chmod(0o600)
-    return {"DATABASE_URL": f"sqlite:///{folder / 'hpcgrade.sqlite'}",
-            "BROKER_URL": "filesystem://localhost/",
-            "BROKER_TRANSPORT_OPTIONS": {"data_folder_in": str(broker / "messages"),
-                                         "data_folder_out": str(broker / "messages"),
-                                         "control_folder": str(broker / "control")},
-            "SECRET_KEY": secret.read_text().strip()}
+    settings = {"DATABASE_URL": f"sqlite:///{folder / 'hpcgrade.sqlite'}",
+                "BROKER_URL": "filesystem://localhost/",
+                "BROKER_TRANSPORT_OPTIONS": {"data_folder_in": str(broker / "messages"),
+                                             "data_folder_out": str(broker / "messages"),
+                                             "control_folder": str(broker / "control")},
+                "SECRET_KEY": secret.read_text().strip(),
+                "EXECUTOR": executor, "SPOOL_DIR": str(folder / "spool")}
+    if executor == "slurm":  # jobs run this interpreter, as the user who runs the demo
+        settings.update(COURSE_PYTHON=sys.executable, COLLECT_SECONDS=1.0, SLURM_BATCH_WAIT=1.0)
+    return settings
 
 
 def write_config(path: Path, settings: dict) -> None:
@@ -58,10 +63,10 @@ def write_config(path: Path, settings: dict) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def prepare(folder: Path) -> Path:
+def prepare(folder: Path, executor: str = "local") -> Path:
     """Database at the newest migration, exercises synced, demo accounts; returns the config file."""
     folder.mkdir(parents=True, exist_ok=True)
-    settings = demo_settings(folder)
+    settings = demo_settings(folder, executor)
     for key in ("data_folder_in", "control_folder"):
         Path(settings["BROKER_TRANSPORT_OPTIONS"][key]).mkdir(parents=True, exist_ok=True)
     config = folder / "hpcgrade.toml"
@@ -110,12 +115,15 @@ def _interrupt(_signum, _frame) -> None:
 @click.option("--folder", type=click.Path(file_okay=False, path_type=Path),
               default=ROOT / "instance" / "demo", show_default=True,
               help="Where the database, the broker's messages and the secret key are kept.")
-def demo(port: int, host: str, folder: Path) -> None:
+@click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
+              show_default=True,
+              help="slurm: each grade runs in a job of this machine's Slurm (scripts/slurm).")
+def demo(port: int, host: str, folder: Path, executor: str) -> None:
     """Run the portal and a grading worker here, with demo accounts student/student and
     instructor/instructor."""
     if not _port_free(host, port):
         raise click.ClickException(f"port {port} is in use; choose another with --port")
-    config = prepare(folder.resolve())
+    config = prepare(folder.resolve(), executor)
     # the demo's own settings, not those of a production service configured in this shell
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
     env.update(HPCGRADE_CONFIG=str(config), PYTHONUNBUFFERED="1")

@@ -1,5 +1,6 @@
 """`hpcgrade demo` (SQLite, a broker in a folder, gunicorn, a worker) driven by `hpcgrade login`
 and `hpcgrade submit`, as a student would from a terminal."""
+import contextlib
 import json
 import os
 import re
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from helpers import free_port
+import slurm_cluster
+from helpers import alive, descendants, free_port
 from server.db import Database
 from server.demo import prepare
 from server.models import User
@@ -36,39 +38,29 @@ def test_prepare_twice_keeps_one_set_of_accounts(tmp_path):
     database.dispose()
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-@pytest.fixture
-def demo(tmp_path):
+@contextlib.contextmanager
+def running_demo(folder: Path, *options: str):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
-    process = subprocess.Popen(HPCGRADE + ["demo", "--port", str(port), "--folder", str(tmp_path / "demo")],
+    process = subprocess.Popen(HPCGRADE + ["demo", "--port", str(port), "--folder", str(folder),
+                                           *options],
                                cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     for line in process.stdout:
         if line.startswith("hpcgrade demo: http://"):
             break
     else:
         pytest.fail(f"the demo exited with {process.wait()} before printing its URL")
-    yield process, f"http://127.0.0.1:{port}"
-    if process.poll() is None:
-        process.kill()
+    try:
+        yield process, f"http://127.0.0.1:{port}"
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.fixture
+def demo(tmp_path):
+    with running_demo(tmp_path / "demo") as running:
+        yield running
 
 
 def _csrf(browser, page: str) -> str:
@@ -126,14 +118,14 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
         time.sleep(0.2)
     assert status.json()["score"] == 10 and browser.get(submission).text.count("<td>done</td>") == 2
 
-    children = _children(process.pid)
+    children = descendants(process.pid, depth=1)
     assert len(children) == 2  # gunicorn and the Celery worker
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
     deadline = time.monotonic() + 10
-    while any(map(_alive, children)) and time.monotonic() < deadline:
+    while any(map(alive, children)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(map(_alive, children))
+    assert not any(map(alive, children))
 
 
 def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path):
@@ -145,3 +137,26 @@ def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path):
                                cwd=ROOT, capture_output=True, text=True)
     assert taken.returncode == 1 and "in use" in taken.stderr
     assert not (tmp_path / "hpcgrade.sqlite").exists()
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here")
+def test_the_demo_grades_on_slurm_as_the_readme_says(tmp_path):
+    """README: `scripts/slurm`, then `scripts/run --executor slurm`; a student submits, and the
+    instructor sees the Slurm job that graded it."""
+    with running_demo(tmp_path / "demo", "--executor", "slurm") as (process, url):
+        assert client(tmp_path, "login", "--server", url, "--username", "student",
+                      "--password", "student").returncode == 0
+        graded = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py",
+                        "--json", "--timeout", "120")
+        assert graded.returncode == 0, graded.stderr
+        result = json.loads(graded.stdout)
+        assert (result["status"], result["score"]) == ("graded", 10)
+        browser = requests.Session()
+        browser.post(f"{url}/login", data={"username": "instructor", "password": "instructor",
+                                           "csrf_token": _csrf(browser, f"{url}/login")})
+        runs = browser.get(f"{url}/submissions/{result['id']}").text
+        job = re.search(r"slurm · job (\d+)", runs).group(1)
+        assert slurm_cluster.job_state(job) == "COMPLETED"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0

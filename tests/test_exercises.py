@@ -64,3 +64,25 @@ def test_deadline_is_validated(tmp_path):
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\nmax_attempts = 0\n')
     with pytest.raises(ExerciseConfigError, match="max_attempts must be a positive"):
         load_exercise_info(folder)
+
+
+def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
+    from server.config import Resources
+    folder = tmp_path / "on-a-gpu"
+    folder.mkdir()
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py"):
+        (folder / name).write_text("")
+    for slurm, message in [
+        ("gpu = 1", r"\[slurm\]: unknown keys gpu; valid keys are partition, account, qos, gpus"),
+        ('memory = "a lot"', "memory must be an amount of memory like 4G"),
+        ('extra = ["constraint=a100"]', "is not an sbatch option"),
+        ("cpus = 0", "cpus must be positive"),
+        ('partition = "gpu a100"', "partition must be a name"),
+    ]:
+        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\n[slurm]\n{slurm}\n')
+        with pytest.raises(ExerciseConfigError, match=message):
+            load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n'
+                                          '[slurm]\ngpus = 2\nmemory = "16G"\ntime = "1:00:00"\n')
+    shape = load_exercise_info(folder).resources(Resources(partition="gpu", cpus=4))
+    assert shape == Resources(partition="gpu", cpus=4, gpus=2, memory=16384, time=60)

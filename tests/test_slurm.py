@@ -65,7 +65,8 @@ def settings(shared: Path, **overrides) -> dict:
         "COURSE": f"t{uuid.uuid4().hex[:8]}",
         "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"],
         "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
-        "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", "SLURM_TIME": 5, "SLURM_BATCH_WAIT": 0,
+        "SLURM_GPUS": 0, "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", "SLURM_TIME": 5,
+        "SLURM_BATCH_WAIT": 0,
         **overrides})
 
 
@@ -108,17 +109,49 @@ def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
         time.sleep(0.3)
 
 
+def config_file(path: Path, config: dict) -> Path:
+    """The settings as a TOML file, for the `hpcgrade` commands (HPCGRADE_CONFIG)."""
+    keys = ("EXECUTOR", "SPOOL_DIR", "COURSE", "COURSE_PYTHON", "SLURM_PARTITION", "SLURM_GPUS",
+            "SLURM_CPUS", "SLURM_MEMORY")
+    path.write_text("".join(f"{k.lower()} = {json.dumps(config[k])}\n" for k in keys))
+    return path
+
+
+def test_a_terminal_grades_files_in_one_slurm_job(shared, tmp_path):
+    good, wrong = tmp_path / "good.py", tmp_path / "wrong.py"
+    good.write_text(REFERENCE_Q)
+    wrong.write_text(REFERENCE_Q.replace("- b**2", "+ b**2"))
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", settings(shared))))
+    graded = subprocess.run([sys.executable, "-m", "worker.cli", "grade", "autograd-q", str(good),
+                             str(wrong), "--executor", "slurm", "--json"],
+                            env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert graded.returncode == 0, graded.stderr
+    reports = [json.loads(line) for line in graded.stdout.splitlines()]
+    assert [(r["file"], r["score"]) for r in reports] == [(str(good), 10), (str(wrong), 3)]
+    assert reports[0]["environment"]["slurm_job"] == reports[1]["environment"]["slurm_job"]
+    assert not any((shared / "spool" / "runs").iterdir())
+
+
 def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
-    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3))
-    ids = [queue_submission(database, REFERENCE_Q) for _ in range(5)]
+    """Five autograd-q runs in batches of three, and a metrics run on a (fake) GPU of its own."""
+    catalogue = exercise_with("metrics", slurm={"gpus": 1})
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(4)]
     ids.append(queue_submission(database, REFERENCE_Q.replace("- b**2", "+ b**2")))
+    metrics = (ROOT / "exercises" / "metrics" / "reference.py").read_text()
+    ids.append(queue_submission(database, metrics, "metrics"))
     grading.dispatch(ids)
     done = settle(grading, ids)
-    assert [s.score for s in done.values()] == [10] * 5 + [3]
+    assert [s.score for s in done.values()] == [10] * 4 + [3, 10]
     runs = [s.runs[-1] for s in done.values()]
-    assert len({run.external_id for run in runs}) == 2
+    assert len({run.external_id for run in runs}) == 3
     assert all(run.environment["slurm_job"] == run.external_id for run in runs)
     assert all(run.environment["node"] == slurm_cluster.node() for run in runs)
+    holds = {run.external_id: subprocess.run(["scontrol", "show", "job", "-o", run.external_id],
+                                             capture_output=True, text=True).stdout
+             for run in runs}
+    assert ["TresPerNode=gres:gpu:1" in holds[run.external_id] for run in runs] == \
+        [False] * 5 + [True]  # a CPU-only exercise's job holds no GPU
     assert not any((shared / "spool" / "runs").iterdir())  # each run's folder, once recorded
 
 
@@ -228,11 +261,7 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared
         assert "asks 4 CPUs, the largest node of partition grading has" in submission.runs[0].error
     assert slurm_cluster.jobs() == []
     # and at start-up: the dispatcher's unit runs `hpcgrade slurm check` before it starts
-    config_file = tmp_path / "hpcgrade.toml"
-    config_file.write_text("".join(f"{k.lower()} = {v!r}\n".replace("'", '"') for k, v in {
-        "executor": "slurm", "spool_dir": config["SPOOL_DIR"], "course": config["COURSE"],
-        "slurm_partition": "grading", "slurm_gpus": 0}.items()))
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file),
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
                HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0\ncpus = 4")))
     checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check"], env=env,
                              capture_output=True, text=True, cwd=ROOT)
@@ -243,12 +272,7 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared
 def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, shared, tmp_path):
     config = settings(shared)
     grading = make_dispatcher(database, config)
-    config_file = tmp_path / "hpcgrade.toml"
-    config_file.write_text("".join(f"{k.lower()} = {v!r}\n".replace("'", '"') for k, v in {
-        "executor": "slurm", "spool_dir": config["SPOOL_DIR"], "course": config["COURSE"],
-        "course_python": config["COURSE_PYTHON"], "slurm_partition": "grading",
-        "slurm_gpus": 0, "slurm_cpus": 1, "slurm_memory": "2G"}.items()))
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file))
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)))
     started = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "start", "--hours", "0.2"],
                              env=env, capture_output=True, text=True, cwd=ROOT, check=True)
     pilot = started.stdout.split()[1]

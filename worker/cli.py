@@ -11,6 +11,8 @@ import importlib
 import json
 import sys
 import tempfile
+import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -18,6 +20,8 @@ import click
 from server.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
                               load_catalogue, load_exercise_info)
 from server.summary import summary
+from worker.harness import spool
+from worker.harness.jobs import Job
 from worker.runner import HarnessFailed, HarnessProcess
 
 LANGS = click.Choice(["en", "es"])
@@ -81,22 +85,53 @@ def _harness(python: str | None, scratch: str) -> HarnessProcess:
 @click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--python", "python", help="Interpreter of the course venv (default: this one).")
+@click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
+              show_default=True, help="slurm: in one job of the cluster the service's settings "
+              "name (HPCGRADE_CONFIG), through its spool; waits for it.")
 def grade(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str, seed: int | None,
-          device: str, python: str | None) -> None:
+          device: str, python: str | None, executor: str) -> None:
     """Grade FILES (.py or .ipynb) for EXERCISE with one warm harness."""
     info = _exercise(exercise)
-    failed = False
+    jobs = [info.job(path, lang=lang, seed=seed, device=device) for path in files]
+    reports = _on_slurm(info, jobs) if executor == "slurm" else _here(jobs, python)
+    for path, report in zip(files, reports):
+        click.echo(json.dumps({"file": str(path), **report}) if as_json else summary(path, report))
+    sys.exit(0 if all(r.get("status") == "graded" for r in reports) else 1)
+
+
+def _here(jobs: list[Job], python: str | None) -> list[dict]:
+    reports = []
     with tempfile.TemporaryDirectory(prefix="hpcgrade-cli-") as scratch, \
             _harness(python, scratch) as harness:
-        for path in files:
+        for job in jobs:
             try:
-                report = harness.grade(info.job(path, lang=lang, seed=seed, device=device))
+                reports.append(harness.grade(job))
             except HarnessFailed as exc:
-                report = {"exercise": exercise, "status": "error", "error": str(exc)}
-            failed |= report.get("status") != "graded"
-            click.echo(json.dumps({"file": str(path), **report}) if as_json
-                       else summary(path, report))
-    sys.exit(1 if failed else 0)
+                reports.append({"exercise": job.exercise, "status": "error", "error": str(exc)})
+    return reports
+
+
+def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[dict]:
+    """The files as runs of the spool (ids of their own), graded in one job of their shape."""
+    from server.config import ConfigError, load_config, slurm_resources
+    from worker.executor import ClusterError, grade
+    from worker.slurm import SlurmExecutor
+    try:
+        config = load_config()
+        slurm = SlurmExecutor(config)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    batch = f"cli-{uuid.uuid4().hex[:12]}"
+    spooled = [spool.read_job(spool.write_run(slurm.spool, replace(job, id=f"{batch}-{n}"),
+                                              Path(job.submission).read_bytes()))
+               for n, job in enumerate(jobs)]
+    try:
+        return grade(slurm, spooled, info.resources(slurm_resources(config)))
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        for job in spooled:
+            spool.remove_run(slurm.spool, job.id)
 
 
 @exercise_group.command("check")

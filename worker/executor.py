@@ -10,7 +10,7 @@ report comes back there, written by the trusted grader. An executor
   "error" report when the platform failed;
 - `cancel(ids)` stops them;
 - `log_tail(id)` is the end of a job's log, for staff when a job ended without reports.
-`grade(executor, job)` is submit and wait, for the terminal.
+`grade(executor, jobs, resources)` is submit and wait, for the terminal.
 """
 from __future__ import annotations
 
@@ -81,15 +81,24 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def grade(executor: Executor, job: Job, resources: Resources | None = None,
-          poll_seconds: float = 2.0) -> dict:
-    """Submit one job and wait for its report (the terminal's `hpcgrade grade`)."""
-    [external_id] = executor.submit([job], resources or Resources())
-    while (report := executor.collect(job.id)) is None:
-        state = executor.poll([external_id])[external_id]
-        if state.outcome != "waiting":
-            return executor.collect(job.id) or {
-                "exercise": job.exercise, "status": "error",
-                "error": f"job {external_id} ended {state.state} without a report"}
+def grade(executor: Executor, jobs: list[Job], resources: Resources,
+          poll_seconds: float = 1.0) -> list[dict]:
+    """Submit the jobs together and wait for their reports, in their order (`hpcgrade grade
+    --executor slurm`); a job that ended without one gets the grader's error report."""
+    ids = dict(zip((job.id for job in jobs), executor.submit(jobs, resources)))
+    reports: dict[str, dict] = {}
+    while len(reports) < len(jobs):
+        reports |= {job.id: report for job in jobs if job.id not in reports
+                    and (report := executor.collect(job.id)) is not None}
+        waiting = [job for job in jobs if job.id not in reports]
+        if not waiting:
+            break
+        states = executor.poll(sorted({ids[job.id] for job in waiting}))
+        for job in waiting:
+            state = states[ids[job.id]]
+            if state.outcome != "waiting":
+                reports[job.id] = executor.collect(job.id) or {
+                    "exercise": job.exercise, "status": "error",
+                    "error": f"job {ids[job.id]} ended {state.state} without a report"}
         time.sleep(poll_seconds)
-    return report
+    return [reports[job.id] for job in jobs]
