@@ -107,8 +107,11 @@ def test_runs_are_packed_into_one_job_per_shape(database, cluster, catalogue, gr
                     for job in cluster.jobs.values())
     assert shapes == [(2, 0, 2048), (2, 1, 4096), (3, 1, 4096)]
     assert all(status == "running" for status, _, _ in states(database).values())
-    job = spool.read_job(spool.run_dir(cluster.spool, cluster.jobs["100"]["runs"][0]))
-    assert job.exercise == "autograd-q" and open(job.submission).read() == REFERENCE_Q
+    jobs = {job_id: spool.read_job(spool.run_dir(cluster.spool, job["runs"][0]))
+            for job_id, job in cluster.jobs.items()}
+    assert {(j.exercise, j.device) for j in jobs.values()} == {("autograd-q", "auto"),
+                                                                ("metrics", "cpu")}
+    assert open(jobs["100"].submission).read() == REFERENCE_Q
 
 
 def test_a_partial_batch_waits_until_it_is_due(database, cluster, grading):
@@ -204,6 +207,15 @@ def test_sbatch_failing_leaves_the_submissions_queued_and_nothing_half_done(
     cluster.down = False
     grading.dispatch([])
     assert [len(job["runs"]) for job in cluster.jobs.values()] == [2]
+
+
+def test_a_spool_that_cannot_be_written_leaves_the_submissions_queued(database, cluster, grading,
+                                                                      tmp_path):
+    grading.spool = tmp_path / "not-a-folder"
+    grading.spool.write_text("the shared filesystem is not mounted")
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    assert states(database)[submission_id] == ("queued", None, []) and cluster.jobs == {}
 
 
 def test_the_controller_down_while_jobs_run_loses_nothing(database, cluster, grading, report):

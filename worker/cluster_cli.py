@@ -69,7 +69,9 @@ def start(hours: float, gpus: int | None, partition: str | None) -> None:
     variables = {"HPCGRADE_SPOOL": slurm.spool, "HPCGRADE_HOME": PACKAGE_ROOT,
                  "HPCGRADE_PYTHON": slurm.python, "HPCGRADE_PILOT_MINUTES": minutes,
                  "HPCGRADE_MODULES": " ".join(slurm.modules)}
-    options = slurm.options(resources, slurm.pilot_name, f"hpcgrade {slurm.course} pilot")
+    # a pilot restarted on another node would find itself stopped: the service saw it end
+    options = slurm.options(resources, slurm.pilot_name, f"hpcgrade {slurm.course} pilot",
+                            requeue=False)
     export = "--export=" + ",".join(f"{k}={v}" for k, v in variables.items())
     with open(PILOT_SCRIPT) as script:
         try:

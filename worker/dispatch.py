@@ -93,10 +93,14 @@ class Dispatcher:
                                     self.lease)
         if claimed is None:
             return "skipped"
-        job = self._spool_run(claimed, self.resources)
-        if job is not None:
-            self.executor.submit([job], self.resources)
-        report = self._report(claimed, job)
+        try:
+            job = self._spool_run(claimed)
+        except OSError as exc:
+            job, report = None, {"status": "error", "error": f"cannot write the spool: {exc}"}
+        else:
+            if job is not None:
+                self.executor.submit([job], self.resources)
+            report = self._report(claimed, job)
         with self.database.sessions.begin() as session:
             outcome = grading.record(session, claimed.run_id, report)
         spool.remove_run(self.spool, str(claimed.run_id))
@@ -107,14 +111,15 @@ class Dispatcher:
             return {"status": "error", "error": f"exercise {claimed.exercise} is not installed"}
         return self.executor.collect(job.id) or {"status": "error", "error": "no report"}
 
-    def _spool_run(self, claimed: grading.Claim, resources: Resources) -> Job | None:
-        """The run's folder in the spool, and its job; None if its exercise is not installed."""
+    def _spool_run(self, claimed: grading.Claim) -> Job | None:
+        """The run's folder in the spool, and its job; None if its exercise is not installed.
+        An exercise whose shape has no GPU is graded on the CPU, whatever the node has."""
         info = self.catalogue.get(claimed.exercise)
         if info is None:
             return None
         job = Job(exercise=info.slug, exercise_dir=str(info.path), submission="",
                   filename=claimed.filename, limits=info.limits, id=str(claimed.run_id),
-                  device="cpu" if resources.gpus == 0 else "auto")
+                  device="cpu" if info.resources(self.resources).gpus == 0 else "auto")
         return spool.read_job(spool.write_run(self.spool, job, claimed.code))
 
     def _dispatch_batches(self, now: dt.datetime) -> Dispatched:
@@ -173,7 +178,12 @@ class Dispatcher:
     def _send(self, resources: Resources, pilot: str | None,
               claims: list[grading.Claim]) -> dict[int, str]:
         """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled."""
-        jobs = {c.run_id: self._spool_run(c, resources) for c in claims}
+        try:
+            jobs = {c.run_id: self._spool_run(c) for c in claims}
+        except OSError as exc:  # the shared filesystem is away: try again on a later cycle
+            log.error("runs stay queued: cannot write the spool: %s", exc)
+            self._release([c.run_id for c in claims])
+            return {}
         missing = {c.run_id: self._report(c, None) for c in claims if jobs[c.run_id] is None}
         outcomes = self._record_reports(missing)
         sendable = [job for job in jobs.values() if job is not None]
@@ -187,12 +197,9 @@ class Dispatcher:
             log.error("runs %s refused: %s", run_ids, exc)
             return outcomes | self._settle(run_ids, grading.refuse,
                                            f"the cluster cannot run this exercise: {exc}")
-        except SubmitError as exc:
+        except (SubmitError, OSError) as exc:
             log.error("runs %s stay queued: %s", run_ids, exc)
-            with self.database.sessions.begin() as session:
-                grading.release(session, run_ids)
-            for run_id in run_ids:
-                spool.remove_run(self.spool, str(run_id))
+            self._release(run_ids)
             return outcomes
         state = JobState("RUNNING", self.pilots.node(pilot)) if pilot else JobState("PENDING")
         with self.database.sessions.begin() as session:
@@ -202,6 +209,12 @@ class Dispatcher:
         if pilot:
             outcomes |= self._collect_reports(run_ids, wait=PILOT_REPORT_WAIT)
         return outcomes
+
+    def _release(self, run_ids: list[int]) -> None:
+        with self.database.sessions.begin() as session:
+            grading.release(session, run_ids)
+        for run_id in run_ids:
+            spool.remove_run(self.spool, str(run_id))
 
     # --- cancel -----------------------------------------------------------------------------
 
@@ -240,10 +253,14 @@ class Dispatcher:
 
     def collect(self) -> dict[int, str]:
         """Record the reports that appeared, then settle the runs whose jobs ended without one.
-        Returns the outcome of every run it changed (graded, failed, requeued, error, cancelled)."""
+        Returns the outcome of every run it changed (graded, failed, requeued, error, cancelled).
+        A synchronous executor's runs are recorded by the task that graded them."""
+        if self.executor.synchronous:
+            return {}
         with self.database.sessions() as session:
             runs = session.execute(select(
-                GradingRun.id, GradingRun.external_id, GradingRun.executor, GradingRun.job_state)
+                GradingRun.id, GradingRun.external_id, GradingRun.executor, GradingRun.job_state,
+                GradingRun.node)
                 .where(GradingRun.status == "running",
                        GradingRun.executor.in_((self.executor.name, "pilot")))).all()
         outcomes = self._collect_reports([run.id for run in runs])
@@ -280,13 +297,15 @@ class Dispatcher:
 
     def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, str]:
         outcomes: dict[int, str] = {}
+        changed: dict[int, JobState] = {}
         for run in runs:
             state = states.get(run.external_id, JobState("VANISHED"))
             if run.executor == "pilot":
                 state = self.pilots.check(run.external_id, state)
             ended_before = run.job_state is not None and run.job_state not in WAITING
             if state.outcome == "waiting" or not ended_before:
-                self._note(run.id, state)
+                if (state.state, state.node or run.node) != (run.job_state, run.node):
+                    changed[run.id] = state
                 continue
             late = self._collect_reports([run.id])
             if late:
@@ -299,12 +318,18 @@ class Dispatcher:
             settle = (grading.cancel if state.outcome == "cancelled" and run.executor != "pilot"
                       else grading.lose)
             outcomes |= self._settle([run.id], settle, reason + (f"\n{tail}" if tail else ""))
+        self._note(changed)
         return outcomes
 
-    def _note(self, run_id: int, state: JobState) -> None:
+    def _note(self, states: dict[int, JobState]) -> None:
+        """What the cluster said of runs still waiting, where it changed: one transaction."""
+        if not states:
+            return
         with self.database.sessions.begin() as session:
-            session.execute(update(GradingRun).where(GradingRun.id == run_id).values(
-                job_state=state.state, node=state.node or GradingRun.node))
+            for run_id, state in states.items():
+                session.execute(update(GradingRun).where(
+                    GradingRun.id == run_id, GradingRun.status == "running").values(
+                    job_state=state.state, node=state.node or GradingRun.node))
 
     def _settle(self, run_ids: list[int], transition, reason: str) -> dict[int, str]:
         outcomes = {}

@@ -58,9 +58,10 @@ class SlurmExecutor:
 
     def __init__(self, config: dict):
         self.spool = Path(config["SPOOL_DIR"])
-        self.logs = spool.make_folder(self.spool, "jobs")  # sbatch would not make it
+        self.logs = self.spool / "jobs"
         self.course = config["COURSE"]
         self.python = config["COURSE_PYTHON"] or "python3"
+        self.python_unset = config["COURSE_PYTHON"] is None
         self.modules = config["SLURM_MODULES"]
         self.default = slurm_resources(config)
         self.commands = SlurmCommands(config["SLURM_SUBMIT_HOST"], config["SLURM_SSH_OPTIONS"])
@@ -83,9 +84,11 @@ class SlurmExecutor:
             raise SubmitError(exc.message, exc.output) from None
         return [job_id] * len(jobs)
 
-    def options(self, resources: Resources, job_name: str, comment: str) -> list[str]:
+    def options(self, resources: Resources, job_name: str, comment: str,
+                requeue: bool = True) -> list[str]:
+        spool.make_folder(self.spool, "jobs")  # the jobs' logs: sbatch would not make it
         return sbatch_options(resources, job_name=job_name, comment=comment, wckey=self.course,
-                              log=str(self.logs / "%j.out"))
+                              log=str(self.logs / "%j.out"), requeue=requeue)
 
     def poll(self, ids: list[str]) -> dict[str, JobState]:
         listed = parse_squeue(self.commands.run(
@@ -163,7 +166,8 @@ class SlurmExecutor:
         cluster could not be asked, if it could not)."""
         shapes = {"the default (SLURM_*)": self.default,
                   **{slug: info.resources(self.default) for slug, info in catalogue.items()}}
-        problems = []
+        problems = ["COURSE_PYTHON is not set: jobs would run python3 from the node's PATH"
+                    ] if self.python_unset else []
         for who, resources in shapes.items():
             try:
                 found = self.limits(resources.partition).refuse(resources)

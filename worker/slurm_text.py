@@ -12,12 +12,14 @@ from worker.executor import ClusterError, JobState
 
 
 def sbatch_options(resources: Resources, *, job_name: str, comment: str, wckey: str,
-                   log: str) -> list[str]:
-    """sbatch's options for a job of this shape; a shape without GPUs asks for none."""
+                   log: str, requeue: bool = True) -> list[str]:
+    """sbatch's options for a job of this shape; a shape without GPUs asks for none. A batch job
+    is requeued when its node fails (it skips the runs it already reported)."""
     options = [f"--job-name={job_name}", f"--comment={comment}", f"--wckey={wckey}",
                "--nodes=1", "--ntasks=1", f"--cpus-per-task={resources.cpus}",
                f"--mem={resources.memory}M", f"--time={resources.time}",
-               f"--output={log}", "--open-mode=append", "--requeue"]
+               f"--output={log}", "--open-mode=append",
+               "--requeue" if requeue else "--no-requeue"]
     for name in ("partition", "account", "qos"):
         if getattr(resources, name):
             options.append(f"--{name}={getattr(resources, name)}")
