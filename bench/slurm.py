@@ -1,0 +1,246 @@
+"""Grading on the local Slurm cluster (scripts/slurm), each figure against its baseline in the
+same run:
+
+1. API `POST` → grade readable, one submission at a time, through `sbatch`; baseline: a trivial
+   `sbatch` job from submission to COMPLETED (the floor no Slurm grader can go under).
+2. The same through a live pilot (goal: p50 ≤ 0.5 s).
+3. 200 queued submissions (a rush before a deadline) graded with batching, against one job per
+   submission (goal: ≥ 10× faster), each timed from the dispatcher's first claim.
+4. A cold single grade (`hpcgrade grade`, and a one-run spool as a job runs it) against
+   `python -c "import torch"` (goal: ≤ 1.5×).
+
+The service runs as deployed: gunicorn, a Celery worker as dispatcher (EXECUTOR=slurm) and
+Celery beat, on PostgreSQL and Redis. Needs scripts/services and scripts/slurm:
+
+    eval "$(scripts/services)"; eval "$(scripts/slurm)"
+    .venv/bin/python bench/slurm.py [--latency 10] [--pilot 20] [--rush 200]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import redis
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+
+from cold_start import import_torch, spool_run  # noqa: E402
+from helpers import postgres_database  # noqa: E402
+from server import migrate  # noqa: E402
+from server.catalogue import load_catalogue  # noqa: E402
+from server.db import Database  # noqa: E402
+from server.demo import wait_for_port, write_config  # noqa: E402
+from server.exercises import sync_exercises  # noqa: E402
+from server.models import GradingRun, Submission  # noqa: E402
+from server.users import add_user  # noqa: E402
+from service import REFERENCE, client, percentile, running, submit_and_wait  # noqa: E402
+
+BROKER = "redis://127.0.0.1:6379/14"
+PORT = 8766
+ATTEMPTS = 20
+
+
+def trivial_job(folder: Path) -> float:
+    """A job that does nothing, from sbatch to COMPLETED, polled as often as squeue allows."""
+    started = time.perf_counter()
+    job = subprocess.run(["sbatch", "--parsable", "--job-name=hpcgrade-floor", "--mem=100M",
+                          f"--output={folder}/floor-%j.out", "--wrap", "true"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    while subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], capture_output=True,
+                         text=True).stdout.strip() != "COMPLETED":
+        time.sleep(0.02)
+    return time.perf_counter() - started
+
+
+def cold_cli() -> float:
+    started = time.perf_counter()
+    subprocess.run([str(ROOT / ".venv" / "bin" / "hpcgrade"), "grade", "autograd-q",
+                    str(ROOT / "exercises" / "autograd-q" / "reference.py"), "--json"],
+                   check=True, capture_output=True, cwd=ROOT)
+    return time.perf_counter() - started
+
+
+class Service:
+    """The service on a fresh database and spool; its worker and beat restart with new settings."""
+
+    def __init__(self, stack: ExitStack, folder: Path, students: int):
+        self.stack, self.folder = stack, folder
+        self.database_url = stack.enter_context(contextmanager(postgres_database)())
+        migrate.upgrade(self.database_url)
+        self.database = Database(self.database_url)
+        with self.database.sessions.begin() as session:
+            sync_exercises(session, load_catalogue())
+            for n in range(students):
+                add_user(session, f"bench{n}", "Bench", "bench@example.org", "student",
+                         "bench-password")
+        redis.Redis.from_url(BROKER).flushdb()
+        self.course = f"bench{uuid.uuid4().hex[:6]}"
+        self.env = self.configure()
+        portal = stack.enter_context(running(
+            [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{PORT}", "--workers", "1",
+             "--log-level", "warning", "server:create_app()"], self.env))
+        assert wait_for_port("127.0.0.1", PORT, portal, 30), "the portal did not start"
+        self.base = f"http://127.0.0.1:{PORT}"
+        self.grading: ExitStack | None = None
+
+    def configure(self, **settings) -> dict:
+        config = self.folder / f"hpcgrade-{uuid.uuid4().hex[:6]}.toml"
+        write_config(config, {
+            "DATABASE_URL": self.database_url, "BROKER_URL": BROKER, "SECRET_KEY": "bench",
+            "SUBMISSIONS_PER_WINDOW": 100000, "EXECUTOR": "slurm", "COURSE": self.course,
+            "SPOOL_DIR": str(self.folder / "spool"), "COLLECT_SECONDS": 1.0,
+            "COURSE_PYTHON": os.environ.get("HPCGRADE_TEST_COURSE_PYTHON", sys.executable),
+            "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
+            "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", "SLURM_TIME": 10, "SLURM_BATCH_WAIT": 1.0,
+            **settings})
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
+        return dict(env, HPCGRADE_CONFIG=str(config))
+
+    def start_grading(self, **settings) -> None:
+        """The dispatcher and beat, as their own processes (deploy/systemd)."""
+        self.stop_grading()
+        self.grading = ExitStack()
+        env = self.configure(**settings)
+        celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
+        self.grading.enter_context(running([*celery, "worker", "--concurrency", "2",
+                                            "--loglevel", "WARNING", "--without-gossip",
+                                            "--without-mingle"], env))
+        self.grading.enter_context(running([*celery, "beat", "--loglevel", "WARNING",
+                                            "--schedule", str(self.folder / "beat")], env))
+
+    def stop_grading(self) -> None:
+        if self.grading is not None:
+            self.grading.close()
+            self.grading = None
+
+    def graded(self) -> int:
+        with self.database.sessions() as session:
+            return session.scalar(sa.select(sa.func.count()).select_from(Submission)
+                                  .where(Submission.status == "graded"))
+
+    def last_run(self) -> int:
+        with self.database.sessions() as session:
+            return session.scalar(sa.select(sa.func.coalesce(sa.func.max(GradingRun.id), 0)))
+
+    def first_claim_since(self, run_id: int) -> float:
+        with self.database.sessions() as session:
+            return session.scalar(sa.select(sa.func.min(GradingRun.started_at))
+                                  .where(GradingRun.id > run_id)).timestamp()
+
+    def jobs_since(self, run_id: int) -> int:
+        """Slurm jobs that graded the runs after this one (squeue forgets jobs after minutes)."""
+        with self.database.sessions() as session:
+            return session.scalar(sa.select(sa.func.count(sa.distinct(GradingRun.external_id)))
+                                  .where(GradingRun.id > run_id))
+
+
+class Students:
+    """API clients of students, each handed out for at most the exercise's attempts."""
+
+    def __init__(self, base: str, count: int):
+        self.apis = [client(base, f"bench{n}") for n in range(count)]
+        self.used = 0
+
+    def next(self):
+        self.used += 1
+        return self.apis[(self.used - 1) // ATTEMPTS]
+
+
+def rush(service: Service, students: Students, count: int, **settings) -> tuple[float, int]:
+    """`count` submissions queued while no worker runs, then graded: seconds from the first
+    claim (a dispatcher in service is running already; this one starts) and jobs used."""
+    service.stop_grading()
+    before, last_run = service.graded(), service.last_run()
+    for _ in range(count):
+        sent = students.next().post(f"{service.base}/api/v1/submissions",
+                                    data={"exercise": "autograd-q"},
+                                    files={"file": ("work.py", REFERENCE)})
+        assert sent.status_code == 202, sent.text
+    started = time.perf_counter()
+    service.start_grading(**settings)
+    while service.graded() < before + count:
+        assert time.perf_counter() - started < 1200, "the rush was not graded in 20 minutes"
+        time.sleep(0.2)
+    return time.time() - service.first_claim_since(last_run), service.jobs_since(last_run)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency", type=int, default=10, help="submissions through sbatch")
+    parser.add_argument("--pilot", type=int, default=20, help="submissions through a pilot")
+    parser.add_argument("--rush", type=int, default=200, help="queued submissions")
+    parser.add_argument("--cold", type=int, default=5)
+    args = parser.parse_args()
+    students = (args.latency + args.pilot + 1 + 2 * args.rush) // ATTEMPTS + 1
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hpcgrade-bench-",
+                                                                      dir="/var/tmp")))
+        folder.chmod(0o755)
+        service = Service(stack, folder, students)
+        stack.callback(service.stop_grading)
+        clients = Students(service.base, students)
+
+        floor = [trivial_job(folder) for _ in range(5)]
+        service.start_grading()
+        through_sbatch = [submit_and_wait(clients.next(), service.base)
+                          for _ in range(args.latency)]
+
+        pilot_env = service.configure()
+        started = subprocess.run([str(ROOT / ".venv" / "bin" / "hpcgrade"), "pilot", "start",
+                                  "--hours", "1"], env=pilot_env, capture_output=True, text=True,
+                                 check=True, cwd=ROOT).stdout.split()[1]
+        while not (folder / "spool" / "pilots" / started / "heartbeat.json").exists():
+            time.sleep(0.1)
+        submit_and_wait(clients.next(), service.base)  # the pilot's first grade warms it
+        through_pilot = [submit_and_wait(clients.next(), service.base) for _ in range(args.pilot)]
+        subprocess.run(["scancel", started], check=True)
+        time.sleep(3)  # the dispatcher sees the pilot's job end
+
+        batched, batched_jobs = rush(service, clients, args.rush, SLURM_BATCH_SIZE=20)
+        one_each, one_each_jobs = rush(service, clients, args.rush, SLURM_BATCH_SIZE=1,
+                                       SLURM_BATCH_WAIT=0)
+        service.stop_grading()
+
+        with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as root:
+            torch_times, cli_times, spool_times = [], [], []
+            for number in range(args.cold):
+                torch_times.append(import_torch(sys.executable))
+                cli_times.append(cold_cli())
+                spool_times.append(spool_run(sys.executable, scratch, Path(root), number))
+        shutil.rmtree(folder / "spool", ignore_errors=True)
+
+    floor_p50 = statistics.median(floor)
+    p50, p95 = percentile(through_sbatch, 50), percentile(through_sbatch, 95)
+    pilot_p50, pilot_p95 = percentile(through_pilot, 50), percentile(through_pilot, 95)
+    torch_p50 = statistics.median(torch_times)
+    print(f"trivial sbatch job, submit → COMPLETED (floor) : p50 {floor_p50:6.2f} s (n=5)")
+    print(f"POST → grade readable, through sbatch        : p50 {p50:6.2f} s  p95 {p95:6.2f} s"
+          f"  (n={len(through_sbatch)}; ratio p50 / floor {p50 / floor_p50:.2f};"
+          " batch wait 1 s, collect every 1 s)")
+    print(f"POST → grade readable, through a live pilot  : p50 {pilot_p50:6.2f} s  "
+          f"p95 {pilot_p95:6.2f} s  (n={len(through_pilot)}; goal p50 ≤ 0.5 s)")
+    print(f"{args.rush} queued submissions, batches of 20       : {batched:6.1f} s in "
+          f"{batched_jobs} jobs")
+    print(f"{args.rush} queued submissions, one job each         : {one_each:6.1f} s in "
+          f"{one_each_jobs} jobs  → batching {one_each / batched:.1f}× faster (goal ≥ 10×)")
+    print(f"python -c 'import torch'                     : {torch_p50:6.2f} s (n={args.cold})")
+    print(f"cold `hpcgrade grade` of one file            : {statistics.median(cli_times):6.2f} s"
+          f"  → {statistics.median(cli_times) / torch_p50:.2f}× import torch (goal ≤ 1.5×)")
+    print(f"cold one-run spool, as a job runs it         : {statistics.median(spool_times):6.2f} s"
+          f"  → {statistics.median(spool_times) / torch_p50:.2f}× import torch")
+    print(f"  ({os.cpu_count()} cores; single-node Slurm, jobs of 1 CPU and 2 GB)")
+
+
+if __name__ == "__main__":
+    main()
