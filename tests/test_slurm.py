@@ -354,3 +354,43 @@ def test_the_service_grades_a_submission_on_slurm_through_the_api(shared, redis_
                                capture_output=True, text=True).stdout.strip()
         assert owner == os.environ["HPCGRADE_TEST_USER"]
         app.extensions["hpcgrade.db"].dispose()
+
+
+def test_a_celery_worker_in_an_allocation_grades_with_the_local_executor(shared, redis_server,
+                                                                         catalogue, tmp_path):
+    """deploy/slurm/celery-worker.sbatch, for clusters whose nodes reach Redis and the database."""
+    for url in postgres_database():
+        migrate.upgrade(url)
+        config = {"DATABASE_URL": url, "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
+                  "EXECUTOR": "local", "SPOOL_DIR": str(shared / "spool"),
+                  "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"]}
+        app = create_app(config)
+        with app.extensions["hpcgrade.db"].sessions.begin() as session:
+            sync_exercises(session, catalogue)
+            add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
+        settings_file = tmp_path / "worker.toml"
+        settings_file.write_text("".join(f"{k.lower()} = {json.dumps(v)}\n" for k, v in config.items()))
+        worker = subprocess.run(
+            ["sbatch", "--parsable", "--time=10", "--mem=4G", f"--output={tmp_path}/worker.out",
+             f"--export=HPCGRADE_HOME={ROOT},HPCGRADE_CONFIG={settings_file}",
+             str(ROOT / "deploy" / "slurm" / "celery-worker.sbatch")],
+            capture_output=True, text=True, check=True).stdout.strip()
+        try:
+            client = app.test_client()
+            token = client.post("/api/v1/tokens", json={"username": "ana",
+                                                        "password": "long-password"}).json
+            headers = {"Authorization": f"Bearer {token['token']}"}
+            created = client.post("/api/v1/submissions", headers=headers, data={
+                "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+            deadline = time.monotonic() + 90
+            while (status := client.get(created.json["url"], headers=headers).json)["status"] \
+                    != "graded":
+                assert time.monotonic() < deadline, (status, (tmp_path / "worker.out").read_text())
+                time.sleep(0.3)
+        finally:
+            subprocess.run(["scancel", worker], check=True)
+        assert status["score"] == 10
+        with app.extensions["hpcgrade.db"].sessions() as session:
+            run = session.scalar(sa.select(GradingRun))
+            assert (run.executor, run.environment["slurm_job"]) == ("local", worker)
+        app.extensions["hpcgrade.db"].dispose()
