@@ -96,7 +96,8 @@ def users_import(roster) -> None:
         click.echo(f"{username},{password}")
 
 
-def _catalogue():
+def catalogue() -> dict:
+    """The exercises, or a clear refusal naming the bad one (for every command that reads them)."""
     try:
         return load_catalogue()
     except ExerciseConfigError as exc:
@@ -106,12 +107,12 @@ def _catalogue():
 @click.command("sync")
 def exercises_sync() -> None:
     """Bring the database's exercises in step with the exercises folder."""
-    catalogue = _catalogue()
-    changes = _in_transaction(lambda s: sync_exercises(s, catalogue))
+    exercises = catalogue()
+    changes = _in_transaction(lambda s: sync_exercises(s, exercises))
     for kind, slugs in changes.items():
         if slugs:
             click.echo(f"{kind}: {', '.join(slugs)}")
-    click.echo(f"{len(catalogue)} exercises in step")
+    click.echo(f"{len(exercises)} exercises in step")
 
 
 @click.command("exercises")
@@ -119,12 +120,12 @@ def exercises_sync() -> None:
 @click.option("--lang", type=click.Choice(["en", "es"]), default="en", show_default=True)
 def list_exercises(as_json: bool, lang: str) -> None:
     """List the exercises."""
-    catalogue = _catalogue()
+    exercises = catalogue()
     if as_json:
         click.echo(json.dumps([{"slug": e.slug, "title": e.title, "section": e.section,
                                 "deadline": e.deadline.at.isoformat() if e.deadline.at else None,
                                 "deadline_policy": e.deadline.policy}
-                               for e in catalogue.values()]))
+                               for e in exercises.values()]))
         return
-    for e in catalogue.values():
+    for e in exercises.values():
         click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")

@@ -75,7 +75,7 @@ def dispatcher(database, executor, catalogue, **settings):
     from worker.pilots import Pilots
     values = dict(spool=executor.spool, resources=Resources(), worker="t",
                   lease=dt.timedelta(minutes=5),
-                  pilots=None if executor.synchronous else Pilots(executor.spool, "test"))
+                  pilots=None if executor.synchronous else Pilots(executor.spool))
     return Dispatcher(database, executor, catalogue, **{**values, **settings})
 
 
@@ -97,3 +97,22 @@ def queue_submission(database, code: str, slug: str = "autograd-q") -> int:
                             dt.datetime.now(dt.timezone.utc))
         session.flush()
         return submission.id
+
+
+def graded_through_api(app, username: str, seconds: float = 60, context=lambda: None) -> dict:
+    """REFERENCE_Q submitted through the API as `username` (password long-password), polled until
+    graded; its result. `context` says more when it never comes."""
+    import io
+    import time
+    client = app.test_client()
+    token = client.post("/api/v1/tokens", json={"username": username,
+                                                "password": "long-password"}).json
+    headers = {"Authorization": f"Bearer {token['token']}"}
+    created = client.post("/api/v1/submissions", headers=headers, data={
+        "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+    assert created.status_code == 202, created.json
+    deadline = time.monotonic() + seconds
+    while (status := client.get(created.json["url"], headers=headers).json)["status"] != "graded":
+        assert time.monotonic() < deadline, (status, context())
+        time.sleep(0.2)
+    return status

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from server.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
-                              load_catalogue, load_exercise_info)
+                              load_exercise_info)
 from server.summary import summary
 from worker.harness import spool
 from worker.harness.jobs import Job
@@ -113,20 +113,15 @@ def _here(jobs: list[Job], python: str | None) -> list[dict]:
 
 def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[dict]:
     """The files as runs of the spool (ids of their own), graded in one job of their shape."""
-    from server.config import ConfigError, load_config, slurm_resources
+    from worker.cluster_cli import slurm_executor
     from worker.executor import ClusterError, grade
-    from worker.slurm import SlurmExecutor
-    try:
-        config = load_config()
-        slurm = SlurmExecutor(config)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    slurm = slurm_executor()
     batch = f"cli-{uuid.uuid4().hex[:12]}"
     spooled = [spool.read_job(spool.write_run(slurm.spool, replace(job, id=f"{batch}-{n}"),
                                               Path(job.submission).read_bytes()))
                for n, job in enumerate(jobs)]
     try:
-        return grade(slurm, spooled, info.resources(slurm_resources(config)))
+        return grade(slurm, spooled, info.resources(slurm.default))
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -139,10 +134,8 @@ def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[dict]:
 @click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
 def check_exercises(slugs: tuple[str, ...], seed: int | None) -> None:
     """Grade each reference (full marks) and mutant (must lose points with its code)."""
-    try:
-        infos = [_exercise(s) for s in slugs] if slugs else list(load_catalogue().values())
-    except ExerciseConfigError as exc:
-        raise click.ClickException(f"bad exercise: {exc}") from None
+    from server.commands import catalogue  # not at import: `hpcgrade grade` stays light
+    infos = [_exercise(s) for s in slugs] if slugs else list(catalogue().values())
     problems = 0
     with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
             _harness(None, scratch) as harness:

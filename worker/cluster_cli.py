@@ -7,7 +7,7 @@ import time
 
 import click
 
-from server.catalogue import ExerciseConfigError, load_catalogue
+from server.commands import catalogue
 from server.config import ConfigError, load_config
 from worker.executor import ClusterError
 from worker.pilots import Pilots
@@ -18,7 +18,8 @@ from worker.slurm_text import parse_sbatch
 PILOT_SCRIPT = f"{PACKAGE_ROOT}/deploy/slurm/pilot.sbatch"
 
 
-def _slurm() -> SlurmExecutor:
+def slurm_executor() -> SlurmExecutor:
+    """The Slurm executor of the service's settings (HPCGRADE_CONFIG), or a clear refusal."""
     try:
         return SlurmExecutor(load_config())
     except ConfigError as exc:
@@ -34,11 +35,8 @@ def slurm_group() -> None:
 def check() -> None:
     """Make sure the cluster can run every exercise's jobs (a deploy step: the dispatcher's
     unit runs it before starting)."""
-    slurm = _slurm()
-    try:
-        problems = slurm.check(load_catalogue())
-    except ExerciseConfigError as exc:
-        raise click.ClickException(f"bad exercise: {exc}") from None
+    slurm = slurm_executor()
+    problems = slurm.check(catalogue())
     for problem in problems:
         click.echo(f"cannot run: {problem}", err=True)
     if problems:
@@ -61,7 +59,7 @@ def pilot_group() -> None:
 @click.option("--partition", help="Default: SLURM_PARTITION.")
 def start(hours: float, gpus: int | None, partition: str | None) -> None:
     """Submit a pilot; the dispatcher sends it runs once its heartbeat appears."""
-    slurm = _slurm()
+    slurm = slurm_executor()
     minutes = max(int(hours * 60), 1)
     resources = dataclasses.replace(slurm.default, time=minutes,
                                     **({"gpus": gpus} if gpus is not None else {}),
@@ -86,8 +84,8 @@ def start(hours: float, gpus: int | None, partition: str | None) -> None:
 @pilot_group.command("list")
 def list_pilots() -> None:
     """Every pilot in the spool: node, GPUs, Slurm state, heartbeat, runs graded."""
-    slurm = _slurm()
-    beats = Pilots(slurm.spool, slurm.course).heartbeats()
+    slurm = slurm_executor()
+    beats = Pilots(slurm.spool).heartbeats()
     try:
         states = slurm.poll(sorted(beats)) if beats else {}
     except ClusterError as exc:
@@ -111,8 +109,8 @@ def list_pilots() -> None:
 @click.option("--now", is_flag=True, help="Cancel the job at once (its runs are sent elsewhere).")
 def stop(names: tuple[str, ...], every: bool, now: bool) -> None:
     """Ask pilots to finish the runs they hold and end."""
-    slurm = _slurm()
-    pilots = Pilots(slurm.spool, slurm.course)
+    slurm = slurm_executor()
+    pilots = Pilots(slurm.spool)
     chosen = sorted(pilots.heartbeats()) if every else list(names)
     if not chosen:
         raise click.UsageError("name the pilots to stop, or --all")

@@ -74,7 +74,7 @@ class Dispatcher:
                    slurm_resources(config), grading.worker_name(),
                    dt.timedelta(seconds=config["GRADING_LEASE_SECONDS"]),
                    config["SLURM_BATCH_SIZE"], config["SLURM_BATCH_WAIT"],
-                   Pilots(Path(config["SPOOL_DIR"]), config["COURSE"])
+                   Pilots(Path(config["SPOOL_DIR"]))
                    if not executor.synchronous else None)
 
     # --- dispatch ---------------------------------------------------------------------------

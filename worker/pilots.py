@@ -20,8 +20,8 @@ SILENT_SECONDS = 15.0  # a heartbeat this old: the pilot is dead or hung
 
 
 class Pilots:
-    def __init__(self, spool: Path, course: str):
-        self.spool, self.course = spool, course
+    def __init__(self, spool: Path):
+        self.spool = spool
 
     def heartbeats(self) -> dict[str, dict]:
         """name → heartbeat of every pilot that left one in the spool."""
