@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from helpers import REFERENCE_Q, postgres_database
+from helpers import REFERENCE_Q, graded_through_api, postgres_database
 from server import create_app, migrate
 from server.exercises import sync_exercises
 from server.models import Exercise, GradingRun, Submission, User
@@ -106,21 +106,11 @@ def test_worker_killed_mid_grading_is_retried_with_one_grade(stack):
 
 
 def test_the_api_flow_end_to_end(stack):
-    import io
     from server.users import add_user
     database = stack.extensions["hpcgrade.db"]
     with database.sessions.begin() as session:
         add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
-    client = stack.test_client()
-    token = client.post("/api/v1/tokens", json={"username": "bea", "password": "long-password"}).json
-    headers = {"Authorization": f"Bearer {token['token']}"}
-    created = client.post("/api/v1/submissions", headers=headers, data={
-        "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
-    assert created.status_code == 202
-    deadline = time.monotonic() + 60
-    while (status := client.get(created.json["url"], headers=headers).json)["status"] != "graded":
-        assert time.monotonic() < deadline, status
-        time.sleep(0.2)
+    status = graded_through_api(stack, "bea")
     assert status["score"] == 10 and len(status["checks"]) == 4
     assert all(c["passed"] for c in status["checks"])
 

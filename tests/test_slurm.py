@@ -3,7 +3,6 @@ a node lost mid-job, the controller away, pilots. Jobs run the harness under the
 the grading account (scripts/grading-account). The dispatcher is driven here, in-process, cycle
 by cycle, as the Celery tasks drive it; test_slurm_service.py runs the whole service."""
 import dataclasses
-import io
 import json
 import os
 import shutil
@@ -18,10 +17,11 @@ import pytest
 import sqlalchemy as sa
 
 import slurm_cluster
-from helpers import REFERENCE_Q, postgres_database, queue_submission
+from helpers import REFERENCE_Q, graded_through_api, postgres_database, queue_submission
 from server import create_app, migrate
 from server.catalogue import load_catalogue
 from server.config import load_config
+from server.demo import write_config
 from server.exercises import sync_exercises
 from server.models import GradingRun, Submission
 from server.users import add_user
@@ -110,11 +110,19 @@ def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
 
 
 def config_file(path: Path, config: dict) -> Path:
-    """The settings as a TOML file, for the `hpcgrade` commands (HPCGRADE_CONFIG)."""
-    keys = ("EXECUTOR", "SPOOL_DIR", "COURSE", "COURSE_PYTHON", "SLURM_PARTITION", "SLURM_GPUS",
-            "SLURM_CPUS", "SLURM_MEMORY")
-    path.write_text("".join(f"{k.lower()} = {json.dumps(config[k])}\n" for k in keys))
+    """The settings as the TOML file HPCGRADE_CONFIG names, for processes of their own."""
+    write_config(path, {k: v for k, v in config.items() if v is not None})
     return path
+
+
+def service_app(url: str, catalogue: dict, config: dict):
+    """The portal on a new database at head, with the exercises and a student, ana."""
+    migrate.upgrade(url)
+    app = create_app({**config, "DATABASE_URL": url})
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        sync_exercises(session, catalogue)
+        add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
+    return app
 
 
 def test_a_terminal_grades_files_in_one_slurm_job(shared, tmp_path):
@@ -310,35 +318,20 @@ def test_the_service_grades_a_submission_on_slurm_through_the_api(shared, redis_
     processes, as deploy/systemd runs them; Slurm's commands over ssh on a submit host, as the
     grading account, so the harness runs unprivileged inside the job."""
     for url in postgres_database():
-        migrate.upgrade(url)
-        config = {**settings(shared), "DATABASE_URL": url, "BROKER_URL": redis_server.url,
-                  "SECRET_KEY": "test", "COLLECT_SECONDS": 0.5, "SLURM_BATCH_WAIT": 0.2,
+        config = {**settings(shared), "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
+                  "COLLECT_SECONDS": 0.5, "SLURM_BATCH_WAIT": 0.2,
                   "SLURM_SUBMIT_HOST": os.environ["HPCGRADE_TEST_SSH_HOST"],
-                  "SLURM_SSH_OPTIONS": os.environ["HPCGRADE_TEST_SSH_OPTIONS"]}
-        app = create_app(config)
-        with app.extensions["hpcgrade.db"].sessions.begin() as session:
-            sync_exercises(session, catalogue)
-            add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
-        env = {**os.environ, **{f"HPCGRADE_{k}": json.dumps(v) if isinstance(v, (tuple, dict)) else str(v)
-                                for k, v in config.items() if v is not None}}
+                  "SLURM_SSH_OPTIONS": json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"])}
+        app = service_app(url, catalogue, config)
+        env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(
+            tmp_path / "h.toml", {**config, "DATABASE_URL": url})))
         celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app"]
         services = [subprocess.Popen([*celery, "worker", "--concurrency=2", "--without-gossip",
                                       "--without-mingle", "-l", "warning"], cwd=ROOT, env=env),
                     subprocess.Popen([*celery, "beat", "-l", "warning", "--schedule",
                                       str(tmp_path / "beat")], cwd=ROOT, env=env)]
         try:
-            client = app.test_client()
-            token = client.post("/api/v1/tokens", json={"username": "bea",
-                                                        "password": "long-password"}).json
-            headers = {"Authorization": f"Bearer {token['token']}"}
-            created = client.post("/api/v1/submissions", headers=headers, data={
-                "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
-            assert created.status_code == 202
-            deadline = time.monotonic() + 90
-            while (status := client.get(created.json["url"], headers=headers).json)["status"] \
-                    != "graded":
-                assert time.monotonic() < deadline, status
-                time.sleep(0.3)
+            status = graded_through_api(app, "ana", seconds=90)
         finally:
             for process in services:
                 process.terminate()
@@ -360,33 +353,19 @@ def test_a_celery_worker_in_an_allocation_grades_with_the_local_executor(shared,
                                                                          catalogue, tmp_path):
     """deploy/slurm/celery-worker.sbatch, for clusters whose nodes reach Redis and the database."""
     for url in postgres_database():
-        migrate.upgrade(url)
         config = {"DATABASE_URL": url, "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
                   "EXECUTOR": "local", "SPOOL_DIR": str(shared / "spool"),
                   "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"]}
-        app = create_app(config)
-        with app.extensions["hpcgrade.db"].sessions.begin() as session:
-            sync_exercises(session, catalogue)
-            add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
-        settings_file = tmp_path / "worker.toml"
-        settings_file.write_text("".join(f"{k.lower()} = {json.dumps(v)}\n" for k, v in config.items()))
+        app = service_app(url, catalogue, config)
         worker = subprocess.run(
             ["sbatch", "--parsable", "--time=10", "--mem=4G", f"--output={tmp_path}/worker.out",
-             f"--export=HPCGRADE_HOME={ROOT},HPCGRADE_CONFIG={settings_file}",
+             f"--export=HPCGRADE_HOME={ROOT},"
+             f"HPCGRADE_CONFIG={config_file(tmp_path / 'worker.toml', config)}",
              str(ROOT / "deploy" / "slurm" / "celery-worker.sbatch")],
             capture_output=True, text=True, check=True).stdout.strip()
         try:
-            client = app.test_client()
-            token = client.post("/api/v1/tokens", json={"username": "ana",
-                                                        "password": "long-password"}).json
-            headers = {"Authorization": f"Bearer {token['token']}"}
-            created = client.post("/api/v1/submissions", headers=headers, data={
-                "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
-            deadline = time.monotonic() + 90
-            while (status := client.get(created.json["url"], headers=headers).json)["status"] \
-                    != "graded":
-                assert time.monotonic() < deadline, (status, (tmp_path / "worker.out").read_text())
-                time.sleep(0.3)
+            status = graded_through_api(app, "ana", seconds=90,
+                                        context=lambda: (tmp_path / "worker.out").read_text())
         finally:
             subprocess.run(["scancel", worker], check=True)
         assert status["score"] == 10
