@@ -1,6 +1,7 @@
 """The JSON API under /api/v1/, with bearer tokens for scripts and `hpcgrade submit`."""
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import hashlib
 import secrets
@@ -88,7 +89,7 @@ def create_token():
     if user is None:
         return error(401, "wrong username or password")
     token = secrets.token_urlsafe(32)
-    db().add(ApiToken(user=user, token_hash=_digest(token)))
+    db().add(ApiToken(user=user, token_hash=_digest(token), expires_at=utcnow() + dt.timedelta(days=120)))
     db().commit()
     return jsonify(token=token, username=user.username), 201
 

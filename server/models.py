@@ -40,6 +40,9 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(16), default=Role.student.value)
     password_hash: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # a session cookie carries the version it was made under: log-out and a new password raise
+    # it, which ends every session of the user at once (a copied cookie included)
+    session_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     submissions: Mapped[list["Submission"]] = relationship(back_populates="user")
 
@@ -54,7 +57,9 @@ class ApiToken(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    label: Mapped[str] = mapped_column(String(100), default="", server_default="")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column()
     last_used_at: Mapped[dt.datetime | None] = mapped_column()
 
     user: Mapped[User] = relationship()
@@ -80,6 +85,9 @@ class Exercise(Base):
 
 class Submission(Base):
     __tablename__ = "submissions"
+    # a client that retries a request (after a time-out or a 500) sends the same key again and
+    # gets the first submission back instead of a duplicate
+    __table_args__ = (UniqueConstraint("user_id", "idempotency_key"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
@@ -96,6 +104,7 @@ class Submission(Base):
     enqueued_at: Mapped[dt.datetime | None] = mapped_column()
     # runs up to this attempt number do not count toward the retry limit (a staff regrade)
     retry_from: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
 
     user: Mapped[User] = relationship(back_populates="submissions")
     exercise: Mapped[Exercise] = relationship()
