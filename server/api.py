@@ -3,26 +3,23 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import hashlib
-import secrets
-import time
 from dataclasses import dataclass
 
 from flask import Blueprint, abort, current_app, g, jsonify, request, url_for
-from sqlalchemy import select
-from sqlalchemy.orm import joinedload
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from .app import csrf
-from .auth import db
+from .auth import db, t
 from .models import ApiToken, Exercise, User, utcnow
 from .queue import enqueue
 from .results import exercise_rows, may_see, submission_state
-from .submissions import Refusal, Rules, accept
-from .users import authenticate
+from .submissions import Refusal, Rules, idempotency_key, submit_once
+from .throttle import Throttled, check_password
+from .tokens import TokenError, clean_label, digest, issue
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
-TOKEN_CHECK_SECONDS = 60.0
-KNOWN_TOKENS = 10_000
+TOKEN_USE_RECORDED_EVERY = dt.timedelta(minutes=1)
 csrf.exempt(blueprint)  # bearer tokens, not cookies: nothing for a forged form to ride on
 
 
@@ -30,48 +27,44 @@ def error(status: int, message: str):
     return jsonify(error=message), status
 
 
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 @dataclass(frozen=True)
 class Bearer:
-    """Whom a token belongs to, as last read from the database."""
+    """Whom a token belongs to, as the database says in this request."""
 
     user_id: int
     is_staff: bool
-    checked: float  # time.monotonic()
 
 
-def _bearer(token: str) -> Bearer | None:
-    # a status poll a second from each waiting student must not cost a token query and a write
-    # every time: each process re-reads a token (and records its use) once a minute
-    known_tokens = current_app.extensions["hpcgrade.tokens"]
-    digest = _digest(token)
-    known = known_tokens.get(digest)
-    if known is not None and time.monotonic() - known.checked < TOKEN_CHECK_SECONDS:
-        return known
-    row = db().scalar(select(ApiToken).options(joinedload(ApiToken.user))
-                      .where(ApiToken.token_hash == digest))
-    if row is None:
-        known_tokens.pop(digest, None)
-        return None
-    row.last_used_at = utcnow()
-    db().commit()
-    if len(known_tokens) >= KNOWN_TOKENS:
-        known_tokens.clear()
-    known = known_tokens[digest] = Bearer(row.user_id, row.user.is_staff, time.monotonic())
-    return known
+def _bearer(reads: Session, token: str) -> Bearer:
+    # read afresh on every request, token and user in one indexed query, so that a revoked or
+    # expired token and a changed role apply at once; the status poll (each waiting student,
+    # every second) stays a read: the token's use is written down at most once a minute
+    found = reads.connection().execute(
+        select(ApiToken.id, ApiToken.expires_at, ApiToken.last_used_at, User.id, User.role)
+        .join(ApiToken.user).where(ApiToken.token_hash == digest(token))).first() if token else None
+    if found is None:
+        abort(401, t("missing or invalid token: send 'Authorization: Bearer <token>'",
+                     "falta el token o no es válido: envía 'Authorization: Bearer <token>'"))
+    token_id, expires_at, last_used_at, user_id, role = found
+    now = utcnow()
+    if expires_at <= now:
+        abort(401, t("token expired, run hpcgrade login again",
+                     "el token ha caducado, ejecuta hpcgrade login de nuevo"))
+    if last_used_at is None or now - last_used_at >= TOKEN_USE_RECORDED_EVERY:
+        db().execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
+        db().commit()
+    return Bearer(user_id, User(role=role).is_staff)
 
 
 def token_required(view):
+    """The view runs with g.bearer and g.reads, a session for one-statement reads (the token's
+    own: one connection from the pool for the status poll, not two)."""
     @functools.wraps(view)
     def wrapped(*args, **kwargs):
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        g.bearer = _bearer(token) if scheme == "Bearer" and token else None
-        if g.bearer is None:
-            return error(401, "missing or invalid token: send 'Authorization: Bearer <token>'")
-        return view(*args, **kwargs)
+        with current_app.extensions["hpcgrade.db"].reads() as g.reads:
+            g.bearer = _bearer(g.reads, token if scheme == "Bearer" else "")
+            return view(*args, **kwargs)
     return wrapped
 
 
@@ -84,14 +77,25 @@ def _api_user() -> User:
 
 @blueprint.post("/tokens")
 def create_token():
-    body = request.get_json(silent=True) or request.form
-    user = authenticate(db(), str(body.get("username", "")), str(body.get("password", "")))
+    body = request.get_json(silent=True) if request.is_json else request.form
+    username, password = (body.get(k) for k in ("username", "password")) \
+        if isinstance(body, dict) else (None, None)
+    if not isinstance(username, str) or not isinstance(password, str):
+        return error(400, t("send a JSON object with the strings 'username' and 'password'",
+                            "envía un objeto JSON con los textos 'username' y 'password'"))
+    try:
+        label = clean_label(body.get("label", ""))
+        user = check_password(db(), username, password)
+    except TokenError as exc:
+        return error(400, str(exc))
+    except Throttled as throttled:
+        return jsonify(error=throttled.message(g.lang)), 429, throttled.headers
     if user is None:
-        return error(401, "wrong username or password")
-    token = secrets.token_urlsafe(32)
-    db().add(ApiToken(user=user, token_hash=_digest(token), expires_at=utcnow() + dt.timedelta(days=120)))
+        return error(401, t("wrong username or password", "usuario o contraseña incorrectos"))
+    token, row = issue(db(), user, label, current_app.config["TOKEN_LIFETIME_DAYS"])
     db().commit()
-    return jsonify(token=token, username=user.username), 201
+    return jsonify(token=token, username=user.username,
+                   expires_at=row.expires_at.isoformat(timespec="seconds")), 201
 
 
 @blueprint.get("/exercises")
@@ -114,22 +118,25 @@ def create_submission():
     session = db()
     exercise = session.scalar(select(Exercise).where(Exercise.slug == request.form["exercise"]))
     try:
-        submission = accept(session, _api_user(), exercise, upload.filename or "", upload.read(),
-                            Rules.from_config(current_app.config), utcnow())
+        submission, new = submit_once(
+            session, _api_user(), exercise, upload.filename or "", upload.read(),
+            Rules.from_config(current_app.config), utcnow(),
+            idempotency_key(request.headers.get("Idempotency-Key")))
     except Refusal as refusal:
         return error(refusal.status, refusal.message(g.lang))
-    session.commit()
-    enqueue(current_app.extensions["celery"], session, [submission.id])
+    if new:
+        enqueue(current_app.extensions["celery"], session, [submission.id])
     url = url_for("api.get_submission", submission_id=submission.id, _external=True)
-    return jsonify(id=submission.id, url=url, status=submission.status), 202, {"Location": url}
+    # a retry with the key of a stored submission gets the same answer, said to be a replay
+    return jsonify(id=submission.id, url=url, status=submission.status), 202, \
+        {"Location": url, "Idempotent-Replayed": "false" if new else "true"}
 
 
 @blueprint.get("/submissions/<int:submission_id>")
 @token_required
 def get_submission(submission_id: int):
-    with current_app.extensions["hpcgrade.db"].reads() as reads:
-        state = submission_state(reads, submission_id)
-        if state is None or not may_see(state.user_id, g.bearer.user_id, g.bearer.is_staff):
-            return error(404, "no such submission")
-        body = current_app.extensions["hpcgrade.results"].get_or_build(reads, state, g.lang)
+    state = submission_state(g.reads, submission_id)
+    if state is None or not may_see(state.user_id, g.bearer.user_id, g.bearer.is_staff):
+        return error(404, "no such submission")
+    body = current_app.extensions["hpcgrade.results"].get_or_build(g.reads, state, g.lang)
     return current_app.response_class(body, mimetype="application/json")

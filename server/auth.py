@@ -1,14 +1,19 @@
-"""Logging in and out with a session cookie; who the current user is; role checks."""
+"""Logging in and out with a session cookie; who the current user is; role checks.
+
+A session cookie carries the user's session version: log-out and a new password raise it, which
+ends every session of the user at once, a copied cookie included."""
 from __future__ import annotations
 
 import functools
+from urllib.parse import urlsplit
 
 from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
                    session, url_for)
 from sqlalchemy.orm import Session
 
 from .models import User
-from .users import authenticate
+from .throttle import Throttled, check_password
+from .users import end_sessions
 
 blueprint = Blueprint("auth", __name__)
 
@@ -20,10 +25,23 @@ def db() -> Session:
     return g.db_session
 
 
+def t(en: str, es: str) -> str:
+    return es if g.get("lang") == "es" else en
+
+
 @blueprint.before_app_request
 def load_user() -> None:
     user_id = session.get("user_id")
     g.user = db().get(User, user_id) if user_id is not None else None
+    if g.user is not None and session.get("version") != g.user.session_version:
+        session.clear()  # logged out (or the password changed) since this cookie was made
+        g.user = None
+
+
+def start_session(user: User) -> None:
+    session.clear()
+    session.update(user_id=user.id, version=user.session_version)
+    session.permanent = True  # it ends SESSION_LIFETIME_HOURS after its last request
 
 
 def login_required(view):
@@ -46,27 +64,40 @@ def staff_required(view):
 
 
 def _safe_next(target: str | None) -> str:
-    # only paths on this site, never "//evil.example" or "https://…"
-    if target and target.startswith("/") and not target.startswith("//"):
-        return target
+    """A path on this site, or the exercises: never another site, however it is spelled."""
+    # as browsers do: control characters and spaces around it go, tabs and newlines inside
+    # it too, and a backslash is a slash ("/\t/evil.example" and "/\\evil.example" are
+    # "//evil.example")
+    cleaned = (target or "").strip("".join(map(chr, range(33))))
+    cleaned = cleaned.translate({9: None, 10: None, 13: None}).replace("\\", "/")
+    parts = urlsplit(cleaned)
+    if (cleaned.startswith("/") and not cleaned.startswith("//") and not parts.scheme
+            and not parts.netloc and cleaned.isprintable()):
+        return cleaned
     return url_for("portal.index")
 
 
 @blueprint.route("/login", methods=["GET", "POST"])
 def login():
-    if request.method == "POST":
-        user = authenticate(db(), request.form.get("username", ""), request.form.get("password", ""))
-        if user is not None:
-            session.clear()
-            session["user_id"] = user.id
-            return redirect(_safe_next(request.args.get("next")))
-        flash("Wrong username or password.", "error")
+    if request.method == "GET":
+        return render_template("auth/login.html")
+    try:
+        user = check_password(db(), request.form.get("username", ""),
+                              request.form.get("password", ""))
+    except Throttled as throttled:
+        flash(throttled.message(g.lang), "error")
+        return render_template("auth/login.html"), 429, throttled.headers
+    if user is None:
+        flash(t("Wrong username or password.", "Usuario o contraseña incorrectos."), "error")
         return render_template("auth/login.html"), 401
-    return render_template("auth/login.html")
+    start_session(user)
+    return redirect(_safe_next(request.args.get("next")))
 
 
 @blueprint.post("/logout")
 def logout():
+    if g.user is not None:  # every session of the user ends, not only this browser's
+        end_sessions(db(), g.user.id)
+        db().commit()
     session.clear()
     return redirect(url_for("auth.login"))
-

@@ -6,20 +6,26 @@ client file that `hpcgrade login` writes (HPCGRADE_CLIENT_CONFIG, by default
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import socket
 import sys
 import time
 import tomllib
+import uuid
 from pathlib import Path
 
 import click
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from .summary import summary
 
 POLL_SECONDS = 1.0
 REQUEST_SECONDS = 30
+RETRIES = 5
 LANGS = click.Choice(["en", "es"])
 
 
@@ -65,11 +71,11 @@ def _token() -> str:
     return token
 
 
-def _call(method: str, url: str, **kwargs) -> dict:
+def _call(method: str, url: str, http=requests, **kwargs) -> dict:
     """One API request; a refusal, an error or an unreachable server ends the command with its
     message."""
     try:
-        reply = requests.request(method, url, timeout=REQUEST_SECONDS, **kwargs)
+        reply = http.request(method, url, timeout=REQUEST_SECONDS, **kwargs)
     except requests.ConnectionError:
         raise click.ClickException(f"cannot connect to {url}: is the server's URL right?") from None
     except requests.Timeout:
@@ -95,9 +101,30 @@ def login(server: str | None, username: str, password: str) -> None:
     """Get a token for `hpcgrade submit` and keep it in the client file."""
     server = _server(server)
     body = _call("POST", f"{server}/api/v1/tokens",
-                 json={"username": username, "password": password})
+                 json={"username": username, "password": password, "label": _label()})
     path = save_client_config(server, body["token"])
-    click.echo(f"logged in to {server} as {body['username']}; token kept in {path}")
+    click.echo(f"logged in to {server} as {body['username']}; token kept in {path} "
+               f"(valid until {body.get('expires_at', '?')})")
+
+
+def _label() -> str:
+    """Who asked for a token, from where: user@host, as the account's token page lists it."""
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):
+        who = "?"
+    return f"{who}@{socket.gethostname()}"[:100]
+
+
+def _retrying() -> requests.Session:
+    """Requests sent again after a lost connection, a time-out or a server error, waiting as the
+    server's Retry-After says: safe for a submission, whose idempotency key goes with it."""
+    retry = Retry(total=RETRIES, connect=2, backoff_factor=0.5, status_forcelist=(500, 502, 503, 504),
+                  allowed_methods=None, raise_on_status=False)
+    session = requests.Session()
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, HTTPAdapter(max_retries=retry))
+    return session
 
 
 def _progress(status: dict, seconds: float) -> str:
@@ -123,9 +150,12 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
     file, 2 if the grade was not ready within --timeout (the submission stays queued)."""
     headers = {"Authorization": f"Bearer {_token()}"}
     server = _server(server)
+    http = _retrying()
     with open(file, "rb") as f:
-        created = _call("POST", f"{server}/api/v1/submissions", params={"lang": lang},
-                        headers=headers, data={"exercise": exercise}, files={"file": (file.name, f)})
+        # one key for this submission, on every retry: the server stores it once
+        created = _call("POST", f"{server}/api/v1/submissions", http, params={"lang": lang},
+                        headers={**headers, "Idempotency-Key": str(uuid.uuid4())},
+                        data={"exercise": exercise}, files={"file": (file.name, f)})
     click.echo(f"submitted {file.name} for {exercise}: {created['url']}", err=True)
     if not wait:
         click.echo(json.dumps(created) if as_json else created["url"])
@@ -145,7 +175,9 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
             click.echo(line, err=True)
         shown = line.split(" · ")[0]
         time.sleep(POLL_SECONDS)
-        status = _call("GET", created["url"], params={"lang": lang}, headers=headers)
+        status = _call("GET", created["url"], http, params={"lang": lang}, headers=headers)
+    if status is created:  # sent before and graded since: the answer has no result in it
+        status = _call("GET", created["url"], http, params={"lang": lang}, headers=headers)
     if live:
         click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
     click.echo(json.dumps(status) if as_json else summary(file, status))

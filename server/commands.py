@@ -1,4 +1,5 @@
-"""`hpcgrade db …`, `users …`, `exercises` and `exercise sync`: deploy steps, accounts, exercises."""
+"""`hpcgrade db …`, `users …`, `tokens …`, `exercises` and `exercise sync`: deploy steps,
+accounts, API tokens, exercises."""
 from __future__ import annotations
 
 import getpass
@@ -6,6 +7,7 @@ import json
 from pathlib import Path
 
 import click
+from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 from . import migrate
@@ -13,7 +15,9 @@ from .catalogue import ExerciseConfigError, load_catalogue
 from .config import ConfigError, load_config
 from .db import Database
 from .exercises import sync_exercises
-from .users import UserError, add_user, import_roster
+from .models import User, utcnow
+from .tokens import TokenError, listed, revoke
+from .users import UserError, add_user, import_roster, set_password
 
 
 def _database_url() -> str:
@@ -60,7 +64,7 @@ def _in_transaction(action):
     try:
         with database.sessions.begin() as session:
             return action(session)
-    except UserError as exc:
+    except (UserError, TokenError) as exc:
         raise click.ClickException(str(exc)) from None
     except OperationalError as exc:
         raise click.ClickException(f"database error (did you run `hpcgrade db upgrade`?): "
@@ -94,6 +98,63 @@ def users_import(roster) -> None:
     click.echo("username,password")
     for username, password in created:
         click.echo(f"{username},{password}")
+
+
+@users_group.command("password")
+@click.argument("username")
+@click.option("--password", envvar="HPCGRADE_NEW_PASSWORD",
+              help="Default: asked for, twice (or HPCGRADE_NEW_PASSWORD).")
+def users_password(username: str, password: str | None) -> None:
+    """Set an account's password; every session of the account ends (its API tokens stay:
+    `hpcgrade tokens revoke --user USERNAME --all`)."""
+    password = password or click.prompt(f"new password for {username}", hide_input=True,
+                                        confirmation_prompt=True)
+    _in_transaction(lambda s: set_password(s, _user(s, username), password))
+    click.echo(f"password of {username} set; its sessions have ended")
+
+
+def _user(session, username: str) -> User:
+    user = session.scalar(select(User).where(User.username == username))
+    if user is None:
+        raise UserError(f"no user {username}")
+    return user
+
+
+@click.group("tokens")
+def tokens_group() -> None:
+    """API tokens (what `hpcgrade login` gets)."""
+
+
+@tokens_group.command("list")
+@click.option("--user", "username", help="Only this user's tokens.")
+def tokens_list(username: str | None) -> None:
+    """List tokens: id, user, label, created, last used, expires."""
+    def rows(session):
+        user_id = _user(session, username).id if username else None
+        return [(t.id, t.user.username, t.label, t.created_at, t.last_used_at, t.expires_at)
+                for t in listed(session, user_id)]
+    now = utcnow()
+    click.echo(f"{'id':>6}  {'user':16} {'label':28} {'created':16} {'last used':16} expires")
+    for token_id, user, label, created, used, expires in _in_transaction(rows):
+        click.echo(f"{token_id:>6}  {user:16} {label or '-':28} {created:%Y-%m-%d %H:%M} "
+                   f"{f'{used:%Y-%m-%d %H:%M}' if used else 'never':16} {expires:%Y-%m-%d}"
+                   f"{' (expired)' if expires <= now else ''}")
+
+
+@tokens_group.command("revoke")
+@click.argument("token_id", type=int, required=False)
+@click.option("--user", "username", help="Whose tokens (with --all).")
+@click.option("--all", "every", is_flag=True, help="Every token of --user.")
+def tokens_revoke(token_id: int | None, username: str | None, every: bool) -> None:
+    """Revoke token ID, or every token of a user (--user U --all); it stops working at once."""
+    by_id = token_id is not None and username is None and not every
+    if not by_id and not (token_id is None and username is not None and every):
+        raise click.UsageError("give a token ID, or --user USERNAME --all")
+    gone = _in_transaction(lambda s: revoke(s, token_id=token_id) if by_id
+                           else revoke(s, user_id=_user(s, username).id))
+    if by_id and not gone:
+        raise click.ClickException(f"no token {token_id}")
+    click.echo(f"revoked {gone} token(s)")
 
 
 def catalogue() -> dict:

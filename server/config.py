@@ -139,6 +139,28 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
+def flag(name: str, value: Any) -> bool:
+    """true or false; in the environment also 1/0, yes/no, on/off."""
+    words = {"true": True, "1": True, "yes": True, "on": True,
+             "false": False, "0": False, "no": False, "off": False}
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in words:
+        return words[value.strip().lower()]
+    raise ConfigError(f"{name} must be true or false, not {value!r}")
+
+
+def rate_limits(name: str, value: Any) -> str:
+    """Limits in Flask-Limiter's notation: "5 per minute; 20 per hour"."""
+    from limits import parse_many  # not at import: the grading side never needs it
+    try:
+        if isinstance(value, str) and parse_many(value):
+            return value
+    except ValueError:
+        pass
+    raise ConfigError(f"{name} must be limits like \"5 per minute; 20 per hour\", not {value!r}")
+
+
 def _json(name: str, value: str) -> Any:
     try:
         return json.loads(value)
@@ -187,6 +209,18 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "MAX_UPLOAD_KB": (1024, whole(1)),
     "SUBMISSIONS_PER_WINDOW": (20, whole(1)),
     "SUBMISSION_WINDOW_MINUTES": (60, whole(1)),
+    # log-in: a session ends this long after its last request (or at log-out, everywhere)
+    "SESSION_LIFETIME_HOURS": (12, whole(1)),
+    "SESSION_COOKIE_SECURE": (True, flag),  # false only where the portal is reached over http
+    "SESSION_COOKIE_SAMESITE": ("Lax", choice(("Lax", "Strict"))),
+    # failed log-ins counted per account and per client address; over a limit, the next attempt
+    # is refused until the window frees up (the longer windows make the back-off)
+    "LOGIN_LIMITS_PER_ACCOUNT": ("5 per minute; 20 per hour", rate_limits),
+    "LOGIN_LIMITS_PER_ADDRESS": ("30 per minute; 300 per hour", rate_limits),
+    "LOGIN_LIMITS_STORAGE": (None, optional(text)),  # default: the broker's Redis
+    "PASSWORD_CHECKS_PER_PROCESS": (2, whole(1)),  # at once; more are refused with a 429
+    "TRUSTED_PROXIES": (0, whole(0)),  # proxies in front that set X-Forwarded-For (nginx: 1)
+    "TOKEN_LIFETIME_DAYS": (120, whole(1)),
     # sending a task fails at once while the broker is away: the submission is already committed
     # and the reconcile task sends it later, so a web request never hangs on Redis
     "BROKER_TRANSPORT_OPTIONS": ({"max_retries": 0}, table),
@@ -195,6 +229,9 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "COURSE": ("hpcgrade", word),
     "SPOOL_DIR": (str(ROOT / "instance" / "spool"), text),
     "GRADING_LEASE_SECONDS": (900, whole(1)),
+    # one grading slot per student at a time: a student flooding the queue (or looping until the
+    # time-out) holds one slot, never all of them; the next file of theirs waits its turn
+    "MAX_RUNNING_PER_STUDENT": (1, whole(1)),
     "REQUEUE_AFTER_SECONDS": (120, whole(1)),
     "COLLECT_SECONDS": (5.0, seconds),
     **{f"SLURM_{key.upper()}": (getattr(Resources, key), parse)

@@ -1,8 +1,9 @@
 """`hpcgrade demo`: the whole service on one machine with nothing else running.
 
 SQLite for the database, a folder for the broker (kombu's filesystem transport), gunicorn for
-the portal and one Celery worker (with the schedule) grading with the local executor, or
-dispatching to this machine's Slurm (`--executor slurm`). Everything lives in one folder, so a
+the portal, one Celery worker grading with the local executor (or dispatching to this machine's
+Slurm, `--executor slurm`) and Celery beat for the schedule, as its own process: whatever is
+killed, there is never more than one scheduler. Everything lives in one folder, so a
 second run finds the accounts and submissions of the first.
 """
 from __future__ import annotations
@@ -45,7 +46,10 @@ def demo_settings(folder: Path, executor: str = "local") -> dict:
                                              "data_folder_out": str(broker / "messages"),
                                              "control_folder": str(broker / "control")},
                 "SECRET_KEY": secret.read_text().strip(),
-                "EXECUTOR": executor, "SPOOL_DIR": str(folder / "spool")}
+                "EXECUTOR": executor, "SPOOL_DIR": str(folder / "spool"),
+                # plain http on this machine: a Secure cookie would never come back; and no
+                # Redis to count failed log-ins in, so each portal process counts its own
+                "SESSION_COOKIE_SECURE": False, "LOGIN_LIMITS_STORAGE": "memory://"}
     if executor == "slurm":  # jobs run this interpreter, as the user who runs the demo
         settings.update(COURSE_PYTHON=sys.executable, COLLECT_SECONDS=1.0, SLURM_BATCH_WAIT=1.0)
     return settings
@@ -132,11 +136,14 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
     portal = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
          "--log-level", "warning", "server:create_app()"], env=env, cwd=ROOT)
+    celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app", "worker", "--beat",
-         "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+        [*celery, "worker", "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip",
+         "--without-mingle"], env=env, cwd=ROOT)
+    beat = subprocess.Popen(
+        [*celery, "beat", "--loglevel", "WARNING",
          "--schedule", str(folder.resolve() / "celerybeat-schedule")], env=env, cwd=ROOT)
-    processes = (portal, worker)
+    processes = {"portal": portal, "worker": worker, "beat": beat}
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
     try:
@@ -145,17 +152,17 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
         click.echo(f"\nhpcgrade demo: http://{host}:{port}/\n"
                    "  log in as student / student, or instructor / instructor\n"
                    f"  data in {folder}; Ctrl-C stops\n")
-        while all(p.poll() is None for p in processes):
+        while all(p.poll() is None for p in processes.values()):
             time.sleep(0.5)
-        stopped = "portal" if portal.poll() is not None else "worker"
+        stopped = next(name for name, p in processes.items() if p.poll() is not None)
         raise click.ClickException(f"the {stopped} stopped; see the messages above")
     except KeyboardInterrupt:
         click.echo("stopping")
     finally:
-        for process in processes:
+        for process in processes.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        for process in processes:
+        for process in processes.values():
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:

@@ -1,9 +1,12 @@
 """The student pages: exercises, statements, uploading, history, live status and results."""
 from __future__ import annotations
 
+import uuid
+
 import markdown
 from flask import (Blueprint, abort, current_app, flash, g, jsonify, redirect, render_template,
                    request, session, url_for)
+from markdown.extensions.tables import TableExtension
 from sqlalchemy import select
 
 from .catalogue import default_root
@@ -12,9 +15,9 @@ from .course import run_rows
 from .auth import db, login_required
 from .models import Exercise, Submission, utcnow
 from .queue import enqueue
-from .results import (WAITING, code_cells, exercise_rows, may_see, queue_position,
-                      submission_dict, submission_state)
-from .submissions import Refusal, Rules, accept
+from .results import (WAITING, code_cells, exercise_rows, may_see, submission_dict,
+                      submission_state, waiting)
+from .submissions import PASTED, Refusal, Rules, idempotency_key, submit_once
 
 blueprint = Blueprint("portal", __name__)
 LANGS = ("en", "es")
@@ -58,34 +61,41 @@ def index():
 @blueprint.route("/exercises/<slug>")
 @login_required
 def exercise(slug: str):
-    row = _exercise(slug)
-    path = default_root() / slug / f"statement.{g.lang}.md"
-    statement = markdown.markdown(path.read_text(), extensions=["fenced_code", "tables"]) \
-        if path.exists() else ""
+    return _exercise_page(_exercise(slug))
+
+
+def _exercise_page(row: Exercise, pasted: str = "", status: int = 200):
+    path = default_root() / row.slug / f"statement.{g.lang}.md"
+    statement = markdown.markdown(path.read_text(), extensions=[
+        "fenced_code", TableExtension(use_align_attribute=True)]) if path.exists() else ""
     submissions = db().scalars(select(Submission).where(
         Submission.user_id == g.user.id, Submission.exercise_id == row.id)
         .order_by(Submission.id.desc())).all()
+    # each rendering of the form gets its own key: sending it twice stores one submission, and
+    # no-store keeps the back button from showing an old form with a used key
     return render_template("portal/exercise.html", exercise=row, statement=statement,
-                           submissions=submissions, now=utcnow())
+                           submissions=submissions, now=utcnow(), pasted=pasted,
+                           idempotency_key=uuid.uuid4().hex), status, {"Cache-Control": "no-store"}
 
 
 @blueprint.post("/exercises/<slug>/submissions")
 @login_required
 def submit(slug: str):
     row = _exercise(slug)
+    upload = request.files.get("file")
+    # browsers send a textarea's line ends as CRLF
+    pasted = request.form.get("code", "").replace("\r\n", "\n")
     try:
-        upload = request.files.get("file")
-        if upload and upload.filename:
-            filename, data = upload.filename, upload.read()
-        else:
-            filename, data = "pasted.py", request.form.get("code", "").encode()
-        submission = accept(db(), g.user, row, filename, data,
-                            Rules.from_config(current_app.config), utcnow())
+        filename, data = (upload.filename, upload.read()) if upload and upload.filename \
+            else (PASTED, pasted.encode())
+        submission, new = submit_once(db(), g.user, row, filename, data,
+                                      Rules.from_config(current_app.config), utcnow(),
+                                      idempotency_key(request.form.get("idempotency_key")))
     except Refusal as refusal:
         flash(refusal.message(g.lang), "error")
-        return redirect(url_for("portal.exercise", slug=slug)), 303
-    db().commit()
-    enqueue(current_app.extensions["celery"], db(), [submission.id])
+        return _exercise_page(row, pasted, refusal.status)  # what was pasted stays in the form
+    if new:
+        enqueue(current_app.extensions["celery"], db(), [submission.id])
     return redirect(url_for("portal.submission", submission_id=submission.id), 303)
 
 
@@ -115,5 +125,5 @@ def status(submission_id: int):
         state = submission_state(reads, submission_id)
         if state is None or not may_see(state.user_id, g.user.id, g.user.is_staff):
             abort(404)
-        return jsonify(status=state.status, queue_position=queue_position(reads, state),
+        return jsonify(status=state.status, **waiting(reads, state, g.lang),
                        score=state.score, max_score=state.max_score)

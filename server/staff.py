@@ -18,6 +18,7 @@ from .results import WAITING
 from .submissions import reopen
 
 blueprint = Blueprint("staff", __name__, url_prefix="/staff")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 @blueprint.before_request
@@ -65,13 +66,19 @@ def grades_csv():
     columns, rows = gradebook(db())
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["username", "name", "email", *(e.slug for e in columns)])
+    writer.writerow(["username", "name", "email", *(_cell(e.slug) for e in columns)])
     for user, cells in rows:
-        writer.writerow([user.username, user.name, user.email,
+        writer.writerow([_cell(user.username), _cell(user.name), _cell(user.email),
                          *("" if cell is None or cell.best is None else f"{cell.best:g}"
                            for cell in cells)])
     return Response(out.getvalue(), mimetype="text/csv",
                     headers={"Content-Disposition": "attachment; filename=hpcgrade-grades.csv"})
+
+
+def _cell(text: str) -> str:
+    """Text a spreadsheet shows as text, never runs as a formula (OWASP's CSV injection advice:
+    a cell that starts with = + - @, a tab or a carriage return gets a leading quote)."""
+    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
 
 
 @blueprint.post("/exercises/<slug>/regrade")

@@ -8,16 +8,20 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .models import Exercise, Submission, SubmissionStatus, User
 
 EXTENSIONS = (".py", ".ipynb")
+PASTED = "pasted.py"  # the name of code pasted into the page's form
 # a submission whose grading staff stopped does not use up one of the student's attempts
 COUNTS_AS_ATTEMPT = Submission.status != SubmissionStatus.cancelled.value
+IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,128}")  # printable ASCII
 
 
 class Refusal(Exception):
@@ -60,8 +64,11 @@ def check_file(filename: str, data: bytes, rules: Rules) -> None:
         raise Refusal(400, "Upload a .py file or a Jupyter notebook (.ipynb).",
                       "Sube un archivo .py o un notebook de Jupyter (.ipynb).")
     if len(data) > rules.max_upload_kb << 10:
-        raise Refusal(413, f"The file is larger than {rules.max_upload_kb} KB.",
-                      f"El archivo supera los {rules.max_upload_kb} KB.")
+        pasted = filename == PASTED
+        raise Refusal(413, f"{'The pasted code' if pasted else 'The file'} is larger than "
+                           f"{rules.max_upload_kb} KB.",
+                      f"{'El código pegado' if pasted else 'El archivo'} supera los "
+                      f"{rules.max_upload_kb} KB.")
     if not data.strip():
         raise Refusal(400, "The file is empty.", "El archivo está vacío.")
     if b"\x00" in data:
@@ -99,6 +106,52 @@ def accept(session: Session, user: User, exercise: Exercise | None, filename: st
                             penalty=penalty)
     session.add(submission)
     return submission
+
+
+def idempotency_key(value: str | None) -> str | None:
+    """The key a client sends so that a retried request stores nothing twice; None if none."""
+    if not value:
+        return None
+    if not IDEMPOTENCY_KEY.fullmatch(value):
+        raise Refusal(400, "The idempotency key must be 1 to 128 printable ASCII characters.",
+                      "La clave de idempotencia debe tener de 1 a 128 caracteres ASCII imprimibles.")
+    return value
+
+
+def submit_once(session: Session, user: User, exercise: Exercise | None, filename: str,
+                data: bytes, rules: Rules, now: dt.datetime, key: str | None
+                ) -> tuple[Submission, bool]:
+    """Accept and commit a submission, once per idempotency key: a request sent again with its
+    key gets the first submission back and uses no attempt. Returns (submission, whether new)."""
+    user_id = user.id
+    if key is not None and exercise is not None \
+            and (earlier := _sent_before(session, user_id, key, exercise, data)) is not None:
+        return earlier, False
+    submission = accept(session, user, exercise, filename, data, rules, now)
+    submission.idempotency_key = key
+    try:
+        session.commit()
+    except IntegrityError:
+        # the same key sent twice at once: the other request stored the submission first
+        session.rollback()
+        earlier = _sent_before(session, user_id, key, exercise, data) if key is not None else None
+        if earlier is None:
+            raise
+        return earlier, False
+    return submission, True
+
+
+def _sent_before(session: Session, user_id: int, key: str, exercise: Exercise,
+                 data: bytes) -> Submission | None:
+    earlier = session.scalar(select(Submission).where(Submission.user_id == user_id,
+                                                      Submission.idempotency_key == key))
+    if earlier is not None and (earlier.exercise_id != exercise.id
+                                or earlier.sha256 != hashlib.sha256(data).hexdigest()):
+        raise Refusal(422, "This idempotency key was already used for another file or exercise; "
+                           "send it with a new key (on the page: reload it).",
+                      "Esta clave de idempotencia ya se usó con otro archivo u otro ejercicio; "
+                      "envíalo con una clave nueva (en la página: recárgala).")
+    return earlier
 
 
 def reopen(submission: Submission) -> None:

@@ -94,15 +94,17 @@ def db_session(database_url):
 @pytest.fixture
 def app(database_url):
     """The portal on a database that rolls back after the test; its broker is not there, so
-    submissions stay queued (as when Redis is down)."""
+    submissions stay queued (as when Redis is down), and failed log-ins are counted in memory."""
     from server import create_app
     app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True,
-                      "BROKER_URL": "redis://127.0.0.1:1/0"})
+                      "BROKER_URL": "redis://127.0.0.1:1/0", "LOGIN_LIMITS_STORAGE": "memory://"})
     database = app.extensions["hpcgrade.db"]
     with database.engine.connect() as connection:
         outer = connection.begin()
-        for sessions in (database.sessions, database.reads):
-            sessions.configure(bind=connection, join_transaction_mode="create_savepoint")
+        database.sessions.configure(bind=connection, join_transaction_mode="create_savepoint")
+        # a reads session never writes: no savepoint of its own, which could close around
+        # one of a request session opened inside it
+        database.reads.configure(bind=connection, join_transaction_mode="rollback_only")
         yield app
         outer.rollback()
     database.dispose()

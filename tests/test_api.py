@@ -79,19 +79,17 @@ def test_token_use_is_recorded_once_a_minute_not_per_request(client, course):
     assert first is not None and last_used() == first
 
 
-def test_a_deleted_token_is_refused_once_it_is_read_again(client, course, monkeypatch):
-    from server import api
+def test_a_deleted_token_is_refused_at_once(client, course):
     from server.models import ApiToken
     headers = token(client)
     assert client.get("/api/v1/exercises", headers=headers).status_code == 200
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         session.execute(sa.delete(ApiToken))
         session.commit()
-    monkeypatch.setattr(api, "TOKEN_CHECK_SECONDS", 0.0)
     assert client.get("/api/v1/exercises", headers=headers).status_code == 401
 
 
-def test_a_token_whose_account_was_deleted_is_refused(client, course):
+def test_a_token_whose_account_was_deleted_is_refused_at_once(client, course):
     from server.models import ApiToken, User
     headers = token(client, "bea")
     assert client.get("/api/v1/exercises", headers=headers).status_code == 200
@@ -99,5 +97,4 @@ def test_a_token_whose_account_was_deleted_is_refused(client, course):
         session.execute(sa.delete(ApiToken))
         session.execute(sa.delete(User).where(User.username == "bea"))
         session.commit()
-    gone = client.get("/api/v1/exercises", headers=headers)  # within the minute it is still known
-    assert gone.status_code == 401 and "no longer exists" in gone.json["error"]
+    assert client.get("/api/v1/exercises", headers=headers).status_code == 401

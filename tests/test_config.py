@@ -38,10 +38,25 @@ def test_file_then_environment_then_overrides(tmp_path, monkeypatch):
     ({"MAX_UPLOAD_KB": "lots"}, "MAX_UPLOAD_KB must be a whole number"),
     ({"GRADING_LEASE_SECONDS": 0}, "GRADING_LEASE_SECONDS must be positive"),
     ({"DATABSE_URL": "x"}, "unknown settings: DATABSE_URL"),
+    ({"SESSION_COOKIE_SECURE": "maybe"}, "SESSION_COOKIE_SECURE must be true or false"),
+    ({"SESSION_COOKIE_SAMESITE": "None"}, "SESSION_COOKIE_SAMESITE must be one of Lax, Strict"),
+    ({"LOGIN_LIMITS_PER_ACCOUNT": "5 a minute"}, "LOGIN_LIMITS_PER_ACCOUNT must be limits like"),
 ])
 def test_wrong_values_are_named(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(overrides)
+
+
+def test_cookie_flags_from_a_file_and_the_environment(tmp_path, monkeypatch):
+    path = tmp_path / "hpcgrade.toml"
+    path.write_text("session_cookie_secure = false\n")
+    monkeypatch.setenv("HPCGRADE_CONFIG", str(path))
+    assert load_config()["SESSION_COOKIE_SECURE"] is False
+    monkeypatch.setenv("HPCGRADE_SESSION_COOKIE_SECURE", "true")
+    assert load_config()["SESSION_COOKIE_SECURE"] is True
+    monkeypatch.delenv("HPCGRADE_CONFIG")
+    monkeypatch.delenv("HPCGRADE_SESSION_COOKIE_SECURE")
+    assert load_config()["SESSION_COOKIE_SECURE"] is True  # on unless turned off
 
 
 def test_a_broken_file_and_a_missing_secret_are_refused(tmp_path, monkeypatch):

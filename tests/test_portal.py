@@ -34,7 +34,8 @@ def test_student_flow(browser):
     page = client.get(sent.headers["Location"])
     assert "en cola" in page.text and "posición en la cola" in page.text and "data-waiting=\"yes\"" in page.text
     status = client.get(sent.headers["Location"] + "/status").json
-    assert status == {"status": "queued", "queue_position": 1, "score": None, "max_score": None}
+    assert status == {"status": "queued", "queue_position": 1, "note": None, "score": None,
+                      "max_score": None}
     pasted = client.post("/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                                    "code": REFERENCE_Q})
     assert pasted.status_code == 303
@@ -54,7 +55,7 @@ def test_refusals_are_shown_not_stored(browser, app):
         assert message in reply.text
     too_big = client.post("/exercises/autograd-q/submissions", follow_redirects=True, data={
         "csrf_token": token, "file": (io.BytesIO(b"#" * (2 << 20)), "big.py")})
-    assert "The file is larger than" in too_big.text
+    assert "is larger than 1024 KB" in too_big.text
     assert client.get("/exercises/no-such-one").status_code == 404
     no_csrf = client.post("/exercises/autograd-q/submissions", data={"code": REFERENCE_Q})
     assert no_csrf.status_code == 400

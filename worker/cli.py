@@ -46,6 +46,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, lazy={
     "db": "server.commands:db_group", "users": "server.commands:users_group",
+    "tokens": "server.commands:tokens_group",
     "exercises": "server.commands:list_exercises", "demo": "server.demo:demo",
     "login": "server.client:login", "submit": "server.client:submit",
     "slurm": "worker.cluster_cli:slurm_group", "pilot": "worker.cluster_cli:pilot_group"})
