@@ -6,13 +6,49 @@ import logging
 
 from celery import Celery, Task
 from flask import Flask
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, func, nulls_first, or_, select, update
 from sqlalchemy.orm import Session
 
 from .models import GradingRun, Submission, SubmissionStatus, utcnow
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 30.0
+
+
+def _turns():
+    """Each queued submission's turn and place in the queue. Its turn counts the submissions of
+    its student that would be in flight with it (those running, those queued before it, itself);
+    a turn beyond MAX_RUNNING_PER_STUDENT waits for the student's earlier ones. The queue goes
+    by turn, then round-robin between students (the one whose last run started longest ago,
+    or who never had one, first), then by age: a student with ten files does not delay one
+    with one, whatever the number of grading slots."""
+    waiting = Submission.status == SubmissionStatus.queued.value
+    running = (select(Submission.user_id, func.count().label("running"))
+               .where(Submission.status == SubmissionStatus.running.value)
+               .group_by(Submission.user_id).subquery())
+    served = (select(Submission.user_id, func.max(GradingRun.started_at).label("at"))
+              .join(GradingRun, GradingRun.submission_id == Submission.id)
+              .where(Submission.user_id.in_(select(Submission.user_id).where(waiting)))
+              .group_by(Submission.user_id).subquery())
+    rank = func.row_number().over(partition_by=Submission.user_id, order_by=Submission.id)
+    queued = select(Submission.id, Submission.user_id, rank.label("rank")).where(waiting).subquery()
+    turn = queued.c.rank + func.coalesce(running.c.running, 0)
+    position = func.row_number().over(order_by=(turn, nulls_first(served.c.at), queued.c.id))
+    return (select(queued.c.id, turn.label("turn"), position.label("position"))
+            .outerjoin(running, running.c.user_id == queued.c.user_id)
+            .outerjoin(served, served.c.user_id == queued.c.user_id).subquery("turns"))
+
+
+TURNS = _turns()
+# built once: a submission's place is asked by every poll of a waiting submission
+_PLACE = select(TURNS.c.position, TURNS.c.turn).where(TURNS.c.id == bindparam("submission_id"))
+
+
+def place(session: Session, submission_id: int) -> tuple[int, int] | None:
+    """(position, turn) of a queued submission: position 1 is claimed next; None if it is
+    not queued."""
+    row = session.execute(_PLACE, {"submission_id": submission_id}).one_or_none()
+    return tuple(row) if row is not None else None
 
 
 def celery_init_app(app: Flask) -> Celery:
@@ -69,14 +105,11 @@ def cancel_grading(celery: Celery, submission_ids: list[int]) -> bool:
 
 
 def stuck(session: Session, older_than: dt.timedelta, now: dt.datetime | None = None) -> list[int]:
-    """Submissions to send again: queued but never sent (or sent long ago), or running under a
-    lease that ran out (their worker died). A run with an external id is not stuck: its
-    executor's poll says whether its job is alive."""
+    """Queued submissions to send again: never sent, or sent long ago (their message was lost,
+    or found them waiting for their student's earlier ones). Runs whose worker died are sent
+    back to the queue first, by the reconcile task (worker/grading.py, recover)."""
     now = now or utcnow()
-    queued = select(Submission.id).where(
+    return list(session.scalars(select(Submission.id).where(
         Submission.status == SubmissionStatus.queued.value,
         or_(Submission.enqueued_at.is_(None), Submission.enqueued_at < now - older_than))
-    lapsed = select(GradingRun.submission_id).join(Submission).where(
-        Submission.status == SubmissionStatus.running.value, GradingRun.status == "running",
-        GradingRun.external_id.is_(None), GradingRun.lease_until < now)
-    return sorted(set(session.scalars(queued)) | set(session.scalars(lapsed)))
+        .order_by(Submission.id)))

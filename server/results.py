@@ -5,15 +5,21 @@ import datetime as dt
 import json
 from typing import NamedTuple
 
+from flask import current_app
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from worker.harness.submission import Unreadable, read
 
 from .models import CheckResult, Exercise, GradingRun, Submission, SubmissionStatus, User
+from .queue import place
 from .submissions import COUNTS_AS_ATTEMPT
 
 WAITING = (SubmissionStatus.queued.value, SubmissionStatus.running.value)
+OWN_FIRST = ("Your earlier submissions are graded first; this one starts when one of them "
+             "finishes.",
+             "Tus entregas anteriores se corrigen primero; esta empieza cuando termine una de "
+             "ellas.")
 
 
 class SubmissionState(NamedTuple):
@@ -55,13 +61,15 @@ def submission_state(session: Session, submission_id: int) -> SubmissionState | 
     return SubmissionState(*row) if row is not None else None
 
 
-def queue_position(session: Session, submission: Submission | SubmissionState) -> int | None:
-    """1 for the next to be graded; None once grading has started."""
-    if submission.status != SubmissionStatus.queued.value:
-        return None
-    ahead = session.scalar(select(func.count()).select_from(Submission).where(
-        Submission.status == SubmissionStatus.queued.value, Submission.id < submission.id))
-    return ahead + 1
+def waiting(session: Session, state: SubmissionState | Submission, lang: str) -> dict:
+    """Where a queued submission stands: `queue_position` (1 for the next to be graded; None
+    once grading has started) and a `note` when it waits for its student's earlier ones."""
+    found = place(session, state.id) if state.status == SubmissionStatus.queued.value else None
+    if found is None:
+        return {"queue_position": None, "note": None}
+    position, turn = found
+    behind_own = turn > current_app.config["MAX_RUNNING_PER_STUDENT"]
+    return {"queue_position": position, "note": OWN_FIRST[lang == "es"] if behind_own else None}
 
 
 class ResultCache:
@@ -93,7 +101,7 @@ def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict
     data = {
         "id": state.id, "exercise": state.exercise, "filename": state.filename,
         "status": state.status, "submitted_at": state.submitted_at.isoformat(),
-        "queue_position": queue_position(session, state),
+        **waiting(session, state, lang),
         "score": state.score, "max_score": state.max_score,
         "late_days": state.late_days, "penalty": state.penalty,
         "checks": [], "notes": [], "output": "",

@@ -79,9 +79,17 @@ def dispatcher(database, executor, catalogue, **settings):
     return Dispatcher(database, executor, catalogue, **{**values, **settings})
 
 
+def grade_next(database, executor, catalogue) -> tuple[int, str]:
+    """Grade the queued submission whose turn it is, as a dispatch task does: (its id, outcome)."""
+    (outcome,) = dispatcher(database, executor, catalogue).dispatch([]).outcomes.items()
+    return outcome
+
+
 def grade(database, executor, catalogue, submission_id: int) -> str:
-    """Grade one queued submission now, as the dispatch task does; its outcome."""
-    return dispatcher(database, executor, catalogue).dispatch([submission_id]).outcomes[submission_id]
+    """Grade the queued submission whose turn it is, as the dispatch task does; the outcome for
+    this one ("skipped" if it was not graded)."""
+    done = dispatcher(database, executor, catalogue).dispatch([submission_id])
+    return done.outcomes.get(submission_id, "skipped")
 
 
 def queue_submission(database, code: str, slug: str = "autograd-q") -> int:

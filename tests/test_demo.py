@@ -119,7 +119,7 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
     assert status.json()["score"] == 10 and browser.get(submission).text.count("<td>done</td>") == 2
 
     children = descendants(process.pid, depth=1)
-    assert len(children) == 2  # gunicorn and the Celery worker
+    assert len(children) == 3  # gunicorn, the Celery worker and beat
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
     deadline = time.monotonic() + 10

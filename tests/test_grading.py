@@ -9,7 +9,7 @@ from helpers import REFERENCE_Q, grade, queue_submission as submit
 from server.catalogue import load_exercise_info
 from server.models import GradingRun, Submission
 from server.submissions import reopen
-from worker.grading import MAX_RUNS, claim
+from worker.grading import MAX_RUNS, claim, recover
 from worker.local import LocalExecutor
 
 LEASE = dt.timedelta(minutes=5)
@@ -30,19 +30,24 @@ def test_graded_once_with_checks_and_diagnostics(database, executor, catalogue):
         assert "seccomp" in first.runs[0].sandbox["layers"]
 
 
-def test_a_lease_keeps_duplicates_out_until_it_runs_out(database):
+def test_a_run_is_taken_over_only_once_its_lease_ran_out_or_its_worker_died(database):
     submission_id = submit(database, REFERENCE_Q)
     now = dt.datetime.now(dt.timezone.utc)
     with database.sessions.begin() as session:
         assert claim(session, submission_id, "local", "w1", LEASE, now) is not None
     with database.sessions.begin() as session:
-        assert claim(session, submission_id, "local", "w2", LEASE, now + LEASE / 2) is None
+        assert claim(session, submission_id, "local", "w2", LEASE, now) is None
+        assert recover(session, lambda worker: False, now + LEASE / 2) == []
     with database.sessions.begin() as session:
-        taken_over = claim(session, submission_id, "local", "w2", LEASE, now + 2 * LEASE)
-        assert taken_over is not None
+        assert recover(session, lambda worker: False, now + 2 * LEASE) == [submission_id]
+        assert claim(session, submission_id, "local", "w2", LEASE, now + 2 * LEASE) is not None
+    with database.sessions.begin() as session:
+        assert recover(session, lambda worker: worker == "w2", now) == [submission_id]
     with database.sessions() as session:
         runs = session.scalars(sa.select(GradingRun).order_by(GradingRun.attempt)).all()
-        assert [(r.worker, r.status) for r in runs] == [("w1", "lost"), ("w2", "running")]
+        assert [(r.worker, r.status) for r in runs] == [("w1", "lost"), ("w2", "lost")]
+        assert "w2 stopped before finishing" in runs[1].error
+        assert session.get(Submission, submission_id).status == "queued"
 
 
 def test_grader_failure_is_retried_then_error_never_zero(database, executor, catalogue, tmp_path):

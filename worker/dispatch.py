@@ -1,10 +1,12 @@
 """Dispatch and collect: queued submissions become runs on an executor, reports become grades.
 
-`dispatch` claims queued submissions and hands them to the executor. A synchronous executor
-(local) grades them before it returns, and each is recorded at once. With Slurm, runs that fit
-a live pilot go to it at once; the others are packed by resource shape into batches, each sent
-as one job when it is full (SLURM_BATCH_SIZE) or when its oldest submission has waited
-SLURM_BATCH_WAIT seconds.
+`dispatch` claims queued submissions in their queue's order (server/queue.py: each student's
+earlier files first, round-robin between students, at most MAX_RUNNING_PER_STUDENT of a
+student's in flight) and hands them to the executor. A synchronous executor (local) grades
+the first before it returns, and records it at once, waiting for a database that is away
+rather than dropping the report. With Slurm, runs that fit a live pilot go to it at once; the
+others are packed by resource shape into batches, each sent as one job when it is full
+(SLURM_BATCH_SIZE) or when its oldest submission has waited SLURM_BATCH_WAIT seconds.
 
 `collect` records every report that has appeared in the spool, then asks the executor about
 the other runs' jobs in one poll. A job that ended without a run's report sends the run back to
@@ -14,24 +16,28 @@ OUT_OF_MEMORY after writing a correct report is graded. A job is judged ended on
 polls agree, so a report still on its way through a shared filesystem is not taken for missing.
 
 The database is the source of truth: a claim is committed before anything is submitted, and
-runs whose submission failed are released as if never claimed.
+runs whose submission failed are released as if never claimed. `recover` sends back to the
+queue the runs whose worker is dead.
 """
 from __future__ import annotations
 
 import datetime as dt
 import logging
 import math
+import random
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from sqlalchemy import func, select, update
+from sqlalchemy import exists, func, select, update
 
 from server.catalogue import ExerciseInfo
 from server.config import Resources, slurm_resources
 from server.db import Database
 from server.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
+from server.queue import TURNS
 from worker import grading
 from worker.executor import WAITING, ClusterError, Executor, ImpossibleRequest, JobState, SubmitError
 from worker.harness import spool
@@ -41,16 +47,18 @@ from worker.pilots import Pilots
 log = logging.getLogger(__name__)
 MOST_PER_CYCLE = 1000
 PILOT_REPORT_WAIT = 2.0  # a warm pilot grades in tens of milliseconds: wait that long, not a poll
+RECORD_BACKOFF = (0.25, 4.0)  # first and longest wait between tries to record while the database is away
 
 
 @dataclass(frozen=True)
 class Dispatched:
     """What one dispatch did: the outcome for each submission it settled (graded, failed…),
-    those back in the queue for another run (to send again now), and the seconds until a
-    waiting batch is due."""
+    whether a queued submission may be claimed now (a run ended, so a student's next file or a
+    failed run's next try may be due: send another dispatch), and the seconds until a waiting
+    batch is due."""
 
     outcomes: dict[int, str] = field(default_factory=dict)
-    requeued: list[int] = field(default_factory=list)
+    more: bool = False
     due_in: float | None = None
 
 
@@ -66,33 +74,50 @@ class Dispatcher:
     batch_size: int = 1
     batch_wait: float = 0.0
     pilots: Pilots | None = None
+    per_student: int = 1
 
     @classmethod
     def from_config(cls, database: Database, executor: Executor,
-                    catalogue: dict[str, ExerciseInfo], config: dict) -> "Dispatcher":
+                    catalogue: dict[str, ExerciseInfo], config: dict,
+                    node: str | None = None) -> "Dispatcher":
+        """`node`: the Celery node this worker process belongs to, recorded on its runs."""
         return cls(database, executor, catalogue, Path(config["SPOOL_DIR"]),
-                   slurm_resources(config), grading.worker_name(),
+                   slurm_resources(config), grading.worker_name(node),
                    dt.timedelta(seconds=config["GRADING_LEASE_SECONDS"]),
                    config["SLURM_BATCH_SIZE"], config["SLURM_BATCH_WAIT"],
                    Pilots(Path(config["SPOOL_DIR"]))
-                   if not executor.synchronous else None)
+                   if not executor.synchronous else None, config["MAX_RUNNING_PER_STUDENT"])
 
     # --- dispatch ---------------------------------------------------------------------------
 
     def dispatch(self, submission_ids: list[int], now: dt.datetime | None = None) -> Dispatched:
-        """Synchronous executors grade the given submissions; asynchronous ones take every queued
-        submission whose batch is ready (the ids only say that something arrived)."""
+        """Synchronous executors grade the first submission of the queue; asynchronous ones
+        take every queued submission whose batch is ready (the ids only say that something
+        arrived)."""
         if self.executor.synchronous:
-            outcomes = {i: self._grade_now(i) for i in submission_ids}
-            return Dispatched(outcomes, [i for i, o in outcomes.items() if o == "failed"])
+            return self._grade_next()
         return self._dispatch_batches(now or utcnow())
 
-    def _grade_now(self, submission_id: int) -> str:
+    def recover(self, dead: Callable[[str | None], bool]) -> list[int]:
+        """Runs whose worker is dead, or whose lease ran out, go back to the queue."""
         with self.database.sessions.begin() as session:
-            claimed = grading.claim(session, submission_id, self.executor.name, self.worker,
-                                    self.lease)
-        if claimed is None:
-            return "skipped"
+            return grading.recover(session, dead)
+
+    def _grade_next(self) -> Dispatched:
+        claimed, lease_ends = None, time.monotonic() + self.lease.total_seconds()
+        with self.database.sessions.begin() as session:
+            while claimed is None:
+                first = self._queued(session, most=1)
+                if not first:
+                    return Dispatched()
+                claimed = grading.claim(session, first[0][0], self.executor.name, self.worker,
+                                        self.lease)
+        outcome = self._grade(claimed, lease_ends)
+        with self.database.sessions() as session:
+            more = bool(self._queued(session, most=1, lock=False))
+        return Dispatched({claimed.submission_id: outcome}, more)
+
+    def _grade(self, claimed: grading.Claim, lease_ends: float) -> str:
         try:
             job = self._spool_run(claimed)
         except OSError as exc:
@@ -101,10 +126,25 @@ class Dispatcher:
             if job is not None:
                 self.executor.submit([job], self.resources)
             report = self._report(claimed, job)
-        with self.database.sessions.begin() as session:
-            outcome = grading.record(session, claimed.run_id, report)
+        outcome = self._record_patiently(claimed.run_id, report, lease_ends)
         spool.remove_run(self.spool, str(claimed.run_id))
         return outcome
+
+    def _record_patiently(self, run_id: int, report: dict, deadline: float) -> str:
+        """Record the report, trying again with back-off while the database is away: the run
+        stays this worker's meanwhile (its task is alive), and is recorded within seconds of the
+        database's return. Past the lease, another run may have taken over: give up."""
+        wait = RECORD_BACKOFF[0]
+        while True:
+            try:
+                with self.database.sessions.begin() as session:
+                    return grading.record(session, run_id, report)
+            except grading.DATABASE_AWAY as exc:
+                if time.monotonic() + wait > deadline:
+                    raise
+                log.warning("run %s: cannot record its report, trying again: %s", run_id, exc)
+            time.sleep(random.uniform(wait / 2, wait))
+            wait = min(wait * 2, RECORD_BACKOFF[1])
 
     def _report(self, claimed: grading.Claim, job: Job | None) -> dict:
         if job is None:
@@ -137,17 +177,24 @@ class Dispatcher:
                 submission_of = {c.run_id: c.submission_id for c in claims}
                 outcomes |= {submission_of[run_id]: outcome for run_id, outcome
                              in self._send(resources, pilot, claims).items()}
-        return Dispatched(outcomes, [], due_in)
+        return Dispatched(outcomes, False, due_in)
 
-    def _queued(self, session) -> list[tuple[int, str, dt.datetime]]:
-        """(id, exercise, queued since) of queued submissions, oldest first, locked for us."""
+    def _queued(self, session, most: int = MOST_PER_CYCLE,
+                lock: bool = True) -> list[tuple[int, str, dt.datetime]]:
+        """(id, exercise, queued since) of the queued submissions that may be claimed now, in
+        the queue's order; locked for us (others skip them) unless `lock` is False.
+        One whose previous run is still on (a regrade asked meanwhile) waits for it."""
         since = func.coalesce(Submission.enqueued_at, Submission.submitted_at)
-        rows = session.execute(
-            select(Submission.id, Exercise.slug, since).join(Exercise)
-            .where(Submission.status == SubmissionStatus.queued.value)
-            .order_by(Submission.id).limit(MOST_PER_CYCLE)
-            .with_for_update(of=Submission, skip_locked=True))
-        return [(i, slug, _aware(when)) for i, slug, when in rows]
+        running = exists().where(GradingRun.submission_id == Submission.id,
+                                 GradingRun.status == "running")
+        query = (select(Submission.id, Exercise.slug, since).join(Exercise)
+                 .join(TURNS, TURNS.c.id == Submission.id)
+                 .where(Submission.status == SubmissionStatus.queued.value, ~running,
+                        TURNS.c.turn <= self.per_student)
+                 .order_by(TURNS.c.position).limit(most))
+        if lock:
+            query = query.with_for_update(of=Submission, skip_locked=True)
+        return [(i, slug, _aware(when)) for i, slug, when in session.execute(query)]
 
     def _plan(self, queued: list, now: dt.datetime
               ) -> tuple[list[tuple[Resources, str | None, list[int]]], float | None]:

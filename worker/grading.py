@@ -1,10 +1,10 @@
 """A submission's grading runs in the database: claimed, recorded once, lost, released, cancelled.
 
 Idempotent per submission: a duplicate delivery finds the submission graded, or its run still
-alive, and does nothing. A run is alive while its worker holds the lease or, once an executor
-has given it an external id, while the executor's poll says so (worker/dispatch.py). A grader
-failure is never a grade: the submission goes back to `queued` for another run, and only after
-MAX_RUNS runs to `error`.
+alive, and does nothing. A run is alive while its worker lives and holds the lease or, once an
+executor has given it an external id, while the executor's poll says so (worker/dispatch.py);
+`recover` sends the others back to the queue. A grader failure is never a grade: the
+submission goes back to `queued` for another run, and only after MAX_RUNS runs to `error`.
 """
 from __future__ import annotations
 
@@ -12,14 +12,18 @@ import datetime as dt
 import os
 import socket
 from dataclasses import dataclass
+from typing import Callable
 
 from sqlalchemy import delete, select
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from server.models import (CheckResult, DiagnosticResult, GradingRun, Submission, SubmissionStatus,
                            utcnow)
 
 MAX_RUNS = 3
+# what the database raises while it is away (stopped, restarting, unreachable): worth waiting for
+DATABASE_AWAY = (OperationalError, InterfaceError)
 DONE = (SubmissionStatus.graded.value, SubmissionStatus.error.value,
         SubmissionStatus.cancelled.value)
 
@@ -37,16 +41,15 @@ class Claim:
 
 def claim(session: Session, submission_id: int, executor: str, worker: str,
           lease: dt.timedelta, now: dt.datetime | None = None) -> Claim | None:
+    """A new run of a queued submission (the caller chose it, by its turn, see
+    server/queue.py); None if it is not queued, or it has had its MAX_RUNS runs (then an error)."""
     now = now or utcnow()
     submission = session.get(Submission, submission_id, with_for_update=True)
-    if submission is None or submission.status in DONE:
+    if submission is None or submission.status != SubmissionStatus.queued.value:
         return None
     runs = submission.runs
-    if runs and runs[-1].status == "running":
-        current = runs[-1]
-        if current.external_id is not None or (current.lease_until > now and not _gone(current.worker)):
-            return None
-        _lose(current, f"{current.worker} stopped before finishing", now)
+    if runs and runs[-1].status == "running":  # a regrade asked while it ran: that run's grade stands
+        return None
     if len(runs) - submission.retry_from >= MAX_RUNS:
         submission.status = SubmissionStatus.error.value
         return None
@@ -59,22 +62,46 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
                  submission.code)
 
 
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+def worker_name(node: str | None = None) -> str:
+    """Who grades a run: "<Celery node name>:<pid of the process grading>" (outside Celery, the
+    host's name stands for the node)."""
+    return f"{node or socket.gethostname()}:{os.getpid()}"
 
 
-def _gone(worker: str | None) -> bool:
-    """A worker process of this host that no longer exists (a redelivery after it was killed)."""
-    host, _, pid = (worker or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+def gone_here(node: str | None) -> Callable[[str | None], bool]:
+    """Whether a run's worker is a process of this node that no longer exists (its pool process
+    was killed, and its task came back here)."""
+    node = node or socket.gethostname()
+
+    def gone(worker: str | None) -> bool:
+        name, _, pid = (worker or "").rpartition(":")
+        if name != node or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
         return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return gone
+
+
+def recover(session: Session, dead: Callable[[str | None], bool],
+            now: dt.datetime | None = None) -> list[int]:
+    """Runs that nobody grades any more (the lease ran out, or `dead` says so of their worker)
+    are lost: their submissions are queued again, or an error after MAX_RUNS runs. A run with an
+    external id is left to its executor's poll. Returns the submissions queued again."""
+    now = now or utcnow()
+    runs = session.scalars(select(GradingRun).where(
+        GradingRun.status == "running", GradingRun.external_id.is_(None))
+        .with_for_update(skip_locked=True)).all()
+    queued = []
+    for run in runs:
+        if run.submission.status not in DONE and (run.lease_until < now or dead(run.worker)):
+            if _lose(run, f"{run.worker} stopped before finishing", now) == "requeued":
+                queued.append(run.submission_id)
+    return queued
 
 
 def _current(session: Session, run_id: int) -> GradingRun | None:

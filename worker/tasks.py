@@ -1,35 +1,52 @@
-"""Celery tasks: thin, they take ids; the work is in worker/dispatch.py and worker/grading.py."""
+"""Celery tasks: thin, they take ids; the work is in worker/dispatch.py and worker/grading.py.
+
+A task that finds the database away is tried again with back-off (a new message, then this one
+is acknowledged), never acknowledged as done; a report in hand waits for the database inside
+its task (Dispatcher._record_patiently).
+"""
 from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import Callable
 
 from celery import shared_task
 from flask import current_app
 
 from server.catalogue import load_catalogue
 from server.queue import enqueue, stuck
+from worker import grading
 from worker.dispatch import Dispatcher
 from worker.executor import Executor
 from worker.executors import make_executor
 
 log = logging.getLogger(__name__)
 _executor: list[Executor] = []
+# a worker's main process answers at once, even while its pool grades; one that is slow to
+# (a loaded node) is asked once more, longer, before its runs are taken for lost
+INSPECT_SECONDS = (1.0, 5.0)
+# while the database is away: tried again after about 1, 2, 4, 8, 8… seconds, for about an hour
+RETRY_WHILE_AWAY = dict(autoretry_for=grading.DATABASE_AWAY, retry_backoff=1,
+                        retry_backoff_max=8, retry_jitter=True, max_retries=450)
 
 
-def dispatcher() -> Dispatcher:
+def dispatcher(node: str | None = None) -> Dispatcher:
     """One executor per worker process, made by its first task (the local one imports torch
     once); the exercises are read again for every task, so edits apply without a restart."""
     if not _executor:
         _executor.append(make_executor(current_app.config))
     return Dispatcher.from_config(current_app.extensions["hpcgrade.db"], _executor[0],
-                                  load_catalogue(), current_app.config)
+                                  load_catalogue(), current_app.config, node)
 
 
-@shared_task(name="hpcgrade.dispatch")
-def dispatch(submission_ids: list[int]) -> dict[int, str]:
-    done = dispatcher().dispatch(submission_ids)
-    _follow_up(done.requeued, done.due_in)
+@shared_task(name="hpcgrade.dispatch", bind=True, **RETRY_WHILE_AWAY)
+def dispatch(self, submission_ids: list[int]) -> dict[int, str]:
+    """A submission arrived (or a slot came free): grade what is due. Runs of this node's dead
+    pool processes go back to the queue first (this may be their task, delivered again)."""
+    grading_here = dispatcher(self.request.hostname)
+    grading_here.recover(grading.gone_here(self.request.hostname))
+    done = grading_here.dispatch(submission_ids)
+    _follow_up(done.more, done.due_in)
     return done.outcomes
 
 
@@ -37,34 +54,70 @@ def dispatch(submission_ids: list[int]) -> dict[int, str]:
 def collect() -> dict[int, str]:
     """Reports into grades, ended jobs settled; then the batches that came due (a run sent back
     to the queue goes out with them)."""
-    grading = dispatcher()
-    outcomes = grading.collect()
-    done = grading.dispatch([])
-    _follow_up(done.requeued, done.due_in)
+    grading_here = dispatcher()
+    outcomes = grading_here.collect()
+    done = grading_here.dispatch([])
+    _follow_up(done.more, done.due_in)
     return outcomes
 
 
-@shared_task(name="hpcgrade.cancel")
+@shared_task(name="hpcgrade.cancel", **RETRY_WHILE_AWAY)
 def cancel(submission_ids: list[int]) -> list[int]:
     return dispatcher().cancel(submission_ids)
 
 
 @shared_task(name="hpcgrade.reconcile")
 def reconcile() -> list[int]:
+    """Runs whose worker died go back to the queue (the workers are asked which tasks they are
+    running), then every submission queued but not sent, or sent long ago, is sent."""
+    dispatcher().recover(dead_workers(current_app.extensions["celery"]))
     database = current_app.extensions["hpcgrade.db"]
     with database.sessions() as session:
         ids = stuck(session, dt.timedelta(seconds=current_app.config["REQUEUE_AFTER_SECONDS"]))
         return enqueue(current_app.extensions["celery"], session, ids)
 
 
-def _follow_up(requeued: list[int], due_in: float | None) -> None:
-    """Grader failures go back in the queue now, not at the next reconcile; a batch still
-    filling up is looked at again when it is due."""
-    if requeued:
-        with current_app.extensions["hpcgrade.db"].sessions() as session:
-            enqueue(current_app.extensions["celery"], session, requeued)
-    if due_in is not None:
+def dead_workers(celery) -> Callable[[str | None], bool]:
+    """Whether a run's worker (grading.worker_name) is dead: its Celery node does not answer, or
+    answers without a task in that pool process. Asked once, lazily, of the nodes named; a run
+    of a worker outside Celery, or when the broker cannot be asked, waits for its lease."""
+    answers: dict[str, dict[str, set]] = {}
+
+    def dead(worker: str | None) -> bool:
+        node, _, pid = (worker or "").rpartition(":")
+        if "@" not in node or not pid.isdigit():
+            return False
+        if node not in answers:
+            answers[node] = _busy(celery, node)
+        busy = answers[node]
+        return busy is not None and int(pid) not in busy
+    return dead
+
+
+def _busy(celery, node: str) -> set[int] | None:
+    """The pool processes of a node that are running a task: empty if it did not answer, None
+    if the broker could not be asked."""
+    replies: dict = {}
+    for seconds in INSPECT_SECONDS:
         try:
+            replies = celery.control.inspect(destination=[node], timeout=seconds,
+                                             limit=1).active() or {}
+        except Exception as exc:  # kombu raises many types for a broker that is away
+            log.warning("cannot ask %s which tasks it runs: %s", node, exc)
+            return None
+        if node in replies:
+            break
+    return {task.get("worker_pid") for task in replies.get(node, [])}
+
+
+def _follow_up(more: bool, due_in: float | None) -> None:
+    """A run ended and a queued submission may be claimed (a student's next file, a failed
+    run's next try): another dispatch now, not at the next reconcile; a batch still filling up
+    is looked at again when it is due."""
+    try:
+        if more:
+            dispatch.apply_async(args=[[]], retry=False)
+        if due_in is not None:
             dispatch.apply_async(args=[[]], countdown=due_in, retry=False)
-        except Exception as exc:  # the broker is away: the collect task dispatches it anyway
-            log.warning("cannot schedule the next batch: %s", exc)
+    except Exception as exc:  # the broker is away: reconcile or collect dispatches it anyway
+        log.warning("cannot send the next dispatch: %s", exc)

@@ -9,7 +9,9 @@ class Limits:
     """Per-submission limits; exercise.toml's [limits] table overrides the defaults."""
 
     call_seconds: float = 10.0
-    load_seconds: float = 30.0  # running the file or every notebook cell, exploration included
+    # running the file or every notebook cell, exploration included: a file that never finishes
+    # loading holds a grading slot this long, so an exercise whose cells train asks for more
+    load_seconds: float = 10.0
     cpu_seconds: int = 60
     memory_mb: int = 1024
     output_bytes: int = 64 << 10

@@ -81,6 +81,10 @@ class Output:
         self.data += chunk[:max(room, 0)]
         self.dropped += max(len(chunk) - max(room, 0), 0)
 
+    @property
+    def full(self) -> bool:
+        return len(self.data) >= self.limit
+
     def text(self) -> str:
         text = self.data.decode("utf-8", "replace")
         return text + (f"\n[… {self.dropped} more bytes of output dropped]" if self.dropped else "")
@@ -170,7 +174,9 @@ class StudentProcess:
         return StudentDied("crashed", details)
 
     def _drain_output(self) -> None:
-        while True:
+        """What the student wrote that the grader has not read yet, up to the output's cap (a
+        writer that never stops cannot hold the grader here)."""
+        while not self.output.full:
             try:
                 chunk = os.read(self.out_fd, 1 << 20)
             except OSError:
@@ -190,6 +196,7 @@ class StudentProcess:
                 except OSError:
                     pass
         status = self.zygote.reap(self.pid, grace)
+        self._drain_output()  # printed just before the end (or the kill): part of the report
         for fd in (self.req_fd, self.rep_fd, self.out_fd):
             os.close(fd)
         return status

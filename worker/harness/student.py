@@ -7,6 +7,7 @@ submission that corrupts it can only send wrong answers, which the grader scores
 """
 from __future__ import annotations
 
+import io
 import os
 import sys
 import types
@@ -249,6 +250,11 @@ class Server:
                 "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None}
 
 
+def _unbuffered(fd: int) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
+                            errors="backslashreplace", write_through=True)
+
+
 def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         threads: int, reply_bytes: int) -> None:
     """Entry point of a freshly forked student process; never returns."""
@@ -260,6 +266,10 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
+        # unbuffered, as `python -u`: what the student prints reaches the grader even if the
+        # process is killed next (a time-out), and nothing waits in a buffer at the end
+        sys.stdout = sys.__stdout__ = _unbuffered(1)
+        sys.stderr = sys.__stderr__ = _unbuffered(2)
         keep = sorted({0, 1, 2, req_fd, rep_fd})
         for low, high in zip(keep, keep[1:] + [65536]):
             os.closerange(low + 1, high)

@@ -41,7 +41,7 @@ def read(data: bytes, filename: str, max_bytes: int) -> Source:
     except UnicodeDecodeError as exc:
         raise Unreadable(f"The file is not UTF-8 text (byte {exc.start}). Save it as UTF-8.",
                          f"El archivo no es texto UTF-8 (byte {exc.start}). Guárdalo como UTF-8.") from None
-    if filename.endswith(".ipynb"):
+    if filename.lower().endswith(".ipynb"):  # NOTEBOOK.IPYNB too, as the upload accepts it
         return notebook_cells(text)
     empty = ({"kind": "empty"},) if not text.strip() else ()
     return Source(cells=(("submission.py", text),), notebook=False, notes=empty)
