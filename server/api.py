@@ -70,7 +70,7 @@ def token_required(view):
 
 def _api_user() -> User:
     user = db().get(User, g.bearer.user_id)
-    if user is None:  # deleted since its token was last read
+    if user is None:  # deleted after this request read its token
         abort(401, "the account of this token no longer exists")
     return user
 
@@ -124,7 +124,7 @@ def create_submission():
             idempotency_key(request.headers.get("Idempotency-Key")))
     except Refusal as refusal:
         return error(refusal.status, refusal.message(g.lang))
-    if new:
+    if new or submission.enqueued_at is None:  # a replay of a request that failed before this
         enqueue(current_app.extensions["celery"], session, [submission.id])
     url = url_for("api.get_submission", submission_id=submission.id, _external=True)
     # a retry with the key of a stored submission gets the same answer, said to be a replay

@@ -94,7 +94,7 @@ def submit(slug: str):
     except Refusal as refusal:
         flash(refusal.message(g.lang), "error")
         return _exercise_page(row, pasted, refusal.status)  # what was pasted stays in the form
-    if new:
+    if new or submission.enqueued_at is None:  # a replay of a request that failed before this
         enqueue(current_app.extensions["celery"], db(), [submission.id])
     return redirect(url_for("portal.submission", submission_id=submission.id), 303)
 

@@ -104,12 +104,14 @@ def cancel_grading(celery: Celery, submission_ids: list[int]) -> bool:
     return True
 
 
-def stuck(session: Session, older_than: dt.timedelta, now: dt.datetime | None = None) -> list[int]:
-    """Queued submissions to send again: never sent, or sent long ago (their message was lost,
-    or found them waiting for their student's earlier ones). Runs whose worker died are sent
-    back to the queue first, by the reconcile task (worker/grading.py, recover)."""
+def stuck(session: Session, older_than: dt.timedelta, per_student: int,
+          now: dt.datetime | None = None) -> list[int]:
+    """Queued submissions to send again: never sent, or sent long ago (their message was lost),
+    among those whose turn has come (one waiting for its student's earlier ones is sent by the
+    dispatch that ends them). Runs whose worker died are sent back to the queue first, by the
+    reconcile task (worker/grading.py, recover)."""
     now = now or utcnow()
-    return list(session.scalars(select(Submission.id).where(
-        Submission.status == SubmissionStatus.queued.value,
-        or_(Submission.enqueued_at.is_(None), Submission.enqueued_at < now - older_than))
-        .order_by(Submission.id)))
+    return list(session.scalars(select(Submission.id).join(TURNS, TURNS.c.id == Submission.id)
+        .where(Submission.status == SubmissionStatus.queued.value, TURNS.c.turn <= per_student,
+               or_(Submission.enqueued_at.is_(None), Submission.enqueued_at < now - older_than))
+        .order_by(TURNS.c.position)))

@@ -1,7 +1,9 @@
-"""Log-in throttling: failed log-ins are counted per account and per client address (with the
-`limits` library, Flask-Limiter's engine, on Redis); over a limit, the next attempt is refused with
-429 and Retry-After before any password is hashed. At most a few password checks run at once in
-a process, so guessing cannot take the portal's workers away from everyone else."""
+"""Log-in throttling: tries are counted per account (before the check, so that tries at once
+cannot pass the limit together) and failures per client address, with the `limits` library
+(Flask-Limiter's engine) on Redis; over a limit, an attempt is refused with 429 and Retry-After
+before any password is hashed, so one client's guessing costs the portal at most the address
+limits' worth of hashing. A threaded worker also checks at most PASSWORD_CHECKS_PER_PROCESS
+passwords at once (a sync worker checks one by construction)."""
 from __future__ import annotations
 
 import ipaddress
@@ -78,15 +80,24 @@ class LoginThrottle:
         wait = self._counted(longest)
         return max(1, math.ceil(wait)) if wait > 0 else 0
 
+    def take_account_try(self, keys: dict[str, str]) -> bool:
+        """Count a try against the account before its password is checked, in one step per
+        limit: of many tries at once, no more pass than the limits allow. False: no room."""
+        def take(counters: MovingWindowRateLimiter) -> bool:
+            return all([counters.hit(item, self.prefix, "account", keys["account"])
+                        for item in self.limits["account"]])
+        return self._counted(take)
+
     def record(self, keys: dict[str, str], failed: bool) -> None:
-        """A failure counts against every key; a success forgets the account's failures."""
+        """After the check: a failure counts against the address too; a success forgets the
+        account's tries."""
         def count(counters: MovingWindowRateLimiter) -> None:
-            for scope, key in keys.items():
-                for item in self.limits[scope]:
-                    if failed:
-                        counters.hit(item, self.prefix, scope, key)
-                    elif scope == "account":
-                        counters.clear(item, self.prefix, scope, key)
+            if failed:
+                for item in self.limits["address"]:
+                    counters.hit(item, self.prefix, "address", keys["address"])
+            else:
+                for item in self.limits["account"]:
+                    counters.clear(item, self.prefix, "account", keys["account"])
         self._counted(count)
 
 
@@ -130,6 +141,8 @@ def check_password(session: Session, username: str, password: str) -> User | Non
     wait = throttle.wait_seconds(keys)
     if wait:
         raise Throttled(wait)
+    if not throttle.take_account_try(keys):  # another try took the last room meanwhile
+        raise Throttled(max(1, throttle.wait_seconds(keys)))
     if not throttle.checks.acquire(timeout=CHECK_WAIT_SECONDS):
         raise Throttled(1, busy=True)
     try:

@@ -1,14 +1,12 @@
 import json
 import os
-import shutil
 import socket
-import subprocess
 import threading
 import time
 
 import pytest
 
-from helpers import free_port, postgres_database
+from helpers import postgres_database
 from server.catalogue import default_root, load_catalogue, load_exercise_info
 from worker.local import LocalExecutor
 from worker.runner import HarnessProcess
@@ -143,29 +141,10 @@ def database(empty_database_url, catalogue):
 @pytest.fixture
 def redis_server(tmp_path):
     """A Redis of this test's own, so that it can be stopped and started again."""
-    port = free_port()
-    command = [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port),
-               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)]
-
-    class Server:
-        url = f"redis://127.0.0.1:{port}/0"
-
-        def start(self):
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-            for _ in range(100):
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        return
-                time.sleep(0.05)
-
-        def stop(self):
-            self.process.terminate()
-            self.process.wait()
-
-    server = Server()
-    server.start()
+    from stack import Redis
+    server = Redis(tmp_path)
     yield server
-    server.stop()
+    server.close()
 
 
 @pytest.fixture

@@ -168,3 +168,16 @@ def test_a_file_that_never_finishes_loading_is_cut_short(grade):
 def test_an_exercise_may_ask_a_longer_load(grade):
     report = grade("autograd-q", "while True:\n    pass\n", load_seconds=2)
     assert report["checks"][0]["diagnostics"][0]["details"]["seconds"] == 2
+
+
+def test_reconcile_sends_again_only_the_files_whose_turn_has_come(database):
+    """A file waiting for its student's earlier one is sent by the dispatch that ends that one;
+    reconcile re-sending it every cycle would only cost queue queries."""
+    import datetime as dt
+    from server.queue import stuck
+    add_students(database, "bea")
+    first, second = (queue_as(database, "ana") for _ in range(2))
+    other = queue_as(database, "bea")
+    with database.sessions() as session:
+        assert stuck(session, dt.timedelta(seconds=120), 1) == [first, other]
+        assert stuck(session, dt.timedelta(seconds=120), 2) == [first, other, second]

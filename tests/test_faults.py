@@ -218,7 +218,8 @@ def test_a_session_cookie_replayed_after_log_out_is_refused(stack):
     browser = Browser(stack.base)
     assert browser.log_in(COOKIE, stack.passwords[COOKIE]).status_code in (302, 303)
     copied = dict(browser.http.cookies)
-    assert browser.http.get(stack.base + "/", allow_redirects=False).status_code == 200
+    before = requests.get(stack.base + "/", cookies=copied, allow_redirects=False, timeout=30)
+    assert before.status_code == 200  # the copy works while its session lasts
     token = browser.token("/")
     browser.http.post(stack.base + "/logout", data={"csrf_token": token}, allow_redirects=False)
     replayed = requests.get(stack.base + "/", cookies=copied, allow_redirects=False, timeout=30)

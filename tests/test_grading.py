@@ -37,12 +37,11 @@ def test_a_run_is_taken_over_only_once_its_lease_ran_out_or_its_worker_died(data
         assert claim(session, submission_id, "local", "w1", LEASE, now) is not None
     with database.sessions.begin() as session:
         assert claim(session, submission_id, "local", "w2", LEASE, now) is None
-        assert recover(session, lambda worker: False, now + LEASE / 2) == []
+    assert recover(database.sessions, lambda worker: False, now + LEASE / 2) == []
+    assert recover(database.sessions, lambda worker: False, now + 2 * LEASE) == [submission_id]
     with database.sessions.begin() as session:
-        assert recover(session, lambda worker: False, now + 2 * LEASE) == [submission_id]
         assert claim(session, submission_id, "local", "w2", LEASE, now + 2 * LEASE) is not None
-    with database.sessions.begin() as session:
-        assert recover(session, lambda worker: worker == "w2", now) == [submission_id]
+    assert recover(database.sessions, lambda worker: worker == "w2", now) == [submission_id]
     with database.sessions() as session:
         runs = session.scalars(sa.select(GradingRun).order_by(GradingRun.attempt)).all()
         assert [(r.worker, r.status) for r in runs] == [("w1", "lost"), ("w2", "lost")]

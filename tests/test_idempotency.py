@@ -74,16 +74,26 @@ def test_a_retry_after_a_500_that_came_after_the_commit_stores_one_submission(cl
                                                                              monkeypatch):
     course.config["PROPAGATE_EXCEPTIONS"] = False  # answer as in production, not raise to the test
 
-    def broken_enqueue(*_args):
-        raise RuntimeError("lost after the commit")
+    from server.queue import enqueue
+    sent = []
 
-    monkeypatch.setattr("server.api.enqueue", broken_enqueue)
+    def enqueue_failing_once(celery, session, ids):
+        if not sent:
+            sent.append(ids)
+            raise RuntimeError("lost after the commit")
+        sent.append(ids)
+        return enqueue(celery, session, ids)
+
+    monkeypatch.setattr("server.api.enqueue", enqueue_failing_once)
     headers = {**token(client), **KEY}
     failed = upload(client, headers)
     assert failed.status_code == 500 and failed.is_json and failed.json["error"]
     retried = upload(client, headers)
     assert retried.status_code == 202 and retried.headers["Idempotent-Replayed"] == "true"
     assert stored(course) == [retried.json["id"]] and attempts_left(client, headers) == 19
+    # the first request never sent it: the replay does (the broker is away here, so the
+    # submission stays queued for reconcile, as any other would)
+    assert sent == [[retried.json["id"]]] * 2
 
 
 def test_api_errors_are_json_for_every_status(client):

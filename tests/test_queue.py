@@ -86,7 +86,7 @@ def test_redis_down_while_submitting(stack, redis_server):
     redis_server.start()
     time.sleep(1.5)
     with stack.extensions["hpcgrade.db"].sessions() as session:
-        assert submission_id in stuck(session, dt.timedelta(seconds=1))
+        assert submission_id in stuck(session, dt.timedelta(seconds=1), 1)
         assert enqueue(stack.extensions["celery"], session, [submission_id]) == [submission_id]
     submission, runs = wait_for(stack, submission_id, "graded")
     assert submission.score == 10 and len(runs) == 1

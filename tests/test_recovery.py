@@ -61,6 +61,21 @@ def test_a_task_that_cannot_read_the_database_is_tried_again_not_done(tmp_path, 
     assert result.successful() and result.get() == {7: "graded"} and len(calls) == 3
 
 
+def test_the_schedule_never_grades_on_a_local_worker(tmp_path, monkeypatch):
+    """Runs claimed by the collect task (every few seconds, from beat) would carry no Celery
+    node and wait out their lease if the worker died: a local worker grades in dispatch alone."""
+    from worker import tasks
+    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
+                      "BROKER_URL": "memory://"})
+    migrate.upgrade(app.config["DATABASE_URL"])
+    graded = []
+    monkeypatch.setattr(dispatch_module.Dispatcher, "dispatch",
+                        lambda self, ids: graded.append(ids) or dispatch_module.Dispatched())
+    with app.app_context():
+        assert tasks.collect.apply().get() == {}
+    assert graded == []
+
+
 @pytest.fixture
 def service(redis_server, catalogue):
     """PostgreSQL at head, the app, and a way to start Celery workers (stopped afterwards)."""

@@ -202,3 +202,34 @@ def test_failures_are_shared_between_processes_through_redis(database_url):
     for _ in range(5):
         assert log_in(first, username="nobody", password="guess").status_code == 401
     assert log_in(second, username="nobody", password="guess").status_code == 429
+
+
+def test_tries_at_once_cannot_pass_the_account_limit_together(course, monkeypatch):
+    """Each try takes its room before its password is checked: ten sent while the first are
+    still hashing get five checks (5 per minute), not ten."""
+    import threading
+    from server import throttle
+    checked = []
+
+    def slow_wrong_password(session, username, password):
+        checked.append(username)
+        time.sleep(0.2)
+        return None
+
+    monkeypatch.setattr(throttle, "authenticate", slow_wrong_password)
+    app = limited(course, PASSWORD_CHECKS_PER_PROCESS=20)
+    answers = []
+
+    def guess(n):
+        with app.test_request_context(environ_base={"REMOTE_ADDR": f"10.0.3.{n}"}):
+            try:
+                answers.append(throttle.check_password(None, "ana", "guess"))
+            except throttle.Throttled:
+                answers.append("throttled")
+
+    threads = [threading.Thread(target=guess, args=(n,)) for n in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(checked) == 5 and sorted(answers, key=str) == [None] * 5 + ["throttled"] * 5

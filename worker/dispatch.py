@@ -100,8 +100,7 @@ class Dispatcher:
 
     def recover(self, dead: Callable[[str | None], bool]) -> list[int]:
         """Runs whose worker is dead, or whose lease ran out, go back to the queue."""
-        with self.database.sessions.begin() as session:
-            return grading.recover(session, dead)
+        return grading.recover(self.database.sessions, dead)
 
     def _grade_next(self) -> Dispatched:
         claimed, lease_ends = None, time.monotonic() + self.lease.total_seconds()

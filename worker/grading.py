@@ -16,7 +16,7 @@ from typing import Callable
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from server.models import (CheckResult, DiagnosticResult, GradingRun, Submission, SubmissionStatus,
                            utcnow)
@@ -87,20 +87,24 @@ def gone_here(node: str | None) -> Callable[[str | None], bool]:
     return gone
 
 
-def recover(session: Session, dead: Callable[[str | None], bool],
+def recover(sessions: sessionmaker, dead: Callable[[str | None], bool],
             now: dt.datetime | None = None) -> list[int]:
     """Runs that nobody grades any more (the lease ran out, or `dead` says so of their worker)
     are lost: their submissions are queued again, or an error after MAX_RUNS runs. A run with an
-    external id is left to its executor's poll. Returns the submissions queued again."""
+    external id is left to its executor's poll. Returns the submissions queued again.
+    The runs are read without locks, since `dead` may ask the workers over the network; each
+    is then lost in a short transaction of its own, unless it ended meanwhile."""
     now = now or utcnow()
-    runs = session.scalars(select(GradingRun).where(
-        GradingRun.status == "running", GradingRun.external_id.is_(None))
-        .with_for_update(skip_locked=True)).all()
+    with sessions() as session:
+        runs = session.execute(select(
+            GradingRun.id, GradingRun.submission_id, GradingRun.worker, GradingRun.lease_until)
+            .where(GradingRun.status == "running", GradingRun.external_id.is_(None))).all()
     queued = []
-    for run in runs:
-        if run.submission.status not in DONE and (run.lease_until < now or dead(run.worker)):
-            if _lose(run, f"{run.worker} stopped before finishing", now) == "requeued":
-                queued.append(run.submission_id)
+    for run_id, submission_id, worker, lease_until in runs:
+        if lease_until < now or dead(worker):
+            with sessions.begin() as session:
+                if lose(session, run_id, f"{worker} stopped before finishing", now) == "requeued":
+                    queued.append(submission_id)
     return queued
 
 

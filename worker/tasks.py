@@ -50,11 +50,14 @@ def dispatch(self, submission_ids: list[int]) -> dict[int, str]:
     return done.outcomes
 
 
-@shared_task(name="hpcgrade.collect")
-def collect() -> dict[int, str]:
+@shared_task(name="hpcgrade.collect", bind=True)
+def collect(self) -> dict[int, str]:
     """Reports into grades, ended jobs settled; then the batches that came due (a run sent back
-    to the queue goes out with them)."""
-    grading_here = dispatcher()
+    to the queue goes out with them). A synchronous executor's runs are graded and recorded by
+    dispatch tasks alone: this schedule never takes a grading slot."""
+    grading_here = dispatcher(self.request.hostname)
+    if grading_here.executor.synchronous:
+        return {}
     outcomes = grading_here.collect()
     done = grading_here.dispatch([])
     _follow_up(done.more, done.due_in)
@@ -73,7 +76,9 @@ def reconcile() -> list[int]:
     dispatcher().recover(dead_workers(current_app.extensions["celery"]))
     database = current_app.extensions["hpcgrade.db"]
     with database.sessions() as session:
-        ids = stuck(session, dt.timedelta(seconds=current_app.config["REQUEUE_AFTER_SECONDS"]))
+        config = current_app.config
+        ids = stuck(session, dt.timedelta(seconds=config["REQUEUE_AFTER_SECONDS"]),
+                    config["MAX_RUNNING_PER_STUDENT"])
         return enqueue(current_app.extensions["celery"], session, ids)
 
 
