@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 
 from flask import (Flask, current_app, flash, g, jsonify, redirect, render_template, request,
-                   session, url_for)
+                   url_for)
 from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError
 
+from .portal import request_language
+
 API_PREFIX = "/api/"
 RETRY_AFTER_SECONDS = 5
-LANGS = ("en", "es")
 log = logging.getLogger(__name__)
 
 
@@ -25,9 +26,7 @@ def register(app: Flask) -> None:
 
 def _lang() -> str:
     # also before the portal chose the request's language (a refusal up front, an outage)
-    asked = request.args.get("lang")
-    return asked if asked in LANGS else (g.get("lang") or session.get("lang")
-                                         or request.accept_languages.best_match(LANGS) or "en")
+    return g.get("lang") or request_language()
 
 
 def _t(en: str, es: str) -> str:

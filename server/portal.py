@@ -23,12 +23,19 @@ blueprint = Blueprint("portal", __name__)
 LANGS = ("en", "es")
 
 
+def request_language() -> str:
+    """The request's language: ?lang=, then the session's choice, then the browser's."""
+    asked = request.args.get("lang")
+    return asked if asked in LANGS else (
+        session.get("lang") or request.accept_languages.best_match(LANGS) or "en")
+
+
 @blueprint.before_app_request
 def choose_language() -> None:
-    """For every request, the API's too: ?lang=, then the session's choice, then the browser's."""
+    """For every request, the API's too; a ?lang= is remembered for the next ones."""
     if request.args.get("lang") in LANGS:
         session["lang"] = request.args["lang"]
-    g.lang = session.get("lang") or request.accept_languages.best_match(LANGS) or "en"
+    g.lang = request_language()
 
 
 @blueprint.app_context_processor
