@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 
-from .auth import db, login_required, start_session, t
+from .auth import db, login_required, start_session
 from .models import utcnow
 from .throttle import Throttled, check_password
 from .tokens import listed, revoke
@@ -19,23 +20,21 @@ def password():
         return render_template("auth/password.html", minimum=MIN_PASSWORD_LENGTH)
     new = request.form.get("new", "")
     if new != request.form.get("repeat", ""):
-        return _refused(t("The new passwords differ.", "Las contraseñas nuevas no coinciden."))
+        return _refused(_("The new passwords differ."))
     if len(new) < MIN_PASSWORD_LENGTH:
-        n = MIN_PASSWORD_LENGTH
-        return _refused(t(f"The new password needs at least {n} characters.",
-                          f"La contraseña nueva necesita al menos {n} caracteres."))
+        return _refused(_("The new password needs at least %(num)s characters.",
+                          num=MIN_PASSWORD_LENGTH))
     try:  # throttled as a log-in: a borrowed session must not be a way to guess the password
         user = check_password(db(), g.user.username, request.form.get("current", ""))
     except Throttled as throttled:
-        return _refused(throttled.message(g.lang), 429, throttled.headers)
+        return _refused(throttled.message, 429, throttled.headers)
     if user is None:
-        return _refused(t("The current password is wrong.", "La contraseña actual no es correcta."))
+        return _refused(_("The current password is wrong."))
     set_password(db(), user, new)
     db().commit()
     db().refresh(user)
     start_session(user)  # this browser stays logged in; every other session has ended
-    flash(t("Password changed; your other sessions have ended.",
-            "Contraseña cambiada; tus otras sesiones han terminado."), "ok")
+    flash(_("Password changed; your other sessions have ended."), "ok")
     return redirect(url_for("portal.index"), 303)
 
 
@@ -56,5 +55,5 @@ def revoke_token(token_id: int):
     if not revoke(db(), token_id=token_id, user_id=g.user.id):
         abort(404)  # not one of yours
     db().commit()
-    flash(t("Token revoked: it works no more.", "Token revocado: ya no sirve."), "ok")
+    flash(_("Token revoked: it works no more."), "ok")
     return redirect(url_for("account.tokens"), 303)

@@ -6,15 +6,16 @@ import functools
 from dataclasses import dataclass
 
 from flask import Blueprint, abort, current_app, g, jsonify, request, url_for
+from flask_babel import gettext as _
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from .app import csrf
-from .auth import db, t
+from .auth import db
 from .models import ApiToken, Exercise, User, utcnow
 from .queue import enqueue
 from .results import exercise_rows, may_see, submission_state
-from .submissions import Refusal, Rules, idempotency_key, submit_once
+from .submissions import Refusal, Rules, idempotency_key, submit_once, upload_name
 from .throttle import Throttled, check_password
 from .tokens import TokenError, clean_label, digest, issue
 
@@ -43,13 +44,11 @@ def _bearer(reads: Session, token: str) -> Bearer:
         select(ApiToken.id, ApiToken.expires_at, ApiToken.last_used_at, User.id, User.role)
         .join(ApiToken.user).where(ApiToken.token_hash == digest(token))).first() if token else None
     if found is None:
-        abort(401, t("missing or invalid token: send 'Authorization: Bearer <token>'",
-                     "falta el token o no es válido: envía 'Authorization: Bearer <token>'"))
+        abort(401, _("missing or invalid token: send 'Authorization: Bearer <token>'"))
     token_id, expires_at, last_used_at, user_id, role = found
     now = utcnow()
     if expires_at <= now:
-        abort(401, t("token expired, run hpcgrade login again",
-                     "el token ha caducado, ejecuta hpcgrade login de nuevo"))
+        abort(401, _("token expired, run hpcgrade login again"))
     if last_used_at is None or now - last_used_at >= TOKEN_USE_RECORDED_EVERY:
         db().execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
         db().commit()
@@ -61,7 +60,7 @@ def token_required(view):
     own: one connection from the pool for the status poll, not two)."""
     @functools.wraps(view)
     def wrapped(*args, **kwargs):
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        scheme, _space, token = request.headers.get("Authorization", "").partition(" ")
         with current_app.extensions["hpcgrade.db"].reads() as g.reads:
             g.bearer = _bearer(g.reads, token if scheme == "Bearer" else "")
             return view(*args, **kwargs)
@@ -71,7 +70,7 @@ def token_required(view):
 def _api_user() -> User:
     user = db().get(User, g.bearer.user_id)
     if user is None:  # deleted after this request read its token
-        abort(401, "the account of this token no longer exists")
+        abort(401, _("the account of this token no longer exists"))
     return user
 
 
@@ -81,17 +80,16 @@ def create_token():
     username, password = (body.get(k) for k in ("username", "password")) \
         if isinstance(body, dict) else (None, None)
     if not isinstance(username, str) or not isinstance(password, str):
-        return error(400, t("send a JSON object with the strings 'username' and 'password'",
-                            "envía un objeto JSON con los textos 'username' y 'password'"))
+        return error(400, _("send a JSON object with the strings 'username' and 'password'"))
     try:
         label = clean_label(body.get("label", ""))
         user = check_password(db(), username, password)
     except TokenError as exc:
         return error(400, str(exc))
     except Throttled as throttled:
-        return jsonify(error=throttled.message(g.lang)), 429, throttled.headers
+        return jsonify(error=throttled.message), 429, throttled.headers
     if user is None:
-        return error(401, t("wrong username or password", "usuario o contraseña incorrectos"))
+        return error(401, _("wrong username or password"))
     token, row = issue(db(), user, label, current_app.config["TOKEN_LIFETIME_DAYS"])
     db().commit()
     return jsonify(token=token, username=user.username,
@@ -103,7 +101,7 @@ def create_token():
 def exercises():
     return jsonify(exercises=[{
         "slug": r["exercise"].slug, "title": {"en": r["exercise"].title_en, "es": r["exercise"].title_es},
-        "deadline": r["exercise"].deadline.isoformat() if r["exercise"].deadline else None,
+        "deadline": r["deadline"].isoformat() if r["deadline"] else None,
         "deadline_policy": r["exercise"].deadline_policy, "best_score": r["best"],
         "attempts_used": r["attempts_used"], "attempts_left": r["attempts_left"]}
         for r in exercise_rows(db(), _api_user())])
@@ -114,16 +112,18 @@ def exercises():
 def create_submission():
     upload = request.files.get("file")
     if upload is None or not request.form.get("exercise"):
-        return error(400, "send multipart fields 'exercise' and 'file'")
+        return error(400, _("send multipart fields 'exercise' and 'file'"))
     session = db()
     exercise = session.scalar(select(Exercise).where(Exercise.slug == request.form["exercise"]))
+    rules = Rules.from_config(current_app.config)
     try:
+        # one byte over the limit is enough to refuse a file (a request may be 32 times larger)
         submission, new = submit_once(
-            session, _api_user(), exercise, upload.filename or "", upload.read(),
-            Rules.from_config(current_app.config), utcnow(),
+            session, _api_user(), exercise, upload_name(upload.filename or ""),
+            upload.read((rules.max_upload_kb << 10) + 1), rules, utcnow(),
             idempotency_key(request.headers.get("Idempotency-Key")))
     except Refusal as refusal:
-        return error(refusal.status, refusal.message(g.lang))
+        return error(refusal.status, refusal.message)
     if new or submission.enqueued_at is None:  # a replay of a request that failed before this
         enqueue(current_app.extensions["celery"], session, [submission.id])
     url = url_for("api.get_submission", submission_id=submission.id, _external=True)
@@ -137,6 +137,6 @@ def create_submission():
 def get_submission(submission_id: int):
     state = submission_state(g.reads, submission_id)
     if state is None or not may_see(state.user_id, g.bearer.user_id, g.bearer.is_staff):
-        return error(404, "no such submission")
+        return error(404, _("no such submission"))
     body = current_app.extensions["hpcgrade.results"].get_or_build(g.reads, state, g.lang)
     return current_app.response_class(body, mimetype="application/json")

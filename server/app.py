@@ -9,10 +9,15 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from .config import ConfigError, load_config
 from .db import Database
+from .inline_markdown import to_html as inline_markdown
 from .queue import celery_init_app
 from .results import ResultCache
+from .submissions import shown_name
 
 csrf = CSRFProtect()
+# requests up to this many times MAX_UPLOAD_KB are read (32 MB by default: deploy/nginx's
+# client_max_body_size, which must match)
+UPLOAD_CAP_FACTOR = 32
 
 
 def create_app(config: dict | None = None) -> Flask:
@@ -21,9 +26,12 @@ def create_app(config: dict | None = None) -> Flask:
     if not settings["SECRET_KEY"]:
         raise ConfigError("set HPCGRADE_SECRET_KEY (or SECRET_KEY in the config file)")
     app = Flask(__name__)
-    # a pasted file is a form field: it may be as large as an uploaded one, and is refused by
-    # the same check with the same message (not Werkzeug's, at 500 kB)
-    request_limit = (settings["MAX_UPLOAD_KB"] + 64) << 10
+    # MAX_UPLOAD_KB is enforced by the submission's view (check_file), which answers with the
+    # exercise's page, the limit and the pasted code; a request far larger than it still
+    # reaches that view (Werkzeug spools file parts to disk), and a pasted file, a form field,
+    # may be as large (not Werkzeug's 500 kB). Above this cap, errors.py reads and discards the
+    # body before answering 413, or a browser would show "connection reset" instead.
+    request_limit = UPLOAD_CAP_FACTOR * settings["MAX_UPLOAD_KB"] << 10
     app.config.update(settings, MAX_CONTENT_LENGTH=request_limit,
                       MAX_FORM_MEMORY_SIZE=request_limit,
                       PERMANENT_SESSION_LIFETIME=dt.timedelta(
@@ -36,7 +44,11 @@ def create_app(config: dict | None = None) -> Flask:
     csrf.init_app(app)
     celery_init_app(app)
 
-    from . import account, api, auth, errors, headers, portal, staff, throttle
+    from . import (account, allowances, api, auth, errors, headers, i18n, portal, regrade, roster,
+                   staff, throttle)
+    i18n.init_app(app)
+    app.add_template_filter(inline_markdown, "inline_markdown")  # `code`, *em*, **strong** only
+    app.add_template_filter(shown_name, "shown_name")  # "pasted code" for code pasted in the form
     throttle.init_app(app)
     errors.register(app)
     headers.register(app)
@@ -45,6 +57,9 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(portal.blueprint)
     app.register_blueprint(api.blueprint)
     app.register_blueprint(staff.blueprint)
+    app.register_blueprint(roster.blueprint)
+    app.register_blueprint(allowances.blueprint)
+    app.register_blueprint(regrade.blueprint)
     app.teardown_appcontext(_close_session)
     return app
 

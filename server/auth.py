@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
                    session, url_for)
+from flask_babel import gettext as _
 from sqlalchemy.orm import Session
 
 from .models import User
@@ -25,21 +26,26 @@ def db() -> Session:
     return g.db_session
 
 
-def t(en: str, es: str) -> str:
-    return es if g.get("lang") == "es" else en
-
-
 @blueprint.before_app_request
 def load_user() -> None:
     user_id = session.get("user_id")
     g.user = db().get(User, user_id) if user_id is not None else None
     if g.user is not None and session.get("version") != g.user.session_version:
-        session.clear()  # logged out (or the password changed) since this cookie was made
+        clear_session()  # logged out (or the password changed) since this cookie was made
         g.user = None
 
 
-def start_session(user: User) -> None:
+def clear_session() -> None:
+    """Forget who this browser is (its CSRF token too), but not the language it chose: the
+    choice made on the log-in page outlives logging in, and logging out."""
+    lang = session.get("lang")
     session.clear()
+    if lang is not None:
+        session["lang"] = lang
+
+
+def start_session(user: User) -> None:
+    clear_session()
     session.update(user_id=user.id, version=user.session_version)
     session.permanent = True  # it ends SESSION_LIFETIME_HOURS after its last request
 
@@ -48,7 +54,8 @@ def login_required(view):
     @functools.wraps(view)
     def wrapped(*args, **kwargs):
         if g.user is None:
-            return redirect(url_for("auth.login", next=request.full_path))
+            return redirect(url_for("auth.login", next=request.full_path if request.query_string
+                                    else request.path))
         return view(*args, **kwargs)
     return wrapped
 
@@ -85,12 +92,14 @@ def login():
         user = check_password(db(), request.form.get("username", ""),
                               request.form.get("password", ""))
     except Throttled as throttled:
-        flash(throttled.message(g.lang), "error")
+        flash(throttled.message, "error")
         return render_template("auth/login.html"), 429, throttled.headers
     if user is None:
-        flash(t("Wrong username or password.", "Usuario o contraseña incorrectos."), "error")
+        flash(_("Wrong username or password."), "error")
         return render_template("auth/login.html"), 401
     start_session(user)
+    if not request.args.get("next") and user.is_staff:  # instructors start on the course
+        return redirect(url_for("staff.overview"))
     return redirect(_safe_next(request.args.get("next")))
 
 
@@ -99,5 +108,5 @@ def logout():
     if g.user is not None:  # every session of the user ends, not only this browser's
         end_sessions(db(), g.user.id)
         db().commit()
-    session.clear()
+    clear_session()
     return redirect(url_for("auth.login"))

@@ -5,6 +5,7 @@ gets everything it needs inside the job and never parses configuration.
 """
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import os
 import re
@@ -65,6 +66,10 @@ class ExerciseInfo:
     slurm: dict
     mutants: dict = field(default_factory=dict)
     max_attempts: int | None = None
+    order: int = 0  # place in the course: the exercise list is sorted by it, then by slug
+    # the sum of the points of checks.py's checks; None where they are not all written as
+    # numbers (see max_points)
+    max_points: float | None = None
 
     def statement(self, lang: str) -> str:
         return (self.path / f"statement.{lang if lang in ('en', 'es') else 'en'}.md").read_text()
@@ -107,7 +112,7 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     except tomllib.TOMLDecodeError as exc:
         raise ExerciseConfigError(f"{where}: {exc}") from None
     unknown = set(data) - {"title", "section", "limits", "deadline", "slurm", "mutants",
-                           "max_attempts"}
+                           "max_attempts", "order"}
     if unknown:
         raise ExerciseConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     title = data.get("title")
@@ -122,6 +127,10 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     max_attempts = data.get("max_attempts")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
         raise ExerciseConfigError(f"{where}: max_attempts must be a positive whole number")
+    order = data.get("order", 0)
+    if not isinstance(order, int) or isinstance(order, bool) or order < 0:
+        raise ExerciseConfigError(f"{where}: order must be a whole number, 0 or more (the "
+                                  "exercise's place in the course: 10, 20, …)")
     slurm = data.get("slurm", {})
     if not isinstance(slurm, dict):
         raise ExerciseConfigError(f"{where}: slurm must be a table")
@@ -136,4 +145,59 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         if not (path / "mutants" / f"{name}.py").is_file():
             raise ExerciseConfigError(f"{where}: mutant {name}: mutants/{name}.py is missing")
     return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
-                        slurm, mutants, max_attempts)
+                        slurm, mutants, max_attempts, order, max_points(path / "checks.py"))
+
+
+def max_points(checks: Path) -> float | None:
+    """The points of every `@check(..., points=N)` in checks.py, added up. Read from its syntax
+    tree: checks.py is the grader's, and importing it here would run it (and need torch). None
+    where that cannot be known without running it (points given by a name or an expression, or
+    a checks.py that does not parse): the pages then use the maximum the grader reported, and
+    the grader reports any error in it."""
+    try:
+        tree = ast.parse(checks.read_text(), str(checks))
+    except SyntaxError:
+        return None
+    points = [_points(decorator) for node in ast.walk(tree)
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for decorator in node.decorator_list if _is_check(decorator)]
+    return None if None in points else float(sum(points))
+
+
+def _is_check(decorator: ast.expr) -> bool:
+    function = decorator.func if isinstance(decorator, ast.Call) else None
+    return isinstance(function, ast.Name) and function.id == "check" \
+        or isinstance(function, ast.Attribute) and function.attr == "check"
+
+
+def _points(decorator: ast.Call) -> float | None:
+    given = next((k.value for k in decorator.keywords if k.arg == "points"), None)
+    try:
+        points = ast.literal_eval(given) if given is not None else None
+    except (ValueError, TypeError):  # not a literal: a name, an expression
+        return None
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
+        return None
+    return float(points)
+
+
+_READ: dict[Path, tuple[tuple, ExerciseInfo | None]] = {}
+
+
+def current_info(slug: str) -> ExerciseInfo | None:
+    """An exercise's folder, read again only when one of its files has changed since the last
+    time (a page that shows its maximum points asks on each view); None while it is missing or
+    broken."""
+    path = default_root() / slug
+    try:
+        stamp = tuple(sorted((p.name, p.stat().st_mtime_ns) for p in path.iterdir()))
+    except OSError:
+        return None
+    known = _READ.get(path)
+    if known is None or known[0] != stamp:
+        try:
+            info = load_exercise_info(path)
+        except (ExerciseConfigError, OSError):
+            info = None
+        _READ[path] = known = (stamp, info)
+    return known[1]

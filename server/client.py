@@ -2,7 +2,8 @@
 
 The server's URL and a token come from the environment (HPCGRADE_SERVER, HPCGRADE_TOKEN) or the
 client file that `hpcgrade login` writes (HPCGRADE_CLIENT_CONFIG, by default
-~/.config/hpcgrade/client.toml, readable by its owner only).
+~/.config/hpcgrade/client.toml, readable by its owner only). Each way a command can end has its
+own exit status (EXIT_STATUSES), so that a script can tell them apart.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import time
 import tomllib
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -21,12 +23,34 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from .summary import summary
+from .summary import summary, translator
 
 POLL_SECONDS = 1.0
 REQUEST_SECONDS = 30
 RETRIES = 5
 LANGS = click.Choice(["en", "es"])
+GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE = range(6)
+# \b keeps click from joining the lines of the table in --help
+EXIT_STATUSES = f"""\b
+Exit status:
+  {GRADED}  graded (whatever the score)
+  {NO_GRADE}  no grade: the grader failed, or the instructors stopped the grading
+  {NOT_LOGGED_IN}  not logged in (no token, or a wrong or expired one), or bad arguments
+  {REFUSED}  the server refused the file (the message says why: size, syntax, attempts, deadline…)
+  {TIMED_OUT}  timed out: no grade within --timeout (the submission stays queued)
+  {UNREACHABLE}  the server could not be reached, or failed"""
+
+
+class NotLoggedIn(click.ClickException):
+    exit_code = NOT_LOGGED_IN
+
+
+class Refused(click.ClickException):
+    exit_code = REFUSED
+
+
+class Unreachable(click.ClickException):
+    exit_code = UNREACHABLE
 
 
 def client_config_path() -> Path:
@@ -44,7 +68,7 @@ def read_client_config() -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise click.ClickException(f"{path}: {exc}") from None
+        raise NotLoggedIn(f"{path}: {exc} — run `hpcgrade login` again") from None
 
 
 def save_client_config(server: str, token: str) -> Path:
@@ -73,27 +97,32 @@ def _token() -> str:
 
 def _call(method: str, url: str, http=requests, **kwargs) -> dict:
     """One API request; a refusal, an error or an unreachable server ends the command with its
-    message."""
+    message and its exit status."""
     try:
         reply = http.request(method, url, timeout=REQUEST_SECONDS, **kwargs)
     except requests.ConnectionError:
-        raise click.ClickException(f"cannot connect to {url}: is the server's URL right?") from None
+        raise Unreachable(f"cannot connect to {url}: is the server's URL right?") from None
     except requests.Timeout:
-        raise click.ClickException(f"{url} did not answer within {REQUEST_SECONDS} s") from None
+        raise Unreachable(f"{url} did not answer within {REQUEST_SECONDS} s") from None
     except requests.RequestException as exc:
-        raise click.ClickException(f"{url}: {exc}") from None
+        raise Unreachable(f"{url}: {exc}") from None
     try:
         body = reply.json()
     except ValueError:
         body = {"error": f"HTTP {reply.status_code} with no JSON body"}
-    if reply.status_code == 401 and "tokens" not in url:
-        raise click.ClickException(f"{body.get('error')} — run `hpcgrade login` again")
+    error = body.get("error") or f"HTTP {reply.status_code}"
+    if reply.status_code == 401:
+        raise NotLoggedIn(error if "tokens" in url else f"{error} — run `hpcgrade login` again")
+    if reply.status_code >= 500:
+        raise Unreachable(error)
     if reply.status_code >= 400:
-        raise click.ClickException(body.get("error") or f"HTTP {reply.status_code}")
+        raise Refused(error)
     return body
 
 
-@click.command()
+@click.command(epilog=f"""\b
+Exit status: {GRADED} logged in; {NOT_LOGGED_IN} wrong username or password, or bad arguments;
+{REFUSED} refused (e.g. too many tries); {UNREACHABLE} the server could not be reached.""")
 @click.option("--server", help="The portal's URL, e.g. https://grader.uni.es")
 @click.option("--username", prompt=True)
 @click.password_option(confirmation_prompt=False)
@@ -127,13 +156,21 @@ def _retrying() -> requests.Session:
     return session
 
 
-def _progress(status: dict, seconds: float) -> str:
+def _progress(status: dict, seconds: float, _: Callable[[str], str]) -> str:
+    """"queued · position in queue: 2 · 5 s", in the language of `_` (a gettext)."""
+    translate = _  # the state's name is a message of the catalogue, not one to extract here
+    state = translate(status["status"])
     if status["status"] == "queued" and status.get("queue_position"):
-        return f"queued, {status['queue_position']} in line · {seconds:.0f} s"
-    return f"{status['status']} · {seconds:.0f} s"
+        state += f" · {_('position in queue')}: {status['queue_position']}"
+    return f"{state} · {seconds:.0f} s"
 
 
-@click.command()
+def styled_output() -> bool:
+    """Bold and colour on a terminal, unless NO_COLOR asks for none (https://no-color.org)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+@click.command(epilog=EXIT_STATUSES)
 @click.argument("exercise")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
@@ -144,10 +181,9 @@ def _progress(status: dict, seconds: float) -> str:
 @click.option("--lang", type=LANGS, default="en", show_default=True)
 def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: int,
            as_json: bool, lang: str) -> None:
-    """Submit FILE (.py or .ipynb) for EXERCISE and wait for its grade.
-
-    Exits 0 once graded (whatever the score), 1 if the grader failed or the server refused the
-    file, 2 if the grade was not ready within --timeout (the submission stays queued)."""
+    """Submit FILE (.py or .ipynb) for EXERCISE and wait for its grade; prints the address of
+    the submission's page, and the result."""
+    _ = translator(lang).gettext
     headers = {"Authorization": f"Bearer {_token()}"}
     server = _server(server)
     http = _retrying()
@@ -156,29 +192,32 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
         created = _call("POST", f"{server}/api/v1/submissions", http, params={"lang": lang},
                         headers={**headers, "Idempotency-Key": str(uuid.uuid4())},
                         data={"exercise": exercise}, files={"file": (file.name, f)})
-    click.echo(f"submitted {file.name} for {exercise}: {created['url']}", err=True)
+    page = f"{server}/submissions/{created['id']}"  # the web page, not the API's address
+    click.echo(_("submitted %(file)s for %(exercise)s: %(url)s")
+               % {"file": file.name, "exercise": exercise, "url": page}, err=True)
     if not wait:
-        click.echo(json.dumps(created) if as_json else created["url"])
+        click.echo(json.dumps(dict(created, page=page)) if as_json else page)
         return
     status, started, shown = created, time.monotonic(), ""
     live = sys.stderr.isatty()
     while status["status"] in ("queued", "running"):
         elapsed = time.monotonic() - started
         if elapsed > timeout:
-            click.echo(f"\nno grade after {timeout} s; the submission stays in the queue: "
-                       f"{created['url']}", err=True)
-            sys.exit(2)
-        line = _progress(status, elapsed)
+            click.echo("\n" + _("no grade after %(seconds)s s; the submission stays in the queue: "
+                                "%(url)s") % {"seconds": timeout, "url": page}, err=True)
+            sys.exit(TIMED_OUT)
+        line = _progress(status, elapsed, _)
         if live:
             click.echo(f"\r{line:<40}", err=True, nl=False)
-        elif line.split(" · ")[0] != shown:
+        elif line.rsplit(" · ", 1)[0] != shown:  # a new state or place, not only a new second
             click.echo(line, err=True)
-        shown = line.split(" · ")[0]
+        shown = line.rsplit(" · ", 1)[0]
         time.sleep(POLL_SECONDS)
         status = _call("GET", created["url"], http, params={"lang": lang}, headers=headers)
     if status is created:  # sent before and graded since: the answer has no result in it
         status = _call("GET", created["url"], http, params={"lang": lang}, headers=headers)
     if live:
         click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
-    click.echo(json.dumps(status) if as_json else summary(file, status))
-    sys.exit(0 if status["status"] == "graded" else 1)
+    click.echo(json.dumps(dict(status, page=page)) if as_json
+               else summary(file, status, lang, styled_output()))
+    sys.exit(GRADED if status["status"] == "graded" else NO_GRADE)

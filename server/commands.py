@@ -17,7 +17,7 @@ from .db import Database
 from .exercises import sync_exercises
 from .models import User, utcnow
 from .tokens import TokenError, listed, revoke
-from .users import UserError, add_user, import_roster, set_password
+from .users import UserError, add_user, decode_roster, import_roster, set_password
 
 
 def _database_url() -> str:
@@ -89,12 +89,12 @@ def users_add(username: str, name: str, email: str, role: str, password: str | N
 
 
 @users_group.command("import")
-@click.argument("roster", type=click.File("r", encoding="utf-8-sig"))
+@click.argument("roster", type=click.File("rb"))
 def users_import(roster) -> None:
     """Add every account of a CSV roster (username,name,email,role), or none.
 
     Prints username,password for each new account: hand the initial passwords out."""
-    created = _in_transaction(lambda s: import_roster(s, roster.read()))
+    created = _in_transaction(lambda s: import_roster(s, decode_roster(roster.read())))
     click.echo("username,password")
     for username, password in created:
         click.echo(f"{username},{password}")

@@ -150,6 +150,16 @@ def flag(name: str, value: Any) -> bool:
     raise ConfigError(f"{name} must be true or false, not {value!r}")
 
 
+def time_zone(name: str, value: Any) -> str:
+    """An IANA time zone name: Europe/Madrid, America/Bogota, UTC."""
+    import zoneinfo
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (TypeError, ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise ConfigError(f"{name} must be a time zone like Europe/Madrid, not {value!r}") from None
+    return value
+
+
 def rate_limits(name: str, value: Any) -> str:
     """Limits in Flask-Limiter's notation: "5 per minute; 20 per hour"."""
     from limits import parse_many  # not at import: the grading side never needs it
@@ -211,6 +221,8 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "SUBMISSION_WINDOW_MINUTES": (60, whole(1)),
     # log-in: a session ends this long after its last request (or at log-out, everywhere)
     "SESSION_LIFETIME_HOURS": (12, whole(1)),
+    # deadlines and submission times are shown in the course's time zone, stored in UTC
+    "TIMEZONE": ("UTC", time_zone),
     "SESSION_COOKIE_SECURE": (True, flag),  # false only where the portal is reached over http
     "SESSION_COOKIE_SAMESITE": ("Lax", choice(("Lax", "Strict"))),
     # failed log-ins counted per account and per client address; over a limit, the next attempt

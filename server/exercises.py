@@ -20,7 +20,7 @@ def sync_exercises(session: Session, catalogue: dict[str, ExerciseInfo]) -> dict
                   "section": info.section, "deadline": info.deadline.at,
                   "deadline_policy": info.deadline.policy,
                   "penalty_per_day": float(info.deadline.penalty_per_day),
-                  "max_attempts": info.max_attempts, "active": True}
+                  "max_attempts": info.max_attempts, "position": info.order, "active": True}
         row = rows.get(slug)
         if row is None:
             session.add(Exercise(slug=slug, synced_at=utcnow(), **values))

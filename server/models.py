@@ -4,8 +4,9 @@ from __future__ import annotations
 import datetime as dt
 import enum
 
-from sqlalchemy import (JSON, Boolean, CheckConstraint, Float, ForeignKey, Integer, String, Text,
-                        UniqueConstraint)
+from sqlalchemy import (JSON, BigInteger, Boolean, CheckConstraint, Float, ForeignKey, Integer, String, Text,
+                        UniqueConstraint, func)
+from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .db import Base
@@ -44,7 +45,8 @@ class User(Base):
     # it, which ends every session of the user at once (a copied cookie included)
     session_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
-    submissions: Mapped[list["Submission"]] = relationship(back_populates="user")
+    submissions: Mapped[list["Submission"]] = relationship(back_populates="user",
+                                                           foreign_keys="Submission.user_id")
 
     @property
     def is_staff(self) -> bool:
@@ -80,6 +82,7 @@ class Exercise(Base):
     penalty_per_day: Mapped[float] = mapped_column(Float, default=0.0)
     max_attempts: Mapped[int | None] = mapped_column(Integer)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
+    position: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # course order
     synced_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
@@ -105,11 +108,59 @@ class Submission(Base):
     # runs up to this attempt number do not count toward the retry limit (a staff regrade)
     retry_from: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    # an instructor's score, kept beside the automatic one (which regrades go on updating)
+    override_score: Mapped[float | None] = mapped_column(Float)
+    override_comment: Mapped[str | None] = mapped_column(Text)
+    override_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    override_at: Mapped[dt.datetime | None] = mapped_column()
 
-    user: Mapped[User] = relationship(back_populates="submissions")
+    user: Mapped[User] = relationship(back_populates="submissions", foreign_keys=[user_id])
     exercise: Mapped[Exercise] = relationship()
+    override_user: Mapped[User | None] = relationship(foreign_keys=[override_by])
     runs: Mapped[list["GradingRun"]] = relationship(back_populates="submission",
                                                     order_by="GradingRun.attempt")
+
+    @hybrid_property
+    def counted_score(self) -> float | None:
+        """The submission's score that counts: an instructor's where one was set, else the
+        automatic one (after any late penalty). In SQL too: `Submission.counted_score`."""
+        return self.override_score if self.override_score is not None else self.score
+
+    @counted_score.inplace.expression
+    @classmethod
+    def _counted_score_sql(cls):
+        return func.coalesce(cls.override_score, cls.score)
+
+
+class Allowance(Base):
+    """One student's exception on one exercise: a later deadline, extra attempts, or both."""
+
+    __tablename__ = "allowances"
+    __table_args__ = (UniqueConstraint("user_id", "exercise_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"))
+    deadline: Mapped[dt.datetime | None] = mapped_column()
+    extra_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    comment: Mapped[str] = mapped_column(Text, default="", server_default="")
+    granted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    granted_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Regrade(Base):
+    """"Grade all again" for one exercise: its runs are a preview until an instructor publishes
+    them (or discards them)."""
+
+    __tablename__ = "regrades"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"),
+                                             index=True)
+    started_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    published_at: Mapped[dt.datetime | None] = mapped_column()
+    discarded_at: Mapped[dt.datetime | None] = mapped_column()
 
 
 class GradingRun(Base):
@@ -140,6 +191,11 @@ class GradingRun(Base):
     timing: Mapped[dict | None] = mapped_column(JSON)
     notes: Mapped[list | None] = mapped_column(JSON)
     output: Mapped[str | None] = mapped_column(Text)
+    seed: Mapped[int | None] = mapped_column(BigInteger)  # the harness draws 48 bits
+    score: Mapped[float | None] = mapped_column(Float)  # before any late penalty
+    max_score: Mapped[float | None] = mapped_column(Float)
+    regrade_id: Mapped[int | None] = mapped_column(ForeignKey("regrades.id", ondelete="SET NULL"),
+                                                   index=True)  # a preview run's regrade
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     checks: Mapped[list["CheckResult"]] = relationship(

@@ -6,6 +6,7 @@ import logging
 
 from celery import Celery, Task
 from flask import Flask
+from kombu import Queue
 from sqlalchemy import bindparam, func, nulls_first, or_, select, update
 from sqlalchemy.orm import Session
 
@@ -13,6 +14,10 @@ from .models import GradingRun, Submission, SubmissionStatus, utcnow
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 30.0
+# the students' submissions go on Celery's default queue (its name kept, so that messages
+# queued before an upgrade are still consumed); a regrade's preview (worker/tasks.py, preview)
+# grades a whole exercise in one task: on a queue of its own it does not wait behind them
+SUBMISSIONS, PREVIEWS = "celery", "previews"
 
 
 def _turns():
@@ -20,15 +25,17 @@ def _turns():
     its student that would be in flight with it (those running, those queued before it, itself);
     a turn beyond MAX_RUNNING_PER_STUDENT waits for the student's earlier ones. The queue goes
     by turn, then round-robin between students (the one whose last run started longest ago,
-    or who never had one, first), then by age: a student with ten files does not delay one
-    with one, whatever the number of grading slots."""
+    or who never had one, first; a regrade's preview run serves no student, so it does not
+    count), then by age: a student with ten files does not delay one with one, whatever the
+    number of grading slots."""
     waiting = Submission.status == SubmissionStatus.queued.value
     running = (select(Submission.user_id, func.count().label("running"))
                .where(Submission.status == SubmissionStatus.running.value)
                .group_by(Submission.user_id).subquery())
     served = (select(Submission.user_id, func.max(GradingRun.started_at).label("at"))
               .join(GradingRun, GradingRun.submission_id == Submission.id)
-              .where(Submission.user_id.in_(select(Submission.user_id).where(waiting)))
+              .where(Submission.user_id.in_(select(Submission.user_id).where(waiting)),
+                     GradingRun.regrade_id.is_(None))
               .group_by(Submission.user_id).subquery())
     rank = func.row_number().over(partition_by=Submission.user_id, order_by=Submission.id)
     queued = select(Submission.id, Submission.user_id, rank.label("rank")).where(waiting).subquery()
@@ -67,6 +74,10 @@ def celery_init_app(app: Flask) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         broker_connection_retry_on_startup=True,
+        # a worker started without -Q consumes every queue named here; each its own routing key,
+        # or the default exchange would copy every message into both
+        task_queues=[Queue(name, routing_key=name) for name in (SUBMISSIONS, PREVIEWS)],
+        task_routes={"hpcgrade.preview": {"queue": PREVIEWS}},
         beat_schedule={
             "reconcile": {"task": "hpcgrade.reconcile", "schedule": RECONCILE_SECONDS},
             "collect": {"task": "hpcgrade.collect", "schedule": app.config["COLLECT_SECONDS"]}},

@@ -3,23 +3,23 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import defaultdict
 from typing import NamedTuple
 
 from flask import current_app
-from sqlalchemy import bindparam, func, select
+from flask_babel import get_locale, gettext as _
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, selectinload
 
 from worker.harness.submission import Unreadable, read
 
+from .allowances import Grade, allowances_of, terms
+from .grades import DONE_RUN
 from .models import CheckResult, Exercise, GradingRun, Submission, SubmissionStatus, User
 from .queue import place
-from .submissions import COUNTS_AS_ATTEMPT
+from .submissions import COUNTS_AS_ATTEMPT, shown_name, where
 
 WAITING = (SubmissionStatus.queued.value, SubmissionStatus.running.value)
-OWN_FIRST = ("Your earlier submissions are graded first; this one starts when one of them "
-             "finishes.",
-             "Tus entregas anteriores se corrigen primero; esta empieza cuando termine una de "
-             "ellas.")
 
 
 class SubmissionState(NamedTuple):
@@ -31,20 +31,23 @@ class SubmissionState(NamedTuple):
     filename: str
     status: str
     submitted_at: dt.datetime
-    score: float | None
+    score: float | None  # the automatic score, after any late penalty
+    counted_score: float | None  # Submission.counted_score: an instructor's, else the automatic
     max_score: float | None
     late_days: int
     penalty: float
     done_run_id: int | None
+    override_score: float | None  # an instructor's score, kept beside the automatic one
+    override_comment: str | None
+    override_at: dt.datetime | None
 
 
 # built once: composing a statement costs about as much as running it, and polls are many
-_DONE_RUN = (select(func.max(GradingRun.id))
-             .where(GradingRun.submission_id == Submission.id, GradingRun.status == "done")
-             .scalar_subquery())
 _STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Submission.filename,
                  Submission.status, Submission.submitted_at, Submission.score,
-                 Submission.max_score, Submission.late_days, Submission.penalty, _DONE_RUN)
+                 Submission.counted_score, Submission.max_score, Submission.late_days,
+                 Submission.penalty, DONE_RUN,
+                 Submission.override_score, Submission.override_comment, Submission.override_at)
           .join(Exercise, Submission.exercise_id == Exercise.id)
           .where(Submission.id == bindparam("submission_id")))
 _CHECKS = (selectinload(GradingRun.checks).selectinload(CheckResult.diagnostics),)
@@ -69,12 +72,15 @@ def waiting(session: Session, state: SubmissionState | Submission, lang: str) ->
         return {"queue_position": None, "note": None}
     position, turn = found
     behind_own = turn > current_app.config["MAX_RUNNING_PER_STUDENT"]
-    return {"queue_position": position, "note": OWN_FIRST[lang == "es"] if behind_own else None}
+    return {"queue_position": position, "note": _(
+        "Your earlier submissions are graded first; this one starts when one of them finishes.")
+        if behind_own else None}
 
 
 class ResultCache:
     """Finished submissions' results as JSON, per process. A result changes only with the
-    submission's status or a new grading run, and both are part of the key."""
+    submission's status, a new grading run, an instructor's score or a late penalty worked out
+    again (an allowance granted or removed), and all are part of the key."""
 
     def __init__(self, size: int = 4096):
         self._bodies: dict[tuple, str] = {}
@@ -83,7 +89,8 @@ class ResultCache:
     def get_or_build(self, session: Session, state: SubmissionState, lang: str) -> str:
         if state.status in WAITING:
             return _json(submission_dict(session, state, lang))
-        key = (state.id, state.status, state.done_run_id, lang)
+        key = (state.id, state.status, state.done_run_id, state.override_at,
+               state.late_days, state.penalty, lang)
         body = self._bodies.get(key)
         if body is None:
             if len(self._bodies) >= self._size:
@@ -102,20 +109,20 @@ def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict
         "id": state.id, "exercise": state.exercise, "filename": state.filename,
         "status": state.status, "submitted_at": state.submitted_at.isoformat(),
         **waiting(session, state, lang),
-        "score": state.score, "max_score": state.max_score,
+        # `score` is the automatic one; `counted_score` the one that counts (an instructor's)
+        "score": state.score, "counted_score": state.counted_score, "max_score": state.max_score,
         "late_days": state.late_days, "penalty": state.penalty,
+        "override": None if state.override_score is None else {
+            "score": state.override_score, "comment": state.override_comment,
+            "at": state.override_at.isoformat()},
         "checks": [], "notes": [], "output": "",
     }
     if state.status == SubmissionStatus.cancelled.value:
-        data["message"] = ("El profesorado detuvo la corrección de esta entrega; no es una nota."
-                           if lang == "es" else
-                           "The instructors stopped the grading of this submission; this is not "
-                           "a grade.")
+        data["message"] = _("The instructors stopped the grading of this submission; this is "
+                            "not a grade.")
     if state.status == SubmissionStatus.error.value:
-        data["message"] = ("El corrector falló repetidamente; tu entrega está guardada y el "
-                           "profesorado lo revisará. No es una nota." if lang == "es" else
-                           "The grader failed repeatedly; your submission is kept and the "
-                           "instructors will look at it. This is not a grade.")
+        data["message"] = _("The grader failed repeatedly; your submission is kept and the "
+                            "instructors will look at it. This is not a grade.")
     if state.done_run_id is not None:
         run = session.get(GradingRun, state.done_run_id, options=_CHECKS)
         data["checks"] = [{
@@ -124,28 +131,98 @@ def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict
             "diagnostics": [{"code": d.code, "details": d.details,
                              **d.translations.get(lang, {"message": d.message, "hint": d.hint})}
                             for d in c.diagnostics]} for c in run.checks]
-        data["notes"], data["output"] = run.notes or [], run.output or ""
+        data["notes"] = [_localised(note, lang) for note in run.notes or []]
+        data["output"] = run.output or ""
     return data
 
 
+def _localised(note: dict, lang: str) -> dict:
+    """A note in the reader's language: a load error carries its text in each (the harness's)."""
+    texts = (note.get("translations") or {}).get(lang) if note.get("kind") == "load-error" else None
+    return dict(note, **texts) if texts else note
+
+
 def exercise_rows(session: Session, user: User) -> list[dict]:
-    """Active exercises with the user's best score and attempts used."""
-    stats = dict((row[0], row[1:]) for row in session.execute(
-        select(Submission.exercise_id, func.max(Submission.score), func.count())
-        .where(Submission.user_id == user.id, COUNTS_AS_ATTEMPT)
-        .group_by(Submission.exercise_id)))
+    """Active exercises in course order with the user's grade (`best`: see allowances.Grade),
+    attempts used and left, and the deadline and attempt limit the user has: the exercise's,
+    with their allowance."""
+    grades: dict[int, Grade] = defaultdict(Grade)
+    used: dict[int, int] = defaultdict(int)
+    for row in session.execute(
+            select(Submission.exercise_id, Submission.id, Submission.score, Submission.max_score,
+                   Submission.override_score, Submission.override_at,
+                   COUNTS_AS_ATTEMPT.label("counts"))
+            .where(Submission.user_id == user.id).order_by(Submission.id)):
+        grades[row.exercise_id].add(row.id, row.score, row.max_score, row.override_score,
+                                    row.override_at)
+        used[row.exercise_id] += bool(row.counts)
+    granted = allowances_of(session, user.id)
     rows = []
-    for exercise in session.scalars(select(Exercise).where(Exercise.active).order_by(Exercise.slug)):
-        best, used = stats.get(exercise.id, (None, 0))
-        rows.append({"exercise": exercise, "best": best, "attempts_used": used,
-                     "attempts_left": None if exercise.max_attempts is None
-                     else max(exercise.max_attempts - used, 0)})
+    for exercise in session.scalars(select(Exercise).where(Exercise.active)
+                                    .order_by(Exercise.position, Exercise.slug)):
+        mine = terms(exercise, granted.get(exercise.id))
+        rows.append({"exercise": exercise, "deadline": mine.deadline,
+                     "best": grades[exercise.id].score,
+                     "set_by_hand": grades[exercise.id].set_by_hand,
+                     "attempts_used": used[exercise.id],
+                     "max_attempts": mine.max_attempts,
+                     "attempts_left": mine.attempts_left(used[exercise.id])})
     return rows
 
 
-def code_cells(submission: Submission) -> list[tuple[str, str]]:
-    """The code as the grader read it: the .py file, or a notebook's code cells."""
+class CodeLine(NamedTuple):
+    number: int
+    text: str
+    anchor: str  # the line's id in the page, for a diagnostic's link to it
+    marked: bool  # a diagnostic or a note names this line
+
+
+class CodeCell(NamedTuple):
+    name: str | None  # "cell 3" in the reader's language; None for a .py file
+    lines: list[CodeLine]
+
+
+def page_view(submission: Submission, result: dict) -> dict:
+    """What the result page shows besides the API's answer: why the file did not load (once, for
+    the top of the page), each diagnostic's and note's place in the student's own file ("work.py,
+    line 3", "pasted code"), and the code line by line with the lines they name marked."""
+    cells = _code_cells(submission)
+    anchors = {(label, number): f"line-{index}-{number}"
+               for index, (label, code) in enumerate(cells, start=1)
+               for number in range(1, code.count("\n") + 2)}
+
+    def placed(item: dict, label: str | None, line: int | None, with_file: bool = True) -> dict:
+        return dict(item, place=where(submission.filename if with_file else None, label, line),
+                    anchor=anchors.get((label, line)))
+
+    load_errors = [placed(n, n["details"].get("file"), n["details"].get("line"))
+                   for n in result["notes"] if n.get("kind") == "load-error"]
+    checks = [dict(c, diagnostics=[placed(d, d["details"].get("file"), d["details"].get("line"))
+                                   if d["details"].get("line") else d
+                                   for d in c["diagnostics"]]) for c in result["checks"]]
+    notes = [placed(n, n.get("cell"), _raised_at(n), with_file=False)
+             for n in result["notes"] if n.get("kind") != "load-error"]
+    marked = {item["anchor"] for item in load_errors + notes if item["anchor"]} | {
+        d["anchor"] for c in checks for d in c["diagnostics"] if d.get("anchor")}
+    notebook = submission.filename.lower().endswith(".ipynb")
+    return {"file": shown_name(submission.filename), "load_errors": load_errors, "checks": checks,
+            "notes": notes, "marked": bool(marked),
+            "cells": [CodeCell(where(None, label, None) if notebook else None, [
+                CodeLine(number, text, anchors[label, number], anchors[label, number] in marked)
+                for number, text in enumerate(code.removesuffix("\n").split("\n"), start=1)])
+                for label, code in cells]}
+
+
+def _raised_at(note: dict) -> int | None:
+    """The line of a notebook cell that raised, when it raised in that cell's own code."""
+    frames = note.get("frames") or [{}]
+    return frames[-1].get("line") if frames[-1].get("file") == note.get("cell") else None
+
+
+def _code_cells(submission: Submission) -> list[tuple[str, str]]:
+    """The code as the grader read it, with the grader's names: a .py file, or a notebook's code
+    cells ("cell 3")."""
     try:
         return list(read(submission.code, submission.filename, len(submission.code)).cells)
-    except Unreadable as exc:
-        return [(submission.filename, exc.en)]
+    except Unreadable as exc:  # stored before such files were refused
+        return [(submission.filename, exc.es if get_locale().language == "es" else exc.en)]

@@ -1,24 +1,32 @@
-"""The instructors' pages: the course at a glance, one exercise, one student, the gradebook
-(and its CSV for the university's records), regrading a submission or a whole exercise, and
-stopping a submission's grading."""
+"""The instructors' pages: the course at a glance, one exercise (its pictures, the submissions
+behind a diagnostic, every student's latest submission as a zip), one student, the gradebook (and
+its CSV for the university's records), and stopping a submission's grading (grading again is
+server/regrade.py)."""
 from __future__ import annotations
 
-import csv
-import io
+import zipfile
+from collections.abc import Iterator
+from zoneinfo import ZoneInfo
 
 from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, render_template,
-                   url_for)
+                   stream_with_context, url_for)
+from flask_babel import gettext as _
 from sqlalchemy import select
 
+from . import charts
 from .auth import db, staff_required
-from .course import diagnostic_counts, gradebook, standings, students, summaries
+from .course import (LatestSubmission, Standing, diagnosed_submissions, diagnostic_counts,
+                     gradebook, latest_submissions, maximum_points, standings, students,
+                     summaries)
+from .listing import Listing, arrange, by_name, by_username, requested_listing
 from .models import Exercise, Submission, User, utcnow
-from .queue import cancel_grading, enqueue
+from .queue import cancel_grading
 from .results import WAITING
-from .submissions import reopen
+from .spreadsheet import PLAIN, Dialect, cell, csv_response, for_excel
 
 blueprint = Blueprint("staff", __name__, url_prefix="/staff")
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# the gradebook sorts by an exercise as ?sort=ex:<slug>: a slug may be "total" or "name" too
+EXERCISE_SORT = "ex:"
 
 
 @blueprint.before_request
@@ -33,16 +41,104 @@ def overview():
                            student_count=len(students(db())))
 
 
-@blueprint.route("/exercises/<slug>")
-def exercise(slug: str):
+def exercise_or_404(slug: str) -> Exercise:
+    """The exercise, active or not: staff still read the results of a retired one."""
     row = db().scalar(select(Exercise).where(Exercise.slug == slug))
     if row is None:
         abort(404)
+    return row
+
+
+def _below_half(score: float | None, out_of: float | None) -> bool:
+    return bool(out_of) and (score or 0) < out_of / 2
+
+
+@blueprint.route("/exercises/<slug>")
+def exercise(slug: str):
+    row = exercise_or_404(slug)
     table = standings(db(), row.id)
-    return render_template("staff/exercise.html", exercise=row, now=utcnow(),
-                           rows=[(student, table.get((student.id, row.id)))
-                                 for student in students(db())],
-                           diagnostics=diagnostic_counts(db(), row.id).get(row.id, []))
+    out_of = maximum_points(db(), [row])[row.id]
+    everyone = [(student, table.get((student.id, row.id))) for student in students(db())]
+    listing, shown = _arranged_standings(everyone, out_of)
+    diagnostics = diagnostic_counts(db(), row.id).get(row.id, [])
+    bests = [s.best for s in table.values() if s.best is not None]
+    return render_template(
+        "staff/exercise.html", exercise=row, now=utcnow(), max_points=out_of, rows=shown,
+        student_count=len(everyone), listing=listing,
+        filters={"missing": _("Nothing submitted"), "below": _("Below half the points")},
+        diagnostics=diagnostics,
+        histogram=charts.histogram(bests, out_of, "scores-chart") if bests and out_of else None,
+        diagnostics_chart=charts.diagnostics_chart(
+            [(code, by_students) for code, by_students, _submissions in diagnostics],
+            lambda code: url_for("staff.diagnostic", slug=slug, code=code),
+            "diagnostics-chart") if diagnostics else None)
+
+
+def _arranged_standings(everyone: list[tuple[User, Standing | None]], out_of: float | None
+                        ) -> tuple[Listing, list[tuple[User, Standing | None]]]:
+    """An exercise's students, searched, filtered and sorted as the query string asks."""
+    filters = {"missing": lambda r: r[1] is None,
+               "below": lambda r: _below_half(r[1] and r[1].best, out_of)}
+    keys = {"name": lambda r: by_name(r[0]), "username": lambda r: by_username(r[0]),
+            "attempts": lambda r: r[1].attempts if r[1] else 0,
+            "best": lambda r: r[1] and r[1].best, "latest": lambda r: r[1] and r[1].latest_at}
+    listing = requested_listing(keys, filters)
+    return listing, arrange(everyone, listing, lambda r: r[0], keys, filters)
+
+
+@blueprint.route("/exercises/<slug>/diagnostics/<code>")
+def diagnostic(slug: str, code: str):
+    """The submissions behind one diagnostic of an exercise (a bar of its chart)."""
+    row = exercise_or_404(slug)
+    return render_template("staff/diagnostic.html", exercise=row, code=code,
+                           rows=diagnosed_submissions(db(), row.id, code, g.lang))
+
+
+@blueprint.route("/exercises/<slug>/submissions.zip")
+def submissions_zip(slug: str):
+    """Each student's latest submission of the exercise, named by username, streamed as a zip
+    (the codes are read one at a time, never all held at once)."""
+    row = exercise_or_404(slug)
+    latest = latest_submissions(db(), row.id)
+    if not latest:
+        flash(_("Nobody has submitted this exercise yet: there is nothing to download."), "error")
+        return redirect(url_for("staff.exercise", slug=slug), 303)
+    return Response(stream_with_context(_zipped(latest)), mimetype="application/zip", headers={
+        "Content-Disposition": f"attachment; filename={row.slug}-submissions.zip"})
+
+
+class _Chunks:
+    """A file a zip is written into and read back from as it grows (it cannot seek back)."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing to flush: the parts wait for take()."""
+
+    def take(self) -> bytes:
+        data = b"".join(self._parts)
+        self._parts.clear()
+        return data
+
+
+def _zipped(latest: list[LatestSubmission]) -> Iterator[bytes]:
+    zone = ZoneInfo(current_app.config["TIMEZONE"])
+    out = _Chunks()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in latest:
+            code = db().scalar(select(Submission.code).where(Submission.id == item.submission_id))
+            # a zip stores local times: the course's, as instructors read them
+            at = item.submitted_at.astimezone(zone)
+            suffix = ".ipynb" if item.filename.lower().endswith(".ipynb") else ".py"
+            archive.writestr(zipfile.ZipInfo(item.username + suffix, at.timetuple()[:6]),
+                             code, zipfile.ZIP_DEFLATED)
+            yield out.take()
+    yield out.take()
 
 
 @blueprint.route("/students/<username>")
@@ -57,47 +153,52 @@ def student(username: str):
 
 @blueprint.route("/grades")
 def grades():
-    columns, rows = gradebook(db())
-    return render_template("staff/grades.html", columns=columns, rows=rows)
+    columns, everyone = gradebook(db())
+    filters = {"missing": lambda r: r.missing,
+               "below": lambda r: r.percent is not None and r.percent < 50}
+    keys = {"name": lambda r: by_name(r.student), "username": lambda r: by_username(r.student),
+            "total": lambda r: r.total,
+            **{EXERCISE_SORT + column.exercise.slug: _best_in(i)
+               for i, column in enumerate(columns)}}
+    listing = requested_listing(keys, filters)
+    return render_template(
+        "staff/grades.html", columns=columns, listing=listing, student_count=len(everyone),
+        rows=arrange(everyone, listing, lambda r: r.student, keys, filters),
+        out_of=sum(column.max_points or 0 for column in columns),
+        filters={"missing": _("Missing an exercise"), "below": _("Below half the points")})
+
+
+def _best_in(index: int):
+    return lambda row: row.cells[index] and row.cells[index].best
 
 
 @blueprint.route("/grades.csv")
 def grades_csv():
+    return csv_response(_grades_rows(PLAIN), "hpcgrade-grades.csv")
+
+
+@blueprint.route("/grades-excel.csv")
+def grades_excel_csv():
+    """The same table, for Excel to open right: UTF-8 with a byte order mark, and for a reader
+    in Spanish `;` between the cells and decimal commas, as a Spanish Excel expects
+    (server/spreadsheet.py says why not a `sep=` line)."""
+    return csv_response(_grades_rows(for_excel(g.lang)), "hpcgrade-grades-excel.csv",
+                        for_excel(g.lang))
+
+
+def _grades_rows(dialect: Dialect) -> list[list[str]]:
+    """username, name, email, a column per exercise (course order), total and percent; the
+    second row holds each column's maximum points."""
     columns, rows = gradebook(db())
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["username", "name", "email", *(_cell(e.slug) for e in columns)])
-    for user, cells in rows:
-        writer.writerow([_cell(user.username), _cell(user.name), _cell(user.email),
-                         *("" if cell is None or cell.best is None else f"{cell.best:g}"
-                           for cell in cells)])
-    return Response(out.getvalue(), mimetype="text/csv",
-                    headers={"Content-Disposition": "attachment; filename=hpcgrade-grades.csv"})
-
-
-def _cell(text: str) -> str:
-    """Text a spreadsheet shows as text, never runs as a formula (OWASP's CSV injection advice:
-    a cell that starts with = + - @, a tab or a carriage return gets a leading quote)."""
-    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
-
-
-@blueprint.post("/exercises/<slug>/regrade")
-def regrade_exercise(slug: str):
-    """Every finished submission of the exercise, graded again (after its checks were fixed):
-    they go out together, packed into a few jobs."""
-    row = db().scalar(select(Exercise).where(Exercise.slug == slug))
-    if row is None:
-        abort(404)
-    submissions = db().scalars(select(Submission).where(
-        Submission.exercise_id == row.id, Submission.status.not_in(WAITING))
-        .order_by(Submission.id).with_for_update()).all()
-    for submission in submissions:
-        reopen(submission)
-    db().commit()
-    enqueue(current_app.extensions["celery"], db(), [s.id for s in submissions])
-    flash(f"{len(submissions)} entregas vuelven a la cola de corrección." if g.lang == "es"
-          else f"{len(submissions)} submissions are queued for grading again.", "info")
-    return redirect(url_for("staff.exercise", slug=slug), 303)
+    out_of = sum(column.max_points or 0 for column in columns)
+    return [
+        ["username", "name", "email", *(cell(column.exercise.slug) for column in columns),
+         "total", "percent"],
+        ["", "max_points", "", *(dialect.number(column.max_points) for column in columns),
+         dialect.number(out_of), "100"],
+        *([cell(row.student.username), cell(row.student.name), cell(row.student.email),
+           *(dialect.number(item and item.best) for item in row.cells),
+           dialect.number(row.total), dialect.number(row.percent, places=1)] for row in rows)]
 
 
 @blueprint.post("/submissions/<int:submission_id>/cancel")
@@ -107,32 +208,10 @@ def cancel(submission_id: int):
     submission = db().get(Submission, submission_id)
     if submission is None:
         abort(404)
-    spanish = g.lang == "es"
     if submission.status not in WAITING:
-        flash("Esta entrega no está esperando su corrección." if spanish
-              else "This submission is not waiting to be graded.", "error")
+        flash(_("This submission is not waiting to be graded."), "error")
     elif cancel_grading(current_app.extensions["celery"], [submission.id]):
-        flash(f"Se detiene la corrección de la entrega #{submission.id}." if spanish
-              else f"Grading of submission #{submission.id} is being stopped.", "info")
+        flash(_("Grading of submission #%(id)s is being stopped.", id=submission.id), "info")
     else:
-        flash("La cola de corrección no responde; inténtalo de nuevo." if spanish
-              else "The grading queue does not answer; try again.", "error")
-    return redirect(url_for("portal.submission", submission_id=submission_id), 303)
-
-
-@blueprint.post("/submissions/<int:submission_id>/regrade")
-def regrade(submission_id: int):
-    submission = db().get(Submission, submission_id, with_for_update=True)
-    if submission is None:
-        abort(404)
-    spanish = g.lang == "es"
-    if submission.status in WAITING:
-        flash("Esta entrega ya está esperando su corrección." if spanish
-              else "This submission is already waiting to be graded.", "error")
-    else:
-        reopen(submission)
-        db().commit()
-        enqueue(current_app.extensions["celery"], db(), [submission.id])
-        flash(f"La entrega #{submission.id} vuelve a la cola de corrección." if spanish
-              else f"Submission #{submission.id} is queued for grading again.", "info")
+        flash(_("The grading queue does not answer; try again."), "error")
     return redirect(url_for("portal.submission", submission_id=submission_id), 303)

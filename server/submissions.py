@@ -7,32 +7,40 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import math
 import re
+import warnings
 from dataclasses import dataclass
 
+from flask_babel import LazyString, gettext as _, lazy_gettext as _l
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from worker.harness.submission import Unreadable, notebook_cells
+
+from .allowances import lateness, student_terms
+from .i18n import when
 from .models import Exercise, Submission, SubmissionStatus, User
 
 EXTENSIONS = (".py", ".ipynb")
-PASTED = "pasted.py"  # the name of code pasted into the page's form
+# the name of code pasted into the page's form: a path, which no uploaded file's name is (a
+# browser sends the name alone, and upload_name drops the folders another client may send)
+PASTED = "/pasted.py"
 # a submission whose grading staff stopped does not use up one of the student's attempts
 COUNTS_AS_ATTEMPT = Submission.status != SubmissionStatus.cancelled.value
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,128}")  # printable ASCII
 
 
 class Refusal(Exception):
-    """Why a submission is not accepted: an HTTP status and a message in each language."""
+    """Why a submission is not accepted: an HTTP status and a message, translated when shown."""
 
-    def __init__(self, status: int, en: str, es: str):
-        super().__init__(en)
-        self.status, self.en, self.es = status, en, es
+    def __init__(self, status: int, message: LazyString):
+        super().__init__(message)
+        self.status, self.text = status, message
 
-    def message(self, lang: str) -> str:
-        return self.es if lang == "es" else self.en
+    @property
+    def message(self) -> str:
+        return str(self.text)  # in the language of the request that shows it
 
 
 @dataclass(frozen=True)
@@ -47,59 +55,111 @@ class Rules:
                    config["SUBMISSION_WINDOW_MINUTES"])
 
 
-def late_penalty(exercise: Exercise, now: dt.datetime) -> tuple[int, float]:
-    """(started days late, fraction of the score lost); refuses late work where the policy says so."""
-    if exercise.deadline_policy == "none" or exercise.deadline is None or now <= exercise.deadline:
-        return 0, 0.0
-    if exercise.deadline_policy == "refuse":
-        when = exercise.deadline.isoformat(timespec="minutes")
-        raise Refusal(403, f"The deadline for this exercise passed ({when}); late work is not accepted.",
-                      f"El plazo de este ejercicio terminó ({when}); no se aceptan entregas tardías.")
-    days = math.ceil((now - exercise.deadline) / dt.timedelta(days=1))
-    return days, min(1.0, days * exercise.penalty_per_day)
+def late_penalty(exercise: Exercise, deadline: dt.datetime | None,
+                 now: dt.datetime) -> tuple[int, float]:
+    """(started days late, fraction of the score lost) by the student's deadline (the exercise's,
+    or their extension's); refuses late work where the policy says so."""
+    if exercise.deadline_policy == "refuse" and deadline is not None and now > deadline:
+        raise Refusal(403, LazyString(lambda: _("The deadline for this exercise passed (%(when)s); "
+                                                "late work is not accepted.", when=when(deadline))))
+    return lateness(exercise, deadline, now)
+
+
+def too_large(limit_kb: int, pasted: bool = False) -> LazyString:
+    if pasted:
+        return _l("The pasted code is larger than %(kb)s KB.", kb=limit_kb)
+    return _l("The file is larger than %(kb)s KB. If it is a notebook, its outputs (plots, printed "
+              "tensors) make most of its size: clear them (Edit → Clear All Outputs), save it and "
+              "upload it again.", kb=limit_kb)
+
+
+def upload_name(filename: str) -> str:
+    """An uploaded file's name without any folders sent with it: never taken for PASTED."""
+    return re.split(r"[/\\]", filename)[-1]
+
+
+def shown_name(filename: str) -> str:
+    """A file as its student knows it: code pasted into the page has no name of its own."""
+    return _("pasted code") if filename == PASTED else filename
+
+
+def where(filename: str | None, label: str | None, line: int | None) -> str:
+    """A place in a submission, as its student knows it: "work.py, line 3", "work.ipynb, cell 2,
+    line 3", "pasted code"; without the file's name when `filename` is None. `label` is the
+    grader's name for a piece of it: "cell 2" for a notebook's cell, its name for the file."""
+    cell = re.fullmatch(r"cell (\d+)", label or "")
+    parts = ([shown_name(filename)] if filename else []) + (
+        [_("cell %(num)s", num=cell[1])] if cell else []) + (
+        [_("line %(num)s", num=line)] if line else [])
+    return ", ".join(parts)
 
 
 def check_file(filename: str, data: bytes, rules: Rules) -> None:
     if not filename.lower().endswith(EXTENSIONS):
-        raise Refusal(400, "Upload a .py file or a Jupyter notebook (.ipynb).",
-                      "Sube un archivo .py o un notebook de Jupyter (.ipynb).")
+        raise Refusal(400, _l("Upload a .py file or a Jupyter notebook (.ipynb)."))
     if len(data) > rules.max_upload_kb << 10:
-        pasted = filename == PASTED
-        raise Refusal(413, f"{'The pasted code' if pasted else 'The file'} is larger than "
-                           f"{rules.max_upload_kb} KB.",
-                      f"{'El código pegado' if pasted else 'El archivo'} supera los "
-                      f"{rules.max_upload_kb} KB.")
+        raise Refusal(413, too_large(rules.max_upload_kb, pasted=filename == PASTED))
     if not data.strip():
-        raise Refusal(400, "The file is empty.", "El archivo está vacío.")
+        raise Refusal(400, _l("The file is empty."))
     if b"\x00" in data:
-        raise Refusal(400, "The file is binary, not Python source or a notebook.",
-                      "El archivo es binario, no código Python ni un notebook.")
+        raise Refusal(400, _l("The file is binary, not Python source or a notebook."))
     try:
-        data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # as the grader reads it
     except UnicodeDecodeError:
-        raise Refusal(400, "The file is not UTF-8 text; save it as UTF-8.",
-                      "El archivo no es texto UTF-8; guárdalo como UTF-8.") from None
+        raise Refusal(400, _l("The file is not UTF-8 text; save it as UTF-8.")) from None
+    check_code(filename, text)
+
+
+def check_code(filename: str, text: str) -> None:
+    """Refuse what the grader could not load, here, where it uses no attempt: a notebook that
+    cannot be read, or code that does not compile (Python's message, with the place)."""
+    cells: tuple[tuple[str | None, str], ...] = ((None, text),)
+    if filename.lower().endswith(".ipynb"):
+        try:  # the grader's reader: magics and shell lines are left out as the grader does
+            cells = notebook_cells(text).cells
+        except Unreadable:
+            raise Refusal(400, _l("The notebook cannot be read: its JSON is damaged. Open it in "
+                                  "Jupyter, save it and upload it again.")) from None
+        if not any(code.strip() for _label, code in cells):
+            raise Refusal(400, _l("The notebook has no code in it."))
+    for label, code in cells:
+        try:
+            # quietly: the compiler warns of, say, every "\d" in a string, which would fill the
+            # portal's log (and, under `python -W error`, refuse code that the grader loads)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compile(code, label or filename, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            place = where(filename, label, exc.lineno)
+            raise Refusal(400, _l("The code is not valid Python: %(error)s (%(place)s). Fix it and "
+                                  "submit again; nothing was graded and no attempt was used.",
+                                  error=exc.msg, place=place)) from None
+        except (RecursionError, MemoryError):  # the compiler's own limits on nesting
+            raise Refusal(400, _l("The code is nested too deeply for Python to compile it (%(place)s).",
+                                  place=where(filename, label, None))) from None
 
 
 def accept(session: Session, user: User, exercise: Exercise | None, filename: str, data: bytes,
            rules: Rules, now: dt.datetime) -> Submission:
     """Validate and add a queued submission to the session (the caller commits)."""
     if exercise is None or not exercise.active:
-        raise Refusal(404, "There is no such exercise.", "No existe ese ejercicio.")
+        raise Refusal(404, _l("There is no such exercise."))
     check_file(filename, data, rules)
-    late_days, penalty = late_penalty(exercise, now)
+    granted = student_terms(session, user.id, exercise)  # with the student's allowance
+    late_days, penalty = late_penalty(exercise, granted.deadline, now)
     mine = select(func.count()).select_from(Submission).where(
         Submission.user_id == user.id, Submission.exercise_id == exercise.id)
-    if exercise.max_attempts is not None \
-            and session.scalar(mine.where(COUNTS_AS_ATTEMPT)) >= exercise.max_attempts:
-        raise Refusal(403, f"You have used all {exercise.max_attempts} attempts for this exercise.",
-                      f"Has agotado los {exercise.max_attempts} intentos de este ejercicio.")
+    if granted.max_attempts is not None \
+            and session.scalar(mine.where(COUNTS_AS_ATTEMPT)) >= granted.max_attempts:
+        # lazy, so no ngettext (pybabel extracts _l only): one attempt is worded apart
+        raise Refusal(403, _l("You have used your only attempt for this exercise.")
+                      if granted.max_attempts == 1 else
+                      _l("You have used all %(num)s attempts for this exercise.",
+                         num=granted.max_attempts))
     since = now - dt.timedelta(minutes=rules.window_minutes)
     if session.scalar(mine.where(Submission.submitted_at > since)) >= rules.per_window:
-        raise Refusal(429, f"At most {rules.per_window} submissions every {rules.window_minutes} "
-                           "minutes; try again later.",
-                      f"Como máximo {rules.per_window} entregas cada {rules.window_minutes} "
-                      "minutos; inténtalo más tarde.")
+        raise Refusal(429, _l("At most %(num)s submissions every %(minutes)s minutes; try again "
+                              "later.", num=rules.per_window, minutes=rules.window_minutes))
     submission = Submission(user=user, exercise=exercise, filename=filename[-255:], code=data,
                             sha256=hashlib.sha256(data).hexdigest(), submitted_at=now,
                             status=SubmissionStatus.queued.value, late_days=late_days,
@@ -113,8 +173,7 @@ def idempotency_key(value: str | None) -> str | None:
     if not value:
         return None
     if not IDEMPOTENCY_KEY.fullmatch(value):
-        raise Refusal(400, "The idempotency key must be 1 to 128 printable ASCII characters.",
-                      "La clave de idempotencia debe tener de 1 a 128 caracteres ASCII imprimibles.")
+        raise Refusal(400, _l("The idempotency key must be 1 to 128 printable ASCII characters."))
     return value
 
 
@@ -147,10 +206,8 @@ def _sent_before(session: Session, user_id: int, key: str, exercise: Exercise,
                                                       Submission.idempotency_key == key))
     if earlier is not None and (earlier.exercise_id != exercise.id
                                 or earlier.sha256 != hashlib.sha256(data).hexdigest()):
-        raise Refusal(422, "This idempotency key was already used for another file or exercise; "
-                           "send it with a new key (on the page: reload it).",
-                      "Esta clave de idempotencia ya se usó con otro archivo u otro ejercicio; "
-                      "envíalo con una clave nueva (en la página: recárgala).")
+        raise Refusal(422, _l("This idempotency key was already used for another file or exercise; "
+                              "send it with a new key (on the page: reload it)."))
     return earlier
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from flask import Flask, current_app, request
+from flask_babel import gettext as _
 from limits import RateLimitItem, parse_many
 from limits.errors import ConfigurationError, StorageError
 from limits.storage import MemoryStorage, storage_from_string
@@ -42,14 +43,12 @@ class Throttled(Exception):
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.seconds)}
 
-    def message(self, lang: str) -> str:
+    @property
+    def message(self) -> str:
         if self.busy:
-            return ("El servidor está comprobando muchas contraseñas; inténtalo en un momento."
-                    if lang == "es" else
-                    "The server is checking many passwords just now; try again in a moment.")
+            return _("The server is checking many passwords just now; try again in a moment.")
         wait = f"{self.seconds} s" if self.seconds < 120 else f"{math.ceil(self.seconds / 60)} min"
-        return (f"Demasiados intentos fallidos; vuelve a intentarlo en {wait}." if lang == "es"
-                else f"Too many failed log-ins; try again in {wait}.")
+        return _("Too many failed log-ins; try again in %(wait)s.", wait=wait)
 
 
 @dataclass

@@ -5,6 +5,7 @@ import datetime as dt
 import hashlib
 import secrets
 
+from flask_babel import gettext as _
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -24,7 +25,9 @@ def digest(token: str) -> str:
 def clean_label(label: object) -> str:
     if not isinstance(label, str) or len(label.strip()) > LABEL_LENGTH \
             or not label.isprintable():
-        raise TokenError(f"the label must be text of up to {LABEL_LENGTH} printable characters")
+        # in the reader's language; outside a request (the CLI) in English
+        raise TokenError(_("the label must be text of up to %(num)s printable characters",
+                           num=LABEL_LENGTH))
     return label.strip()
 
 

@@ -22,6 +22,7 @@ from server.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_r
 from server.summary import summary
 from worker.harness import spool
 from worker.harness.jobs import Job
+from worker.harness.report import codes
 from worker.runner import HarnessFailed, HarnessProcess
 
 LANGS = click.Choice(["en", "es"])
@@ -160,13 +161,13 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo, seed: int | None) ->
                         f"{report.get('error') or failing}")
     for name, code in info.mutants.items():
         report = harness.grade(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
-        codes = {d["code"] for c in report.get("checks", []) for d in c["diagnostics"]}
+        found = codes(report)
         if report.get("status") != "graded":
             problems.append(f"mutant {name}: grader error {report.get('error')}")
         elif report["score"] >= report["max_score"]:
             problems.append(f"mutant {name} scored full marks")
-        elif code not in codes:
-            problems.append(f"mutant {name} lost points but with {sorted(codes)}, not {code}")
+        elif code not in found:
+            problems.append(f"mutant {name} lost points but with {sorted(found)}, not {code}")
     return problems
 
 

@@ -118,7 +118,7 @@ class Dispatcher:
 
     def _grade(self, claimed: grading.Claim, lease_ends: float) -> str:
         try:
-            job = self._spool_run(claimed)
+            job = self.spool_run(claimed)
         except OSError as exc:
             job, report = None, {"status": "error", "error": f"cannot write the spool: {exc}"}
         else:
@@ -150,14 +150,17 @@ class Dispatcher:
             return {"status": "error", "error": f"exercise {claimed.exercise} is not installed"}
         return self.executor.collect(job.id) or {"status": "error", "error": "no report"}
 
-    def _spool_run(self, claimed: grading.Claim) -> Job | None:
+    def spool_run(self, claimed: grading.Claim, seed: int | None = None) -> Job | None:
         """The run's folder in the spool, and its job; None if its exercise is not installed.
-        An exercise whose shape has no GPU is graded on the CPU, whatever the node has."""
+        An exercise whose shape has no GPU is graded on the CPU, whatever the node has. The
+        hidden inputs are drawn from `seed`; without one, the harness draws a fresh seed for
+        the run (a preview run reuses its submission's last one), and reports it."""
         info = self.catalogue.get(claimed.exercise)
         if info is None:
             return None
         job = Job(exercise=info.slug, exercise_dir=str(info.path), submission="",
-                  filename=claimed.filename, limits=info.limits, id=str(claimed.run_id),
+                  filename=claimed.filename, limits=info.limits, seed=seed,
+                  id=str(claimed.run_id),
                   device="cpu" if info.resources(self.resources).gpus == 0 else "auto")
         return spool.read_job(spool.write_run(self.spool, job, claimed.code))
 
@@ -225,7 +228,7 @@ class Dispatcher:
               claims: list[grading.Claim]) -> dict[int, str]:
         """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled."""
         try:
-            jobs = {c.run_id: self._spool_run(c) for c in claims}
+            jobs = {c.run_id: self.spool_run(c) for c in claims}
         except OSError as exc:  # the shared filesystem is away: try again on a later cycle
             log.error("runs stay queued: cannot write the spool: %s", exc)
             self._release([c.run_id for c in claims])

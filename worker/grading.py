@@ -18,6 +18,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.grades import take
 from server.models import (CheckResult, DiagnosticResult, GradingRun, Submission, SubmissionStatus,
                            utcnow)
 
@@ -26,8 +27,6 @@ MAX_RUNS = 3
 DATABASE_AWAY = (OperationalError, InterfaceError)
 DONE = (SubmissionStatus.graded.value, SubmissionStatus.error.value,
         SubmissionStatus.cancelled.value)
-
-
 @dataclass(frozen=True)
 class Claim:
     """What a worker needs to grade a claimed run, read inside the claiming transaction."""
@@ -136,18 +135,26 @@ def record(session: Session, run_id: int, report: dict, now: dt.datetime | None 
     """Store a report for a run that is still the submission's current one; returns the outcome:
     graded, failed (the grader failed: another run follows, or the submission is an error), or
     stale (another run took over, or staff cancelled it: its word stands)."""
-    now = now or utcnow()
     run = _current(session, run_id)
     if run is None:
         return "stale"
-    run.finished_at = now
-    run.environment, run.timing = report.get("environment"), report.get("timing")
-    if report.get("status") != "graded":
-        run.status, run.error = "failed", str(report.get("error") or "the grader failed")
+    if not store(run, report, now or utcnow()):
+        run.status = "failed"
         _after_failure(run)
         return "failed"
-    submission = run.submission
-    run.status = "done"
+    take(run)
+    return "graded"
+
+
+def store(run: GradingRun, report: dict, now: dt.datetime) -> bool:
+    """A report's facts on its run (its checks, seed and score, or the grader's error); whether
+    it is a grade. The run's status and its submission are the caller's."""
+    run.finished_at = now
+    run.environment, run.timing = report.get("environment"), report.get("timing")
+    run.seed = report.get("seed")
+    if report.get("status") != "graded":
+        run.error = str(report.get("error") or "the grader failed")
+        return False
     run.sandbox, run.notes, run.output = report.get("sandbox"), report.get("notes"), report.get("output")
     for position, check in enumerate(report["checks"]):
         run.checks.append(CheckResult(
@@ -157,10 +164,8 @@ def record(session: Session, run_id: int, report: dict, now: dt.datetime | None 
             diagnostics=[DiagnosticResult(code=d["code"], message=d["message"], hint=d["hint"],
                                           details=d["details"], translations=d["translations"])
                          for d in check["diagnostics"]]))
-    submission.score = report["score"] * (1 - submission.penalty)
-    submission.max_score = report["max_score"]
-    submission.status = SubmissionStatus.graded.value
-    return "graded"
+    run.score, run.max_score = report["score"], report["max_score"]
+    return True
 
 
 def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:

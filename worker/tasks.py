@@ -19,6 +19,7 @@ from worker import grading
 from worker.dispatch import Dispatcher
 from worker.executor import Executor
 from worker.executors import make_executor
+from worker.preview import PreviewGrader
 
 log = logging.getLogger(__name__)
 _executor: list[Executor] = []
@@ -67,6 +68,13 @@ def collect(self) -> dict[int, str]:
 @shared_task(name="hpcgrade.cancel", **RETRY_WHILE_AWAY)
 def cancel(submission_ids: list[int]) -> list[int]:
     return dispatcher().cancel(submission_ids)
+
+
+@shared_task(name="hpcgrade.preview", bind=True, **RETRY_WHILE_AWAY)
+def preview(self, regrade_id: int) -> dict[int, str]:
+    """Grade a regrade's preview runs (worker/preview.py); nothing is published."""
+    grader = PreviewGrader(dispatcher(self.request.hostname), current_app.config["COLLECT_SECONDS"])
+    return grader.grade(regrade_id, grading.gone_here(self.request.hostname))
 
 
 @shared_task(name="hpcgrade.reconcile")

@@ -56,7 +56,7 @@ def _sgd_step(ctx: Context):
 
 
 @check("sgd-in-place", points=2, uses="sgd_update_", en="sgd_update_ changes w in place",
-       es="sgd_update_ modifica w en el sitio")
+       es="sgd_update_ modifica w «in situ»")
 def sgd_in_place(ctx: Context) -> None:
     w, start, grad, lr, returned = _sgd_step(ctx)
     updated = ctx.student.attr(w, "data")

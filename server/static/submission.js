@@ -1,13 +1,15 @@
-// The submission page while it waits: polls the status every second and says each state as it
-// comes (queued with its place, running, graded) in a live region, with the server's note on
-// why it waits; once grading ends, the page reloads to show the result.
+// The submission page while it waits: polls the status every second and shows each state as it
+// comes (queued with its place, running, graded) in the status tag itself, inside a live region
+// that screen readers announce, with the server's note on why it waits; once grading ends, the
+// page reloads to show the result.
 (function () {
   "use strict";
   var box = document.getElementById("summary");
   if (!box || box.dataset.waiting !== "yes") { return; }
-  var live = document.getElementById("live");
+  var tag = document.querySelector("#live .tag");
+  var place = document.getElementById("place");
   var note = document.getElementById("wait-note");
-  var said = live.textContent;
+  var shown = tag.className + "|" + place.textContent;
 
   function label(state) {
     var key = "label" + state.charAt(0).toUpperCase() + state.slice(1);
@@ -15,17 +17,22 @@
   }
 
   function show(s) {
-    var text = label(s.status);
-    if (s.status === "queued" && s.queue_position) {
-      text += " · " + box.dataset.labelPosition + ": " + s.queue_position;
+    var position = s.status === "queued" && s.queue_position
+      ? " · " + box.dataset.labelPosition + ": " + s.queue_position : "";
+    var now = "tag " + s.status + "|" + position;
+    if (now !== shown) {  // written only when it changes: a screen reader hears each state once
+      tag.className = "tag " + s.status;
+      tag.textContent = label(s.status);
+      place.textContent = position;
+      shown = now;
     }
-    if (text !== said) { live.textContent = text; said = text; }
     note.textContent = s.note || "";  // text only: never markup from the server
     note.hidden = !s.note;
   }
 
   function poll() {
-    fetch(box.dataset.statusUrl, {credentials: "same-origin", headers: {Accept: "application/json"}})
+    fetch(box.dataset.statusUrl, {credentials: "same-origin", cache: "no-store",
+                                  headers: {Accept: "application/json"}})
       .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
       .then(function (s) {
         show(s);

@@ -18,12 +18,12 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "{what} raised {type}: {error}",
         "Read the line shown and test the function with small inputs of the shapes the statement gives.",
         "{what} lanzó {type}: {error}",
-        "Lee la línea indicada y prueba la función con entradas pequeñas de las formas que da el enunciado."),
+        "Lee la línea indicada y prueba la función con entradas pequeñas que tengan las formas que indica el enunciado."),
     "timeout": (
         "{what} did not finish within the time limit.",
         "Look for an infinite loop or work that grows too fast; the grader's inputs are small.",
-        "{what} no terminó dentro del tiempo límite.",
-        "Busca un bucle infinito o un cálculo que crezca demasiado; las entradas del corrector son pequeñas."),
+        "{what} no terminó en el tiempo permitido.",
+        "Busca un bucle infinito o un cálculo que crezca demasiado deprisa; las entradas del corrector son pequeñas."),
     "memory-limit": (
         "{what} used more memory than allowed.",
         "Avoid building huge tensors or keeping every intermediate result; the grader's inputs are small.",
@@ -33,17 +33,17 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "The process running your code stopped unexpectedly during {what}.",
         "Do not call exit functions or native code that can crash; run your code locally to see what happens.",
         "El proceso que ejecuta tu código se detuvo inesperadamente durante {what}.",
-        "No llames a funciones de salida ni a código nativo que pueda fallar; ejecuta tu código localmente para ver qué ocurre."),
+        "No llames a funciones que terminen el proceso ni a código nativo que pueda fallar; ejecuta tu código en tu ordenador para ver qué ocurre."),
     "forbidden-operation": (
         "{what} tried something the grader does not allow: {error}",
         "Exercises need no network, subprocesses or files outside the temporary directory.",
         "{what} intentó algo que el corrector no permite: {error}",
-        "Los ejercicios no necesitan red, subprocesos ni archivos fuera del directorio temporal."),
+        "Los ejercicios no necesitan acceso a la red, subprocesos ni archivos fuera del directorio temporal."),
     "output-mismatch": (
         "{what} has wrong values (max abs error {max_abs_error:.3g}, max rel error {max_rel_error:.3g}; at index {worst_index}: got {got}, expected {expected}).",
         "Check the formula on a small example by hand, and the dimension each reduction runs over.",
-        "{what} tiene valores incorrectos (error abs. máx. {max_abs_error:.3g}, error rel. máx. {max_rel_error:.3g}; en el índice {worst_index}: se obtuvo {got}, se esperaba {expected}).",
-        "Comprueba la fórmula a mano con un ejemplo pequeño, y la dimensión sobre la que actúa cada reducción."),
+        "{what} tiene valores incorrectos (error absoluto máximo {max_abs_error:.3g}, error relativo máximo {max_rel_error:.3g}; en el índice {worst_index} se obtuvo {got} y se esperaba {expected}).",
+        "Comprueba la fórmula a mano con un ejemplo pequeño y revisa sobre qué dimensión actúa cada reducción."),
     "shape-mismatch": (
         "{what} has shape {got}, expected {expected}.",
         "Print `.shape` after each step; check which dimension `reshape`, `unsqueeze`, `transpose` or `cat` act on.",
@@ -53,57 +53,57 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "{what} has dtype {got}, expected {expected}.",
         "Pass `dtype=` when creating the tensor, or convert with `.to(dtype)`.",
         "{what} tiene dtype {got}, se esperaba {expected}.",
-        "Indica `dtype=` al crear el tensor, o conviértelo con `.to(dtype)`."),
+        "Indica `dtype=` al crear el tensor o conviértelo con `.to(dtype)`."),
     "device-mismatch": (
         "{what} is on {got}, expected {expected}.",
         "Create new tensors on the input's device (`device=x.device`) instead of the default CPU.",
         "{what} está en {got}, se esperaba {expected}.",
-        "Crea los tensores nuevos en el dispositivo de la entrada (`device=x.device`) y no en la CPU por defecto."),
+        "Crea los tensores nuevos en el dispositivo de la entrada (`device=x.device`) en lugar de en la CPU, que es el dispositivo por defecto."),
     "detached-output": (
         "{what} is not connected to the autograd graph (no grad_fn).",
         "Do not use `.item()`, `.numpy()`, `torch.tensor(x)`, `.detach()` or `.data` on values you differentiate: keep them as tensor operations.",
         "{what} no está conectado al grafo de autograd (no tiene grad_fn).",
-        "No uses `.item()`, `.numpy()`, `torch.tensor(x)`, `.detach()` ni `.data` con valores que derivas: mantenlos como operaciones de tensores."),
+        "No uses `.item()`, `.numpy()`, `torch.tensor(x)`, `.detach()` ni `.data` con los valores que hay que derivar: haz todo el cálculo con operaciones de tensores."),
     "grad-none": (
         "{what} is None: no gradient reached it.",
         "Make sure the tensor requires grad, is used in the computation, and that `backward()` runs before you read `.grad` (intermediates need `retain_grad()`).",
         "{what} es None: no le llegó ningún gradiente.",
-        "Asegúrate de que el tensor requiere gradiente, se usa en el cálculo y de que `backward()` se ejecuta antes de leer `.grad` (los intermedios necesitan `retain_grad()`)."),
+        "Asegúrate de que el tensor tiene `requires_grad=True`, de que se usa en el cálculo y de que `backward()` se ejecuta antes de leer `.grad` (los tensores intermedios necesitan `retain_grad()`)."),
     "grad-mismatch": (
         "{what} has wrong values (max abs error {max_abs_error:.3g}, max rel error {max_rel_error:.3g}; at index {worst_index}: got {got}, expected {expected}).",
         "Derive the gradient by hand for one element and compare; check what `backward` is called on and with which `gradient=`.",
-        "{what} tiene valores incorrectos (error abs. máx. {max_abs_error:.3g}, error rel. máx. {max_rel_error:.3g}; en el índice {worst_index}: se obtuvo {got}, se esperaba {expected}).",
-        "Deriva a mano el gradiente de un elemento y compáralo; comprueba sobre qué se llama a `backward` y con qué `gradient=`."),
+        "{what} tiene valores incorrectos (error absoluto máximo {max_abs_error:.3g}, error relativo máximo {max_rel_error:.3g}; en el índice {worst_index} se obtuvo {got} y se esperaba {expected}).",
+        "Deriva a mano el gradiente de un elemento y compáralo; comprueba sobre qué tensor llamas a `backward` y con qué `gradient=`."),
     "grad-scaled": (
         "{what} is {factor:.4g} times the expected gradient.",
         "The loss is probably not averaged, or not divided by the number of accumulation steps (or only part of it reached the gradient).",
         "{what} es {factor:.4g} veces el gradiente esperado.",
-        "Probablemente la pérdida no se promedia o no se divide entre el número de pasos de acumulación (o solo una parte llega al gradiente)."),
+        "Probablemente la pérdida no se promedia o no se divide entre el número de pasos de acumulación (o solo una parte de ella llega al gradiente)."),
     "grad-accumulated": (
         "{what} is {factor:g} times the expected gradient: gradients from earlier steps were added to it.",
         "`.grad` accumulates across `backward()` calls: call `optimizer.zero_grad()` (or set `.grad` to None) after each step.",
-        "{what} es {factor:g} veces el gradiente esperado: se le sumaron gradientes de pasos anteriores.",
+        "{what} es {factor:g} veces el gradiente esperado: se le sumaron los gradientes de pasos anteriores.",
         "`.grad` se acumula entre llamadas a `backward()`: llama a `optimizer.zero_grad()` (o pon `.grad` a None) tras cada paso."),
     "grad-sign-flipped": (
         "{what} has the opposite sign of the expected gradient.",
         "Check the sign of each term in your formula (a − that became +, or a derivative returned with the wrong sign).",
-        "{what} tiene el signo contrario al gradiente esperado.",
-        "Revisa el signo de cada término de la fórmula (un − que se volvió +, o una derivada devuelta con el signo cambiado)."),
+        "{what} tiene el signo contrario al del gradiente esperado.",
+        "Revisa el signo de cada término de la fórmula (un − que se convirtió en +, o una derivada devuelta con el signo cambiado)."),
     "grad-nonfinite": (
         "{what} contains NaN or Inf.",
         "Look for divisions by zero, `log` of non-positive values or overflowing exponentials.",
         "{what} contiene NaN o Inf.",
-        "Busca divisiones por cero, `log` de valores no positivos o exponenciales que desbordan."),
+        "Busca divisiones por cero, `log` de valores no positivos o exponenciales que se desbordan."),
     "inplace-modified": (
         "{what}: a tensor needed for the backward pass was modified in place.",
         "Replace in-place operations (`x += ...`, `x.relu_()`, `x[i] = ...`) on tensors autograd saved by out-of-place ones.",
-        "{what}: se modificó en el sitio un tensor que hacía falta para el paso hacia atrás.",
-        "Sustituye las operaciones en el sitio (`x += ...`, `x.relu_()`, `x[i] = ...`) sobre tensores que autograd guardó por versiones que crean un tensor nuevo."),
+        "{what}: se modificó «in situ» un tensor que autograd necesitaba para el paso hacia atrás.",
+        "Sustituye las operaciones «in situ» (`x += ...`, `x.relu_()`, `x[i] = ...`) sobre tensores que autograd ha guardado por otras que creen un tensor nuevo."),
     "nonscalar-backward": (
         "{what} called `backward()` on a non-scalar tensor without `gradient=`.",
         "For a non-scalar output Q, call `Q.backward(gradient=v)` with a tensor v of Q's shape.",
         "{what} llamó a `backward()` sobre un tensor no escalar sin `gradient=`.",
-        "Para una salida Q no escalar, llama a `Q.backward(gradient=v)` con un tensor v de la forma de Q."),
+        "Para una salida Q no escalar, llama a `Q.backward(gradient=v)` con un tensor v de la misma forma que Q."),
     "graph-freed": (
         "{what} ran backward through the same graph twice.",
         "Recompute the forward pass before each backward, or pass `retain_graph=True` to the first one if you really need both.",
@@ -112,33 +112,33 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
     "custom-backward-mismatch": (
         "{what}: your Function's backward disagrees with finite differences of its forward (max abs error {max_abs_error:.3g}).",
         "Differentiate your forward by hand (product rule!) and check that backward multiplies by `grad_output`.",
-        "{what}: el backward de tu Function no coincide con las diferencias finitas de su forward (error abs. máx. {max_abs_error:.3g}).",
+        "{what}: el backward de tu Function no coincide con las diferencias finitas de su forward (error absoluto máximo {max_abs_error:.3g}).",
         "Deriva tu forward a mano (¡regla del producto!) y comprueba que backward multiplica por `grad_output`."),
     "custom-function-unused": (
         "{what}: the output's grad_fn is {got}, not your Function.",
         "Return `YourFunction.apply(x)`; calling the operations directly bypasses your backward.",
         "{what}: el grad_fn de la salida es {got}, no tu Function.",
-        "Devuelve `TuFunction.apply(x)`; llamar directamente a las operaciones se salta tu backward."),
+        "Devuelve `TuFunction.apply(x)`: si llamas directamente a las operaciones, tu backward no se usa."),
     "requires-grad-wrong": (
         "{what}: requires_grad is {got}, expected {expected}.",
         "Check which tensors must be trained and which not: `requires_grad_(False)` and `detach()` switch tracking off, and layers created after freezing are trainable by default.",
         "{what}: requires_grad es {got}, se esperaba {expected}.",
-        "Comprueba qué tensores deben entrenarse y cuáles no: `requires_grad_(False)` y `detach()` desactivan el seguimiento, y las capas creadas después de congelar se entrenan por defecto."),
+        "Comprueba qué tensores deben entrenarse y cuáles no: `requires_grad_(False)` y `detach()` desactivan el seguimiento, y las capas creadas después de congelar son entrenables por defecto."),
     "frozen-param-changed": (
         "{what} changed after an optimizer step although it should be frozen.",
         "`.eval()` does not freeze parameters: set `requires_grad = False` on them.",
         "{what} cambió tras un paso del optimizador aunque debía estar congelado.",
-        "`.eval()` no congela parámetros: pon `requires_grad = False` en ellos."),
+        "`.eval()` no congela los parámetros: ponles `requires_grad = False`."),
     "leaf-replaced": (
         "{what} is no longer the same leaf tensor (it was rebound to {got}).",
         "Update parameters in place under `torch.no_grad()` (`w -= lr * w.grad`), not with `w = w - lr * w.grad`.",
-        "{what} ya no es el mismo tensor hoja (se reasignó a {got}).",
-        "Actualiza los parámetros en el sitio dentro de `torch.no_grad()` (`w -= lr * w.grad`), no con `w = w - lr * w.grad`."),
+        "{what} ya no es el mismo tensor hoja (la variable se reasignó a {got}).",
+        "Actualiza los parámetros «in situ» dentro de `torch.no_grad()` (`w -= lr * w.grad`), no con `w = w - lr * w.grad`."),
     "tracked-in-inference": (
         "{what} still requires grad (grad_fn {got}) in inference.",
         "Wrap inference in `torch.no_grad()` (or `torch.inference_mode()`) and call `model.eval()`.",
-        "{what} sigue requiriendo gradiente (grad_fn {got}) en inferencia.",
-        "Envuelve la inferencia en `torch.no_grad()` (o `torch.inference_mode()`) y llama a `model.eval()`."),
+        "{what} sigue registrando operaciones para el gradiente (grad_fn {got}) durante la inferencia.",
+        "Haz la inferencia dentro de `torch.no_grad()` (o `torch.inference_mode()`) y llama a `model.eval()`."),
     "storage-not-shared": (
         "{what} does not share memory with the input.",
         "Use a view (`view`, `reshape` on contiguous input, `detach`, `torch.from_numpy`) instead of a copy (`clone`, `torch.tensor`).",
@@ -153,24 +153,24 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "{what} is not in channels_last memory format.",
         "Use `x.to(memory_format=torch.channels_last)`: same shape, different strides.",
         "{what} no está en formato de memoria channels_last.",
-        "Usa `x.to(memory_format=torch.channels_last)`: misma forma, distintos strides."),
+        "Usa `x.to(memory_format=torch.channels_last)`: misma forma, distintos pasos (strides)."),
     "nondeterministic": (
         "{what} gave different results for the same input.",
         "Do not use randomness or global state that changes between calls.",
         "{what} dio resultados distintos para la misma entrada.",
         "No uses aleatoriedad ni estado global que cambie entre llamadas."),
     "temp-file-leak": (
-        "{what} left {count} file(s) behind in the temporary directory.",
+        "{what} did not delete the files it wrote in the temporary directory (files left: {count}).",
         "Delete each file once it has been loaded back (in the unpack hook or when its owner is freed).",
-        "{what} dejó {count} archivo(s) en el directorio temporal.",
-        "Borra cada archivo una vez recuperado (en el hook de unpack o cuando se libere su dueño)."),
+        "{what} no borró los archivos que escribió en el directorio temporal (archivos que quedaron: {count}).",
+        "Borra cada archivo en cuanto lo hayas vuelto a cargar (en el hook de unpack o cuando se libere su propietario)."),
 }
 
 # Messages for a value of the wrong kind altogether (a tensor instead of a float, say).
 WRONG_TYPE = (
     "{what} is a {got_type}, expected {expected_type}.",
     "Return exactly what the statement asks for: for a Python number use `.item()`; for a tensor, a plain `torch.Tensor`.",
-    "{what} es un {got_type}, se esperaba {expected_type}.",
+    "{what} es de tipo {got_type}, se esperaba {expected_type}.",
     "Devuelve exactamente lo que pide el enunciado: para un número de Python usa `.item()`; para un tensor, un `torch.Tensor` normal.")
 
 # Messages for a single wrong number (no index to point at).
@@ -178,4 +178,4 @@ WRONG_NUMBER = (
     "{what} is {got}, expected {expected}.",
     "Check the formula on a small example by hand, and the dimension each reduction runs over.",
     "{what} es {got}, se esperaba {expected}.",
-    "Comprueba la fórmula a mano con un ejemplo pequeño, y la dimensión sobre la que actúa cada reducción.")
+    "Comprueba la fórmula a mano con un ejemplo pequeño y revisa sobre qué dimensión actúa cada reducción.")

@@ -40,7 +40,7 @@ class Diagnostic:
             raise ValueError(f"unknown diagnostic code {self.code!r}")
 
     def text(self, lang: str) -> tuple[str, str]:
-        """Message and hint in `lang`. A check may word `what` and `hint` per language."""
+        """Message and hint in `lang`. A check may word `what`, `hint` and `error` per language."""
         if "got_type" in self.details:
             templates = WRONG_TYPE
         elif self.code in ("output-mismatch", "grad-mismatch") and self.details.get("worst_index") == []:
@@ -51,7 +51,7 @@ class Diagnostic:
         message, hint = (es_msg, es_hint) if lang == "es" else (en_msg, en_hint)
         values = _Lenient(self.details)
         values.setdefault("what", {"en": "the result", "es": "el resultado"})
-        for key in ("what", "hint"):
+        for key in ("what", "hint", "error"):  # each may be worded per language
             if isinstance(values.get(key), dict):
                 values[key] = values[key].get(lang) or values[key].get("en", "?")
         if not values.get("error"):

@@ -27,7 +27,15 @@ from .remote import Output, Student, StudentDied, StudentError, StudentProcess
 
 MAX_RESTARTS = 2
 LOADING = {"en": "loading the submission", "es": "la carga de la entrega"}
-REMAINING = {"en": "the remaining checks", "es": "las comprobaciones restantes"}
+# after MAX_RESTARTS + 1 deaths the checks left are not run: each says which checks stopped the
+# student's code (the subject of the last death's message) and that it was not run (its hint)
+DEATHS = MAX_RESTARTS + 1
+EARLIER = {"en": f"{DEATHS} earlier checks",
+           "es": f"la ejecución de {DEATHS} comprobaciones anteriores"}
+NOT_RUN = {"en": f"Your code failed in {DEATHS} checks, so the remaining ones, this one included, "
+                 "were not run: fix first what the earlier checks show.",
+           "es": f"Tu código falló en {DEATHS} comprobaciones, así que las restantes, incluida "
+                 "esta, no se ejecutaron: corrige primero lo que muestran las anteriores."}
 
 
 @dataclass(frozen=True)
@@ -76,9 +84,30 @@ class Session:
         self.starts = 0
         self.load_result: dict | None = None
         self.fatal: Diagnostic | None = None
+        self.unloaded: Diagnostic | None = None  # why the file did not load, if it did not
+        self.missing: dict[str, Diagnostic] = {}  # the checks' functions it does not define
         self.layers: list[str] = []
         self.missing_layers: list[str] = []
         self.timing = {"start": 0.0, "load": 0.0}
+
+    def load(self) -> list[Diagnostic]:
+        """Start the student's process and load the file: what keeps checks from running at all
+        (the file did not load, or does not define a function they call), to be said once."""
+        try:
+            self.start()
+        except Fail as fail:
+            self.unloaded = fail.diagnostics[0]
+            return [self.unloaded]
+        defined = self.load_result.get("defined", {})
+        self.missing = {name: Diagnostic("missing-function", {"name": name})
+                        for name in self.exercise.functions if not defined.get(name)}
+        return list(self.missing.values())
+
+    def blockers(self, spec: CheckSpec) -> list[Diagnostic]:
+        """Why this check cannot run, as `load` found it; empty when it can."""
+        if self.unloaded is not None:
+            return [self.unloaded]
+        return [self.missing[name] for name in spec.uses if name in self.missing]
 
     def student(self) -> Student:
         if self.fatal:
@@ -110,18 +139,18 @@ class Session:
         except StudentDied as died:
             self.fatal = Diagnostic(died.code, dict(died.details, what=LOADING))
             raise Fail(self.fatal) from None
+        except StudentError as exc:  # the loader itself raised: the code broke it (replaced a builtin)
+            self.fatal = _import_error(exc.info)
+            raise Fail(self.fatal) from None
         if self.load_result is None:
             self.load_result = reply
         if reply.get("import_error"):
-            info = reply["import_error"]
-            self.fatal = Diagnostic("import-error", {
-                "error": f"{info.get('type')}: {info.get('message')}",
-                "line": (info.get("frames") or [{}])[-1].get("line")})
+            self.fatal = _import_error(reply["import_error"])
             raise Fail(self.fatal)
 
     def after_death(self, died: StudentDied) -> None:
         if self.starts > MAX_RESTARTS:
-            self.fatal = Diagnostic(died.code, dict(died.details, what=REMAINING))
+            self.fatal = Diagnostic(died.code, dict(died.details, what=EARLIER, hint=NOT_RUN))
 
     def close_process(self) -> None:
         if self.process is not None and self.process.alive:
@@ -188,19 +217,22 @@ class Harness:
             source = submission.read(Path(job.submission).read_bytes(), job.filename,
                                      limits.submission_kb << 10)
         except submission.Unreadable as exc:
-            diagnostic = Diagnostic("import-error", {"error": exc.es if job.lang == "es" else exc.en})
+            unreadable = Diagnostic("import-error", {"error": {"en": exc.en, "es": exc.es}})
             return reports.Report(**base, score=0.0, checks=tuple(
-                self._result(spec, job.lang, [diagnostic]) for spec in exercise.checks),
+                self._not_run(spec, job.lang, [unreadable]) for spec in exercise.checks),
+                notes=(_load_error(unreadable, job.lang),),
                 timing={"started_at": started_at, "total": time.perf_counter() - started})
         session = Session(self, limits, device, source, exercise)
         results = []
         try:
+            blockers = session.load()
             for index, spec in enumerate(exercise.checks):
                 results.append(self._run_check(session, spec, seed, index, job.lang))
         finally:
             session.close_process()
         load = session.load_result or {}
-        notes = list(source.notes) + [dict(n, kind="cell-error") for n in load.get("notes", [])]
+        notes = [_load_error(d, job.lang) for d in blockers] + list(source.notes) + [
+            dict(n, kind="cell-error") for n in load.get("notes", [])]
         return reports.Report(
             **base, score=sum(r.points for r in results), checks=tuple(results), notes=tuple(notes),
             output=session.output.text(),
@@ -211,12 +243,11 @@ class Harness:
 
     def _run_check(self, session: Session, spec: CheckSpec, seed: int, index: int,
                    lang: str) -> reports.CheckResult:
+        blockers = session.blockers(spec)
+        if blockers:
+            return self._not_run(spec, lang, blockers)
         try:
             student = session.student()
-            defined = (session.load_result or {}).get("defined", {})
-            missing = [name for name in spec.uses if not defined.get(name)]
-            if missing:
-                raise Fail(*(Diagnostic("missing-function", {"name": n}) for n in missing))
             student.request("reset")
             rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
             ctx = Context(student, rng, session.exercise.reference, session.exercise.support,
@@ -239,6 +270,25 @@ class Harness:
         return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
                                    spec.points, False, rendered[0]["message"] if rendered else "",
                                    rendered, _titles(spec))
+
+    @staticmethod
+    def _not_run(spec: CheckSpec, lang: str, blockers: list[Diagnostic]) -> reports.CheckResult:
+        """A check that could not run: no points, and no diagnostics of its own, since its
+        reason is the submission's, said once in the report's notes (a "load-error")."""
+        return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
+                                   spec.points, False, blockers[0].text(lang)[0], (), _titles(spec))
+
+
+def _import_error(info: dict) -> Diagnostic:
+    """The student's exception that stopped the file loading, at its last line of theirs."""
+    where = (info.get("frames") or [{}])[-1]
+    return Diagnostic("import-error", {"error": f"{info.get('type')}: {info.get('message')}",
+                                       "file": where.get("file"), "line": where.get("line")})
+
+
+def _load_error(diagnostic: Diagnostic, lang: str) -> dict:
+    """Why no check (or no check of a function) could run, as a note of the whole report."""
+    return {"kind": reports.LOAD_ERROR, **diagnostic.to_dict(lang)}
 
 
 def _titles(spec: CheckSpec) -> dict[str, str]:

@@ -6,6 +6,9 @@ import platform
 import sys
 from dataclasses import asdict, dataclass, field
 
+# the kind of note that says why the file, or some of its functions, could not be checked at all
+LOAD_ERROR = "load-error"
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -39,6 +42,13 @@ class Report:
     def to_dict(self) -> dict:
         """The JSON contract (DESIGN.md); the service reads it back as plain JSON."""
         return asdict(self)
+
+
+def codes(report: dict) -> set[str]:
+    """The diagnostic codes a report (as JSON) carries: its checks', and why the file did not
+    load or lacks a function, said once in its notes instead of on each check it stopped."""
+    return {d["code"] for c in report.get("checks", []) for d in c["diagnostics"]} | {
+        n["code"] for n in report.get("notes", []) if n.get("kind") == LOAD_ERROR}
 
 
 def host_environment() -> dict:

@@ -243,7 +243,8 @@ class Server:
         if isinstance(exc, SyntaxError) and exc.filename in self.labels:
             frames.append({"file": exc.filename, "line": exc.lineno or 0, "function": "<module>"})
         try:
-            message = str(exc)[:MAX_MESSAGE]
+            # a SyntaxError's str() adds "(file, line N)", which the frame says already
+            message = (exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc))[:MAX_MESSAGE]
         except BaseException:
             message = "<the exception's message could not be printed>"
         return {"type": type(exc).__name__[:200], "message": message, "frames": frames[-5:],

@@ -32,7 +32,7 @@ class Source:
 def read(data: bytes, filename: str, max_bytes: int) -> Source:
     if len(data) > max_bytes:
         raise Unreadable(f"The file is {len(data):,} bytes; the limit is {max_bytes:,}.",
-                         f"El archivo tiene {len(data):,} bytes; el límite es {max_bytes:,}.")
+                         f"El archivo tiene {_es(len(data))} bytes; el límite es {_es(max_bytes)}.")
     if b"\x00" in data:
         raise Unreadable("The file is binary, not Python source or a notebook.",
                          "El archivo es binario, no código Python ni un notebook.")
@@ -45,6 +45,11 @@ def read(data: bytes, filename: str, max_bytes: int) -> Source:
         return notebook_cells(text)
     empty = ({"kind": "empty"},) if not text.strip() else ()
     return Source(cells=(("submission.py", text),), notebook=False, notes=empty)
+
+
+def _es(number: int) -> str:
+    """A count as Spain writes it: 1 048 576, not 1,048,576 (a comma is the decimal mark)."""
+    return f"{number:,}".replace(",", "\u00a0")
 
 
 def notebook_cells(text: str) -> Source:
