@@ -11,6 +11,9 @@ from server.catalogue import default_root, load_catalogue, load_exercise_info
 from worker.local import LocalExecutor
 from worker.runner import HarnessProcess
 
+pytest_plugins = ["browser_fixtures",  # site, browser, desktop, phone: the -m browser tests
+                  "course_data"]  # marked_course: grades written straight to the database
+
 # The service's process holds secrets like these; the harness and the students must never see them.
 SECRETS = {"DATABASE_URL": "postgresql://hpcgrade:S3CRET-DB-PASSWORD@127.0.0.1/hpcgrade",
            "HPCGRADE_SECRET_KEY": "S3CRET-SESSION-KEY", "REDIS_URL": "redis://:S3CRET-REDIS@127.0.0.1"}
@@ -166,3 +169,13 @@ def listener():
     threading.Thread(target=accept, daemon=True).start()
     yield server.getsockname()[1], received
     server.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked postgresql_only run on the PostgreSQL database alone."""
+    sqlite = [item for item in items if item.get_closest_marker("postgresql_only")
+              and getattr(item, "callspec", None)
+              and item.callspec.params.get("database_url") == "sqlite"]
+    if sqlite:
+        config.hook.pytest_deselected(items=sqlite)
+        items[:] = [item for item in items if item not in set(sqlite)]

@@ -1,9 +1,12 @@
 """Small helpers shared by the tests."""
 import json
 import os
+import re
 import socket
 import uuid
 from pathlib import Path
+
+from worker.harness.report import codes  # noqa: F401  (re-exported for the tests)
 
 
 def descendants(pid: int, depth: int | None = None) -> list[int]:
@@ -29,10 +32,6 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
     except OSError:
         return False
-
-
-def codes(report: dict) -> set[str]:
-    return {d["code"] for c in report["checks"] for d in c["diagnostics"]}
 
 
 def notebook(*cells: str) -> str:
@@ -124,3 +123,19 @@ def graded_through_api(app, username: str, seconds: float = 60, context=lambda: 
         assert time.monotonic() < deadline, (status, context())
         time.sleep(0.2)
     return status
+
+
+CSRF_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def logged_in(app, username: str = "ana", password: str = "long-password",
+              lang: str | None = None):
+    """A test client logged in through the log-in page, and the CSRF token of its new session
+    (logging in starts one); `lang` is chosen as the language switch does, for the next requests."""
+    client = app.test_client()
+    token = CSRF_TOKEN.search(client.get("/login").text).group(1)
+    assert client.post("/login", data={"username": username, "password": password,
+                                       "csrf_token": token}).status_code == 302
+    if lang:
+        client.get(f"/?lang={lang}")
+    return client, CSRF_TOKEN.search(client.get("/").text).group(1)

@@ -93,7 +93,9 @@ def test_a_paste_over_the_limit_is_refused_with_the_limit_and_kept(ana, course):
     spanish = client.post("/exercises/autograd-q/submissions?lang=es", data={
         "csrf_token": token, "code": code, "file": (io.BytesIO(b""), "")})
     assert "El código pegado supera los 1024 KB." in spanish.text
-    far_over = paste(client, token, "#" * (2 * LIMIT))  # refused before the form is read
-    assert far_over.status_code == 303
-    assert "supera los 1024 KB" in client.get(far_over.headers["Location"]).text  # still in Spanish
+    far_over = paste(client, token, "#" * (2 * LIMIT))  # still read: back with the limit
+    assert far_over.status_code == 413 and "supera los 1024 KB" in far_over.text
+    beyond_reading = paste(client, token, "#" * (33 * LIMIT))  # over the cap: not even parsed
+    assert beyond_reading.status_code == 303
+    assert "supera los 1024 KB" in client.get(beyond_reading.headers["Location"]).text  # in Spanish
     assert stored(course) == 0

@@ -93,15 +93,15 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
     assert "grad-sign-flipped: b.grad tiene el signo contrario" in wrong.stdout
 
     unknown = client(tmp_path, "submit", "nope", "examples/autograd-q/alice_correct.py")
-    assert unknown.returncode == 1 and "no such exercise" in unknown.stderr.lower()
+    assert unknown.returncode == 3 and "no such exercise" in unknown.stderr.lower()  # refused
     refused = client(tmp_path, "submit", "autograd-q", "README.md")
-    assert refused.returncode == 1 and ".py" in refused.stderr
+    assert refused.returncode == 3 and ".py" in refused.stderr
     forged = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py",
                     HPCGRADE_TOKEN="forged")
-    assert forged.returncode == 1 and "hpcgrade login" in forged.stderr
+    assert forged.returncode == 2 and "hpcgrade login" in forged.stderr  # not logged in
     wrong_password = client(tmp_path, "login", "--server", url, "--username", "instructor",
                             "--password", "student")
-    assert wrong_password.returncode == 1 and "wrong username or password" in wrong_password.stderr
+    assert wrong_password.returncode == 2 and "wrong username or password" in wrong_password.stderr
 
     # the instructor, in a browser: the course page, then a regrade followed by the page's polls
     browser = requests.Session()

@@ -272,4 +272,5 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(course,
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         rows = session.execute(sa.select(Submission.id, Submission.idempotency_key)).all()
     assert len(rows) == 1 and uuid.UUID(rows[0].idempotency_key)
-    assert result.stdout.strip().endswith(f"/api/v1/submissions/{rows[0].id}")
+    assert result.stdout.strip().endswith(f"/submissions/{rows[0].id}")  # the web page's address
+    assert "/api/" not in result.stdout

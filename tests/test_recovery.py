@@ -1,7 +1,6 @@
 """Recovery: a run whose worker was killed goes back to the queue at the next reconcile (not at
 the end of its lease), a busy worker's run is left alone, and a database that is away delays
 grading without losing a report or acknowledging a task as done."""
-import datetime as dt
 import os
 import signal
 import subprocess

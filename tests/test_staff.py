@@ -8,21 +8,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from helpers import REFERENCE_Q, dispatcher, grade, grade_next
+from helpers import REFERENCE_Q, dispatcher, grade, grade_next, logged_in
 from server.models import Exercise, Submission, User
 from server.submissions import Rules, accept, reopen
 from server.users import add_user
 
 SIGN_FLIPPED = (Path(__file__).parents[1] / "exercises" / "autograd-q" / "mutants"
                 / "plus_b_squared.py").read_text()
-
-
-def logged_in(app, username, password="long-password"):
-    client = app.test_client()
-    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)
-    assert client.post("/login", data={"username": username, "password": password,
-                                       "csrf_token": token}).status_code == 302
-    return client, re.search(r'name="csrf_token" value="([^"]+)"', client.get("/").text).group(1)
 
 
 @pytest.fixture
@@ -66,11 +58,14 @@ def test_the_course_at_a_glance(graded_course):
     client, _ = logged_in(app, "prof")
     overview = client.get("/staff/").text
     row = re.search(r"Gradients of a non-scalar function.*?</tr>", overview, re.S).group(0)
-    cells = re.findall(r"<td>(.*?)</td>", row, re.S)
-    assert cells[:4] == ["2 / 3", "3", "10.00", "2"]  # students, submissions, mean best, full marks
-    assert "grad-sign-flipped" in cells[4]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    # deadline, students, submissions, mean best, full marks, waiting / errors
+    assert [c.strip() for c in cells[:6]] == \
+        ["31 Jan 2027, 22:59", "2 / 3", "3", "10 / 10", "2", "—"]
+    assert "/staff/exercises/autograd-q/diagnostics/grad-sign-flipped" in cells[6]
+    assert "1 student<" in cells[6]
     page = client.get("/staff/exercises/autograd-q").text
-    assert re.search(r"grad-sign-flipped</code></td><td>1</td><td>1</td>", page)
+    assert re.search(r"grad-sign-flipped</code></a></td><td>1</td><td>1</td>", page)
     assert "Carl" in page and "nothing submitted" in page
     assert client.get("/staff/exercises/no-such-thing").status_code == 404
     assert "Curso" in client.get("/staff/?lang=es").text
@@ -80,13 +75,15 @@ def test_gradebook_and_csv(graded_course):
     app, ids = graded_course
     client, _ = logged_in(app, "prof")
     rows = list(csv.reader(io.StringIO(client.get("/staff/grades.csv").text)))
-    header = rows[0]
+    header, maximum = rows[:2]
     assert header[:3] == ["username", "name", "email"] and "autograd-q" in header
+    assert header[-2:] == ["total", "percent"]
     column = header.index("autograd-q")
-    grades = {row[0]: row[column] for row in rows[1:]}
+    assert maximum[:3] == ["", "max_points", ""] and maximum[column] == "10"
+    grades = {row[0]: row[column] for row in rows[2:]}
     assert grades == {"ana": "10", "bea": "10", "carl": ""}
-    assert len(header) == 3 + 6  # every exercise has its column, even one nobody submitted
-    assert all(cell == "" for row in rows[1:] for i, cell in enumerate(row[3:], 3) if i != column)
+    assert len(header) == 3 + 6 + 2  # every exercise has its column, even one nobody submitted
+    assert all(cell == "" for row in rows[2:] for i, cell in enumerate(row[3:-2], 3) if i != column)
     grid = client.get("/staff/grades").text
     assert f'/submissions/{ids[2]}">10<' in grid
 
@@ -152,20 +149,6 @@ def test_a_run_shows_where_it_went_and_how_long_it_waited_and_ran(graded_course)
     assert cells[1] == "done" and cells[2] == "local" and cells[4].startswith("cpu · torch 2.13")
     wait, run_time = float(cells[6].removesuffix(" s")), float(cells[7].removesuffix(" s"))
     assert 0 <= wait < 60 and 0 < run_time < 60
-
-
-def test_grade_all_again_requeues_every_finished_submission_of_the_exercise(graded_course):
-    app, ids = graded_course
-    client, token = logged_in(app, "prof")
-    assert client.post("/staff/exercises/autograd-q/regrade").status_code == 400  # no CSRF token
-    sent = client.post("/staff/exercises/autograd-q/regrade", data={"csrf_token": token})
-    assert "4 submissions are queued for grading again" in client.get(sent.headers["Location"]).text
-    with app.extensions["hpcgrade.db"].sessions() as session:
-        regraded = session.scalars(select(Submission).where(Submission.id.in_(ids))).all()
-        assert {s.status for s in regraded} == {"queued"}
-        assert all(s.retry_from == len(s.runs) and s.score is not None for s in regraded)
-    assert client.post("/staff/exercises/nothing/regrade",
-                       data={"csrf_token": token}).status_code == 404
 
 
 def test_stopping_a_submission_asks_the_workers_and_says_when_they_cannot_hear(graded_course):

@@ -62,12 +62,24 @@ def test_unreadable_files(grade):
         assert report["score"] == 0, name
         assert codes(report) == {code}, (name, codes(report))
         assert report["checks"][0]["message"], name
+        # said once, for the whole file, not again under every check
+        assert [n["kind"] for n in report["notes"]].count("load-error") == 1, name
+        assert all(c["diagnostics"] == [] for c in report["checks"]), name
 
 
-def test_syntax_error_names_the_line(grade):
+def test_syntax_error_names_the_line_once(grade):
     report = grade("autograd-q", "import torch\n\ndef q_grads(a, b, v)\n    return a\n")
-    details = report["checks"][0]["diagnostics"][0]["details"]
-    assert details["line"] == 3
+    (load_error,) = [n for n in report["notes"] if n["kind"] == "load-error"]
+    assert load_error["details"]["line"] == 3 and load_error["details"]["file"] == "submission.py"
+    # the line is a detail of its own, not repeated in the message as "(submission.py, line 3)"
+    assert load_error["message"] == "The submission could not be loaded: SyntaxError: expected ':'"
+
+
+def test_unreadable_notebook_is_said_in_each_language(grade):
+    report = grade("autograd-q", b'{"cells": [', filename="work.ipynb")
+    (load_error,) = [n for n in report["notes"] if n["kind"] == "load-error"]
+    assert "not a valid Jupyter notebook" in load_error["translations"]["en"]["message"]
+    assert "no es un notebook de Jupyter" in load_error["translations"]["es"]["message"]
 
 
 def test_spanish_report(harness, tmp_path):
@@ -77,7 +89,7 @@ def test_spanish_report(harness, tmp_path):
     report = harness.grade(load_exercise_info(default_root() / "autograd-q").job(path, lang="es"))
     assert report["checks"][0]["message"] == "`q_grads` no está definida."
     assert report["checks"][0]["title"] == "a.grad = 9a²·v"
-    assert report["checks"][0]["diagnostics"][0]["translations"]["en"]["message"] == "`q_grads` is not defined."
+    assert report["notes"][0]["translations"]["en"]["message"] == "`q_grads` is not defined."
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -2,13 +2,26 @@
 import datetime as dt
 
 import pytest
+from flask import Flask
+from flask_babel import force_locale
 
+from server import i18n
 from server.models import Exercise, Submission, User
 from server.submissions import Refusal, Rules, accept
 
 NOW = dt.datetime(2027, 1, 10, 12, 0, tzinfo=dt.timezone.utc)
 RULES = Rules(max_upload_kb=64, per_window=3, window_minutes=60)
 CODE = b"def q_grads(a, b, v):\n    return a, b\n"
+
+
+@pytest.fixture(autouse=True)
+def request_context():
+    """Refusals are translated when shown, in the request's language."""
+    app = Flask("server")
+    app.config["TIMEZONE"] = "Europe/Madrid"
+    i18n.init_app(app)
+    with app.test_request_context():
+        yield
 
 
 @pytest.fixture
@@ -29,13 +42,15 @@ def refused(status, *args):
     with pytest.raises(Refusal) as info:
         accept(*args)
     assert info.value.status == status
-    assert info.value.message("es") != info.value.message("en")
+    with force_locale("es"):
+        spanish = info.value.message
+    assert spanish != info.value.message
     return info.value
 
 
 def test_accepted_submission_is_queued_with_its_hash(db_session, student):
     row = exercise(db_session)
-    submission = accept(db_session, student, row, "work.ipynb", CODE, RULES, NOW)
+    submission = accept(db_session, student, row, "work.py", CODE, RULES, NOW)
     db_session.flush()
     assert submission.status == "queued" and submission.late_days == 0 and submission.penalty == 0
     assert len(submission.sha256) == 64 and submission.code == CODE
@@ -60,12 +75,12 @@ def test_rate_limit_and_attempts(db_session, student):
         accept(db_session, student, row, "w.py", CODE, RULES, NOW + dt.timedelta(minutes=minute))
     db_session.flush()
     message = refused(429, db_session, student, row, "w.py", CODE, RULES, NOW + dt.timedelta(minutes=5))
-    assert "3 submissions every 60 minutes" in message.en
+    assert "3 submissions every 60 minutes" in message.message
     later = NOW + dt.timedelta(minutes=70)
     accept(db_session, student, row, "w.py", CODE, RULES, later)
     db_session.flush()
     assert "all 4 attempts" in refused(403, db_session, student, row, "w.py", CODE, RULES,
-                                       later + dt.timedelta(hours=3)).en
+                                       later + dt.timedelta(hours=3)).message
 
 
 def test_late_policies(db_session, student):
@@ -77,5 +92,6 @@ def test_late_policies(db_session, student):
     on_time = accept(db_session, student, penalty, "w.py", CODE, RULES, deadline)
     assert (on_time.late_days, on_time.penalty) == (0, 0.0)
     refuse = exercise(db_session, slug="late-refused", deadline=deadline, deadline_policy="refuse")
-    assert "late work is not accepted" in refused(403, db_session, student, refuse, "w.py", CODE,
-                                                  RULES, NOW).en
+    # the deadline in the course's time zone (11:00 UTC is 12:00 in Madrid), not ISO
+    assert "(8 Jan 2027, 12:00); late work is not accepted" in refused(
+        403, db_session, student, refuse, "w.py", CODE, RULES, NOW).message

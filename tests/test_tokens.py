@@ -162,3 +162,34 @@ def test_hpcgrade_login_sends_a_label(monkeypatch, tmp_path):
                                        "--password", "p"])
     assert result.exit_code == 0, result.output
     assert re.fullmatch(r".+@.+", sent["json"]["label"]) and "2030-01-01" in result.output
+
+
+def test_the_api_and_a_bad_label_speak_the_readers_language(course):
+    client = course.test_client()
+    label = client.post("/api/v1/tokens?lang=es", json={"username": "ana",
+                                                        "password": "long-password",
+                                                        "label": "a\x1b[2Jb"})
+    assert label.status_code == 400
+    assert label.json == {
+        "error": "la etiqueta debe ser un texto de hasta 100 caracteres imprimibles"}
+    headers = new_token(client)
+    fields = client.post("/api/v1/submissions?lang=es", headers=headers, data={"file": "x"})
+    assert fields.json == {"error": "envía los campos multipart 'exercise' y 'file'"}
+    missing = client.get("/api/v1/submissions/999999?lang=es", headers=headers)
+    assert missing.status_code == 404 and missing.json == {"error": "no existe esa entrega"}
+
+
+def test_the_token_page_shows_times_in_the_courses_time_zone(course):
+    course.config["TIMEZONE"] = "Europe/Madrid"
+    new_token(course.test_client(), label="laptop")
+    change(course, sa.update(ApiToken).values(
+        created_at=dt.datetime(2026, 11, 23, 17, 0, tzinfo=dt.timezone.utc),
+        last_used_at=dt.datetime(2026, 11, 24, 8, 30, tzinfo=dt.timezone.utc),
+        expires_at=dt.datetime(2027, 3, 23, 23, 30, tzinfo=dt.timezone.utc)))
+    browser = course.test_client()
+    browser.post("/login", data={"username": "ana", "password": "long-password",
+                                 "csrf_token": csrf(browser, "/login")})
+    page = browser.get("/account/tokens").text
+    assert "23 Nov 2026, 18:00" in page and "24 Nov 2026, 09:30" in page
+    assert "24 Mar 2027, 00:30" in page  # the next day in Madrid
+    assert "UTC" not in page

@@ -1,0 +1,147 @@
+"""`hpcgrade submit` against the portal over HTTP: the web page's address, a result without
+Markdown marks (styled only on a terminal that wants colour), and one exit status for each way
+it can end."""
+import datetime as dt
+import io
+import json
+import re
+import threading
+
+import pytest
+from click.testing import CliRunner
+from werkzeug.serving import make_server
+
+from helpers import REFERENCE_Q
+from server import client
+from server.client import (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE,
+                           login, submit)
+from server.models import Submission
+from server.summary import summary
+from worker.grading import claim, record
+
+MISNAMED = "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n"
+
+
+@pytest.fixture
+def portal(course, tmp_path, monkeypatch):
+    """The portal over HTTP, and a token of ana's in the environment; returns its URL."""
+    monkeypatch.setenv("HPCGRADE_CLIENT_CONFIG", str(tmp_path / "client.toml"))
+    token = course.test_client().post("/api/v1/tokens", json={"username": "ana",
+                                                              "password": "long-password"})
+    monkeypatch.setenv("HPCGRADE_TOKEN", token.json["token"])
+    monkeypatch.setattr(client, "POLL_SECONDS", 0.05)
+    server = make_server("127.0.0.1", 0, course)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    monkeypatch.setenv("HPCGRADE_SERVER", url)
+    yield url
+    server.shutdown()
+
+
+def graded_at_once(report: dict):
+    """An `enqueue` that grades each submission with this report as soon as it is queued."""
+    def enqueue(_celery, session, ids):
+        for submission_id in ids:
+            claimed = claim(session, submission_id, "local", "test", dt.timedelta(minutes=5))
+            assert record(session, claimed.run_id, report) == "graded"
+        session.commit()
+    return enqueue
+
+
+def failed_at_once(_celery, session, ids):
+    for submission_id in ids:
+        session.get(Submission, submission_id).status = "error"
+    session.commit()
+
+
+def run_submit(tmp_path, code: str, *args: str, name: str = "work.py", env: dict | None = None):
+    work = tmp_path / name
+    work.write_text(code)
+    return CliRunner().invoke(submit, ["autograd-q", str(work), *args], env=env)
+
+
+@pytest.fixture(scope="module")
+def misnamed_report(harness, tmp_path_factory):
+    from server.catalogue import default_root, load_exercise_info
+    path = tmp_path_factory.mktemp("misnamed") / "work.py"
+    path.write_text(MISNAMED)
+    return harness.grade(load_exercise_info(default_root() / "autograd-q").job(path, seed=7, lang="es"))
+
+
+def test_a_graded_file_prints_the_page_and_the_result_without_markdown_marks(
+        portal, monkeypatch, tmp_path, misnamed_report):
+    monkeypatch.setattr("server.api.enqueue", graded_at_once(misnamed_report))
+    result = run_submit(tmp_path, MISNAMED, "--lang", "es")
+    assert result.exit_code == GRADED, result.output
+    assert re.search(rf"{portal}/submissions/\d+\n", result.stderr) and "/api/" not in result.output
+    out = result.stdout
+    assert out.count("q_grads no está definida.") == 1 and "`" not in out  # said once, plainly
+    assert "Las comprobaciones no se pudieron ejecutar" in out
+    assert out.count("No se ejecutó: mira arriba el motivo.") == 4
+    assert "0 / 10" in out and "(0 / 3)" in out and "\x1b[" not in out
+
+
+def test_no_wait_prints_the_page_address(portal, tmp_path):
+    result = run_submit(tmp_path, REFERENCE_Q, "--no-wait")
+    assert result.exit_code == GRADED, result.output
+    assert re.fullmatch(rf"{portal}/submissions/\d+", result.stdout.strip())
+    as_json = json.loads(run_submit(tmp_path, REFERENCE_Q, "--no-wait", "--json").stdout)
+    assert as_json["page"] == f"{portal}/submissions/{as_json['id']}"
+
+
+def test_a_grader_error_is_its_own_exit_status(portal, monkeypatch, tmp_path):
+    monkeypatch.setattr("server.api.enqueue", failed_at_once)
+    result = run_submit(tmp_path, REFERENCE_Q)
+    assert result.exit_code == NO_GRADE, result.output
+    assert "this is not a grade" in result.stdout
+
+
+def test_no_grade_within_the_timeout_is_its_own_exit_status(portal, tmp_path):
+    result = run_submit(tmp_path, REFERENCE_Q, "--timeout", "1", "--lang", "es")
+    assert result.exit_code == TIMED_OUT, result.output
+    assert re.search(rf"la entrega sigue en la cola: {portal}/submissions/\d+", result.stderr)
+    assert "en cola · posición en la cola: 1" in result.stderr  # the progress, in Spanish
+
+
+def test_a_refused_file_is_its_own_exit_status_and_says_the_line(portal, tmp_path):
+    result = run_submit(tmp_path, "def q_grads(a, b, v)\n    return a\n", name="mine.py")
+    assert result.exit_code == REFUSED
+    assert "The code is not valid Python: expected ':' (mine.py, line 1)" in result.stderr
+    unknown = CliRunner().invoke(submit, ["no-such", __file__])
+    assert unknown.exit_code == REFUSED and "no such exercise" in unknown.stderr
+
+
+def test_not_logged_in_and_bad_arguments_share_an_exit_status(portal, tmp_path, monkeypatch):
+    forged = run_submit(tmp_path, REFERENCE_Q, env={"HPCGRADE_TOKEN": "forged"})
+    assert forged.exit_code == NOT_LOGGED_IN and "hpcgrade login" in forged.stderr
+    monkeypatch.delenv("HPCGRADE_TOKEN")
+    assert run_submit(tmp_path, REFERENCE_Q).exit_code == NOT_LOGGED_IN
+    assert CliRunner().invoke(submit, ["autograd-q", "/no/such/file.py"]).exit_code == NOT_LOGGED_IN
+    wrong = CliRunner().invoke(login, ["--username", "ana", "--password", "wrong"])
+    assert wrong.exit_code == NOT_LOGGED_IN and "wrong username or password" in wrong.stderr
+
+
+def test_an_unreachable_server_is_its_own_exit_status(tmp_path, monkeypatch):
+    monkeypatch.setattr(client, "RETRIES", 0)
+    result = run_submit(tmp_path, REFERENCE_Q, env={"HPCGRADE_SERVER": "http://127.0.0.1:1",
+                                                   "HPCGRADE_TOKEN": "t"})
+    assert result.exit_code == UNREACHABLE and "cannot connect" in result.stderr
+
+
+def test_the_exit_statuses_are_documented_in_the_help():
+    text = CliRunner().invoke(submit, ["--help"]).output
+    for status in (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE):
+        assert f"\n    {status}  " in text
+    assert "timed out" in text and "refused" in text and "not logged in" in text
+
+
+def test_the_result_is_styled_only_on_a_terminal_that_wants_colour(monkeypatch, misnamed_report):
+    styled = summary("work.py", misnamed_report, "es", styled=True)
+    assert "\x1b[36mq_grads\x1b[39m no está definida." in styled
+    assert "q_grads no está definida." in summary("work.py", misnamed_report, "es")
+    monkeypatch.setattr("sys.stdout", io.StringIO())
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert client.styled_output()
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not client.styled_output()
