@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.harness.codes import CATALOGUE
-from worker.harness.jobs import Job, Limits
+from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits
 
 from .config import ConfigError, Resources
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 REQUIRED_FILES = ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "checks.py",
-                  "reference.py")
+                  "reference.py", VISIBLE_CHECKS)
 DEADLINE_POLICIES = ("none", "penalty", "refuse")
 
 
@@ -65,6 +65,9 @@ class ExerciseInfo:
     deadline: Deadline
     slurm: dict
     mutants: dict = field(default_factory=dict)
+    # the mutants that are known wrong programs: name -> what the grader tells a student whose
+    # code behaves like it ({"en": …, "es": …})
+    wrong_programs: dict = field(default_factory=dict)
     max_attempts: int | None = None
     order: int = 0  # place in the course: the exercise list is sorted by it, then by slug
     # the sum of the points of checks.py's checks; None where they are not all written as
@@ -82,10 +85,14 @@ class ExerciseInfo:
         return default.override(self.slurm, f"{self.slug} [slurm]")
 
     def job(self, submission: Path, *, filename: str | None = None, lang: str = "en",
-            seed: int | None = None, device: str = "auto", job_id: str = "") -> Job:
+            seed: int | None = None, device: str = "auto", job_id: str = "",
+            visible: bool = False) -> Job:
+        """`visible`: run the checks students have (visible.py) instead of the hidden ones."""
         return Job(exercise=self.slug, exercise_dir=str(self.path),
                    submission=str(submission.resolve()), filename=filename or submission.name,
-                   limits=self.limits, seed=seed, lang=lang, device=device, id=job_id)
+                   limits=self.limits, seed=seed, lang=lang, device=device, id=job_id,
+                   checks=VISIBLE_CHECKS if visible else HIDDEN_CHECKS,
+                   wrong_programs={} if visible else self.wrong_programs)
 
 
 def default_root() -> Path:
@@ -138,14 +145,34 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         Resources().override(slurm, "[slurm]")
     except ConfigError as exc:
         raise ExerciseConfigError(f"{where}: {exc}") from None
-    mutants = data.get("mutants", {})
-    for name, code in mutants.items():
-        if code not in CATALOGUE:
-            raise ExerciseConfigError(f"{where}: mutant {name}: unknown diagnostic code {code!r}")
+    mutants, wrong_programs = _mutants(data.get("mutants", {}), path, where)
+    return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
+                        slurm, mutants, wrong_programs, max_attempts, order,
+                        max_points(path / "checks.py"))
+
+
+def _mutants(table: object, path: Path, where: Path) -> tuple[dict[str, str], dict[str, dict]]:
+    """`[mutants]`: name = "code", or a known wrong program: [mutants.name] with `code` and
+    `says` (en, es), what a student whose code behaves like it is told."""
+    if not isinstance(table, dict):
+        raise ExerciseConfigError(f"{where}: mutants must be a table")
+    mutants, wrong_programs = {}, {}
+    for name, entry in table.items():
+        if isinstance(entry, dict):
+            says = entry.get("says")
+            if set(entry) != {"code", "says"} or not isinstance(says, dict) or not all(
+                    isinstance(says.get(k), str) and says[k].strip() for k in ("en", "es")):
+                raise ExerciseConfigError(
+                    f"{where}: [mutants.{name}] must have `code` and `says` = "
+                    "{ en = \"…\", es = \"…\" } (what a student whose code behaves like it is told)")
+            wrong_programs[name] = {"en": says["en"], "es": says["es"]}
+            entry = entry["code"]
+        if entry not in CATALOGUE:
+            raise ExerciseConfigError(f"{where}: mutant {name}: unknown diagnostic code {entry!r}")
         if not (path / "mutants" / f"{name}.py").is_file():
             raise ExerciseConfigError(f"{where}: mutant {name}: mutants/{name}.py is missing")
-    return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
-                        slurm, mutants, max_attempts, order, max_points(path / "checks.py"))
+        mutants[name] = entry
+    return mutants, wrong_programs
 
 
 def max_points(checks: Path) -> float | None:

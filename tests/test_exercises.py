@@ -16,15 +16,17 @@ def test_the_course_exercises_are_there(catalogue):
 
 
 @pytest.mark.parametrize("slug", sorted(load_catalogue()))
-@pytest.mark.parametrize("seed", [0, 1, None])
-def test_self_check(harness, catalogue, slug, seed):
-    assert self_check(harness, catalogue[slug], seed) == []
+def test_self_check(harness, catalogue, slug):
+    """Two fixed seeds and a fresh one: the reference scores full marks, every mutant loses
+    points with its code, and every known wrong program is named and scores alike on each."""
+    assert self_check(harness, catalogue[slug], (0, 1, None)) == []
 
 
 def test_bad_exercise_toml_is_explained(tmp_path):
     folder = tmp_path / "broken-one"
     folder.mkdir()
-    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py"):
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
+                 "visible.py"):
         (folder / name).write_text("")
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory = 3\n')
     with pytest.raises(ExerciseConfigError, match=r"\[limits\]: unknown limits: memory"):
@@ -38,6 +40,10 @@ def test_bad_exercise_toml_is_explained(tmp_path):
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants]\nm = "no-such-code"\n')
     with pytest.raises(ExerciseConfigError, match="unknown diagnostic code"):
         load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants.m]\n'
+                                          'code = "grad-mismatch"\nsays = "Q.sum()"\n')
+    with pytest.raises(ExerciseConfigError, match=r"\[mutants.m\] must have `code` and `says`"):
+        load_exercise_info(folder)
     (folder / "exercise.toml").write_text('title = "x"')
     with pytest.raises(ExerciseConfigError, match="title must be a table"):
         load_exercise_info(folder)
@@ -49,7 +55,8 @@ def test_bad_exercise_toml_is_explained(tmp_path):
 def test_deadline_is_validated(tmp_path):
     folder = tmp_path / "late-one"
     folder.mkdir()
-    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py"):
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
+                 "visible.py"):
         (folder / name).write_text("")
     for deadline, message in [
         ('policy = "penalty"', "at must be a date and time with its UTC offset"),
@@ -70,7 +77,8 @@ def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
     from server.config import Resources
     folder = tmp_path / "on-a-gpu"
     folder.mkdir()
-    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py"):
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
+                 "visible.py"):
         (folder / name).write_text("")
     for slurm, message in [
         ("gpu = 1", r"\[slurm\]: unknown keys gpu; valid keys are partition, account, qos, gpus"),

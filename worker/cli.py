@@ -133,42 +133,66 @@ def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[dict]:
 
 @exercise_group.command("check")
 @click.argument("slugs", nargs=-1)
-@click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
-def check_exercises(slugs: tuple[str, ...], seed: int | None) -> None:
-    """Grade each reference (full marks) and mutant (must lose points with its code)."""
+@click.option("--seed", "seeds", type=int, multiple=True,
+              help="Fix the hidden inputs; repeat for several runs (default: three fresh seeds).")
+def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...]) -> None:
+    """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
+    with its code; a known wrong program must be named, and lose the same points on every seed)."""
     from server.commands import catalogue  # not at import: `hpcgrade grade` stays light
     infos = [_exercise(s) for s in slugs] if slugs else list(catalogue().values())
     problems = 0
     with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
             _harness(None, scratch) as harness:
         for info in infos:
-            found = self_check(harness, info, seed)
+            found = self_check(harness, info, seeds or (None, None, None))
             for problem in found:
                 click.echo(f"FAIL {info.slug}: {problem}")
-            click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} "
-                       f"(reference + {len(info.mutants)} mutants)")
+            click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} (reference + "
+                       f"{len(info.mutants)} mutants, {len(info.wrong_programs)} known wrong "
+                       f"programs, {len(seeds) or 3} seeds)")
             problems += len(found)
     if problems:
         raise click.ClickException(f"{problems} problem(s)")
 
 
-def self_check(harness: HarnessProcess, info: ExerciseInfo, seed: int | None) -> list[str]:
+def self_check(harness: HarnessProcess, info: ExerciseInfo,
+               seeds: tuple[int | None, ...]) -> list[str]:
+    """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
     problems = []
-    report = harness.grade(info.job(info.path / "reference.py", seed=seed))
-    if report.get("status") != "graded" or report["score"] != report["max_score"]:
-        failing = [c["name"] + ": " + c["message"] for c in report.get("checks", []) if not c["passed"]]
-        problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}: "
-                        f"{report.get('error') or failing}")
-    for name, code in info.mutants.items():
-        report = harness.grade(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
-        found = codes(report)
-        if report.get("status") != "graded":
-            problems.append(f"mutant {name}: grader error {report.get('error')}")
-        elif report["score"] >= report["max_score"]:
-            problems.append(f"mutant {name} scored full marks")
-        elif code not in found:
-            problems.append(f"mutant {name} lost points but with {sorted(found)}, not {code}")
+    scores: dict[str, set[float]] = {}
+    for seed in seeds:
+        for visible in (False, True):
+            report = harness.grade(info.job(info.path / "reference.py", seed=seed, visible=visible))
+            if report.get("status") != "graded" or report["score"] != report["max_score"]:
+                failing = [c["name"] + ": " + c["message"] for c in report.get("checks", [])
+                           if not c["passed"]]
+                problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}"
+                                f"{' on the visible checks' if visible else ''} (seed "
+                                f"{report.get('seed')}): {report.get('error') or failing}")
+        for name, code in info.mutants.items():
+            report = harness.grade(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
+            problems += _mutant_problems(info, name, code, report)
+            scores.setdefault(name, set()).add(report.get("score"))
+    problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
+                 "different seeds: give its checks fixed cases it cannot pass by chance"
+                 for name in info.wrong_programs if len(scores[name]) > 1]
     return problems
+
+
+def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> list[str]:
+    seed = f"(seed {report.get('seed')})"
+    if report.get("status") != "graded":
+        return [f"mutant {name}: grader error {report.get('error')} {seed}"]
+    if report["score"] >= report["max_score"]:
+        return [f"mutant {name} scored full marks {seed}"]
+    found = codes(report)
+    if code not in found:
+        return [f"mutant {name} lost points but with {sorted(found)}, not {code} {seed}"]
+    named = {d["details"].get("wrong_program") for c in report["checks"] for d in c["diagnostics"]}
+    if name in info.wrong_programs and name not in named:
+        return [f"known wrong program {name} was not recognised {seed}: "
+                f"{sorted(n for n in named if n) or 'no wrong program'} named"]
+    return []
 
 
 if __name__ == "__main__":

@@ -160,7 +160,7 @@ class Dispatcher:
             return None
         job = Job(exercise=info.slug, exercise_dir=str(info.path), submission="",
                   filename=claimed.filename, limits=info.limits, seed=seed,
-                  id=str(claimed.run_id),
+                  id=str(claimed.run_id), wrong_programs=info.wrong_programs,
                   device="cpu" if info.resources(self.resources).gpus == 0 else "auto")
         return spool.read_job(spool.write_run(self.spool, job, claimed.code))
 

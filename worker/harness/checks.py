@@ -43,7 +43,7 @@ def check(name: str, *, points: float, uses: tuple[str, ...] | str, en: str, es:
 class Context:
     student: Student
     rng: torch.Generator
-    reference: ModuleType
+    reference: ModuleType | None  # reference.py, or a known wrong program; None in visible.py
     support: ModuleType | None
     device: torch.device
 

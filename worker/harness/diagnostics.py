@@ -14,6 +14,14 @@ import torch
 from .codes import CATALOGUE, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
 
 
+# A mistake an earlier check of the same submission already explained: said once, there.
+SAME_AS = (
+    "{what}: the same mistake as in “{same_as}”, explained there.",
+    "Fix it there first: this check should then pass too.",
+    "{what}: el mismo error que en «{same_as}», explicado allí.",
+    "Corrígelo allí primero: entonces esta comprobación debería pasar también.")
+
+
 class _Lenient(dict):
     def __missing__(self, key: str) -> str:
         return "?"
@@ -41,7 +49,9 @@ class Diagnostic:
 
     def text(self, lang: str) -> tuple[str, str]:
         """Message and hint in `lang`. A check may word `what`, `hint` and `error` per language."""
-        if "got_type" in self.details:
+        if "same_as" in self.details:
+            templates = SAME_AS
+        elif "got_type" in self.details:
             templates = WRONG_TYPE
         elif self.code in ("output-mismatch", "grad-mismatch") and self.details.get("worst_index") == []:
             templates = WRONG_NUMBER
@@ -51,7 +61,7 @@ class Diagnostic:
         message, hint = (es_msg, es_hint) if lang == "es" else (en_msg, en_hint)
         values = _Lenient(self.details)
         values.setdefault("what", {"en": "the result", "es": "el resultado"})
-        for key in ("what", "hint", "error"):  # each may be worded per language
+        for key in ("what", "hint", "error", "same_as"):  # each may be worded per language
             if isinstance(values.get(key), dict):
                 values[key] = values[key].get(lang) or values[key].get("en", "?")
         if not values.get("error"):

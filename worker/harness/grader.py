@@ -21,9 +21,10 @@ from . import sandbox, submission
 from .checks import CheckSpec, Context, diagnose_exception
 from .codes import LANGUAGES
 from .diagnostics import Diagnostic, Fail
-from .jobs import Job, Limits
+from .jobs import VISIBLE_CHECKS, Job, Limits
 from .launch import Zygote, child_environment
 from .remote import Output, Student, StudentDied, StudentError, StudentProcess
+from .said_once import SaidOnce
 
 MAX_RESTARTS = 2
 LOADING = {"en": "loading the submission", "es": "la carga de la entrega"}
@@ -36,15 +37,22 @@ NOT_RUN = {"en": f"Your code failed in {DEATHS} checks, so the remaining ones, t
                  "were not run: fix first what the earlier checks show.",
            "es": f"Tu código falló en {DEATHS} comprobaciones, así que las restantes, incluida "
                  "esta, no se ejecutaron: corrige primero lo que muestran las anteriores."}
+# what the student's code does on its own (it raised, hung, died): no wrong program explains it
+UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "timeout",
+                            "memory-limit", "crashed", "forbidden-operation",
+                            "nonscalar-backward", "graph-freed", "inplace-modified"})
+# a failed check slower than this is not run again for each known wrong program
+RECOGNITION_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
 class Exercise:
     slug: str
     checks: tuple[CheckSpec, ...]
-    reference: ModuleType
+    reference: ModuleType | None  # None for the visible checks, which have no reference
     support: ModuleType | None
     support_source: str | None
+    wrong_programs: tuple[tuple[str, ModuleType], ...] = ()
 
     @property
     def functions(self) -> list[str]:
@@ -58,18 +66,25 @@ def _load_module(name: str, path: Path) -> ModuleType:
     return module
 
 
-def load_exercise(slug: str, directory: str) -> Exercise:
+def load_exercise(slug: str, directory: str, checks: str = "checks.py",
+                  wrong_programs: tuple[str, ...] = ()) -> Exercise:
+    """`checks`: checks.py (hidden, with the reference and the known wrong programs, which are
+    mutants/<name>.py) or visible.py (the students' own, without either)."""
     root = Path(directory)
     support_path = root / "support.py"
     support_source = support_path.read_text() if support_path.exists() else None
     support = _load_module(f"hpcgrade_support_{slug}", support_path) if support_source else None
-    checks_module = _load_module(f"hpcgrade_checks_{slug}", root / "checks.py")
+    checks_module = _load_module(f"hpcgrade_{Path(checks).stem}_{slug}", root / checks)
     specs = tuple(f.hpcgrade_check for f in vars(checks_module).values()
                   if hasattr(f, "hpcgrade_check"))
     if not specs:
-        raise ValueError(f"{root / 'checks.py'} declares no @check")
+        raise ValueError(f"{root / checks} declares no @check")
+    if checks == VISIBLE_CHECKS:
+        return Exercise(slug, specs, None, support, support_source)
     reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
-    return Exercise(slug, specs, reference, support, support_source)
+    wrong = tuple((name, _load_module(f"hpcgrade_wrong_{slug}_{name}",
+                                      root / "mutants" / f"{name}.py")) for name in wrong_programs)
+    return Exercise(slug, specs, reference, support, support_source, wrong)
 
 
 class Session:
@@ -196,11 +211,13 @@ class Harness:
         self.close()
 
     def exercise(self, job: Job) -> Exercise:
-        stamp = max(p.stat().st_mtime for p in Path(job.exercise_dir).glob("*.py"))
-        cached = self.exercises.get(job.exercise_dir)
+        stamp = max(p.stat().st_mtime for p in Path(job.exercise_dir).rglob("*.py"))
+        key = (job.exercise_dir, job.checks, tuple(job.wrong_programs))
+        cached = self.exercises.get(key)
         if cached is None or cached[0] != stamp:
-            cached = (stamp, load_exercise(job.exercise, job.exercise_dir))
-            self.exercises[job.exercise_dir] = cached
+            cached = (stamp, load_exercise(job.exercise, job.exercise_dir, job.checks,
+                                           tuple(job.wrong_programs)))
+            self.exercises[key] = cached
         return cached[1]
 
     def grade(self, job: Job) -> reports.Report:
@@ -223,11 +240,11 @@ class Harness:
                 notes=(_load_error(unreadable, job.lang),),
                 timing={"started_at": started_at, "total": time.perf_counter() - started})
         session = Session(self, limits, device, source, exercise)
-        results = []
+        results, said = [], SaidOnce()
         try:
             blockers = session.load()
             for index, spec in enumerate(exercise.checks):
-                results.append(self._run_check(session, spec, seed, index, job.lang))
+                results.append(self._run_check(session, spec, seed, index, job, said))
         finally:
             session.close_process()
         load = session.load_result or {}
@@ -241,28 +258,49 @@ class Harness:
             timing={**session.timing, "started_at": started_at,
                     "total": time.perf_counter() - started})
 
-    def _run_check(self, session: Session, spec: CheckSpec, seed: int, index: int,
-                   lang: str) -> reports.CheckResult:
+    def _run_check(self, session: Session, spec: CheckSpec, seed: int, index: int, job: Job,
+                   said: SaidOnce) -> reports.CheckResult:
         blockers = session.blockers(spec)
         if blockers:
-            return self._not_run(spec, lang, blockers)
+            return self._not_run(spec, job.lang, blockers)
+        started = time.perf_counter()
         try:
-            student = session.student()
-            student.request("reset")
-            rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
-            ctx = Context(student, rng, session.exercise.reference, session.exercise.support,
-                          session.device)
-            spec.function(ctx)
+            _run_spec(session, spec, seed, index, session.exercise.reference)
         except Fail as fail:
-            return self._result(spec, lang, fail.diagnostics)
+            diagnostics = self._recognise(session, spec, seed, index, job, fail.diagnostics,
+                                          time.perf_counter() - started)
         except StudentError as exc:
-            return self._result(spec, lang, [diagnose_exception(exc.info, spec.title)])
+            diagnostics = [diagnose_exception(exc.info, spec.title)]
         except StudentDied as died:
             session.after_death(died)
-            return self._result(spec, lang, [Diagnostic(died.code, dict(died.details,
-                                                                        what=spec.title))])
-        return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), spec.points,
-                                   spec.points, True, "ok", titles=_titles(spec))
+            diagnostics = [Diagnostic(died.code, dict(died.details, what=spec.title))]
+        else:
+            return reports.CheckResult(spec.name, spec.title.get(job.lang, spec.title["en"]),
+                                       spec.points, spec.points, True, "ok", titles=_titles(spec))
+        return self._result(spec, job.lang, said.diagnostics(spec, diagnostics))
+
+    @staticmethod
+    def _recognise(session: Session, spec: CheckSpec, seed: int, index: int, job: Job,
+                   diagnostics: list[Diagnostic], seconds: float) -> list[Diagnostic]:
+        """Run the failed check again with each known wrong program standing in for the
+        reference, on the same inputs: the first one the student's code passes with is the
+        mistake it makes, and what that program says replaces the code's general hint."""
+        at = next((i for i, d in enumerate(diagnostics) if d.code not in UNRECOGNISABLE), None)
+        if at is None or seconds > RECOGNITION_SECONDS:
+            return diagnostics
+        for name, program in session.exercise.wrong_programs:
+            try:
+                _run_spec(session, spec, seed, index, program)
+            except StudentDied as died:
+                session.after_death(died)
+                break
+            except Exception:  # noqa: BLE001 - not this one: the check failed again, or the
+                continue       # wrong program itself raised on these inputs
+            found = diagnostics[at]
+            named = Diagnostic(found.code, dict(found.details, hint=job.wrong_programs[name],
+                                                wrong_program=name))
+            return [*diagnostics[:at], named, *diagnostics[at + 1:]]
+        return diagnostics
 
     @staticmethod
     def _result(spec: CheckSpec, lang: str, diagnostics: list[Diagnostic]) -> reports.CheckResult:
@@ -277,6 +315,16 @@ class Harness:
         reason is the submission's, said once in the report's notes (a "load-error")."""
         return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
                                    spec.points, False, blockers[0].text(lang)[0], (), _titles(spec))
+
+
+def _run_spec(session: Session, spec: CheckSpec, seed: int, index: int,
+              reference: ModuleType | None) -> None:
+    """One check on a clean student process, its inputs drawn from the run's seed and its
+    place: the same inputs each time it runs."""
+    student = session.student()
+    student.request("reset")
+    rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
+    spec.function(Context(student, rng, reference, session.exercise.support, session.device))
 
 
 def _import_error(info: dict) -> Diagnostic:

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+HIDDEN_CHECKS = "checks.py"
+VISIBLE_CHECKS = "visible.py"  # the checks students have: fixed inputs, no reference
+
 
 @dataclass
 class Limits:
@@ -49,6 +52,9 @@ class Job:
     lang: str = "en"
     device: str = "auto"
     id: str = ""
+    checks: str = HIDDEN_CHECKS
+    # known wrong programs of the exercise (mutants/<name>.py) and what each tells a student
+    wrong_programs: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
