@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from .app import csrf
 from .auth import db
+from .catalogue import PUBLIC_FILES, current_info
 from .models import ApiToken, Exercise, User, utcnow
 from .queue import enqueue
 from .results import exercise_rows, may_see, submission_state
@@ -105,6 +106,20 @@ def exercises():
         "deadline_policy": r["exercise"].deadline_policy, "best_score": r["best"],
         "attempts_used": r["attempts_used"], "attempts_left": r["attempts_left"]}
         for r in exercise_rows(db(), _api_user())])
+
+
+@blueprint.get("/exercises/<slug>/files")
+@token_required
+def exercise_files(slug: str):
+    """What students may have of an exercise (starter, visible checks, support code) and its
+    limits: `hpcgrade check` runs the visible checks with them, on the student's machine."""
+    exercise = db().scalar(select(Exercise).where(Exercise.slug == slug, Exercise.active))
+    info = current_info(slug) if exercise is not None else None
+    if info is None:
+        return error(404, _("no such exercise"))
+    return jsonify(exercise=slug, limits=info.limits, files={
+        name: (info.path / name).read_text() for name in PUBLIC_FILES
+        if (info.path / name).is_file()})
 
 
 @blueprint.post("/submissions")

@@ -22,6 +22,9 @@ SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 REQUIRED_FILES = ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "checks.py",
                   "reference.py", VISIBLE_CHECKS)
 DEADLINE_POLICIES = ("none", "penalty", "refuse")
+# what a student may have of an exercise's folder (exercises/README.md): never its hidden checks,
+# reference or mutants
+PUBLIC_FILES = ("starter.py", "support.py", VISIBLE_CHECKS)
 
 
 class ExerciseConfigError(Exception):

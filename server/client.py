@@ -13,7 +13,6 @@ import os
 import socket
 import sys
 import time
-import tomllib
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,9 @@ import click
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
+
+from hpcgrade import service
+from hpcgrade.service import client_config_path
 
 from .summary import summary, translator
 
@@ -53,22 +55,11 @@ class Unreachable(click.ClickException):
     exit_code = UNREACHABLE
 
 
-def client_config_path() -> Path:
-    if os.environ.get("HPCGRADE_CLIENT_CONFIG"):
-        return Path(os.environ["HPCGRADE_CLIENT_CONFIG"])
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "hpcgrade" / "client.toml"
-
-
 def read_client_config() -> dict:
-    path = client_config_path()
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise NotLoggedIn(f"{path}: {exc} — run `hpcgrade login` again") from None
+        return service.read_client_config()
+    except ValueError as exc:
+        raise NotLoggedIn(str(exc)) from None
 
 
 def save_client_config(server: str, token: str) -> Path:
@@ -221,3 +212,28 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
     click.echo(json.dumps(dict(status, page=page)) if as_json
                else summary(file, status, lang, styled_output()))
     sys.exit(GRADED if status["status"] == "graded" else NO_GRADE)
+
+
+@click.command(epilog=EXIT_STATUSES)
+@click.argument("exercise")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--lang", type=LANGS, default="en", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check(exercise: str, file: Path, lang: str, as_json: bool) -> None:
+    """Run EXERCISE's visible checks on FILE (.py or .ipynb) here, in the grader's sandbox: no
+    attempt is used, and the hidden checks of the grade are others. The exercise's public files
+    come from the server you logged in to (or the local exercises folder, when it has them)."""
+    from hpcgrade.visible import run_visible_checks  # imports the harness's runner
+    from worker.runner import HarnessFailed
+    try:
+        report = run_visible_checks(exercise, file, lang)
+    except service.ServiceError as exc:
+        raise {service.NOT_LOGGED_IN: NotLoggedIn, service.REFUSED: Refused,
+               service.UNREACHABLE: Unreachable}[exc.kind](str(exc)) from None
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except HarnessFailed as exc:
+        click.echo(f"the checks could not run: {exc}", err=True)
+        sys.exit(NO_GRADE)
+    click.echo(json.dumps(report) if as_json else summary(file, report, lang, styled_output()))
+    sys.exit(GRADED if report.get("status") == "graded" else NO_GRADE)

@@ -11,7 +11,7 @@ from markdown.extensions.tables import TableExtension
 from sqlalchemy import select
 
 from .auth import db, login_required
-from .catalogue import default_root
+from .catalogue import PUBLIC_FILES, default_root
 from .course import maximum_points, run_rows
 from .i18n import LANGS, request_language, when
 from .models import Exercise, Submission, utcnow
@@ -21,9 +21,6 @@ from .results import (WAITING, exercise_rows, may_see, page_view, submission_dic
 from .submissions import PASTED, Refusal, Rules, idempotency_key, submit_once, upload_name
 
 blueprint = Blueprint("portal", __name__)
-# what a student may download from an exercise's folder (exercises/README.md): never its checks,
-# reference or mutants
-PUBLIC_FILES = ("starter.py", "support.py")
 
 
 @blueprint.before_app_request
@@ -126,7 +123,8 @@ def _focusable_code(html: str) -> str:
 @blueprint.route("/exercises/<slug>/files/<name>")
 @login_required
 def download(slug: str, name: str):
-    """The starter file and the public support file, as downloads; nothing else of the folder."""
+    """The starter file, the visible checks and the public support file, as downloads; nothing
+    else of the folder."""
     if name not in PUBLIC_FILES:
         abort(404)
     path = default_root() / _exercise(slug).slug / name

@@ -94,3 +94,16 @@ def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
                                           '[slurm]\ngpus = 2\nmemory = "16G"\ntime = "1:00:00"\n')
     shape = load_exercise_info(folder).resources(Resources(partition="gpu", cpus=4))
     assert shape == Resources(partition="gpu", cpus=4, gpus=2, memory=16384, time=60)
+
+
+def test_a_new_exercise_from_the_template_passes_its_own_check(harness, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from worker.cli import main
+    monkeypatch.setenv("HPCGRADE_EXERCISES", str(tmp_path))
+    made = CliRunner().invoke(main, ["exercise", "new", "scaled-square"])
+    assert made.exit_code == 0, made.output
+    assert self_check(harness, load_exercise_info(tmp_path / "scaled-square"), (0, 1)) == []
+    again = CliRunner().invoke(main, ["exercise", "new", "scaled-square"])
+    assert again.exit_code == 1 and "already exists" in again.output
+    assert CliRunner().invoke(main, ["exercise", "new", "Scaled_Square"]).exit_code == 2

@@ -50,6 +50,7 @@ class LazyGroup(click.Group):
     "tokens": "server.commands:tokens_group",
     "exercises": "server.commands:list_exercises", "demo": "server.demo:demo",
     "login": "server.client:login", "submit": "server.client:submit",
+    "check": "server.client:check",
     "slurm": "worker.cluster_cli:slurm_group", "pilot": "worker.cluster_cli:pilot_group"})
 def main() -> None:
     """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
@@ -58,6 +59,9 @@ def main() -> None:
 @main.group("exercise", cls=LazyGroup, lazy={"sync": "server.commands:exercises_sync"})
 def exercise_group() -> None:
     """Work on exercises."""
+
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "server" / "exercise_template"
 
 
 def _exercise(slug: str) -> ExerciseInfo:
@@ -129,6 +133,22 @@ def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[dict]:
     finally:
         for job in spooled:
             spool.remove_run(slurm.spool, job.id)
+
+
+@exercise_group.command("new")
+@click.argument("slug")
+def new_exercise(slug: str) -> None:
+    """Start exercise SLUG in the exercises folder from a template that passes its own check."""
+    import shutil
+    if not SLUG.match(slug):
+        raise click.UsageError(f"{slug!r}: an exercise's name is lower-case words joined by "
+                               "hyphens, like autograd-q")
+    target = default_root() / slug
+    if target.exists():
+        raise click.ClickException(f"{target} already exists")
+    shutil.copytree(TEMPLATE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    click.echo(f"created {target}: write its files as exercises/README.md says, then run "
+               f"`hpcgrade exercise check {slug}`")
 
 
 @exercise_group.command("check")

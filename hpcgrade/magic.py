@@ -1,0 +1,108 @@
+"""`%hpcgrade check SLUG` and `%hpcgrade submit SLUG [NOTEBOOK]` in a Jupyter kernel.
+
+`check` runs the exercise's visible checks on the cells this kernel has run, in order, as the
+grader runs a notebook's cells: what the notebook defines now, without saving it. `submit` sends
+the kernel's own notebook file, as last saved, to the service with the token of
+`hpcgrade login`, and shows the result once graded.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import tempfile
+import time
+from pathlib import Path
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from server.summary import summary
+from worker.runner import HarnessFailed
+
+from .service import Service, ServiceError
+from .visible import run_visible_checks
+
+POLL_SECONDS = 1.0
+WAITING = ("queued", "running")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="%hpcgrade", exit_on_error=False, add_help=False)
+    parser.add_argument("action", choices=("check", "submit"))
+    parser.add_argument("exercise")
+    parser.add_argument("notebook", nargs="?", help="submit: the notebook's file, when the "
+                                                    "kernel cannot tell")
+    parser.add_argument("--lang", choices=("en", "es"), default="en")
+    parser.add_argument("--timeout", type=int, default=600, help="submit: seconds to wait")
+    return parser
+
+
+USAGE = ("%hpcgrade check EXERCISE [--lang es]  |  "
+         "%hpcgrade submit EXERCISE [NOTEBOOK.ipynb] [--lang es] [--timeout SECONDS]")
+
+
+@magics_class
+class HpcgradeMagics(Magics):
+    @line_magic
+    def hpcgrade(self, line: str) -> None:
+        try:
+            args = _parser().parse_args(shlex.split(line))
+        except (argparse.ArgumentError, SystemExit, ValueError) as exc:
+            raise UsageError(f"{exc}\nusage: {USAGE}") from None
+        try:
+            if args.action == "check":
+                self.check(args.exercise, args.lang)
+            else:
+                self.submit(args.exercise, args.notebook, args.lang, args.timeout)
+        except (ServiceError, ValueError, HarnessFailed) as exc:
+            raise UsageError(str(exc)) from None
+
+    def check(self, exercise: str, lang: str) -> None:
+        history = self.shell.history_manager.input_hist_raw[1:]  # [0] is IPython's empty entry
+        # the cells as a notebook, so that magics are neutralised and errors are told per cell
+        cells = [{"cell_type": "code", "source": code, "metadata": {}, "outputs": [],
+                  "execution_count": None} for code in history]
+        with tempfile.TemporaryDirectory(prefix="hpcgrade-notebook-") as folder:
+            notebook = Path(folder) / "this-notebook.ipynb"
+            notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                            "nbformat_minor": 5}))
+            report = run_visible_checks(exercise, notebook, lang)
+        print(summary(notebook.name, report, lang))
+
+    def submit(self, exercise: str, given: str | None, lang: str, timeout: int) -> None:
+        path = Path(given) if given else self.notebook_file()
+        if not path.is_file():
+            raise ValueError(f"{path}: no such file")
+        service = Service()
+        saved = dt.datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
+        created = service.submit(exercise, path.name, path.read_bytes(), lang)
+        print(f"submitted {path.name} as saved at {saved} (unsaved changes are not sent): "
+              f"{service.page(created['id'])}")
+        status, started, shown = created, time.monotonic(), None
+        while status["status"] in WAITING or status is created:
+            if time.monotonic() - started > timeout:
+                print(f"no grade after {timeout} s; the submission stays queued: "
+                      f"{service.page(created['id'])}")
+                return
+            if status["status"] != shown:
+                print(status["status"] + "…", flush=True)
+                shown = status["status"]
+            time.sleep(POLL_SECONDS if status is not created else 0)
+            status = service.get(created["url"], lang=lang)
+        print(summary(path.name, status, lang))
+
+    def notebook_file(self) -> Path:
+        """The notebook this kernel runs, as Jupyter Server (JPY_SESSION_NAME), ipykernel
+        (__session__) or VS Code (__vsc_ipynb_file__) tell it."""
+        namespace = self.shell.user_ns
+        for told in (os.environ.get("JPY_SESSION_NAME"), namespace.get("__session__"),
+                     namespace.get("__vsc_ipynb_file__")):
+            if isinstance(told, str) and told.endswith(".ipynb"):
+                for candidate in (Path(told), Path(told).name):  # absolute, or the server's
+                    if Path(candidate).is_file():                # path; the kernel runs in
+                        return Path(candidate)                   # the notebook's folder
+        raise ValueError("cannot tell which notebook this kernel runs: give its file, "
+                         "%hpcgrade submit EXERCISE my-notebook.ipynb")
