@@ -249,13 +249,16 @@ def diagnosed_submissions(session: Session, exercise_id: int, code: str, lang: s
     columns = (User, Submission.id, Submission.submitted_at, Submission.counted_score,
                Submission.max_score)
     checks = (_check_diagnostics(_current_runs(
-        *columns, DiagnosticResult.message, DiagnosticResult.translations, exercise_id=exercise_id))
+        *columns, DiagnosticResult.message, DiagnosticResult.translations,
+        DiagnosticResult.details, exercise_id=exercise_id))
         .where(DiagnosticResult.code == code)
         .order_by(Submission.id, CheckResult.position, DiagnosticResult.id))
     said = [*((row[:5], note["message"], note.get("translations"))
               for row, note in _load_errors(session, _current_runs(
                   *columns, GradingRun.notes, exercise_id=exercise_id)) if note["code"] == code),
-            *((row[:5], row.message, row.translations) for row in session.execute(checks))]
+            # a later check's "the same mistake as in …" adds nothing to the first's words
+            *((row[:5], row.message, row.translations) for row in session.execute(checks)
+              if "same_as" not in (row.details or {}))]
     said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
     found: dict[int, DiagnosedSubmission] = {}
     for (user, submission_id, at, score, max_score), message, translations in said:

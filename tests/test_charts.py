@@ -120,3 +120,18 @@ def test_a_diagnostic_lists_the_submissions_behind_it(marked_course):
     nobody = client.get("/staff/exercises/autograd-q/diagnostics/timeout?lang=en").text
     assert "No student's submission of this exercise has this diagnostic." in nobody
     assert client.get("/staff/exercises/nothing/diagnostics/timeout").status_code == 404
+
+
+def test_a_mistake_said_once_is_listed_once(marked_course):
+    """A later check's "the same mistake as in …" is not listed beside the first check's words."""
+    from server.models import CheckResult, DiagnosticResult, GradingRun
+    app, ids = marked_course
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        run = session.query(GradingRun).filter_by(submission_id=ids["ana-q-1"]).one()
+        run.checks.append(CheckResult(position=1, name="later", title="later", points=0,
+                                      max_points=0, passed=False, diagnostics=[DiagnosticResult(
+                                          code="grad-sign-flipped", message="same as all", hint="",
+                                          details={"same_as": "all"}, translations={})]))
+    client, _ = logged_in(app, "prof")
+    page = client.get("/staff/exercises/autograd-q/diagnostics/grad-sign-flipped").text
+    assert "same as all" not in page and "<code>grad-sign-flipped</code> in English" in page

@@ -1,5 +1,7 @@
 """`hpcgrade check` and the IPython extension, in an IPython shell as a student's kernel runs it."""
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -93,3 +95,14 @@ def test_the_command_line_check_prints_the_same_report(tmp_path, monkeypatch):
     monkeypatch.delenv("HPCGRADE_SERVER", raising=False)
     refused = CliRunner().invoke(check, ["autograd-q", str(work)])
     assert refused.exit_code == NOT_LOGGED_IN and "hpcgrade login" in refused.output
+
+
+def test_the_extension_needs_none_of_the_services_dependencies():
+    """The course venv gets the package with --no-deps: Jupyter, torch and the standard library."""
+    blocked = ("click", "requests", "flask", "flask_babel", "sqlalchemy", "celery", "psycopg",
+               "alembic", "markdown")
+    code = ("import sys\nfor name in %r: sys.modules[name] = None\n"
+            "import hpcgrade.magic, hpcgrade.visible\nprint('ok')" % (blocked,))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=default_root().parent)
+    assert done.stdout == "ok\n", done.stderr

@@ -23,19 +23,21 @@ SLOW_REFERENCE = "import time\ntime.sleep(4)\n" + REFERENCE_Q
 
 
 @pytest.fixture
-def stack(redis_server, catalogue):
+def stack(redis_server, catalogue, tmp_path):
     """PostgreSQL database at head, the app, and a Celery worker process consuming grading tasks."""
     for url in postgres_database():
         migrate.upgrade(url)
         settings = {"DATABASE_URL": url, "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
-                    "GRADING_LEASE_SECONDS": 600, "REQUEUE_AFTER_SECONDS": 1}
+                    "GRADING_LEASE_SECONDS": 600, "REQUEUE_AFTER_SECONDS": 1,
+                    "SPOOL_DIR": str(tmp_path / "spool")}
         app = create_app(settings)
         database = app.extensions["hpcgrade.db"]
         with database.sessions.begin() as session:
             sync_exercises(session, catalogue)
             session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
         env = dict(os.environ, HPCGRADE_DATABASE_URL=url, HPCGRADE_BROKER_URL=redis_server.url,
-                   HPCGRADE_SECRET_KEY="test", HPCGRADE_REQUEUE_AFTER_SECONDS="1")
+                   HPCGRADE_SECRET_KEY="test", HPCGRADE_REQUEUE_AFTER_SECONDS="1",
+                   HPCGRADE_SPOOL_DIR=str(tmp_path / "spool"))
         worker = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "--concurrency=1",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"],

@@ -209,7 +209,7 @@ def test_a_job_over_its_time_is_dispatched_again(database, shared):
     grading = make_dispatcher(database, settings(shared), catalogue)
     submission_id = queue_submission(database, SLOW.format(seconds=240))
     grading.dispatch([submission_id])
-    runs = settle(grading, [submission_id], seconds=180,
+    runs = settle(grading, [submission_id], seconds=300,
                   until=lambda s: len(s[0].runs) >= 2)[submission_id].runs
     assert runs[0].status == "lost" and "ended TIMEOUT" in runs[0].error
     grading.cancel([submission_id])

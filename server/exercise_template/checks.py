@@ -1,7 +1,5 @@
 """Hidden checks: each draws its inputs from ctx.rng and takes its expected values from
 ctx.reference, so that a known wrong program can stand in for the reference."""
-import torch
-
 from worker.harness.checks import Context, Diagnostic, Fail, call, check, expect_close, expect_grad
 
 

@@ -5,12 +5,15 @@ submission costs a fork, the sandbox and the checks, not a Python start-up.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -81,10 +84,27 @@ def load_exercise(slug: str, directory: str, checks: str = "checks.py",
         raise ValueError(f"{root / checks} declares no @check")
     if checks == VISIBLE_CHECKS:
         return Exercise(slug, specs, None, support, support_source)
-    reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
-    wrong = tuple((name, _load_module(f"hpcgrade_wrong_{slug}_{name}",
-                                      root / "mutants" / f"{name}.py")) for name in wrong_programs)
+    with _importable_as_exercise_support(support):
+        reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
+        wrong = tuple((name, _load_module(f"hpcgrade_wrong_{slug}_{name}", root / "mutants"
+                                          / f"{name}.py")) for name in wrong_programs)
     return Exercise(slug, specs, reference, support, support_source, wrong)
+
+
+@contextlib.contextmanager
+def _importable_as_exercise_support(support: ModuleType | None) -> Iterator[None]:
+    """A solution imports the exercise's support code as `exercise_support` (the student
+    process's name for it): the reference and the wrong programs do so here, in the grader."""
+    before = sys.modules.get("exercise_support")
+    if support is not None:
+        sys.modules["exercise_support"] = support
+    try:
+        yield
+    finally:
+        if before is None:
+            sys.modules.pop("exercise_support", None)
+        else:
+            sys.modules["exercise_support"] = before
 
 
 class Session:
