@@ -106,8 +106,9 @@ def load_catalogue(root: Path | None = None) -> dict[str, ExerciseInfo]:
     root = Path(root or default_root())
     if not root.is_dir():
         raise ExerciseConfigError(f"exercises folder {root} does not exist")
-    return {p.name: load_exercise_info(p) for p in sorted(root.iterdir())
-            if p.is_dir() and (p / "exercise.toml").exists()}
+    infos = [load_exercise_info(p) for p in root.iterdir()
+             if p.is_dir() and (p / "exercise.toml").exists()]
+    return {info.slug: info for info in sorted(infos, key=lambda i: (i.order, i.slug))}
 
 
 def load_exercise_info(path: Path) -> ExerciseInfo:

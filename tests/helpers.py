@@ -139,3 +139,11 @@ def logged_in(app, username: str = "ana", password: str = "long-password",
     if lang:
         client.get(f"/?lang={lang}")
     return client, CSRF_TOKEN.search(client.get("/").text).group(1)
+
+
+# the course's sixteen exercises in course order (../shared/EXERCISES.md, each exercise's `order`)
+COURSE_ORDER = ["tensors-create", "tensors-reshape", "tensors-combine", "tensors-channels-last",
+                "metrics", "conv2d-einsum", "embeddings", "autograd-q", "autograd-vjp",
+                "autograd-no-track", "autograd-graph", "autograd-accumulation",
+                "autograd-custom-function", "autograd-saved-hooks", "autograd-finetune",
+                "training-step"]

@@ -39,6 +39,16 @@ def test_token_exercises_submit_and_read(client):
     assert next(e for e in listed if e["slug"] == "autograd-q")["attempts_left"] == 19
 
 
+def test_an_exercises_public_files_and_nothing_else(client):
+    headers = token(client)
+    files = client.get("/api/v1/exercises/autograd-accumulation/files", headers=headers).json
+    assert sorted(files["files"]) == ["starter.py", "support.py", "visible.py"]
+    assert files["limits"] == {"call_seconds": 10} and files["exercise"] == "autograd-accumulation"
+    missing = client.get("/api/v1/exercises/no-such-one/files", headers=headers)
+    assert missing.status_code == 404 and missing.json == {"error": "no such exercise"}
+    assert client.get("/api/v1/exercises/autograd-q/files").status_code == 401
+
+
 def test_errors_are_json(client):
     assert client.get("/api/v1/exercises").status_code == 401
     assert client.get("/api/v1/exercises", headers={"Authorization": "Bearer nope"}).json["error"]

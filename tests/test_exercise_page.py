@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from werkzeug.serving import make_server
 
-from helpers import REFERENCE_Q, logged_in
+from helpers import COURSE_ORDER, REFERENCE_Q, logged_in
 from server.app import UPLOAD_CAP_FACTOR
 from server.catalogue import ExerciseConfigError, load_exercise_info
 from server.exercises import sync_exercises
@@ -147,8 +147,13 @@ def test_the_page_shows_points_attempts_deadline_and_files(ana, course):
     assert 'href="/exercises/autograd-q/files/starter.py"' in page.text
     assert "support.py" not in page.text  # autograd-q has none
     assert "If you choose a file and also paste code, the file is graded" in text
+    assert 'href="/exercises/autograd-q/files/visible.py"' in page.text
+    assert ("Check your work first with the visible checks (no attempt is used): in Jupyter, "
+            "%load_ext hpcgrade then %hpcgrade check autograd-q; in a terminal, "
+            "hpcgrade check autograd-q work.py.") in text
     spanish = visible_text(client.get("/exercises/autograd-q?lang=es").text)
     assert re.search(r"Intentos restantes\s+20 de 20", spanish) and "vence dentro de 3 días" in spanish
+    assert "en una terminal, hpcgrade check autograd-q work.py." in spanish
     support = client.get("/exercises/autograd-accumulation").text
     assert 'href="/exercises/autograd-accumulation/files/support.py"' in support
 
@@ -203,7 +208,7 @@ def test_refused_code_stays_in_the_form(ana, course):
     assert "return &#39;the pasted code&#39;" in reply.text
 
 
-def test_only_the_starter_and_support_files_can_be_downloaded(ana, course):
+def test_only_the_starter_visible_checks_and_support_files_can_be_downloaded(ana, course):
     client, _token = ana
     starter = client.get("/exercises/autograd-q/files/starter.py")
     assert starter.status_code == 200
@@ -211,6 +216,8 @@ def test_only_the_starter_and_support_files_can_be_downloaded(ana, course):
     assert starter.data == (ROOT / "exercises" / "autograd-q" / "starter.py").read_bytes()
     support = client.get("/exercises/autograd-accumulation/files/support.py")
     assert support.status_code == 200 and "attachment" in support.headers["Content-Disposition"]
+    visible = client.get("/exercises/autograd-q/files/visible.py")
+    assert visible.data == (ROOT / "exercises" / "autograd-q" / "visible.py").read_bytes()
     for path in ["autograd-q/files/support.py", "autograd-q/files/checks.py",
                  "autograd-q/files/reference.py", "autograd-q/files/exercise.toml",
                  "autograd-q/files/statement.en.md", "autograd-q/files/mutants/plus_b_squared.py",
@@ -226,8 +233,7 @@ def test_exercises_are_listed_in_course_order(ana):
     client, _token = ana
     page = client.get("/").text
     slugs = re.findall(r'href="/exercises/([a-z-]+)"', page)
-    assert slugs == ["tensors-reshape", "metrics", "autograd-q", "autograd-no-track",
-                     "autograd-accumulation", "autograd-custom-function"]
+    assert slugs == COURSE_ORDER
 
 
 def test_scores_read_out_of_the_maximum_and_dates_in_words(ana, course):
