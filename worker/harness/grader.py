@@ -44,8 +44,9 @@ NOT_RUN = {"en": f"Your code failed in {DEATHS} checks, so the remaining ones, t
 UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "timeout",
                             "memory-limit", "crashed", "forbidden-operation",
                             "nonscalar-backward", "graph-freed", "inplace-modified"})
-# a failed check slower than this is not run again for each known wrong program
-RECOGNITION_SECONDS = 2.0
+# the time one submission's failed checks may take to run again with the known wrong programs;
+# a check that took longer than a call may (it is slow, or it hung) is not run again at all
+RECOGNITION_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ class Session:
         self.missing: dict[str, Diagnostic] = {}  # the checks' functions it does not define
         self.layers: list[str] = []
         self.missing_layers: list[str] = []
-        self.timing = {"start": 0.0, "load": 0.0}
+        self.timing = {"start": 0.0, "load": 0.0, "recognition": 0.0}
 
     def load(self) -> list[Diagnostic]:
         """Start the student's process and load the file: what keeps checks from running at all
@@ -306,9 +307,12 @@ class Harness:
         reference, on the same inputs: the first one the student's code passes with is the
         mistake it makes, and what that program says replaces the code's general hint."""
         at = next((i for i, d in enumerate(diagnostics) if d.code not in UNRECOGNISABLE), None)
-        if at is None or seconds > RECOGNITION_SECONDS:
+        if at is None or seconds > session.limits.call_seconds:
             return diagnostics
         for name, program in session.exercise.wrong_programs:
+            if session.timing["recognition"] > RECOGNITION_SECONDS:
+                break
+            started = time.perf_counter()
             try:
                 _run_spec(session, spec, seed, index, program)
             except StudentDied as died:
@@ -316,6 +320,8 @@ class Harness:
                 break
             except Exception:  # noqa: BLE001 - not this one: the check failed again, or the
                 continue       # wrong program itself raised on these inputs
+            finally:
+                session.timing["recognition"] += time.perf_counter() - started
             found = diagnostics[at]
             named = Diagnostic(found.code, dict(found.details, hint=job.wrong_programs[name],
                                                 wrong_program=name))
