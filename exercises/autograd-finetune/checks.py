@@ -1,0 +1,272 @@
+"""Hidden checks for autograd-finetune: freeze a small CNN, give it a new head, train only that.
+
+Both processes build the model with support.py: the same "pretrained" weights for a seed and the
+same starting values for the new head (`seed_head`), so that the student's parameters after
+training compare with the reference's one by one. Every expected value comes from the
+reference's two functions run on the grader's copy.
+"""
+from dataclasses import dataclass, field
+
+import torch
+
+from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
+                                   check, diagnose_exception, expect_close, expect_tensor)
+from worker.harness.remote import StudentError
+
+RTOL, ATOL = 1e-4, 1e-6
+# The fixed case: 7 classes, so that a head hard-coded to 10 (or left at 1000) cannot pass.
+FIXED_SEED, FIXED_CLASSES, FIXED_BATCH = 3, 7, 4
+STEPS = {1: {"en": "one training step", "es": "un paso de entrenamiento"},
+         2: {"en": "two training steps", "es": "dos pasos de entrenamiento"}}
+HYPERPARAMETERS = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
+HEAD_HINT = {
+    "en": "Replace only `model.fc`, with `nn.Linear(512, num_classes)`: 512 inputs as the old head "
+          "(`model.fc.in_features`), `num_classes` outputs, and a bias (the default).",
+    "es": "Sustituye solo `model.fc`, por `nn.Linear(512, num_classes)`: 512 entradas como la "
+          "cabeza anterior (`model.fc.in_features`), `num_classes` salidas y sesgo (por defecto)."}
+LEARNING_HINT = {
+    "en": "The new head learns with the optimizer `make_optimizer(model)` returns: "
+          "`torch.optim.SGD` with lr 1e-2 and momentum 0.9, over the new head's parameters.",
+    "es": "La nueva cabeza aprende con el optimizador que devuelve `make_optimizer(model)`: "
+          "`torch.optim.SGD` con lr 1e-2 y momento 0.9, sobre los parámetros de la nueva cabeza."}
+SETTINGS_HINT = {
+    "en": "`make_optimizer` returns `torch.optim.SGD` with `lr=1e-2` and `momentum=0.9`, "
+          "nothing else changed.",
+    "es": "`make_optimizer` devuelve `torch.optim.SGD` con `lr=1e-2` y `momentum=0.9`, sin "
+          "cambiar nada más."}
+
+
+@dataclass
+class Case:
+    seed: int
+    num_classes: int
+    images: torch.Tensor
+    labels: torch.Tensor
+
+
+@dataclass
+class Expected:
+    head_class: str
+    parameters: dict[str, torch.Tensor]  # after freeze_and_replace_head and seed_head
+    requires_grad: dict[str, bool]
+    output: torch.Tensor
+    optimizer: torch.optim.Optimizer | None = None
+    trained: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class Got:
+    model: RemoteObject
+    parameters: dict[str, RemoteTensor]
+    optimizer: object = None
+    settings: dict = field(default_factory=dict)  # describe() of the optimizer
+    trained: dict[str, RemoteTensor] = field(default_factory=dict)
+
+
+def _cases(ctx: Context) -> list[Case]:
+    generator = torch.Generator().manual_seed(FIXED_SEED)
+    fixed = Case(FIXED_SEED, FIXED_CLASSES, torch.randn(FIXED_BATCH, 3, 16, 16, generator=generator),
+                 torch.randint(0, FIXED_CLASSES, (FIXED_BATCH,), generator=generator))
+    classes, batch = int(ctx.randint(2, 30, ())), int(ctx.randint(2, 9, ()))
+    drawn = Case(int(ctx.randint(0, 1 << 30, ())), classes,
+                 ctx.randn(batch, 3, 16, 16, dtype=torch.float32), ctx.randint(0, classes, (batch,)))
+    return [fixed, drawn]
+
+
+def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def _expected(ctx: Context, case: Case, steps: int) -> Expected:
+    model = ctx.reference.freeze_and_replace_head(ctx.support.small_cnn(case.seed), case.num_classes)
+    ctx.support.seed_head(model, case.seed)
+    with torch.no_grad():
+        output = model(case.images)
+    expected = Expected(type(model.fc).__name__, _snapshot(model),
+                        {name: p.requires_grad for name, p in model.named_parameters()}, output)
+    if steps:
+        expected.optimizer = ctx.reference.make_optimizer(model)
+        ctx.support.train(model, expected.optimizer, case.images, case.labels, steps)
+        expected.trained = _snapshot(model)
+    return expected
+
+
+def _in_student(ctx: Context, name: str, *args, what: dict) -> object:
+    """A support.py function run on the student's objects; its exception is the student's."""
+    try:
+        return ctx.student.new(name, *args)
+    except StudentError as exc:
+        raise Fail(diagnose_exception(exc.info, what)) from None
+
+
+def _described(ctx: Context, model: object) -> dict:
+    """describe() of the model freeze_and_replace_head returned: its modules and parameters."""
+    what = "`freeze_and_replace_head(model, num_classes)`"
+    described = ctx.student.describe(model) if isinstance(model, RemoteObject) else {}
+    if not isinstance(described.get("parameters"), dict):
+        got = model.type_name if isinstance(model, RemoteObject) else type(model).__name__
+        raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": got,
+                                                  "expected_type": "nn.Module", "hint": {
+            "en": "Return the model (`return model`) once its head is replaced.",
+            "es": "Devuelve el modelo (`return model`) una vez sustituida su cabeza."}}))
+    return described
+
+
+def _expect_head(described: dict, expected: Expected) -> None:
+    """`model.fc` is a new layer of the reference's class with its parameters and shapes."""
+    modules = [m for m in described.get("modules", []) if isinstance(m, list) and len(m) == 2]
+    head = dict(modules).get("fc")
+    if head != expected.head_class:
+        raise Fail(Diagnostic("output-mismatch", {"what": "`model.fc`", "got_type": f"nn.{head}",
+                                                  "expected_type": f"nn.{expected.head_class}",
+                                                  "hint": HEAD_HINT}))
+    got = described["parameters"]
+    for name in list(expected.parameters) + [n for n in got if n not in expected.parameters]:
+        what = f"`model.{name}`"
+        if (name in got) != (name in expected.parameters):
+            present = "nn.Parameter"
+            raise Fail(Diagnostic("output-mismatch", {
+                "what": what, "got": present if name in got else None, "worst_index": [],
+                "expected": present if name in expected.parameters else None, "hint": HEAD_HINT}))
+        want = list(expected.parameters[name].shape)
+        if list(got[name].shape) != want:
+            raise Fail(Diagnostic("shape-mismatch", {"what": what, "got": list(got[name].shape),
+                                                     "expected": want, "hint": HEAD_HINT}))
+
+
+def _frozen(ctx: Context, case: Case) -> Got:
+    """The student's freeze_and_replace_head on a fresh model."""
+    model = call(ctx, "freeze_and_replace_head", ctx.student.new("small_cnn", case.seed),
+                 case.num_classes)
+    return Got(model, _described(ctx, model)["parameters"])
+
+
+def _prepared(ctx: Context, case: Case, expected: Expected) -> Got:
+    """The model frozen, its new head checked and given its starting values, the optimizer made."""
+    got = _frozen(ctx, case)
+    _expect_head(_described(ctx, got.model), expected)
+    for name, flag in expected.requires_grad.items():
+        # the parameters the reference trains must be trainable; the others are left to training
+        if flag and got.parameters[name].requires_grad is not True:
+            raise Fail(Diagnostic("requires-grad-wrong", {"what": f"`model.{name}`",
+                                                          "got": got.parameters[name].requires_grad,
+                                                          "expected": True}))
+    _in_student(ctx, "seed_head", got.model, case.seed, what="`seed_head(model)`")
+    got.parameters = _described(ctx, got.model)["parameters"]
+    got.optimizer = call(ctx, "make_optimizer", got.model)
+    got.settings = _optimizer_settings(ctx, got.optimizer)
+    return got
+
+
+def _train(ctx: Context, got: Got, case: Case, steps: int) -> None:
+    images, labels = ctx.student.put((case.images, case.labels))
+    _in_student(ctx, "train", got.model, got.optimizer, images, labels, steps,
+                what={lang: f"{words} (`loss.backward(); optimizer.step()`)"
+                      for lang, words in STEPS[steps].items()})
+    got.trained = _described(ctx, got.model)["parameters"]
+
+
+def _expect_learning(got: Got, expected: Expected, steps: int) -> None:
+    """The frozen parameters did not move; the trained ones are where the reference's are."""
+    for name, before in expected.parameters.items():
+        moved = not torch.equal(before, expected.trained[name])
+        got_moved = not torch.equal(got.parameters[name].value, got.trained[name].value)
+        what = f"`model.{name}`"
+        if got_moved and not moved:
+            raise Fail(Diagnostic("frozen-param-changed", {"what": what}))
+        expect_close(got.trained[name], expected.trained[name],
+                     {"en": f"{what} after {STEPS[steps]['en']}",
+                      "es": f"{what} tras {STEPS[steps]['es']}"},
+                     hint=LEARNING_HINT, rtol=RTOL, atol=ATOL)
+
+
+@check("only-head-learns", points=3, uses=("freeze_and_replace_head", "make_optimizer"),
+       en="a training step changes the new head, and nothing else",
+       es="un paso de entrenamiento cambia la nueva cabeza y nada más")
+def only_head_learns(ctx: Context) -> None:
+    for case in _cases(ctx):
+        expected = _expected(ctx, case, steps=1)
+        got = _prepared(ctx, case, expected)
+        _train(ctx, got, case, steps=1)
+        _expect_learning(got, expected, steps=1)
+
+
+@check("trainable-flags", points=3, uses="freeze_and_replace_head",
+       en="only the new head requires grad", es="solo la nueva cabeza requiere gradiente")
+def trainable_flags(ctx: Context) -> None:
+    for case in _cases(ctx):
+        expected = _expected(ctx, case, steps=0)
+        got = _frozen(ctx, case).parameters
+        for name, flag in expected.requires_grad.items():
+            if name in got and got[name].requires_grad is not flag:
+                raise Fail(Diagnostic("requires-grad-wrong", {
+                    "what": f"`model.{name}`", "got": got[name].requires_grad, "expected": flag}))
+
+
+@check("new-head", points=2, uses="freeze_and_replace_head",
+       en="the new head: `nn.Linear(512, num_classes)`, and the model's output",
+       es="la nueva cabeza: `nn.Linear(512, num_classes)`, y la salida del modelo")
+def new_head(ctx: Context) -> None:
+    for case in _cases(ctx):
+        expected = _expected(ctx, case, steps=0)
+        model = _frozen(ctx, case).model
+        _expect_head(_described(ctx, model), expected)
+        _in_student(ctx, "seed_head", model, case.seed, what="`seed_head(model)`")
+        what = "`model(images)`"
+        try:
+            output = ctx.student.method(model, "__call__", ctx.student.put(case.images))
+        except StudentError as exc:
+            raise Fail(diagnose_exception(exc.info, what)) from None
+        expect_tensor(output, what, shape=expected.output.shape)
+        expect_close(output, expected.output, what, rtol=RTOL, atol=ATOL)
+
+
+def _same(got: object, want: object) -> bool:
+    got = got.value.item() if isinstance(got, RemoteTensor) and got.value.numel() == 1 else got
+    if isinstance(want, bool) or not isinstance(want, (int, float)):
+        return got == want
+    return isinstance(got, (int, float)) and not isinstance(got, bool) \
+        and abs(got - want) <= 1e-9 * max(1.0, abs(want))
+
+
+def _optimizer_settings(ctx: Context, optimizer: object) -> dict:
+    """describe() of what make_optimizer returned, refused unless it is an optimizer."""
+    described = ctx.student.describe(optimizer) if isinstance(optimizer, RemoteObject) else {}
+    if not isinstance(described.get("param_groups"), list) or not described["param_groups"]:
+        got = optimizer.type_name if isinstance(optimizer, RemoteObject) else type(optimizer).__name__
+        raise Fail(Diagnostic("output-mismatch", {
+            "what": "`make_optimizer(model)`", "got_type": got,
+            "expected_type": "torch.optim.Optimizer", "hint": SETTINGS_HINT}))
+    return described
+
+
+def _expect_settings(described: dict, expected: torch.optim.Optimizer) -> None:
+    want_class = type(expected).__name__
+    if described.get("class") != want_class:
+        raise Fail(Diagnostic("output-mismatch", {
+            "what": {"en": "The class of `make_optimizer(model)`",
+                     "es": "La clase de `make_optimizer(model)`"},
+            "got": f"`{described.get('class')}`", "expected": f"`{want_class}`", "worst_index": [],
+            "hint": SETTINGS_HINT}))
+    wanted = expected.param_groups
+    for index, group in enumerate(described["param_groups"]):
+        want = wanted[min(index, len(wanted) - 1)]
+        for key in (k for k in HYPERPARAMETERS if k in want):
+            got = group.get(key) if isinstance(group, dict) else None
+            if not _same(got, want[key]):
+                raise Fail(Diagnostic("output-mismatch", {
+                    "what": f"`optimizer.param_groups[{index}]['{key}']`", "worst_index": [],
+                    "got": got.value.tolist() if isinstance(got, RemoteTensor) else got,
+                    "expected": want[key], "hint": SETTINGS_HINT}))
+
+
+@check("optimizer-settings", points=2, uses=("freeze_and_replace_head", "make_optimizer"),
+       en="make_optimizer: SGD, lr 1e-2, momentum 0.9 (two training steps)",
+       es="make_optimizer: SGD, lr 1e-2, momento 0.9 (dos pasos de entrenamiento)")
+def optimizer_settings(ctx: Context) -> None:
+    for case in _cases(ctx):
+        expected = _expected(ctx, case, steps=2)
+        got = _prepared(ctx, case, expected)
+        _expect_settings(got.settings, expected.optimizer)
+        _train(ctx, got, case, steps=2)
+        _expect_learning(got, expected, steps=2)

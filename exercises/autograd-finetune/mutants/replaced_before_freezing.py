@@ -1,0 +1,13 @@
+import torch
+from torch import nn
+
+
+def freeze_and_replace_head(model, num_classes):
+    model.fc = nn.Linear(512, num_classes)
+    for parameter in model.parameters():  # the new head is frozen too
+        parameter.requires_grad = False
+    return model
+
+
+def make_optimizer(model):
+    return torch.optim.SGD(model.fc.parameters(), lr=1e-2, momentum=0.9)

@@ -1,0 +1,206 @@
+"""Hidden checks for conv2d-einsum: PyTorch's conv2d (a valid cross-correlation) with einsum.
+
+Expected values and gradients are the reference's, computed here on the CPU; the student's code
+runs on the grading device. The speed bonus times the student's conv2d against PyTorch's own
+(support.py's `baseline_conv2d`) in the student's process, through the same round trip,
+interleaved, and compares the best times: noise only ever makes a call slower.
+"""
+import time
+
+import torch
+
+from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
+                                   diagnose_exception, expect_close, expect_tensor)
+from worker.harness.diagnostics import compare_grad
+from worker.harness.remote import StudentError
+
+# (B, C, H, W), (O, C, kh, kw): B, C and O different and above 1, kernels and outputs not square,
+# so that swapped axes change the shape and a flipped kernel changes the values
+FIXED = (((2, 3, 6, 7), (4, 3, 3, 2)), ((3, 2, 5, 8), (2, 2, 2, 4)))
+FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}
+# many output positions, few channels: a Python loop over positions pays thousands of calls
+SPEED_SHAPES = ((2, 3, 48, 48), (8, 3, 3, 3))
+REPETITIONS = 5
+SLOWDOWN_ALLOWED = 20  # × PyTorch's conv2d: an einsum takes 1–3 ×, a loop over positions 100 ×
+CLEARLY_SLOW_S = 2.0  # one call this slow settles it: no machine is that noisy
+BUILT_IN_HINT = {
+    "en": "Write the convolution yourself with `torch.einsum`: `F.conv2d`, `torch.conv2d` and "
+          "`nn.Conv2d` are what it is checked against.",
+    "es": "Escribe tú la convolución con `torch.einsum`: `F.conv2d`, `torch.conv2d` y "
+          "`nn.Conv2d` son aquello con lo que se compara."}
+SLOW_HINT = {
+    "en": "A Python loop over output positions runs thousands of small operations: take every "
+          "window at once (`Tensor.unfold` or `as_strided`) and contract windows and filter in "
+          "one `torch.einsum`.",
+    "es": "Un bucle de Python sobre las posiciones de la salida ejecuta miles de operaciones "
+          "pequeñas: toma todas las ventanas a la vez (`Tensor.unfold` o `as_strided`) y "
+          "contrae ventanas y filtro en un solo `torch.einsum`."}
+
+
+def _what(shapes: tuple) -> str:
+    input_shape, filter_shape = shapes
+    return f"`conv2d(input, filter)` (input {input_shape}, filter {filter_shape})"
+
+
+def _random_shapes(ctx: Context) -> tuple:
+    batch, channels, outputs, kh, kw = (int(n) for n in ctx.randint(1, 5, (5,)))
+    height, width = (int(n) for n in ctx.randint(0, 6, (2,)) + torch.tensor([kh, kw]))
+    return (batch, channels, height, width), (outputs, channels, kh, kw)
+
+
+def _inputs(ctx: Context, shapes: tuple, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    return tuple(ctx.randn(*shape, dtype=dtype) for shape in shapes)
+
+
+def _send(ctx: Context, input: torch.Tensor, filter: torch.Tensor,
+          requires_grad: bool) -> tuple[RemoteTensor, RemoteTensor]:
+    return ctx.student.put(tuple(ctx.on_device(t).detach().requires_grad_(requires_grad)
+                                 for t in (input, filter)))
+
+
+def _output(ctx: Context, remote: tuple, expected: torch.Tensor, what: str) -> RemoteTensor:
+    return _output_of(ctx, call(ctx, "conv2d", *remote), expected, what)
+
+
+def _output_of(ctx: Context, value: object, expected: torch.Tensor, what: str) -> RemoteTensor:
+    return expect_tensor(value, what, shape=expected.shape, dtype=expected.dtype,
+                         device=ctx.device)
+
+
+def _expect_values(ctx: Context, shapes: tuple, dtype: torch.dtype, **tolerances: float) -> None:
+    input, filter = _inputs(ctx, shapes, dtype)
+    expected = ctx.reference.conv2d(input.clone(), filter.clone())
+    what = _what(shapes)
+    output = _output(ctx, _send(ctx, input, filter, requires_grad=False), expected, what)
+    expect_close(output, expected, what, **tolerances)
+
+
+def _gradients(ctx: Context, shapes: tuple) -> tuple:
+    """(student's, expected) for input.grad and for filter.grad, after a backward pass from the
+    student's output with a random cotangent."""
+    input, filter = _inputs(ctx, shapes, torch.float64)
+    leaves = input.clone().requires_grad_(), filter.clone().requires_grad_()
+    expected = ctx.reference.conv2d(*leaves)
+    cotangent = ctx.randn(*expected.shape, dtype=torch.float64)
+    expected.backward(cotangent)
+    what = _what(shapes)
+    remote = _send(ctx, input, filter, requires_grad=True)
+    output = _output(ctx, remote, expected, what)
+    if not output.meta["requires_grad"] or output.meta["grad_fn"] is None:
+        raise Fail(Diagnostic("detached-output", {"what": what}))
+    try:
+        ctx.student.method(output, "backward", ctx.on_device(cotangent))
+    except StudentError as exc:
+        raise Fail(diagnose_exception(exc.info, what)) from None
+    return tuple((ctx.student.attr(r, "grad"), leaf.grad) for r, leaf in zip(remote, leaves))
+
+
+def _expect_grad(got: object, expected: torch.Tensor, name: str) -> None:
+    if got is not None:
+        got = expect_tensor(got, f"`{name}.grad`").value
+    diagnostic = compare_grad(got, expected, f"`{name}.grad`")
+    if diagnostic is not None and diagnostic.code == "grad-none":
+        diagnostic = Diagnostic("grad-none", dict(diagnostic.details, hint={
+            "en": f"The output must depend on `{name}` itself through tensor operations: no "
+                  "`.detach()`, `.data` or copy made with `torch.tensor` on the way.",
+            "es": f"La salida debe depender del propio `{name}` mediante operaciones de "
+                  "tensores: sin `.detach()`, `.data` ni copias hechas con `torch.tensor` por "
+                  "el camino."}))
+    if diagnostic is not None:
+        raise Fail(diagnostic)
+
+
+def _refuse_built_in(ctx: Context, output: RemoteTensor, what: str) -> None:
+    names = [node["name"] for node in ctx.student.describe(output)["graph"]]
+    built_in = next((name for name in names if "conv" in name.lower()), None)
+    if built_in:
+        raise Fail(Diagnostic("forbidden-operation", {
+            "what": what, "hint": BUILT_IN_HINT,
+            "error": {"en": f"its graph has `{built_in}`, a built-in convolution",
+                      "es": f"su grafo contiene `{built_in}`, una convolución ya hecha"}}))
+
+
+def _timed(request) -> tuple[object, float]:
+    started = time.perf_counter()
+    value = request()
+    return value, time.perf_counter() - started
+
+
+@check("values-fixed", points=3, uses="conv2d",
+       en="values as F.conv2d's, float32: batches, several channels, non-square kernels",
+       es="valores como los de F.conv2d, float32: lotes, varios canales, núcleos no cuadrados")
+def values_fixed(ctx: Context) -> None:
+    for shapes in FIXED:
+        _expect_values(ctx, shapes, torch.float32, **FLOAT32)
+
+
+@check("values-random", points=2, uses="conv2d", en="values for random shapes, float64",
+       es="valores con formas aleatorias, float64")
+def values_random(ctx: Context) -> None:
+    for _ in range(3):
+        _expect_values(ctx, _random_shapes(ctx), torch.float64)
+
+
+@check("grad-input", points=2, uses="conv2d", en="gradient with respect to input",
+       es="gradiente respecto a input")
+def grad_input(ctx: Context) -> None:
+    for shapes in (FIXED[0], _random_shapes(ctx)):
+        (got, expected), _ = _gradients(ctx, shapes)
+        _expect_grad(got, expected, "input")
+
+
+@check("grad-filter", points=2, uses="conv2d", en="gradient with respect to filter",
+       es="gradiente respecto a filter")
+def grad_filter(ctx: Context) -> None:
+    for shapes in (FIXED[0], _random_shapes(ctx)):
+        _, (got, expected) = _gradients(ctx, shapes)
+        _expect_grad(got, expected, "filter")
+
+
+@check("own-convolution", points=1, uses="conv2d",
+       en="your own convolution, not a built-in one", es="tu propia convolución, no una ya hecha")
+def own_convolution(ctx: Context) -> None:
+    input, filter = _inputs(ctx, FIXED[0], torch.float32)
+    remote = _send(ctx, input, filter, requires_grad=True)
+    what = _what(FIXED[0])
+    _refuse_built_in(ctx, expect_tensor(call(ctx, "conv2d", *remote), what), what)
+
+
+@check("speed-bonus", points=1, uses="conv2d",
+       en=f"bonus: input {SPEED_SHAPES[0]}, at most {SLOWDOWN_ALLOWED} × the time of F.conv2d",
+       es=f"bonus: input {SPEED_SHAPES[0]}, como mucho {SLOWDOWN_ALLOWED} × el tiempo de F.conv2d")
+def speed_bonus(ctx: Context) -> None:
+    what = _what(SPEED_SHAPES)
+    # fresh inputs for every call, each result checked: remembering an earlier answer earns nothing
+    inputs = [_inputs(ctx, SPEED_SHAPES, torch.float32) for _ in range(REPETITIONS + 1)]
+    expected = [ctx.reference.conv2d(input.clone(), filter.clone()) for input, filter in inputs]
+    remote = [_send(ctx, input, filter, requires_grad=True) for input, filter in inputs]
+
+    def timed_student(k: int) -> float:
+        output, seconds = _timed(lambda: call(ctx, "conv2d", *remote[k]))
+        expect_close(_output_of(ctx, output, expected[k], what), expected[k], what, **FLOAT32)
+        if k == 0:
+            _refuse_built_in(ctx, output, what)
+        return seconds
+
+    def timed_baseline(k: int) -> float:
+        return _timed(lambda: ctx.student.new("baseline_conv2d", *remote[k]))[1]
+
+    student = timed_student(0)  # the first calls warm up: the student's counts, as a slow sample
+    timed_baseline(0)
+    baseline, calls = float("inf"), 1
+    for k in range(1, REPETITIONS + 1):
+        baseline = min(baseline, timed_baseline(k))
+        if student > CLEARLY_SLOW_S:
+            break
+        student = min(student, timed_student(k))
+        calls += 1
+    allowed = SLOWDOWN_ALLOWED * baseline
+    if student > allowed:
+        raise Fail(Diagnostic("timeout", {"seconds": round(student, 4), "hint": SLOW_HINT, "what": {
+            "en": f"`conv2d` on input {SPEED_SHAPES[0]}, filter {SPEED_SHAPES[1]} (best of "
+                  f"{calls}: {student * 1e3:.1f} ms; allowed: {allowed * 1e3:.1f} ms, "
+                  f"{SLOWDOWN_ALLOWED} × F.conv2d's)",
+            "es": f"`conv2d` con input {SPEED_SHAPES[0]}, filter {SPEED_SHAPES[1]} (el mejor de "
+                  f"{calls}: {student * 1e3:.1f} ms; permitido: {allowed * 1e3:.1f} ms, "
+                  f"{SLOWDOWN_ALLOWED} × lo de F.conv2d)"}}))

@@ -1,0 +1,22 @@
+import torch
+
+
+def stack_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.vstack((a, b))
+
+
+def stack_cols(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.hstack((a, b))
+
+
+def batches(x: torch.Tensor, size: int) -> tuple[torch.Tensor, ...]:
+    # full batches only: the rows left over are lost
+    return tuple(x[i:i + size] for i in range(0, x.shape[0] - size + 1, size))
+
+
+def n_chunks(n: int, k: int) -> int:
+    return len(torch.arange(n).chunk(k))
+
+
+def nonzero_positions(t: torch.Tensor) -> torch.Tensor:
+    return torch.argwhere(t)

@@ -1,0 +1,223 @@
+"""Hidden checks for tensors-create: tensors from lists and arrays, ones of a dtype, metadata.
+
+Every expectation comes from the reference, sharing of memory included: whether a write through
+one object shows in the other is measured on the reference's result in the grader, then asked of
+the student's in their process.
+"""
+import numpy as np
+import torch
+
+from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
+                                   check, expect_close, expect_tensor, expect_tuple)
+
+DTYPE_HINT = {"en": "The dtype must follow the values: int64 for a list of integers, PyTorch's "
+                    "default float32 as soon as there is a float. Let PyTorch infer it rather than "
+                    "fixing it, and remember that NumPy's floats are float64.",
+              "es": "El dtype debe seguir a los valores: int64 para una lista de enteros y el "
+                    "float32 por defecto de PyTorch en cuanto hay un decimal. Deja que PyTorch lo "
+                    "deduzca en lugar de fijarlo, y recuerda que los decimales de NumPy son "
+                    "float64."}
+NEW_TENSOR_HINT = {"en": "The result must be a new tensor: `.float()` and `.to(...)` return `x` "
+                         "itself when it already has that dtype, and an in-place change to it "
+                         "then overwrites `x`.",
+                   "es": "El resultado debe ser un tensor nuevo: `.float()` y `.to(...)` devuelven "
+                         "el propio `x` cuando ya tiene ese dtype, y un cambio «in situ» sobre él "
+                         "sobrescribe `x`."}
+DESCRIBE_HINT = {"en": "Return the tuple `(shape, dtype, device type)` with these types: a tuple "
+                       "of ints, a `torch.dtype` and a str.",
+                 "es": "Devuelve la tupla `(forma, dtype, tipo de dispositivo)` con estos tipos: "
+                       "una tupla de enteros, un `torch.dtype` y una cadena."}
+INPUT_KEPT_HINT = {"en": "`ones_like_float` must leave `x` as it was.",
+                   "es": "`ones_like_float` debe dejar `x` como estaba."}
+ARRAY_DTYPES = (torch.float64, torch.float32, torch.int64, torch.int32)
+
+
+def _shape(ctx: Context) -> list[int]:
+    return [int(n) for n in ctx.randint(1, 6, (int(ctx.randint(1, 3, ())),))]
+
+
+def _values(ctx: Context, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return ctx.randn(*shape, dtype=dtype)
+    return ctx.randint(-50, 50, tuple(shape)).to(dtype)
+
+
+def _sharing(shared: bool, what: str | dict, hint: dict | None = None) -> Diagnostic:
+    """The reference's result shares memory with the input (`shared`) and the student's does
+    not, or the reverse; `hint` explains the second case."""
+    if shared:
+        return Diagnostic("storage-not-shared", {"what": what})
+    return Diagnostic("storage-shared", {"what": what, **({"hint": hint} if hint else {})})
+
+
+# --- from_data ---------------------------------------------------------------------------------
+
+def _from_data(ctx: Context, data: list) -> None:
+    text = str(data)
+    what = f"`from_data({text})`" if len(text) <= 40 else "`from_data(data)`"
+    expected = ctx.reference.from_data(data)
+    got = expect_tensor(call(ctx, "from_data", data), what, shape=expected.shape)
+    if got.dtype != expected.dtype:
+        raise Fail(Diagnostic("dtype-mismatch", {"what": what, "got": str(got.dtype),
+                                                 "expected": str(expected.dtype),
+                                                 "hint": DTYPE_HINT}))
+    expect_close(got, expected, what)
+
+
+@check("from-data-integers", points=1, uses="from_data", en="from_data of lists of integers",
+       es="from_data con listas de enteros")
+def from_data_integers(ctx: Context) -> None:
+    for data in ([3, 1, 4, 1, 5], [[1, -2], [3, 4], [0, 7]]):
+        _from_data(ctx, data)
+    _from_data(ctx, ctx.randint(-50, 50, tuple(_shape(ctx))).tolist())
+
+
+@check("from-data-floats", points=1, uses="from_data", en="from_data of lists with floats",
+       es="from_data con listas con decimales")
+def from_data_floats(ctx: Context) -> None:
+    for data in ([0.5, -1.25, 3.0], [[1, 2.5], [-3, 4]]):
+        _from_data(ctx, data)
+    rows = ctx.randn(int(ctx.randint(1, 6, ())), 3).tolist()
+    _from_data(ctx, [[round(v, 3) for v in row] for row in rows])
+
+
+# --- from_numpy_shared -------------------------------------------------------------------------
+
+NUMPY_WHAT = "`from_numpy_shared(arr)`"
+
+
+def _arrays(ctx: Context) -> list[np.ndarray]:
+    """A float64 and an int32 array (only float32 ones survive a conversion to float32), then
+    random ones."""
+    fixed = [np.array([[1.5, -2.0, 3.25], [0.0, 4.0, -5.5]]), np.array([3, -1, 4], dtype=np.int32)]
+    dtype = ARRAY_DTYPES[int(ctx.randint(0, len(ARRAY_DTYPES), ()))]
+    return fixed + [_values(ctx, _shape(ctx), dtype).numpy()]
+
+
+def _from_numpy(ctx: Context, arr: np.ndarray) -> tuple[np.ndarray, torch.Tensor, RemoteObject,
+                                                         RemoteTensor]:
+    """The reference's array and tensor; the student's (the array stays in their process)."""
+    ref_arr = arr.copy()
+    expected = ctx.reference.from_numpy_shared(ref_arr)
+    sent = ctx.student.put(arr.copy())
+    got = expect_tensor(call(ctx, "from_numpy_shared", sent), NUMPY_WHAT, shape=expected.shape,
+                        dtype=expected.dtype)
+    expect_close(got, expected, NUMPY_WHAT)
+    return ref_arr, expected, sent, got
+
+
+@check("from-numpy-values", points=1, uses="from_numpy_shared",
+       en="from_numpy_shared: the array's values, shape and dtype",
+       es="from_numpy_shared: los valores, la forma y el dtype del array")
+def from_numpy_values(ctx: Context) -> None:
+    for arr in _arrays(ctx):
+        _from_numpy(ctx, arr)
+
+
+@check("from-numpy-shares", points=2, uses="from_numpy_shared",
+       en="from_numpy_shared: a write to the tensor shows in the array, and the other way round",
+       es="from_numpy_shared: lo que se escribe en el tensor aparece en el array, y al revés")
+def from_numpy_shares(ctx: Context) -> None:
+    for arr in _arrays(ctx):
+        ref_arr, expected, sent, got = _from_numpy(ctx, arr)
+        expected.add_(7)
+        ctx.student.method(got, "add_", 7)
+        if ctx.student.method(sent, "tolist") != ref_arr.tolist():
+            raise Fail(_sharing(ref_arr.tolist() != arr.tolist(), {
+                "en": f"{NUMPY_WHAT} (`arr` after `+7` on the tensor)",
+                "es": f"{NUMPY_WHAT} (`arr` tras sumar 7 al tensor)"}))
+        before = expected.clone()
+        ref_arr *= -3
+        ctx.student.method(sent, "__imul__", -3)
+        if not torch.equal(ctx.student.attr(got, "data").value, expected):
+            raise Fail(_sharing(not torch.equal(expected, before), {
+                "en": f"{NUMPY_WHAT} (the tensor after `arr *= -3`)",
+                "es": f"{NUMPY_WHAT} (el tensor tras `arr *= -3`)"}))
+
+
+# --- ones_like_float ---------------------------------------------------------------------------
+
+ONES_WHAT = "`ones_like_float(x)`"
+
+
+def _ones(ctx: Context, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, RemoteTensor,
+                                                  RemoteTensor]:
+    x_ref = ctx.on_device(x.clone())
+    expected = ctx.reference.ones_like_float(x_ref)
+    sent = ctx.student.put(ctx.on_device(x))
+    got = expect_tensor(call(ctx, "ones_like_float", sent), ONES_WHAT, shape=expected.shape,
+                        dtype=expected.dtype, device=expected.device)
+    expect_close(got, expected.cpu(), ONES_WHAT)
+    return x_ref, expected, sent, got
+
+
+@check("ones-like-float", points=2, uses="ones_like_float",
+       en="ones_like_float of integer and float64 tensors: float32 ones",
+       es="ones_like_float de tensores enteros y float64: unos en float32")
+def ones_like_float(ctx: Context) -> None:
+    # never float32 here: that case, where a conversion returns x itself, is the next check's
+    fixed = [torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([7, -8], dtype=torch.int32),
+             torch.tensor([0.25, -1.5], dtype=torch.float64)]
+    dtype = (torch.int64, torch.int32, torch.float64)[int(ctx.randint(0, 3, ()))]
+    for x in fixed + [_values(ctx, _shape(ctx) + [2], dtype)]:
+        _ones(ctx, x)
+
+
+@check("ones-like-float-new", points=1, uses="ones_like_float",
+       en="ones_like_float of a float32 tensor: a new tensor, x unchanged",
+       es="ones_like_float de un tensor float32: un tensor nuevo, x sin cambios")
+def ones_like_float_new(ctx: Context) -> None:
+    drawn = ctx.randn(*_shape(ctx), dtype=torch.float32)
+    for x in (torch.tensor([[0.5, -2.0], [3.0, 4.5]]), drawn):
+        x_ref, expected, sent, got = _ones(ctx, x)
+        shared = expected.untyped_storage().data_ptr() == x_ref.untyped_storage().data_ptr()
+        if (got.meta["storage"] == sent.meta["storage"]) != shared:
+            raise Fail(_sharing(shared, ONES_WHAT, NEW_TENSOR_HINT))
+        expect_close(ctx.student.attr(sent, "data"), x_ref.cpu(),
+                     {"en": f"`x` after {ONES_WHAT}", "es": f"`x` tras {ONES_WHAT}"},
+                     hint=INPUT_KEPT_HINT)
+
+
+# --- describe ----------------------------------------------------------------------------------
+
+def _type_name(value: object) -> str:
+    if isinstance(value, RemoteObject):
+        return value.type_name
+    if isinstance(value, RemoteTensor):
+        return "torch.Tensor"
+    return "torch.dtype" if isinstance(value, torch.dtype) else type(value).__name__
+
+
+def _expect_part(got: object, expected: object, what: dict) -> None:
+    """One entry of describe's tuple: the same type as the reference's, then the same value."""
+    if _type_name(got) != _type_name(expected):
+        shown = "" if isinstance(got, (RemoteObject, RemoteTensor)) else f" {got!r}"[:80]
+        raise Fail(Diagnostic("output-mismatch", {"what": what,
+                                                  "got_type": _type_name(got) + shown,
+                                                  "expected_type": _type_name(expected),
+                                                  "hint": DESCRIBE_HINT}))
+    if got != expected:
+        raise Fail(Diagnostic("output-mismatch", {"what": what, "got": repr(got)[:80],
+                                                  "expected": repr(expected), "worst_index": [],
+                                                  "max_abs_error": 0.0, "max_rel_error": 0.0,
+                                                  "hint": DESCRIBE_HINT}))
+
+
+def _describe(ctx: Context, t: torch.Tensor) -> None:
+    t = ctx.on_device(t)
+    expected = ctx.reference.describe(t.clone())
+    got = expect_tuple(call(ctx, "describe", ctx.student.put(t)), len(expected), "`describe(t)`")
+    shape, dtype = list(t.shape), str(t.dtype).removeprefix("torch.")
+    for i, (part, want) in enumerate(zip(got, expected)):
+        _expect_part(part, want, {"en": f"`describe(t)[{i}]` (t of shape {shape}, {dtype})",
+                                  "es": f"`describe(t)[{i}]` (t de forma {shape}, {dtype})"})
+
+
+@check("describe", points=2, uses="describe", en="describe: (shape, dtype, device type)",
+       es="describe: (forma, dtype, tipo de dispositivo)")
+def describe(ctx: Context) -> None:
+    dtypes = (torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8, torch.bool)
+    for t in (torch.zeros(2, 3), torch.arange(5), torch.tensor(2.5, dtype=torch.float64)):
+        _describe(ctx, t)
+    shape = [int(n) for n in ctx.randint(1, 6, (int(ctx.randint(0, 4, ())),))]
+    _describe(ctx, torch.zeros(shape, dtype=dtypes[int(ctx.randint(0, len(dtypes), ()))]))

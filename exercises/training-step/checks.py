@@ -1,0 +1,260 @@
+"""Hidden checks for training-step: consecutive SGD steps of a small network.
+
+support.py's RecordingSGD logs, inside the student process, when each backward() reaches a
+parameter and the .grad each step() finds. A check passes only when the parameters after every
+call (or the values returned) are the reference's; the log, which the student could rewrite,
+only chooses which mistake a failure names.
+"""
+from dataclasses import dataclass
+
+import torch
+
+from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
+                                   expect_close, expect_float)
+from worker.harness.diagnostics import close, compare_grad, scale_factor, value_error_details
+
+RTOL, ATOL = 1e-5, 1e-6
+FIXED_SEED = 5
+LOG_FORMAT = '("backward", i) | ("step", i, grad)'
+SUM_HINT = {
+    "en": "The loss is `(prediction - labels).sum()`: a sum, not a mean, and not scaled; any "
+          "factor in the loss multiplies every gradient.",
+    "es": "La pérdida es `(prediction - labels).sum()`: una suma, no una media, y sin escalar; "
+          "cualquier factor en la pérdida multiplica todos los gradientes."}
+CLEARED_HINT = {
+    "en": "The gradient was cleared before it was used: `zero_grad()` ran between "
+          "`loss.backward()` and `optimizer.step()`. Clear it at the start of the step, or after "
+          "`optimizer.step()`.",
+    "es": "El gradiente se borró antes de usarlo: `zero_grad()` se ejecutó entre `loss.backward()` "
+          "y `optimizer.step()`. Bórralo al principio del paso o después de `optimizer.step()`."}
+STEP_FIRST_HINT = {
+    "en": "`optimizer.step()` ran before this call's `loss.backward()`, so it did not use this "
+          "batch's gradient: call `loss.backward()` first, then `optimizer.step()`.",
+    "es": "`optimizer.step()` se ejecutó antes del `loss.backward()` de esta llamada, así que no "
+          "usó el gradiente de este lote: llama primero a `loss.backward()` y después a "
+          "`optimizer.step()`."}
+INPLACE_HINT = {
+    "en": "A tensor the backward pass needs changed in place between the forward pass and "
+          "`loss.backward()`: most often `optimizer.step()`, which updates the parameters in "
+          "place, ran before `loss.backward()`. Call `loss.backward()` first, then "
+          "`optimizer.step()`.",
+    "es": "Un tensor que necesita el paso hacia atrás cambió «in situ» entre el paso hacia "
+          "delante y `loss.backward()`: casi siempre porque `optimizer.step()`, que actualiza "
+          "los parámetros «in situ», se ejecutó antes de `loss.backward()`. Llama primero a "
+          "`loss.backward()` y después a `optimizer.step()`."}
+UPDATE_HINT = {
+    "en": "The gradients were right but the update was not: let `optimizer.step()` of the "
+          "optimizer passed to `train_step` update the parameters, and nothing else.",
+    "es": "Los gradientes eran correctos pero la actualización no: deja que `optimizer.step()` del "
+          "optimizador que recibe `train_step` actualice los parámetros, y nada más."}
+STEP_COUNT_HINTS = {
+    "other": {"en": "The parameters changed, but not through the optimizer passed to "
+                    "`train_step`: update them with that optimizer's `step()` (do not build "
+                    "another optimizer or change them by hand).",
+              "es": "Los parámetros cambiaron, pero no mediante el optimizador que recibe "
+                    "`train_step`: actualízalos con el `step()` de ese optimizador (no crees otro "
+                    "optimizador ni los cambies a mano)."},
+    "none": {"en": "`train_step` must call `optimizer.step()` once, after `loss.backward()`.",
+             "es": "`train_step` debe llamar a `optimizer.step()` una vez, después de "
+                   "`loss.backward()`."},
+    "many": {"en": "`train_step` must call `optimizer.step()` exactly once.",
+             "es": "`train_step` debe llamar a `optimizer.step()` exactamente una vez."}}
+
+
+@dataclass
+class Case:
+    seed: int
+    lr: float
+    momentum: float
+    batches: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class Call:
+    """What one call of train_step did, as the optimizer's log tells it."""
+    steps: int
+    backward_first: bool  # a backward() reached the parameters before the first step()
+    grads: list  # each parameter's .grad at the first step(); None where it had none
+
+
+@dataclass
+class Result:
+    returned: object
+    parameters: dict[str, torch.Tensor]  # after the call
+    call: Call
+
+
+def _case(generator: torch.Generator, calls: int, seed: int, lr: float, momentum: float) -> Case:
+    size = int(torch.randint(2, 9, (), generator=generator))
+    return Case(seed, lr, momentum, [(torch.randn(size, 6, generator=generator),
+                                      torch.randn(size, 3, generator=generator))
+                                     for _ in range(calls)])
+
+
+def _cases(ctx: Context, calls: tuple[int, int]) -> list[Case]:
+    """A fixed case first, so that no wrong program passes by chance, then a drawn one."""
+    lr, momentum = (float(x) for x in torch.rand(2, generator=ctx.rng))
+    return [_case(torch.Generator().manual_seed(FIXED_SEED), calls[0], FIXED_SEED, 0.05, 0.9),
+            _case(ctx.rng, calls[1], int(ctx.randint(0, 1 << 30, ())), 0.01 + 0.09 * lr,
+                  0.95 * momentum)]
+
+
+def _grad(value: object) -> torch.Tensor | None | bool:
+    value = value.value if isinstance(value, RemoteTensor) else value
+    if value is None or isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value
+    return False
+
+
+def _call(events: object, count: int) -> Call:
+    """Read one call's part of the log; anything support.py would not have written is refused."""
+    done = Call(0, False, [None] * count)
+    for index, event in enumerate(events if isinstance(events, list) else [events]):
+        known = isinstance(event, tuple) and len(event) in (2, 3) and isinstance(event[1], int) \
+            and 0 <= event[1] < count
+        if known and event[0] == "backward" and len(event) == 2:
+            done.backward_first |= done.steps == 0
+        elif known and event[0] == "step" and len(event) == 3 and _grad(event[2]) is not False:
+            done.steps += event[1] == 0
+            if done.steps == 1:
+                done.grads[event[1]] = _grad(event[2])
+        else:
+            got = getattr(event, "type_name", type(event).__name__)
+            raise Fail(Diagnostic("output-mismatch", {"what": f"`optimizer.events[{index}]`",
+                                                      "got_type": got,
+                                                      "expected_type": LOG_FORMAT}))
+    return done
+
+
+def _expected(ctx: Context, case: Case) -> tuple[list[str], list[Result]]:
+    model = ctx.support.tiny_net(case.seed)
+    names = [name for name, _ in model.named_parameters()]
+    optimizer = ctx.support.RecordingSGD(model.parameters(), case.lr, case.momentum)
+    results = []
+    for data, labels in case.batches:
+        start = len(optimizer.events)
+        returned = ctx.reference.train_step(model, data.clone(), labels.clone(), optimizer)
+        results.append(Result(returned, {n: p.detach().clone() for n, p in model.named_parameters()},
+                              _call(optimizer.events[start:], len(names))))
+    return names, results
+
+
+def _train_step(ctx: Context, *args: object) -> object:
+    try:
+        return call(ctx, "train_step", *args)
+    except Fail as fail:
+        first = fail.diagnostics[0]
+        if first.code != "inplace-modified":
+            raise
+        raise Fail(Diagnostic(first.code, dict(first.details, hint=INPLACE_HINT))) from None
+
+
+def _student(ctx: Context, case: Case, count: int) -> tuple[dict, list[Result]]:
+    """The student's train_step called once per batch; the parameters before the first call."""
+    # The CPU on purpose: the exercise asks for no GPU, and support.py builds the model there.
+    model = ctx.student.new("tiny_net", case.seed)
+    optimizer = ctx.student.new("RecordingSGD", ctx.student.method(model, "parameters"),
+                                case.lr, case.momentum)
+    start, results, seen = ctx.student.describe(model)["parameters"], [], 0
+    for data, labels in case.batches:
+        returned = _train_step(ctx, model, *ctx.student.put((data, labels)), optimizer)
+        events = ctx.student.attr(optimizer, "events")
+        results.append(Result(returned, ctx.student.describe(model)["parameters"],
+                              _call(events[seen:] if isinstance(events, list) else events, count)))
+        seen = len(events) if isinstance(events, list) else 0
+    return {name: t.value for name, t in start.items()}, results
+
+
+def _grad_diagnostic(got: torch.Tensor | None, want: torch.Tensor | None,
+                     previous: torch.Tensor | None, what: dict,
+                     backward_first: bool) -> Diagnostic | None:
+    if got is None and want is None:
+        return None
+    if want is None:
+        return Diagnostic("grad-mismatch", {"what": what,
+                                            **value_error_details(got, torch.zeros_like(got))})
+    if got is None:
+        return Diagnostic("grad-none", {"what": what, **({"hint": CLEARED_HINT}
+                                                         if backward_first else {})})
+    diagnostic = compare_grad(got, want, what, rtol=RTOL, atol=ATOL)
+    if diagnostic is None or diagnostic.code not in ("grad-scaled", "grad-accumulated",
+                                                     "grad-mismatch"):
+        return diagnostic
+    factor = round(scale_factor(got, want) or 0.0, 3)
+    if previous is not None and close(got, want + previous, RTOL, ATOL):
+        return Diagnostic("grad-accumulated", dict(diagnostic.details, factor=factor))
+    if diagnostic.code == "grad-mismatch":
+        return diagnostic
+    return Diagnostic("grad-scaled", dict(diagnostic.details, factor=factor, hint=SUM_HINT))
+
+
+def _expect_call(k: int, names: list[str], got: Result, want: Result,
+                 before: dict, previous: list | None) -> None:
+    """Why call k went wrong, given that every earlier one was right."""
+    where = {"en": f"call {k}", "es": f"llamada {k}"}
+    if got.call.steps != want.call.steps:
+        moved = any(not torch.equal(got.parameters[n].value, before[n]) for n in names)
+        hint = STEP_COUNT_HINTS["many" if got.call.steps else "other" if moved else "none"]
+        raise Fail(Diagnostic("output-mismatch", {
+            "what": {"en": f"The number of `optimizer.step()` calls in call {k} of `train_step`",
+                     "es": f"El número de llamadas a `optimizer.step()` en la llamada {k} a "
+                           "`train_step`"},
+            "got": got.call.steps, "expected": want.call.steps, "worst_index": [], "hint": hint}))
+    # From the output layer back: under this loss the last bias gets the same gradient in every
+    # call, so a factor found there reads plainly (2× for one gradient left over).
+    for i, name in reversed(list(enumerate(names))):
+        what = {"en": f"`model.{name}.grad` at `optimizer.step()` ({where['en']})",
+                "es": f"`model.{name}.grad` en `optimizer.step()` ({where['es']})"}
+        got_grad, want_grad = got.call.grads[i], want.call.grads[i]
+        if got.call.backward_first != want.call.backward_first:
+            # the reference's backward() always comes first: a step before it is the mistake
+            zeros = torch.zeros(got.parameters[name].shape)
+            raise Fail(Diagnostic("grad-mismatch", {
+                "what": what, "hint": STEP_FIRST_HINT, **value_error_details(
+                    zeros if got_grad is None else got_grad,
+                    zeros if want_grad is None else want_grad)}))
+        diagnostic = _grad_diagnostic(got_grad, want_grad, previous[i] if previous else None,
+                                      what, got.call.backward_first)
+        if diagnostic:
+            raise Fail(diagnostic)
+    for name in names:
+        expect_close(got.parameters[name], want.parameters[name],
+                     {lang: f"`model.{name}` ({where[lang]})" for lang in ("en", "es")},
+                     hint=UPDATE_HINT, rtol=RTOL, atol=ATOL)
+
+
+def _expect_training(ctx: Context, case: Case) -> None:
+    names, expected = _expected(ctx, case)
+    before, got = _student(ctx, case, len(names))
+    previous = None
+    for k, (result, want) in enumerate(zip(got, expected), start=1):
+        _expect_call(k, names, result, want, before, previous)
+        before = {name: t.value for name, t in result.parameters.items()}
+        previous = result.call.grads
+
+
+@check("first-step", points=3, uses="train_step",
+       en="one call: the gradient at `step()` and the parameters after it",
+       es="una llamada: el gradiente en `step()` y los parámetros después")
+def first_step(ctx: Context) -> None:
+    for case in _cases(ctx, (1, 1)):
+        _expect_training(ctx, case)
+
+
+@check("consecutive-steps", points=4, uses="train_step",
+       en="two and three consecutive calls are independent SGD steps",
+       es="dos y tres llamadas seguidas son pasos de SGD independientes")
+def consecutive_steps(ctx: Context) -> None:
+    for case in _cases(ctx, (2, 3)):
+        _expect_training(ctx, case)
+
+
+@check("returns-loss", points=3, uses="train_step",
+       en="the loss returned, as a Python float", es="la pérdida devuelta, como un float de Python")
+def returns_loss(ctx: Context) -> None:
+    # one call per model: the loss then depends on nothing that a wrong step could change
+    for case in _cases(ctx, (1, 1)):
+        names, expected = _expected(ctx, case)
+        _, got = _student(ctx, case, len(names))
+        expect_float(got[0].returned, expected[0].returned,
+                     "`train_step(model, data, labels, optimizer)`", tol=1e-5)
