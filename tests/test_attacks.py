@@ -288,3 +288,27 @@ def test_zygote_killed_from_outside_is_replaced(grade, harness):
     time.sleep(0.2)
     assert grade("autograd-q", REFERENCE_Q)["score"] == 10
     assert len(descendants(harness.process.pid)) == 2
+
+
+def test_slowing_pytorchs_own_convolution_earns_no_speed_bonus(grade):
+    """conv2d-einsum's bonus compares with F.conv2d timed in the grader: a slow loop that also
+    slows every convolution of its own process still loses the bonus point."""
+    loops = (Path(__file__).parents[1] / "exercises" / "conv2d-einsum" / "mutants"
+             / "python_loops.py").read_text()
+    report = grade("conv2d-einsum", loops + """
+import time
+import torch.nn.functional
+from torch.overrides import TorchFunctionMode
+
+
+class SlowConvolutions(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if "conv" in getattr(func, "__name__", ""):
+            time.sleep(0.5)
+        return func(*args, **(kwargs or {}))
+
+
+SlowConvolutions().__enter__()
+""")
+    bonus = next(c for c in report["checks"] if c["name"] == "speed-bonus")
+    assert not bonus["passed"] and report["score"] == report["max_score"] - 1
