@@ -1,8 +1,13 @@
 """The classifiers that turn a wrong value or gradient into the most specific code."""
+from dataclasses import replace
+
 import pytest
 import torch
 
-from worker.harness.codes import CATALOGUE
+from server.catalogue import default_root
+from worker.harness.checks import diagnose_exception
+from worker.harness.codes import (BACKWARD_ON, CATALOGUE, DETACHED_BACKWARD, GRAD_CLEARED,
+                                  LEAF_IN_PLACE)
 from worker.harness.diagnostics import Diagnostic, compare_grad, compare_values
 
 EXPECTED = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]], dtype=torch.float64)
@@ -81,3 +86,188 @@ def test_a_check_can_give_its_own_hint():
                                                          "es": "Transpón, no cambies la forma."}})
     assert diagnostic.text("en")[1] == "Transpose, do not reshape."
     assert diagnostic.text("es")[1] == "Transpón, no cambies la forma."
+
+
+# --- issue 11: diagnostics that name what happened ----------------------------------------------
+
+ISSUE_11 = ("tensors-reshape", "metrics", "autograd-q", "autograd-no-track",
+            "autograd-accumulation", "autograd-custom-function")
+
+
+def _mutant(slug: str, name: str) -> str:
+    return (default_root() / slug / "mutants" / f"{name}.py").read_text()
+
+
+def _diagnostics(report: dict) -> dict:
+    """The first diagnostic of each failed check, by check name."""
+    return {c["name"]: c["diagnostics"][0] for c in report["checks"] if c["diagnostics"]}
+
+
+def _graded_plainly(harness, catalogue, slug: str, mutant: str, seed: int) -> dict:
+    """Graded without the exercise's known wrong programs: the checks' own diagnostics."""
+    info = catalogue[slug]
+    job = replace(info.job(info.path / "mutants" / f"{mutant}.py", seed=seed), wrong_programs={})
+    return _diagnostics(harness.grade(job))
+
+
+def test_an_all_zero_gradient_says_it_was_cleared_not_scaled_by_zero():
+    diagnostic = compare_grad(torch.zeros_like(EXPECTED), EXPECTED, "`a.grad`")
+    assert diagnostic.code == "grad-mismatch" and diagnostic.details["hint"] == GRAD_CLEARED
+    message, hint = diagnostic.text("en")
+    assert "0 times" not in message and hint.startswith("`a.grad` is all zeros")
+    assert "cleared" in hint and "before it was read or used" in hint
+    assert diagnostic.text("es")[1].startswith("`a.grad` es todo ceros")
+
+
+@pytest.mark.parametrize("message, code, hint", [
+    ("element 0 of tensors does not require grad and does not have a grad_fn", "detached-output",
+     DETACHED_BACKWARD),
+    ("a leaf Variable that requires grad is being used in an in-place operation.", "exception",
+     LEAF_IN_PLACE),
+    ("Trying to backward through the graph a second time (or directly access saved tensors after "
+     "they have already been freed).", "graph-freed", None),
+])
+def test_autograd_exceptions_get_their_code_and_hint(message, code, hint):
+    diagnostic = diagnose_exception({"type": "RuntimeError", "message": message, "frames": [
+        {"file": "submission.py", "line": 9}, {"file": "submission.py", "line": 5}]}, "`q_grads`")
+    assert (diagnostic.code, diagnostic.details.get("hint")) == (code, hint)
+    assert diagnostic.details["line"] == 5  # the last frame: the one the student process adds
+    assert "optimizer" not in diagnostic.text("en")[1]
+
+
+def test_an_output_built_from_item_is_detached_not_an_exception():
+    diagnostic = diagnose_exception({"type": "RuntimeError", "message": "element 0 of tensors does "
+                                     "not require grad and does not have a grad_fn"}, "`q_grads`")
+    message, hint = diagnostic.text("en")
+    assert message == ("the tensor that `backward()` ran on in `q_grads` is not connected to the "
+                       "autograd graph (no grad_fn).")
+    assert "`.item()`" in hint and "tensor operations" in hint
+    assert diagnostic.text("es")[0].startswith("el tensor sobre el que se ejecutó `backward()` en")
+
+
+def test_spanish_says_in_situ_in_the_codes_and_the_exercises():
+    texts = [t for texts in CATALOGUE.values() for t in texts[2:]] + [
+        d["es"] for d in (GRAD_CLEARED, LEAF_IN_PLACE, DETACHED_BACKWARD, BACKWARD_ON)]
+    for slug in ISSUE_11:
+        folder = default_root() / slug
+        texts += [p.read_text() for p in (folder / "statement.es.md", folder / "checks.py",
+                                          folder / "exercise.toml")]
+    assert not [t for t in texts if "en el sitio" in t]
+
+
+def test_rebinding_w_says_the_caller_w_is_unchanged_not_zero_grad(grade):
+    report = grade("autograd-no-track", _mutant("autograd-no-track", "rebinds_w"), seed=3)
+    found = _diagnostics(report)
+    assert set(found) == {"sgd-in-place", "sgd-clears-grad"}
+    first = found["sgd-in-place"]
+    assert first["code"] == "leaf-replaced" and first["details"]["wrong_program"] == "rebinds_w"
+    assert "rebinds the local name `w`" in first["hint"]
+    assert "caller's `w` is unchanged" in first["hint"]
+    assert "torch.no_grad()" in first["hint"]
+    assert found["sgd-clears-grad"]["message"].endswith(
+        "the same mistake as in “sgd_update_ changes w in place”, explained there.")
+    assert not [d for d in found.values() if "optimizer" in d["message"] + d["hint"]]
+
+
+def test_a_rebinding_is_explained_by_the_check_itself(harness, catalogue):
+    first = _graded_plainly(harness, catalogue, "autograd-no-track", "rebinds_w", 4)["sgd-in-place"]
+    assert first["code"] == "leaf-replaced" and "wrong_program" not in first["details"]
+    assert first["message"] == ("`w` was rebound to `w - lr * w.grad`, a new tensor: the leaf "
+                                "tensor it named was not updated in place.")
+    assert "only rebinds the local name `w`" in first["hint"] and "caller's `w`" in first["hint"]
+
+
+def test_the_classic_autograd_q_mistakes_are_named(grade):
+    found = _diagnostics(grade("autograd-q", _mutant("autograd-q", "sum_ignoring_v"), seed=1))
+    assert found["grad-a"]["code"] == "grad-mismatch"
+    assert found["grad-a"]["hint"].startswith("Your gradient is the one of `Q.sum()`")
+    ones = _diagnostics(grade("autograd-q", _mutant("autograd-q", "ones_cotangent"), seed=1))
+    assert ones["grad-a"]["details"]["wrong_program"] == "sum_ignoring_v"
+
+
+@pytest.mark.parametrize("slug, mutant, check, code, words", [
+    ("autograd-q", "grads_zeroed_after_backward", "grad-a", "grad-mismatch", "all zeros"),
+    ("autograd-no-track", "grad_zeroed_before_update", "sgd-in-place", "output-mismatch",
+     "clears `w.grad` before the update uses it"),
+    ("autograd-no-track", "grad_none_before_update", "sgd-in-place", "exception",
+     "its gradient was cleared (`w.grad.zero_()` or `w.grad = None`) before"),
+])
+def test_a_gradient_cleared_before_it_is_used_is_said_so(grade, slug, mutant, check, code, words):
+    diagnostic = _diagnostics(grade(slug, _mutant(slug, mutant), seed=2))[check]
+    assert diagnostic["code"] == code and words in diagnostic["hint"]
+    assert "times the expected" not in diagnostic["message"]
+    assert "leaf" not in diagnostic["message"] + diagnostic["hint"]
+
+
+@pytest.mark.parametrize("slug, mutant, check, words", [
+    ("autograd-q", "grads_zeroed_after_backward", "grad-a",
+     "a.grad is all zeros. Most often the gradient was cleared"),
+    ("autograd-no-track", "grad_zeroed_before_update", "sgd-in-place",
+     "`w` did not change: its gradient was cleared"),
+    ("autograd-no-track", "grad_not_cleared", "sgd-clears-grad",
+     "clear it at the end of `sgd_update_`"),
+    ("autograd-accumulation", "zero_grad_before_step", "one-window",
+     "`optimizer.zero_grad()` came before `optimizer.step()`"),
+])
+def test_the_checks_own_hints_say_what_happened(harness, catalogue, slug, mutant, check, words):
+    diagnostic = _graded_plainly(harness, catalogue, slug, mutant, 2)[check]
+    assert words in diagnostic["hint"] and " 0 times" not in diagnostic["message"]
+    assert slug == "autograd-accumulation" or "optimizer" not in diagnostic["hint"]
+
+
+def test_an_output_built_with_item_is_reported_as_detached(grade):
+    found = _diagnostics(grade("autograd-q", _mutant("autograd-q", "item_per_element"), seed=0))
+    assert found["grad-a"]["code"] == "detached-output"
+    assert "is not connected to the autograd graph" in found["grad-a"]["message"]
+    assert "`.item()`" in found["grad-a"]["hint"]
+
+
+IN_PLACE = """import torch
+
+
+def q_grads(a, b, v):
+    e = a.exp()
+    Q = 3 * a**3 - b**2 + 0 * e
+    e += 1
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+"""
+
+
+def test_errors_inside_backward_name_the_line_that_made_the_tensor(grade):
+    freed = _diagnostics(grade("autograd-q", _mutant("autograd-q", "backward_twice"), seed=0))
+    assert freed["grad-a"]["code"] == "graph-freed"
+    assert freed["grad-a"]["details"]["line"] == 5  # Q = 3 * a**3 - b**2, not a backward() call
+    assert "optimizer" not in freed["grad-a"]["hint"]
+    modified = _diagnostics(grade("autograd-q", IN_PLACE, seed=0))["grad-a"]
+    assert modified["code"] == "inplace-modified"
+    assert (modified["details"]["file"], modified["details"]["line"]) == ("submission.py", 5)
+
+
+def test_a_new_optimizer_each_step_is_named_not_counted_as_zero_steps(grade):
+    found = _diagnostics(grade("autograd-accumulation", _mutant(
+        "autograd-accumulation", "new_optimizer_each_step"), seed=0))
+    first = found["one-window"]
+    assert first["code"] == "output-mismatch"
+    assert first["message"] == ("the number of `step()` calls on the optimizer passed to "
+                                "`train_accumulated` is 0, expected 1.")
+    assert first["hint"].startswith("You step an optimizer you create yourself")
+    own_lr = _mutant("autograd-accumulation", "new_optimizer_each_step").replace(
+        "lr=0.01", "lr=optimizer.param_groups[0]['lr']")
+    first = _diagnostics(grade("autograd-accumulation", own_lr, seed=0))["one-window"]
+    assert "another optimizer, created in your code" in first["hint"]
+
+
+def test_a_float32_output_for_a_float64_input_says_both(grade):
+    found = _diagnostics(grade("autograd-custom-function", _mutant(
+        "autograd-custom-function", "forward_in_float32"), seed=0))
+    assert found["forward-values"]["message"] == (
+        "`silu(x)` for a float64 `x` has dtype torch.float32, expected torch.float64.")
+    assert found["forward-values"]["translations"]["es"]["message"].startswith(
+        "`silu(x)` para un `x` float64 tiene dtype torch.float32")
+
+
+@pytest.mark.parametrize("slug", ISSUE_11)
+def test_each_exercise_has_five_mutants_and_known_wrong_programs(catalogue, slug):
+    info = catalogue[slug]
+    assert len(info.mutants) >= 5 and len(info.wrong_programs) >= 2

@@ -1,36 +1,64 @@
 """Hidden checks for autograd-custom-function: SiLU(x) = x·σ(x) as a torch.autograd.Function.
 
-Every gradient is compared with central differences of the student's own forward, evaluated in
-the student process at points chosen here and differenced here in float64.
+Each check runs a fixed case first (v is not constant and x spans both signs, so that no known
+wrong program passes it), then a random one. Expected values are the reference's. A gradient is
+compared with the reference's where the student's forward is right, and otherwise with central
+differences of the student's own forward, evaluated in the student process at points chosen here
+and differenced here in float64: a backward consistent with a wrong forward is still right.
 """
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
                                    diagnose_exception, expect_close, expect_tensor)
-from worker.harness.diagnostics import compare_grad
+from worker.harness.diagnostics import close, compare_grad
 from worker.harness.remote import StudentError
 
 STEP = 1e-6  # float64: truncation error ~STEP², rounding error ~1e-16/STEP
 FUNCTION_NODE = "SiLUBackward"  # the grad_fn class autograd names after a Function called SiLU
+FIXED_X = [[-3.0, -1.0, 0.0], [0.5, 2.0, 4.0]]
+FIXED_V = [[1.0, -2.0, 0.5], [3.0, -0.5, 2.0]]
+SAME_DTYPE = {
+    "en": "The output keeps the input's dtype: compute it from `x` alone, without `.float()`, "
+          "`.double()` or new tensors of a fixed dtype (`torch.tensor(...)`, `torch.ones(...)`) "
+          "inside `forward`.",
+    "es": "La salida conserva el dtype de la entrada: calcúlala solo a partir de `x`, sin "
+          "`.float()`, `.double()` ni tensores nuevos de un dtype fijo (`torch.tensor(...)`, "
+          "`torch.ones(...)`) dentro de `forward`."}
 
 
-def _random_shape(ctx: Context) -> tuple[int, ...]:
-    return tuple(int(n) for n in ctx.randint(2, 7, (2,)))
+def _cases(ctx: Context, dtype: torch.dtype = torch.float64):
+    """(x, v): the fixed case, then a random one."""
+    yield torch.tensor(FIXED_X, dtype=dtype), torch.tensor(FIXED_V, dtype=dtype)
+    shape = tuple(int(n) for n in ctx.randint(2, 7, (2,)))
+    yield (3 * ctx.randn(*shape, dtype=torch.float64)).to(dtype), ctx.randn(*shape, dtype=dtype)
 
 
-def _points(ctx: Context, shape: tuple[int, ...]) -> torch.Tensor:
-    return 3 * ctx.randn(*shape, dtype=torch.float64)
+def _silu(ctx: Context, x: RemoteTensor, x_dtype: torch.dtype,
+          expected: torch.Tensor) -> RemoteTensor:
+    """The student's silu(x), of the reference's shape and dtype."""
+    y = expect_tensor(call(ctx, "silu", x), "`silu(x)`", shape=expected.shape)
+    if y.dtype != expected.dtype:
+        name = str(x_dtype).removeprefix("torch.")
+        raise Fail(Diagnostic("dtype-mismatch", {
+            "what": {"en": f"`silu(x)` for a {name} `x`", "es": f"`silu(x)` para un `x` {name}"},
+            "got": str(y.dtype), "expected": str(expected.dtype), "hint": SAME_DTYPE}))
+    return y
 
 
-def _silu(ctx: Context, x: RemoteTensor, dtype: torch.dtype | None) -> RemoteTensor:
-    return expect_tensor(call(ctx, "silu", x), "`silu(x)`", shape=x.shape, dtype=dtype)
+def _reference(ctx: Context, x: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference's silu(x) and x.grad after silu(x).backward(v)."""
+    leaf = x.detach().clone().requires_grad_()
+    y = ctx.reference.silu(leaf)
+    y.backward(v)
+    return y.detach(), leaf.grad
 
 
 def _finite_differences(ctx: Context, x: torch.Tensor) -> torch.Tensor:
     """dSiLU/dx elementwise: SiLU acts elementwise, so one shift of every element gives them all."""
+    x = x.detach().double()
     plus, minus = ctx.student.put((ctx.on_device(x + STEP), ctx.on_device(x - STEP)))
-    f_plus = _silu(ctx, plus, torch.float64).value
-    f_minus = _silu(ctx, minus, torch.float64).value
+    f_plus = _silu(ctx, plus, torch.float64, x).value
+    f_minus = _silu(ctx, minus, torch.float64, x).value
     return (f_plus - f_minus) / (2 * STEP)
 
 
@@ -43,70 +71,88 @@ def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor) -> None:
         raise Fail(diagnose_exception(exc.info, "`silu(x).backward(v)`")) from None
 
 
-def _expect_backward(ctx: Context, x: RemoteTensor, expected: torch.Tensor, *,
-                     dtype: torch.dtype = torch.float64, **tolerances: float) -> None:
+def _expect_backward(ctx: Context, x: RemoteTensor, x0: torch.Tensor, y: RemoteTensor,
+                     v: torch.Tensor, *, transposed: bool = False, **tolerances: float) -> None:
+    """x.grad after the student's y = silu(x0).backward(v), where x0 is x or, `transposed`, x.t()."""
+    expected_y, expected = _reference(ctx, x0, v)
+    if not close(y.value, expected_y, 1e-5, 1e-6):
+        expected = (v.double() * _finite_differences(ctx, x0)).to(v.dtype)
     what = "`x.grad`"
     grad = ctx.student.attr(x, "grad")
     if grad is not None:
-        grad = expect_tensor(grad, what, dtype=dtype).value
-    diagnostic = compare_grad(grad, expected, what, **tolerances)
+        grad = expect_tensor(grad, what, dtype=expected.dtype).value
+    diagnostic = compare_grad(grad, expected.t() if transposed else expected, what, **tolerances)
     if diagnostic is not None and diagnostic.code == "grad-mismatch":
         diagnostic = Diagnostic("custom-backward-mismatch", diagnostic.details)
     if diagnostic is not None:
         raise Fail(diagnostic)
 
 
+def _graph_names(fn) -> list[str]:
+    names, queue, seen = [], [fn] if fn is not None else [], set()
+    while queue:
+        node = queue.pop(0)
+        if id(node) not in seen:
+            seen.add(id(node))
+            names.append(type(node).__name__)
+            queue.extend(f for f, _ in node.next_functions if f is not None)
+    return names
+
+
 @check("forward-values", points=2, uses="silu", en="forward: silu(x) = x·σ(x)",
        es="forward: silu(x) = x·σ(x)")
 def forward_values(ctx: Context) -> None:
-    x = _points(ctx, _random_shape(ctx))
-    y = _silu(ctx, ctx.student.put(ctx.on_device(x).requires_grad_()), torch.float64)
-    expect_close(y, ctx.reference.silu(x), "`silu(x)`")
+    for x, _ in _cases(ctx):
+        expected = ctx.reference.silu(x.clone().requires_grad_()).detach()
+        x_sent = ctx.student.put(ctx.on_device(x.clone()).requires_grad_())
+        y = _silu(ctx, x_sent, x.dtype, expected)
+        expect_close(y, expected, "`silu(x)`")
 
 
 @check("backward-finite-differences", points=3, uses="silu",
        en="backward agrees with finite differences of forward",
        es="backward coincide con las diferencias finitas de forward")
 def backward_finite_differences(ctx: Context) -> None:
-    x0 = _points(ctx, _random_shape(ctx))
-    v = ctx.randn(*x0.shape, dtype=torch.float64)
-    x = ctx.student.put(ctx.on_device(x0).requires_grad_())
-    _backward(ctx, _silu(ctx, x, torch.float64), v)
-    _expect_backward(ctx, x, v * _finite_differences(ctx, x0))
+    for x0, v in _cases(ctx):
+        x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
+        y = _silu(ctx, x, x0.dtype, _reference(ctx, x0, v)[0])
+        _backward(ctx, y, v)
+        _expect_backward(ctx, x, x0, y, v)
 
 
 @check("graph-uses-function", points=2, uses=("silu", "SiLU"),
        en="silu(x) goes through your Function", es="silu(x) pasa por tu Function")
 def graph_uses_function(ctx: Context) -> None:
-    x = ctx.student.put(ctx.on_device(_points(ctx, (5,))).requires_grad_())
-    y = _silu(ctx, x, None)
-    names = [node["name"] for node in ctx.student.describe(y)["graph"]]
-    if FUNCTION_NODE not in names:
-        raise Fail(Diagnostic("custom-function-unused",
-                              {"what": "`silu(x)`", "got": names[0] if names else None}))
+    for x0, _ in _cases(ctx):
+        y_ref = ctx.reference.silu(x0.clone().requires_grad_())
+        expected = FUNCTION_NODE in _graph_names(y_ref.grad_fn)
+        y = _silu(ctx, ctx.student.put(ctx.on_device(x0.clone()).requires_grad_()), x0.dtype, y_ref)
+        names = [node["name"] for node in ctx.student.describe(y)["graph"]]
+        if (FUNCTION_NODE in names) != expected:
+            raise Fail(Diagnostic("custom-function-unused",
+                                  {"what": "`silu(x)`", "got": names[0] if names else None}))
 
 
 @check("non-contiguous-input", points=1, uses="silu", en="a non-contiguous input (x.t())",
        es="una entrada no contigua (x.t())")
 def non_contiguous_input(ctx: Context) -> None:
-    x0 = _points(ctx, _random_shape(ctx))
-    v = ctx.randn(*reversed(x0.shape), dtype=torch.float64)
-    x = ctx.student.put(ctx.on_device(x0).requires_grad_())
-    transposed = ctx.student.method(x, "t")
-    y = _silu(ctx, transposed, torch.float64)
-    expect_close(y, ctx.reference.silu(x0.t()), "`silu(x.t())`")
-    _backward(ctx, y, v)
-    _expect_backward(ctx, x, (v * _finite_differences(ctx, x0.t().contiguous())).t())
+    for x0, v in _cases(ctx):
+        x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
+        transposed = ctx.student.method(x, "t")
+        expected = ctx.reference.silu(x0.t()).detach()
+        y = _silu(ctx, transposed, x0.dtype, expected)
+        expect_close(y, expected, "`silu(x.t())`")
+        _backward(ctx, y, v.t())
+        _expect_backward(ctx, x, x0.t(), y, v.t(), transposed=True)
 
 
 @check("float32", points=2, uses="silu", en="float32 in, float32 out (values and gradient)",
        es="float32 en la entrada y en la salida (valores y gradiente)")
 def float32(ctx: Context) -> None:
-    x0 = _points(ctx, _random_shape(ctx))
-    v = ctx.randn(*x0.shape, dtype=torch.float64)
-    x = ctx.student.put(ctx.on_device(x0.float()).requires_grad_())
-    y = _silu(ctx, x, torch.float32)
-    expect_close(y, ctx.reference.silu(x0.float()), "`silu(x)`")
-    _backward(ctx, y, v.float())
-    _expect_backward(ctx, x, v.float().double() * _finite_differences(ctx, x0.float().double()),
-                     dtype=torch.float32, rtol=1e-4, atol=1e-5)
+    for x0, v in _cases(ctx, torch.float32):
+        x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
+        expected = ctx.reference.silu(x0.clone()).detach()
+        y = _silu(ctx, x, x0.dtype, expected)
+        expect_close(y, expected, "`silu(x)`")
+        _backward(ctx, y, v)
+        _expect_backward(ctx, x, x0, y, v, rtol=1e-4, atol=1e-5)

@@ -1,21 +1,40 @@
-"""Hidden checks for metrics: accuracy (arg-max over dim 1) and mean absolute error, as floats."""
+"""Hidden checks for metrics: accuracy (arg-max over dim 1) and mean absolute error, as floats.
+
+Each check runs a fixed case first, on which every known wrong program gives another number
+(some rows right and some wrong, no score equal to a label, errors of both signs and sizes other
+than 0 and 1), then a random one. Expected values are the reference's.
+"""
 import torch
 
 from worker.harness.checks import Context, RemoteTensor, call, check, expect_float
 
 ACCURACY, MAE = "`accuracy(outputs, labels)`", "`mae(output, target)`"
+# arg-max over dim 1: [1, 0, 2, 3], so 2 rows of 4 are right; over dim 0: [3, 0, 2, 3]
+SQUARE = ([[0.1, 2.0, -1.0, 0.3], [1.5, 0.3, 0.2, -0.4], [0.0, 0.1, 3.5, 1.0],
+           [2.0, 1.0, 0.5, 2.5]], [1, 0, 3, 0])
+# arg-max over dim 1: [1, 0, 2, 1, 2, 1], so 4 rows of 6 are right
+BATCH = ([[0.2, 1.5, -0.3], [2.1, 0.4, 0.9], [-1.0, -0.5, 0.7], [0.3, 0.8, 0.1],
+          [1.2, -0.7, 1.9], [0.0, 2.2, 1.1]], [1, 0, 1, 1, 0, 1])
+VECTORS = ([1.0, 2.0, 3.0, 4.0, -1.5], [1.5, 2.0, 1.0, 5.0, 0.5])
+MATRICES = ([[0.5, -1.0, 2.0], [3.0, 0.0, -2.5]], [[1.25, 1.0, 2.0], [1.5, -0.5, -1.0]])
+
+
+def _scores(fixed: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor(fixed[0]), torch.tensor(fixed[1])
 
 
 def _batch(ctx: Context, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """n rows of k class scores; about half the labels are the right class, the first one always."""
+    """n rows of k class scores; about half the labels are the right class."""
     outputs = ctx.randn(n, k, dtype=torch.float32)
     hits = ctx.randint(0, 2, (n,)).bool()
-    hits[0] = True  # an accuracy of 0 must be wrong, or `max` values compared to labels would pass
-    labels = torch.where(hits, outputs.argmax(dim=1), ctx.randint(0, k, (n,)))
-    return outputs, labels
+    return outputs, torch.where(hits, outputs.argmax(dim=1), ctx.randint(0, k, (n,)))
 
 
-def _pair(ctx: Context, *shape: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _pair(fixed: tuple, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor(fixed[0], dtype=dtype), torch.tensor(fixed[1], dtype=dtype)
+
+
+def _random_pair(ctx: Context, *shape: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     return ctx.randn(*shape, dtype=dtype), ctx.randn(*shape, dtype=dtype)
 
 
@@ -25,10 +44,11 @@ def _ask(ctx: Context, name: str, x: torch.Tensor, y: torch.Tensor):
 
 def _value(ctx: Context, name: str, x: torch.Tensor, y: torch.Tensor, what: str, tol: float = 1e-6):
     """Compare the value; a one-element tensor counts here, the `*-float` checks judge the type."""
+    expected = getattr(ctx.reference, name)(x.clone(), y.clone())
     got = _ask(ctx, name, x, y)
     if isinstance(got, RemoteTensor) and got.value.numel() == 1:
         got = float(got.value.reshape(()))
-    expect_float(got, getattr(ctx.reference, name)(x, y), what, tol=tol)
+    expect_float(got, float(expected), what, tol=tol)
 
 
 def _type(ctx: Context, name: str, x: torch.Tensor, y: torch.Tensor, what: str):
@@ -40,17 +60,15 @@ def _type(ctx: Context, name: str, x: torch.Tensor, y: torch.Tensor, what: str):
 @check("accuracy-square", points=2, uses="accuracy", en="accuracy with as many rows as classes",
        es="accuracy con tantas filas como clases")
 def accuracy_square(ctx: Context) -> None:
+    _value(ctx, "accuracy", *_scores(SQUARE), ACCURACY)
     n = int(ctx.randint(3, 9, ()))
-    for _ in range(100):  # redraw until the arg-max over dim 0 gives another accuracy
-        outputs, labels = _batch(ctx, n, n)
-        if (outputs.argmax(dim=0) == labels).sum() != (outputs.argmax(dim=1) == labels).sum():
-            break
-    _value(ctx, "accuracy", outputs, labels, ACCURACY)
+    _value(ctx, "accuracy", *_batch(ctx, n, n), ACCURACY)
 
 
 @check("accuracy-batch", points=2, uses="accuracy", en="accuracy of a random batch",
        es="accuracy de un lote aleatorio")
 def accuracy_batch(ctx: Context) -> None:
+    _value(ctx, "accuracy", *_scores(BATCH), ACCURACY)
     n, k = int(ctx.randint(8, 33, ())), int(ctx.randint(2, 8, ()))
     _value(ctx, "accuracy", *_batch(ctx, n, k), ACCURACY)
 
@@ -58,23 +76,28 @@ def accuracy_batch(ctx: Context) -> None:
 @check("accuracy-float", points=1, uses="accuracy", en="accuracy returns a Python float",
        es="accuracy devuelve un float de Python")
 def accuracy_float(ctx: Context) -> None:
+    _type(ctx, "accuracy", *_scores(BATCH), ACCURACY)
     _type(ctx, "accuracy", *_batch(ctx, 10, 4), ACCURACY)
 
 
 @check("mae-vector", points=2, uses="mae", en="mae of two vectors", es="mae de dos vectores")
 def mae_vector(ctx: Context) -> None:
     # float32 sums in another order (or on a GPU) differ in the last digits
-    _value(ctx, "mae", *_pair(ctx, int(ctx.randint(16, 65, ())), dtype=torch.float32), MAE, tol=1e-5)
+    _value(ctx, "mae", *_pair(VECTORS, torch.float32), MAE, tol=1e-5)
+    n = int(ctx.randint(16, 65, ()))
+    _value(ctx, "mae", *_random_pair(ctx, n, dtype=torch.float32), MAE, tol=1e-5)
 
 
 @check("mae-matrix", points=2, uses="mae", en="mae of two float64 matrices",
        es="mae de dos matrices float64")
 def mae_matrix(ctx: Context) -> None:
+    _value(ctx, "mae", *_pair(MATRICES, torch.float64), MAE)
     shape = (int(n) for n in ctx.randint(4, 10, (2,)))
-    _value(ctx, "mae", *_pair(ctx, *shape, dtype=torch.float64), MAE)
+    _value(ctx, "mae", *_random_pair(ctx, *shape, dtype=torch.float64), MAE)
 
 
 @check("mae-float", points=1, uses="mae", en="mae returns a Python float",
        es="mae devuelve un float de Python")
 def mae_float(ctx: Context) -> None:
-    _type(ctx, "mae", *_pair(ctx, 8, dtype=torch.float32), MAE)
+    _type(ctx, "mae", *_pair(VECTORS, torch.float32), MAE)
+    _type(ctx, "mae", *_random_pair(ctx, 8, dtype=torch.float32), MAE)

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import torch
 
+from .codes import BACKWARD_ON, DETACHED_BACKWARD, LEAF_IN_PLACE
 from .diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
 from .remote import RemoteObject, RemoteTensor, Student, StudentError
 
@@ -57,17 +58,23 @@ class Context:
         return t.to(self.device)
 
 
+# (text in the exception's message, code, hint that replaces the code's general one or None)
 EXCEPTION_PATTERNS = (
-    ("grad can be implicitly created only for scalar outputs", "nonscalar-backward"),
-    ("backward through the graph a second time", "graph-freed"),
-    ("modified by an inplace operation", "inplace-modified"),
-    ("can't allocate memory", "memory-limit"),
-    ("out of memory", "memory-limit"),
+    ("grad can be implicitly created only for scalar outputs", "nonscalar-backward", None),
+    ("backward through the graph a second time", "graph-freed", None),
+    ("modified by an inplace operation", "inplace-modified", None),
+    ("does not require grad and does not have a grad_fn", "detached-output", DETACHED_BACKWARD),
+    ("a leaf Variable that requires grad is being used in an in-place operation", "exception",
+     LEAF_IN_PLACE),
+    ("can't allocate memory", "memory-limit", None),
+    ("out of memory", "memory-limit", None),
 )
 
 
 def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
-    """Name the student's exception: a known autograd mistake, a sandbox refusal or a plain raise."""
+    """Name the student's exception: a known autograd mistake, a sandbox refusal or a plain raise.
+    The line is the student's last one in the traceback or, for an error inside `backward()`, the
+    one that made the tensor involved (the student process adds it)."""
     message, kind = str(info.get("message", "")), str(info.get("type", "Exception"))
     frames = info.get("frames") if isinstance(info.get("frames"), list) else []
     last = frames[-1] if frames and isinstance(frames[-1], dict) else {}
@@ -75,9 +82,13 @@ def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
                "file": last.get("file"), "line": last.get("line")}
     if kind in ("MemoryError", "ReplyTooLarge"):
         return Diagnostic("memory-limit", details)
-    for pattern, code in EXCEPTION_PATTERNS:
+    for pattern, code, hint in EXCEPTION_PATTERNS:
         if pattern in message:
-            return Diagnostic(code, details)
+            if code == "detached-output":  # the subject is the tensor, not the function
+                details["what"] = {lang: BACKWARD_ON[lang].format(
+                    what=what.get(lang, what.get("en")) if isinstance(what, dict) else what)
+                    for lang in BACKWARD_ON}
+            return Diagnostic(code, dict(details, hint=hint) if hint else details)
     if kind in ("PermissionError", "OSError", "BlockingIOError") and info.get("errno") in (
             errno.EPERM, errno.EACCES, errno.ENETUNREACH, errno.ENOSYS):
         return Diagnostic("forbidden-operation", details)

@@ -81,9 +81,9 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "Probablemente la pérdida no se promedia o no se divide entre el número de pasos de acumulación (o solo una parte de ella llega al gradiente)."),
     "grad-accumulated": (
         "{what} is {factor:g} times the expected gradient: gradients from earlier steps were added to it.",
-        "`.grad` accumulates across `backward()` calls: call `optimizer.zero_grad()` (or set `.grad` to None) after each step.",
+        "`.grad` accumulates across `backward()` calls: clear it once it has been used (`optimizer.zero_grad()` after each step, or `w.grad = None` after a manual update).",
         "{what} es {factor:g} veces el gradiente esperado: se le sumaron los gradientes de pasos anteriores.",
-        "`.grad` se acumula entre llamadas a `backward()`: llama a `optimizer.zero_grad()` (o pon `.grad` a None) tras cada paso."),
+        "`.grad` se acumula entre llamadas a `backward()`: bórralo en cuanto se haya usado (`optimizer.zero_grad()` tras cada paso, o `w.grad = None` tras una actualización manual)."),
     "grad-sign-flipped": (
         "{what} has the opposite sign of the expected gradient.",
         "Check the sign of each term in your formula (a − that became +, or a derivative returned with the wrong sign).",
@@ -130,10 +130,10 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "{what} cambió tras un paso del optimizador aunque debía estar congelado.",
         "`.eval()` no congela los parámetros: ponles `requires_grad = False`."),
     "leaf-replaced": (
-        "{what} is no longer the same leaf tensor (it was rebound to {got}).",
-        "Update parameters in place under `torch.no_grad()` (`w -= lr * w.grad`), not with `w = w - lr * w.grad`.",
-        "{what} ya no es el mismo tensor hoja (la variable se reasignó a {got}).",
-        "Actualiza los parámetros «in situ» dentro de `torch.no_grad()` (`w -= lr * w.grad`), no con `w = w - lr * w.grad`."),
+        "{what} was rebound to {got}, a new tensor: the leaf tensor it named was not updated in place.",
+        "Update parameters in place under `torch.no_grad()` (`w -= lr * w.grad`): `w = w - lr * w.grad` makes a new tensor and only rebinds the name, so the caller (or the optimizer) keeps the old, unchanged leaf.",
+        "{what} se reasignó a {got}, un tensor nuevo: el tensor hoja al que se refería no se actualizó «in situ».",
+        "Actualiza los parámetros «in situ» dentro de `torch.no_grad()` (`w -= lr * w.grad`): `w = w - lr * w.grad` crea un tensor nuevo y solo reasigna el nombre, así que quien llama (o el optimizador) conserva la hoja antigua sin cambios."),
     "tracked-in-inference": (
         "{what} still requires grad (grad_fn {got}) in inference.",
         "Wrap inference in `torch.no_grad()` (or `torch.inference_mode()`) and call `model.eval()`.",
@@ -165,6 +165,35 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "{what} no borró los archivos que escribió en el directorio temporal (archivos que quedaron: {count}).",
         "Borra cada archivo en cuanto lo hayas vuelto a cargar (en el hook de unpack o cuando se libere su propietario)."),
 }
+
+# Hints (a diagnostic's `hint` detail) for mistakes that a code alone does not name.
+GRAD_CLEARED = {
+    "en": "{what} is all zeros. Most often the gradient was cleared (`.zero_()`, `zero_grad()`) "
+          "after `backward()` and before it was read or used: use `.grad` first, then clear it. "
+          "Otherwise check that the value really depends on that tensor (no `round`, `argmax` or "
+          "comparison on the way).",
+    "es": "{what} es todo ceros. Lo más frecuente es que el gradiente se borrara (`.zero_()`, "
+          "`zero_grad()`) después de `backward()` y antes de leerlo o usarlo: usa primero "
+          "`.grad` y bórralo después. Si no, comprueba que el valor dependa de verdad de ese "
+          "tensor (sin `round`, `argmax` ni comparaciones por el camino)."}
+LEAF_IN_PLACE = {
+    "en": "An in-place operation (`w -= …`, `w.add_(…)`, `w[i] = …`) on a leaf that requires grad "
+          "is refused by autograd: a parameter update goes inside `with torch.no_grad():`; in the "
+          "computation you differentiate, use an operation that makes a new tensor (`y = w - …`).",
+    "es": "Autograd rechaza una operación «in situ» (`w -= …`, `w.add_(…)`, `w[i] = …`) sobre una "
+          "hoja que requiere gradiente: una actualización de parámetros va dentro de "
+          "`with torch.no_grad():`; en el cálculo que derivas, usa una operación que cree un "
+          "tensor nuevo (`y = w - …`)."}
+# `detached-output` raised by backward() itself: the subject and the two ways to get there
+BACKWARD_ON = {"en": "the tensor that `backward()` ran on in {what}",
+               "es": "el tensor sobre el que se ejecutó `backward()` en {what}"}
+DETACHED_BACKWARD = {
+    "en": "Either the computation left the graph (`.item()`, `.numpy()`, `torch.tensor(...)`, "
+          "`.detach()`, `.data`): keep it in tensor operations; or none of its inputs requires "
+          "grad (frozen parameters, `requires_grad=False`).",
+    "es": "O bien el cálculo salió del grafo (`.item()`, `.numpy()`, `torch.tensor(...)`, "
+          "`.detach()`, `.data`): hazlo todo con operaciones de tensores; o bien ninguna de sus "
+          "entradas requiere gradiente (parámetros congelados, `requires_grad=False`)."}
 
 # Messages for a value of the wrong kind altogether (a tensor instead of a float, say).
 WRONG_TYPE = (

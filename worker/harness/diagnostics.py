@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .codes import CATALOGUE, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
+from .codes import CATALOGUE, GRAD_CLEARED, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
 
 
 # A mistake an earlier check of the same submission already explained: said once, there.
@@ -138,6 +138,9 @@ def compare_grad(actual: torch.Tensor | None, expected: torch.Tensor, what: str,
         return Diagnostic("grad-nonfinite", {"what": what})
     if close(actual, expected, rtol, atol):
         return None
+    if not bool(actual.any()):  # a scale of 0: nothing reached it, or it was cleared before use
+        return Diagnostic("grad-mismatch", {"what": what, "hint": GRAD_CLEARED,
+                                            **value_error_details(actual, expected)})
     factor = scale_factor(actual, expected)
     if factor is not None and close(actual, factor * expected.double(), rtol, atol):
         details = {"what": what, "factor": round(factor, 6)}

@@ -1,0 +1,56 @@
+"""Checks you can run yourself: `hpcgrade check autograd-no-track FILE` (the grader's own use
+other values)."""
+import torch
+
+from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
+                                   expect_tensor)
+
+
+def _flag(value, expected: bool, what: str) -> None:
+    if value is not expected:
+        raise Fail(Diagnostic("requires-grad-wrong", {"what": what, "got": value,
+                                                      "expected": expected}))
+
+
+@check("frozen-copy-example", points=1, uses="frozen_copy",
+       en="frozen_copy(x) of the statement: same values and memory, no gradient",
+       es="frozen_copy(x) del enunciado: mismos valores y memoria, sin gradiente")
+def frozen_copy_example(ctx: Context) -> None:
+    x = ctx.student.put(torch.tensor([1.0, 2.0], requires_grad=True))
+    copy = expect_tensor(call(ctx, "frozen_copy", x), "`frozen_copy(x)`", shape=(2,))
+    expect_close(copy, torch.tensor([1.0, 2.0]), "`frozen_copy(x)`")
+    if copy.storage != x.storage:
+        raise Fail(Diagnostic("storage-not-shared", {"what": "`frozen_copy(x)`"}))
+    _flag(copy.requires_grad, False, "`frozen_copy(x)`")
+    _flag(ctx.student.attr(x, "requires_grad"), True, "`frozen_copy(x); x`")
+
+
+@check("sgd-example", points=1, uses="sgd_update_",
+       en="sgd_update_(w, 0.1) of the statement: w = [0.8, 1.6], still a leaf, gradient cleared",
+       es="sgd_update_(w, 0.1) del enunciado: w = [0.8, 1.6], sigue siendo hoja, gradiente borrado")
+def sgd_example(ctx: Context) -> None:
+    w = ctx.student.put(torch.tensor([1.0, 2.0], requires_grad=True))
+    ctx.student.new("accumulate_grad", w, torch.tensor([2.0, 4.0]))  # w.grad = [2, 4]
+    call(ctx, "sgd_update_", w, 0.1)
+    what = "`sgd_update_(w, 0.1); w`"
+    expect_close(ctx.student.attr(w, "data"), torch.tensor([0.8, 1.6]), what)
+    if ctx.student.attr(w, "is_leaf") is not True:
+        raise Fail(Diagnostic("leaf-replaced", {"what": "`w`", "got": "`w - lr * w.grad`"}))
+    grad = ctx.student.attr(w, "grad")
+    if grad is not None:
+        expect_close(grad, torch.zeros(2), "`sgd_update_(w, 0.1); w.grad`")
+
+
+@check("predict-example", points=1, uses="predict",
+       en="predict on small_model(7): eval-mode values, no graph",
+       es="predict con small_model(7): valores en modo evaluación, sin grafo")
+def predict_example(ctx: Context) -> None:
+    model = ctx.student.new("small_model", 7)
+    x = ctx.student.put(torch.tensor([[1.0, -0.5, 2.0, 0.0], [-1.5, 0.5, 0.25, 1.0]]))
+    output = expect_tensor(call(ctx, "predict", model, x), "`predict(model, x)`", shape=(2, 3))
+    expect_close(output, torch.tensor([[1.21104, 0.340304, 0.0510443],
+                                       [0.716629, -0.881467, -0.20538]]),
+                 "`predict(model, x)`", rtol=1e-4, atol=1e-4)
+    if output.requires_grad:
+        raise Fail(Diagnostic("tracked-in-inference", {"what": "`predict(model, x)`",
+                                                       "got": output.grad_fn}))

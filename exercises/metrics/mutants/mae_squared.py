@@ -1,0 +1,10 @@
+import torch
+
+
+def accuracy(outputs, labels):
+    predicted = outputs.argmax(dim=1)
+    return (predicted == labels).sum().item() / labels.numel()
+
+
+def mae(output, target):
+    return ((output - target) ** 2).mean().item()  # the mean squared error
