@@ -312,3 +312,17 @@ SlowConvolutions().__enter__()
 """)
     bonus = next(c for c in report["checks"] if c["name"] == "speed-bonus")
     assert not bonus["passed"] and report["score"] == report["max_score"] - 1
+
+
+def test_every_student_process_has_its_scratch_as_temporary_directory(grade):
+    """Not an attack: the zygote's warm-up asked tempfile for /tmp, which the sandbox forbids;
+    every process forked after the first must still write its temporary files in its scratch."""
+    temporary = """import tempfile
+with tempfile.NamedTemporaryFile() as f:
+    f.write(b"x")
+print("TEMP", tempfile.gettempdir())
+""" + (Path(__file__).parents[1] / "exercises" / "autograd-q" / "reference.py").read_text()
+    for _ in range(2):
+        report = grade("autograd-q", temporary)
+        assert report["score"] == report["max_score"], report["notes"]
+        assert "TEMP /tmp\n" not in report["output"] and "hpcgrade-" in report["output"]

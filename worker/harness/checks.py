@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -47,6 +48,9 @@ class Context:
     reference: ModuleType | None  # reference.py, or a known wrong program; None in visible.py
     support: ModuleType | None
     device: torch.device
+    # the student process's scratch directory (its TMPDIR and HOME, the one place it may write),
+    # as the grader sees it: what the submission left there, counted without asking it
+    scratch: Path | None = None
 
     def randn(self, *shape: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         return torch.randn(*shape, generator=self.rng, dtype=dtype)

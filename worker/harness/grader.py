@@ -350,7 +350,8 @@ def _run_spec(session: Session, spec: CheckSpec, seed: int, index: int,
     student = session.student()
     student.request("reset")
     rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
-    spec.function(Context(student, rng, reference, session.exercise.support, session.device))
+    spec.function(Context(student, rng, reference, session.exercise.support, session.device,
+                          Path(session.scratch)))
 
 
 def _import_error(info: dict) -> Diagnostic:

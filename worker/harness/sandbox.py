@@ -11,6 +11,7 @@ import errno
 import os
 import resource
 import sys
+import tempfile
 from dataclasses import dataclass
 
 PR_SET_NO_NEW_PRIVS = 38
@@ -260,6 +261,9 @@ def scrub_environment(scratch: str) -> None:
     kept = {k: os.environ[k] for k in SAFE_ENVIRONMENT if k in os.environ}
     os.environ.clear()
     os.environ.update(kept, HOME=scratch, TMPDIR=scratch, TEMP=scratch, TMP=scratch)
+    # the zygote's warm-up asked tempfile already (torch._dynamo does), which keeps the answer:
+    # forget it, so that gettempdir() reads TMPDIR again and names the scratch directory
+    tempfile.tempdir = None
 
 
 def confine(c: Confinement) -> tuple[list[str], list[str]]:
