@@ -1,0 +1,28 @@
+import os
+import tempfile
+import uuid
+
+import torch
+
+SAVE_ON_DISK_THRESHOLD = 1000
+
+
+def pack_hook(tensor):
+    if tensor.numel() < SAVE_ON_DISK_THRESHOLD:
+        return tensor
+    name = os.path.join(tempfile.gettempdir(), str(uuid.uuid4()))
+    torch.save(tensor, name)
+    return name
+
+
+def unpack_hook(packed):
+    if isinstance(packed, torch.Tensor):
+        return packed
+    return torch.load(packed)  # the file stays behind
+
+
+def grad_with_offload(fn, x):
+    with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+        y = fn(x)
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    return grad
