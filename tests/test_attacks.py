@@ -326,3 +326,27 @@ print("TEMP", tempfile.gettempdir())
         report = grade("autograd-q", temporary)
         assert report["score"] == report["max_score"], report["notes"]
         assert "TEMP /tmp\n" not in report["output"] and "hpcgrade-" in report["output"]
+
+
+def test_rebinding_the_support_module_does_not_reach_what_the_grader_builds(harness, tmp_path):
+    """ctx.student.new builds from the grader's own copy of support.py, not from the module the
+    submission imports (and can rebind): its objects stay the exercise's."""
+    import shutil
+
+    from server.catalogue import load_exercise_info
+    folder = tmp_path / "scaled-square"
+    shutil.copytree(Path(__file__).parents[1] / "server" / "exercise_template", folder)
+    (folder / "support.py").write_text("def honest():\n    return 'support'\n")
+    (folder / "checks.py").write_text(
+        (folder / "checks.py").read_text() + '''
+
+@check("support", points=1, uses="scaled_square", en="support", es="support")
+def built_by_the_grader(ctx: Context) -> None:
+    if ctx.student.new("honest") != "support":
+        raise Fail(Diagnostic("output-mismatch", {"what": "support"}))
+''')
+    submission = tmp_path / "work.py"
+    submission.write_text("import exercise_support\nexercise_support.honest = lambda: 'forged'\n"
+                          "def scaled_square(x, c):\n    return c * x**2\n")
+    report = harness.grade(load_exercise_info(folder).job(submission, seed=1))
+    assert report["score"] == report["max_score"] == 11, report["checks"]

@@ -49,7 +49,10 @@ class Server:
         self.next_handle = 1
         self.labels: set[str] = set()
         self.submission = types.ModuleType("submission")
+        # support.py twice: the module the submission imports, and the grader's own copy, out
+        # of the submission's reach by name, from which ctx.student.new builds its objects
         self.support = types.ModuleType("exercise_support")
+        self.graders_support = types.ModuleType("exercise_support")
         self.buffers: list[bytes] = []
         self.buffered = 0
 
@@ -86,7 +89,8 @@ class Server:
     def op_load(self, header: dict, _buffers: list[bytes]) -> dict:
         if header.get("support"):
             sys.modules["exercise_support"] = self.support
-            exec(compile(header["support"], "exercise_support.py", "exec"), self.support.__dict__)
+            for module in (self.support, self.graders_support):
+                exec(compile(header["support"], "exercise_support.py", "exec"), module.__dict__)
         self.submission.__file__ = "submission.py"
         sys.modules["submission"] = self.submission
         notes, error = [], None
@@ -173,7 +177,7 @@ class Server:
         if "name" in target:
             return getattr(self.submission, target["name"])
         if "support" in target:
-            return getattr(self.support, target["support"])
+            return getattr(self.graders_support, target["support"])
         if "torch" in target:
             obj = torch
             for part in target["torch"].split("."):
