@@ -171,19 +171,20 @@ def listener():
     server.close()
 
 
-# modules whose tests share something of the whole machine (the Slurm node, the default spool,
-# the unprivileged user, timing against a full machine): run one after another, in one worker
-# of `pytest -n` (--dist loadgroup), as are the tests marked slurm
-ONE_AT_A_TIME = {"test_demo", "test_queue", "test_recovery", "test_sessions", "test_unprivileged",
-                 "test_regrade"}
+# modules whose tests share something of the whole machine (the Slurm node, the unprivileged
+# user, timing against a full machine), as the tests marked slurm do: marked machine_wide, they
+# never run beside one another (scripts/test runs them in the same pytest as the fault tests)
+MACHINE_WIDE = {"test_demo", "test_queue", "test_recovery", "test_sessions", "test_unprivileged",
+                "test_regrade"}
+
+
+def pytest_itemcollected(item):
+    if item.get_closest_marker("slurm") or item.module.__name__ in MACHINE_WIDE:
+        item.add_marker(pytest.mark.machine_wide)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked postgresql_only run on the PostgreSQL database alone; those of ONE_AT_A_TIME
-    and the slurm ones in one group of `pytest -n`."""
-    for item in items:
-        if item.get_closest_marker("slurm") or item.module.__name__ in ONE_AT_A_TIME:
-            item.add_marker(pytest.mark.xdist_group("one-at-a-time"))
+    """Tests marked postgresql_only run on the PostgreSQL database alone."""
     sqlite = [item for item in items if item.get_closest_marker("postgresql_only")
               and getattr(item, "callspec", None)
               and item.callspec.params.get("database_url") == "sqlite"]

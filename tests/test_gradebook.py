@@ -67,11 +67,12 @@ def test_staff_land_on_the_course_and_students_on_their_exercises(course):
 
 def test_gradebook_columns_in_course_order_with_points_totals_and_percentages(marked_course):
     app, _ = marked_course
+    kept = ("tensors-reshape", "autograd-q", "autograd-no-track", "autograd-accumulation",
+            "autograd-custom-function")
+    only(app, *kept, "metrics")
     with app.extensions["hpcgrade.db"].sessions.begin() as session:  # metrics goes last
         session.execute(update(Exercise).where(Exercise.slug == "metrics").values(position=999))
-    catalogue = load_catalogue()
-    expected = sorted((slug for slug in catalogue if slug != "metrics"),
-                      key=lambda slug: (catalogue[slug].order, slug)) + ["metrics"]
+    expected = [slug for slug in load_catalogue() if slug in kept] + ["metrics"]  # course order
     client, _ = logged_in(app, "prof")
     page = client.get("/staff/grades?lang=es").text
     head = re.search(r"<thead>.*?</thead>", page, re.S).group(0)

@@ -53,7 +53,8 @@ def test_grader_failure_is_retried_then_error_never_zero(database, executor, cat
     broken = tmp_path / "autograd-q"
     broken.mkdir()
     source = Path(catalogue["autograd-q"].path)
-    for name in ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "reference.py"):
+    for name in ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "reference.py",
+                 "visible.py"):
         (broken / name).write_bytes((source / name).read_bytes())
     (broken / "mutants").symlink_to(source / "mutants")
     (broken / "checks.py").write_text(textwrap.dedent("""
