@@ -350,3 +350,21 @@ def built_by_the_grader(ctx: Context) -> None:
                           "def scaled_square(x, c):\n    return c * x**2\n")
     report = harness.grade(load_exercise_info(folder).job(submission, seed=1))
     assert report["score"] == report["max_score"] == 11, report["checks"]
+
+
+def test_the_graders_look_at_the_scratch_never_follows_the_submissions_links(tmp_path):
+    """ctx.files_left and ctx.clear_files: a link (to a folder of the grader's) is a file left,
+    never a way in; clearing deletes the link, not what it points at."""
+    from worker.harness.checks import Context
+    scratch, outside = tmp_path / "scratch", tmp_path / "hidden-checks"
+    (scratch / "d").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "checks.py").write_text("secret")
+    (scratch / "a").write_text("left")
+    (scratch / "d" / "x").write_text("left")
+    (scratch / "d" / "to-checks").symlink_to(outside)
+    ctx = Context(None, None, None, None, None, scratch)
+    assert ctx.files_left() == ["a", "d/to-checks", "d/x"]
+    ctx.clear_files()
+    assert ctx.files_left() == [] and (outside / "checks.py").read_text() == "secret"
+    assert (scratch / "d").is_dir()

@@ -1,15 +1,18 @@
 """Hidden checks for autograd-saved-hooks: saved tensors offloaded to files by their size.
 
-The files are written in the student's process, so support.py counts them there: in a fresh
-`tempfile` directory, when the backward pass starts and once `grad_with_offload` has returned.
-The expected counts come from the reference run the same way in the grader, in a fresh directory
-of the grader's own. The student's process reports its own counts: a submission that rewrites
-them only fools itself about which mistake it makes, the gradient is checked on its own.
+The grader counts the files itself (`ctx.files_left()`, in the grader's process) in the
+student process's scratch directory (its `tempfile.gettempdir()` and the only place it may
+write). Nothing the student's process says about its files decides a point. Before
+each counted call the grader drops what it holds in that process and deletes the files left
+there, so that each count is that call's alone. The expected counts come from the reference (or
+the wrong program standing in for it) run the same way in the grader, in a fresh directory of
+the grader's own.
 """
+import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 
@@ -17,25 +20,24 @@ from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expec
                                    expect_grad, expect_tensor)
 
 THRESHOLD = 1000  # the statement's SAVE_ON_DISK_THRESHOLD
-DTYPES = (torch.float32, torch.float64)
+DTYPES = (torch.float32, torch.float64, torch.int64)
 TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-6},
               torch.float64: {"rtol": 1e-10, "atol": 1e-12}}  # unpacking must give back the same bits
 
 NO_FILE = {
     "en": "No file was there: `pack_hook` must write each saved tensor with at least "
           "`SAVE_ON_DISK_THRESHOLD` elements (exactly that many included) to a file of its own in "
-          "`tempfile.gettempdir()`, asked when `pack_hook` runs (the grader points it at a fresh "
-          "directory after loading your file), and the file must stay until it is read back.",
+          "`tempfile.gettempdir()`, and the file must stay until it is read back.",
     "es": "No había ningún archivo: `pack_hook` debe escribir cada tensor guardado con al menos "
           "`SAVE_ON_DISK_THRESHOLD` elementos (también si tiene exactamente esos) en un archivo "
-          "propio de `tempfile.gettempdir()`, consultado cuando se ejecuta `pack_hook` (el corrector "
-          "lo apunta a un directorio nuevo después de cargar tu archivo), y el archivo debe seguir "
-          "ahí hasta que se vuelva a leer."}
+          "propio de `tempfile.gettempdir()`, y el archivo debe seguir ahí hasta que se vuelva a leer."}
 TOO_MANY = {
-    "en": "More files than saved tensors with at least `SAVE_ON_DISK_THRESHOLD` elements: smaller "
-          "tensors stay in memory. Compare the number of elements, `t.numel()`, not bytes.",
-    "es": "Más archivos que tensores guardados con al menos `SAVE_ON_DISK_THRESHOLD` elementos: los "
-          "más pequeños se quedan en memoria. Compara el número de elementos, `t.numel()`, no bytes."}
+    "en": "More files than saved tensors with at least `SAVE_ON_DISK_THRESHOLD` elements: one file "
+          "for each of them, and smaller tensors stay in memory. Compare the number of elements, "
+          "`t.numel()`, not bytes.",
+    "es": "Más archivos que tensores guardados con al menos `SAVE_ON_DISK_THRESHOLD` elementos: un "
+          "archivo para cada uno, y los más pequeños se quedan en memoria. Compara el número de "
+          "elementos, `t.numel()`, no bytes."}
 TOO_FEW = {
     "en": "Fewer files than saved tensors with at least `SAVE_ON_DISK_THRESHOLD` elements: a tensor "
           "with exactly that many goes to disk too, and each one needs a file of its own (a new "
@@ -44,26 +46,21 @@ TOO_FEW = {
           "tensor con exactamente esos también va a disco, y cada uno necesita un archivo propio "
           "(un nombre nuevo cada vez, como `str(uuid.uuid4())`)."}
 HOOKS_INACTIVE = {
-    "en": "Tensors are packed when the forward pass saves them: call `fn(x)` inside "
+    "en": "Your `pack_hook` writes files when called, but none came from `grad_with_offload`: "
+          "tensors are packed when the forward pass saves them, so call `fn(x)` inside "
           "`with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):`.",
-    "es": "Los tensores se empaquetan cuando el paso hacia delante los guarda: llama a `fn(x)` "
-          "dentro de `with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):`."}
-
-
-@dataclass
-class Offload:
-    """What one `grad_with_offload(probe, x)` gave and what support.py counted."""
-    grad: object
-    hooks_active: object
-    files_during_backward: object
-    files_after: object
+    "es": "Tu `pack_hook` escribe archivos cuando se le llama, pero `grad_with_offload` no dejó "
+          "ninguno: los tensores se empaquetan cuando el paso hacia delante los guarda, así que "
+          "llama a `fn(x)` dentro de "
+          "`with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):`."}
 
 
 @contextmanager
-def _grader_tempdir(ctx: Context):
+def _grader_tempdir() -> Iterator[str]:
     """`tempfile` pointed at a fresh directory of the grader's while the reference runs."""
     before = tempfile.tempdir
-    directory = ctx.support.fresh_tempdir()
+    directory = tempfile.mkdtemp(prefix="hpcgrade-offload-")
+    tempfile.tempdir = directory
     try:
         yield directory
     finally:
@@ -71,54 +68,93 @@ def _grader_tempdir(ctx: Context):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _offload(ctx: Context, x: torch.Tensor) -> tuple[Offload, Offload]:
-    """(the student's run, the reference's run) on the same x."""
-    with _grader_tempdir(ctx) as directory:
-        probe = ctx.support.OffloadProbe(directory)
-        grad = ctx.reference.grad_with_offload(probe, x.clone().requires_grad_())
-        expected = Offload(grad, probe.hooks_active, probe.files_during_backward,
-                           ctx.support.count_files(directory))
-    directory = ctx.student.new("fresh_tempdir")
-    probe = ctx.student.new("OffloadProbe", directory)
-    grad = call(ctx, "grad_with_offload", probe, ctx.student.put(x.clone().requires_grad_()))
-    got = Offload(grad, ctx.student.attr(probe, "hooks_active"),
-                  ctx.student.attr(probe, "files_during_backward"),
-                  ctx.student.new("count_files", directory))
-    return got, expected
+def _expected_files(ctx: Context, run: Callable[..., object], *args: object) -> int:
+    """Files the reference leaves in its directory while what `run(*args)` returns is alive."""
+    with _grader_tempdir() as directory:
+        alive = run(*args)
+        count = sum(len(files) for _, _, files in os.walk(directory))
+        del alive  # before the directory goes: the reference deletes its files itself
+    return count
+
+
+def _clean_start(ctx: Context) -> None:
+    """No object of the grader's left in the student's process, no file in its directory."""
+    ctx.student.request("reset")
+    ctx.clear_files()
+
+
+def _count(found: list[str], expected: int, what: dict, hint: dict) -> None:
+    if len(found) != expected:
+        raise Fail(Diagnostic("output-mismatch", {"what": what, "got": len(found),
+                                                  "expected": expected, "worst_index": [],
+                                                  "hint": hint}))
+
+
+def _count_hint(found: int, expected: int) -> dict:
+    return NO_FILE if found == 0 else TOO_MANY if found > expected else TOO_FEW
+
+
+def _about(t: torch.Tensor) -> tuple[str, str]:
+    dtype = str(t.dtype).removeprefix("torch.")
+    return (f"{list(t.shape)}, {dtype}, {t.numel()} elements",
+            f"{list(t.shape)}, {dtype}, {t.numel()} elementos")
+
+
+def _tensor(ctx: Context, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    return ctx.randint(-100, 100, shape) if dtype == torch.int64 else ctx.randn(*shape, dtype=dtype)
+
+
+def _random_dtype(ctx: Context, dtypes: tuple[torch.dtype, ...]) -> torch.dtype:
+    return dtypes[int(ctx.randint(0, len(dtypes), ()))]
 
 
 def _random_input(ctx: Context, low: int, high: int) -> torch.Tensor:
-    dtype = DTYPES[int(ctx.randint(0, len(DTYPES), ()))]
-    return ctx.randn(int(ctx.randint(low, high, ())), dtype=dtype)
+    return ctx.randn(int(ctx.randint(low, high, ())), dtype=_random_dtype(ctx, DTYPES[:2]))
 
 
-def _about(x: torch.Tensor) -> tuple[str, str]:
-    dtype = str(x.dtype).removeprefix("torch.")
-    return f"x: {x.numel()} elements, {dtype}", f"x: {x.numel()} elementos, {dtype}"
+def _reference_grad(ctx: Context, x: torch.Tensor) -> torch.Tensor:
+    return ctx.reference.grad_with_offload(ctx.support.OffloadExample(), x.clone().requires_grad_())
 
 
-def _one(values: object) -> object:
-    return values[0] if isinstance(values, list) and len(values) == 1 else values
+def _reference_kept(ctx: Context, x: torch.Tensor) -> object:
+    """The `fn` after the reference's `grad_with_offload`: its branch's files live as long as it."""
+    fn = ctx.support.OffloadExample()
+    ctx.reference.grad_with_offload(fn, x.clone().requires_grad_())
+    return fn
 
 
-def _expect_files_during_backward(got: Offload, expected: Offload, x: torch.Tensor) -> None:
-    if got.hooks_active != expected.hooks_active:
-        raise Fail(Diagnostic("output-mismatch", {
-            "what": {"en": "`saved_tensors_hooks` active while `fn(x)` ran",
-                     "es": "`saved_tensors_hooks` activo mientras se ejecutaba `fn(x)`"},
-            "got": _one(got.hooks_active), "expected": _one(expected.hooks_active),
-            "worst_index": [], "hint": HOOKS_INACTIVE}))
-    found, wanted = got.files_during_backward, expected.files_during_backward
-    if found == wanted:
-        return
+def _student_grad(ctx: Context, x: torch.Tensor) -> object:
+    """`grad_with_offload(OffloadExample(), x)` in the student's process, where the grader's
+    handle keeps that `fn`, and its kept branch, alive until the next `_clean_start`."""
+    return call(ctx, "grad_with_offload", ctx.student.new("OffloadExample"),
+                ctx.student.put(x.clone().requires_grad_()))
+
+
+def _kept_files(ctx: Context, x: torch.Tensor) -> tuple[list[str], int]:
+    """(the student's files, the reference's count) once `grad_with_offload(OffloadExample(), x)`
+    has returned. Both checks that use it want the kept branch's files there, so that code
+    writing no file at all, or none when it guesses that leaks are counted, passes neither."""
+    expected = _expected_files(ctx, _reference_kept, ctx, x)
+    _clean_start(ctx)
+    _student_grad(ctx, x)
+    ctx.student.new("collect_garbage")  # frees what only a reference cycle still holds
+    return ctx.files_left(), expected
+
+
+def _kept_what(x: torch.Tensor) -> dict:
     en, es = _about(x)
-    hint = TOO_FEW
-    if isinstance(found, list) and len(found) == len(wanted) and all(type(n) is int for n in found):
-        hint = NO_FILE if not any(found) else TOO_MANY if found > wanted else TOO_FEW
-    raise Fail(Diagnostic("output-mismatch", {
-        "what": {"en": f"Files in `tempfile.gettempdir()` when the backward pass starts ({en})",
-                 "es": f"Archivos en `tempfile.gettempdir()` al empezar el paso hacia atrás ({es})"},
-        "got": _one(found), "expected": _one(wanted), "worst_index": [], "hint": hint}))
+    return {"en": f"Files once `grad_with_offload(OffloadExample(), x)` has returned, its `fn` "
+                  f"still keeping a branch (x: {en})",
+            "es": f"Archivos cuando `grad_with_offload(OffloadExample(), x)` ha terminado, con su "
+                  f"`fn` conservando aún una rama (x: {es})"}
+
+
+def _expect_kept(found: list[str], expected: int, x: torch.Tensor) -> None:
+    """At least the files of the kept branch, its saved tensors packed to disk and still there,
+    and none where the kept branch has none (what is left beyond them is no-file-left's)."""
+    if len(found) < expected or (found and not expected):
+        _count(found, expected, _kept_what(x),
+               HOOKS_INACTIVE if not found else _count_hint(len(found), expected))
 
 
 @check("round-trip", points=2, uses=("pack_hook", "unpack_hook"),
@@ -128,12 +164,10 @@ def round_trip(ctx: Context) -> None:
     fixed = [ctx.randn(40, 25, dtype=torch.float64), ctx.randint(-100, 100, (3, 5)),
              ctx.randn(2000, dtype=torch.float32)]
     rows, cols = (int(n) for n in ctx.randint(10, 80, (2,)))
-    for t in fixed + [ctx.randn(rows, cols, dtype=DTYPES[int(ctx.randint(0, 2, ()))])]:
-        with _grader_tempdir(ctx):
+    for t in fixed + [ctx.randn(rows, cols, dtype=_random_dtype(ctx, DTYPES[:2]))]:
+        with _grader_tempdir():
             expected = ctx.reference.unpack_hook(ctx.reference.pack_hook(t.clone()))
-        ctx.student.new("fresh_tempdir")
-        packed = call(ctx, "pack_hook", ctx.student.put(t))
-        back = call(ctx, "unpack_hook", packed)
+        back = call(ctx, "unpack_hook", call(ctx, "pack_hook", ctx.student.put(t)))
         dtype = str(t.dtype).removeprefix("torch.")
         what = f"`unpack_hook(pack_hook(t))` (t: {list(t.shape)}, {dtype})"
         expect_tensor(back, what, shape=tuple(expected.shape), dtype=expected.dtype)
@@ -146,30 +180,44 @@ def round_trip(ctx: Context) -> None:
 def same_gradient(ctx: Context) -> None:
     fixed = [ctx.randn(1500, dtype=torch.float64), ctx.randn(999, dtype=torch.float32)]
     for x in fixed + [_random_input(ctx, 500, 2500)]:
-        got, expected = _offload(ctx, x)
+        with _grader_tempdir():
+            expected = _reference_grad(ctx, x)
         en, es = _about(x)
-        expect_grad(got.grad, expected.grad, {"en": f"`grad_with_offload(fn, x)` ({en})",
-                                              "es": f"`grad_with_offload(fn, x)` ({es})"},
+        expect_grad(_student_grad(ctx, x), expected,
+                    {"en": f"`grad_with_offload(OffloadExample(), x)` (x: {en})",
+                     "es": f"`grad_with_offload(OffloadExample(), x)` (x: {es})"},
                     **TOLERANCES[x.dtype])
 
 
-@check("files-for-large-tensors", points=3, uses="grad_with_offload",
+@check("files-for-large-tensors", points=3, uses=("pack_hook", "grad_with_offload"),
        en="a file for each saved tensor with at least `SAVE_ON_DISK_THRESHOLD` elements, none for smaller ones",
        es="un archivo por cada tensor guardado con al menos `SAVE_ON_DISK_THRESHOLD` elementos, ninguno para los más pequeños")
 def files_for_large_tensors(ctx: Context) -> None:
-    fixed = [ctx.randn(THRESHOLD, dtype=torch.float32), ctx.randn(THRESHOLD - 1, dtype=torch.float32),
-             ctx.randn(1500, dtype=torch.float64)]
-    for x in fixed + [_random_input(ctx, 10, 3000)]:
-        got, expected = _offload(ctx, x)
-        _expect_files_during_backward(got, expected, x)
+    fixed = [((999,), torch.float32), ((4, 4), torch.float32), ((25, 40), torch.float32),
+             ((1500,), torch.float64), ((THRESHOLD,), torch.int64)]
+    drawn = ((int(ctx.randint(10, 3000, ())),), _random_dtype(ctx, DTYPES))
+    for shape, dtype in fixed + [drawn]:
+        t = _tensor(ctx, shape, dtype)
+        expected = _expected_files(ctx, ctx.reference.pack_hook, t.clone())
+        _clean_start(ctx)
+        call(ctx, "pack_hook", ctx.student.put(t))  # what it returns stays alive until counted
+        found = ctx.files_left()
+        en, es = _about(t)
+        _count(found, expected, {"en": f"Files written by `pack_hook(t)` (t: {en})",
+                                 "es": f"Archivos que escribió `pack_hook(t)` (t: {es})"},
+               _count_hint(len(found), expected))
+    for x in [ctx.randn(1500, dtype=torch.float64), ctx.randn(THRESHOLD, dtype=torch.float32),
+              _random_input(ctx, 10, 3000)]:
+        _expect_kept(*_kept_files(ctx, x), x)
 
 
 @check("no-file-left", points=2, uses="grad_with_offload",
-       en="no file is left once `grad_with_offload` returns",
-       es="no queda ningún archivo cuando `grad_with_offload` termina")
+       en="once `grad_with_offload` returns, no file is left but those of the branch `fn` keeps",
+       es="cuando `grad_with_offload` termina, no queda más archivo que los de la rama que `fn` conserva")
 def no_file_left(ctx: Context) -> None:
     for x in [ctx.randn(1500, dtype=torch.float32), _random_input(ctx, THRESHOLD, 3000)]:
-        got, expected = _offload(ctx, x)
-        if got.files_after != expected.files_after:
-            raise Fail(Diagnostic("temp-file-leak", {"what": "`grad_with_offload(fn, x)`",
-                                                     "count": got.files_after}))
+        found, expected = _kept_files(ctx, x)
+        _expect_kept(found, expected, x)  # no file written: nothing shown to be deleted
+        if len(found) > expected:
+            raise Fail(Diagnostic("temp-file-leak", {
+                "what": "`grad_with_offload(OffloadExample(), x)`", "count": len(found) - expected}))

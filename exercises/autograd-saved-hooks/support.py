@@ -1,65 +1,33 @@
-"""What the grader runs in your process for `grad_with_offload`.
+"""Public code of autograd-saved-hooks: the `fn` the grader passes to `grad_with_offload`.
 
-`fresh_tempdir()` points `tempfile` at a new, empty directory and returns its path: your
-`pack_hook` must write its files there, so build their paths from `tempfile.gettempdir()` each
-time it runs. `OffloadProbe` is the `fn` the grader passes to `grad_with_offload`: it computes
-`offload_example(x)` and writes down whether saved-tensor hooks were active while it ran and how
-many files the directory held when the backward pass reached its output, before any saved
-tensor was unpacked. `count_files` counts them once your function has returned.
+`OffloadExample()` computes two branches of x's size. It returns
+`torch.cat([torch.cos(x) * x, torch.exp(x[:16]) ** 2])`, which saves three tensors of x's size
+(x twice, cos(x)) and two of 16 elements, and it keeps `torch.sin(x) * x` on the object: the
+backward pass does not go through that branch, so its three saved tensors (x twice, sin(x)) stay
+packed, their files on disk, as long as the object lives. Once `grad_with_offload` has returned,
+the files of the kept branch, and no other, must be there.
 
-Try it yourself:
+The grader counts your files itself, from its own process, in your process's temporary
+directory (`tempfile.gettempdir()`): nothing your process says about them is used. Try it:
 
-    directory = fresh_tempdir()
-    probe = OffloadProbe(directory)
-    grad_with_offload(probe, torch.randn(1500, requires_grad=True))
-    probe.hooks_active, probe.files_during_backward, count_files(directory)  # [True], [3], 0
+    fn = OffloadExample()
+    grad_with_offload(fn, torch.randn(1500, requires_grad=True))
+    len(os.listdir(tempfile.gettempdir()))  # 3 more than before, until `del fn`
 """
 import gc
-import os
-import tempfile
 
 import torch
 
-# Your process may start with the directory of the process it was forked from cached here, from
-# before $TMPDIR named your scratch directory: forget it, so that tempfile reads $TMPDIR again.
-tempfile.tempdir = None
 
-
-def fresh_tempdir() -> str:
-    """Make a new, empty directory inside $TMPDIR the one `tempfile` uses; return its path."""
-    tempfile.tempdir = None  # look $TMPDIR up again, not inside the previous fresh directory
-    tempfile.tempdir = tempfile.mkdtemp(prefix="offload-")
-    return tempfile.tempdir
-
-
-def count_files(directory: str) -> int:
-    """Entries left in `directory` once objects nothing refers to any more are freed."""
-    gc.collect()
-    return len(os.listdir(directory))
-
-
-def offload_example(x: torch.Tensor) -> torch.Tensor:
-    """Saves three tensors of x's size (x twice, sin(x)) and two of 16 elements."""
-    return torch.cat([torch.sin(x) * x, torch.exp(x[:16]) ** 2])
-
-
-def _hooks_active() -> bool:
-    return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
-
-
-class OffloadProbe:
-    def __init__(self, directory: str):
-        self.directory = directory
-        self.hooks_active: list[bool] = []
-        self.files_during_backward: list[int] = []
+class OffloadExample:
+    def __init__(self):
+        self.kept = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        self.hooks_active.append(_hooks_active())
-        y = offload_example(x)
-        if y.requires_grad:
-            # runs when the backward pass reaches y: before any node of fn unpacks what it saved
-            y.register_hook(self._count_files)
-        return y
+        self.kept = torch.sin(x) * x
+        return torch.cat([torch.cos(x) * x, torch.exp(x[:16]) ** 2])
 
-    def _count_files(self, _grad: torch.Tensor) -> None:
-        self.files_during_backward.append(len(os.listdir(self.directory)))
+
+def collect_garbage() -> None:
+    """Frees the objects nothing refers to any more (the grader asks before counting files)."""
+    gc.collect()

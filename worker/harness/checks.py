@@ -6,7 +6,10 @@ process through `ctx.student`, and raises `Fail` with diagnostics when something
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -60,6 +63,32 @@ class Context:
 
     def on_device(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.device)
+
+    def files_left(self) -> list[str]:
+        """What the submission left in its scratch directory: every entry that is not a folder
+        (links included), and every folder that cannot be read, by path relative to it. Walked
+        through folder descriptors that never follow a link, so that a folder swapped for a link
+        meanwhile cannot point the grader elsewhere."""
+        found: list[str] = []
+
+        def unreadable(error: OSError) -> None:
+            found.append(os.path.relpath(str(error.filename), self.scratch) + os.sep)
+
+        for folder, folders, files, descriptor in os.fwalk(self.scratch, onerror=unreadable):
+            where = os.path.relpath(folder, self.scratch)
+            links = [name for name in folders if stat.S_ISLNK(
+                os.stat(name, dir_fd=descriptor, follow_symlinks=False).st_mode)]
+            found += [os.path.normpath(os.path.join(where, name)) for name in files + links]
+        return sorted(found)
+
+    def clear_files(self) -> None:
+        """Delete what files_left finds (folders stay), through the same descriptors."""
+        for _folder, folders, files, descriptor in os.fwalk(self.scratch, topdown=False):
+            for name in files + folders:
+                with contextlib.suppress(OSError):  # a folder, or one that went meanwhile
+                    if not stat.S_ISDIR(os.stat(name, dir_fd=descriptor,
+                                                follow_symlinks=False).st_mode):
+                        os.unlink(name, dir_fd=descriptor)
 
 
 # (text in the exception's message, code, hint that replaces the code's general one or None)
