@@ -131,7 +131,7 @@ def test_autograd_exceptions_get_their_code_and_hint(message, code, hint):
     diagnostic = diagnose_exception({"type": "RuntimeError", "message": message, "frames": [
         {"file": "submission.py", "line": 9}, {"file": "submission.py", "line": 5}]}, "`q_grads`")
     assert (diagnostic.code, diagnostic.details.get("hint")) == (code, hint)
-    assert diagnostic.details["line"] == 5  # the last frame: the one the student process adds
+    assert diagnostic.details["line"] == 5  # the student's last frame
     assert "optimizer" not in diagnostic.text("en")[1]
 
 
@@ -165,7 +165,7 @@ def test_rebinding_w_says_the_caller_w_is_unchanged_not_zero_grad(grade):
     assert "caller's `w` is unchanged" in first["hint"]
     assert "torch.no_grad()" in first["hint"]
     assert found["sgd-clears-grad"]["message"].endswith(
-        "the same mistake as in “sgd_update_ changes w in place”, explained there.")
+        "most likely the same mistake as in “sgd_update_ changes w in place”, explained there.")
     assert not [d for d in found.values() if "optimizer" in d["message"] + d["hint"]]
 
 
@@ -252,9 +252,11 @@ def test_a_new_optimizer_each_step_is_named_not_counted_as_zero_steps(grade):
     assert first["message"] == ("the number of `step()` calls on the optimizer passed to "
                                 "`train_accumulated` is 0, expected 1.")
     assert first["hint"].startswith("You step an optimizer you create yourself")
-    own_lr = _mutant("autograd-accumulation", "new_optimizer_each_step").replace(
-        "lr=0.01", "lr=optimizer.param_groups[0]['lr']")
-    first = _diagnostics(grade("autograd-accumulation", own_lr, seed=0))["one-window"]
+    # not the known wrong program (another learning rate): the check's own hint says it; with the
+    # given optimizer's learning rate the weights would be right, and only they are graded
+    other_lr = _mutant("autograd-accumulation", "new_optimizer_each_step").replace(
+        "lr=0.01", "lr=0.5")
+    first = _diagnostics(grade("autograd-accumulation", other_lr, seed=0))["one-window"]
     assert "another optimizer, created in your code" in first["hint"]
 
 
@@ -271,3 +273,36 @@ def test_a_float32_output_for_a_float64_input_says_both(grade):
 def test_each_exercise_has_five_mutants_and_known_wrong_programs(catalogue, slug):
     info = catalogue[slug]
     assert len(info.mutants) >= 5 and len(info.wrong_programs) >= 2
+
+
+def test_a_place_the_student_process_makes_up_is_no_place():
+    """The student process is the submission's: frames that are not a name and a line are
+    dropped, so that no report printer or page breaks on them."""
+    for frames, made_at in [([{"file": ["cell 1"], "line": {"x": 1}}], {"file": 3, "line": True}),
+                            ("frames", "made_at"), ([None], None)]:
+        diagnostic = diagnose_exception({"type": "RuntimeError", "message": "modified by an "
+                                         "inplace operation", "frames": frames,
+                                         "made_at": made_at}, "`f`")
+        assert (diagnostic.details["file"], diagnostic.details["line"]) == (None, None)
+        assert diagnostic.text("en")[0]
+
+
+def test_an_error_in_a_backward_the_check_calls_names_the_line_that_made_the_tensor(
+        harness, tmp_path):
+    """The template exercise's gradient check calls backward() itself: the second look, in
+    anomaly mode, names the student's line whose saved tensor was modified."""
+    import shutil
+
+    from server.catalogue import load_exercise_info
+    folder = tmp_path / "scaled-square"
+    shutil.copytree(default_root().parent / "server" / "exercise_template", folder)
+    work = tmp_path / "work.py"
+    work.write_text("def scaled_square(x, c):\n"
+                    "    grown = x.exp()\n"           # line 2: exp saves its output
+                    "    out = c * x**2 + grown * 0\n"
+                    "    grown.mul_(1)\n"             # changes what exp saved
+                    "    return out\n")
+    report = harness.grade(load_exercise_info(folder).job(work, seed=1))
+    (modified,) = [d for c in report["checks"] for d in c["diagnostics"]]
+    assert modified["code"] == "inplace-modified"
+    assert (modified["details"]["file"], modified["details"]["line"]) == ("submission.py", 2)

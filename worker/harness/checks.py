@@ -104,15 +104,27 @@ EXCEPTION_PATTERNS = (
 )
 
 
+def student_place(frames: object) -> tuple[str | None, int | None]:
+    """The file (or cell) and line of the last of the student's frames, as the student process
+    reported them: a name and a whole number, or nothing (the process is the submission's)."""
+    last = frames[-1] if isinstance(frames, list) and frames else None
+    if not isinstance(last, dict):
+        return None, None
+    file, line = last.get("file"), last.get("line")
+    return (file if isinstance(file, str) and len(file) <= 200 else None,
+            line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None)
+
+
 def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
     """Name the student's exception: a known autograd mistake, a sandbox refusal or a plain raise.
     The line is the student's last one in the traceback or, for an error inside `backward()`, the
     one that made the tensor involved (the student process adds it)."""
     message, kind = str(info.get("message", "")), str(info.get("type", "Exception"))
-    frames = info.get("frames") if isinstance(info.get("frames"), list) else []
-    last = frames[-1] if frames and isinstance(frames[-1], dict) else {}
-    details = {"what": what, "type": kind, "error": message[:500],
-               "file": last.get("file"), "line": last.get("line")}
+    file, line = student_place(info.get("frames"))
+    details = {"what": what, "type": kind, "error": message[:500], "file": file, "line": line}
+    if isinstance(info.get("made_at"), dict):  # anomaly mode found where the tensor was made
+        details["file"], details["line"] = student_place([info["made_at"]])
+        details["made_at"] = True
     if kind in ("MemoryError", "ReplyTooLarge"):
         return Diagnostic("memory-limit", details)
     for pattern, code, hint in EXCEPTION_PATTERNS:

@@ -16,10 +16,10 @@ from .codes import CATALOGUE, GRAD_CLEARED, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
 
 # A mistake an earlier check of the same submission already explained: said once, there.
 SAME_AS = (
-    "{what}: the same mistake as in “{same_as}”, explained there.",
-    "Fix it there first: this check should then pass too.",
-    "{what}: el mismo error que en «{same_as}», explicado allí.",
-    "Corrígelo allí primero: entonces esta comprobación debería pasar también.")
+    "{what}: most likely the same mistake as in “{same_as}”, explained there.",
+    "Fix it there first, then look at this check again.",
+    "{what}: lo más probable es que sea el mismo error que en «{same_as}», explicado allí.",
+    "Corrígelo allí primero y vuelve después a esta comprobación.")
 
 
 class _Lenient(dict):

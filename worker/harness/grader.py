@@ -21,13 +21,14 @@ import torch
 
 from . import report as reports
 from . import sandbox, submission
-from .checks import CheckSpec, Context, diagnose_exception
+from .checks import CheckSpec, diagnose_exception, student_place
 from .codes import LANGUAGES
 from .diagnostics import Diagnostic, Fail
 from .jobs import VISIBLE_CHECKS, Job, Limits
 from .launch import Zygote, child_environment
 from .remote import Output, Student, StudentDied, StudentError, StudentProcess
 from .said_once import SaidOnce
+from .second_look import SecondLook, run_check
 
 MAX_RESTARTS = 2
 LOADING = {"en": "loading the submission", "es": "la carga de la entrega"}
@@ -40,13 +41,6 @@ NOT_RUN = {"en": f"Your code failed in {DEATHS} checks, so the remaining ones, t
                  "were not run: fix first what the earlier checks show.",
            "es": f"Tu código falló en {DEATHS} comprobaciones, así que las restantes, incluida "
                  "esta, no se ejecutaron: corrige primero lo que muestran las anteriores."}
-# what the student's code does on its own (it raised, hung, died): no wrong program explains it
-UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "timeout",
-                            "memory-limit", "crashed", "forbidden-operation",
-                            "nonscalar-backward", "graph-freed", "inplace-modified"})
-# the time one submission's failed checks may take to run again with the known wrong programs;
-# a check that took longer than a call may (it is slow, or it hung) is not run again at all
-RECOGNITION_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -124,7 +118,7 @@ class Session:
         self.missing: dict[str, Diagnostic] = {}  # the checks' functions it does not define
         self.layers: list[str] = []
         self.missing_layers: list[str] = []
-        self.timing = {"start": 0.0, "load": 0.0, "recognition": 0.0}
+        self.timing = {"start": 0.0, "load": 0.0}
 
     def load(self) -> list[Diagnostic]:
         """Start the student's process and load the file: what keeps checks from running at all
@@ -138,6 +132,10 @@ class Session:
         self.missing = {name: Diagnostic("missing-function", {"name": name})
                         for name in self.exercise.functions if not defined.get(name)}
         return list(self.missing.values())
+
+    @property
+    def scratch_path(self) -> Path | None:
+        return Path(self.scratch) if self.scratch else None
 
     def blockers(self, spec: CheckSpec) -> list[Diagnostic]:
         """Why this check cannot run, as `load` found it; empty when it can."""
@@ -261,11 +259,13 @@ class Harness:
                 notes=(_load_error(unreadable, job.lang),),
                 timing={"started_at": started_at, "total": time.perf_counter() - started})
         session = Session(self, limits, device, source, exercise)
-        results, said = [], SaidOnce()
         try:
             blockers = session.load()
-            for index, spec in enumerate(exercise.checks):
-                results.append(self._run_check(session, spec, seed, index, job, said))
+            found = [self._run_check(session, spec, seed, index)
+                     for index, spec in enumerate(exercise.checks)]
+            output = session.output.text()  # the second look's output is not the student's
+            session.close_process()
+            results = self._results(session, seed, job, found)
         finally:
             session.close_process()
         load = session.load_result or {}
@@ -273,60 +273,50 @@ class Harness:
             dict(n, kind="cell-error") for n in load.get("notes", [])]
         return reports.Report(
             **base, score=sum(r.points for r in results), checks=tuple(results), notes=tuple(notes),
-            output=session.output.text(),
+            output=output,
             sandbox={"layers": session.layers, "unavailable": session.missing_layers,
                      "student_processes": session.starts},
             timing={**session.timing, "started_at": started_at,
                     "total": time.perf_counter() - started})
 
-    def _run_check(self, session: Session, spec: CheckSpec, seed: int, index: int, job: Job,
-                   said: SaidOnce) -> reports.CheckResult:
+    def _run_check(self, session: Session, spec: CheckSpec, seed: int,
+                   index: int) -> "Found":
         blockers = session.blockers(spec)
         if blockers:
-            return self._not_run(spec, job.lang, blockers)
+            return Found(spec, blockers=blockers)
         started = time.perf_counter()
         try:
-            _run_spec(session, spec, seed, index, session.exercise.reference)
+            run_check(session, spec, seed, index, session.exercise.reference)
         except Fail as fail:
-            diagnostics = self._recognise(session, spec, seed, index, job, fail.diagnostics,
-                                          time.perf_counter() - started)
+            diagnostics = fail.diagnostics
         except StudentError as exc:
             diagnostics = [diagnose_exception(exc.info, spec.title)]
         except StudentDied as died:
             session.after_death(died)
             diagnostics = [Diagnostic(died.code, dict(died.details, what=spec.title))]
         else:
-            return reports.CheckResult(spec.name, spec.title.get(job.lang, spec.title["en"]),
-                                       spec.points, spec.points, True, "ok", titles=_titles(spec))
-        return self._result(spec, job.lang, said.diagnostics(spec, diagnostics))
+            return Found(spec)
+        return Found(spec, diagnostics, time.perf_counter() - started)
 
-    @staticmethod
-    def _recognise(session: Session, spec: CheckSpec, seed: int, index: int, job: Job,
-                   diagnostics: list[Diagnostic], seconds: float) -> list[Diagnostic]:
-        """Run the failed check again with each known wrong program standing in for the
-        reference, on the same inputs: the first one the student's code passes with is the
-        mistake it makes, and what that program says replaces the code's general hint."""
-        at = next((i for i, d in enumerate(diagnostics) if d.code not in UNRECOGNISABLE), None)
-        if at is None or seconds > session.limits.call_seconds:
-            return diagnostics
-        for name, program in session.exercise.wrong_programs:
-            if session.timing["recognition"] > RECOGNITION_SECONDS:
-                break
-            started = time.perf_counter()
-            try:
-                _run_spec(session, spec, seed, index, program)
-            except StudentDied as died:
-                session.after_death(died)
-                break
-            except Exception:  # noqa: BLE001 - not this one: the check failed again, or the
-                continue       # wrong program itself raised on these inputs
-            finally:
-                session.timing["recognition"] += time.perf_counter() - started
-            found = diagnostics[at]
-            named = Diagnostic(found.code, dict(found.details, hint=job.wrong_programs[name],
-                                                wrong_program=name))
-            return [*diagnostics[:at], named, *diagnostics[at + 1:]]
-        return diagnostics
+    def _results(self, session: Session, seed: int, job: Job,
+                 found: list["Found"]) -> list[reports.CheckResult]:
+        """Each check's result: a mistake explained once, each failure given a second look."""
+        said, look = SaidOnce(), SecondLook(session, seed, job.wrong_programs)
+        results = []
+        for index, check in enumerate(found):
+            spec = check.spec
+            if check.blockers:
+                results.append(self._not_run(spec, job.lang, check.blockers))
+            elif check.diagnostics is None:
+                results.append(reports.CheckResult(
+                    spec.name, spec.title.get(job.lang, spec.title["en"]), spec.points,
+                    spec.points, True, "ok", titles=_titles(spec)))
+            else:
+                diagnostics = look.diagnostics(index, spec, said.diagnostics(
+                    spec, check.diagnostics), check.seconds)
+                results.append(self._result(spec, job.lang, diagnostics))
+        session.timing["second_look"] = look.spent
+        return results
 
     @staticmethod
     def _result(spec: CheckSpec, lang: str, diagnostics: list[Diagnostic]) -> reports.CheckResult:
@@ -343,22 +333,21 @@ class Harness:
                                    spec.points, False, blockers[0].text(lang)[0], (), _titles(spec))
 
 
-def _run_spec(session: Session, spec: CheckSpec, seed: int, index: int,
-              reference: ModuleType | None) -> None:
-    """One check on a clean student process, its inputs drawn from the run's seed and its
-    place: the same inputs each time it runs."""
-    student = session.student()
-    student.request("reset")
-    rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
-    spec.function(Context(student, rng, reference, session.exercise.support, session.device,
-                          Path(session.scratch)))
+@dataclass(frozen=True)
+class Found:
+    """What the first run of a check found: passed (no diagnostics), failed, or not run."""
+
+    spec: CheckSpec
+    diagnostics: list[Diagnostic] | None = None
+    seconds: float = 0.0
+    blockers: list[Diagnostic] | None = None
 
 
 def _import_error(info: dict) -> Diagnostic:
     """The student's exception that stopped the file loading, at its last line of theirs."""
-    where = (info.get("frames") or [{}])[-1]
+    file, line = student_place(info.get("frames"))
     return Diagnostic("import-error", {"error": f"{info.get('type')}: {info.get('message')}",
-                                       "file": where.get("file"), "line": where.get("line")})
+                                       "file": file, "line": line})
 
 
 def _load_error(diagnostic: Diagnostic, lang: str) -> dict:

@@ -1,21 +1,28 @@
 """One mistake, explained once: by the first check that sees it, not echoed by each later one.
 
-A later check that fails for the same reason (the same code on the same value), or as a
-consequence of a cause an earlier check of the same function found (the leaf was replaced, the
-output left the graph), still loses its points, but its diagnostic points at the earlier check.
+A later check that fails for the same reason (the same code on the same value, the same error),
+or with what a cause an earlier check of the same function found brings about (a leaf replaced
+leaves no gradient where one was expected), still loses its points, but its diagnostic points
+at the earlier check.
 """
 from __future__ import annotations
 
 from .checks import CheckSpec
 from .diagnostics import Diagnostic
 
-# mistakes that make later values wrong as a consequence: the first check to see one explains it
-CAUSES = frozenset({"leaf-replaced", "detached-output", "tracked-in-inference",
-                    "requires-grad-wrong", "custom-function-unused", "nonscalar-backward",
-                    "graph-freed", "inplace-modified"})
-CONSEQUENCES = frozenset({"grad-none", "grad-mismatch", "grad-scaled", "grad-accumulated",
-                          "grad-sign-flipped", "grad-nonfinite", "output-mismatch", "exception",
-                          "frozen-param-changed", *CAUSES})
+# a cause, and the codes later checks of the same function fail with because of it; never a
+# plain exception or wrong values, which may well be another mistake
+CONSEQUENCES = {
+    "leaf-replaced": frozenset({"leaf-replaced", "grad-none", "grad-accumulated",
+                                "frozen-param-changed"}),
+    "detached-output": frozenset({"detached-output", "grad-none"}),
+    "tracked-in-inference": frozenset({"tracked-in-inference"}),
+    "requires-grad-wrong": frozenset({"requires-grad-wrong", "frozen-param-changed", "grad-none"}),
+    "custom-function-unused": frozenset({"custom-function-unused", "custom-backward-mismatch"}),
+    "nonscalar-backward": frozenset({"nonscalar-backward"}),
+    "graph-freed": frozenset({"graph-freed"}),
+    "inplace-modified": frozenset({"inplace-modified"}),
+}
 
 
 def _plain(what: object) -> str:
@@ -26,16 +33,18 @@ class SaidOnce:
     """What the earlier checks of one submission explained."""
 
     def __init__(self) -> None:
-        self.explained: dict[tuple[str, str], tuple[str, dict]] = {}  # (code, what) -> where
-        self.causes: dict[str, tuple[str, dict]] = {}  # student function -> (code, where)
+        # (code, what, error) -> (code, where)
+        self.explained: dict[tuple[str, str, str], tuple[str, dict]] = {}
+        self.causes: dict[str, list[tuple[str, dict]]] = {}  # function -> [(cause, where)]
 
     def diagnostics(self, spec: CheckSpec, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         out = []
         for diagnostic in diagnostics:
-            key = (diagnostic.code, _plain(diagnostic.details.get("what")))
-            earlier = self.explained.get(key)
-            if earlier is None and diagnostic.code in CONSEQUENCES:
-                earlier = next((self.causes[f] for f in spec.uses if f in self.causes), None)
+            key = (diagnostic.code, _plain(diagnostic.details.get("what")),
+                   _plain(diagnostic.details.get("error")))
+            earlier = self.explained.get(key) or next(
+                (cause for f in spec.uses for cause in self.causes.get(f, ())
+                 if diagnostic.code in CONSEQUENCES[cause[0]]), None)
             if earlier is not None:
                 code, title = earlier
                 out.append(Diagnostic(code, {"what": diagnostic.details.get("what"),
@@ -43,7 +52,7 @@ class SaidOnce:
                 continue
             out.append(diagnostic)
             self.explained[key] = (diagnostic.code, spec.title)
-            if diagnostic.code in CAUSES:
+            if diagnostic.code in CONSEQUENCES:
                 for function in spec.uses:
-                    self.causes.setdefault(function, (diagnostic.code, spec.title))
+                    self.causes.setdefault(function, []).append((diagnostic.code, spec.title))
         return out

@@ -1,0 +1,127 @@
+"""A second look at the checks a submission failed, once every check has run.
+
+It runs them again in a fresh student process, whose time, output and deaths the grade never
+sees, so that it cannot cost the submission anything its checks gave it:
+- an error inside `backward()` (graph freed, in-place modification) names no line of the
+  student's: the check runs again with autograd's anomaly mode on, which records where the
+  tensor involved was made;
+- a failure of values is compared with the known wrong programs: the check runs again on the
+  same inputs with each of them standing in for the reference, and the first one the student's
+  code passes with is the mistake it makes; what that program says replaces the general hint.
+"""
+from __future__ import annotations
+
+import time
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import torch
+
+from .checks import CheckSpec, Context, diagnose_exception
+from .diagnostics import Diagnostic, Fail
+from .remote import StudentDied, StudentError
+
+if TYPE_CHECKING:
+    from .grader import Session
+
+# what the student's code does on its own (it raised, hung, died, behaved at random): no wrong
+# program's values explain it
+UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "timeout",
+                            "memory-limit", "crashed", "forbidden-operation",
+                            "nonscalar-backward", "graph-freed", "inplace-modified",
+                            "nondeterministic"})
+BACKWARD_ERRORS = frozenset({"graph-freed", "inplace-modified"})
+# the time one submission's second look may take; a check that took longer than a call may
+# (it is slow, or it hung) is not run again at all
+SECONDS = 20.0
+
+
+def run_check(session: "Session", spec: CheckSpec, seed: int, index: int,
+              reference: ModuleType | None) -> None:
+    """One check on a clean student process, its inputs drawn from the run's seed and its
+    place: the same inputs each time it runs."""
+    student = session.student()
+    student.request("reset")
+    rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
+    spec.function(Context(student, rng, reference, session.exercise.support, session.device,
+                          session.scratch_path))
+
+
+class SecondLook:
+    def __init__(self, session: "Session", seed: int, wrong_programs: dict[str, dict]):
+        self.session, self.seed, self.says = session, seed, wrong_programs
+        self.spent = 0.0
+        # once a process dies here, or the first look's deaths stopped the checks, no more
+        self.over = session.fatal is not None
+
+    def diagnostics(self, index: int, spec: CheckSpec, diagnostics: list[Diagnostic],
+                    seconds: float) -> list[Diagnostic]:
+        if seconds > self.session.limits.call_seconds:
+            return diagnostics
+        return self._recognised(index, spec, self._placed(index, spec, diagnostics))
+
+    def _placed(self, index: int, spec: CheckSpec,
+                diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+        """An error inside backward(), at the student's line that made the tensor involved
+        rather than at the backward() call (or at no line, when the check called it)."""
+        at = next((i for i, d in enumerate(diagnostics)
+                   if d.code in BACKWARD_ERRORS and "same_as" not in d.details), None)
+        if at is None:
+            return diagnostics
+        found = diagnostics[at]
+        again = self._again(index, spec, self.session.exercise.reference, anomaly=True)
+        place = next((d.details for d in again or [] if d.code == found.code
+                      and d.details.get("made_at")), None)
+        if place is None:
+            return diagnostics
+        placed = Diagnostic(found.code, dict(found.details, file=place["file"],
+                                             line=place["line"]))
+        return [*diagnostics[:at], placed, *diagnostics[at + 1:]]
+
+    def _recognised(self, index: int, spec: CheckSpec,
+                    diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+        at = next((i for i, d in enumerate(diagnostics) if d.code not in UNRECOGNISABLE
+                   and "same_as" not in d.details), None)
+        if at is None:
+            return diagnostics
+        for name, program in self.session.exercise.wrong_programs:
+            if self._again(index, spec, program) == []:
+                found = diagnostics[at]
+                # braces in an instructor's words are text, not places for details
+                says = {lang: text.replace("{", "{{").replace("}", "}}")
+                        for lang, text in self.says[name].items()}
+                named = Diagnostic(found.code, dict(found.details, hint=says, wrong_program=name))
+                return [*diagnostics[:at], named, *diagnostics[at + 1:]]
+        return diagnostics
+
+    def _again(self, index: int, spec: CheckSpec, reference: ModuleType | None,
+               anomaly: bool = False) -> list[Diagnostic] | None:
+        """The check run again: [] if it passed, its diagnostics if it failed, None if it could
+        not say (no time left, the process died, the wrong program itself raised)."""
+        if self.over or self.spent > SECONDS:
+            return None
+        started = time.perf_counter()
+        try:
+            if anomaly:
+                self.session.student().request("anomaly", on=True)
+            run_check(self.session, spec, self.seed, index, reference)
+            return []
+        except Fail as fail:
+            return fail.diagnostics
+        except StudentError as exc:
+            return [diagnose_exception(exc.info, spec.title)]
+        except StudentDied:
+            self.over = True
+            return None
+        except Exception:  # noqa: BLE001 - a wrong program that raises on these inputs says
+            return None    # nothing about the student's code
+        finally:
+            self.spent += time.perf_counter() - started
+            if anomaly and not self.over:
+                self._anomaly_off()
+
+    def _anomaly_off(self) -> None:
+        try:
+            self.session.student().request("anomaly", on=False)
+        except (StudentDied, StudentError, Fail):
+            self.over = True
