@@ -1,16 +1,19 @@
-"""`%hpcgrade check SLUG` and `%hpcgrade submit SLUG [NOTEBOOK]` in a Jupyter kernel.
+"""`%hpcgrade login`, `%hpcgrade check SLUG` and `%hpcgrade submit SLUG [NOTEBOOK]` in Jupyter.
 
-`check` runs the exercise's visible checks on the cells this kernel has run, in order, as the
-grader runs a notebook's cells: what the notebook defines now, without saving it. `submit` sends
-the kernel's own notebook file, as last saved, to the service with the token of
-`hpcgrade login`, and shows the result once graded.
+`login` asks for the username and password and keeps a token, as `hpcgrade login` does. `check`
+runs the exercise's visible checks on the cells this kernel has run, in order, as the grader
+runs a notebook's cells: what the notebook defines now, without saving it. `submit` sends the
+kernel's own notebook file, as last saved, to the service with that token, and shows the result
+once graded.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import getpass
 import json
 import os
+import re
 import shlex
 import tempfile
 import time
@@ -22,25 +25,30 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from server.summary import summary
 from worker.runner import HarnessFailed
 
-from .service import Service, ServiceError
+from .service import Service, ServiceError, log_in
 from .visible import run_visible_checks
 
 POLL_SECONDS = 1.0
 WAITING = ("queued", "running")
+# this extension's own lines: what a check of the kernel's cells leaves out
+OWN_LINE = re.compile(r"^\s*%(?:load_ext\s+hpcgrade|hpcgrade)\b.*$", re.MULTILINE)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="%hpcgrade", exit_on_error=False, add_help=False)
-    parser.add_argument("action", choices=("check", "submit"))
-    parser.add_argument("exercise")
+    parser.add_argument("action", choices=("login", "check", "submit"))
+    parser.add_argument("exercise", nargs="?")
     parser.add_argument("notebook", nargs="?", help="submit: the notebook's file, when the "
                                                     "kernel cannot tell")
     parser.add_argument("--lang", choices=("en", "es"), default="en")
     parser.add_argument("--timeout", type=int, default=600, help="submit: seconds to wait")
+    parser.add_argument("--server", help="login: the portal's URL")
+    parser.add_argument("--username", help="login: asked for when not given")
     return parser
 
 
-USAGE = ("%hpcgrade check EXERCISE [--lang es]  |  "
+USAGE = ("%hpcgrade login [--server URL] [--username NAME]  |  "
+         "%hpcgrade check EXERCISE [--lang es]  |  "
          "%hpcgrade submit EXERCISE [NOTEBOOK.ipynb] [--lang es] [--timeout SECONDS]")
 
 
@@ -52,16 +60,30 @@ class HpcgradeMagics(Magics):
             args = _parser().parse_args(shlex.split(line))
         except (argparse.ArgumentError, SystemExit, ValueError) as exc:
             raise UsageError(f"{exc}\nusage: {USAGE}") from None
+        if args.action != "login" and not args.exercise:
+            raise UsageError(f"which exercise?\nusage: {USAGE}")
         try:
-            if args.action == "check":
+            if args.action == "login":
+                self.login(args.server, args.username)
+            elif args.action == "check":
                 self.check(args.exercise, args.lang)
             else:
                 self.submit(args.exercise, args.notebook, args.lang, args.timeout)
         except (ServiceError, ValueError, HarnessFailed) as exc:
             raise UsageError(str(exc)) from None
 
+    def login(self, server: str | None, username: str | None) -> None:
+        server = server or os.environ.get("HPCGRADE_SERVER") or Service.configured_server()
+        if not server:
+            raise ValueError("which server? %hpcgrade login --server https://…")
+        answer = log_in(server, username or input("username: "), getpass.getpass("password: "))
+        print(f"logged in to {server} as {answer['username']} (valid until "
+              f"{answer.get('expires_at', '?')})")
+
     def check(self, exercise: str, lang: str) -> None:
-        history = self.shell.history_manager.input_hist_raw[1:]  # [0] is IPython's empty entry
+        # [0] is IPython's empty entry; this extension's lines are left out (blank, so that
+        # each cell keeps its line numbers)
+        history = [OWN_LINE.sub("", code) for code in self.shell.history_manager.input_hist_raw[1:]]
         # the cells as a notebook, so that magics are neutralised and errors are told per cell
         cells = [{"cell_type": "code", "source": code, "metadata": {}, "outputs": [],
                   "execution_count": None} for code in history]

@@ -6,8 +6,10 @@ the client file that `hpcgrade login` writes (HPCGRADE_CLIENT_CONFIG, by default
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import socket
 import tomllib
 import urllib.error
 import urllib.parse
@@ -48,50 +50,116 @@ def read_client_config() -> dict:
         raise ValueError(f"{path}: {exc} — run `hpcgrade login` again") from None
 
 
+def save_client_config(server: str, token: str) -> Path:
+    """The client file, readable by its owner alone: it holds the token."""
+    path = client_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as f:
+        f.write(f"server = {json.dumps(server)}\ntoken = {json.dumps(token)}\n")
+    return path
+
+
+def token_label() -> str:
+    """Who asked for a token, from where: user@host, as the account's token page lists it."""
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):
+        who = "?"
+    return f"{who}@{socket.gethostname()}"[:100]
+
+
+class _SameHost(urllib.request.HTTPRedirectHandler):
+    """A redirect to another host would carry the token there: refused."""
+
+    def redirect_request(self, request, fp, code, message, headers, new_url):
+        if urllib.parse.urlsplit(new_url).netloc != urllib.parse.urlsplit(request.full_url).netloc:
+            raise ServiceError(f"{request.full_url} redirects to another host ({new_url}): "
+                               "is the server's URL right?", UNREACHABLE)
+        return super().redirect_request(request, fp, code, message, headers, new_url)
+
+
+_OPENER = urllib.request.build_opener(_SameHost)
+
+
+def log_in(server: str, username: str, password: str) -> dict:
+    """A new token for this user (the API's answer: token, username, expires_at), kept in the
+    client file with the server's URL."""
+    service = Service(server, token="")
+    answer = service.request("POST", "/api/v1/tokens", {}, json.dumps({
+        "username": username, "password": password, "label": token_label()}).encode(),
+        {"Content-Type": "application/json"})
+    save_client_config(service.server, answer["token"])
+    return answer
+
+
 class Service:
     def __init__(self, server: str | None = None, token: str | None = None):
-        config = read_client_config() if not (server and token) else {}
+        """`token=""`: none (logging in); otherwise the given one, else HPCGRADE_TOKEN, else the
+        client file's."""
+        config = read_client_config() if not (server and token is not None) else {}
         self.server = (server or os.environ.get("HPCGRADE_SERVER") or config.get("server") or "")
         self.server = self.server.rstrip("/")
-        self.token = token or os.environ.get("HPCGRADE_TOKEN") or config.get("token")
-        if not self.server or not self.token:
-            raise ServiceError("not logged in: run `hpcgrade login --server URL` in a terminal "
-                               "once (or set HPCGRADE_SERVER and HPCGRADE_TOKEN)", NOT_LOGGED_IN)
+        self.token = token if token is not None else (
+            os.environ.get("HPCGRADE_TOKEN") or config.get("token"))
+        if not self.server or self.token is None:
+            raise ServiceError("not logged in: `%hpcgrade login --server URL` in Jupyter, or "
+                               "`hpcgrade login --server URL` in a terminal, once (or set "
+                               "HPCGRADE_SERVER and HPCGRADE_TOKEN)", NOT_LOGGED_IN)
+
+    @staticmethod
+    def configured_server() -> str | None:
+        """The server of the client file, if there is one."""
+        return read_client_config().get("server")
 
     def page(self, submission_id: int) -> str:
         return f"{self.server}/submissions/{submission_id}"
 
     def get(self, path: str, **params: str) -> dict:
-        return self._request("GET", path, params)
+        return self.request("GET", path, params)
 
     def submit(self, exercise: str, filename: str, data: bytes, lang: str = "en") -> dict:
         boundary = uuid.uuid4().hex
+        # the name as UTF-8 (as browsers send it: práctica.ipynb stays so), quotes escaped
+        quoted = filename.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "").replace("\n", "")
         body = (f'--{boundary}\r\nContent-Disposition: form-data; name="exercise"\r\n\r\n'
                 f"{exercise}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
-                f"filename={json.dumps(filename)}\r\nContent-Type: application/octet-stream\r\n\r\n"
+                f'filename="{quoted}"\r\nContent-Type: application/octet-stream\r\n\r\n'
                 ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
-        return self._request("POST", "/api/v1/submissions", {"lang": lang}, body, {
+        return self.request("POST", "/api/v1/submissions", {"lang": lang}, body, {
             "Content-Type": f"multipart/form-data; boundary={boundary}",
             "Idempotency-Key": str(uuid.uuid4())})
 
-    def _request(self, method: str, path: str, params: dict, body: bytes | None = None,
+    def request(self, method: str, path: str, params: dict, body: bytes | None = None,
                  headers: dict | None = None) -> dict:
-        url = path if path.startswith("http") else self.server + path
+        if path.startswith(("http://", "https://")):  # an address the server gave: its path,
+            parts = urllib.parse.urlsplit(path)           # on the server the token is for
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+        url = self.server + path
         if params:
             url += "?" + urllib.parse.urlencode(params)
         request = urllib.request.Request(url, body, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Accept": "application/json",
-            **(headers or {})})
+            "Accept": "application/json", **(headers or {}),
+            **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
         try:
-            with urllib.request.urlopen(request, timeout=REQUEST_SECONDS) as reply:
-                return json.load(reply)
+            with _OPENER.open(request, timeout=REQUEST_SECONDS) as reply:
+                answer = _json_object(reply.read())
+            if answer is None:
+                raise ServiceError(f"{url} did not answer as an hpcgrade server does (no JSON "
+                                   "object): is the server's URL right?", UNREACHABLE)
+            return answer
         except urllib.error.HTTPError as exc:
-            try:
-                message = json.load(exc).get("error")
-            except ValueError:
-                message = None
+            message = (_json_object(exc.read()) or {}).get("error")
             kind = NOT_LOGGED_IN if exc.code == 401 else UNREACHABLE if exc.code >= 500 else REFUSED
             raise ServiceError(message or f"HTTP {exc.code} from {url}", kind) from None
         except (urllib.error.URLError, OSError) as exc:
             raise ServiceError(f"cannot reach {self.server}: {getattr(exc, 'reason', exc)}",
                                UNREACHABLE) from None
+
+
+def _json_object(body: bytes) -> dict | None:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None

@@ -7,10 +7,8 @@ own exit status (EXIT_STATUSES), so that a script can tell them apart.
 """
 from __future__ import annotations
 
-import getpass
 import json
 import os
-import socket
 import sys
 import time
 import uuid
@@ -23,7 +21,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from hpcgrade import service
-from hpcgrade.service import client_config_path
+from hpcgrade.service import save_client_config, token_label
 
 from .summary import summary, translator
 
@@ -60,15 +58,6 @@ def read_client_config() -> dict:
         return service.read_client_config()
     except ValueError as exc:
         raise NotLoggedIn(str(exc)) from None
-
-
-def save_client_config(server: str, token: str) -> Path:
-    path = client_config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as f:
-        f.write(f"server = {json.dumps(server)}\ntoken = {json.dumps(token)}\n")
-    return path
 
 
 def _server(option: str | None) -> str:
@@ -121,19 +110,10 @@ def login(server: str | None, username: str, password: str) -> None:
     """Get a token for `hpcgrade submit` and keep it in the client file."""
     server = _server(server)
     body = _call("POST", f"{server}/api/v1/tokens",
-                 json={"username": username, "password": password, "label": _label()})
+                 json={"username": username, "password": password, "label": token_label()})
     path = save_client_config(server, body["token"])
     click.echo(f"logged in to {server} as {body['username']}; token kept in {path} "
                f"(valid until {body.get('expires_at', '?')})")
-
-
-def _label() -> str:
-    """Who asked for a token, from where: user@host, as the account's token page lists it."""
-    try:
-        who = getpass.getuser()
-    except (KeyError, OSError):
-        who = "?"
-    return f"{who}@{socket.gethostname()}"[:100]
 
 
 def _retrying() -> requests.Session:
@@ -213,27 +193,3 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
                else summary(file, status, lang, styled_output()))
     sys.exit(GRADED if status["status"] == "graded" else NO_GRADE)
 
-
-@click.command(epilog=EXIT_STATUSES)
-@click.argument("exercise")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--lang", type=LANGS, default="en", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def check(exercise: str, file: Path, lang: str, as_json: bool) -> None:
-    """Run EXERCISE's visible checks on FILE (.py or .ipynb) here, in the grader's sandbox: no
-    attempt is used, and the hidden checks of the grade are others. The exercise's public files
-    come from the server you logged in to (or the local exercises folder, when it has them)."""
-    from hpcgrade.visible import run_visible_checks  # imports the harness's runner
-    from worker.runner import HarnessFailed
-    try:
-        report = run_visible_checks(exercise, file, lang)
-    except service.ServiceError as exc:
-        raise {service.NOT_LOGGED_IN: NotLoggedIn, service.REFUSED: Refused,
-               service.UNREACHABLE: Unreachable}[exc.kind](str(exc)) from None
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    except HarnessFailed as exc:
-        click.echo(f"the checks could not run: {exc}", err=True)
-        sys.exit(NO_GRADE)
-    click.echo(json.dumps(report) if as_json else summary(file, report, lang, styled_output()))
-    sys.exit(GRADED if report.get("status") == "graded" else NO_GRADE)

@@ -1,5 +1,6 @@
 """`hpcgrade check` and the IPython extension, in an IPython shell as a student's kernel runs it."""
 import json
+import re
 import subprocess
 import sys
 
@@ -7,8 +8,11 @@ import pytest
 from click.testing import CliRunner
 from IPython.core.interactiveshell import InteractiveShell
 
+from hpcgrade.service import Service
+
 from server.catalogue import default_root
-from server.client import NOT_LOGGED_IN, check
+from server.client import NOT_LOGGED_IN
+from worker.cli import main
 from test_client_output import graded_at_once, portal  # noqa: F401 - a fixture
 
 REFERENCE = (default_root() / "autograd-q" / "reference.py").read_text()
@@ -19,7 +23,6 @@ WRONG = REFERENCE.replace("gradient=v", "gradient=torch.ones_like(v)")
 def kernel(tmp_path, monkeypatch):
     """A fresh IPython shell with the extension loaded, working in tmp_path."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     InteractiveShell.clear_instance()
     shell = InteractiveShell.instance()
     assert shell.run_cell("%load_ext hpcgrade").success
@@ -50,14 +53,13 @@ def test_check_fetches_the_public_files_from_the_server_without_a_local_folder(
     _run(kernel, REFERENCE, capsys)
     out = _run(kernel, "%hpcgrade check autograd-q", capsys)
     assert "✔" in out and "✘" not in out
-    fetched = tmp_path / "cache" / "hpcgrade" / "exercises" / "autograd-q"
-    assert sorted(p.name for p in fetched.iterdir()) == ["starter.py", "visible.py"]
+    assert "neutralised" not in out and "not run" not in out  # its own lines are left out
 
 
 @pytest.mark.postgresql_only
 def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
         kernel, capsys, portal, monkeypatch, tmp_path, harness):  # noqa: F811
-    notebook = tmp_path / "q.ipynb"
+    notebook = tmp_path / "práctica 1.ipynb"  # sent as UTF-8, as a browser sends it
     notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "code", "source": REFERENCE, "metadata": {}, "outputs": [],
          "execution_count": 1}]}))
@@ -67,7 +69,25 @@ def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
     monkeypatch.setattr("hpcgrade.magic.POLL_SECONDS", 0.05)
     monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
     out = _run(kernel, "%hpcgrade submit autograd-q", capsys)
-    assert f"{portal}/submissions/" in out and "q.ipynb: 10 / 10" in out
+    assert f"{portal}/submissions/" in out and "práctica 1.ipynb: 10 / 10" in out
+    page = re.search(r"/submissions/(\d+)", out).group(1)
+    stored = Service().get(f"/api/v1/submissions/{page}")
+    assert stored["filename"] == "práctica 1.ipynb"
+
+
+@pytest.mark.postgresql_only
+def test_login_keeps_a_token_that_submit_then_uses(
+        kernel, capsys, portal, monkeypatch, tmp_path):  # noqa: F811
+    monkeypatch.delenv("HPCGRADE_TOKEN")
+    monkeypatch.setattr("getpass.getpass", lambda _prompt: "long-password")
+    out = _run(kernel, f"%hpcgrade login --server {portal} --username ana", capsys)
+    assert f"logged in to {portal} as ana" in out
+    kept = (tmp_path / "client.toml").read_text()
+    assert f'server = "{portal}"' in kept and "token = " in kept
+    assert Service().get("/api/v1/exercises")["exercises"]
+    monkeypatch.setattr("getpass.getpass", lambda _prompt: "wrong")
+    assert "wrong username or password" in str(
+        kernel.run_cell("%hpcgrade login --username ana").error_in_exec)
 
 
 def test_submit_without_a_notebook_or_a_login_says_what_to_do(kernel, capsys, monkeypatch, tmp_path):
@@ -85,7 +105,7 @@ def test_submit_without_a_notebook_or_a_login_says_what_to_do(kernel, capsys, mo
 def test_the_command_line_check_prints_the_same_report(tmp_path, monkeypatch):
     work = tmp_path / "work.py"
     work.write_text(WRONG)
-    result = CliRunner().invoke(check, ["autograd-q", str(work), "--json"])
+    result = CliRunner().invoke(main, ["check", "autograd-q", str(work), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["status"] == "graded" and report["score"] < report["max_score"]
@@ -93,7 +113,7 @@ def test_the_command_line_check_prints_the_same_report(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCGRADE_CLIENT_CONFIG", str(tmp_path / "none.toml"))
     monkeypatch.delenv("HPCGRADE_TOKEN", raising=False)
     monkeypatch.delenv("HPCGRADE_SERVER", raising=False)
-    refused = CliRunner().invoke(check, ["autograd-q", str(work)])
+    refused = CliRunner().invoke(main, ["check", "autograd-q", str(work)])
     assert refused.exit_code == NOT_LOGGED_IN and "hpcgrade login" in refused.output
 
 
@@ -106,3 +126,31 @@ def test_the_extension_needs_none_of_the_services_dependencies():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=default_root().parent)
     assert done.stdout == "ok\n", done.stderr
+
+
+def test_the_client_says_when_the_address_is_not_an_hpcgrade_server():
+    """An HTML page is no answer, and a redirect to another host never gets the token."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    from hpcgrade.service import UNREACHABLE, ServiceError
+
+    def site(environ, start_response):
+        if environ["PATH_INFO"] == "/away":
+            start_response("302 Found", [("Location", "http://127.0.0.2:9/api/v1/exercises")])
+            return [b""]
+        start_response("200 OK", [("Content-Type", "text/html")])
+        return [b"<html>a university's home page</html>"]
+
+    server = make_server("127.0.0.1", 0, site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        service = Service(f"http://127.0.0.1:{server.server_port}", token="secret")
+        for path, said in [("/api/v1/exercises", "did not answer as an hpcgrade server does"),
+                           ("/away", "redirects to another host")]:
+            with pytest.raises(ServiceError, match=said) as refused:
+                service.get(path)
+            assert refused.value.kind == UNREACHABLE
+    finally:
+        server.shutdown()

@@ -50,7 +50,6 @@ class LazyGroup(click.Group):
     "tokens": "server.commands:tokens_group",
     "exercises": "server.commands:list_exercises", "demo": "server.demo:demo",
     "login": "server.client:login", "submit": "server.client:submit",
-    "check": "server.client:check",
     "slurm": "worker.cluster_cli:slurm_group", "pilot": "worker.cluster_cli:pilot_group"})
 def main() -> None:
     """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
@@ -133,6 +132,33 @@ def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[dict]:
     finally:
         for job in spooled:
             spool.remove_run(slurm.spool, job.id)
+
+
+@main.command()
+@click.argument("exercise")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--lang", type=LANGS, default="en", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check(exercise: str, file: Path, lang: str, as_json: bool) -> None:
+    """Run EXERCISE's visible checks on FILE (.py or .ipynb) here, in the grader's sandbox: no
+    attempt is used, and the hidden checks of the grade are others. The exercise's public files
+    come from the server you logged in to (or the local exercises folder, when it has them).
+    Exit status as `hpcgrade submit`'s (see its --help)."""
+    from hpcgrade.service import NOT_LOGGED_IN, REFUSED, ServiceError
+    from hpcgrade.visible import run_visible_checks
+    from server.client import NO_GRADE, NotLoggedIn, Refused, Unreachable, styled_output
+    try:
+        report = run_visible_checks(exercise, file, lang)
+    except ServiceError as exc:
+        raise {NOT_LOGGED_IN: NotLoggedIn, REFUSED: Refused}.get(exc.kind, Unreachable)(
+            str(exc)) from None
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except HarnessFailed as exc:
+        click.echo(f"the checks could not run: {exc}", err=True)
+        sys.exit(NO_GRADE)
+    click.echo(json.dumps(report) if as_json else summary(file, report, lang, styled_output()))
+    sys.exit(0 if report.get("status") == "graded" else NO_GRADE)
 
 
 @exercise_group.command("new")
