@@ -14,7 +14,6 @@ from worker.harness.diagnostics import close, compare_grad
 from worker.harness.remote import StudentError
 
 STEP = 1e-6  # float64: truncation error ~STEP², rounding error ~1e-16/STEP
-FUNCTION_NODE = "SiLUBackward"  # the grad_fn class autograd names after a Function called SiLU
 FIXED_X = [[-3.0, -1.0, 0.0], [0.5, 2.0, 4.0]]
 FIXED_V = [[1.0, -2.0, 0.5], [3.0, -0.5, 2.0]]
 SAME_DTYPE = {
@@ -24,6 +23,13 @@ SAME_DTYPE = {
     "es": "La salida conserva el dtype de la entrada: calcúlala solo a partir de `x`, sin "
           "`.float()`, `.double()` ni tensores nuevos de un dtype fijo (`torch.tensor(...)`, "
           "`torch.ones(...)`) dentro de `forward`."}
+APPLIED_TO_EXPRESSION = {
+    "en": "Your Function is applied to the result of other operations, which autograd "
+          "differentiates itself: pass `x` itself to `SiLU.apply` and compute x·σ(x) inside "
+          "`forward`, so that your `backward` gives the gradient.",
+    "es": "Tu Function se aplica al resultado de otras operaciones, que autograd deriva por su "
+          "cuenta: pasa el propio `x` a `SiLU.apply` y calcula x·σ(x) dentro de `forward`, para "
+          "que sea tu `backward` quien dé el gradiente."}
 
 
 def _cases(ctx: Context, dtype: torch.dtype = torch.float64):
@@ -33,16 +39,17 @@ def _cases(ctx: Context, dtype: torch.dtype = torch.float64):
     yield (3 * ctx.randn(*shape, dtype=torch.float64)).to(dtype), ctx.randn(*shape, dtype=dtype)
 
 
-def _silu(ctx: Context, x: RemoteTensor, x_dtype: torch.dtype,
-          expected: torch.Tensor) -> RemoteTensor:
-    """The student's silu(x), of the reference's shape and dtype."""
-    y = expect_tensor(call(ctx, "silu", x), "`silu(x)`", shape=expected.shape)
+def _silu(ctx: Context, x: RemoteTensor, expected: torch.Tensor) -> RemoteTensor:
+    """The student's silu(x), of the reference's shape."""
+    return expect_tensor(call(ctx, "silu", x), "`silu(x)`", shape=expected.shape)
+
+
+def _expect_dtype(y: RemoteTensor, x_dtype: torch.dtype, expected: torch.Tensor) -> None:
     if y.dtype != expected.dtype:
         name = str(x_dtype).removeprefix("torch.")
         raise Fail(Diagnostic("dtype-mismatch", {
             "what": {"en": f"`silu(x)` for a {name} `x`", "es": f"`silu(x)` para un `x` {name}"},
             "got": str(y.dtype), "expected": str(expected.dtype), "hint": SAME_DTYPE}))
-    return y
 
 
 def _reference(ctx: Context, x: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -54,12 +61,14 @@ def _reference(ctx: Context, x: torch.Tensor, v: torch.Tensor) -> tuple[torch.Te
 
 
 def _finite_differences(ctx: Context, x: torch.Tensor) -> torch.Tensor:
-    """dSiLU/dx elementwise: SiLU acts elementwise, so one shift of every element gives them all."""
+    """dSiLU/dx elementwise: SiLU acts elementwise, so one shift of every element gives them all.
+    Differences of STEP need a float64 forward: one of another dtype cannot be differenced."""
     x = x.detach().double()
     plus, minus = ctx.student.put((ctx.on_device(x + STEP), ctx.on_device(x - STEP)))
-    f_plus = _silu(ctx, plus, torch.float64, x).value
-    f_minus = _silu(ctx, minus, torch.float64, x).value
-    return (f_plus - f_minus) / (2 * STEP)
+    f_plus, f_minus = (_silu(ctx, shifted, x) for shifted in (plus, minus))
+    for f in (f_plus, f_minus):
+        _expect_dtype(f, torch.float64, x)
+    return (f_plus.value - f_minus.value) / (2 * STEP)
 
 
 def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor) -> None:
@@ -88,15 +97,29 @@ def _expect_backward(ctx: Context, x: RemoteTensor, x0: torch.Tensor, y: RemoteT
         raise Fail(diagnostic)
 
 
-def _graph_names(fn) -> list[str]:
-    names, queue, seen = [], [fn] if fn is not None else [], set()
+def _graph(fn) -> list[dict]:
+    """The grad_fn graph as ctx.student.describe gives it: breadth-first, class names and the
+    indices of each node's next nodes."""
+    nodes, index, queue = [], {}, [fn] if fn is not None else []
     while queue:
         node = queue.pop(0)
-        if id(node) not in seen:
-            seen.add(id(node))
-            names.append(type(node).__name__)
-            queue.extend(f for f, _ in node.next_functions if f is not None)
-    return names
+        if id(node) not in index:
+            index[id(node)] = len(nodes)
+            nexts = [f for f, _ in node.next_functions if f is not None]
+            nodes.append({"name": type(node).__name__, "next": nexts})
+            queue.extend(nexts)
+    for node in nodes:
+        node["next"] = [index[id(f)] for f in node["next"]]
+    return nodes
+
+
+def _path(graph: list[dict]) -> str:
+    """The graph from its root, always along the first edge: `A → B → AccumulateGrad`."""
+    names, at = [], 0 if graph else None
+    while at is not None and len(names) < len(graph):
+        names.append(graph[at]["name"])
+        at = graph[at]["next"][0] if graph[at]["next"] else None
+    return " → ".join(names)
 
 
 @check("forward-values", points=2, uses="silu", en="forward: silu(x) = x·σ(x)",
@@ -105,7 +128,8 @@ def forward_values(ctx: Context) -> None:
     for x, _ in _cases(ctx):
         expected = ctx.reference.silu(x.clone().requires_grad_()).detach()
         x_sent = ctx.student.put(ctx.on_device(x.clone()).requires_grad_())
-        y = _silu(ctx, x_sent, x.dtype, expected)
+        y = _silu(ctx, x_sent, expected)
+        _expect_dtype(y, x.dtype, expected)
         expect_close(y, expected, "`silu(x)`")
 
 
@@ -115,22 +139,29 @@ def forward_values(ctx: Context) -> None:
 def backward_finite_differences(ctx: Context) -> None:
     for x0, v in _cases(ctx):
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
-        y = _silu(ctx, x, x0.dtype, _reference(ctx, x0, v)[0])
+        y = _silu(ctx, x, _reference(ctx, x0, v)[0])
         _backward(ctx, y, v)
         _expect_backward(ctx, x, x0, y, v)
 
 
 @check("graph-uses-function", points=2, uses=("silu", "SiLU"),
-       en="silu(x) goes through your Function", es="silu(x) pasa por tu Function")
+       en="silu(x) is your Function applied to x", es="silu(x) es tu Function aplicada a x")
 def graph_uses_function(ctx: Context) -> None:
+    """The student's graph is the reference's, node for node and edge for edge (for a leaf x:
+    SiLUBackward → AccumulateGrad): the Function applied to an expression autograd already
+    differentiates, `SiLU.apply(x * torch.sigmoid(x))`, has the right root but more below it."""
     for x0, _ in _cases(ctx):
         y_ref = ctx.reference.silu(x0.clone().requires_grad_())
-        expected = FUNCTION_NODE in _graph_names(y_ref.grad_fn)
-        y = _silu(ctx, ctx.student.put(ctx.on_device(x0.clone()).requires_grad_()), x0.dtype, y_ref)
-        names = [node["name"] for node in ctx.student.describe(y)["graph"]]
-        if (FUNCTION_NODE in names) != expected:
-            raise Fail(Diagnostic("custom-function-unused",
-                                  {"what": "`silu(x)`", "got": names[0] if names else None}))
+        expected = _graph(y_ref.grad_fn)
+        y = _silu(ctx, ctx.student.put(ctx.on_device(x0.clone()).requires_grad_()), y_ref)
+        graph = ctx.student.describe(y)["graph"]
+        if graph == expected:
+            continue
+        if graph and expected and graph[0]["name"] == expected[0]["name"]:
+            raise Fail(Diagnostic("custom-function-unused", {
+                "what": "`silu(x)`", "got": _path(graph), "hint": APPLIED_TO_EXPRESSION}))
+        raise Fail(Diagnostic("custom-function-unused",
+                              {"what": "`silu(x)`", "got": graph[0]["name"] if graph else None}))
 
 
 @check("non-contiguous-input", points=1, uses="silu", en="a non-contiguous input (x.t())",
@@ -140,7 +171,7 @@ def non_contiguous_input(ctx: Context) -> None:
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
         transposed = ctx.student.method(x, "t")
         expected = ctx.reference.silu(x0.t()).detach()
-        y = _silu(ctx, transposed, x0.dtype, expected)
+        y = _silu(ctx, transposed, expected)
         expect_close(y, expected, "`silu(x.t())`")
         _backward(ctx, y, v.t())
         _expect_backward(ctx, x, x0.t(), y, v.t(), transposed=True)
@@ -152,7 +183,8 @@ def float32(ctx: Context) -> None:
     for x0, v in _cases(ctx, torch.float32):
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
         expected = ctx.reference.silu(x0.clone()).detach()
-        y = _silu(ctx, x, x0.dtype, expected)
+        y = _silu(ctx, x, expected)
+        _expect_dtype(y, x0.dtype, expected)
         expect_close(y, expected, "`silu(x)`")
         _backward(ctx, y, v)
         _expect_backward(ctx, x, x0, y, v, rtol=1e-4, atol=1e-5)

@@ -34,6 +34,13 @@ BUILT_IN_HINT = {
           "`nn.Conv2d` are what it is checked against.",
     "es": "Escribe tú la convolución con `torch.einsum`: `F.conv2d`, `torch.conv2d` y "
           "`nn.Conv2d` son aquello con lo que se compara."}
+# autograd's only built-in nodes named `...Backward` with no digit (torch._C._functions)
+BUILT_IN_WITHOUT_DIGIT = {"SendRpcBackward", "UndefinedGradBackward"}
+OWN_FUNCTION_HINT = {
+    "en": "Compute the convolution with `torch.einsum` on tensor operations autograd tracks, and "
+          "let autograd differentiate it: no `torch.autograd.Function` of your own.",
+    "es": "Calcula la convolución con `torch.einsum` sobre operaciones de tensores que autograd "
+          "sigue, y deja que autograd la derive: sin ninguna `torch.autograd.Function` propia."}
 SLOW_HINT = {
     "en": "A Python loop over output positions runs thousands of small operations: take every "
           "window at once (`Tensor.unfold` or `as_strided`) and contract windows and filter in "
@@ -74,11 +81,14 @@ def _output_of(ctx: Context, value: object, expected: torch.Tensor, what: str) -
 
 
 def _expect_values(ctx: Context, shapes: tuple, dtype: torch.dtype, **tolerances: float) -> None:
+    """Sent requiring grad, as a layer's input and weights would: the output's graph then shows
+    how it was computed, and one made by a built-in convolution earns nothing here."""
     input, filter = _inputs(ctx, shapes, dtype)
     expected = ctx.reference.conv2d(input.clone(), filter.clone())
     what = _what(shapes)
-    output = _output(ctx, _send(ctx, input, filter, requires_grad=False), expected, what)
+    output = _output(ctx, _send(ctx, input, filter, requires_grad=True), expected, what)
     expect_close(output, expected, what, **tolerances)
+    _refuse_built_in(ctx, output, what)
 
 
 def _gradients(ctx: Context, shapes: tuple) -> tuple:
@@ -117,6 +127,13 @@ def _expect_grad(got: object, expected: torch.Tensor, name: str) -> None:
 
 
 def _refuse_built_in(ctx: Context, output: RemoteTensor, what: str) -> None:
+    """Refuse an output whose graph has a built-in convolution's node, or the node of an
+    autograd.Function of the student's own: what a Function computes inside cannot be seen
+    (F.conv2d wrapped in a Function named `Einsum` would pass as einsum). Autograd names a
+    Function's node `<class>Backward`; its built-in nodes end in a digit (`BmmBackward0`), but for
+    BUILT_IN_WITHOUT_DIGIT. An output with no graph is left to the gradient checks. Graph
+    inspection only stops the plain ways: a determined cheat can still evade it, e.g. by adding a
+    built-in convolution's detached result to an einsum that contributes nothing to the values."""
     names = [node["name"] for node in ctx.student.describe(output)["graph"]]
     built_in = next((name for name in names if "conv" in name.lower()), None)
     if built_in:
@@ -124,6 +141,16 @@ def _refuse_built_in(ctx: Context, output: RemoteTensor, what: str) -> None:
             "what": what, "hint": BUILT_IN_HINT,
             "error": {"en": f"its graph has `{built_in}`, a built-in convolution",
                       "es": f"su grafo contiene `{built_in}`, una convolución ya hecha"}}))
+    function = next((name for name in names
+                     if name.endswith("Backward") and name not in BUILT_IN_WITHOUT_DIGIT), None)
+    if function:
+        raise Fail(Diagnostic("forbidden-operation", {
+            "what": what, "hint": OWN_FUNCTION_HINT,
+            "error": {"en": f"its graph has `{function}`, the node of an `autograd.Function` of "
+                            "your own, whose inside the grader cannot check",
+                      "es": f"su grafo contiene `{function}`, el nodo de una "
+                            "`autograd.Function` propia, cuyo interior el corrector no puede "
+                            "comprobar"}}))
 
 
 def _timed(request) -> tuple[object, float]:
