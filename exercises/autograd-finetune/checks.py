@@ -3,7 +3,9 @@
 Both processes build the model with support.py: the same "pretrained" weights for a seed and the
 same starting values for the new head (`seed_head`), so that the student's parameters after
 training compare with the reference's one by one. Every expected value comes from the
-reference's two functions run on the grader's copy.
+reference's two functions run on the grader's copy. Training runs in the student's process, where
+the submission can change what it does, so the checks that train also require the flags read back
+before it: every parameter the reference froze is frozen when `freeze_and_replace_head` returns.
 """
 from dataclasses import dataclass, field
 
@@ -61,6 +63,8 @@ class Got:
     optimizer: object = None
     settings: dict = field(default_factory=dict)  # describe() of the optimizer
     trained: dict[str, RemoteTensor] = field(default_factory=dict)
+    # the parameters the reference froze that still required grad before training
+    unfrozen: list[str] = field(default_factory=list)
 
 
 def _cases(ctx: Context) -> list[Case]:
@@ -146,11 +150,14 @@ def _prepared(ctx: Context, case: Case, expected: Expected) -> Got:
     got = _frozen(ctx, case)
     _expect_head(_described(ctx, got.model), expected)
     for name, flag in expected.requires_grad.items():
-        # the parameters the reference trains must be trainable; the others are left to training
+        # the parameters the reference trains must be trainable; the ones it froze must be
+        # frozen too, which _expect_learning says after training, when it shows
         if flag and got.parameters[name].requires_grad is not True:
             raise Fail(Diagnostic("requires-grad-wrong", {"what": f"`model.{name}`",
                                                           "got": got.parameters[name].requires_grad,
                                                           "expected": True}))
+    got.unfrozen = [name for name, flag in expected.requires_grad.items()
+                    if not flag and got.parameters[name].requires_grad is not False]
     _in_student(ctx, "seed_head", got.model, case.seed, what="`seed_head(model)`")
     got.parameters = _described(ctx, got.model)["parameters"]
     got.optimizer = call(ctx, "make_optimizer", got.model)
@@ -167,13 +174,20 @@ def _train(ctx: Context, got: Got, case: Case, steps: int) -> None:
 
 
 def _expect_learning(got: Got, expected: Expected, steps: int) -> None:
-    """The frozen parameters did not move; the trained ones are where the reference's are."""
+    """The frozen parameters did not move and were frozen before training (training runs in the
+    student's process, where the submission can change it); the trained ones are where the
+    reference's are."""
     for name, before in expected.parameters.items():
         moved = not torch.equal(before, expected.trained[name])
-        got_moved = not torch.equal(got.parameters[name].value, got.trained[name].value)
+        if not moved and not torch.equal(got.parameters[name].value, got.trained[name].value):
+            raise Fail(Diagnostic("frozen-param-changed", {"what": f"`model.{name}`"}))
+    for name in got.unfrozen:
+        raise Fail(Diagnostic("requires-grad-wrong", {
+            "what": {"en": f"`model.{name}` after `freeze_and_replace_head`",
+                     "es": f"`model.{name}` tras `freeze_and_replace_head`"},
+            "got": got.parameters[name].requires_grad, "expected": False}))
+    for name in expected.parameters:
         what = f"`model.{name}`"
-        if got_moved and not moved:
-            raise Fail(Diagnostic("frozen-param-changed", {"what": what}))
         expect_close(got.trained[name], expected.trained[name],
                      {"en": f"{what} after {STEPS[steps]['en']}",
                       "es": f"{what} tras {STEPS[steps]['es']}"},

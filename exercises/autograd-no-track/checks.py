@@ -2,6 +2,8 @@
 
 Every check runs a fixed case first (values on which each known wrong program differs from the
 reference), then a random one. Expected values, flags and memory sharing are the reference's.
+Once `sgd_update_` has run, no support code runs in the student's process: `w` and `w.grad` are
+read back, and the next `backward()` is added to `w.grad` in the grader.
 """
 from dataclasses import dataclass
 
@@ -37,6 +39,11 @@ NOT_CLEARED = {
           "it: clear it at the end of `sgd_update_` (`w.grad = None` or `w.grad.zero_()`).",
     "es": "`w.grad` aún tenía el gradiente usado en la actualización, y el siguiente `backward()` "
           "se le sumó: bórralo al final de `sgd_update_` (`w.grad = None` o `w.grad.zero_()`)."}
+NEW_MEMORY = {
+    "en": "`w.data = …` gives `w` new memory; update in place: "
+          "`with torch.no_grad(): w -= lr * w.grad`.",
+    "es": "`w.data = …` da a `w` memoria nueva; actualízalo «in situ»: "
+          "`with torch.no_grad(): w -= lr * w.grad`."}
 STILL_TRAINING = {
     "en": "`model.training` is still True after `predict`: dropout and batch norm behave as in "
           "training. Call `model.eval()` before the forward pass.",
@@ -97,6 +104,7 @@ class Step:
     start: torch.Tensor
     grad: torch.Tensor
     returned: object
+    ref_kept_memory: bool  # w_ref's storage after the reference's update is the one it had
 
 
 def _steps(ctx: Context):
@@ -109,6 +117,7 @@ def _steps(ctx: Context):
 def _sgd_step(ctx: Context, start: torch.Tensor, grad: torch.Tensor, lr: float) -> Step:
     w_ref = start.clone().requires_grad_()
     ctx.support.accumulate_grad(w_ref, grad)
+    memory = w_ref.untyped_storage().data_ptr()
     ctx.reference.sgd_update_(w_ref, lr)
     w = ctx.student.put(ctx.on_device(start.clone()).requires_grad_())
     ctx.student.new("accumulate_grad", w, ctx.on_device(grad))
@@ -120,7 +129,7 @@ def _sgd_step(ctx: Context, start: torch.Tensor, grad: torch.Tensor, lr: float) 
                 torch.equal(ctx.student.attr(w, "data").value, start):
             diagnostic = Diagnostic(diagnostic.code, dict(diagnostic.details, hint=CLEARED_FIRST))
         raise Fail(diagnostic) from None
-    return Step(w, w_ref, start, grad, returned)
+    return Step(w, w_ref, start, grad, returned, w_ref.untyped_storage().data_ptr() == memory)
 
 
 def _cleared(grad: object) -> bool:
@@ -134,8 +143,9 @@ def sgd_in_place(ctx: Context) -> None:
     for case in _steps(ctx):
         step = _sgd_step(ctx, *case)
         updated = ctx.student.attr(step.w, "data")
-        if updated.storage != step.w.storage:
-            raise Fail(Diagnostic("storage-not-shared", {"what": UPDATED}))
+        if (updated.storage == step.w.storage) != step.ref_kept_memory:
+            raise Fail(Diagnostic("storage-not-shared", {"what": UPDATED, "hint": NEW_MEMORY})
+                       if step.ref_kept_memory else Diagnostic("storage-shared", {"what": UPDATED}))
         expected = step.w_ref.detach()
         # a w left as it was is wrong in two ways, told apart by what happened to its gradient
         unchanged = torch.equal(updated.value, step.start)
@@ -169,18 +179,19 @@ def sgd_keeps_leaf(ctx: Context) -> None:
 @check("sgd-clears-grad", points=1, uses="sgd_update_", en="sgd_update_ clears w.grad",
        es="sgd_update_ borra w.grad")
 def sgd_clears_grad(ctx: Context) -> None:
-    what = "`sgd_update_(w, lr); loss.backward(); w.grad`"
+    """`w.grad` read back right after the update: cleared (None or zeros) when the reference's
+    is. Otherwise what the next `backward()` would leave, the grader adds its gradient itself."""
+    what = {"en": "`w.grad` after `sgd_update_(w, lr)` and the next `backward()`",
+            "es": "`w.grad` tras `sgd_update_(w, lr)` y el siguiente `backward()`"}
     for case in _steps(ctx):
         step = _sgd_step(ctx, *case)
-        ctx.support.accumulate_grad(step.w_ref, step.grad)
-        try:
-            ctx.student.new("accumulate_grad", step.w, ctx.on_device(step.grad))
-        except StudentError as exc:
-            raise Fail(diagnose_exception(exc.info, "`sgd_update_(w, lr); loss.backward()`")) \
-                from None
         got = ctx.student.attr(step.w, "grad")
-        diagnostic = compare_grad(None if got is None else expect_tensor(got, what).value,
-                                  step.w_ref.grad, what)
+        got = None if got is None else expect_tensor(got, what, shape=step.grad.shape).value
+        left, left_ref = (None if _cleared(g) else g.double() for g in (got, step.w_ref.grad))
+        if left is None and left_ref is None:
+            continue
+        diagnostic = compare_grad(step.grad if left is None else left + step.grad,
+                                  step.grad if left_ref is None else left_ref + step.grad, what)
         if diagnostic:
             raise Fail(Diagnostic(diagnostic.code, dict(diagnostic.details, hint=NOT_CLEARED))
                        if diagnostic.code == "grad-accumulated" else diagnostic)
@@ -217,6 +228,8 @@ def predict_eval_values(ctx: Context) -> None:
 @check("predict-no-graph", points=1, uses="predict", en="predict builds no graph",
        es="predict no construye grafo")
 def predict_no_graph(ctx: Context) -> None:
+    # `model(x).detach()` passes too: a graph built and dropped inside `predict` leaves nothing
+    # the grader can read back
     for _, expected, _, output in _predictions(ctx):
         tracked = bool(output.requires_grad or output.grad_fn is not None)
         if tracked != expected.requires_grad:

@@ -1,21 +1,24 @@
 """Hidden checks for training-step: consecutive SGD steps of a small network.
 
-support.py's RecordingSGD logs, inside the student process, when each backward() reaches a
-parameter and the .grad each step() finds. A check passes only when the parameters after every
-call (or the values returned) are the reference's; the log, which the student could rewrite,
-only chooses which mistake a failure names.
+A check passes only on values the grader reads back after every call of train_step: each
+parameter, the reference's, and its .grad, the reference's or cleared where the reference's is the
+one its step() used (the statement allows clearing after `optimizer.step()`), or the value
+returned. support.py's RecordingSGD logs, inside the student process, when each backward() reaches
+a parameter and the .grad each step() finds; that log, which the submission can rewrite, only
+chooses which mistake a failure names.
 """
 from dataclasses import dataclass
 
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   expect_close, expect_float)
-from worker.harness.diagnostics import close, compare_grad, scale_factor, value_error_details
+from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
+                                   check, expect_float)
+from worker.harness.diagnostics import (close, compare_grad, compare_values, scale_factor,
+                                        value_error_details)
+from worker.harness.remote import StudentError
 
 RTOL, ATOL = 1e-5, 1e-6
 FIXED_SEED = 5
-LOG_FORMAT = '("backward", i) | ("step", i, grad)'
 SUM_HINT = {
     "en": "The loss is `(prediction - labels).sum()`: a sum, not a mean, and not scaled; any "
           "factor in the loss multiplies every gradient.",
@@ -42,6 +45,12 @@ INPLACE_HINT = {
           "delante y `loss.backward()`: casi siempre porque `optimizer.step()`, que actualiza "
           "los parámetros «in situ», se ejecutó antes de `loss.backward()`. Llama primero a "
           "`loss.backward()` y después a `optimizer.step()`."}
+STEP_HINT = {
+    "en": "Each call makes one SGD step on its own batch: clear the gradients, "
+          "`loss.backward()`, then `optimizer.step()` of the optimizer passed to `train_step`.",
+    "es": "Cada llamada da un paso de SGD con su propio lote: borra los gradientes, "
+          "`loss.backward()` y después `optimizer.step()` del optimizador que recibe "
+          "`train_step`."}
 UPDATE_HINT = {
     "en": "The gradients were right but the update was not: let `optimizer.step()` of the "
           "optimizer passed to `train_step` update the parameters, and nothing else.",
@@ -79,9 +88,12 @@ class Call:
 
 @dataclass
 class Result:
+    """One call of train_step: what it returned, each parameter and its .grad afterwards, and
+    the log's account of the call (the student's only names a mistake; None if unreadable)."""
     returned: object
-    parameters: dict[str, torch.Tensor]  # after the call
-    call: Call
+    parameters: dict[str, torch.Tensor]
+    grads: dict[str, torch.Tensor | None]
+    call: Call | None
 
 
 def _case(generator: torch.Generator, calls: int, seed: int, lr: float, momentum: float) -> Case:
@@ -106,10 +118,12 @@ def _grad(value: object) -> torch.Tensor | None | bool:
     return False
 
 
-def _call(events: object, count: int) -> Call:
-    """Read one call's part of the log; anything support.py would not have written is refused."""
+def _call(events: object, count: int) -> Call | None:
+    """Read one call's part of the log; None if support.py would not have written it."""
+    if not isinstance(events, list):
+        return None
     done = Call(0, False, [None] * count)
-    for index, event in enumerate(events if isinstance(events, list) else [events]):
+    for event in events:
         known = isinstance(event, tuple) and len(event) in (2, 3) and isinstance(event[1], int) \
             and 0 <= event[1] < count
         if known and event[0] == "backward" and len(event) == 2:
@@ -119,10 +133,7 @@ def _call(events: object, count: int) -> Call:
             if done.steps == 1:
                 done.grads[event[1]] = _grad(event[2])
         else:
-            got = getattr(event, "type_name", type(event).__name__)
-            raise Fail(Diagnostic("output-mismatch", {"what": f"`optimizer.events[{index}]`",
-                                                      "got_type": got,
-                                                      "expected_type": LOG_FORMAT}))
+            return None
     return done
 
 
@@ -134,7 +145,10 @@ def _expected(ctx: Context, case: Case) -> tuple[list[str], list[Result]]:
     for data, labels in case.batches:
         start = len(optimizer.events)
         returned = ctx.reference.train_step(model, data.clone(), labels.clone(), optimizer)
-        results.append(Result(returned, {n: p.detach().clone() for n, p in model.named_parameters()},
+        parameters = dict(model.named_parameters())
+        results.append(Result(returned, {n: p.detach().clone() for n, p in parameters.items()},
+                              {n: None if p.grad is None else p.grad.detach().clone()
+                               for n, p in parameters.items()},
                               _call(optimizer.events[start:], len(names))))
     return names, results
 
@@ -149,7 +163,15 @@ def _train_step(ctx: Context, *args: object) -> object:
         raise Fail(Diagnostic(first.code, dict(first.details, hint=INPLACE_HINT))) from None
 
 
-def _student(ctx: Context, case: Case, count: int) -> tuple[dict, list[Result]]:
+def _events(ctx: Context, optimizer: RemoteObject) -> object:
+    """The student's log, or None: what the submission made of it never costs points."""
+    try:
+        return ctx.student.attr(optimizer, "events")
+    except StudentError:
+        return None
+
+
+def _student(ctx: Context, case: Case, names: list[str]) -> tuple[dict, list[Result]]:
     """The student's train_step called once per batch; the parameters before the first call."""
     # The CPU on purpose: the exercise asks for no GPU, and support.py builds the model there.
     model = ctx.student.new("tiny_net", case.seed)
@@ -158,11 +180,43 @@ def _student(ctx: Context, case: Case, count: int) -> tuple[dict, list[Result]]:
     start, results, seen = ctx.student.describe(model)["parameters"], [], 0
     for data, labels in case.batches:
         returned = _train_step(ctx, model, *ctx.student.put((data, labels)), optimizer)
-        events = ctx.student.attr(optimizer, "events")
-        results.append(Result(returned, ctx.student.describe(model)["parameters"],
-                              _call(events[seen:] if isinstance(events, list) else events, count)))
-        seen = len(events) if isinstance(events, list) else 0
+        parameters = ctx.student.describe(model)["parameters"]
+        if sorted(parameters) != sorted(names):
+            raise Fail(Diagnostic("output-mismatch", {
+                "what": {"en": "The names of the model's parameters after `train_step`",
+                         "es": "Los nombres de los parámetros del modelo tras `train_step`"},
+                "got": sorted(parameters), "expected": sorted(names), "worst_index": [],
+                "hint": STEP_HINT}))
+        grads = {name: ctx.student.attr(p, "grad") for name, p in parameters.items()}
+        events = _events(ctx, optimizer)
+        logged = isinstance(events, list) and len(events) >= seen
+        results.append(Result(returned, {name: p.value for name, p in parameters.items()},
+                              {name: g.value if isinstance(g, RemoteTensor) else g
+                               for name, g in grads.items()},
+                              _call(events[seen:], len(names)) if logged else None))
+        seen = len(events) if logged else 0
     return {name: t.value for name, t in start.items()}, results
+
+
+def _cleared(grad: torch.Tensor | None) -> bool:
+    return grad is None or isinstance(grad, torch.Tensor) and not bool(grad.any())
+
+
+def _left_right(got: object, want: Result, i: int, name: str) -> bool:
+    """A parameter's .grad after the call: the reference's or, when the reference's is the one
+    its step() used, cleared (the statement allows clearing after `optimizer.step()`)."""
+    left, used = want.grads[name], want.call.grads[i]
+    if _cleared(left):
+        return _cleared(got)
+    if isinstance(got, torch.Tensor) and got.shape == left.shape and close(got, left, RTOL, ATOL):
+        return True
+    return _cleared(got) and used is not None and close(left, used, RTOL, ATOL)
+
+
+def _right(names: list[str], got: Result, want: Result) -> bool:
+    return all(got.parameters[n].shape == want.parameters[n].shape
+               and close(got.parameters[n], want.parameters[n], RTOL, ATOL)
+               and _left_right(got.grads[n], want, i, n) for i, n in enumerate(names))
 
 
 def _grad_diagnostic(got: torch.Tensor | None, want: torch.Tensor | None,
@@ -188,18 +242,19 @@ def _grad_diagnostic(got: torch.Tensor | None, want: torch.Tensor | None,
     return Diagnostic("grad-scaled", dict(diagnostic.details, factor=factor, hint=SUM_HINT))
 
 
-def _expect_call(k: int, names: list[str], got: Result, want: Result,
-                 before: dict, previous: list | None) -> None:
-    """Why call k went wrong, given that every earlier one was right."""
+def _logged_mistake(k: int, names: list[str], got: Result, want: Result, before: dict,
+                    previous: list | None) -> Diagnostic | None:
+    """The mistake the student's log shows in call k: a step() count, a step() before
+    backward(), or the .grad a step() found."""
     where = {"en": f"call {k}", "es": f"llamada {k}"}
     if got.call.steps != want.call.steps:
-        moved = any(not torch.equal(got.parameters[n].value, before[n]) for n in names)
+        moved = any(not torch.equal(got.parameters[n], before[n]) for n in names)
         hint = STEP_COUNT_HINTS["many" if got.call.steps else "other" if moved else "none"]
-        raise Fail(Diagnostic("output-mismatch", {
+        return Diagnostic("output-mismatch", {
             "what": {"en": f"The number of `optimizer.step()` calls in call {k} of `train_step`",
                      "es": f"El número de llamadas a `optimizer.step()` en la llamada {k} a "
                            "`train_step`"},
-            "got": got.call.steps, "expected": want.call.steps, "worst_index": [], "hint": hint}))
+            "got": got.call.steps, "expected": want.call.steps, "worst_index": [], "hint": hint})
     # From the output layer back: under this loss the last bias gets the same gradient in every
     # call, so a factor found there reads plainly (2× for one gradient left over).
     for i, name in reversed(list(enumerate(names))):
@@ -209,33 +264,55 @@ def _expect_call(k: int, names: list[str], got: Result, want: Result,
         if got.call.backward_first != want.call.backward_first:
             # the reference's backward() always comes first: a step before it is the mistake
             zeros = torch.zeros(got.parameters[name].shape)
-            raise Fail(Diagnostic("grad-mismatch", {
+            return Diagnostic("grad-mismatch", {
                 "what": what, "hint": STEP_FIRST_HINT, **value_error_details(
                     zeros if got_grad is None else got_grad,
-                    zeros if want_grad is None else want_grad)}))
+                    zeros if want_grad is None else want_grad)})
         diagnostic = _grad_diagnostic(got_grad, want_grad, previous[i] if previous else None,
                                       what, got.call.backward_first)
         if diagnostic:
-            raise Fail(diagnostic)
+            return diagnostic
+    return None
+
+
+def _explain_call(k: int, names: list[str], got: Result, want: Result, before: dict,
+                  previous: list | None) -> Diagnostic:
+    """Why call k went wrong, given that every earlier one was right: what the log shows if it
+    shows it, else the parameters, else the .grad left after the call."""
+    where = {"en": f"call {k}", "es": f"llamada {k}"}
+    diagnostic = _logged_mistake(k, names, got, want, before, previous) if got.call else None
+    if diagnostic:
+        return diagnostic
     for name in names:
-        expect_close(got.parameters[name], want.parameters[name],
-                     {lang: f"`model.{name}` ({where[lang]})" for lang in ("en", "es")},
-                     hint=UPDATE_HINT, rtol=RTOL, atol=ATOL)
+        what = {lang: f"`model.{name}` ({where[lang]})" for lang in ("en", "es")}
+        diagnostic = compare_values(got.parameters[name], want.parameters[name], what,
+                                    rtol=RTOL, atol=ATOL)
+        if diagnostic:
+            return Diagnostic(diagnostic.code, dict(diagnostic.details,
+                                                    hint=UPDATE_HINT if got.call else STEP_HINT))
+    # the parameters are right: some .grad left after the call is not
+    i, name = next((i, name) for i, name in reversed(list(enumerate(names)))
+                   if not _left_right(got.grads[name], want, i, name))
+    what = {"en": f"`model.{name}.grad` after {where['en']}",
+            "es": f"`model.{name}.grad` tras la {where['es']}"}
+    left = None if _cleared(got.grads[name]) else got.grads[name]
+    return _grad_diagnostic(left, want.grads[name], previous[i] if previous else None, what,
+                            False) or Diagnostic("grad-mismatch", {"what": what})
 
 
 def _expect_training(ctx: Context, case: Case) -> None:
     names, expected = _expected(ctx, case)
-    before, got = _student(ctx, case, len(names))
+    before, got = _student(ctx, case, names)
     previous = None
     for k, (result, want) in enumerate(zip(got, expected), start=1):
-        _expect_call(k, names, result, want, before, previous)
-        before = {name: t.value for name, t in result.parameters.items()}
-        previous = result.call.grads
+        if not _right(names, result, want):
+            raise Fail(_explain_call(k, names, result, want, before, previous))
+        before, previous = result.parameters, want.call.grads
 
 
 @check("first-step", points=3, uses="train_step",
-       en="one call: the gradient at `step()` and the parameters after it",
-       es="una llamada: el gradiente en `step()` y los parámetros después")
+       en="one call: the parameters and their `.grad` after it",
+       es="una llamada: los parámetros y su `.grad` después")
 def first_step(ctx: Context) -> None:
     for case in _cases(ctx, (1, 1)):
         _expect_training(ctx, case)
@@ -255,6 +332,6 @@ def returns_loss(ctx: Context) -> None:
     # one call per model: the loss then depends on nothing that a wrong step could change
     for case in _cases(ctx, (1, 1)):
         names, expected = _expected(ctx, case)
-        _, got = _student(ctx, case, len(names))
+        _, got = _student(ctx, case, names)
         expect_float(got[0].returned, expected[0].returned,
                      "`train_step(model, data, labels, optimizer)`", tol=1e-5)

@@ -4,8 +4,9 @@
 depend only on seed, and `linear_model` one layer with the weights you give. `RecordingSGD` is
 `torch.optim.SGD` plus a log, `events`, of what training did, in order: ("backward", i) each time
 a `backward()` sends a gradient to parameter i, and ("step", i, .grad) for each parameter at
-every `step()`, before it updates. The parameters alone cannot tell a missing `zero_grad()` from
-a `step()` before `backward()`; the log lets the grader say which mistake it was.
+every `step()`, before it updates. The grader's marks rest on the parameters and `.grad` it reads
+back after each call, never on this log, which code in your process can rewrite; the log only
+helps it say which mistake a wrong value comes from.
 """
 import torch
 from torch import nn
