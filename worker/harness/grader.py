@@ -263,7 +263,8 @@ class Harness:
             blockers = session.load()
             found = [self._run_check(session, spec, seed, index)
                      for index, spec in enumerate(exercise.checks)]
-            output = session.output.text()  # the second look's output is not the student's
+            # the second look's output and process are not the grade's
+            output, processes = session.output.text(), session.starts
             session.close_process()
             results = self._results(session, seed, job, found)
         finally:
@@ -275,7 +276,7 @@ class Harness:
             **base, score=sum(r.points for r in results), checks=tuple(results), notes=tuple(notes),
             output=output,
             sandbox={"layers": session.layers, "unavailable": session.missing_layers,
-                     "student_processes": session.starts},
+                     "student_processes": processes},
             timing={**session.timing, "started_at": started_at,
                     "total": time.perf_counter() - started})
 
