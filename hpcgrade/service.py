@@ -70,11 +70,13 @@ def token_label() -> str:
 
 
 class _SameHost(urllib.request.HTTPRedirectHandler):
-    """A redirect to another host would carry the token there: refused."""
+    """A redirect to another host, or from https to http, would carry the token there or in
+    the clear: refused."""
 
     def redirect_request(self, request, fp, code, message, headers, new_url):
-        if urllib.parse.urlsplit(new_url).netloc != urllib.parse.urlsplit(request.full_url).netloc:
-            raise ServiceError(f"{request.full_url} redirects to another host ({new_url}): "
+        old, new = urllib.parse.urlsplit(request.full_url), urllib.parse.urlsplit(new_url)
+        if (new.scheme, new.netloc) != (old.scheme, old.netloc):
+            raise ServiceError(f"{request.full_url} redirects to another place ({new_url}): "
                                "is the server's URL right?", UNREACHABLE)
         return super().redirect_request(request, fp, code, message, headers, new_url)
 
@@ -89,6 +91,9 @@ def log_in(server: str, username: str, password: str) -> dict:
     answer = service.request("POST", "/api/v1/tokens", {}, json.dumps({
         "username": username, "password": password, "label": token_label()}).encode(),
         {"Content-Type": "application/json"})
+    if not isinstance(answer.get("token"), str) or not answer["token"]:
+        raise ServiceError(f"{service.server} gave no token: is it an hpcgrade server?",
+                           UNREACHABLE)
     save_client_config(service.server, answer["token"])
     return answer
 

@@ -368,3 +368,25 @@ def test_the_graders_look_at_the_scratch_never_follows_the_submissions_links(tmp
     ctx.clear_files()
     assert ctx.files_left() == [] and (outside / "checks.py").read_text() == "secret"
     assert (scratch / "d").is_dir()
+
+
+def test_a_tensor_subclass_where_the_grader_reads_a_tensor_is_the_submissions_failure(grade):
+    """A .grad or parameter of a subclass comes back as no tensor: the check fails the
+    submission with the type, and the grader never breaks on it."""
+    report = grade("autograd-accumulation", """import torch
+
+class S(torch.Tensor):
+    pass
+
+def train_accumulated(model, optimizer, batches, accumulation_steps):
+    for i, x in enumerate(batches):
+        ((model(x) - 2 * x) ** 2).mean().div(accumulation_steps).backward()
+        if (i + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    model.weight.grad = torch.zeros(1).as_subclass(S)
+    return model.weight
+""")
+    assert report["status"] == "graded" and report["score"] < report["max_score"]
+    first = report["checks"][0]["diagnostics"][0]
+    assert (first["code"], first["details"]["got_type"]) == ("output-mismatch", "S")

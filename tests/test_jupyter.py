@@ -148,7 +148,7 @@ def test_the_client_says_when_the_address_is_not_an_hpcgrade_server():
     try:
         service = Service(f"http://127.0.0.1:{server.server_port}", token="secret")
         for path, said in [("/api/v1/exercises", "did not answer as an hpcgrade server does"),
-                           ("/away", "redirects to another host")]:
+                           ("/away", "redirects to another place")]:
             with pytest.raises(ServiceError, match=said) as refused:
                 service.get(path)
             assert refused.value.kind == UNREACHABLE

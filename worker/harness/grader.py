@@ -263,8 +263,8 @@ class Harness:
             blockers = session.load()
             found = [self._run_check(session, spec, seed, index)
                      for index, spec in enumerate(exercise.checks)]
-            # the second look's output and process are not the grade's
-            output, processes = session.output.text(), session.starts
+            # the second look's output, process and time are not the grade's
+            output, processes, timing = session.output.text(), session.starts, dict(session.timing)
             session.close_process()
             results = self._results(session, seed, job, found)
         finally:
@@ -277,8 +277,8 @@ class Harness:
             output=output,
             sandbox={"layers": session.layers, "unavailable": session.missing_layers,
                      "student_processes": processes},
-            timing={**session.timing, "started_at": started_at,
-                    "total": time.perf_counter() - started})
+            timing={**timing, "second_look": session.timing.get("second_look", 0.0),
+                    "started_at": started_at, "total": time.perf_counter() - started})
 
     def _run_check(self, session: Session, spec: CheckSpec, seed: int,
                    index: int) -> "Found":

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from . import protocol, sandbox
+from .diagnostics import Diagnostic, Fail
 from .jobs import Limits
 from .launch import Zygote
 
@@ -66,6 +67,15 @@ class RemoteObject:
     handle: protocol.Handle
     type_name: str
     tensor_subclass: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        """A check that takes it for a tensor (its `.value`, `.shape`…) fails the submission,
+        which sent something else (a tensor subclass, say): never the grader."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise Fail(Diagnostic("output-mismatch", {
+            "what": {"en": "a value your code gave back", "es": "un valor que devolvió tu código"},
+            "got_type": self.type_name, "expected_type": "torch.Tensor"}))
 
 
 @dataclass

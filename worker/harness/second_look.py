@@ -32,8 +32,10 @@ UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "ti
                             "nondeterministic"})
 BACKWARD_ERRORS = frozenset({"graph-freed", "inplace-modified"})
 # the time one submission's second look may take; a check that took longer than a call may
-# (it is slow, or it hung) is not run again at all
+# (it is slow, or it hung) is not run again at all, nor in anomaly mode (several times slower)
+# one that took more than a third of that
 SECONDS = 20.0
+ANOMALY_SHARE = 1 / 3
 
 
 def run_check(session: "Session", spec: CheckSpec, seed: int, index: int,
@@ -56,9 +58,12 @@ class SecondLook:
 
     def diagnostics(self, index: int, spec: CheckSpec, diagnostics: list[Diagnostic],
                     seconds: float) -> list[Diagnostic]:
-        if seconds > self.session.limits.call_seconds:
+        call_seconds = self.session.limits.call_seconds
+        if seconds > call_seconds:
             return diagnostics
-        return self._recognised(index, spec, self._placed(index, spec, diagnostics))
+        if seconds <= call_seconds * ANOMALY_SHARE:
+            diagnostics = self._placed(index, spec, diagnostics)
+        return self._recognised(index, spec, diagnostics)
 
     def _placed(self, index: int, spec: CheckSpec,
                 diagnostics: list[Diagnostic]) -> list[Diagnostic]:
@@ -71,7 +76,7 @@ class SecondLook:
         found = diagnostics[at]
         again = self._again(index, spec, self.session.exercise.reference, anomaly=True)
         place = next((d.details for d in again or [] if d.code == found.code
-                      and d.details.get("made_at")), None)
+                      and d.details.get("made_at") and d.details.get("line")), None)
         if place is None:
             return diagnostics
         placed = Diagnostic(found.code, dict(found.details, file=place["file"],
@@ -82,7 +87,12 @@ class SecondLook:
                     diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         at = next((i for i, d in enumerate(diagnostics) if d.code not in UNRECOGNISABLE
                    and "same_as" not in d.details), None)
-        if at is None:
+        if at is None or not self.session.exercise.wrong_programs:
+            return diagnostics
+        # the same failure first, in the fresh process: one that came from what earlier checks
+        # left behind is no mistake of a wrong program's
+        again = self._again(index, spec, self.session.exercise.reference)
+        if not again or diagnostics[at].code not in {d.code for d in again}:
             return diagnostics
         for name, program in self.session.exercise.wrong_programs:
             if self._again(index, spec, program) == []:
