@@ -87,12 +87,14 @@ class ExerciseInfo:
         """The Slurm job shape for this exercise: the service's default with `[slurm]` applied."""
         return default.override(self.slurm, f"{self.slug} [slurm]")
 
-    def job(self, submission: Path, *, filename: str | None = None, lang: str = "en",
+    def job(self, submission: Path | None, *, filename: str | None = None, lang: str = "en",
             seed: int | None = None, device: str = "auto", job_id: str = "",
             visible: bool = False) -> Job:
-        """`visible`: run the checks students have (visible.py) instead of the hidden ones."""
+        """`submission`: the file, or None where the spool will hold it (`filename` names it
+        then). `visible`: run the checks students have (visible.py) instead of the hidden ones."""
         return Job(exercise=self.slug, exercise_dir=str(self.path),
-                   submission=str(submission.resolve()), filename=filename or submission.name,
+                   submission=str(submission.resolve()) if submission else "",
+                   filename=filename or submission.name,
                    limits=self.limits, seed=seed, lang=lang, device=device, id=job_id,
                    checks=VISIBLE_CHECKS if visible else HIDDEN_CHECKS,
                    wrong_programs={} if visible else self.wrong_programs)

@@ -158,10 +158,8 @@ class Dispatcher:
         info = self.catalogue.get(claimed.exercise)
         if info is None:
             return None
-        job = Job(exercise=info.slug, exercise_dir=str(info.path), submission="",
-                  filename=claimed.filename, limits=info.limits, seed=seed,
-                  id=str(claimed.run_id), wrong_programs=info.wrong_programs,
-                  device="cpu" if info.resources(self.resources).gpus == 0 else "auto")
+        job = info.job(None, filename=claimed.filename, seed=seed, job_id=str(claimed.run_id),
+                       device="cpu" if info.resources(self.resources).gpus == 0 else "auto")
         return spool.read_job(spool.write_run(self.spool, job, claimed.code))
 
     def _dispatch_batches(self, now: dt.datetime) -> Dispatched:

@@ -24,7 +24,7 @@ from . import sandbox, submission
 from .checks import CheckSpec, diagnose_exception, student_place
 from .codes import LANGUAGES
 from .diagnostics import Diagnostic, Fail
-from .jobs import VISIBLE_CHECKS, Job, Limits
+from .jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits
 from .launch import Zygote, child_environment
 from .remote import Output, Student, StudentDied, StudentError, StudentProcess
 from .said_once import SaidOnce
@@ -64,7 +64,7 @@ def _load_module(name: str, path: Path) -> ModuleType:
     return module
 
 
-def load_exercise(slug: str, directory: str, checks: str = "checks.py",
+def load_exercise(slug: str, directory: str, checks: str = HIDDEN_CHECKS,
                   wrong_programs: tuple[str, ...] = ()) -> Exercise:
     """`checks`: checks.py (hidden, with the reference and the known wrong programs, which are
     mutants/<name>.py) or visible.py (the students' own, without either)."""
