@@ -46,16 +46,18 @@ class Zygote:
                 raise RuntimeError("the zygote process failed to start; see its stderr")
             self.ready = True
 
-    def spawn(self, confinement: sandbox.Confinement, limits: Limits) -> tuple[int, list[int]]:
-        """A sandboxed student process: its pid and three pipes."""
+    def spawn(self, confinement: sandbox.Confinement, limits: Limits) -> tuple[dict, list[int]]:
+        """A sandboxed student process: the zygote's answer (its pid, and its scratch: the
+        layer it makes, or why it is missing), its three pipes and, where the scratch is a
+        bounded tmpfs, a descriptor of its root."""
         self.wait_ready()
         request = {"op": "spawn", "threads": limits.threads, "reply_bytes": limits.reply_mb << 20,
                    "confinement": {**confinement.__dict__, "read_paths": list(confinement.read_paths)}}
         self.sock.sendall(json.dumps(request).encode() + b"\n")
-        message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 3)
-        if len(fds) != 3:
+        message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
+        if len(fds) not in (3, 4):
             raise OSError("the zygote did not answer")
-        return json.loads(message)["pid"], fds
+        return json.loads(message), fds
 
     def warm_up(self) -> None:
         """Pay the rest of the warm-up now, not after the first student (a pilot, which must be

@@ -8,21 +8,20 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import glob
 import os
 import resource
 import sys
 import tempfile
 from dataclasses import dataclass
 
+from . import mounts
+from .syscalls import check as _check
+from .syscalls import libc as _libc
+
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_DUMPABLE = 4
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
 CLONE_THREAD = 0x00010000
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
 @dataclass(frozen=True)
@@ -36,28 +35,24 @@ class Confinement:
     open_files: int
     read_paths: tuple[str, ...]
     device: str = "cpu"
+    scratch_bytes: int = 256 << 20
 
 
-def _check(result: int, what: str) -> int:
-    if result < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-    return result
+# --- namespaces ------------------------------------------------------------------------------
+
+def enter_namespaces() -> None:
+    """Private user, network and mount namespaces: no interface but a down loopback, so no
+    network, and mounts of its own (see enter_fresh_root)."""
+    mounts.unshare_as_self(mounts.CLONE_NEWNET | mounts.CLONE_NEWNS)
 
 
-# --- network namespace -----------------------------------------------------------------------
-
-def enter_network_namespace() -> None:
-    """A private user + network namespace: no interface but a down loopback, so no network."""
-    uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNET), "unshare")
-    # Without a mapping the process could not create files in its scratch directory.
-    with open("/proc/self/setgroups", "w") as f:
-        f.write("deny")
-    with open("/proc/self/uid_map", "w") as f:
-        f.write(f"{uid} {uid} 1")
-    with open("/proc/self/gid_map", "w") as f:
-        f.write(f"{gid} {gid} 1")
+def enter_fresh_root(c: Confinement) -> None:
+    """The filesystem is the read paths, a few devices and the scratch: see mounts.py."""
+    devices = mounts.DEVICES
+    if c.device == "cuda":
+        devices += tuple(sorted(os.path.basename(p) for p in glob.glob("/dev/nvidia*")
+                                if not os.path.isdir(p)))
+    mounts.enter_fresh_root(c.scratch, c.read_paths, devices)
 
 
 def make_undumpable() -> None:
@@ -266,27 +261,42 @@ def scrub_environment(scratch: str) -> None:
     tempfile.tempdir = None
 
 
+def absent(required: tuple[str, ...], active: list[str]) -> list[str]:
+    """The required layers (jobs.SANDBOX_LAYERS) that are not among the active ones."""
+    def has(name: str) -> bool:
+        return any(a == name or a.startswith((name + "(", name + "-")) for a in active)
+
+    return [name for name in required
+            if not (has("mount-namespace") or has("landlock") if name == "filesystem" else has(name))]
+
+
 def confine(c: Confinement) -> tuple[list[str], list[str]]:
     """Apply every layer this machine offers; return (active layers, reasons for missing ones)."""
-    active, missing = [], []
+    active, missing = ["scrubbed-environment"], []
     scrub_environment(c.scratch)
-    active.append("scrubbed-environment")
-    for name, layer in (("network-namespace", enter_network_namespace),
-                        ("non-dumpable", make_undumpable),
-                        ("rlimits", lambda: apply_rlimits(c)),
-                        ("seccomp", apply_seccomp),
-                        ("landlock", lambda: apply_landlock(c))):
+
+    def raise_layer(name: str, layer) -> bool:
         try:
             result = layer()
         except OSError as exc:
             missing.append(f"{name}: {exc.strerror or exc}")
-            continue
+            return False
         if result is None:
             active.append(name)
         elif result:
             active.extend(result)
         else:
             missing.append(f"{name}: not offered by this kernel or system")
+        return bool(result is None or result)
+
+    raise_layer("rlimits", lambda: apply_rlimits(c))  # it reads /proc, which the fresh root lacks
+    if raise_layer("network-namespace", enter_namespaces):
+        raise_layer("mount-namespace", lambda: enter_fresh_root(c))
+    else:
+        missing.append("mount-namespace: no user namespace to make it in")
+    for name, layer in (("non-dumpable", make_undumpable), ("seccomp", apply_seccomp),
+                        ("landlock", lambda: apply_landlock(c))):
+        raise_layer(name, layer)
     return active, missing
 
 

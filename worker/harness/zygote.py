@@ -3,6 +3,11 @@
 It is started with `exec`, never forked from the grader, so that no hidden check, reference or
 secret is in the memory its children inherit. It never runs a parallel CPU op (a forked child
 would hang on the first one) and never initialises CUDA (which does not survive fork).
+
+Its first act is to enter a user and mount namespace of its own, where it mounts each student's
+scratch as a bounded tmpfs (mounts.py). A process with threads cannot do that, and importing
+torch starts one: so torch is imported after, in `main`, and the functions that use it import
+it there too.
 """
 from __future__ import annotations
 
@@ -13,15 +18,14 @@ import socket
 import sys
 import time
 
-import torch
-
-from . import sandbox, student
+from . import mounts, sandbox
 
 
 def warm_up_autograd() -> None:
     """Pay once the lazy imports that a first backward, Function and module cost every student."""
     import math, random, tempfile, traceback, linecache  # noqa: F401,E401  (students' usual imports)
     import numpy
+    import torch
     import torch.nn.functional as F
 
     class Square(torch.autograd.Function):
@@ -52,6 +56,7 @@ def warm_up_optimizers() -> None:
     should not wait for. So the zygote pays it once its first student has been reaped, while the
     grader writes that report; the spare forked before it is replaced at the next spawn.
     """
+    import torch
     layer = torch.nn.Linear(3, 2)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
     layer(torch.randn(4, 3)).sum().backward()
@@ -81,6 +86,7 @@ class Spare:
                 request = json.loads(spec.read() or b"null")
             if request is None:
                 os._exit(0)
+            from . import student
             c = request["confinement"]
             confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
             student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"])
@@ -125,8 +131,40 @@ def _kill_group(pid: int) -> None:
             pass
 
 
+class Scratches:
+    """Each student's scratch directory, a tmpfs of bounded size in the zygote's own mount
+    namespace, unmounted when the student is reaped (the grader's descriptor keeps it readable
+    until the grader lets go)."""
+
+    def __init__(self) -> None:
+        self.mounted: dict[int, str] = {}
+        self.unavailable: str | None = None
+        try:
+            mounts.unshare_as_self(mounts.CLONE_NEWNS)
+            mounts.make_mounts_private()
+        except OSError as exc:
+            self.unavailable = f"scratch-limit: {exc.strerror or exc}"
+
+    def mount(self, confinement: dict) -> tuple[list[int], dict]:
+        """The descriptor of a fresh scratch, and the layer it makes (or why it could not)."""
+        if self.unavailable:
+            return [], {"missing": self.unavailable}
+        try:
+            fd = mounts.mount_scratch(confinement["scratch"], confinement["scratch_bytes"])
+        except OSError as exc:
+            return [], {"missing": f"scratch-limit: {exc.strerror or exc}"}
+        return [fd], {"layer": f"scratch-limit({confinement['scratch_bytes'] >> 20} MiB)"}
+
+    def unmount(self, pid: int) -> None:
+        path = self.mounted.pop(pid, None)
+        if path:
+            mounts.unmount(path)
+
+
 def main(fd: int) -> None:
     sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # die with the grader
+    scratches = Scratches()  # before torch starts a thread
+    import torch
     torch.set_num_threads(1)
     warm_up_autograd()
     warm = False
@@ -139,13 +177,18 @@ def main(fd: int) -> None:
             if spare.warm != warm:  # the first submission is over, the next gets a warm student
                 spare.discard()
                 spare = Spare(warm)
+            scratch_fds, scratch = scratches.mount(request["confinement"])
             pid, fds = spare.start(request)
-            socket.send_fds(sock, [json.dumps({"pid": pid}).encode() + b"\n"], fds)
-            for f in fds:
+            if scratch_fds:
+                scratches.mounted[pid] = request["confinement"]["scratch"]
+            socket.send_fds(sock, [json.dumps({"pid": pid, "scratch": scratch}).encode() + b"\n"],
+                            fds + scratch_fds)
+            for f in fds + scratch_fds:
                 os.close(f)
             spare = Spare(warm)
         elif request["op"] == "reap":
             sock.sendall(json.dumps(reap(request["pid"], request["grace"])).encode() + b"\n")
+            scratches.unmount(request["pid"])
             if not warm:
                 warm_up_optimizers()
                 warm = True
