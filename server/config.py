@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from worker.harness.jobs import REQUIRED_LAYERS, SANDBOX_LAYERS
+
 ROOT = Path(__file__).resolve().parents[1]
 EXECUTOR_NAMES = ("local", "slurm")
 
@@ -81,6 +83,15 @@ def strings(name: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)):
         raise ConfigError(f"{name} must be a list of strings, like [\"a\", \"b\"]")
     return tuple(text(f"{name} item", item) for item in value)
+
+
+def sandbox_layers(name: str, value: Any) -> tuple[str, ...]:
+    layers = strings(name, value)
+    unknown = sorted(set(layers) - set(SANDBOX_LAYERS))
+    if unknown:
+        raise ConfigError(f"{name}: unknown layers {', '.join(unknown)}; known: "
+                          f"{', '.join(SANDBOX_LAYERS)}")
+    return layers
 
 
 def sbatch_options(name: str, value: Any) -> tuple[str, ...]:
@@ -253,6 +264,9 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "SLURM_BATCH_WAIT": (3.0, seconds),
     "SLURM_SUBMIT_HOST": (None, optional(text)),
     "SLURM_SSH_OPTIONS": ((), strings),
+    # sandbox layers without which a node grades nothing (a grader error naming them, never a
+    # zero); "filesystem" is either of mount-namespace and landlock
+    "SANDBOX_REQUIRED_LAYERS": (REQUIRED_LAYERS, sandbox_layers),
 }
 
 

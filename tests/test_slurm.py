@@ -280,6 +280,22 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared
     assert "autograd-q: asks 4 CPUs, the largest node of partition grading has" in checked.stderr
 
 
+def test_slurm_check_probes_the_sandbox_of_a_node(shared, tmp_path):
+    """A probe job starts a student process on a node as a grade does: every layer is raised
+    there, and the check refuses a checkout the job's account may write (root may write all)."""
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", settings(shared))),
+               HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")))
+    checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--wait", "120"],
+                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    probed = [line for line in checked.stdout.splitlines() if line.startswith("probe on ")]
+    assert probed and "mount-namespace" in probed[0] and "seccomp" in probed[0], checked.stdout + checked.stderr
+    assert checked.returncode == 1
+    assert "can write the code the jobs run" in checked.stderr, checked.stderr
+    skipped = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
+                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert skipped.returncode == 0 and "probe on" not in skipped.stdout, skipped.stderr
+
+
 def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, shared, tmp_path):
     config = settings(shared)
     grading = make_dispatcher(database, config, exercise_with("autograd-q", limits=SLOW_LOADS))

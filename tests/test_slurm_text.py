@@ -92,7 +92,7 @@ def test_the_job_script_matches_the_golden_file():
     options = sbatch_options(resources, job_name="hpcgrade-cs101", comment="hpcgrade cs101 runs 7,8",
                              wckey="cs101", log="/shared/spool/jobs/%j.out")
     script = job_script(options, python="/shared/course-venv/bin/python",
-                        checkout="/shared/hpcgrade", spool="/shared/spool", run_ids=["7", "8"],
+                        checkout="/shared/hpcgrade", harness=["spool", "/shared/spool", "7", "8"],
                         modules=("cuda/12.4",))
     assert script == (GOLDEN / "job-script.sh").read_text()
 

@@ -12,6 +12,7 @@ from server.config import ConfigError, load_config
 from worker.executor import ClusterError
 from worker.pilots import Pilots
 from worker.runner import PACKAGE_ROOT
+from worker.sandbox_probe import ProbeFailed, probe_here, probe_on_slurm, unsafe
 from worker.slurm import SlurmExecutor
 from worker.slurm_text import parse_sbatch
 
@@ -32,9 +33,15 @@ def slurm_group() -> None:
 
 
 @slurm_group.command("check")
-def check() -> None:
-    """Make sure the cluster can run every exercise's jobs (a deploy step: the dispatcher's
-    unit runs it before starting)."""
+@click.option("--wait", "wait_seconds", type=click.FloatRange(1), default=300, show_default=True,
+              help="How long each probe job may wait for a node, in seconds.")
+@click.option("--probe/--no-probe", default=True, show_default=True,
+              help="Submit the sandbox probe jobs (the dispatcher's unit skips them: a busy "
+                   "partition would hold its start).")
+def check(wait_seconds: float, probe: bool) -> None:
+    """Make sure the cluster can run every exercise's jobs, and that its nodes raise every
+    required sandbox layer (a probe job per partition and GPU shape); a deploy step: the
+    dispatcher's unit runs it before starting."""
     slurm = slurm_executor()
     problems = slurm.check(catalogue())
     for problem in problems:
@@ -45,6 +52,47 @@ def check() -> None:
     fits = slurm.limits(slurm.default.partition)
     click.echo(f"ok: every exercise fits partition {fits.partition} (largest node: {fits.cpus} "
                f"CPUs, {fits.memory} MB, {fits.gpus} GPUs)")
+    if not probe:
+        return
+    config = load_config()
+    shapes = {(r.partition, r.gpus > 0): r for r in [slurm.default, *(
+        info.resources(slurm.default) for info in catalogue().values())]}
+    found = []
+    for resources in shapes.values():
+        try:
+            answer = probe_on_slurm(slurm, resources, config, wait_seconds)
+        except ProbeFailed as exc:
+            found.append(f"partition {resources.partition or '(default)'}: {exc}")
+            continue
+        found += unsafe(answer)
+        click.echo(f"probe on {answer.get('node')} as {answer.get('user')}: sandbox layers "
+                   f"{', '.join(answer.get('layers', []))}")
+    for problem in found:
+        click.echo(f"unsafe: {problem}", err=True)
+    if found:
+        raise click.ClickException(f"{len(found)} problem(s) with the nodes' sandbox")
+
+
+@click.group("sandbox")
+def sandbox_group() -> None:
+    """The sandbox that student code runs in."""
+
+
+@sandbox_group.command("check")
+def sandbox_check() -> None:
+    """Start a student process on this machine as a grade does (the demo, the local executor):
+    name the sandbox layers it lacks and the code this account could write."""
+    try:
+        answer = probe_here(load_config())
+    except (ConfigError, ProbeFailed) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"sandbox layers on {answer.get('node')} as {answer.get('user')}: "
+               f"{', '.join(answer.get('layers', []))}")
+    found = unsafe(answer)
+    for problem in found:
+        click.echo(f"unsafe: {problem}", err=True)
+    if found:
+        raise click.ClickException(f"{len(found)} problem(s) with this machine's sandbox")
 
 
 @click.group("pilot")

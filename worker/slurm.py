@@ -77,7 +77,7 @@ class SlurmExecutor:
         options = self.options(resources, self.job_name, f"hpcgrade {self.course} runs "
                                                          f"{','.join(run_ids)}")
         script = job_script(options, python=self.python, checkout=PACKAGE_ROOT,
-                            spool=str(self.spool), run_ids=run_ids, modules=self.modules)
+                            harness=["spool", str(self.spool), *run_ids], modules=self.modules)
         try:
             job_id = parse_sbatch(self.commands.run(["sbatch", "--parsable"], stdin=script))
         except ClusterError as exc:

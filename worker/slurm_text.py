@@ -28,18 +28,19 @@ def sbatch_options(resources: Resources, *, job_name: str, comment: str, wckey: 
     return options + list(resources.extra)
 
 
-def job_script(options: list[str], *, python: str, checkout: str, spool: str,
-               run_ids: list[str], modules: tuple[str, ...] = ()) -> str:
-    """A batch job that grades the runs from the spool with one warm harness, under the course
-    venv's python. Nothing of the service's environment goes with it (--export=NONE)."""
-    lines = ["#!/bin/bash", "# hpcgrade: grades runs from the spool with one warm harness"]
+def job_script(options: list[str], *, python: str, checkout: str, harness: list[str],
+               modules: tuple[str, ...] = (),
+               what: str = "grades runs from the spool with one warm harness") -> str:
+    """A batch job that runs `python -m worker.harness HARNESS…` under the course venv's
+    python. Nothing of the service's environment goes with it (--export=NONE)."""
+    lines = ["#!/bin/bash", f"# hpcgrade: {what}"]
     lines += [_directive(option) for option in [*options, "--export=NONE"]]
     lines += ["set -e"]
     if modules:  # `module` is a shell function that the profile defines, not always -u clean
         lines += [". /etc/profile", *(f"module load {shlex.quote(m)}" for m in modules)]
     lines += ["set -u", f"cd {shlex.quote(checkout)}",
               "exec env PYTHONPATH=" + shlex.quote(checkout) + " " + shlex.join(
-                  [python, "-m", "worker.harness", "spool", spool, *run_ids])]
+                  [python, "-m", "worker.harness", *harness])]
     return "\n".join(lines) + "\n"
 
 

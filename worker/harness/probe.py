@@ -1,0 +1,68 @@
+"""`python -m worker.harness probe`: can this node grade safely, as this account?
+
+It starts a student process the way a grade does and reports the sandbox layers it raised and
+those it could not, and which of the code the jobs run (the harness, the exercises, the course
+venv) this account could write: a submission that got out of its sandbox would write there, and
+every later grade would run what it wrote. `hpcgrade sandbox check` runs it here and
+`hpcgrade slurm check` in a job on the cluster's nodes.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from . import sandbox
+from .jobs import Limits
+from .launch import Zygote, child_environment
+
+MAX_LISTED = 10
+
+
+def writable(roots: list[str]) -> list[str]:
+    """Files and folders under `roots` this account may write (at most MAX_LISTED)."""
+    found: list[str] = []
+    for root in roots:
+        for folder, folders, files in os.walk(root):
+            folders[:] = [f for f in folders if f != "__pycache__"]
+            # a link is replaced through its folder, which is looked at itself
+            found += [p for p in [folder, *(os.path.join(folder, f) for f in files)]
+                      if not os.path.islink(p) and os.access(p, os.W_OK)]
+            if len(found) >= MAX_LISTED:
+                return found[:MAX_LISTED]
+    return found
+
+
+def layers(required: tuple[str, ...]) -> dict:
+    """The layers a student process raises here, as a grade would start one."""
+    from .remote import Output, StudentProcess  # torch: after the zygote has started
+    limits = Limits()
+    scratch = tempfile.mkdtemp(prefix="hpcgrade-probe-")
+    zygote = Zygote(child_environment())
+    try:
+        confinement = sandbox.Confinement(
+            scratch=scratch, memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
+            file_bytes=limits.file_mb << 20, open_files=256,
+            read_paths=sandbox.python_read_paths(), scratch_bytes=limits.scratch_mb << 20)
+        process = StudentProcess(zygote, confinement, limits, Output(limits.output_bytes))
+        active = process.hello.get("layers", []) + (
+            [process.scratch["layer"]] if "layer" in process.scratch else [])
+        missing = process.hello.get("missing", []) + (
+            [process.scratch["missing"]] if "missing" in process.scratch else [])
+        process.stop()
+    finally:
+        zygote.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"layers": active, "missing": missing, "absent": sandbox.absent(required, active)}
+
+
+def probe(required: tuple[str, ...], code: list[str]) -> dict:
+    harness = str(Path(__file__).resolve().parent)
+    found = layers(required)
+    exposed = writable([harness, *code, sys.prefix])
+    return {"node": platform.node(), "user": getpass.getuser(), "python": sys.executable,
+            **found, "writable": exposed, "ok": not found["absent"] and not exposed}
