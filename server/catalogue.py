@@ -76,6 +76,9 @@ class ExerciseInfo:
     # the sum of the points of checks.py's checks; None where they are not all written as
     # numbers (see max_points)
     max_points: float | None = None
+    # forged variants: mutants/<name>.py that forge, in their own process, what the harness
+    # reports, name -> the mutant they forge; the self-check wants each to score no more than it
+    forged: dict = field(default_factory=dict)
 
     def statement(self, lang: str) -> str:
         return (self.path / f"statement.{lang if lang in ('en', 'es') else 'en'}.md").read_text()
@@ -125,7 +128,7 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     except tomllib.TOMLDecodeError as exc:
         raise ExerciseConfigError(f"{where}: {exc}") from None
     unknown = set(data) - {"title", "section", "limits", "deadline", "slurm", "mutants",
-                           "max_attempts", "order"}
+                           "max_attempts", "order", "forged"}
     if unknown:
         raise ExerciseConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     title = data.get("title")
@@ -154,7 +157,22 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     mutants, wrong_programs = _mutants(data.get("mutants", {}), path, where)
     return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
                         slurm, mutants, wrong_programs, max_attempts, order,
-                        max_points(path / "checks.py"))
+                        max_points(path / "checks.py"), _forged(data.get("forged", {}), mutants,
+                                                                path, where))
+
+
+def _forged(table: object, mutants: dict, path: Path, where: Path) -> dict[str, str]:
+    """`[forged]`: name = "mutant": mutants/<name>.py is that mutant plus a forgery of what the
+    harness reports from its own process."""
+    if not isinstance(table, dict):
+        raise ExerciseConfigError(f"{where}: forged must be a table")
+    for name, mutant in table.items():
+        if not isinstance(mutant, str) or mutant not in mutants:
+            raise ExerciseConfigError(f"{where}: forged {name}: {mutant!r} is not one of the "
+                                      "exercise's mutants")
+        if not (path / "mutants" / f"{name}.py").is_file():
+            raise ExerciseConfigError(f"{where}: forged {name}: mutants/{name}.py is missing")
+    return dict(table)
 
 
 def _mutants(table: object, path: Path, where: Path) -> tuple[dict[str, str], dict[str, dict]]:

@@ -183,7 +183,8 @@ def new_exercise(slug: str) -> None:
               help="Fix the hidden inputs; repeat for several runs (default: three fresh seeds).")
 def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...]) -> None:
     """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
-    with its code; a known wrong program must be named, and lose the same points on every seed)."""
+    with its code; a known wrong program must be named, and lose the same points on every seed),
+    and each forged variant (must score no more than the mutant it forges)."""
     from server.commands import catalogue  # not at import: `hpcgrade grade` stays light
     infos = [_exercise(s) for s in slugs] if slugs else list(catalogue().values())
     problems = 0
@@ -195,7 +196,7 @@ def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...]) -> None:
                 click.echo(f"FAIL {info.slug}: {problem}")
             click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} (reference + "
                        f"{len(info.mutants)} mutants, {len(info.wrong_programs)} known wrong "
-                       f"programs, {len(seeds) or 3} seeds)")
+                       f"programs, {len(info.forged)} forged variants, {len(seeds) or 3} seeds)")
             problems += len(found)
     if problems:
         raise click.ClickException(f"{problems} problem(s)")
@@ -215,14 +216,35 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo,
                 problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}"
                                 f"{' on the visible checks' if visible else ''} (seed "
                                 f"{report.get('seed')}): {report.get('error') or failing}")
+        by_seed = {}
         for name, code in info.mutants.items():
             report = harness.grade(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
             problems += _mutant_problems(info, name, code, report)
             scores.setdefault(name, set()).add(report.get("score"))
+            by_seed[name] = report
+        for name, mutant in info.forged.items():  # on the seed its mutant was graded on
+            report = harness.grade(info.job(info.path / "mutants" / f"{name}.py",
+                                            seed=by_seed[mutant].get("seed", seed)))
+            problems += _forged_problems(name, mutant, report, by_seed[mutant])
     problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
                  "different seeds: give its checks fixed cases it cannot pass by chance"
                  for name in info.wrong_programs if len(scores[name]) > 1]
     return problems
+
+
+def _forged_problems(name: str, mutant: str, report: dict, mutant_report: dict) -> list[str]:
+    """A forged variant (the mutant plus code that rewrites, in its own process, what the harness
+    reports) must score no more than the mutant: no point may rest on what the student's process
+    says about itself."""
+    seed = f"(seed {report.get('seed')})"
+    if report.get("status") != "graded":
+        return [f"forged variant {name}: grader error {report.get('error')} {seed}"]
+    if mutant_report.get("status") == "graded" and report["score"] > mutant_report["score"]:
+        gained = sorted({c["name"] for c in report["checks"] if c["passed"]}
+                        - {c["name"] for c in mutant_report["checks"] if c["passed"]})
+        return [f"forged variant {name} scored {report['score']}, more than its mutant {mutant} "
+                f"({mutant_report['score']}) {seed}: {', '.join(gained)} rest on a claim"]
+    return []
 
 
 def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> list[str]:

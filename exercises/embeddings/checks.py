@@ -1,9 +1,15 @@
-"""Hidden checks for embeddings: one-hot rows, and sentences embedded into a padded batch."""
+"""Hidden checks for embeddings: one-hot rows, and sentences embedded into a padded batch.
+
+Every point rests on values the grader reads back: what the functions return from fresh hidden
+inputs, and for embed-gradient the gradient that a backward pass from the batch leaves in
+`embeddings.grad`. The autograd flags the student's process reports earn nothing.
+"""
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   expect_close, expect_tensor)
+                                   diagnose_exception, expect_close, expect_tensor)
 from worker.harness.diagnostics import compare_grad, compare_values
+from worker.harness.remote import StudentError
 
 ONE_HOT = "`one_hot(indices, vocab_size)`"
 EMBED = "`embed_batch(sentences, word_to_ix, embeddings)`"
@@ -166,12 +172,18 @@ def embed_gradient(ctx: Context) -> None:
     cotangent = ctx.randn(*expected.shape, dtype=torch.float32)
     sent = ctx.student.put(ctx.on_device(embeddings).requires_grad_())
     got = _expect_shape(_embed(ctx, sentences, word_to_ix, sent), expected)
-    if got.meta["requires_grad"] != expected.requires_grad:
-        raise Fail(Diagnostic("detached-output", {"what": EMBED}))
-    if not expected.requires_grad:  # a known wrong program standing in for the reference
-        return
+    # by behaviour, never by the flags the student's process reports: a backward pass from the
+    # batch, then the gradient read back from embeddings
+    try:
+        ctx.student.method(got, "backward", ctx.on_device(cotangent))
+    except StudentError as exc:
+        diagnostic = diagnose_exception(exc.info, EMBED)
+        if not expected.requires_grad and diagnostic.code == "detached-output":
+            return  # detached as the known wrong program standing in for the reference is
+        raise Fail(diagnostic) from None
+    if not expected.requires_grad:  # a known wrong program's batch is detached, this one not
+        raise Fail(Diagnostic("grad-mismatch", {"what": "`embeddings.grad`"}))
     expected.backward(cotangent)
-    ctx.student.method(got, "backward", ctx.on_device(cotangent))
     grad = ctx.student.attr(sent, "grad")
     if grad is not None:
         grad = expect_tensor(grad, "`embeddings.grad`").value

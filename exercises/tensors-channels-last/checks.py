@@ -1,4 +1,10 @@
-"""Hidden checks for tensors-channels-last: the same NCHW batch, stored channels-last."""
+"""Hidden checks for tensors-channels-last: the same NCHW batch, stored channels-last.
+
+Every point rests on what the grader reads itself: values returned from fresh hidden inputs, and
+layouts (strides, channels-last or contiguous) that the grader derives from the memory the
+student's process sends, a tensor's storage span rebuilt here with `as_strided`, whose values
+must be right too. A flag or a stride the student's process merely reports earns nothing.
+"""
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
@@ -57,14 +63,18 @@ def same_values(ctx: Context) -> None:
 @check("channels-last", points=3, uses="to_channels_last", en="stored in channels_last format",
        es="guardado en formato channels_last")
 def channels_last(ctx: Context) -> None:
+    """The layout is the grader's reading of the memory the student's process sent (its storage
+    span, rebuilt here with the strides it came with), and that memory must also hold the right
+    values: a layout claimed over memory laid out otherwise gives wrong values, and no point."""
     for shape, transposed in ((FIXED_SHAPE, False), (_shape(ctx), True)):
         got, expected = _converted(ctx, ctx.randn(*shape, dtype=torch.float32), transposed)
         # both flags: a non-contiguous result is neither channels-last nor the default layout
         layout = (expected.is_contiguous(memory_format=torch.channels_last),
                   expected.is_contiguous())
-        if (got.meta["channels_last"], got.meta["contiguous"]) != layout:
+        if (got.channels_last, got.contiguous) != layout:
             raise Fail(Diagnostic("memory-format-wrong", {
-                "what": WHAT, "got": got.meta["strides"], "expected": list(expected.stride())}))
+                "what": WHAT, "got": got.strides, "expected": list(expected.stride())}))
+        expect_close(got, expected, WHAT, hint=MOVED_HINT)
 
 
 @check("keeps-dtype", points=2, uses="to_channels_last",
@@ -84,11 +94,12 @@ def input_unchanged(ctx: Context) -> None:
     ctx.reference.to_channels_last(ref_in)
     call(ctx, "to_channels_last", sent)
     after = expect_tensor(ctx.student.attr(sent, "data"), "`x`")
-    if after.meta["strides"] != list(ref_in.stride()):
+    # strides read from the memory sent, whose values must be x's (checked next)
+    if after.strides != list(ref_in.stride()):
         raise Fail(Diagnostic("output-mismatch", {
             "what": {"en": "`x.stride()` after calling `to_channels_last(x)`",
                      "es": "`x.stride()` tras llamar a `to_channels_last(x)`"},
-            "got": tuple(after.meta["strides"]), "expected": tuple(ref_in.stride()),
+            "got": tuple(after.strides), "expected": tuple(ref_in.stride()),
             "worst_index": [], "hint": INPUT_HINT}))
     expect_close(after, ref_in, {"en": "`x` after calling `to_channels_last(x)`",
                                  "es": "`x` tras llamar a `to_channels_last(x)`"}, hint=INPUT_HINT)

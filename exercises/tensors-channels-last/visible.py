@@ -28,9 +28,11 @@ def example_values(ctx: Context) -> None:
 def example_strides(ctx: Context) -> None:
     _, y = _example(ctx)
     y = expect_tensor(y, WHAT, shape=(2, 3, 2, 2))
-    if y.meta["strides"] != [12, 1, 6, 3]:
-        raise Fail(Diagnostic("memory-format-wrong", {"what": WHAT, "got": y.meta["strides"],
+    if y.strides != [12, 1, 6, 3]:
+        raise Fail(Diagnostic("memory-format-wrong", {"what": WHAT, "got": y.strides,
                                                       "expected": [12, 1, 6, 3]}))
+    # the strides are read from the memory sent, which must hold the example's values too
+    expect_close(y, torch.arange(24.).reshape(2, 3, 2, 2), WHAT)
 
 
 @check("example-input", points=1, uses="to_channels_last", en="the example: x unchanged",
@@ -38,10 +40,10 @@ def example_strides(ctx: Context) -> None:
 def example_input(ctx: Context) -> None:
     x, _ = _example(ctx)
     after = expect_tensor(ctx.student.attr(x, "data"), "`x`")
-    if after.meta["strides"] != [12, 4, 2, 1]:
+    if after.strides != [12, 4, 2, 1]:
         raise Fail(Diagnostic("output-mismatch", {
             "what": {"en": "`x.stride()` after calling `to_channels_last(x)`",
                      "es": "`x.stride()` tras llamar a `to_channels_last(x)`"},
-            "got": tuple(after.meta["strides"]), "expected": (12, 4, 2, 1), "worst_index": [],
+            "got": tuple(after.strides), "expected": (12, 4, 2, 1), "worst_index": [],
             "hint": INPUT_HINT}))
     expect_close(after, torch.arange(24.).reshape(2, 3, 2, 2), "`x`", hint=INPUT_HINT)

@@ -2,10 +2,14 @@
 
 Each check runs a fixed case first, whose sizes all differ (so that no wrong dimension order can
 give the right shape by chance), then a random one. Expected values are the reference's.
+
+Every point rests on values the grader reads back: what the functions return, from fresh hidden
+inputs, and for flat-view-shares whether values the grader writes into one tensor show in the
+other (a behaviour, never the storage address the student's process reports).
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
+from worker.harness.checks import (Context, call, check, expect_close, expect_sharing,
                                    expect_tensor)
 
 
@@ -89,12 +93,16 @@ def flat_view_values(ctx: Context) -> None:
 @check("flat-view-shares", points=2, uses="flat_view", en="flat_view shares memory with x",
        es="flat_view comparte memoria con x")
 def flat_view_shares(ctx: Context) -> None:
+    """By behaviour: fresh values the grader writes into the result must show in x, and the
+    other way round, exactly as they do for the reference's view."""
     for x in _flat_inputs(ctx):
-        expected = ctx.reference.flat_view(x)
-        shares = expected.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        x_ref = x.clone()
+        expected = ctx.reference.flat_view(x_ref)
         sent = ctx.student.put(ctx.on_device(x))
         got = expect_tensor(call(ctx, "flat_view", sent), "`flat_view(x)`", shape=expected.shape)
-        # same storage address: the result is a view of x, not a copy of it
-        if (got.meta["storage"] == sent.meta["storage"]) != shares:
-            raise Fail(Diagnostic("storage-shared" if shares is False else "storage-not-shared",
-                                  {"what": "`flat_view(x)`"}))
+        expect_sharing(ctx, got, sent, (expected, x_ref), {
+            "en": "`x` after a write into `flat_view(x)`",
+            "es": "`x` tras escribir en `flat_view(x)`"})
+        expect_sharing(ctx, sent, got, (x_ref, expected), {
+            "en": "`flat_view(x)` after a write into `x`",
+            "es": "`flat_view(x)` tras escribir en `x`"})

@@ -1,6 +1,8 @@
 """Hidden checks: each draws its inputs from ctx.rng and takes its expected values from
 ctx.reference, so that a known wrong program can stand in for the reference."""
-from worker.harness.checks import Context, Diagnostic, Fail, call, check, expect_close, expect_grad
+from worker.harness.checks import (Context, Fail, call, check, diagnose_exception, expect_close,
+                                   expect_grad)
+from worker.harness.remote import StudentError
 
 
 def _case(ctx: Context, shape: tuple[int, ...]):
@@ -23,7 +25,10 @@ def values(ctx: Context) -> None:
 def gradient(ctx: Context) -> None:
     x, c, _, expected_grad = _case(ctx, (3, 4))
     out = call(ctx, "scaled_square", x, c)
-    if not out.meta["requires_grad"]:
-        raise Fail(Diagnostic("detached-output", {"what": "`scaled_square(x, c)`"}))
-    ctx.student.method(ctx.student.method(out, "sum"), "backward")
+    # by behaviour, never by the flags the student's process reports (out.claims): a detached
+    # output makes backward() raise, which diagnose_exception names detached-output
+    try:
+        ctx.student.method(ctx.student.method(out, "sum"), "backward")
+    except StudentError as exc:
+        raise Fail(diagnose_exception(exc.info, "`scaled_square(x, c).sum()`")) from None
     expect_grad(ctx.student.attr(x, "grad"), expected_grad, "x.grad")

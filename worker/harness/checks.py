@@ -22,7 +22,8 @@ from .diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
 from .remote import RemoteObject, RemoteTensor, Student, StudentError
 
 __all__ = ["check", "Context", "Fail", "Diagnostic", "expect_tensor", "expect_close",
-           "expect_grad", "expect_float", "expect_tuple", "call", "RemoteTensor", "RemoteObject"]
+           "expect_grad", "expect_float", "expect_tuple", "expect_sharing", "call", "RemoteTensor",
+           "RemoteObject"]
 
 
 @dataclass(frozen=True)
@@ -208,3 +209,61 @@ def expect_float(value: Any, expected: float, what: str | dict, *, tol: float = 
             "max_abs_error": abs(value - expected),
             "max_rel_error": abs(value - expected) / max(abs(expected), 1e-12)}))
     return float(value)
+
+
+def _fresh_like(ctx: Context, t: torch.Tensor) -> torch.Tensor:
+    """Values of `t`'s shape and dtype drawn from `ctx.rng`, each different from `t`'s own."""
+    if t.dtype == torch.bool:
+        return ~t
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return (t.double() + 1.0 + ctx.randn(*t.shape).abs()).to(t.dtype)
+    return t + ctx.randint(1, 50, tuple(t.shape)).to(t.dtype)
+
+
+def _grader_side(obj: Any) -> torch.Tensor:
+    """A tensor, or a NumPy array seen as a tensor on its own memory."""
+    return obj if isinstance(obj, torch.Tensor) else torch.from_numpy(obj)
+
+
+def expect_sharing(ctx: Context, written: Any, read: Any, reference: tuple, what: str | dict, *,
+                   hint: dict | None = None) -> None:
+    """Whether `written` and `read` (two of the student's objects: tensors or NumPy arrays)
+    share memory, tested by behaviour: the grader writes fresh random values into `written` in
+    the student's process (into its `.data` with `copy_`, or an array's elements with `put`) and
+    reads `read` back. `reference` is the grader's own pair (written, read), made by the
+    reference: the same write into it says what `read` must hold afterwards, a write that shows
+    in the other object or one that does not. A claim about storage cannot pass this: only
+    memory that is shared shows the values the grader chose, in the places they must be."""
+    written_ref, read_ref = (_grader_side(o) for o in reference)
+    before = read_ref.detach().clone()
+    with torch.no_grad():
+        fresh = _fresh_like(ctx, written_ref.detach().cpu())
+        written_ref.copy_(fresh.to(written_ref.device))
+    expected = read_ref.detach().cpu().clone()
+    shares = not torch.equal(expected, before.cpu())
+    if isinstance(written, RemoteTensor):
+        ctx.student.method(ctx.student.attr(written, "data"), "copy_", ctx.on_device(fresh))
+    else:
+        ctx.student.method(written, "put", list(range(fresh.numel())), fresh.reshape(-1).tolist())
+    if isinstance(read, RemoteTensor):
+        value = expect_tensor(ctx.student.attr(read, "data"), what).value
+        same = value.shape == expected.shape and value.dtype == expected.dtype \
+            and torch.equal(value, expected)
+        unchanged = value.shape == before.shape and torch.equal(value, before.cpu())
+    else:
+        value = ctx.student.method(read, "tolist")
+        same, unchanged = value == expected.tolist(), value == before.cpu().tolist()
+    if same:
+        return
+    details = {"what": what, **({"hint": hint} if hint else {})}
+    if not shares:
+        raise Fail(Diagnostic("storage-shared", details))
+    if not unchanged:  # something else changed: name the values
+        try:
+            got = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=expected.dtype)
+        except (TypeError, ValueError, RuntimeError):
+            got = None
+        diagnostic = compare_values(got, expected, what) if got is not None else None
+        if diagnostic:
+            raise Fail(Diagnostic(diagnostic.code, dict(diagnostic.details, **details)))
+    raise Fail(Diagnostic("storage-not-shared", details))

@@ -3,7 +3,13 @@
 A message is a JSON header plus raw byte buffers (tensor data), framed with lengths. Nothing is
 ever unpickled, and the reader bounds sizes and nesting so a hostile peer cannot exhaust the
 grader. Values are encoded as a tree of plain JSON with tagged dictionaries for tensors, tuples,
-dicts, non-finite floats, dtypes and handles to objects that stay in the student process.
+dicts, non-finite floats, dtypes, devices and handles to objects that stay in the student process.
+
+Grader → student, a tensor travels as its contiguous bytes. Student → grader, it travels as its
+storage span: the bytes from its storage offset to the last element its strides reach, with its
+shape and strides. The grader rebuilds it with `as_strided` over a fresh tensor made of those
+bytes, and takes both its values and its layout from that rebuild: a reply that claims a layout
+must send memory laid out that way that still holds the right values.
 """
 from __future__ import annotations
 
@@ -22,6 +28,9 @@ MAX_DEPTH = 24
 MAX_NODES = 20_000
 MAX_STRING = 100_000
 MAX_JSON = 16 << 20
+MAX_DIMS = 64
+# where a tensor may be: what the grader can grade on
+DEVICE_TYPES = ("cpu", "cuda")
 
 DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
@@ -108,6 +117,70 @@ def tensor_bytes(t: torch.Tensor) -> bytes:
         return t.numpy().tobytes()
 
 
+def span_elements(shape: list[int], strides: list[int]) -> int:
+    """How many elements of storage a tensor of these shape and (non-negative) strides reaches,
+    from its first element on: 0 for an empty tensor."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def span_bytes(t: torch.Tensor) -> bytes:
+    """The raw little-endian bytes of `t`'s storage from its offset to the last element its
+    strides reach (its storage span), read without any Python-level override."""
+    with torch._C.DisableTorchFunction():
+        base = torch._C.TensorBase.detach(t)
+        span = span_elements(list(base.shape), list(base.stride()))
+        flat = base.as_strided((span,), (1,), base.storage_offset())
+        flat = flat.cpu().resolve_conj().resolve_neg().contiguous()
+        if flat.dtype == torch.bfloat16:
+            flat = flat.view(torch.int16)
+        return flat.numpy().tobytes()
+
+
+def _whole(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 62:
+        raise ProtocolError(f"bad {what}: {str(value)[:40]}")
+    return value
+
+
+def tensor_from_span(buf: bytes, dtype_str: Any, shape: Any, strides: Any) -> torch.Tensor:
+    """The tensor a reply describes, rebuilt in the grader: `as_strided` with the reply's shape
+    and strides over a fresh tensor made of the span's bytes. Its strides, and so whether it is
+    contiguous or channels-last, are the grader's reading of the memory it was sent."""
+    dtype = DTYPES.get(dtype_str) if isinstance(dtype_str, str) else None
+    if dtype is None:
+        raise ProtocolError(f"unknown dtype {str(dtype_str)[:40]}")
+    if not isinstance(shape, list) or not isinstance(strides, list) or len(shape) > MAX_DIMS \
+            or len(strides) != len(shape):
+        raise ProtocolError("a tensor's shape and strides must be two lists of the same length")
+    shape = [_whole(n, "size") for n in shape]
+    strides = [_whole(s, "stride") for s in strides]
+    span = span_elements(shape, strides)
+    if span * torch.empty((), dtype=dtype).element_size() != len(buf):
+        raise ProtocolError("a tensor's bytes do not match the span of its shape and strides")
+    storage_dtype = torch.int16 if dtype == torch.bfloat16 else dtype
+    base = torch.empty(span, dtype=storage_dtype)
+    if span:
+        base.numpy().view(numpy.uint8)[:] = numpy.frombuffer(buf, numpy.uint8)
+    if dtype == torch.bfloat16:
+        base = base.view(torch.bfloat16)
+    return base.as_strided(shape, strides, 0)
+
+
+def parse_device(value: Any) -> torch.device:
+    """A device named in a message: "cpu", "cuda" or "cuda:N", nothing else."""
+    if not isinstance(value, str) or len(value) > 20:
+        raise ProtocolError("a device must be named by a short string")
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError):
+        raise ProtocolError(f"unknown device {value!r}") from None
+    if device.type not in DEVICE_TYPES:
+        raise ProtocolError(f"unknown device {value!r}")
+    return device
+
+
 def tensor_from_bytes(buf: bytes, dtype_str: str, shape: list[int]) -> torch.Tensor:
     dtype = DTYPES.get(dtype_str)
     if dtype is None or not all(isinstance(n, int) and n >= 0 for n in shape):
@@ -166,6 +239,8 @@ class Encoder:
             return self.tensor(value)
         if isinstance(value, torch.dtype):
             return {"__dtype__": dtype_name(value)}
+        if isinstance(value, torch.device):
+            return {"__device__": str(value)}
         if isinstance(value, tuple):
             return {"__tuple__": [self.encode(v, depth + 1) for v in value]}
         if isinstance(value, list):
@@ -200,7 +275,7 @@ def decode_plain(value: Any, buffers: list[bytes], on_tensor, on_handle, budget:
         raise ProtocolError("unexpected value")
     if "__tensor__" in value:
         index = value["__tensor__"]
-        if not isinstance(index, int) or not 0 <= index < len(buffers):
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(buffers):
             raise ProtocolError("bad tensor buffer index")
         return on_tensor(value, buffers[index])
     if "__handle__" in value:
@@ -219,12 +294,16 @@ def decode_plain(value: Any, buffers: list[bytes], on_tensor, on_handle, budget:
             out[key] = decode_plain(pair[1], buffers, on_tensor, on_handle, budget, depth + 1)
         return out
     if "__float__" in value:
-        return float(value["__float__"]) if value["__float__"] in ("nan", "inf", "-inf") else 0.0
+        if value["__float__"] not in ("nan", "inf", "-inf"):
+            raise ProtocolError("bad non-finite float")
+        return float(value["__float__"])
     if "__dtype__" in value:
-        dtype = DTYPES.get(value["__dtype__"])
+        dtype = DTYPES.get(value["__dtype__"]) if isinstance(value["__dtype__"], str) else None
         if dtype is None:
             raise ProtocolError("unknown dtype")
         return dtype
+    if "__device__" in value:
+        return parse_device(value["__device__"])
     return on_handle(value)
 
 

@@ -37,15 +37,54 @@ class StudentDied(Exception):
         self.code, self.details = code, details
 
 
+# What the student process says about a tensor beyond its bytes, shape, strides, dtype and device,
+# and the types the grader accepts for it. A claim: it may choose a diagnostic's words, never earn
+# a point (the process is the submission's, its harness code included).
+CLAIMS = {"parameter": (bool,), "requires_grad": (bool,), "is_leaf": (bool,),
+          "grad_fn": (str, type(None)), "has_grad": (bool,), "version": (int, type(None))}
+
+
 @dataclass
 class RemoteTensor:
-    """A tensor the student returned: its value (copied to the grader's CPU) and metadata."""
+    """A tensor the student returned, rebuilt in the grader from its storage span.
+
+    `stored` is the rebuild (`as_strided` with the reply's shape and strides over a fresh CPU
+    tensor made of the span's bytes), `value` its values as a contiguous CPU tensor. `meta` holds
+    only what the grader read itself: dtype, shape, strides, contiguous, channels_last (from
+    `stored`) and the device (validated). `claims` holds what the student's process said about
+    the tensor (requires_grad, is_leaf, grad_fn, has_grad, version, parameter): words for a
+    diagnostic, never a point."""
 
     value: torch.Tensor
     meta: dict
     handle: protocol.Handle
+    stored: torch.Tensor | None = None
+    claims: dict = field(default_factory=dict)
+
+    @classmethod
+    def rebuilt(cls, desc: dict, buf: bytes) -> "RemoteTensor":
+        """From a reply's tensor entry; a malformed one raises ProtocolError."""
+        handle = desc.get("__handle__")
+        if not isinstance(handle, int) or isinstance(handle, bool) or handle <= 0:
+            raise protocol.ProtocolError("a tensor without a valid handle")
+        stored = protocol.tensor_from_span(buf, desc.get("dtype"), desc.get("shape"),
+                                           desc.get("strides"))
+        device = protocol.parse_device(desc.get("device"))
+        claims = desc.get("claims", {})
+        if not isinstance(claims, dict):
+            raise protocol.ProtocolError("a tensor's claims must be an object")
+        claims = {k: claims[k] for k, types in CLAIMS.items()
+                  if k in claims and type(claims[k]) in types}
+        channels_last = stored.dim() == 4 and stored.is_contiguous(memory_format=torch.channels_last)
+        meta = {"dtype": protocol.dtype_name(stored.dtype), "shape": list(stored.shape),
+                "device": str(device), "strides": list(stored.stride()),
+                "contiguous": stored.is_contiguous(), "channels_last": channels_last}
+        return cls(stored.contiguous().clone() if stored.dim() else stored.clone(), meta,
+                   protocol.Handle(handle), stored, claims)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         try:
             return self.meta[name]
         except KeyError:
@@ -58,6 +97,10 @@ class RemoteTensor:
     @property
     def dtype(self) -> torch.dtype:
         return self.value.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.meta["device"])
 
 
 @dataclass(frozen=True)
@@ -213,6 +256,68 @@ class StudentProcess:
 
 
 TAGGED_FIELDS = ("value", "parameters", "param_groups")
+# what each operation's answer must hold
+REPLY_FIELDS = {"put": ("value",), "call": ("value",), "attr": ("value",),
+                "load": ("notes", "import_error", "defined")}
+
+
+def _expect(condition: bool, what: str) -> None:
+    if not condition:
+        raise protocol.ProtocolError(what)
+
+
+def _short_str(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= protocol.MAX_STRING
+
+
+def _valid_graph(nodes: Any) -> None:
+    _expect(isinstance(nodes, list) and len(nodes) <= protocol.MAX_NODES, "graph: not a list")
+    for node in nodes:
+        _expect(isinstance(node, dict) and _short_str(node.get("name"))
+                and isinstance(node.get("next"), list)
+                and all(type(i) is int and 0 <= i < len(nodes) for i in node["next"]),
+                "graph: a node must have a name and the indices of its next nodes")
+
+
+def _valid_modules(modules: Any) -> None:
+    _expect(isinstance(modules, list) and len(modules) <= protocol.MAX_NODES
+            and all(isinstance(m, list) and len(m) == 2 and all(map(_short_str, m))
+                    for m in modules), "modules: pairs of names expected")
+
+
+def _valid_error(info: Any) -> None:
+    _expect(info is None or isinstance(info, dict), "import_error: an object expected")
+
+
+# the plain (untagged) fields of replies, and how each is validated
+PLAIN_FIELDS = {
+    "graph": _valid_graph,
+    "class": lambda v: _expect(_short_str(v), "class: a string expected"),
+    "training": lambda v: _expect(type(v) is bool, "training: a bool expected"),
+    "modules": _valid_modules,
+    "notes": lambda v: _expect(isinstance(v, list) and all(isinstance(n, dict) for n in v),
+                               "notes: a list of objects expected"),
+    "import_error": _valid_error,
+    "defined": lambda v: _expect(isinstance(v, dict) and all(
+        _short_str(k) and type(b) is bool for k, b in v.items()), "defined: names to bools"),
+}
+
+
+def _error_info(info: Any) -> dict:
+    """The student's exception as the grader reads it: type and message as strings, frames as
+    a list of objects (student_place validates each), the rest dropped or made plain."""
+    if not isinstance(info, dict):
+        return {}
+    clean = {"type": str(info.get("type", "Exception"))[:200],
+             "message": str(info.get("message", ""))[:2000]}
+    if isinstance(info.get("frames"), list):
+        clean["frames"] = [f for f in info["frames"][-5:] if isinstance(f, dict)]
+    if isinstance(info.get("made_at"), dict):
+        clean["made_at"] = info["made_at"]
+    errno = info.get("errno")
+    if type(errno) is int:
+        clean["errno"] = errno
+    return clean
 
 
 class Student:
@@ -230,26 +335,42 @@ class Student:
         reply, buffers = self.process.exchange(
             header, encoder.buffers, limits.load_seconds if op == "load" else limits.call_seconds)
         if "error" in reply:
-            raise StudentError(reply["error"] if isinstance(reply["error"], dict) else {})
-        return self.decode(reply, buffers)
+            raise StudentError(_error_info(reply["error"]))
+        return self.decode(reply, buffers, op)
 
-    def decode(self, reply: dict, buffers: list[bytes]) -> dict:
-        def tensor(desc: dict, buf: bytes) -> RemoteTensor:
-            value = protocol.tensor_from_bytes(buf, desc["dtype"], desc["shape"])
-            return RemoteTensor(value, desc, protocol.Handle(int(desc["__handle__"])))
-
+    def decode(self, reply: dict, buffers: list[bytes], op: str = "") -> dict:
+        """A reply as grader-side values, every field the grader reads validated: a malformed
+        one is the submission's (its process died, "crashed", with the reason), never the
+        grader's."""
         def handle(desc: dict) -> Any:
-            if "__device__" in desc:
-                return str(desc["__device__"])
-            h = protocol.Handle(int(desc["__handle__"]), str(desc.get("type", "")))
-            return RemoteObject(h, h.type_name, bool(desc.get("tensor_subclass")))
+            number = desc.get("__handle__")
+            if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+                raise protocol.ProtocolError("an object without a valid handle")
+            type_name = desc.get("type", "")
+            if not isinstance(type_name, str):
+                raise protocol.ProtocolError("an object's type must be a string")
+            h = protocol.Handle(number, type_name[:200])
+            return RemoteObject(h, h.type_name, desc.get("tensor_subclass") is True)
 
         try:
-            return {k: protocol.decode_plain(v, buffers, tensor, handle, protocol.Budget())
-                    if k in TAGGED_FIELDS else v for k, v in reply.items()}
-        except (protocol.ProtocolError, KeyError, TypeError, ValueError) as exc:
+            missing = [k for k in REPLY_FIELDS.get(op, ()) if k not in reply]
+            if missing:
+                raise protocol.ProtocolError(f"no {', '.join(missing)} in the answer to {op}")
+            decoded = {k: protocol.decode_plain(v, buffers, RemoteTensor.rebuilt, handle,
+                                                protocol.Budget())
+                       if k in TAGGED_FIELDS else v for k, v in reply.items()}
+            for key, validate in PLAIN_FIELDS.items():
+                if key in decoded:
+                    validate(decoded[key])
+            if op == "load":  # what the report shows of the student's errors, made plain
+                decoded["notes"] = [dict(_error_info(n), cell=str(n.get("cell", ""))[:200])
+                                    for n in decoded["notes"][:100]]
+                if decoded["import_error"] is not None:
+                    decoded["import_error"] = _error_info(decoded["import_error"])
+            return decoded
+        except (protocol.ProtocolError, KeyError, TypeError, ValueError, RuntimeError) as exc:
             self.process.stop()
-            raise StudentDied("crashed", {"reason": f"malformed reply: {exc}"}) from None
+            raise StudentDied("crashed", {"reason": f"malformed reply: {str(exc)[:300]}"}) from None
 
     def put(self, value: Any) -> Any:
         """Send tensors (requires_grad kept) and get handles to them in the student process."""

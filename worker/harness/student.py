@@ -226,34 +226,37 @@ class Server:
                 "tensor_subclass": isinstance(value, torch.Tensor)}
 
     def encode_tensor(self, t: torch.Tensor) -> dict:
+        """A tensor as its storage span (from its storage offset to the last element its strides
+        reach) with its shape and strides: the grader rebuilds it from them and reads its values
+        and its layout there. What this process says about the tensor beyond that (its autograd
+        flags, its version) goes under `claims`: the grader may choose its words with them, never
+        a point."""
         with _NO_TORCH_FUNCTION():
-            self.buffered += _TB.numel(t) * _TB.element_size(t)
+            shape, strides = list(_get(t, "shape")), list(_TB.stride(t))
+            span = protocol.span_elements(shape, strides)
+            self.buffered += span * _TB.element_size(t)
             if self.buffered > self.reply_bytes:
                 raise ReplyTooLarge(f"the value returned is larger than {self.reply_bytes >> 20} MiB")
-            self.buffers.append(protocol.tensor_bytes(t))
+            self.buffers.append(protocol.span_bytes(t))
             grad_fn = _get(t, "grad_fn")
-            shape = list(_get(t, "shape"))
             return {
                 "__tensor__": len(self.buffers) - 1,
                 "__handle__": self.keep(t),
                 "dtype": protocol.dtype_name(_get(t, "dtype")),
                 "shape": shape,
+                "strides": strides,
                 "device": str(_get(t, "device")),
-                "parameter": type(t) is torch.nn.Parameter,
-                "requires_grad": bool(_get(t, "requires_grad")),
-                "is_leaf": bool(_get(t, "is_leaf")),
-                "grad_fn": type(grad_fn).__name__ if grad_fn is not None else None,
-                # Reading .grad of a non-leaf warns into the student's output; a version counter
-                # does not exist for inference tensors.
-                "has_grad": (_get(t, "is_leaf") or _get(t, "retains_grad"))
-                and _get(t, "grad") is not None,
-                "version": None if _TB.is_inference(t) else int(_get(t, "_version")),
-                "strides": list(_TB.stride(t)),
-                "storage_offset": int(_TB.storage_offset(t)),
-                "storage": int(_TB.untyped_storage(t).data_ptr()),
-                "contiguous": bool(_TB.is_contiguous(t)),
-                "channels_last": len(shape) == 4
-                and bool(_TB.is_contiguous(t, memory_format=torch.channels_last)),
+                "claims": {
+                    "parameter": type(t) is torch.nn.Parameter,
+                    "requires_grad": bool(_get(t, "requires_grad")),
+                    "is_leaf": bool(_get(t, "is_leaf")),
+                    "grad_fn": type(grad_fn).__name__[:200] if grad_fn is not None else None,
+                    # Reading .grad of a non-leaf warns into the student's output; a version
+                    # counter does not exist for inference tensors.
+                    "has_grad": bool((_get(t, "is_leaf") or _get(t, "retains_grad"))
+                                     and _get(t, "grad") is not None),
+                    "version": None if _TB.is_inference(t) else int(_get(t, "_version")),
+                },
             }
 
     def graph(self, root: Any) -> list[dict]:
