@@ -51,7 +51,7 @@ def test_compare_values_tolerates_float32_rounding():
 def test_every_code_renders_in_both_languages(code, lang):
     details = {"what": "x", "name": "f", "error": "boom", "type": "ValueError", "factor": 2.0,
                "got": 1, "expected": 2, "max_abs_error": 0.5, "max_rel_error": 0.1,
-               "worst_index": [0], "count": 1}
+               "worst_index": [0], "count": 1, "budget": 60.0}
     message, hint = Diagnostic(code, details).text(lang)
     assert message and hint and "{" not in message + hint and "?" not in message
 

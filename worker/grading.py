@@ -19,6 +19,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.grades import take
+from worker.harness.report import MAX_REPORT_BYTES, clip, size
 from server.models import (CheckResult, DiagnosticResult, GradingRun, Submission, SubmissionStatus,
                            utcnow)
 
@@ -150,10 +151,14 @@ def store(run: GradingRun, report: dict, now: dt.datetime) -> bool:
     """A report's facts on its run (its checks, seed and score, or the grader's error); whether
     it is a grade. The run's status and its submission are the caller's."""
     run.finished_at = now
+    refused = oversized(report)
+    if refused:  # nothing of it is stored: a grader error, never a grade
+        run.error = refused
+        return False
     run.environment, run.timing = report.get("environment"), report.get("timing")
     run.seed = report.get("seed")
     if report.get("status") != "graded":
-        run.error = str(report.get("error") or "the grader failed")
+        run.error = clip(report.get("error") or "the grader failed")
         return False
     run.sandbox, run.notes, run.output = report.get("sandbox"), report.get("notes"), report.get("output")
     for position, check in enumerate(report["checks"]):
@@ -166,6 +171,19 @@ def store(run: GradingRun, report: dict, now: dt.datetime) -> bool:
                          for d in check["diagnostics"]]))
     run.score, run.max_score = report["score"], report["max_score"]
     return True
+
+
+def oversized(report: dict) -> str | None:
+    """Why the service refuses to store this report (it is larger than any report the grader
+    makes: an older or broken harness), or None."""
+    try:
+        found = size(report)
+    except (TypeError, ValueError) as exc:  # not JSON at all
+        return f"the report cannot be stored: {clip(exc, 200)}"
+    if found > MAX_REPORT_BYTES:
+        return (f"the report is {found} bytes, more than the {MAX_REPORT_BYTES} the service "
+                "stores: nothing of it was stored")
+    return None
 
 
 def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from . import spool
 from .jobs import Job
 from .launch import Zygote, child_environment
-from .report import host_environment
+from .report import clip, host_environment
 
 if TYPE_CHECKING:
     from .grader import Harness
@@ -60,7 +60,7 @@ def grade(harness: Harness, job: Job) -> dict:
         return harness.grade(job).to_dict()
     except Exception as exc:
         traceback.print_exc()
-        return error_report(job.exercise, job.id, f"{type(exc).__name__}: {exc}")
+        return error_report(job.exercise, job.id, clip(f"{type(exc).__name__}: {exc}"))
 
 
 def serve(scratch_root: str | None) -> int:

@@ -24,6 +24,11 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "Look for an infinite loop or work that grows too fast; the grader's inputs are small.",
         "{what} no terminó en el tiempo permitido.",
         "Busca un bucle infinito o un cálculo que crezca demasiado deprisa; las entradas del corrector son pequeñas."),
+    "budget-exhausted": (
+        "{what}: the time for grading this submission ({budget:g} s in all) ran out before it finished.",
+        "The grader gives the whole submission {budget:g} seconds: look for sleeps, loops or work that grows too fast (the checks that ran first show which function is slow); the grader's inputs are small.",
+        "{what}: el tiempo para corregir esta entrega ({budget:g} s en total) se agotó antes de que terminara.",
+        "El corrector dedica {budget:g} segundos a toda la entrega: busca esperas, bucles o cálculos que crezcan demasiado deprisa (las comprobaciones que se ejecutaron primero muestran qué función es lenta); las entradas del corrector son pequeñas."),
     "memory-limit": (
         "{what} used more memory than allowed.",
         "Avoid building huge tensors or keeping every intermediate result; the grader's inputs are small.",

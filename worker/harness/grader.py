@@ -102,6 +102,45 @@ def _importable_as_exercise_support(support: ModuleType | None) -> Iterator[None
             sys.modules["exercise_support"] = before
 
 
+class Budget:
+    """The wall-clock time one submission may take, loading and checks together (the
+    exercise's budget_seconds); the second look keeps its own time."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    @property
+    def spent(self) -> bool:
+        return self.left() <= 0
+
+    def diagnostic(self, what: str | dict) -> Diagnostic:
+        return Diagnostic("budget-exhausted", {"what": what, "budget": self.seconds})
+
+
+class BudgetedLimits:
+    """An exercise's limits, each call's and the loading's time capped by what is left of the
+    budget: a check running when the budget ends is stopped then. Read by the student process
+    at each request (StudentProcess keeps the object it is given)."""
+
+    def __init__(self, limits: Limits, budget: Budget):
+        self._limits, self._budget = limits, budget
+
+    def __getattr__(self, name: str):
+        return getattr(self._limits, name)
+
+    @property
+    def call_seconds(self) -> float:
+        return max(min(self._limits.call_seconds, self._budget.left()), 0.0)
+
+    @property
+    def load_seconds(self) -> float:
+        return max(min(self._limits.load_seconds, self._budget.left()), 0.0)
+
+
 class Session:
     """The student processes of one submission: started lazily, restarted after a death."""
 
@@ -258,33 +297,43 @@ class Harness:
                 self._not_run(spec, job.lang, [unreadable]) for spec in exercise.checks),
                 notes=(_load_error(unreadable, job.lang),),
                 timing={"started_at": started_at, "total": time.perf_counter() - started})
-        session = Session(self, limits, device, source, exercise)
+        budget = Budget(limits.budget_seconds)
+        session = Session(self, BudgetedLimits(limits, budget), device, source, exercise)
         try:
             blockers = session.load()
-            found = [self._run_check(session, spec, seed, index)
+            if (session.unloaded is not None and session.unloaded.code == "timeout"
+                    and budget.spent):  # the budget, not load_seconds, stopped the loading
+                session.unloaded = session.fatal = budget.diagnostic(LOADING)
+                blockers = [session.unloaded]
+            found = [self._run_check(session, spec, seed, index, budget)
                      for index, spec in enumerate(exercise.checks)]
-            # the second look's output, process and time are not the grade's
+            # the second look's output, process and time are not the grade's, nor its budget
             output, processes, timing = session.output.text(), session.starts, dict(session.timing)
             session.close_process()
+            session.limits = limits
             results = self._results(session, seed, job, found)
         finally:
             session.close_process()
         load = session.load_result or {}
         notes = [_load_error(d, job.lang) for d in blockers] + list(source.notes) + [
-            dict(n, kind="cell-error") for n in load.get("notes", [])]
+            _cell_error(n) for n in _listed(load.get("notes"))[:reports.MAX_ITEMS]
+            if isinstance(n, dict)]
         return reports.Report(
             **base, score=sum(r.points for r in results), checks=tuple(results), notes=tuple(notes),
             output=output,
             sandbox={"layers": session.layers, "unavailable": session.missing_layers,
                      "student_processes": processes},
             timing={**timing, "second_look": session.timing.get("second_look", 0.0),
+                    "budget": limits.budget_seconds, "budget_spent": budget.spent,
                     "started_at": started_at, "total": time.perf_counter() - started})
 
     def _run_check(self, session: Session, spec: CheckSpec, seed: int,
-                   index: int) -> "Found":
+                   index: int, budget: Budget) -> "Found":
         blockers = session.blockers(spec)
         if blockers:
             return Found(spec, blockers=blockers)
+        if budget.spent:
+            return Found(spec, [budget.diagnostic(spec.title)], budget_out=True)
         started = time.perf_counter()
         try:
             run_check(session, spec, seed, index, session.exercise.reference)
@@ -293,10 +342,15 @@ class Harness:
         except StudentError as exc:
             diagnostics = [diagnose_exception(exc.info, spec.title)]
         except StudentDied as died:
-            session.after_death(died)
+            if died.code != "timeout" or not budget.spent:
+                session.after_death(died)
             diagnostics = [Diagnostic(died.code, dict(died.details, what=spec.title))]
         else:
             return Found(spec)
+        if budget.spent and any(d.code == "timeout" for d in diagnostics):
+            # stopped where the budget ended: its time, not this check's call_seconds
+            return Found(spec, [budget.diagnostic(spec.title)], time.perf_counter() - started,
+                         budget_out=True)
         return Found(spec, diagnostics, time.perf_counter() - started)
 
     def _results(self, session: Session, seed: int, job: Job,
@@ -308,6 +362,8 @@ class Harness:
             spec = check.spec
             if check.blockers:
                 results.append(self._not_run(spec, job.lang, check.blockers))
+            elif check.budget_out:  # nothing to explain once nor to look at again
+                results.append(self._result(spec, job.lang, check.diagnostics))
             elif check.diagnostics is None:
                 results.append(reports.CheckResult(
                     spec.name, spec.title.get(job.lang, spec.title["en"]), spec.points,
@@ -342,13 +398,30 @@ class Found:
     diagnostics: list[Diagnostic] | None = None
     seconds: float = 0.0
     blockers: list[Diagnostic] | None = None
+    budget_out: bool = False  # stopped, or not run, because the submission's budget ran out
 
 
 def _import_error(info: dict) -> Diagnostic:
     """The student's exception that stopped the file loading, at its last line of theirs."""
     file, line = student_place(info.get("frames"))
-    return Diagnostic("import-error", {"error": f"{info.get('type')}: {info.get('message')}",
-                                       "file": file, "line": line})
+    error = f"{reports.clip(info.get('type'), 200)}: {reports.clip(info.get('message'), 500)}"
+    return Diagnostic("import-error", {"error": error, "file": file, "line": line})
+
+
+def _listed(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _cell_error(note: dict) -> dict:
+    """A notebook cell's exception as the student's process reported it: only the fields the
+    result page shows, each of a type it can show and clipped (the reply is the student's)."""
+    frames = note.get("frames")
+    frames = [f for f in frames[-5:] if isinstance(f, dict)] if isinstance(frames, list) else []
+    file, line = student_place(frames)
+    return {"kind": "cell-error", "cell": reports.clip(note.get("cell", ""), 200),
+            "type": reports.clip(note.get("type", "Exception"), 200),
+            "message": reports.clip(note.get("message", ""), 500),
+            "frames": [{"file": file, "line": line}] if file or line else []}
 
 
 def _load_error(diagnostic: Diagnostic, lang: str) -> dict:

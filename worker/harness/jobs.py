@@ -16,6 +16,10 @@ class Limits:
     # loading holds a grading slot this long, so an exercise whose cells train asks for more
     load_seconds: float = 10.0
     cpu_seconds: int = 60
+    # the wall-clock time of the whole submission (loading and every check): once it is spent,
+    # the check running is stopped and the others are not run, each scoring 0 and saying so
+    # ("budget-exhausted"); the second look keeps its own time and never uses it
+    budget_seconds: float = 60.0
     memory_mb: int = 1024
     output_bytes: int = 64 << 10
     reply_mb: int = 64

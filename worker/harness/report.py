@@ -1,6 +1,7 @@
 """The report: the stable JSON contract of `hpcgrade grade --json` and of every grading run."""
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -8,6 +9,19 @@ from dataclasses import asdict, dataclass, field
 
 # the kind of note that says why the file, or some of its functions, could not be checked at all
 LOAD_ERROR = "load-error"
+
+# Bounds on what a report carries, applied by the grader whatever the student's process sent
+# (the harness code in that process is the submission's to rewrite, its caps included), and
+# again by the service, which stores no report larger than MAX_REPORT_BYTES (worker/grading.py).
+MAX_REPORT_BYTES = 256 << 10  # the whole report, as JSON (json.dumps, ASCII)
+MAX_TEXT = 2000  # characters of one string: a message, an exception's text, a note, a detail
+MAX_OUTPUT = 64 << 10  # characters of the student's printed output
+MAX_ITEMS = 100  # items of one list, or keys of one mapping, in notes and details
+# what stands for what was cut: a cut string, list or report says so
+CUT = "… [{count} more characters cut]"
+CUT_ITEMS = "… [{count} more items cut]"
+# the per-string limits tried, longest first, until the report fits: (text, output)
+SQUEEZES = ((MAX_TEXT, MAX_OUTPUT), (500, 16 << 10), (160, 4 << 10), (60, 1 << 10), (20, 0))
 
 
 @dataclass(frozen=True)
@@ -40,8 +54,91 @@ class Report:
     error: str | None = None
 
     def to_dict(self) -> dict:
-        """The JSON contract (DESIGN.md); the service reads it back as plain JSON."""
-        return asdict(self)
+        """The JSON contract (DESIGN.md); the service reads it back as plain JSON. Bounded:
+        every string to MAX_TEXT characters, the output to MAX_OUTPUT, the whole to
+        MAX_REPORT_BYTES (see `bounded`)."""
+        return bounded(asdict(self))
+
+
+def clip(text: object, limit: int = MAX_TEXT) -> str:
+    """`text` as a string of at most about `limit` characters; a cut one says how much went."""
+    text = text if isinstance(text, str) else str(text)
+    if len(text) <= limit:
+        return text
+    marker = CUT.format(count=len(text) - limit)
+    return text[:max(limit - len(marker), 0)] + marker if limit > len(marker) else \
+        text[:limit] + marker
+
+
+def _clipped(value: object, text: int, items: int = MAX_ITEMS) -> object:
+    """Every string in `value` (lists and mappings walked) clipped to `text` characters, every
+    list and mapping to `items` entries; keys too, since a student's text may make them."""
+    if isinstance(value, str):
+        return clip(value, text)
+    if isinstance(value, dict):
+        kept = list(value.items())
+        out = {clip(k, text) if isinstance(k, str) else k:
+               v if k in _NAMES and isinstance(v, str) and len(v) <= 64 else _clipped(v, text, items)
+               for k, v in kept[:items]}
+        if len(kept) > items:
+            out["…"] = CUT_ITEMS.format(count=len(kept) - items)
+        return out
+    if isinstance(value, (list, tuple)):
+        out = [_clipped(v, text, items) for v in value[:items]]
+        if len(value) > items:
+            out.append(CUT_ITEMS.format(count=len(value) - items))
+        return out
+    return value
+
+
+def size(report: dict) -> int:
+    """A report's size as the spool and the service measure it: its JSON, in bytes."""
+    return len(json.dumps(report, default=str).encode())
+
+
+def bounded(report: dict) -> dict:
+    """The report with every string clipped and, when it is still over MAX_REPORT_BYTES, its
+    strings clipped shorter until it fits. Each cut string ends saying how much was cut, and a
+    cut report has "cut": true. The grader's own fields (exercise, status, scores, points,
+    check names, environment, timing) are never cut."""
+    for text, output in SQUEEZES:  # never measured whole: it may be gigabytes as JSON
+        candidate = _squeezed(report, text, output)
+        if candidate != report:
+            candidate["cut"] = True
+        if size(candidate) <= MAX_REPORT_BYTES:
+            return candidate
+    # still too large (thousands of checks): the checks' diagnostics go, their points stay
+    candidate["checks"] = [dict(c, diagnostics=[], message=clip(c.get("message", ""), 20))
+                           for c in candidate.get("checks", [])]
+    if size(candidate) <= MAX_REPORT_BYTES:
+        return candidate
+    return {"exercise": report.get("exercise"), "status": "error", "score": 0.0,
+            "max_score": report.get("max_score"), "job_id": report.get("job_id"),
+            "environment": report.get("environment"), "seed": report.get("seed"),
+            "error": f"the report is larger than {MAX_REPORT_BYTES} bytes even when cut"}
+
+
+# the grader's own fields: numbers, names and codes it wrote, never the student's text
+_KEPT = frozenset({"exercise", "status", "score", "max_score", "seed", "lang", "job_id",
+                   "environment", "timing"})
+# codes and kinds, which the service reads: whole when short (the grader's are)
+_NAMES = frozenset({"code", "kind"})
+_KEPT_IN_CHECK = frozenset({"name", "points", "max_points", "passed"})
+
+
+def _squeezed(report: dict, text: int, output: int) -> dict:
+    out = {}
+    for key, value in report.items():
+        if key in _KEPT:
+            out[key] = value
+        elif key == "output":
+            out[key] = clip(value, output)
+        elif key == "checks":
+            out[key] = [{k: (v if k in _KEPT_IN_CHECK else _clipped(v, text))
+                         for k, v in check.items()} for check in value]
+        else:
+            out[key] = _clipped(value, text)
+    return out
 
 
 def codes(report: dict) -> set[str]:

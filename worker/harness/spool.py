@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from .jobs import Job
+from .report import MAX_REPORT_BYTES
 
 FOLDER_MODE = 0o2770
 FILE_MODE = 0o660
@@ -75,11 +76,16 @@ def write_report(folder: Path, report: dict) -> None:
 
 
 def read_report(folder: Path) -> dict | None:
-    """The report, None while there is none; a garbled one reads as the grader's error."""
+    """The report, None while there is none; a garbled one, or one larger than any the grader
+    makes (MAX_REPORT_BYTES), reads as the grader's error, the latter without being read."""
     try:
-        data = (folder / REPORT).read_bytes()
+        with open(folder / REPORT, "rb") as f:
+            data, found = f.read(MAX_REPORT_BYTES + 1), os.fstat(f.fileno()).st_size
     except FileNotFoundError:
         return None
+    if len(data) > MAX_REPORT_BYTES:
+        return {"status": "error", "error": f"the report in {folder} is {found} bytes, more than "
+                                            f"the {MAX_REPORT_BYTES} the service stores"}
     try:
         report = json.loads(data)
         if not isinstance(report, dict):
