@@ -82,7 +82,9 @@ def enter_fresh_root(scratch: str, read_paths: tuple[str, ...], devices: tuple[s
             _bind(path, new_root + path, read_only=True)
         for name in devices:
             _bind(f"/dev/{name}", f"{new_root}/dev/{name}", read_only=False)
-        _bind(f"/proc/self/fd/{scratch_fd}", new_root + scratch, read_only=False, directory=True)
+        # not recursive: the new root is mounted on the scratch, so it would come along on top
+        _bind(f"/proc/self/fd/{scratch_fd}", new_root + scratch, read_only=False, directory=True,
+              recursive=False)
     finally:
         os.close(scratch_fd)
     os.chdir(new_root)
@@ -111,7 +113,8 @@ def _outermost(paths: tuple[str, ...]) -> list[str]:
     return kept
 
 
-def _bind(source: str, target: str, *, read_only: bool, directory: bool | None = None) -> None:
+def _bind(source: str, target: str, *, read_only: bool, directory: bool | None = None,
+          recursive: bool = True) -> None:
     if directory is None and os.path.islink(source):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.symlink(os.readlink(source), target)
@@ -121,7 +124,7 @@ def _bind(source: str, target: str, *, read_only: bool, directory: bool | None =
     else:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
-    _mount(source, target, None, MS_BIND | MS_REC)
+    _mount(source, target, None, MS_BIND | (MS_REC if recursive else 0))
     if read_only:
         kept = os.statvfs(target).f_flag
         flags = sum(ms for st, ms in KEPT_FLAGS if kept & st)
