@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.harness.codes import CATALOGUE
-from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits
+from worker.harness.jobs import HIDDEN_CHECKS, REQUIRED_LAYERS, VISIBLE_CHECKS, Job, Limits
 
 from .config import ConfigError, Resources
 
@@ -92,7 +92,7 @@ class ExerciseInfo:
 
     def job(self, submission: Path | None, *, filename: str | None = None, lang: str = "en",
             seed: int | None = None, device: str = "auto", job_id: str = "",
-            visible: bool = False) -> Job:
+            visible: bool = False, required_layers: tuple[str, ...] = REQUIRED_LAYERS) -> Job:
         """`submission`: the file, or None where the spool will hold it (`filename` names it
         then). `visible`: run the checks students have (visible.py) instead of the hidden ones."""
         return Job(exercise=self.slug, exercise_dir=str(self.path),
@@ -100,7 +100,8 @@ class ExerciseInfo:
                    filename=filename or submission.name,
                    limits=self.limits, seed=seed, lang=lang, device=device, id=job_id,
                    checks=VISIBLE_CHECKS if visible else HIDDEN_CHECKS,
-                   wrong_programs={} if visible else self.wrong_programs)
+                   wrong_programs={} if visible else self.wrong_programs,
+                   required_layers=required_layers)
 
 
 def default_root() -> Path:

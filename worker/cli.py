@@ -50,7 +50,8 @@ class LazyGroup(click.Group):
     "tokens": "server.commands:tokens_group",
     "exercises": "server.commands:list_exercises", "demo": "server.demo:demo",
     "login": "server.client:login", "submit": "server.client:submit",
-    "slurm": "worker.cluster_cli:slurm_group", "pilot": "worker.cluster_cli:pilot_group"})
+    "slurm": "worker.cluster_cli:slurm_group", "pilot": "worker.cluster_cli:pilot_group",
+    "sandbox": "worker.cluster_cli:sandbox_group"})
 def main() -> None:
     """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
 

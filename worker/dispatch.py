@@ -41,7 +41,7 @@ from server.queue import TURNS
 from worker import grading
 from worker.executor import WAITING, ClusterError, Executor, ImpossibleRequest, JobState, SubmitError
 from worker.harness import spool
-from worker.harness.jobs import Job
+from worker.harness.jobs import REQUIRED_LAYERS, Job
 from worker.pilots import Pilots
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class Dispatcher:
     batch_wait: float = 0.0
     pilots: Pilots | None = None
     per_student: int = 1
+    required_layers: tuple[str, ...] = REQUIRED_LAYERS
 
     @classmethod
     def from_config(cls, database: Database, executor: Executor,
@@ -86,7 +87,8 @@ class Dispatcher:
                    dt.timedelta(seconds=config["GRADING_LEASE_SECONDS"]),
                    config["SLURM_BATCH_SIZE"], config["SLURM_BATCH_WAIT"],
                    Pilots(Path(config["SPOOL_DIR"]))
-                   if not executor.synchronous else None, config["MAX_RUNNING_PER_STUDENT"])
+                   if not executor.synchronous else None, config["MAX_RUNNING_PER_STUDENT"],
+                   config["SANDBOX_REQUIRED_LAYERS"])
 
     # --- dispatch ---------------------------------------------------------------------------
 
@@ -159,7 +161,8 @@ class Dispatcher:
         if info is None:
             return None
         job = info.job(None, filename=claimed.filename, seed=seed, job_id=str(claimed.run_id),
-                       device="cpu" if info.resources(self.resources).gpus == 0 else "auto")
+                       device="cpu" if info.resources(self.resources).gpus == 0 else "auto",
+                       required_layers=self.required_layers)
         return spool.read_job(spool.write_run(self.spool, job, claimed.code))
 
     def _dispatch_batches(self, now: dt.datetime) -> Dispatched:

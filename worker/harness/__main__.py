@@ -5,6 +5,7 @@
 - `spool SPOOL RUN_ID...` grades runs the service left in a spool (see spool.py) and writes each
   report there as soon as it is done: what a Slurm batch job runs, with no route to the service.
 - `pilot SPOOL --minutes M` grades runs as the service assigns them, until stopped (pilot.py).
+- `probe` says whether this node can grade safely as this account (probe.py): one JSON line.
 
 Anything else that prints (torch warnings, an exercise's own prints) goes to stderr, so stdout
 carries reports only. Runs with the standard library, torch and numpy: a course venv suffices.
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import spool
-from .jobs import Job
+from .jobs import REQUIRED_LAYERS, Job
 from .launch import Zygote, child_environment
 from .report import clip, host_environment
 
@@ -177,6 +178,16 @@ def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
     return 0
 
 
+def write_probe(required: tuple[str, ...], code: list[str], out: Path | None) -> int:
+    from .probe import probe
+    answer = json.dumps(probe(required, code)) + "\n"
+    if out is None:
+        sys.stdout.write(answer)
+    else:
+        spool.write_atomically(out, answer.encode())
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m worker.harness")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -190,7 +201,16 @@ def main() -> int:
                               help="the allocation's time limit")
     for sub in (serve_parser, spool_parser, pilot_parser):
         sub.add_argument("--scratch", help="where student scratch directories go")
+    probe_parser = commands.add_parser("probe", help="the sandbox layers a student gets here, "
+                                                     "and the code this account could write")
+    probe_parser.add_argument("--require", default=",".join(REQUIRED_LAYERS),
+                              help="the layers that must be raised, comma-separated")
+    probe_parser.add_argument("--code", action="append", default=[],
+                              help="a folder of code the jobs run (repeat)")
+    probe_parser.add_argument("--out", type=Path, help="write the answer here, not to stdout")
     args = parser.parse_args()
+    if args.command == "probe":
+        return write_probe(tuple(filter(None, args.require.split(","))), args.code, args.out)
     if args.command == "serve":
         return serve(args.scratch)
     if args.command == "pilot":

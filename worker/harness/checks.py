@@ -55,6 +55,9 @@ class Context:
     # the student process's scratch directory (its TMPDIR and HOME, the one place it may write),
     # as the grader sees it: what the submission left there, counted without asking it
     scratch: Path | None = None
+    # the submission's code cells as the grader read them from the file, (label, code): for
+    # checks that rest on the grader's own reading of the source (worker/harness/source_rules.py)
+    source_cells: tuple[tuple[str, str], ...] = ()
 
     def randn(self, *shape: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         return torch.randn(*shape, generator=self.rng, dtype=dtype)
@@ -64,6 +67,11 @@ class Context:
 
     def on_device(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.device)
+
+    def _scratch_top(self) -> str:
+        """The scratch with a trailing "/.": where it is the grader's descriptor of the student's
+        tmpfs (/proc/self/fd/N, a link to it) the walk must enter it, and no further link."""
+        return os.path.join(str(self.scratch), ".")
 
     def files_left(self) -> list[str]:
         """What the submission left in its scratch directory: every entry that is not a folder
@@ -75,7 +83,7 @@ class Context:
         def unreadable(error: OSError) -> None:
             found.append(os.path.relpath(str(error.filename), self.scratch) + os.sep)
 
-        for folder, folders, files, descriptor in os.fwalk(self.scratch, onerror=unreadable):
+        for folder, folders, files, descriptor in os.fwalk(self._scratch_top(), onerror=unreadable):
             where = os.path.relpath(folder, self.scratch)
             links = [name for name in folders if stat.S_ISLNK(
                 os.stat(name, dir_fd=descriptor, follow_symlinks=False).st_mode)]
@@ -84,7 +92,7 @@ class Context:
 
     def clear_files(self) -> None:
         """Delete what files_left finds (folders stay), through the same descriptors."""
-        for _folder, folders, files, descriptor in os.fwalk(self.scratch, topdown=False):
+        for _folder, folders, files, descriptor in os.fwalk(self._scratch_top(), topdown=False):
             for name in files + folders:
                 with contextlib.suppress(OSError):  # a folder, or one that went meanwhile
                     if not stat.S_ISDIR(os.stat(name, dir_fd=descriptor,

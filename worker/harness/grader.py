@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import platform
 import secrets
 import shutil
 import sys
@@ -24,7 +25,7 @@ from . import sandbox, submission
 from .checks import CheckSpec, diagnose_exception, student_place
 from .codes import LANGUAGES
 from .diagnostics import Diagnostic, Fail
-from .jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits
+from .jobs import HIDDEN_CHECKS, REQUIRED_LAYERS, VISIBLE_CHECKS, Job, Limits
 from .launch import Zygote, child_environment
 from .remote import Output, Student, StudentDied, StudentError, StudentProcess
 from .said_once import SaidOnce
@@ -41,6 +42,14 @@ NOT_RUN = {"en": f"Your code failed in {DEATHS} checks, so the remaining ones, t
                  "were not run: fix first what the earlier checks show.",
            "es": f"Tu código falló en {DEATHS} comprobaciones, así que las restantes, incluida "
                  "esta, no se ejecutaron: corrige primero lo que muestran las anteriores."}
+
+
+class SandboxIncomplete(RuntimeError):
+    """A required sandbox layer could not be raised on this node: the grader fails, closed."""
+
+    def __init__(self, absent: list[str], reasons: list[str]):
+        super().__init__(f"required sandbox layers missing on {platform.node()}: "
+                         f"{', '.join(absent)} ({'; '.join(reasons) or 'no reason given'})")
 
 
 @dataclass(frozen=True)
@@ -144,9 +153,11 @@ class BudgetedLimits:
 class Session:
     """The student processes of one submission: started lazily, restarted after a death."""
 
-    def __init__(self, harness: "Harness", limits: Limits, device: torch.device, source, exercise):
+    def __init__(self, harness: "Harness", limits: Limits, device: torch.device, source, exercise,
+                 required_layers: tuple[str, ...] = REQUIRED_LAYERS):
         self.harness, self.limits, self.device = harness, limits, device
         self.source, self.exercise = source, exercise
+        self.required_layers = required_layers
         self.output = Output(limits.output_bytes)
         self.process: StudentProcess | None = None
         self.scratch: str | None = None
@@ -174,6 +185,10 @@ class Session:
 
     @property
     def scratch_path(self) -> Path | None:
+        """Where the grader sees the scratch: through the descriptor of its tmpfs (which only
+        the student's and the zygote's mount namespaces show at its path), or the folder."""
+        if self.process is not None and self.process.alive and self.process.scratch_fd is not None:
+            return Path(f"/proc/self/fd/{self.process.scratch_fd}")
         return Path(self.scratch) if self.scratch else None
 
     def blockers(self, spec: CheckSpec) -> list[Diagnostic]:
@@ -197,12 +212,21 @@ class Session:
             scratch=self.scratch, memory_bytes=self.limits.memory_mb << 20,
             cpu_seconds=self.limits.cpu_seconds, file_bytes=self.limits.file_mb << 20,
             open_files=256, device=self.device.type, read_paths=self.harness.read_paths + (
-                sandbox.CUDA_READ_PATHS if self.device.type == "cuda" else ()))
+                sandbox.CUDA_READ_PATHS if self.device.type == "cuda" else ()),
+            scratch_bytes=self.limits.scratch_mb << 20)
         try:
             started = time.perf_counter()
             self.process = self.harness.spawn(confinement, self.limits, self.output)
-            self.layers = self.process.hello.get("layers", [])
-            self.missing_layers = self.process.hello.get("missing", [])
+            # said before the submission ran: the sandbox's own word, not the student's
+            scratch = self.process.scratch
+            self.layers = self.process.hello.get("layers", []) + (
+                [scratch["layer"]] if "layer" in scratch else [])
+            self.missing_layers = self.process.hello.get("missing", []) + (
+                [scratch["missing"]] if "missing" in scratch else [])
+            absent = sandbox.absent(self.required_layers, self.layers)
+            if absent:
+                self.close_process()
+                raise SandboxIncomplete(absent, self.missing_layers)
             loading = time.perf_counter()
             self.timing["start"] += loading - started
             reply = Student(self.process, self.device).request(
@@ -298,7 +322,8 @@ class Harness:
                 notes=(_load_error(unreadable, job.lang),),
                 timing={"started_at": started_at, "total": time.perf_counter() - started})
         budget = Budget(limits.budget_seconds)
-        session = Session(self, BudgetedLimits(limits, budget), device, source, exercise)
+        session = Session(self, BudgetedLimits(limits, budget), device, source, exercise,
+                          job.required_layers)
         try:
             blockers = session.load()
             if (session.unloaded is not None and session.unloaded.code == "timeout"

@@ -3,6 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# sandbox layers a job may require (see sandbox.py); "filesystem" is either of mount-namespace
+# and landlock. A harness that cannot raise a required one grades nothing (a grader error).
+SANDBOX_LAYERS = ("network-namespace", "mount-namespace", "landlock", "filesystem", "seccomp",
+                  "rlimits", "non-dumpable", "scratch-limit")
+REQUIRED_LAYERS = ("network-namespace", "seccomp", "rlimits", "filesystem")
+
 HIDDEN_CHECKS = "checks.py"
 VISIBLE_CHECKS = "visible.py"  # the checks students have: fixed inputs, no reference
 
@@ -26,6 +32,8 @@ class Limits:
     file_mb: int = 16
     submission_kb: int = 1024
     threads: int = 1
+    # the student's scratch is a tmpfs of this size (its TMPDIR and HOME, where it may write)
+    scratch_mb: int = 256
 
     @classmethod
     def from_dict(cls, data: dict) -> "Limits":
@@ -59,10 +67,16 @@ class Job:
     checks: str = HIDDEN_CHECKS
     # known wrong programs of the exercise (mutants/<name>.py) and what each tells a student
     wrong_programs: dict = field(default_factory=dict)
+    required_layers: tuple[str, ...] = REQUIRED_LAYERS
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Job":
-        return cls(**data)
+        required = tuple(data.get("required_layers", REQUIRED_LAYERS))
+        unknown = sorted(set(required) - set(SANDBOX_LAYERS))
+        if unknown:
+            raise ValueError(f"unknown sandbox layers {', '.join(unknown)}; known: "
+                             f"{', '.join(SANDBOX_LAYERS)}")
+        return cls(**dict(data, required_layers=required))
