@@ -46,7 +46,7 @@ def run_check(session: "Session", spec: CheckSpec, seed: int, index: int,
     student.request("reset")
     rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
     spec.function(Context(student, rng, reference, session.exercise.support, session.device,
-                          session.scratch_path))
+                          session.scratch_path, tuple(session.source.cells)))
 
 
 class SecondLook:
