@@ -1,7 +1,9 @@
 """Hidden checks for conv2d-einsum: PyTorch's conv2d (a valid cross-correlation) with einsum.
 
 Expected values and gradients are the reference's, computed here on the CPU; the student's code
-runs on the grading device. The speed bonus times the student's conv2d (a call, its output
+runs on the grading device. Which operations computed the output is read in the submission's
+source (worker/harness/source_rules.py), never asked of the student's process, whose answers
+(node names of its graph, flags) the submission can rewrite. The speed bonus times the student's conv2d (a call, its output
 brought back) against PyTorch's own, timed here on the same device with its output brought to
 the CPU too, interleaved, and compares the best times: noise only ever makes a call slower. The
 baseline is timed in the grader because the student's process is theirs: a baseline there could
@@ -15,6 +17,7 @@ from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call
                                    diagnose_exception, expect_close, expect_tensor)
 from worker.harness.diagnostics import compare_grad
 from worker.harness.remote import StudentError
+from worker.harness.source_rules import forbidden_uses, obfuscated_lookups, own_functions
 
 # (B, C, H, W), (O, C, kh, kw): B, C and O different and above 1, kernels and outputs not square,
 # so that swapped axes change the shape and a flipped kernel changes the values
@@ -34,8 +37,29 @@ BUILT_IN_HINT = {
           "`nn.Conv2d` are what it is checked against.",
     "es": "Escribe tú la convolución con `torch.einsum`: `F.conv2d`, `torch.conv2d` y "
           "`nn.Conv2d` son aquello con lo que se compara."}
-# autograd's only built-in nodes named `...Backward` with no digit (torch._C._functions)
-BUILT_IN_WITHOUT_DIGIT = {"SendRpcBackward", "UndefinedGradBackward"}
+# what the grader's reading of the source refuses: PyTorch's convolutions under every name they
+# go by (functional, module, aten op, the gradients torch.nn.grad computes), and NumPy's and
+# SciPy's (a Function of one's own could differentiate those)
+BUILT_IN_CONVOLUTIONS = frozenset({
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "LazyConv1d", "LazyConv2d", "LazyConv3d", "conv_tbc", "_conv_forward", "conv2d_input",
+    "conv2d_weight", "convolve", "convolve2d", "fftconvolve", "oaconvolve", "correlate",
+    "correlate2d"})
+
+
+def _built_in(name: str) -> bool:
+    """A convolution's name: one of the above, or any `…convolution…` (torch.convolution,
+    aten's _convolution, cudnn_convolution, mkldnn_convolution…)."""
+    return name in BUILT_IN_CONVOLUTIONS or "convolution" in name.lower()
+
+OBFUSCATED_HINT = {
+    "en": "Write the names you use: the grader reads your file to check that no built-in "
+          "convolution computes the result, and a lookup by a computed name, `__import__`, "
+          "`eval`/`exec`, `globals()` or `__dict__` hides what it reaches.",
+    "es": "Escribe los nombres que usas: el corrector lee tu archivo para comprobar que ninguna "
+          "convolución ya hecha calcula el resultado, y una búsqueda por un nombre calculado, "
+          "`__import__`, `eval`/`exec`, `globals()` o `__dict__` oculta lo que alcanza."}
 OWN_FUNCTION_HINT = {
     "en": "Compute the convolution with `torch.einsum` on tensor operations autograd tracks, and "
           "let autograd differentiate it: no `torch.autograd.Function` of your own.",
@@ -81,19 +105,20 @@ def _output_of(ctx: Context, value: object, expected: torch.Tensor, what: str) -
 
 
 def _expect_values(ctx: Context, shapes: tuple, dtype: torch.dtype, **tolerances: float) -> None:
-    """Sent requiring grad, as a layer's input and weights would: the output's graph then shows
-    how it was computed, and one made by a built-in convolution earns nothing here."""
+    """Sent requiring grad, as a layer's input and weights would. A submission whose source
+    uses a built-in convolution earns nothing here."""
     input, filter = _inputs(ctx, shapes, dtype)
     expected = ctx.reference.conv2d(input.clone(), filter.clone())
     what = _what(shapes)
     output = _output(ctx, _send(ctx, input, filter, requires_grad=True), expected, what)
     expect_close(output, expected, what, **tolerances)
-    _refuse_built_in(ctx, output, what)
+    _refuse_by_source(ctx, what)
 
 
 def _gradients(ctx: Context, shapes: tuple) -> tuple:
     """(student's, expected) for input.grad and for filter.grad, after a backward pass from the
-    student's output with a random cotangent."""
+    student's output with a random cotangent. An output with no graph fails that backward pass
+    (`detached-output`), whatever the student's process says about it."""
     input, filter = _inputs(ctx, shapes, torch.float64)
     leaves = input.clone().requires_grad_(), filter.clone().requires_grad_()
     expected = ctx.reference.conv2d(*leaves)
@@ -102,8 +127,6 @@ def _gradients(ctx: Context, shapes: tuple) -> tuple:
     what = _what(shapes)
     remote = _send(ctx, input, filter, requires_grad=True)
     output = _output(ctx, remote, expected, what)
-    if not output.meta["requires_grad"] or output.meta["grad_fn"] is None:
-        raise Fail(Diagnostic("detached-output", {"what": what}))
     try:
         ctx.student.method(output, "backward", ctx.on_device(cotangent))
     except StudentError as exc:
@@ -126,31 +149,43 @@ def _expect_grad(got: object, expected: torch.Tensor, name: str) -> None:
         raise Fail(diagnostic)
 
 
-def _refuse_built_in(ctx: Context, output: RemoteTensor, what: str) -> None:
-    """Refuse an output whose graph has a built-in convolution's node, or the node of an
-    autograd.Function of the student's own: what a Function computes inside cannot be seen
-    (F.conv2d wrapped in a Function named `Einsum` would pass as einsum). Autograd names a
-    Function's node `<class>Backward`; its built-in nodes end in a digit (`BmmBackward0`), but for
-    BUILT_IN_WITHOUT_DIGIT. An output with no graph is left to the gradient checks. Graph
-    inspection only stops the plain ways: a determined cheat can still evade it, e.g. by adding a
-    built-in convolution's detached result to an einsum that contributes nothing to the values."""
-    names = [node["name"] for node in ctx.student.describe(output)["graph"]]
-    built_in = next((name for name in names if "conv" in name.lower()), None)
-    if built_in:
+def _refuse_by_source(ctx: Context, what: str) -> None:
+    """Refuse a submission whose source, as the grader read it from the file, uses a built-in
+    convolution, defines an autograd.Function of its own (what its forward computes is out of
+    autograd's sight: F.conv2d wrapped in a Function named `Einsum` would pass as einsum), or
+    reaches names it does not write out. Read here, not asked of the student's process, whose
+    answers (its graph's node names among them) are the submission's to rewrite."""
+    cells = ctx.source_cells
+    found = forbidden_uses(cells, _built_in)
+    if found:
+        first = found[0]
         raise Fail(Diagnostic("forbidden-operation", {
-            "what": what, "hint": BUILT_IN_HINT,
-            "error": {"en": f"its graph has `{built_in}`, a built-in convolution",
-                      "es": f"su grafo contiene `{built_in}`, una convolución ya hecha"}}))
-    function = next((name for name in names
-                     if name.endswith("Backward") and name not in BUILT_IN_WITHOUT_DIGIT), None)
-    if function:
+            "what": what, "hint": BUILT_IN_HINT, "rule": "built-in-convolution",
+            "found": first.name, "line": first.line, "file": first.cell,
+            "error": {"en": f"your file uses {first.name} ({first.where()}), a built-in "
+                            "convolution",
+                      "es": f"tu archivo usa {first.name} ({first.where()}), una convolución "
+                            "ya hecha"}}))
+    found = own_functions(cells)
+    if found:
+        first = found[0]
         raise Fail(Diagnostic("forbidden-operation", {
-            "what": what, "hint": OWN_FUNCTION_HINT,
-            "error": {"en": f"its graph has `{function}`, the node of an `autograd.Function` of "
-                            "your own, whose inside the grader cannot check",
-                      "es": f"su grafo contiene `{function}`, el nodo de una "
-                            "`autograd.Function` propia, cuyo interior el corrector no puede "
-                            "comprobar"}}))
+            "what": what, "hint": OWN_FUNCTION_HINT, "rule": "own-function",
+            "found": first.name, "line": first.line, "file": first.cell,
+            "error": {"en": f"your file defines {first.name} ({first.where()}), an "
+                            "`autograd.Function` of your own, whose inside autograd cannot see",
+                      "es": f"tu archivo define {first.name} ({first.where()}), una "
+                            "`autograd.Function` propia, cuyo interior autograd no ve"}}))
+    found = obfuscated_lookups(cells)
+    if found:
+        first = found[0]
+        raise Fail(Diagnostic("forbidden-operation", {
+            "what": what, "hint": OBFUSCATED_HINT, "rule": "obfuscated-lookup",
+            "found": first.name, "line": first.line, "file": first.cell,
+            "error": {"en": f"your file uses {first.name} ({first.where()}), a lookup the "
+                            "grader cannot follow in your source",
+                      "es": f"tu archivo usa {first.name} ({first.where()}), una búsqueda que "
+                            "el corrector no puede seguir en tu código"}}))
 
 
 def _timed(request) -> tuple[object, float]:
@@ -196,7 +231,8 @@ def own_convolution(ctx: Context) -> None:
     input, filter = _inputs(ctx, FIXED[0], torch.float32)
     remote = _send(ctx, input, filter, requires_grad=True)
     what = _what(FIXED[0])
-    _refuse_built_in(ctx, expect_tensor(call(ctx, "conv2d", *remote), what), what)
+    expect_tensor(call(ctx, "conv2d", *remote), what)
+    _refuse_by_source(ctx, what)
 
 
 @check("speed-bonus", points=1, uses="conv2d",
@@ -215,7 +251,7 @@ def speed_bonus(ctx: Context) -> None:
         output, seconds = _timed(lambda: call(ctx, "conv2d", *remote[k]))
         expect_close(_output_of(ctx, output, expected[k], what), expected[k], what, **FLOAT32)
         if k == 0:
-            _refuse_built_in(ctx, output, what)
+            _refuse_by_source(ctx, what)
         return seconds
 
     def timed_baseline(k: int) -> float:

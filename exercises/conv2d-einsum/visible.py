@@ -5,8 +5,9 @@ a larger input for the bonus point.
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_grad, expect_tensor)
+from worker.harness.checks import (Context, Fail, call, check, diagnose_exception,
+                                   expect_close, expect_grad, expect_tensor)
+from worker.harness.remote import StudentError
 
 EXAMPLE_INPUT = torch.arange(16.).reshape(1, 1, 4, 4)
 EXAMPLE_FILTER = torch.tensor([[[[1., 2.], [0., -1.]]]])
@@ -48,9 +49,10 @@ def gradients(ctx: Context) -> None:
     input, filter = _example(ctx, requires_grad=True)
     output = expect_tensor(call(ctx, "conv2d", input, filter), "`conv2d(input, filter)`",
                            shape=(1, 1, 3, 3))
-    if not output.meta["requires_grad"]:
-        raise Fail(Diagnostic("detached-output", {"what": "`conv2d(input, filter)`"}))
-    ctx.student.method(output, "backward", ctx.on_device(torch.ones(1, 1, 3, 3)))
+    try:  # an output with no graph fails here, as `detached-output`
+        ctx.student.method(output, "backward", ctx.on_device(torch.ones(1, 1, 3, 3)))
+    except StudentError as exc:
+        raise Fail(diagnose_exception(exc.info, "`conv2d(input, filter)`")) from None
     expect_grad(ctx.student.attr(input, "grad"), torch.tensor(
         [[[[1., 3., 3., 2.], [1., 2., 2., 1.], [1., 2., 2., 1.], [0., -1., -1., -1.]]]]),
         "`input.grad`")
