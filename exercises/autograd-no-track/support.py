@@ -8,6 +8,14 @@ def accumulate_grad(w: torch.Tensor, g: torch.Tensor) -> None:
     (w * g).sum().backward()
 
 
+def backward_from(tensors: list, cotangents: list) -> None:
+    """One backward pass from the sum of (t * g).sum() over the pairs, as a loss that uses each
+    tensor would: a leaf gets the gradient of every tensor still recorded as depending on it,
+    and nothing from one that is not."""
+    loss = sum((t * g).sum() for t, g in zip(tensors, cotangents))
+    loss.backward()
+
+
 class SmallNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -4,6 +4,7 @@ import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
                                    expect_tensor)
+from worker.harness.remote import StudentError
 
 
 def _flag(value, expected: bool, what: str) -> None:
@@ -19,10 +20,15 @@ def frozen_copy_example(ctx: Context) -> None:
     x = ctx.student.put(torch.tensor([1.0, 2.0], requires_grad=True))
     copy = expect_tensor(call(ctx, "frozen_copy", x), "`frozen_copy(x)`", shape=(2,))
     expect_close(copy, torch.tensor([1.0, 2.0]), "`frozen_copy(x)`")
-    if copy.storage != x.storage:
+    # memory shared: values written into x show in the copy
+    ctx.student.method(ctx.student.attr(x, "data"), "copy_", torch.tensor([5.0, 7.0]))
+    if not torch.equal(ctx.student.attr(copy, "data").value, torch.tensor([5.0, 7.0])):
         raise Fail(Diagnostic("storage-not-shared", {"what": "`frozen_copy(x)`"}))
-    _flag(copy.requires_grad, False, "`frozen_copy(x)`")
-    _flag(ctx.student.attr(x, "requires_grad"), True, "`frozen_copy(x); x`")
+    # x still requires grad: a backward pass through it reaches it
+    try:
+        ctx.student.new("accumulate_grad", x, torch.tensor([1.0, 1.0]))
+    except StudentError:
+        _flag(False, True, "`frozen_copy(x); x`")
 
 
 @check("sgd-example", points=1, uses="sgd_update_",
@@ -34,11 +40,15 @@ def sgd_example(ctx: Context) -> None:
     call(ctx, "sgd_update_", w, 0.1)
     what = "`sgd_update_(w, 0.1); w`"
     expect_close(ctx.student.attr(w, "data"), torch.tensor([0.8, 1.6]), what)
-    if ctx.student.attr(w, "is_leaf") is not True:
-        raise Fail(Diagnostic("leaf-replaced", {"what": "`w`", "got": "`w - lr * w.grad`"}))
     grad = ctx.student.attr(w, "grad")
     if grad is not None:
         expect_close(grad, torch.zeros(2), "`sgd_update_(w, 0.1); w.grad`")
+    # still a leaf that requires grad: the next backward pass fills w.grad
+    ctx.student.new("accumulate_grad", w, torch.tensor([1.0, 3.0]))
+    grad = ctx.student.attr(w, "grad")
+    if grad is None:
+        raise Fail(Diagnostic("leaf-replaced", {"what": "`w`", "got": "`w - lr * w.grad`"}))
+    expect_close(grad, torch.tensor([1.0, 3.0]), "`w.grad` after the next backward pass")
 
 
 @check("predict-example", points=1, uses="predict",
@@ -51,6 +61,9 @@ def predict_example(ctx: Context) -> None:
     expect_close(output, torch.tensor([[1.21104, 0.340304, 0.0510443],
                                        [0.716629, -0.881467, -0.20538]]),
                  "`predict(model, x)`", rtol=1e-4, atol=1e-4)
-    if output.requires_grad:
-        raise Fail(Diagnostic("tracked-in-inference", {"what": "`predict(model, x)`",
-                                                       "got": output.grad_fn}))
+    try:  # no graph: a backward pass from the output has nothing to go through
+        ctx.student.new("accumulate_grad", output, torch.ones(2, 3))
+    except StudentError:
+        return
+    raise Fail(Diagnostic("tracked-in-inference", {"what": "`predict(model, x)`",
+                                                   "got": "a graph"}))
