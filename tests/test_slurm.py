@@ -145,7 +145,9 @@ def test_a_terminal_grades_files_in_one_slurm_job(shared, tmp_path):
 def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
     """Five autograd-q runs in batches of three, and a metrics run on a (fake) GPU of its own."""
     catalogue = exercise_with("metrics", slurm={"gpus": 1})
-    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
+    # 10 minutes: time for three runs at the default budget (spool.run_seconds)
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3, SLURM_TIME=10),
+                              catalogue)
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(4)]
     ids.append(queue_submission(database, REFERENCE_Q.replace("- b**2", "+ b**2")))
     metrics = (ROOT / "exercises" / "metrics" / "reference.py").read_text()
@@ -205,7 +207,7 @@ def test_a_job_over_its_time_is_dispatched_again(database, shared):
     """Slurm's limits are whole minutes and enforced every half minute or so: this takes ~80 s."""
     catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 1},
                               limits={"load_seconds": 300, "call_seconds": 300,
-                                      "cpu_seconds": 300})
+                                      "cpu_seconds": 300, "budget_seconds": 300})
     grading = make_dispatcher(database, settings(shared), catalogue)
     submission_id = queue_submission(database, SLOW.format(seconds=240))
     grading.dispatch([submission_id])
@@ -215,8 +217,58 @@ def test_a_job_over_its_time_is_dispatched_again(database, shared):
     grading.cancel([submission_id])
 
 
+def packed(monkeypatch):
+    """The dispatcher packs runs as if each took a second; the job's harness, in a process of
+    its own, still knows what each may take (spool.run_seconds)."""
+    from worker import dispatch
+    monkeypatch.setattr(dispatch.spool, "run_seconds", lambda limits: 1.0)
+    monkeypatch.setattr(dispatch, "JOB_START_SECONDS", 0)
+
+
+def test_runs_a_job_has_no_time_for_go_back_to_the_queue_with_their_attempts(database, shared,
+                                                                              monkeypatch):
+    """A 2-minute job, runs that may take 70 s + the second look: the harness grades the first
+    and leaves the others, which go back to the queue unused, and are graded by later jobs."""
+    packed(monkeypatch)
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 2},
+                              limits={"budget_seconds": 70})
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(3)]
+    grading.dispatch(ids)
+    done = settle(grading, ids, seconds=150)
+    assert [s.score for s in done.values()] == [10] * 3
+    # one run each, its first attempt: the runs left were never charged
+    assert [[(r.attempt, r.status) for r in s.runs] for s in done.values()] == [[(1, "done")]] * 3
+    assert len({s.runs[0].external_id for s in done.values()}) == 3  # each job graded one
+
+
+def test_a_job_over_its_time_charges_only_the_run_it_was_grading(database, shared, monkeypatch):
+    """The first run of a batch sleeps past the job's 1-minute limit (about 80 s here): the
+    job ends TIMEOUT; that run is charged, the two it never began are graded later, unused."""
+    packed(monkeypatch)
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 1},
+                              limits={"load_seconds": 300, "call_seconds": 300,
+                                      "cpu_seconds": 300, "budget_seconds": 300})
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
+    slow = queue_submission(database, SLOW.format(seconds=240))
+    others = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
+    grading.dispatch([slow, *others])
+    with database.sessions() as session:
+        assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 1  # one batch
+    ended = settle(grading, [slow], seconds=200,
+                   until=lambda s: s[0].runs and s[0].runs[0].status != "running")
+    first = ended[slow].runs[0]
+    assert first.status == "lost" and "ended TIMEOUT" in first.error
+    grading.cancel([slow])  # its next try would take the others' next job to its limit again
+    done = settle(grading, others, seconds=120)
+    for other in others:
+        assert done[other].score == 10
+        assert [r.attempt for r in done[other].runs] == [1]  # its attempt was not used
+        assert done[other].runs[0].external_id != first.external_id  # graded by a later job
+
+
 def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shared):
-    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2),
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10),
                               exercise_with("autograd-q", limits=SLOW_LOADS))
     quick = queue_submission(database, REFERENCE_Q)
     slow = queue_submission(database, SLOW.format(seconds=15))

@@ -14,6 +14,10 @@ the queue (up to MAX_RUNS runs, then "grader error", never a zero); a cancelled 
 submissions cancelled. Reports are trusted over the cluster's word: a job that ended
 OUT_OF_MEMORY after writing a correct report is graded. A job is judged ended only when two
 polls agree, so a report still on its way through a shared filesystem is not taken for missing.
+A batch holds no more runs than its job's time limit allows at their exercises' budgets; the
+harness starts no run that could not end in time, and leaves it "not started": such runs go
+back to the queue without using an attempt, and so do the runs a job that ended TIMEOUT or
+OUT_OF_MEMORY never began (only the run it was grading is charged).
 
 The database is the source of truth: a claim is committed before anything is submitted, and
 runs whose submission failed are released as if never claimed. `recover` sends back to the
@@ -48,6 +52,11 @@ log = logging.getLogger(__name__)
 MOST_PER_CYCLE = 1000
 PILOT_REPORT_WAIT = 2.0  # a warm pilot grades in tens of milliseconds: wait that long, not a poll
 RECORD_BACKOFF = (0.25, 4.0)  # first and longest wait between tries to record while the database is away
+# of a batch job's time limit, what goes before its first run (the queue's start, the modules,
+# the harness's own start): the rest is shared out between its runs by their exercises' budgets
+JOB_START_SECONDS = 120
+# a job that ended so charged only the run it was grading: the others did not cause it
+UNCHARGED_ENDS = frozenset({"TIMEOUT", "OUT_OF_MEMORY"})
 
 
 @dataclass(frozen=True)
@@ -203,27 +212,44 @@ class Dispatcher:
               ) -> tuple[list[tuple[Resources, str | None, list[int]]], float | None]:
         """Batches to send now, as (shape, pilot or None, submission ids), and the seconds until
         the next partial batch is due."""
-        by_shape: dict[Resources, list[tuple[int, dt.datetime]]] = defaultdict(list)
+        by_shape: dict[Resources, list[tuple[int, dt.datetime, float]]] = defaultdict(list)
         for submission_id, slug, since in queued:
             info = self.catalogue.get(slug)
             by_shape[info.resources(self.resources) if info else self.resources].append(
-                (submission_id, since))
+                (submission_id, since, spool.run_seconds(info.limits if info else {})))
         batches, due_in = [], math.inf
         for resources, rows in by_shape.items():
             pilot = self.pilots.choose(resources) if self.pilots else None
             if pilot is not None:
-                batches.append((resources, pilot, [i for i, _ in rows]))
+                batches.append((resources, pilot, [i for i, _, _ in rows]))
                 continue
-            while len(rows) >= self.batch_size:
-                batches.append((resources, None, [i for i, _ in rows[:self.batch_size]]))
-                rows = rows[self.batch_size:]
+            full, rows = self._packed(resources, rows)
+            batches += [(resources, None, ids) for ids in full]
             if rows:
-                waited = (now - min(since for _, since in rows)).total_seconds()
+                waited = (now - min(since for _, since, _ in rows)).total_seconds()
                 if waited >= self.batch_wait:
-                    batches.append((resources, None, [i for i, _ in rows]))
+                    batches.append((resources, None, [i for i, _, _ in rows]))
                 else:
                     due_in = min(due_in, self.batch_wait - waited)
         return batches, (due_in if due_in != math.inf else None)
+
+    def _packed(self, resources: Resources, rows: list) -> tuple[list[list[int]], list]:
+        """The full batches of one shape, and the rows left for a batch not full yet. A batch is
+        full at SLURM_BATCH_SIZE runs, or when the job's time limit (less JOB_START_SECONDS)
+        holds no more runs at their exercises' budgets (spool.run_seconds); one run always
+        goes, whatever its time."""
+        usable = resources.time * 60 - JOB_START_SECONDS
+        full, batch, seconds = [], [], 0.0
+        for row in rows:
+            if batch and (len(batch) >= self.batch_size or seconds + row[2] > usable):
+                full.append([i for i, _, _ in batch])
+                batch, seconds = [], 0.0
+            batch.append(row)
+            seconds += row[2]
+        if batch and (len(batch) >= self.batch_size or seconds + batch[-1][2] > usable):
+            full.append([i for i, _, _ in batch])
+            batch = []
+        return full, batch
 
     def _send(self, resources: Resources, pilot: str | None,
               claims: list[grading.Claim]) -> dict[int, str]:
@@ -314,6 +340,12 @@ class Dispatcher:
                 .where(GradingRun.status == "running",
                        GradingRun.executor.in_((self.executor.name, "pilot")))).all()
         outcomes = self._collect_reports([run.id for run in runs])
+        # runs a batch job left, its time running out: queued again, their attempts unused
+        left = [run.id for run in runs if run.id not in outcomes
+                and spool.is_not_started(spool.run_dir(self.spool, str(run.id)))]
+        if left:
+            self._release(left)
+            outcomes |= {run_id: "requeued" for run_id in left}
         polled = [run for run in runs if run.id not in outcomes and run.external_id]
         if polled:
             try:
@@ -348,6 +380,9 @@ class Dispatcher:
     def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, str]:
         outcomes: dict[int, str] = {}
         changed: dict[int, JobState] = {}
+        # read before any run's folder goes: which runs their jobs began
+        started = {run.id for run in runs
+                   if spool.was_started(spool.run_dir(self.spool, str(run.id)))}
         for run in runs:
             state = states.get(run.external_id, JobState("VANISHED"))
             if run.executor == "pilot":
@@ -361,6 +396,11 @@ class Dispatcher:
             if late:
                 outcomes |= late
                 continue
+            if (state.state in UNCHARGED_ENDS and run.executor != "pilot"
+                    and run.id not in started and self._progressed(run.external_id, runs, started)):
+                self._release([run.id])  # never begun: not the run that ended the job
+                outcomes[run.id] = "requeued"
+                continue
             where = f" on {state.node}" if state.node else ""
             reason = (f"{'pilot' if run.executor == 'pilot' else 'Slurm'} job {run.external_id} "
                       f"ended {state.state}{where} without a report for this run")
@@ -370,6 +410,17 @@ class Dispatcher:
             outcomes |= self._settle([run.id], settle, reason + (f"\n{tail}" if tail else ""))
         self._note(changed)
         return outcomes
+
+    def _progressed(self, external_id: str, runs: list, started: set[int]) -> bool:
+        """Whether a job began any of its runs: else it never got to grading (its harness could
+        not start, or ran out of memory starting), and its runs are charged as before, lest
+        they go round for ever."""
+        if any(run.id in started for run in runs if run.external_id == external_id):
+            return True
+        with self.database.sessions() as session:
+            return session.scalar(select(func.count()).select_from(GradingRun).where(
+                GradingRun.external_id == external_id, GradingRun.executor == self.executor.name,
+                GradingRun.status != "running")) > 0
 
     def _note(self, states: dict[int, JobState]) -> None:
         """What the cluster said of runs still waiting, where it changed: one transaction."""

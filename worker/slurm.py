@@ -27,6 +27,7 @@ from worker.slurm_text import (Limits, job_script, limits, parse_nodes, parse_pa
 COMMAND_SECONDS = 60
 LIMITS_SECONDS = 300
 LOG_TAIL_BYTES = 2000
+STOP_MARGIN = 30  # seconds between the last run's worst end and the job's time limit
 
 
 class SlurmCommands:
@@ -76,8 +77,13 @@ class SlurmExecutor:
         run_ids = [job.id for job in jobs]
         options = self.options(resources, self.job_name, f"hpcgrade {self.course} runs "
                                                          f"{','.join(run_ids)}")
+        # the harness starts no run that could not end before the job's time limit, and none
+        # once Slurm warns it (SIGUSR1) that the longest of them could not: those go back to
+        # the queue without using an attempt
         script = job_script(options, python=self.python, checkout=PACKAGE_ROOT,
-                            harness=["spool", str(self.spool), *run_ids], modules=self.modules)
+                            harness=["spool", str(self.spool), *run_ids], modules=self.modules,
+                            minutes=resources.time, stop_seconds=int(max(
+                                spool.run_seconds(job.limits) for job in jobs)) + STOP_MARGIN)
         try:
             job_id = parse_sbatch(self.commands.run(["sbatch", "--parsable"], stdin=script))
         except ClusterError as exc:

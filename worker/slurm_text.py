@@ -30,17 +30,26 @@ def sbatch_options(resources: Resources, *, job_name: str, comment: str, wckey: 
 
 def job_script(options: list[str], *, python: str, checkout: str, harness: list[str],
                modules: tuple[str, ...] = (),
-               what: str = "grades runs from the spool with one warm harness") -> str:
+               what: str = "grades runs from the spool with one warm harness",
+               minutes: int | None = None, stop_seconds: int | None = None) -> str:
     """A batch job that runs `python -m worker.harness HARNESS…` under the course venv's
-    python. Nothing of the service's environment goes with it (--export=NONE)."""
+    python. Nothing of the service's environment goes with it (--export=NONE).
+    `minutes`: the job's time limit, passed on as `--until` (the time, from the job's start,
+    after which the harness starts no run that could not finish); `stop_seconds`: Slurm also
+    sends the harness SIGUSR1 that long before the limit (after which it starts no run)."""
     lines = ["#!/bin/bash", f"# hpcgrade: {what}"]
-    lines += [_directive(option) for option in [*options, "--export=NONE"]]
+    signal = ([f"--signal=B:USR1@{stop_seconds}"] if minutes and stop_seconds
+              and minutes * 60 > stop_seconds + 60 else [])
+    lines += [_directive(option) for option in [*options, *signal, "--export=NONE"]]
     lines += ["set -e"]
+    if minutes:  # first: module loads count against the time limit too
+        lines += [f"until=$(( $(date +%s) + {minutes * 60} ))"]
     if modules:  # `module` is a shell function that the profile defines, not always -u clean
         lines += [". /etc/profile", *(f"module load {shlex.quote(m)}" for m in modules)]
     lines += ["set -u", f"cd {shlex.quote(checkout)}",
               "exec env PYTHONPATH=" + shlex.quote(checkout) + " " + shlex.join(
-                  [python, "-m", "worker.harness", *harness])]
+                  [python, "-m", "worker.harness", *harness])
+              + (' --until "$until"' if minutes else "")]
     return "\n".join(lines) + "\n"
 
 

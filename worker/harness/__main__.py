@@ -118,6 +118,9 @@ def _to_grade(folder: Path) -> bool:
     if spool.is_cancelled(folder):
         log(f"run {folder.name}: cancelled, skipped")
         return False
+    if spool.is_not_started(folder):  # an earlier start of this job left it to the queue
+        log(f"run {folder.name}: left to the queue, skipped")
+        return False
     return True
 
 
@@ -127,9 +130,45 @@ def _summary(report: dict) -> str:
     return f"graded {report['score']:g}/{report['max_score']:g} in {report['timing']['total']:.2f} s"
 
 
-def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None) -> int:
+# set by SIGUSR1, which Slurm sends a batch job some time before its time limit (--signal)
+STOP_TAKING = {"asked": False}
+
+
+def _stop_taking(_signum, _frame) -> None:
+    STOP_TAKING["asked"] = True
+
+
+def _time_for(folder: Path, until: float | None) -> bool:
+    """Whether the run could end before the job's time limit (`until`, seconds since the
+    epoch), at its exercise's budget and the second look's time."""
+    if STOP_TAKING["asked"]:
+        return False
+    if until is None:
+        return True
+    try:
+        limits = spool.read_job(folder).limits
+    except spool.UnreadableRun:
+        return True  # its error report takes no time
+    return time.time() + spool.run_seconds(limits) <= until
+
+
+def _leave(folders: list[Path], why: str) -> None:
+    """Runs this job will not grade: marked so, for the service to queue them again."""
+    for folder in folders:
+        try:
+            if spool.read_report(folder) is None:
+                spool.mark_not_started(folder)
+                log(f"run {folder.name}: not started, {why}: back to the queue")
+        except OSError:  # the service took it back meanwhile
+            pass
+
+
+def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None,
+                until: float | None = None) -> int:
     """0 whenever the harness worked, whatever the reports say: one bad file must not mark the
-    whole batch job FAILED. Without a harness, every run still unreported gets an error report."""
+    whole batch job FAILED. Without a harness, every run still unreported gets an error report.
+    Each run is marked started first. Past the first run, none is started that could not end
+    before `until` (the job's time limit), nor after SIGUSR1: those are marked not started."""
     folders = [f for f in (spool.run_dir(root, run_id) for run_id in run_ids) if _to_grade(f)]
     if not folders:
         return 0
@@ -142,9 +181,20 @@ def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None) -> int
                 log(f"run {folder.name}: error: {exc}")
         return 1
     with harness:
-        for folder in folders:
-            if _to_grade(folder):  # asked again: a run may be cancelled while others are graded
-                log(f"run {folder.name}: {_summary(grade_run(harness, folder))}")
+        taken = 0
+        for index, folder in enumerate(folders):
+            if not _to_grade(folder):  # asked again: a run may be cancelled while others are graded
+                continue
+            if taken and not _time_for(folder, until):  # the first run always: else never
+                _leave(folders[index:], "the job's time limit is near" if not STOP_TAKING[
+                    "asked"] else "Slurm signalled the job's end")
+                break
+            taken += 1
+            try:
+                spool.mark_started(folder)
+            except OSError:
+                continue  # the service took it back
+            log(f"run {folder.name}: {_summary(grade_run(harness, folder))}")
     return 0
 
 
@@ -189,6 +239,8 @@ def write_probe(required: tuple[str, ...], code: list[str], out: Path | None) ->
 
 
 def main() -> int:
+    # before anything slow: Slurm's warning must never find the default action (to end)
+    signal.signal(signal.SIGUSR1, _stop_taking)
     parser = argparse.ArgumentParser(prog="python -m worker.harness")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_parser = commands.add_parser("serve", help="grade jobs read as JSON lines on stdin")
@@ -199,6 +251,8 @@ def main() -> int:
     pilot_parser.add_argument("spool", type=Path)
     pilot_parser.add_argument("--minutes", type=float, required=True,
                               help="the allocation's time limit")
+    spool_parser.add_argument("--until", type=float,
+                              help="the job's time limit, in seconds since the epoch")
     for sub in (serve_parser, spool_parser, pilot_parser):
         sub.add_argument("--scratch", help="where student scratch directories go")
     probe_parser = commands.add_parser("probe", help="the sandbox layers a student gets here, "
@@ -215,7 +269,7 @@ def main() -> int:
         return serve(args.scratch)
     if args.command == "pilot":
         return serve_pilot(args.spool, args.minutes, args.scratch)
-    return grade_spool(args.spool, args.run_ids, args.scratch)
+    return grade_spool(args.spool, args.run_ids, args.scratch, args.until)
 
 
 if __name__ == "__main__":

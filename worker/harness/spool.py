@@ -6,6 +6,10 @@ The layout is a contract between the service and the harness (standard library o
     SPOOL/runs/<run_id>/submission.py the submitted file ("submission" + .py or .ipynb)
     SPOOL/runs/<run_id>/report.json   written only by the trusted grader, atomically
     SPOOL/runs/<run_id>/cancelled     when present, the run is skipped
+    SPOOL/runs/<run_id>/started       the batch job began grading it (written by the harness)
+    SPOOL/runs/<run_id>/not-started   the batch job will not grade it: its time was running
+                                      out (the service sends it back to the queue, its
+                                      attempt unused)
 
 The service account and the grading account share the spool's group, and each writes what the
 other reads or removes: folders are made 0o2770 (the set-group-ID bit passes the group on) and
@@ -20,12 +24,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .jobs import Job
+from .jobs import Job, Limits
 from .report import MAX_REPORT_BYTES
 
 FOLDER_MODE = 0o2770
 FILE_MODE = 0o660
 JOB, REPORT, CANCELLED = "job.json", "report.json", "cancelled"
+STARTED, NOT_STARTED = "started", "not-started"
+# what one run may take beyond its exercise's budget_seconds: the second look's own time
+# (second_look.SECONDS, 20 s) and one call past it, the student processes' starts, the report
+RUN_OVERHEAD_SECONDS = 45.0
 SUFFIXES = (".py", ".ipynb")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -93,6 +101,31 @@ def read_report(folder: Path) -> dict | None:
     except ValueError as exc:
         return {"status": "error", "error": f"the report in {folder} is garbled: {exc}"}
     return report
+
+
+def run_seconds(limits: dict) -> float:
+    """The longest one run of an exercise with these [limits] takes in a batch job."""
+    try:
+        budget = Limits.from_dict(limits).budget_seconds
+    except (ValueError, TypeError):
+        budget = Limits.budget_seconds
+    return budget + RUN_OVERHEAD_SECONDS
+
+
+def mark_started(folder: Path) -> None:
+    _write_atomically(folder / STARTED, b"")
+
+
+def was_started(folder: Path) -> bool:
+    return (folder / STARTED).exists()
+
+
+def mark_not_started(folder: Path) -> None:
+    _write_atomically(folder / NOT_STARTED, b"")
+
+
+def is_not_started(folder: Path) -> bool:
+    return (folder / NOT_STARTED).exists()
 
 
 def mark_cancelled(folder: Path) -> None:
