@@ -149,7 +149,12 @@ class StudentProcess:
     def __init__(self, zygote: Zygote, confinement: sandbox.Confinement, limits: Limits,
                  output: Output):
         self.zygote, self.limits, self.output = zygote, limits, output
-        self.pid, (self.req_fd, self.rep_fd, self.out_fd) = zygote.spawn(confinement, limits)
+        spawned, fds = zygote.spawn(confinement, limits)
+        self.pid, (self.req_fd, self.rep_fd, self.out_fd) = spawned["pid"], fds[:3]
+        # the root of its scratch where that is a bounded tmpfs, which only the student's and the
+        # zygote's mount namespaces show at its path: the grader looks at it through this
+        self.scratch_fd: int | None = fds[3] if len(fds) > 3 else None
+        self.scratch = spawned.get("scratch") or {}
         self.unpacker = protocol.Unpacker(max_bytes=limits.reply_mb << 20)
         self.alive = True
         for fd in (self.req_fd, self.rep_fd, self.out_fd):
@@ -250,8 +255,9 @@ class StudentProcess:
                     pass
         status = self.zygote.reap(self.pid, grace)
         self._drain_output()  # printed just before the end (or the kill): part of the report
-        for fd in (self.req_fd, self.rep_fd, self.out_fd):
-            os.close(fd)
+        for fd in (self.req_fd, self.rep_fd, self.out_fd, self.scratch_fd):
+            if fd is not None:
+                os.close(fd)
         return status
 
 

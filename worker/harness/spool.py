@@ -61,8 +61,8 @@ def write_run(spool: str | os.PathLike, job: Job, code: bytes) -> Path:
         raise ValueError(f"a submission must be {' or '.join(SUFFIXES)}, not {job.filename!r}")
     folder = make_folder(spool, "runs", checked_run_id(job.id))
     name = "submission" + suffix
-    _write_atomically(folder / name, code)
-    _write_atomically(folder / JOB, json.dumps(dict(job.to_dict(), submission=name)).encode())
+    write_atomically(folder / name, code)
+    write_atomically(folder / JOB, json.dumps(dict(job.to_dict(), submission=name)).encode())
     return folder
 
 
@@ -80,7 +80,7 @@ def read_job(folder: Path) -> Job:
 
 def write_report(folder: Path, report: dict) -> None:
     """Atomic: the service never reads half a report, and a killed grader leaves none."""
-    _write_atomically(folder / REPORT, json.dumps(report).encode())
+    write_atomically(folder / REPORT, json.dumps(report).encode())
 
 
 def read_report(folder: Path) -> dict | None:
@@ -113,7 +113,7 @@ def run_seconds(limits: dict) -> float:
 
 
 def mark_started(folder: Path) -> None:
-    _write_atomically(folder / STARTED, b"")
+    write_atomically(folder / STARTED, b"")
 
 
 def was_started(folder: Path) -> bool:
@@ -121,7 +121,7 @@ def was_started(folder: Path) -> bool:
 
 
 def mark_not_started(folder: Path) -> None:
-    _write_atomically(folder / NOT_STARTED, b"")
+    write_atomically(folder / NOT_STARTED, b"")
 
 
 def is_not_started(folder: Path) -> bool:
@@ -129,7 +129,7 @@ def is_not_started(folder: Path) -> bool:
 
 
 def mark_cancelled(folder: Path) -> None:
-    _write_atomically(folder / CANCELLED, b"")
+    write_atomically(folder / CANCELLED, b"")
 
 
 def is_cancelled(folder: Path) -> bool:
@@ -155,7 +155,7 @@ def make_folder(spool: str | os.PathLike, *names: str) -> Path:
     return folder
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Readers see the old file or the whole new one. No fsync: what a crash of the node could
     leave half-written reads as garbled, and a garbled run is graded again."""
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
