@@ -139,8 +139,12 @@ class Output:
         return len(self.data) >= self.limit
 
     def text(self) -> str:
-        text = self.data.decode("utf-8", "replace")
-        return text + (f"\n[… {self.dropped} more bytes of output dropped]" if self.dropped else "")
+        """At most `limit` characters, the note of what was dropped included (the report keeps
+        no more than that of the output either)."""
+        if not self.dropped:
+            return self.data.decode("utf-8", "replace")
+        note = f"\n[… {self.dropped} more bytes of output dropped]"
+        return self.data.decode("utf-8", "replace")[:max(self.limit - len(note), 0)] + note
 
 
 class StudentProcess:
