@@ -124,6 +124,21 @@ def test_a_malformed_tensor_reply_is_the_submissions_failure(grade, change):
     assert codes and codes <= {"crashed"}, report
 
 
+def test_a_reply_expanded_by_zero_strides_is_bounded_before_it_is_copied(grade):
+    """A stride of 0 makes a 512 MiB tensor of a 4-byte span: the grader refuses it as the
+    submission's reply too large (memory-limit), without copying it."""
+    change = '    reply["shape"], reply["strides"] = [1 << 27], [0]\n' \
+             '    self.buffers[-1] = self.buffers[-1][:reply_bytes(reply)]'
+    source = PATCH_ENCODER.format(change=change).replace(
+        "_student.Server.encode_tensor = _malformed", "def reply_bytes(reply):\n"
+        "    return {'float32': 4, 'float64': 8}.get(reply['dtype'], 8)\n"
+        "_student.Server.encode_tensor = _malformed")
+    report = grade("tensors-reshape", source)
+    assert report["status"] == "graded", report
+    codes = {code for found in failed(report).values() for code in found}
+    assert "memory-limit" in codes, report
+
+
 @pytest.mark.parametrize("patch", [
     # a value tagged as a device that is none
     """_encode = _student.Server.encode

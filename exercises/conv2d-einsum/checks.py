@@ -156,36 +156,24 @@ def _refuse_by_source(ctx: Context, what: str) -> None:
     reaches names it does not write out. Read here, not asked of the student's process, whose
     answers (its graph's node names among them) are the submission's to rewrite."""
     cells = ctx.source_cells
-    found = forbidden_uses(cells, _built_in)
-    if found:
-        first = found[0]
-        raise Fail(Diagnostic("forbidden-operation", {
-            "what": what, "hint": BUILT_IN_HINT, "rule": "built-in-convolution",
-            "found": first.name, "line": first.line, "file": first.cell,
-            "error": {"en": f"your file uses {first.name} ({first.where()}), a built-in "
-                            "convolution",
-                      "es": f"tu archivo usa {first.name} ({first.where()}), una convolución "
-                            "ya hecha"}}))
-    found = own_functions(cells)
-    if found:
-        first = found[0]
-        raise Fail(Diagnostic("forbidden-operation", {
-            "what": what, "hint": OWN_FUNCTION_HINT, "rule": "own-function",
-            "found": first.name, "line": first.line, "file": first.cell,
-            "error": {"en": f"your file defines {first.name} ({first.where()}), an "
-                            "`autograd.Function` of your own, whose inside autograd cannot see",
-                      "es": f"tu archivo define {first.name} ({first.where()}), una "
-                            "`autograd.Function` propia, cuyo interior autograd no ve"}}))
-    found = obfuscated_lookups(cells)
-    if found:
-        first = found[0]
-        raise Fail(Diagnostic("forbidden-operation", {
-            "what": what, "hint": OBFUSCATED_HINT, "rule": "obfuscated-lookup",
-            "found": first.name, "line": first.line, "file": first.cell,
-            "error": {"en": f"your file uses {first.name} ({first.where()}), a lookup the "
-                            "grader cannot follow in your source",
-                      "es": f"tu archivo usa {first.name} ({first.where()}), una búsqueda que "
-                            "el corrector no puede seguir en tu código"}}))
+    rules = (
+        (lambda: forbidden_uses(cells, _built_in), BUILT_IN_HINT, "built-in-convolution",
+         ("uses", "a built-in convolution"), ("usa", "una convolución ya hecha")),
+        (lambda: own_functions(cells), OWN_FUNCTION_HINT, "own-function",
+         ("defines", "an `autograd.Function` of your own, whose inside autograd cannot see"),
+         ("define", "una `autograd.Function` propia, cuyo interior autograd no ve")),
+        (lambda: obfuscated_lookups(cells), OBFUSCATED_HINT, "obfuscated-lookup",
+         ("uses", "a lookup the grader cannot follow in your source"),
+         ("usa", "una búsqueda que el corrector no puede seguir en tu código")))
+    for find, hint, rule, (en_verb, en_what), (es_verb, es_what) in rules:
+        found = find()
+        if found:
+            first = found[0]
+            raise Fail(Diagnostic("forbidden-operation", {
+                "what": what, "hint": hint, "rule": rule, "found": first.name,
+                "line": first.line, "file": first.cell,
+                "error": {"en": f"your file {en_verb} {first.name} ({first.where()}), {en_what}",
+                          "es": f"tu archivo {es_verb} {first.name} ({first.where()}), {es_what}"}}))
 
 
 def _timed(request) -> tuple[object, float]:

@@ -210,6 +210,9 @@ class Handle:
 @dataclass
 class Budget:
     nodes: int = MAX_NODES
+    # bytes of the tensors a reply rebuilds in the grader: a stride of 0 makes a large tensor of
+    # a few bytes of span, so the span's bound (the reply's size) is not theirs
+    tensor_bytes: int = 1 << 62
 
     def spend(self, depth: int) -> None:
         self.nodes -= 1
@@ -217,6 +220,11 @@ class Budget:
             raise ProtocolError(f"value has more than {MAX_NODES} parts")
         if depth > MAX_DEPTH:
             raise ProtocolError(f"value nested deeper than {MAX_DEPTH} levels")
+
+    def spend_tensor(self, shape: list[int], dtype: torch.dtype) -> None:
+        self.tensor_bytes -= math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if self.tensor_bytes < 0:
+            raise ReplyTooLarge("the tensors of the reply are larger than the grader accepts")
 
 
 @dataclass

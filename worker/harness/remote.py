@@ -62,13 +62,15 @@ class RemoteTensor:
     claims: dict = field(default_factory=dict)
 
     @classmethod
-    def rebuilt(cls, desc: dict, buf: bytes) -> "RemoteTensor":
-        """From a reply's tensor entry; a malformed one raises ProtocolError."""
+    def rebuilt(cls, desc: dict, buf: bytes, budget: protocol.Budget) -> "RemoteTensor":
+        """From a reply's tensor entry; a malformed one raises ProtocolError, and one larger
+        than the budget left ReplyTooLarge, before its values are copied."""
         handle = desc.get("__handle__")
         if not isinstance(handle, int) or isinstance(handle, bool) or handle <= 0:
             raise protocol.ProtocolError("a tensor without a valid handle")
         stored = protocol.tensor_from_span(buf, desc.get("dtype"), desc.get("shape"),
                                            desc.get("strides"))
+        budget.spend_tensor(list(stored.shape), stored.dtype)
         device = protocol.parse_device(desc.get("device"))
         claims = desc.get("claims", {})
         if not isinstance(claims, dict):
@@ -366,9 +368,10 @@ class Student:
             missing = [k for k in REPLY_FIELDS.get(op, ()) if k not in reply]
             if missing:
                 raise protocol.ProtocolError(f"no {', '.join(missing)} in the answer to {op}")
-            decoded = {k: protocol.decode_plain(v, buffers, RemoteTensor.rebuilt, handle,
-                                                protocol.Budget())
-                       if k in TAGGED_FIELDS else v for k, v in reply.items()}
+            budget = protocol.Budget(tensor_bytes=self.process.limits.reply_mb << 20)
+            decoded = {k: protocol.decode_plain(
+                v, buffers, lambda desc, buf: RemoteTensor.rebuilt(desc, buf, budget), handle,
+                budget) if k in TAGGED_FIELDS else v for k, v in reply.items()}
             for key, validate in PLAIN_FIELDS.items():
                 if key in decoded:
                     validate(decoded[key])
@@ -378,6 +381,10 @@ class Student:
                 if decoded["import_error"] is not None:
                     decoded["import_error"] = _error_info(decoded["import_error"])
             return decoded
+        except protocol.ReplyTooLarge:
+            self.process.stop()
+            raise StudentDied("memory-limit", {"reply_limit_mb": self.process.limits.reply_mb}) \
+                from None
         except (protocol.ProtocolError, KeyError, TypeError, ValueError, RuntimeError) as exc:
             self.process.stop()
             raise StudentDied("crashed", {"reason": f"malformed reply: {str(exc)[:300]}"}) from None
