@@ -199,3 +199,16 @@ def test_the_probe_names_what_is_missing_and_what_the_account_could_write(copy):
     assert answer["absent"] == ["landlock"], answer
     assert "mount-namespace" in answer["layers"]
     assert answer["writable"] and not answer["ok"]  # root may write anything
+
+
+def test_the_visible_checks_need_no_layer_on_the_students_own_machine(tmp_path):
+    """`hpcgrade check` runs the student's own code against public checks: on a node without
+    user namespaces (nor Landlock) it still runs them, with what layers there are."""
+    work = tmp_path / "work.py"
+    work.write_text(REFERENCE_Q)
+    command = [sys.executable, DENY, "unshare,landlock", sys.executable, "-m", "worker.cli",
+               "check", "autograd-q", str(work), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    report = json.loads(done.stdout)
+    assert report["status"] == "graded" and report["score"] == report["max_score"], report
+    assert "network-namespace" not in report["sandbox"]["layers"]
