@@ -212,3 +212,11 @@ def test_the_visible_checks_need_no_layer_on_the_students_own_machine(tmp_path):
     report = json.loads(done.stdout)
     assert report["status"] == "graded" and report["score"] == report["max_score"], report
     assert "network-namespace" not in report["sandbox"]["layers"]
+
+
+def test_no_folder_holding_the_checkout_is_bound_whatever_points_at_it(monkeypatch):
+    from worker.harness import sandbox
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"/opt/cuda/lib64:{ROOT.parent}:{ROOT}")
+    paths = sandbox.python_read_paths()
+    assert "/opt/cuda/lib64" in paths
+    assert not [p for p in paths if (str(ROOT) + "/").startswith(os.path.join(p, ""))], paths

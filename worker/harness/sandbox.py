@@ -50,8 +50,7 @@ def enter_fresh_root(c: Confinement) -> None:
     """The filesystem is the read paths, a few devices and the scratch: see mounts.py."""
     devices = mounts.DEVICES
     if c.device == "cuda":
-        devices += tuple(sorted(os.path.basename(p) for p in glob.glob("/dev/nvidia*")
-                                if not os.path.isdir(p)))
+        devices += tuple(sorted(os.path.basename(p) for p in glob.glob("/dev/nvidia*")))
     mounts.enter_fresh_root(c.scratch, c.read_paths, devices)
 
 
@@ -311,6 +310,11 @@ def python_read_paths() -> tuple[str, ...]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.__file__)}
     paths.update(p for p in sys.path if p and os.path.isdir(p) and "site-packages" in p)
     paths.add(os.path.dirname(os.path.abspath(__file__)))
+    # libraries a module system points at (`module load cuda`), which torch may load lazily
+    paths.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if os.path.isabs(p))
+    # never a folder that holds the checkout (and so the exercises), whatever points at it
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = {p for p in paths if not (checkout + os.sep).startswith(os.path.join(p, ""))}
     return tuple(sorted(paths)) + ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
                                    "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
                                    "/proc/cpuinfo", "/proc/meminfo")
