@@ -220,3 +220,11 @@ def test_no_folder_holding_the_checkout_is_bound_whatever_points_at_it(monkeypat
     paths = sandbox.python_read_paths()
     assert "/opt/cuda/lib64" in paths
     assert not [p for p in paths if (str(ROOT) + "/").startswith(os.path.join(p, ""))], paths
+
+
+def test_sandbox_check_names_the_layers_here_and_refuses_code_the_account_can_write():
+    done = subprocess.run([sys.executable, "-m", "worker.cli", "sandbox", "check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert "mount-namespace" in done.stdout and "seccomp" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 1  # root may write the checkout
+    assert "can write the code the jobs run" in done.stderr, done.stderr
