@@ -19,6 +19,7 @@ from worker.harness.remote import StudentError
 
 RTOL, ATOL = 1e-4, 1e-6
 RETURNED = "`train_accumulated(...)`"
+WEIGHT, GRAD = "`model.weight`", "`model.weight.grad`"
 # the gradient a step used, read from float32 weights: only to name the mistake
 IMPLIED_RTOL, IMPLIED_ATOL = 1e-2, 1e-3
 STEPS = {"en": "the number of `step()` calls on the optimizer passed to `train_accumulated`",
@@ -132,13 +133,15 @@ def _reference(ctx: Context, case: Case, windows: int) -> Expected:
 def _student(ctx: Context, case: Case, windows: int) -> Got:
     # The CPU on purpose: the exercise asks for no GPU, and support.py builds the model there.
     model = ctx.student.new("ExampleLinear", case.weight)
-    parameter = ctx.student.attr(model, "weight")
+    parameter = expect_tensor(ctx.student.attr(model, "weight"), WEIGHT)
     optimizer = ctx.student.new("RecordingSGD", [parameter], case.lr)
     returned = call(ctx, "train_accumulated", model, optimizer,
                     ctx.student.put(case.batches[:windows * case.steps]), case.steps)
     grad = ctx.student.attr(parameter, "grad")
-    return Got(returned, ctx.student.attr(parameter, "data").value.double(),
-               None if grad is None else grad.value.double(), optimizer)
+    weight = expect_tensor(ctx.student.attr(parameter, "data"), WEIGHT)
+    return Got(returned, weight.value.double(),
+               None if grad is None else expect_tensor(grad, GRAD, shape=weight.shape).value.double(),
+               optimizer)
 
 
 def _cleared(grad: torch.Tensor | None) -> bool:

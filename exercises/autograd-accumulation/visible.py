@@ -3,12 +3,12 @@ use random micro-batches)."""
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   expect_close)
+                                   expect_close, expect_tensor)
 
 
 def _train(ctx: Context, weight: float, batches: list, steps: int, lr: float):
     model = ctx.student.new("ExampleLinear", weight)
-    parameter = ctx.student.attr(model, "weight")
+    parameter = expect_tensor(ctx.student.attr(model, "weight"), "`model.weight`")
     optimizer = ctx.student.new("RecordingSGD", [parameter], lr)
     returned = call(ctx, "train_accumulated", model, optimizer,
                     ctx.student.put([torch.tensor(b) for b in batches]), steps)

@@ -136,7 +136,8 @@ def frozen_shares_memory(ctx: Context) -> None:
                              dtype=values.dtype)
         expect_close(copy, expected.detach(), what)
         fresh, shares = _fresh(ctx, values), _shares(expected, x_ref)
-        ctx.student.method(ctx.student.attr(x, "data"), "copy_", ctx.on_device(fresh))
+        ctx.student.method(expect_tensor(ctx.student.attr(x, "data"), "`x`"), "copy_",
+                           ctx.on_device(fresh))
         seen = expect_tensor(ctx.student.attr(copy, "data"), what, shape=values.shape).value
         if torch.equal(seen, fresh) != shares:
             raise Fail(Diagnostic("storage-not-shared" if shares else "storage-shared", {
@@ -176,7 +177,7 @@ def frozen_no_grad(ctx: Context) -> None:
         copy_ref = ctx.reference.frozen_copy(x_ref)
         ctx.support.backward_from([x_ref, copy_ref], [h, g])
         leaf = ctx.student.put(ctx.on_device(values).requires_grad_())
-        x = ctx.student.method(leaf, "mul", 2.0)
+        x = expect_tensor(ctx.student.method(leaf, "mul", 2.0), "`x`", shape=values.shape)
         copy = expect_tensor(call(ctx, "frozen_copy", x), what, shape=x.shape)
         _in_student(ctx, "backward_from", [x, copy], [ctx.on_device(h), ctx.on_device(g)],
                     what={"en": f"a backward pass through `x` and {what}",
@@ -223,13 +224,14 @@ def _sgd_step(ctx: Context, start: torch.Tensor, grad: torch.Tensor, lr: float) 
     ctx.reference.sgd_update_(w_ref, lr)
     w = ctx.student.put(ctx.on_device(start.clone()).requires_grad_())
     ctx.student.new("accumulate_grad", w, ctx.on_device(grad))
-    view = ctx.student.attr(w, "data")
+    view = expect_tensor(ctx.student.attr(w, "data"), "`w`")
     try:
         returned = ctx.student.call("sgd_update_", w, lr)
     except StudentError as exc:
         diagnostic = diagnose_exception(exc.info, "`sgd_update_`")
-        if ctx.student.attr(w, "grad") is None and \
-                torch.equal(ctx.student.attr(w, "data").value, start):
+        data = ctx.student.attr(w, "data")
+        if ctx.student.attr(w, "grad") is None and isinstance(data, RemoteTensor) and \
+                tuple(data.shape) == tuple(start.shape) and torch.equal(data.value, start):
             diagnostic = Diagnostic(diagnostic.code, dict(diagnostic.details, hint=CLEARED_FIRST))
         raise Fail(diagnostic) from None
     return Step(w, w_ref, start, grad, returned, w_ref.untyped_storage().data_ptr() == memory,
@@ -246,7 +248,8 @@ def _cleared(grad: object) -> bool:
 def sgd_in_place(ctx: Context) -> None:
     for case in _steps(ctx):
         step = _sgd_step(ctx, *case)
-        updated = ctx.student.attr(step.w, "data")
+        updated = expect_tensor(ctx.student.attr(step.w, "data"), UPDATED,
+                                shape=tuple(step.start.shape))
         # w's memory as it was before the update, read back: it holds the new values when the
         # update was made in it, the old ones when w was given new memory (`w.data = …`)
         in_memory = ctx.student.method(step.memory, "clone")

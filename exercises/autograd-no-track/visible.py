@@ -21,8 +21,10 @@ def frozen_copy_example(ctx: Context) -> None:
     copy = expect_tensor(call(ctx, "frozen_copy", x), "`frozen_copy(x)`", shape=(2,))
     expect_close(copy, torch.tensor([1.0, 2.0]), "`frozen_copy(x)`")
     # memory shared: values written into x show in the copy
-    ctx.student.method(ctx.student.attr(x, "data"), "copy_", torch.tensor([5.0, 7.0]))
-    if not torch.equal(ctx.student.attr(copy, "data").value, torch.tensor([5.0, 7.0])):
+    ctx.student.method(expect_tensor(ctx.student.attr(x, "data"), "`x`"), "copy_",
+                       torch.tensor([5.0, 7.0]))
+    seen = expect_tensor(ctx.student.attr(copy, "data"), "`frozen_copy(x)`", shape=(2,))
+    if not torch.equal(seen.value, torch.tensor([5.0, 7.0])):
         raise Fail(Diagnostic("storage-not-shared", {"what": "`frozen_copy(x)`"}))
     # x still requires grad: a backward pass through it reaches it
     try:

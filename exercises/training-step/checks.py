@@ -177,10 +177,10 @@ def _student(ctx: Context, case: Case, names: list[str]) -> tuple[dict, list[Res
     model = ctx.student.new("tiny_net", case.seed)
     optimizer = ctx.student.new("RecordingSGD", ctx.student.method(model, "parameters"),
                                 case.lr, case.momentum)
-    start, results, seen = ctx.student.describe(model)["parameters"], [], 0
+    start, results, seen = ctx.student.describe(model, "parameters")["parameters"], [], 0
     for data, labels in case.batches:
         returned = _train_step(ctx, model, *ctx.student.put((data, labels)), optimizer)
-        parameters = ctx.student.describe(model)["parameters"]
+        parameters = ctx.student.describe(model, "parameters")["parameters"]
         if sorted(parameters) != sorted(names):
             raise Fail(Diagnostic("output-mismatch", {
                 "what": {"en": "The names of the model's parameters after `train_step`",

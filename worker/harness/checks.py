@@ -45,6 +45,11 @@ def check(name: str, *, points: float, uses: tuple[str, ...] | str, en: str, es:
     return register
 
 
+# how many levels of folders files_left and clear_files walk below the scratch: a folder deeper
+# is something left (reported like an unreadable one), and clear_files leaves it
+MAX_SCRATCH_DEPTH = 32
+
+
 @dataclass
 class Context:
     student: Student
@@ -75,29 +80,60 @@ class Context:
 
     def files_left(self) -> list[str]:
         """What the submission left in its scratch directory: every entry that is not a folder
-        (links included), and every folder that cannot be read, by path relative to it. Walked
-        through folder descriptors that never follow a link, so that a folder swapped for a link
+        (links included), and every folder that cannot be read or lies deeper than
+        MAX_SCRATCH_DEPTH (with a trailing separator), by path relative to it. Walked through
+        folder descriptors that never follow a link, so that a folder swapped for a link
         meanwhile cannot point the grader elsewhere."""
-        found: list[str] = []
-
-        def unreadable(error: OSError) -> None:
-            found.append(os.path.relpath(str(error.filename), self.scratch) + os.sep)
-
-        for folder, folders, files, descriptor in os.fwalk(self._scratch_top(), onerror=unreadable):
-            where = os.path.relpath(folder, self.scratch)
-            links = [name for name in folders if stat.S_ISLNK(
-                os.stat(name, dir_fd=descriptor, follow_symlinks=False).st_mode)]
-            found += [os.path.normpath(os.path.join(where, name)) for name in files + links]
-        return sorted(found)
+        return self._sweep(clear=False)
 
     def clear_files(self) -> None:
-        """Delete what files_left finds (folders stay), through the same descriptors."""
-        for _folder, folders, files, descriptor in os.fwalk(self._scratch_top(), topdown=False):
-            for name in files + folders:
-                with contextlib.suppress(OSError):  # a folder, or one that went meanwhile
-                    if not stat.S_ISDIR(os.stat(name, dir_fd=descriptor,
-                                                follow_symlinks=False).st_mode):
-                        os.unlink(name, dir_fd=descriptor)
+        """Delete what files_left finds (folders stay, and what lies deeper than
+        MAX_SCRATCH_DEPTH), through the same descriptors."""
+        self._sweep(clear=True)
+
+    def _sweep(self, clear: bool) -> list[str]:
+        """The walk of files_left and clear_files: one folder descriptor open per level, at most
+        MAX_SCRATCH_DEPTH of them, each opened with O_NOFOLLOW from its parent's."""
+        found: list[str] = []
+
+        def visit(descriptor: int, where: str, depth: int) -> None:
+            try:
+                names = os.listdir(descriptor)
+            except OSError:
+                found.append(where + os.sep)
+                return
+            for name in names:
+                path = os.path.normpath(os.path.join(where, name))
+                try:
+                    mode = os.stat(name, dir_fd=descriptor, follow_symlinks=False).st_mode
+                except OSError:
+                    continue  # gone meanwhile
+                if not stat.S_ISDIR(mode):
+                    found.append(path)
+                    if clear:
+                        with contextlib.suppress(OSError):
+                            os.unlink(name, dir_fd=descriptor)
+                    continue
+                if depth >= MAX_SCRATCH_DEPTH:
+                    found.append(path + os.sep)
+                    continue
+                try:
+                    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                    dir_fd=descriptor)
+                except OSError:  # unreadable, or swapped for a link meanwhile
+                    found.append(path + os.sep)
+                    continue
+                try:
+                    visit(inner, path, depth + 1)
+                finally:
+                    os.close(inner)
+
+        top = os.open(self._scratch_top(), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            visit(top, ".", 0)
+        finally:
+            os.close(top)
+        return sorted(found)
 
 
 # (text in the exception's message, code, hint that replaces the code's general one or None)

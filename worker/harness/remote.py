@@ -315,6 +315,36 @@ PLAIN_FIELDS = {
 }
 
 
+def _valid_parameters(parameters: Any) -> None:
+    _expect(isinstance(parameters, dict) and len(parameters) <= protocol.MAX_NODES
+            and all(_short_str(k) and isinstance(v, RemoteTensor) for k, v in parameters.items()),
+            "parameters: names to tensors expected")
+
+
+def _valid_param_groups(groups: Any) -> None:
+    _expect(isinstance(groups, list) and len(groups) <= protocol.MAX_NODES
+            and all(isinstance(g, dict) and all(map(_short_str, g)) for g in groups),
+            "param_groups: a list of objects expected")
+
+
+# what a describe() reply holds, by what it describes: a tensor its graph; anything else its
+# class, a module also its mode, parameters and submodules (all of them or none)
+MODULE_FIELDS = ("training", "parameters", "modules")
+
+
+def _valid_description(reply: dict, tensor: bool, needs: tuple[str, ...]) -> None:
+    for key, validate in (("parameters", _valid_parameters),
+                          ("param_groups", _valid_param_groups)):
+        if key in reply:
+            validate(reply[key])
+    present = [k for k in MODULE_FIELDS if k in reply]
+    wanted = ["graph" if tensor else "class", *needs,
+              *(MODULE_FIELDS if present else ())]
+    missing = list(dict.fromkeys(k for k in wanted if k not in reply))
+    _expect(not missing, f"no {', '.join(missing)} in the description of "
+                         f"{'a tensor' if tensor else 'an object'}")
+
+
 def _error_info(info: Any) -> dict:
     """The student's exception as the grader reads it: type and message as strings, frames as
     a list of objects (student_place validates each), the rest dropped or made plain."""
@@ -338,7 +368,8 @@ class Student:
     def __init__(self, process: StudentProcess, device: torch.device):
         self.process, self.device = process, device
 
-    def request(self, op: str, values: dict | None = None, **fields: Any) -> dict:
+    def request(self, op: str, values: dict | None = None,
+                description: tuple[bool, tuple[str, ...]] | None = None, **fields: Any) -> dict:
         encoder = protocol.Encoder()
         header = {"op": op, **fields}
         for key, value in (values or {}).items():
@@ -348,12 +379,14 @@ class Student:
             header, encoder.buffers, limits.load_seconds if op == "load" else limits.call_seconds)
         if "error" in reply:
             raise StudentError(_error_info(reply["error"]))
-        return self.decode(reply, buffers, op)
+        return self.decode(reply, buffers, op, description)
 
-    def decode(self, reply: dict, buffers: list[bytes], op: str = "") -> dict:
+    def decode(self, reply: dict, buffers: list[bytes], op: str = "",
+               description: tuple[bool, tuple[str, ...]] | None = None) -> dict:
         """A reply as grader-side values, every field the grader reads validated: a malformed
         one is the submission's (its process died, "crashed", with the reason), never the
-        grader's."""
+        grader's. `description`, for a describe() reply: whether a tensor is described, and
+        the fields the grader needs besides those every description of its kind holds."""
         def handle(desc: dict) -> Any:
             number = desc.get("__handle__")
             if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
@@ -375,6 +408,8 @@ class Student:
             for key, validate in PLAIN_FIELDS.items():
                 if key in decoded:
                     validate(decoded[key])
+            if description is not None:
+                _valid_description(decoded, *description)
             if op == "load":  # what the report shows of the student's errors, made plain
                 decoded["notes"] = [dict(_error_info(n), cell=str(n.get("cell", ""))[:200])
                                     for n in decoded["notes"][:100]]
@@ -409,5 +444,11 @@ class Student:
     def attr(self, obj: RemoteTensor | RemoteObject, name: str) -> Any:
         return self.request("attr", handle=obj.handle.id, name=name)["value"]
 
-    def describe(self, obj: RemoteTensor | RemoteObject) -> dict:
-        return self.request("describe", handle=obj.handle.id)
+    def describe(self, obj: RemoteTensor | RemoteObject, *needs: str) -> dict:
+        """What the student's process says `obj` is: a tensor's {"graph"}; anything else's
+        {"class"}, a module's also {"training", "parameters" (names to tensors), "modules"}, an
+        optimizer's also {"param_groups"}. `needs`: fields the grader knows the object has (a
+        module it built itself: "parameters"). A reply without them, or with a field of the
+        wrong type, is malformed: the process is stopped, "crashed"."""
+        return self.request("describe", description=(isinstance(obj, RemoteTensor), needs),
+                            handle=obj.handle.id)
