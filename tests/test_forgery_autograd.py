@@ -100,3 +100,207 @@ def test_custom_function_dead_call_earns_nothing_a_correct_call_would_not(grade)
     reference = grade("autograd-custom-function",
                       (EXERCISES / "autograd-custom-function" / "reference.py").read_text())
     assert report["score"] <= reference["score"]
+
+
+
+# autograd-custom-function: `SiLU.apply(x)` called and its result dropped, or behind `if False`,
+# with a wrong backward; silu's gradient came from autograd differentiating x·σ(x)
+SILU_DROPPED_APPLY = '''
+import torch
+
+
+class SiLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        s = torch.sigmoid(x)
+        ctx.save_for_backward(x, s)
+        return x * s
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, s = ctx.saved_tensors
+        return grad_output * s  # missing_product_term's wrong backward
+
+
+def silu(x):
+    SiLU.apply(x)
+    return x * torch.sigmoid(x)
+'''
+
+SILU_IF_FALSE = '''
+import torch
+
+
+class SiLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+def silu(x):
+    if False:
+        return SiLU.apply(x)
+    return x * torch.sigmoid(x)
+'''
+
+# a local `Function` whose `apply` is autograd's silu: the Function's backward never runs
+SILU_FAKE_FUNCTION_BASE = '''
+import torch
+
+
+class Function:
+    @classmethod
+    def apply(cls, x):
+        return x * torch.sigmoid(x)
+
+
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+def silu(x):
+    return SiLU.apply(x)
+'''
+
+
+@pytest.mark.parametrize("forged, mutant", [
+    (SILU_DROPPED_APPLY, "missing_product_term"),
+    (SILU_IF_FALSE, "without_function"),
+    (SILU_FAKE_FUNCTION_BASE, "without_function"),
+])
+def test_custom_function_gradient_is_the_functions_own(grade, forged, mutant):
+    """The gradient points are those of `SiLU.apply`'s own backward, called by the grader, and
+    only for a subclass of torch's own autograd.Function: none of these earns them."""
+    report, _ = _no_more(grade, "autograd-custom-function", forged, mutant)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert not checks["graph-uses-function"]["passed"]
+    for name in ("backward-finite-differences", "non-contiguous-input", "float32"):
+        assert not checks[name]["passed"], name
+
+
+def test_custom_function_honest_variants_keep_full_marks(grade):
+    """`from torch.autograd import Function`, a docstring, `silu = SiLU.apply`: full marks."""
+    reference = (EXERCISES / "autograd-custom-function" / "reference.py").read_text()
+    variants = [
+        reference.replace("import torch\n", "import torch\nfrom torch.autograd import Function\n")
+                 .replace("(torch.autograd.Function)", "(Function)"),
+        reference.replace("    return SiLU.apply(x)", '    """x·σ(x)."""\n    return SiLU.apply(x)'),
+        reference.split("def silu")[0] + "silu = SiLU.apply\n",
+    ]
+    for source in variants:
+        report = grade("autograd-custom-function", source)
+        assert report["score"] == report["max_score"], report
+
+
+# conv2d-einsum: built-ins the old reading did not see
+CONV_THNN = '''
+import torch
+
+
+def conv2d(input, filter):
+    return torch._C._nn.thnn_conv2d(input, filter, tuple(filter.shape[-2:]))
+'''
+CONV_GETATTR_ALIAS = '''
+import torch.nn.functional as F
+
+look = getattr
+
+
+def conv2d(input, filter):
+    return look(F, "conv" + "2d")(input, filter)
+'''
+CONV_REDUCE_GETATTR = '''
+import functools
+
+import torch.nn.functional as F
+
+
+def conv2d(input, filter):
+    return functools.reduce(getattr, ["conv" + "2d"], F)(input, filter)
+'''
+CONV_INSPECT = '''
+import inspect
+
+import torch.nn.functional as F
+
+_members = dict(inspect.getmembers(F))
+
+
+def conv2d(input, filter):
+    return _members["d2vnoc"[::-1]](input, filter)
+'''
+
+
+@pytest.mark.parametrize("forged", [CONV_THNN, CONV_GETATTR_ALIAS, CONV_REDUCE_GETATTR,
+                                    CONV_INSPECT])
+def test_conv2d_hidden_built_in_earns_no_more_than_the_mutant(grade, forged):
+    report, _ = _no_more(grade, "conv2d-einsum", forged, "built_in_conv2d")
+    checks = {c["name"]: c for c in report["checks"]}
+    assert not checks["own-convolution"]["passed"] and not checks["values-fixed"]["passed"]
+    assert checks["values-fixed"]["diagnostics"][0]["code"] == "forbidden-operation"
+
+
+# an honest einsum summing in another order (one kernel offset at a time): float32 sums of
+# 16·3·3 terms differ from the reference's in the last bits
+CONV_OTHER_ORDER = '''
+import torch
+
+
+def conv2d(input, filter):
+    kh, kw = filter.shape[-2:]
+    height, width = input.shape[2] - kh + 1, input.shape[3] - kw + 1
+    out = None
+    for i in range(kh):
+        for j in range(kw):
+            term = torch.einsum("bchw,oc->bohw", input[:, :, i:i + height, j:j + width],
+                                filter[:, :, i, j])
+            out = term if out is None else out + term
+    return out
+'''
+
+
+def test_conv2d_speed_bonus_accepts_another_summation_order(grade):
+    """The bonus compares values as float32 sums of that length allow: another order keeps it
+    (only its time may lose it)."""
+    report = grade("conv2d-einsum", CONV_OTHER_ORDER)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert all(checks[name]["passed"] for name in checks if name != "speed-bonus"), report
+    bonus = checks["speed-bonus"]
+    assert bonus["passed"] or [d["code"] for d in bonus["diagnostics"]] == ["timeout"], bonus
+
+
+def test_conv2d_speed_bonus_values_fit_float32_sums():
+    """PyTorch's own F.conv2d adds the 144 products in another order than the reference's einsum
+    (max. error about 2e-5 on outputs near 0, where the values checks' rtol/atol reject it):
+    the bonus compares with the exact sum, as float32 sums of that length allow, and still
+    refuses a wrong output."""
+    import importlib.util
+
+    import torch
+    import torch.nn.functional as F
+    path = EXERCISES / "conv2d-einsum" / "checks.py"
+    spec = importlib.util.spec_from_file_location("conv2d_einsum_checks_speed", path)
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    spec = importlib.util.spec_from_file_location("conv2d_einsum_reference",
+                                                  EXERCISES / "conv2d-einsum" / "reference.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    generator = torch.Generator().manual_seed(7)
+    for _ in range(10):
+        input, filter = (torch.randn(*shape, generator=generator) for shape in checks.SPEED_SHAPES)
+        other_order = F.conv2d(input, filter)
+        assert checks.speed_values_close(other_order, input, filter, reference)
+        flipped = F.conv2d(input, filter.flip(-1, -2))
+        assert not checks.speed_values_close(flipped, input, filter, reference)
+        assert not checks.speed_values_close(other_order + 1e-2, input, filter, reference)

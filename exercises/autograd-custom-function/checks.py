@@ -2,20 +2,25 @@
 
 Each check runs a fixed case first (v is not constant and x spans both signs, so that no known
 wrong program passes it), then a random one. Expected values are the reference's. A gradient is
-compared with the reference's where the student's forward is right, and otherwise with central
-differences of the student's own forward, evaluated in the student process at points chosen here
-and differenced here in float64: a backward consistent with a wrong forward is still right.
+compared with the reference's where the Function's forward is right, and otherwise, where `silu`
+is that Function applied (read in the file), with central differences of the student's own
+forward, evaluated in the student process at points chosen here and differenced here in float64:
+a backward consistent with a wrong forward is still right.
 Whether `silu` applies the student's Function is read in the submission's source
 (worker/harness/source_rules.py), never asked of the student's process: its answers (the node
-names of its graph, its flags) are the submission's to rewrite.
+names of its graph, its flags) are the submission's to rewrite. The gradients are those of the
+student's Function itself: the grader calls `SiLU.apply` (on the class, reached from an instance
+the student process makes) and starts the backward pass from its output, once the source shows
+`SiLU` as a subclass of torch's own autograd.Function that nothing else changes; so a gradient
+comes from that Function's `backward`, not from autograd differentiating whatever `silu` returns.
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   diagnose_exception, expect_close, expect_tensor)
+from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
+                                   check, diagnose_exception, expect_close, expect_tensor)
 from worker.harness.diagnostics import close, compare_grad
 from worker.harness.remote import StudentError
-from worker.harness.source_rules import applies_own_function, obfuscated_lookups
+from worker.harness.source_rules import applies_own_function, obfuscated_lookups, own_function
 
 STEP = 1e-6  # float64: truncation error ~STEP², rounding error ~1e-16/STEP
 FIXED_X = [[-3.0, -1.0, 0.0], [0.5, 2.0, 4.0]]
@@ -64,15 +69,72 @@ def _reference(ctx: Context, x: torch.Tensor, v: torch.Tensor) -> tuple[torch.Te
     return y.detach(), leaf.grad
 
 
-def _finite_differences(ctx: Context, x: torch.Tensor) -> torch.Tensor:
-    """dSiLU/dx elementwise: SiLU acts elementwise, so one shift of every element gives them all.
-    Differences of STEP need a float64 forward: one of another dtype cannot be differenced."""
+def _finite_differences(ctx: Context, function: RemoteObject, x: torch.Tensor) -> torch.Tensor:
+    """dSiLU/dx elementwise, of the Function's own forward: SiLU acts elementwise, so one shift
+    of every element gives them all. Differences of STEP need a float64 forward: one of another
+    dtype cannot be differenced."""
     x = x.detach().double()
     plus, minus = ctx.student.put((ctx.on_device(x + STEP), ctx.on_device(x - STEP)))
-    f_plus, f_minus = (_silu(ctx, shifted, x) for shifted in (plus, minus))
+    f_plus, f_minus = (_apply(ctx, function, shifted, x) for shifted in (plus, minus))
     for f in (f_plus, f_minus):
         _expect_dtype(f, torch.float64, x)
     return (f_plus.value - f_minus.value) / (2 * STEP)
+
+
+FUNCTION_HINT = {
+    "en": "Write `class SiLU(torch.autograd.Function)` with static `forward` and `backward` "
+          "(no `apply`, `__init__` or `__new__` of your own, no metaclass, nothing that changes it "
+          "after its definition): the grader measures the gradient of `SiLU.apply` itself.",
+    "es": "Escribe `class SiLU(torch.autograd.Function)` con `forward` y `backward` estáticos "
+          "(sin `apply`, `__init__` ni `__new__` propios, sin metaclase, sin nada que la cambie "
+          "después de definirla): el corrector mide el gradiente del propio `SiLU.apply`."}
+
+
+def _function(ctx: Context) -> RemoteObject:
+    """The student's class SiLU, as a handle in its process, once the grader has read in the
+    file that it is a subclass of torch's own autograd.Function, with forward and backward,
+    that nothing else changes (and that no lookup hides what the file reaches). Without it no
+    backward of the student's own can be measured, and the gradient points are not earned."""
+    _refuse_obfuscated(ctx)
+    if not own_function(ctx.source_cells, "SiLU"):
+        raise Fail(Diagnostic("custom-function-unused", {
+            "what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}))
+    instance = call(ctx, "SiLU")  # the class's `apply` is a classmethod: reached from here
+    if not isinstance(instance, RemoteObject):
+        raise Fail(Diagnostic("custom-function-unused", {
+            "what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}))
+    try:
+        function = ctx.student.attr(instance, "__class__")
+    except StudentError as exc:
+        raise Fail(diagnose_exception(exc.info, "`SiLU`")) from None
+    if not isinstance(function, RemoteObject):
+        raise Fail(Diagnostic("custom-function-unused", {
+            "what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}))
+    return function
+
+
+def _apply(ctx: Context, function: RemoteObject, x: RemoteTensor,
+           expected: torch.Tensor) -> RemoteTensor:
+    """The student's SiLU.apply(x), of the reference's shape."""
+    try:
+        y = ctx.student.method(function, "apply", x)
+    except StudentError as exc:
+        raise Fail(diagnose_exception(exc.info, "`SiLU.apply(x)`")) from None
+    return expect_tensor(y, "`SiLU.apply(x)`", shape=expected.shape)
+
+
+def _function_backward(ctx: Context, function: RemoteObject, x0: torch.Tensor, v: torch.Tensor,
+                       *, transposed: bool = False, **tolerances: float) -> None:
+    """x.grad after the grader's own y = SiLU.apply(x0).backward(v) in the student's process,
+    where x0 is a fresh x or, `transposed`, x.t(): the student's backward, whatever `silu`
+    does."""
+    x = ctx.student.put(ctx.on_device((x0.t() if transposed else x0).clone()).requires_grad_())
+    sent = ctx.student.method(x, "t") if transposed else x
+    expected_y = _reference(ctx, x0, v)[0]
+    y = _apply(ctx, function, sent, expected_y)
+    _expect_dtype(y, x0.dtype, expected_y)
+    _backward(ctx, y, v)
+    _expect_backward(ctx, function, x, x0, y, v, transposed=transposed, **tolerances)
 
 
 def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor) -> None:
@@ -84,12 +146,16 @@ def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor) -> None:
         raise Fail(diagnose_exception(exc.info, "`silu(x).backward(v)`")) from None
 
 
-def _expect_backward(ctx: Context, x: RemoteTensor, x0: torch.Tensor, y: RemoteTensor,
-                     v: torch.Tensor, *, transposed: bool = False, **tolerances: float) -> None:
-    """x.grad after the student's y = silu(x0).backward(v), where x0 is x or, `transposed`, x.t()."""
+def _expect_backward(ctx: Context, function: RemoteObject, x: RemoteTensor, x0: torch.Tensor,
+                     y: RemoteTensor, v: torch.Tensor, *, transposed: bool = False,
+                     **tolerances: float) -> None:
+    """x.grad after y = SiLU.apply(x0).backward(v), where x0 is x or, `transposed`, x.t()."""
     expected_y, expected = _reference(ctx, x0, v)
-    if not close(y.value, expected_y, 1e-5, 1e-6):
-        expected = (v.double() * _finite_differences(ctx, x0)).to(v.dtype)
+    # a backward consistent with a wrong forward is still right, where that forward is silu's
+    # (read in the file): a Function that silu does not apply has no wrong forward to excuse
+    if not close(y.value, expected_y, 1e-5, 1e-6) and \
+            applies_own_function(ctx.source_cells, "silu").applied:
+        expected = (v.double() * _finite_differences(ctx, function, x0)).to(v.dtype)
     what = "`x.grad`"
     grad = ctx.student.attr(x, "grad")
     if grad is not None:
@@ -131,6 +197,21 @@ OBFUSCATED_HINT = {
           "`eval`/`exec`, `globals()`, `__dict__` o `sys.modules` oculta lo que alcanza."}
 
 
+def _refuse_obfuscated(ctx: Context) -> None:
+    """The checks that rest on the reading of the file fail where it uses a lookup the reading
+    cannot follow."""
+    found = obfuscated_lookups(ctx.source_cells)
+    if found:
+        first = found[0]
+        raise Fail(Diagnostic("forbidden-operation", {
+            "what": "`silu(x)`", "hint": OBFUSCATED_HINT, "rule": "obfuscated-lookup",
+            "found": first.name, "line": first.line, "file": first.cell,
+            "error": {"en": f"your file uses {first.name} ({first.where()}), a lookup the "
+                            "grader cannot follow in your source",
+                      "es": f"tu archivo usa {first.name} ({first.where()}), una búsqueda que "
+                            "el corrector no puede seguir en tu código"}}))
+
+
 @check("forward-values", points=2, uses="silu", en="forward: silu(x) = x·σ(x)",
        es="forward: silu(x) = x·σ(x)")
 def forward_values(ctx: Context) -> None:
@@ -142,15 +223,13 @@ def forward_values(ctx: Context) -> None:
         expect_close(y, expected, "`silu(x)`")
 
 
-@check("backward-finite-differences", points=3, uses="silu",
-       en="backward agrees with finite differences of forward",
-       es="backward coincide con las diferencias finitas de forward")
+@check("backward-finite-differences", points=3, uses=("silu", "SiLU"),
+       en="backward of SiLU.apply agrees with finite differences of forward",
+       es="el backward de SiLU.apply coincide con las diferencias finitas de forward")
 def backward_finite_differences(ctx: Context) -> None:
+    function = _function(ctx)
     for x0, v in _cases(ctx):
-        x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
-        y = _silu(ctx, x, _reference(ctx, x0, v)[0])
-        _backward(ctx, y, v)
-        _expect_backward(ctx, x, x0, y, v)
+        _function_backward(ctx, function, x0, v)
 
 
 @check("graph-uses-function", points=2, uses=("silu", "SiLU"),
@@ -163,16 +242,7 @@ def graph_uses_function(ctx: Context) -> None:
     expression autograd already differentiates. A call whose result is dropped earns nothing a
     correct call would not: the other checks score silu's values and gradients. What the
     student's process says (its output's grad_fn) only words the diagnostic."""
-    found = obfuscated_lookups(ctx.source_cells)
-    if found:
-        first = found[0]
-        raise Fail(Diagnostic("forbidden-operation", {
-            "what": "`silu(x)`", "hint": OBFUSCATED_HINT, "rule": "obfuscated-lookup",
-            "found": first.name, "line": first.line, "file": first.cell,
-            "error": {"en": f"your file uses {first.name} ({first.where()}), a lookup the "
-                            "grader cannot follow in your source",
-                      "es": f"tu archivo usa {first.name} ({first.where()}), una búsqueda que "
-                            "el corrector no puede seguir en tu código"}}))
+    _refuse_obfuscated(ctx)
     x0, _ = next(_cases(ctx))
     applied = applies_own_function(ctx.source_cells, "silu")
     state = "applied" if applied.applied else "to-expression" if applied.to_expression \
@@ -192,8 +262,9 @@ def graph_uses_function(ctx: Context) -> None:
     raise Fail(Diagnostic("custom-function-unused", {"what": "`silu(x)`", "got": got}))
 
 
-@check("non-contiguous-input", points=1, uses="silu", en="a non-contiguous input (x.t())",
-       es="una entrada no contigua (x.t())")
+@check("non-contiguous-input", points=1, uses=("silu", "SiLU"),
+       en="a non-contiguous input (x.t()): silu's values, SiLU.apply's gradient",
+       es="una entrada no contigua (x.t()): valores de silu, gradiente de SiLU.apply")
 def non_contiguous_input(ctx: Context) -> None:
     for x0, v in _cases(ctx):
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
@@ -201,18 +272,21 @@ def non_contiguous_input(ctx: Context) -> None:
         expected = ctx.reference.silu(x0.t()).detach()
         y = _silu(ctx, transposed, expected)
         expect_close(y, expected, "`silu(x.t())`")
-        _backward(ctx, y, v.t())
-        _expect_backward(ctx, x, x0.t(), y, v.t(), transposed=True)
+    function = _function(ctx)
+    for x0, v in _cases(ctx):
+        _function_backward(ctx, function, x0.t(), v.t(), transposed=True)
 
 
-@check("float32", points=2, uses="silu", en="float32 in, float32 out (values and gradient)",
-       es="float32 en la entrada y en la salida (valores y gradiente)")
+@check("float32", points=2, uses=("silu", "SiLU"),
+       en="float32 in, float32 out (silu's values, SiLU.apply's gradient)",
+       es="float32 en la entrada y en la salida (valores de silu, gradiente de SiLU.apply)")
 def float32(ctx: Context) -> None:
-    for x0, v in _cases(ctx, torch.float32):
+    for x0, _ in _cases(ctx, torch.float32):
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
         expected = ctx.reference.silu(x0.clone()).detach()
         y = _silu(ctx, x, expected)
         _expect_dtype(y, x0.dtype, expected)
         expect_close(y, expected, "`silu(x)`")
-        _backward(ctx, y, v)
-        _expect_backward(ctx, x, x0, y, v, rtol=1e-4, atol=1e-5)
+    function = _function(ctx)
+    for x0, v in _cases(ctx, torch.float32):
+        _function_backward(ctx, function, x0, v, rtol=1e-4, atol=1e-5)

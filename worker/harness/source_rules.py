@@ -18,19 +18,27 @@ import ast
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-# calls whose second argument names an attribute
+# calls whose second argument names an attribute: called with a written name, they are plain
+# lookups; passed around as values (`look = getattr`, `functools.reduce(getattr, …)`) they are not
 NAMED_LOOKUPS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
 # names whose mere use lets code reach what the source does not name
-DYNAMIC_NAMES = frozenset({"__import__", "eval", "exec", "compile", "globals", "vars",
+DYNAMIC_NAMES = frozenset({"__import__", "eval", "exec", "compile", "globals", "locals", "vars",
                            "__builtins__", "__loader__", "__spec__"})
-DYNAMIC_ATTRIBUTES = frozenset({"__dict__", "__builtins__", "__globals__", "__getattribute__",
-                                "__subclasses__", "__code__", "__closure__", "__import__",
-                                "f_globals", "f_locals", "f_builtins"})
-# `submission` is the student's own module as its process names it: through it, code can rebind
-# what the file defines
-DYNAMIC_MODULES = frozenset({"importlib", "builtins", "ctypes", "submission"})
-# operator's lookups by name, when imported from it directly
+DYNAMIC_ATTRIBUTES = frozenset({
+    "__dict__", "__builtins__", "__globals__", "__getattr__", "__getattribute__", "__setattr__",
+    "__delattr__", "__class__", "__mro__", "__bases__", "__base__", "__subclasses__", "__self__",
+    "__func__", "__wrapped__", "__code__", "__closure__", "__import__", "__reduce__",
+    "__reduce_ex__", "__loader__", "__spec__", "f_globals", "f_locals", "f_builtins", "f_back",
+    "tb_frame", "gi_frame", "cr_frame"})
+# modules that reach objects by names computed at run time: `importlib`, `inspect.getmembers`,
+# `pydoc.locate`; `submission` is the student's own module as its process names it (through it,
+# code can rebind what the file defines), `worker` the harness that answers the grader
+DYNAMIC_MODULES = frozenset({"importlib", "builtins", "ctypes", "inspect", "pydoc", "submission",
+                             "worker"})
+# operator's lookups by name: `attrgetter` and `methodcaller` are refused however called;
+# `itemgetter` only with a computed key
 NAME_BUILDERS = frozenset({"attrgetter", "methodcaller", "itemgetter"})
+ATTRIBUTE_BUILDERS = frozenset({"attrgetter", "methodcaller"})
 
 
 @dataclass(frozen=True)
@@ -82,19 +90,30 @@ def _called(node: ast.AST) -> str | None:
 
 def obfuscated_lookups(cells: Iterable[tuple[str, str]]) -> list[Finding]:
     """Every place the source reaches something by a name it does not write out."""
+    cells = list(cells)
+    nodes = list(_walk(cells))
+    # `getattr(…)` called: judged as a call below (a written name or a computed one); any other
+    # mention of it passes it around as a value
+    called_names = {id(node.func) for _, node in nodes if isinstance(node, ast.Call)}
     found = []
-    for label, node in _walk(cells):
+    for label, node in nodes:
         line = getattr(node, "lineno", 0)
         called = _called(node)
         if called in NAMED_LOOKUPS and not (
                 len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
                 and isinstance(node.args[1].value, str)):
             found.append(Finding("obfuscated", f"`{called}()` with a computed name", label, line))
-        elif called in NAME_BUILDERS and not all(
+        elif called in NAME_BUILDERS - ATTRIBUTE_BUILDERS and not all(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
             found.append(Finding("obfuscated", f"`{called}()` with a computed name", label, line))
         if isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES:
             found.append(Finding("obfuscated", f"`{node.id}`", label, line))
+        elif isinstance(node, ast.Name) and node.id in NAMED_LOOKUPS \
+                and id(node) not in called_names:
+            found.append(Finding("obfuscated", f"`{node.id}` used as a value", label, line))
+        elif isinstance(node, ast.Name) and node.id in ATTRIBUTE_BUILDERS or \
+                isinstance(node, ast.Attribute) and node.attr in ATTRIBUTE_BUILDERS:
+            found.append(Finding("obfuscated", f"`{_dotted(node)}`", label, line))
         elif isinstance(node, ast.Attribute) and (
                 node.attr in DYNAMIC_ATTRIBUTES
                 or node.attr == "modules" and isinstance(node.value, ast.Name)
@@ -106,6 +125,11 @@ def obfuscated_lookups(cells: Iterable[tuple[str, str]]) -> list[Finding]:
                     found.append(Finding("obfuscated", f"`import {alias.name}`", label, line))
         elif isinstance(node, ast.ImportFrom) and node.module and \
                 node.module.split(".")[0] in DYNAMIC_MODULES:
+            found.append(Finding("obfuscated", f"`from {node.module} import …`", label, line))
+        elif isinstance(node, ast.ImportFrom) and any(
+                alias.name in ATTRIBUTE_BUILDERS | NAMED_LOOKUPS | DYNAMIC_NAMES
+                or alias.name == "*" and node.module in ("operator", "builtins")
+                for alias in node.names):
             found.append(Finding("obfuscated", f"`from {node.module} import …`", label, line))
         elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(
                 alias.name == "modules" for alias in node.names):
@@ -119,13 +143,39 @@ def _defined(cells: Iterable[tuple[str, str]]) -> set[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
+def _bound_by_code(cells: Iterable[tuple[str, str]]) -> set[str]:
+    """The names the submission binds other than by an import: `def`, `class`, an assignment,
+    a `for` or `with` target, an argument, an `except … as`: its own variables."""
+    names = set()
+    for _, node in _walk(cells):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+    return names
+
+
+def _root(node: ast.AST) -> ast.AST:
+    """`torch` for `torch.nn.functional.conv2d`, `F` for `F.conv2d(…).sum`."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
 def forbidden_uses(cells: Iterable[tuple[str, str]], forbidden: Callable[[str], bool]) -> list[Finding]:
     """Every mention of a name `forbidden` refuses: an attribute (`F.conv2d`, `nn.Conv2d`,
-    `torch.ops.aten.convolution`), an import of it, a bare name the submission does not define
-    itself (one a star import brought), or a string that is exactly such a name and not one the
-    submission defines (`getattr(F, "conv2d")`, not `__all__ = ["conv2d"]`)."""
+    `torch.ops.aten.convolution`) unless it is reached on a `def` or `class` of the file's own,
+    an import of it, a bare name the submission does not bind itself (one a star import
+    brought), or a string that is exactly such a name written into a lookup
+    (`getattr(F, "conv2d")`, not `__all__ = ["conv2d"]` nor `print("convolution")`; any other
+    way of turning a string into a name is an obfuscated lookup)."""
     cells = list(cells)
     own = _defined(cells)
+    variables = _bound_by_code(cells)
     nodes = list(_walk(cells))  # one parse: the nodes below are these
     # names written into a lookup (`getattr(F, "conv2d")`, `attrgetter("conv2d")`): refused even
     # where the submission defines a function of that name
@@ -136,30 +186,77 @@ def forbidden_uses(cells: Iterable[tuple[str, str]], forbidden: Callable[[str], 
     for label, node in nodes:
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Attribute) and forbidden(node.attr):
-            found.append(Finding("forbidden", f"`{_dotted(node)}`", label, line))
+            root = _root(node.value)
+            if not (isinstance(root, ast.Name) and root.id in own):
+                found.append(Finding("forbidden", f"`{_dotted(node)}`", label, line))
         elif isinstance(node, ast.ImportFrom):
             for alias in node.names:
-                if forbidden(alias.name):
+                if forbidden(alias.name) or any(
+                        forbidden(part) for part in (node.module or "").split(".")):
                     found.append(Finding("forbidden", f"`from {node.module} import {alias.name}`",
                                          label, line))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if any(forbidden(part) for part in alias.name.split(".")):
                     found.append(Finding("forbidden", f"`import {alias.name}`", label, line))
-        elif isinstance(node, ast.Name) and node.id not in own and forbidden(node.id):
+        elif isinstance(node, ast.Name) and node.id not in variables and forbidden(node.id):
             found.append(Finding("forbidden", f"`{node.id}`", label, line))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and node.value.isidentifier() and forbidden(node.value) \
-                and (node.value not in own or id(node) in looked_up):
+                and node.value.isidentifier() and forbidden(node.value) and id(node) in looked_up:
             found.append(Finding("forbidden", repr(node.value), label, line))
     return found
 
 
 def _is_function_base(base: ast.AST) -> bool:
-    """`torch.autograd.Function`, `autograd.Function`, `Function` (as imported)."""
+    """Any base named `Function` or `InplaceFunction` (`torch.autograd.Function`,
+    `autograd.Function`, `Function`): broad, for a rule that refuses such classes."""
     name = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(
         base, ast.Name) else None
     return name in ("Function", "InplaceFunction")
+
+
+TORCH_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
+                             "torch.autograd.function.InplaceFunction"})
+
+
+def _imported_as(cells: list[tuple[str, str]], name: str) -> str | None:
+    """The module or object `name` stands for where the file binds it only by imports, all of
+    the same thing (`import torch`, `from torch.autograd import Function`,
+    `import torch.nn as nn`); None where any other code binds it (an assignment, a `def`, a
+    `class`, an argument, `global`…) or imports of different things do."""
+    meanings = set()
+    for _, node in _walk(cells):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname == name:
+                    meanings.add(alias.name)
+                elif alias.asname is None and alias.name.split(".")[0] == name:
+                    meanings.add(name)
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*" and node.level == 0 and node.module:
+                    meanings.add(f"{node.module}.*")
+                elif (alias.asname or alias.name) == name:
+                    meanings.add(f"{'.' * node.level}{node.module or ''}.{alias.name}")
+        elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return None
+    if name in _bound_by_code(cells) or len(meanings) != 1:
+        return None
+    meaning = meanings.pop()
+    return None if meaning.endswith(".*") else meaning
+
+
+def _is_torch_function_base(cells: list[tuple[str, str]], base: ast.AST) -> bool:
+    """`base` is torch's own autograd Function: `torch.autograd.Function` with `torch` bound by
+    `import torch` alone, or `Function` imported from torch.autograd and bound nowhere else."""
+    parts = []
+    while isinstance(base, ast.Attribute):
+        parts.append(base.attr)
+        base = base.value
+    if not isinstance(base, ast.Name):
+        return False
+    meaning = _imported_as(cells, base.id)
+    return meaning is not None and ".".join([meaning, *reversed(parts)]) in TORCH_FUNCTIONS
 
 
 def own_functions(cells: Iterable[tuple[str, str]]) -> list[Finding]:
@@ -206,32 +303,79 @@ def _changed_elsewhere(cells: list[tuple[str, str]], name: str) -> bool:
     return False
 
 
+# what a Function of one's own may not define or be given: each changes what `C.apply(x)` or
+# `C().__class__` runs, out of the reading's sight
+REBOUND_IN_CLASS = frozenset({"apply", "__new__", "__init__", "__init_subclass__", "__call__",
+                              "__getattr__", "__getattribute__", "__class__", "__class_getitem__",
+                              "__set_name__", "_backward_cls", "__prepare__"})
+# attributes no honest submission assigns: they change what any Function's `apply` runs
+PATCHED_ATTRIBUTES = frozenset({"apply", "forward", "backward", "setup_context", "Function",
+                                "FunctionMeta", "_backward_cls", "_forward_cls", "_C"})
+
+
+def _patches_functions(cells: list[tuple[str, str]]) -> bool:
+    """Whether the file assigns or deletes an attribute that decides what a Function's `apply`
+    runs (`torch.autograd.Function.apply = …`, `setattr(x, "backward", …)`)."""
+    for _, node in _walk(cells):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and node.attr in PATCHED_ATTRIBUTES:
+            return True
+        if isinstance(node, ast.Call) and _called(node) in ("setattr", "delattr") and (
+                len(node.args) < 2 or not isinstance(node.args[1], ast.Constant)
+                or node.args[1].value in PATCHED_ATTRIBUTES):
+            return True
+    return False
+
+
 def _function_class(cells: list[tuple[str, str]], name: str) -> ast.ClassDef | None:
-    """The class `name` as the file leaves it: a Function subclass with forward and backward,
-    not decorated (a decorator may return anything) nor changed elsewhere."""
+    """The class `name` as the file leaves it: a subclass of torch's own autograd Function with
+    forward and backward, not decorated (a decorator may return anything), without a metaclass
+    or a method that changes what `apply` runs, nor changed elsewhere."""
     bindings = _module_bindings(cells, name)
     last = bindings[-1] if bindings else None
-    if not isinstance(last, ast.ClassDef) or last.decorator_list or \
-            _changed_elsewhere(cells, name) or not any(_is_function_base(b) for b in last.bases):
+    if not isinstance(last, ast.ClassDef) or last.decorator_list or last.keywords or \
+            len(last.bases) != 1 or not _is_torch_function_base(cells, last.bases[0]) or \
+            _changed_elsewhere(cells, name) or _patches_functions(cells):
         return None
-    methods = {s.name for s in last.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    return last if {"forward", "backward"} <= methods else None
+    defined = set()
+    for statement in last.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(statement.name)
+        else:
+            defined |= {node.id for node in ast.walk(statement)
+                        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    if defined & REBOUND_IN_CLASS:
+        return None
+    return last if {"forward", "backward"} <= defined else None
+
+
+def own_function(cells: Iterable[tuple[str, str]], name: str) -> bool:
+    """Whether the file leaves `name` bound to a Function of its own, as `_function_class`
+    reads it: a check may then call `name.apply` and measure that Function's backward."""
+    return _function_class(list(cells), name) is not None
 
 
 @dataclass(frozen=True)
 class Applied:
     """How `function` uses a Function of the submission's own, as read in the source."""
 
-    applied: bool  # `function(x)` calls `C.apply(x)` on its own argument (or is `C.apply`)
+    applied: bool  # `function(x)` is `return C.apply(x)` on its own argument (or `C.apply`)
     to_expression: bool  # it calls `C.apply(...)`, but on something else than its argument
     returned: str | None  # what `function` returns, as written (for a message)
 
 
+def _is_apply(cells: list[tuple[str, str]], node: ast.AST) -> bool:
+    """`C.apply`, where C is a Function of the file's own."""
+    return isinstance(node, ast.Attribute) and node.attr == "apply" and isinstance(
+        node.value, ast.Name) and _function_class(cells, node.value.id) is not None
+
+
 def applies_own_function(cells: Iterable[tuple[str, str]], function: str) -> Applied:
-    """Whether `function`, as the file leaves it bound, applies a torch.autograd.Function of
-    the submission's own (a class with forward and backward) to its first argument, unchanged:
-    `def silu(x): return SiLU.apply(x)` or `silu = SiLU.apply`. A call that runs but whose
-    result is not returned is counted too: it earns nothing a correct call would not."""
+    """Whether `function`, as the file leaves it bound, returns a torch.autograd.Function of
+    the submission's own (a class with forward and backward) applied to its first argument,
+    unchanged: its whole body (a docstring aside) is `return SiLU.apply(x)`, or the module binds
+    `silu = SiLU.apply`. A call whose result is dropped, or returned on one path of several,
+    is not counted: what runs then is not what was read."""
     cells = list(cells)
     bindings = _module_bindings(cells, function)
     last = bindings[-1] if bindings else None
@@ -239,30 +383,29 @@ def applies_own_function(cells: Iterable[tuple[str, str]], function: str) -> App
         return Applied(False, False, None)
     if isinstance(last, ast.Assign) and len(last.targets) == 1 and \
             isinstance(last.targets[0], ast.Name):
-        value = last.value
-        ok = isinstance(value, ast.Attribute) and value.attr == "apply" and isinstance(
-            value.value, ast.Name) and _function_class(cells, value.value.id) is not None
-        return Applied(ok, False, _dotted(value))
+        return Applied(_is_apply(cells, last.value), False, _dotted(last.value))
     if not isinstance(last, ast.FunctionDef) or not last.args.args or last.decorator_list:
         return Applied(False, False, None)
     argument = last.args.args[0].arg
-    rebound = any(isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))
-                  and node.id == argument for statement in last.body
-                  for node in ast.walk(statement))
-    applied = to_expression = False
-    for statement in last.body:
-        for node in ast.walk(statement):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "apply" and isinstance(node.func.value, ast.Name)
-                    and _function_class(cells, node.func.value.id) is not None):
-                continue
-            direct = (len(node.args) == 1 and not node.keywords
-                      and isinstance(node.args[0], ast.Name) and node.args[0].id == argument)
-            if direct and not rebound:
-                applied = True
-            else:
-                to_expression = True
+    body = last.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # the docstring
     returns = [node.value for statement in last.body for node in ast.walk(statement)
                if isinstance(node, ast.Return) and node.value is not None]
-    return Applied(applied, to_expression and not applied,
-                   _dotted(returns[-1]) if returns else None)
+    returned = _dotted(returns[-1]) if returns else None
+    single = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+    if isinstance(single, ast.Call) and _is_apply(cells, single.func) and not single.keywords \
+            and len(single.args) == 1 and isinstance(single.args[0], ast.Name) \
+            and single.args[0].id == argument:
+        return Applied(True, False, returned)
+    # `C.apply(x * torch.sigmoid(x))`, or `x` rebound first: applied to what autograd already
+    # differentiates (for the diagnostic's words)
+    rebound = any(isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))
+                  and node.id == argument for statement in body for node in ast.walk(statement))
+    to_expression = any(
+        isinstance(node, ast.Call) and _is_apply(cells, node.func) and (
+            rebound or node.keywords or len(node.args) != 1
+            or not (isinstance(node.args[0], ast.Name) and node.args[0].id == argument))
+        for statement in body for node in ast.walk(statement))
+    return Applied(False, to_expression, returned)
