@@ -144,5 +144,42 @@ def test_the_scratch_walk_survives_thousands_of_levels(tmp_path):
         os.fchdir(here)
         os.close(here)
     ctx = Context(None, None, None, None, None, scratch)
-    assert ctx.files_left() == ["/".join(["d"] * (MAX_SCRATCH_DEPTH + 1)) + "/"]
-    ctx.clear_files()
+    try:
+        assert ctx.files_left() == ["/".join(["d"] * (MAX_SCRATCH_DEPTH + 1)) + "/"]
+        ctx.clear_files()
+    finally:
+        remove_chain(scratch)
+
+
+def remove_chain(folder: Path) -> None:
+    """Folders d/d/d/… removed from the bottom up, a level at a time (shutil.rmtree, and so
+    pytest's clean-up of old temporary folders, recurses once per level)."""
+    here = os.open(".", os.O_RDONLY)
+    try:
+        os.chdir(folder)
+        depth = 0
+        while os.path.isdir("d"):
+            os.chdir("d")
+            depth += 1
+        for _ in range(depth):
+            os.chdir("..")
+            os.rmdir("d")
+    finally:
+        os.fchdir(here)
+        os.close(here)
+
+
+def test_a_plain_value_where_the_grader_asks_an_object_of_the_process_is_the_submissions(grade):
+    """put() answered with a number the third time, where the check asks the tensor it sent
+    for a transposed view before any function of the submission runs."""
+    source = (EXERCISES / "tensors-channels-last" / "reference.py").read_text() + """
+import worker.harness.student as _student
+_put, _puts = _student.Server.op_put, []
+def _third_is_a_number(self, header, buffers):
+    _puts.append(1)
+    return {"value": 0} if len(_puts) == 3 else _put(self, header, buffers)
+_student.Server.op_put = _third_is_a_number
+"""
+    report = grade("tensors-channels-last", source)
+    assert report["status"] == "graded", report
+    assert report["score"] < report["max_score"]

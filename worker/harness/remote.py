@@ -436,13 +436,13 @@ class Student:
         return self._call({"support": support_name}, args, kwargs)
 
     def method(self, obj: RemoteTensor | RemoteObject, method: str, *args: Any, **kwargs: Any) -> Any:
-        return self._call({"handle": obj.handle.id, "method": method}, args, kwargs)
+        return self._call({"handle": _handle_of(obj), "method": method}, args, kwargs)
 
     def _call(self, target: dict, args: tuple, kwargs: dict) -> Any:
         return self.request("call", {"args": list(args), "kwargs": kwargs}, target=target)["value"]
 
     def attr(self, obj: RemoteTensor | RemoteObject, name: str) -> Any:
-        return self.request("attr", handle=obj.handle.id, name=name)["value"]
+        return self.request("attr", handle=_handle_of(obj), name=name)["value"]
 
     def describe(self, obj: RemoteTensor | RemoteObject, *needs: str) -> dict:
         """What the student's process says `obj` is: a tensor's {"graph"}; anything else's
@@ -451,4 +451,14 @@ class Student:
         module it built itself: "parameters"). A reply without them, or with a field of the
         wrong type, is malformed: the process is stopped, "crashed"."""
         return self.request("describe", description=(isinstance(obj, RemoteTensor), needs),
-                            handle=obj.handle.id)
+                            handle=_handle_of(obj))
+
+
+def _handle_of(obj: Any) -> int:
+    """The student-side object a check asks about. A plain value where the check expected one
+    (a reply that sent a number, say) fails the submission, never the grader."""
+    if isinstance(obj, (RemoteTensor, RemoteObject)):
+        return obj.handle.id
+    raise Fail(Diagnostic("output-mismatch", {
+        "what": {"en": "a value your code gave back", "es": "un valor que devolvió tu código"},
+        "got_type": type(obj).__name__, "expected_type": "torch.Tensor"}))
