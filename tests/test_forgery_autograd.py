@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from test_source_rules import FAKE_BASE
+
 EXERCISES = Path(__file__).resolve().parent.parent / "exercises"
 
 # the harness's description of graphs renamed: a built-in convolution's node passes as an einsum's
@@ -148,29 +150,7 @@ def silu(x):
 '''
 
 # a local `Function` whose `apply` is autograd's silu: the Function's backward never runs
-SILU_FAKE_FUNCTION_BASE = '''
-import torch
-
-
-class Function:
-    @classmethod
-    def apply(cls, x):
-        return x * torch.sigmoid(x)
-
-
-class SiLU(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return grad_output
-
-
-def silu(x):
-    return SiLU.apply(x)
-'''
+SILU_FAKE_FUNCTION_BASE = FAKE_BASE
 
 
 @pytest.mark.parametrize("forged, mutant", [
