@@ -60,9 +60,11 @@ def test_a_student_submits_and_hears_the_status_change(site, desktop, tmp_path):
     desktop.locator(f"main a[href='/exercises/{EXERCISE}']").click()
     desktop.locator("textarea[name=code]").wait_for()
 
-    # two other students' slow files hold both grading slots: this one waits its turn, and its
-    # own three seconds of loading keep it running long enough to be seen
-    blockers = [site.stack.api(name).submit(EXERCISE, slow(REFERENCE.read_text(), 6))
+    # two other students' slow files hold both grading slots (9 s of loading each, under the
+    # 10 s limit: time enough for a loaded machine's browser to show the page while they do):
+    # this one waits its turn, and its own three seconds of loading keep it running long
+    # enough to be seen
+    blockers = [site.stack.api(name).submit(EXERCISE, slow(REFERENCE.read_text(), 9))
                 for name in ("s01", "s02")]
     assert [answer.status_code for answer in blockers] == [202, 202]
     upload = tmp_path / "reference.py"
