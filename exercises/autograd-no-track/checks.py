@@ -86,6 +86,22 @@ def _fresh(ctx: Context, like: torch.Tensor) -> torch.Tensor:
     return (like.detach().double() + 1.0 + ctx.randn(*like.shape).abs()).to(like.dtype)
 
 
+def _expect_tracked(ctx: Context, remote, reference: torch.Tensor, g: torch.Tensor,
+                    what: str, name: str) -> bool:
+    """Whether a backward pass with cotangent `g` reaches the student's tensor, as it reaches
+    the reference's; requires-grad-wrong when it does not behave alike."""
+    tracked_ref = _in_grader(ctx.support.accumulate_grad, reference, g)
+    tracked = _in_student(ctx, "accumulate_grad", remote, ctx.on_device(g), what=what)
+    if tracked != tracked_ref:
+        raise Fail(Diagnostic("requires-grad-wrong", {
+            "what": {"en": f"{what} (a backward pass through `{name}` "
+                           f"{'reached' if tracked else 'could not reach'} it)",
+                     "es": f"{what} (un paso hacia atrás a través de `{name}` "
+                           f"{'lo alcanzó' if tracked else 'no pudo alcanzarlo'})"},
+            "got": tracked, "expected": tracked_ref}))
+    return tracked
+
+
 def _in_student(ctx: Context, name: str, *args, what: str | dict) -> bool:
     """A support function run in the student's process: True if it ran, False if autograd
     refused it because nothing requires grad; any other exception is the submission's."""
@@ -147,15 +163,7 @@ def frozen_shares_memory(ctx: Context) -> None:
                                f"{'no aparecieron' if shares else 'aparecieron'} en él)"}}))
         g = ctx.randn(*values.shape, dtype=values.dtype)
         x_what = "`frozen_copy(x); x`"
-        tracked_ref = _in_grader(ctx.support.accumulate_grad, x_ref, g)
-        tracked = _in_student(ctx, "accumulate_grad", x, ctx.on_device(g), what=x_what)
-        if tracked != tracked_ref:
-            raise Fail(Diagnostic("requires-grad-wrong", {
-                "what": {"en": f"{x_what} (a backward pass through `x` "
-                               f"{'reached' if tracked else 'could not reach'} it)",
-                         "es": f"{x_what} (un paso hacia atrás a través de `x` "
-                               f"{'lo alcanzó' if tracked else 'no pudo alcanzarlo'})"},
-                "got": tracked, "expected": tracked_ref}))
+        tracked = _expect_tracked(ctx, x, x_ref, g, x_what, "x")
         if tracked:
             expect_grad(ctx.student.attr(x, "grad"), x_ref.grad,
                         {"en": f"`x.grad` after `frozen_copy(x)` and a backward pass",
@@ -289,15 +297,7 @@ def sgd_keeps_leaf(ctx: Context) -> None:
         g = ctx.randn(*step.start.shape, dtype=step.start.dtype)
         left = _grad_of(ctx, step.w, UPDATED)
         left_ref = None if step.w_ref.grad is None else step.w_ref.grad.detach().clone()
-        tracked_ref = _in_grader(ctx.support.accumulate_grad, step.w_ref, g)
-        tracked = _in_student(ctx, "accumulate_grad", step.w, ctx.on_device(g), what=UPDATED)
-        if tracked != tracked_ref:
-            raise Fail(Diagnostic("requires-grad-wrong", {
-                "what": {"en": f"{UPDATED} (a backward pass through `w` "
-                               f"{'reached' if tracked else 'could not reach'} it)",
-                         "es": f"{UPDATED} (un paso hacia atrás a través de `w` "
-                               f"{'lo alcanzó' if tracked else 'no pudo alcanzarlo'})"},
-                "got": tracked, "expected": tracked_ref}))
+        tracked = _expect_tracked(ctx, step.w, step.w_ref, g, UPDATED, "w")
         if not tracked:
             continue
         got = _grad_of(ctx, step.w, UPDATED)
