@@ -1,6 +1,7 @@
 """HTTP errors: JSON under the API for every status; on the pages, a page of the site in the
 reader's language that says what to do and leads back (an expired form included); a database
-that cannot be reached is a 503 to retry, not a 500; a NUL byte in a request is refused up front."""
+that cannot be reached is a 503 to retry, not a 500; a NUL byte in a request is refused up front,
+and JSON nested too deep to parse is malformed like any other."""
 from __future__ import annotations
 
 import logging
@@ -8,6 +9,7 @@ from urllib.parse import urlsplit
 
 from flask import (Flask, current_app, flash, g, jsonify, redirect, render_template, request,
                    url_for)
+from flask.json.provider import DefaultJSONProvider
 from flask_babel import gettext as _, lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -50,7 +52,20 @@ CSRF_REASONS = {
 }
 
 
+class DeepJSONIsMalformed(DefaultJSONProvider):
+    """A body nested deeper than the parser can recurse raises RecursionError, which Werkzeug
+    does not catch (a 500): as a ValueError it is a malformed body, None to get_json(silent=True)
+    and a 400 otherwise, on every route."""
+
+    def loads(self, s, **kwargs):
+        try:
+            return super().loads(s, **kwargs)
+        except RecursionError:
+            raise ValueError("JSON nested too deep") from None
+
+
 def register(app: Flask) -> None:
+    app.json = DeepJSONIsMalformed(app)
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(DBAPIError, database_error)
     app.register_error_handler(InternalServerError, internal_error)

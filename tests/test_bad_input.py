@@ -99,3 +99,19 @@ def test_a_paste_over_the_limit_is_refused_with_the_limit_and_kept(ana, course):
     assert beyond_reading.status_code == 303
     assert "supera los 1024 KB" in client.get(beyond_reading.headers["Location"]).text  # in Spanish
     assert stored(course) == 0
+
+
+# deeper than Python's JSON parser can recurse (about 1000 levels), and well within it
+NESTED = {"list": "[" * 100_000 + "]" * 100_000, "object": '{"a": ' * 5_000 + "1" + "}" * 5_000,
+          "shallow": "[" * 500 + "]" * 500}
+
+
+@pytest.mark.parametrize("shape", NESTED)
+def test_json_nested_at_any_depth_is_a_json_400(api, course, shape):
+    client, headers = api
+    for path, said in [("/api/v1/tokens", "'username' and 'password'"),
+                       ("/api/v1/submissions", "multipart")]:
+        reply = client.post(path, headers=headers, data=NESTED[shape],
+                            content_type="application/json")
+        assert reply.status_code == 400 and reply.is_json and said in reply.json["error"], path
+    assert stored(course) == 0
