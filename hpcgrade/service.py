@@ -10,6 +10,7 @@ import getpass
 import json
 import os
 import socket
+import tempfile
 import tomllib
 import urllib.error
 import urllib.parse
@@ -51,12 +52,19 @@ def read_client_config() -> dict:
 
 
 def save_client_config(server: str, token: str) -> Path:
-    """The client file, readable by its owner alone: it holds the token."""
+    """The client file, readable by its owner alone: it holds the token. Written as a new file
+    beside the old one and moved over it: an old file that others could read keeps its mode
+    when opened, and a symlink at its path would be followed, taking the token where it leads."""
     path = client_config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as f:
-        f.write(f"server = {json.dumps(server)}\ntoken = {json.dumps(token)}\n")
+    descriptor, written = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # 0600
+    try:
+        with os.fdopen(descriptor, "w") as f:
+            f.write(f"server = {json.dumps(server)}\ntoken = {json.dumps(token)}\n")
+        os.replace(written, path)
+    except BaseException:
+        os.unlink(written)
+        raise
     return path
 
 
