@@ -77,6 +77,13 @@ def token_label() -> str:
     return f"{who}@{socket.gethostname()}"[:100]
 
 
+def on_server(server: str, address: str) -> str:
+    """A path, or an address the server gave, on the server the token is for: its path and query
+    alone, whatever host the address names (the Host a proxy passed on, or a forged answer)."""
+    parts = urllib.parse.urlsplit(address)
+    return server + parts.path + (f"?{parts.query}" if parts.query else "")
+
+
 class _SameHost(urllib.request.HTTPRedirectHandler):
     """A redirect to another host, or from https to http, would carry the token there or in
     the clear: refused."""
@@ -145,10 +152,7 @@ class Service:
 
     def request(self, method: str, path: str, params: dict, body: bytes | None = None,
                  headers: dict | None = None) -> dict:
-        if path.startswith(("http://", "https://")):  # an address the server gave: its path,
-            parts = urllib.parse.urlsplit(path)           # on the server the token is for
-            path = parts.path + (f"?{parts.query}" if parts.query else "")
-        url = self.server + path
+        url = on_server(self.server, path)
         if params:
             url += "?" + urllib.parse.urlencode(params)
         request = urllib.request.Request(url, body, method=method, headers={

@@ -21,7 +21,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from hpcgrade import service
-from hpcgrade.service import save_client_config, token_label
+from hpcgrade.service import on_server, save_client_config, token_label
 
 from .summary import summary, translator
 
@@ -164,6 +164,7 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
                         headers={**headers, "Idempotency-Key": str(uuid.uuid4())},
                         data={"exercise": exercise}, files={"file": (file.name, f)})
     page = f"{server}/submissions/{created['id']}"  # the web page, not the API's address
+    address = on_server(server, created["url"])  # with the token: to this server alone
     click.echo(_("submitted %(file)s for %(exercise)s: %(url)s")
                % {"file": file.name, "exercise": exercise, "url": page}, err=True)
     if not wait:
@@ -184,9 +185,9 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
             click.echo(line, err=True)
         shown = line.rsplit(" · ", 1)[0]
         time.sleep(POLL_SECONDS)
-        status = _call("GET", created["url"], http, params={"lang": lang}, headers=headers)
+        status = _call("GET", address, http, params={"lang": lang}, headers=headers)
     if status is created:  # sent before and graded since: the answer has no result in it
-        status = _call("GET", created["url"], http, params={"lang": lang}, headers=headers)
+        status = _call("GET", address, http, params={"lang": lang}, headers=headers)
     if live:
         click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
     click.echo(json.dumps(dict(status, page=page)) if as_json

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from werkzeug.serving import make_server
 
 from helpers import REFERENCE_Q
+from hpcgrade.service import Service
 from server import client
 from server.client import (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE,
                            login, submit)
@@ -119,6 +120,39 @@ def test_not_logged_in_and_bad_arguments_share_an_exit_status(portal, tmp_path, 
     assert CliRunner().invoke(submit, ["autograd-q", "/no/such/file.py"]).exit_code == NOT_LOGGED_IN
     wrong = CliRunner().invoke(login, ["--username", "ana", "--password", "wrong"])
     assert wrong.exit_code == NOT_LOGGED_IN and "wrong username or password" in wrong.stderr
+
+
+@pytest.fixture
+def another_host():
+    """A server standing for another host: its address, and the Authorization headers that
+    reached it."""
+    received = []
+
+    def site(environ, start_response):
+        received.append(environ.get("HTTP_AUTHORIZATION"))
+        start_response("404 Not Found", [("Content-Type", "application/json")])
+        return [b'{"error": "nothing here"}']
+    server = make_server("127.0.0.1", 0, site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_port}", received
+    server.shutdown()
+
+
+def test_the_token_goes_to_the_configured_server_whatever_host_an_answer_names(
+        portal, course, another_host, monkeypatch, tmp_path):
+    """The submission's address in the portal's answer names another host (the Host header a
+    proxy passed on, or an answer forged): its path is followed on the configured server."""
+    host, received = another_host
+    portal_app = course.wsgi_app
+    monkeypatch.setattr(course, "wsgi_app",
+                        lambda environ, start: portal_app({**environ, "HTTP_HOST": host}, start))
+    monkeypatch.setattr("server.api.enqueue", failed_at_once)  # the result is read once at once
+    named = json.loads(run_submit(tmp_path, REFERENCE_Q, "--no-wait", "--json").stdout)["url"]
+    assert named.startswith(f"http://{host}/api/v1/submissions/")
+    result = run_submit(tmp_path, REFERENCE_Q)
+    assert result.exit_code == NO_GRADE, result.output
+    assert Service().get(named)["status"] == "error"  # the client of Jupyter and `hpcgrade check`
+    assert received == []
 
 
 def test_an_unreachable_server_is_its_own_exit_status(tmp_path, monkeypatch):
