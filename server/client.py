@@ -68,16 +68,25 @@ def _server(option: str | None) -> str:
     return server.rstrip("/")
 
 
-def _token() -> str:
-    token = os.environ.get("HPCGRADE_TOKEN") or read_client_config().get("token")
+def _token() -> tuple[str, str]:
+    """The token, and what to do when the server no longer takes it (logging in again does not
+    help while HPCGRADE_TOKEN, which comes first, holds the old one)."""
+    if os.environ.get("HPCGRADE_TOKEN"):
+        return os.environ["HPCGRADE_TOKEN"], (
+            "The token in HPCGRADE_TOKEN is not valid (revoked, expired or mistyped): set a new "
+            "one, or unset it and run `hpcgrade login`")
+    token = read_client_config().get("token")
     if not token:
         raise click.UsageError("no token: run `hpcgrade login` (or set HPCGRADE_TOKEN)")
-    return token
+    return token, ("Your saved token is no longer valid (revoked or expired): run "
+                   "`hpcgrade login` again")
 
 
-def _call(method: str, url: str, http=requests, **kwargs) -> dict:
+def _call(method: str, url: str, http=requests, token_refused: str | None = None,
+          **kwargs) -> dict:
     """One API request; a refusal, an error or an unreachable server ends the command with its
-    message and its exit status."""
+    message and its exit status (a 401 with `token_refused`, what to do, after the server's
+    reason)."""
     try:
         reply = http.request(method, url, timeout=REQUEST_SECONDS, **kwargs)
     except requests.ConnectionError:
@@ -92,7 +101,7 @@ def _call(method: str, url: str, http=requests, **kwargs) -> dict:
         body = {"error": f"HTTP {reply.status_code} with no JSON body"}
     error = body.get("error") or f"HTTP {reply.status_code}"
     if reply.status_code == 401:
-        raise NotLoggedIn(error if "tokens" in url else f"{error} — run `hpcgrade login` again")
+        raise NotLoggedIn(f"{error}\n{token_refused}" if token_refused else error)
     if reply.status_code >= 500:
         raise Unreachable(error)
     if reply.status_code >= 400:
@@ -155,12 +164,14 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
     """Submit FILE (.py or .ipynb) for EXERCISE and wait for its grade; prints the address of
     the submission's page, and the result."""
     _ = translator(lang).gettext
-    headers = {"Authorization": f"Bearer {_token()}"}
+    token, token_refused = _token()
+    headers = {"Authorization": f"Bearer {token}"}
     server = _server(server)
     http = _retrying()
     with open(file, "rb") as f:
         # one key for this submission, on every retry: the server stores it once
-        created = _call("POST", f"{server}/api/v1/submissions", http, params={"lang": lang},
+        created = _call("POST", f"{server}/api/v1/submissions", http, token_refused,
+                        params={"lang": lang},
                         headers={**headers, "Idempotency-Key": str(uuid.uuid4())},
                         data={"exercise": exercise}, files={"file": (file.name, f)})
     page = f"{server}/submissions/{created['id']}"  # the web page, not the API's address
@@ -185,9 +196,9 @@ def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: i
             click.echo(line, err=True)
         shown = line.rsplit(" · ", 1)[0]
         time.sleep(POLL_SECONDS)
-        status = _call("GET", address, http, params={"lang": lang}, headers=headers)
+        status = _call("GET", address, http, token_refused, params={"lang": lang}, headers=headers)
     if status is created:  # sent before and graded since: the answer has no result in it
-        status = _call("GET", address, http, params={"lang": lang}, headers=headers)
+        status = _call("GET", address, http, token_refused, params={"lang": lang}, headers=headers)
     if live:
         click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
     click.echo(json.dumps(dict(status, page=page)) if as_json

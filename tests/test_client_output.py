@@ -8,6 +8,7 @@ import re
 import threading
 
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 from werkzeug.serving import make_server
 
@@ -16,7 +17,7 @@ from hpcgrade.service import Service
 from server import client
 from server.client import (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE,
                            login, submit)
-from server.models import Submission
+from server.models import ApiToken, Submission
 from server.summary import summary
 from worker.grading import claim, record
 
@@ -120,6 +121,25 @@ def test_not_logged_in_and_bad_arguments_share_an_exit_status(portal, tmp_path, 
     assert CliRunner().invoke(submit, ["autograd-q", "/no/such/file.py"]).exit_code == NOT_LOGGED_IN
     wrong = CliRunner().invoke(login, ["--username", "ana", "--password", "wrong"])
     assert wrong.exit_code == NOT_LOGGED_IN and "wrong username or password" in wrong.stderr
+
+
+@pytest.mark.parametrize("ended", [sa.delete(ApiToken), sa.update(ApiToken).values(
+    expires_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1))], ids=["revoked", "expired"])
+def test_a_saved_token_that_no_longer_works_says_to_log_in_again(portal, course, monkeypatch,
+                                                                 tmp_path, ended):
+    monkeypatch.delenv("HPCGRADE_TOKEN")
+    logged_in = CliRunner().invoke(login, ["--username", "ana", "--password", "long-password"])
+    assert logged_in.exit_code == 0, logged_in.output
+    with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
+        session.execute(ended)  # as a password change or the account's page does
+        session.commit()
+    result = run_submit(tmp_path, REFERENCE_Q)
+    assert result.exit_code == NOT_LOGGED_IN
+    assert ("Your saved token is no longer valid (revoked or expired): run `hpcgrade login` "
+            "again") in result.stderr
+    from_environment = run_submit(tmp_path, REFERENCE_Q, env={"HPCGRADE_TOKEN": "forged"})
+    assert from_environment.exit_code == NOT_LOGGED_IN
+    assert "The token in HPCGRADE_TOKEN" in from_environment.stderr  # logging in again won't do
 
 
 @pytest.fixture
