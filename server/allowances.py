@@ -1,8 +1,9 @@
 """Per-student exceptions: an extension of an exercise's deadline or extra attempts for one
-student (an allowance), and an instructor's score on a submission (an override), kept beside the
-automatic one. The rules that apply them live here too: `terms` for the deadline and attempts a
-student has, `lateness` for what a late submission loses, `Grade` for a student's grade on an
-exercise (and Submission.counted_score for a submission's score that counts)."""
+student (an allowance), a grade an instructor sets for the student on the exercise (SetGrade),
+and an instructor's adjustment of one submission's score (an override), kept beside the
+automatic one. The rules that apply the first live here too: `terms` for the deadline and
+attempts a student has, `lateness` for what a late submission loses (grades.Grade makes the
+grade of the scores)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -19,9 +20,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .auth import db, staff_required
-from .grades import DONE_RUN, penalised
+from .grades import DONE_RUN, maximum_points, penalised, student_grade
 from .i18n import points, when
-from .models import Allowance, Exercise, GradingRun, Submission, User, utcnow
+from .models import Allowance, Exercise, GradingRun, SetGrade, Submission, User, utcnow
 
 blueprint = Blueprint("allowances", __name__, url_prefix="/staff")
 MAX_EXTRA_ATTEMPTS = 100
@@ -29,8 +30,6 @@ COMMENT_LIMIT = 2000
 # what a datetime-local field sends (seconds when the browser adds them); a space for a browser
 # that shows a plain text field instead
 LOCAL_MOMENT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")
-# the moment of a score set by hand stored without one (written straight to the database)
-EARLIEST = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
 
 
 # --- the rules ----------------------------------------------------------------------------------
@@ -97,33 +96,6 @@ def reassess_lateness(session: Session, user_id: int, exercise: Exercise) -> Non
             submission.score = penalised(score, submission.penalty)
 
 
-@dataclass
-class Grade:
-    """A student's grade on an exercise, from their submissions added one by one in order.
-
-    The rule: if an instructor set a score by hand on any of the student's submissions of the
-    exercise, the one set last is the grade (so that a score set by hand can lower the grade: a
-    0 for plagiarism); otherwise the best automatic score (after its late penalty)."""
-
-    score: float | None = None
-    max_score: float | None = None
-    submission_id: int | None = None
-    set_by_hand: bool = False
-    set_at: dt.datetime = EARLIEST  # when the score set by hand that is the grade was set
-
-    def add(self, submission_id: int, score: float | None, max_score: float | None,
-            override_score: float | None, override_at: dt.datetime | None) -> None:
-        if override_score is not None:
-            at = override_at or EARLIEST
-            if not self.set_by_hand or at >= self.set_at:
-                self.score, self.max_score, self.submission_id = \
-                    override_score, max_score, submission_id
-                self.set_by_hand, self.set_at = True, at
-        elif not self.set_by_hand and score is not None \
-                and (self.score is None or score > self.score):
-            self.score, self.max_score, self.submission_id = score, max_score, submission_id
-
-
 # --- the pages ----------------------------------------------------------------------------------
 
 @blueprint.before_request
@@ -173,6 +145,8 @@ def _allowance_page(student: User, exercise: Exercise, status: int):
     return render_template(
         "staff/allowance.html", student=student, exercise=exercise, terms=granted,
         granter=granter, submissions=submissions, zone=current_app.config["TIMEZONE"],
+        grade=student_grade(db(), student.id, exercise.id),
+        max_points=maximum_points(db(), [exercise])[exercise.id],
         form=request.form if request.method == "POST" else {
             "deadline": _local_input(row.deadline) if row and row.deadline else "",
             "extra_attempts": row.extra_attempts if row else 0,
@@ -290,6 +264,50 @@ def remove_allowance(username: str, slug: str):
     return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
 
 
+@blueprint.post("/students/<username>/exercises/<slug>/grade")
+def set_grade(username: str, slug: str):
+    """The student's grade on the exercise, whatever they submit, with the reason they read."""
+    student, exercise = _student_and_exercise(username, slug)
+    out_of = maximum_points(db(), [exercise])[exercise.id]
+    errors = _scored_form_errors(out_of)
+    if errors:
+        for message in errors:
+            flash(message, "error")
+        return _allowance_page(student, exercise, 400)
+    try:
+        _store_set_grade(student, exercise)
+    except IntegrityError:  # another instructor set one at the same moment: this one replaces it
+        db().rollback()
+        _store_set_grade(student, exercise)
+    flash(_("The grade of %(name)s on this exercise is set by hand.", name=student.name), "info")
+    return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
+
+
+def _store_set_grade(student: User, exercise: Exercise) -> None:
+    row = db().scalar(select(SetGrade).where(SetGrade.user_id == student.id,
+                                             SetGrade.exercise_id == exercise.id)) \
+        or SetGrade(user_id=student.id, exercise_id=exercise.id)
+    row.score = _number(request.form["score"])
+    row.comment = request.form["comment"].strip()
+    row.set_by, row.set_at = g.user.id, utcnow()
+    db().add(row)
+    db().commit()
+
+
+@blueprint.post("/students/<username>/exercises/<slug>/grade/remove")
+def remove_set_grade(username: str, slug: str):
+    student, exercise = _student_and_exercise(username, slug)
+    removed = db().execute(delete(SetGrade).where(
+        SetGrade.user_id == student.id, SetGrade.exercise_id == exercise.id)).rowcount
+    if not removed:
+        flash(_("%(name)s has no grade set by hand on this exercise.", name=student.name), "error")
+    else:
+        db().commit()
+        flash(_("The grade of %(name)s on this exercise is their best submission's again.",
+                name=student.name), "info")
+    return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
+
+
 def _submission(submission_id: int) -> Submission:
     submission = db().get(Submission, submission_id)
     if submission is None:
@@ -313,18 +331,24 @@ def override(submission_id: int):
     submission.override_comment = request.form["comment"].strip()
     submission.override_by, submission.override_at = g.user.id, utcnow()
     db().commit()
-    flash(_("The score of submission #%(id)s is set by hand.", id=submission.id), "info")
+    flash(_("The score of submission #%(id)s is adjusted by hand.", id=submission.id), "info")
     return redirect(url_for("portal.submission", submission_id=submission_id), 303)
 
 
 def _override_errors(submission: Submission) -> list[str]:
     if submission.max_score is None:
         return [_("Only a graded submission can be given a score by hand.")]
+    return _scored_form_errors(submission.max_score)
+
+
+def _scored_form_errors(out_of: float | None) -> list[str]:
+    """What is wrong with a form's score (from 0 to `out_of`) and its comment for the student."""
     errors = []
     score = _number(request.form.get("score", ""))
-    if score is None or not 0 <= score <= submission.max_score:
-        errors.append(_("The score must be a number from 0 to %(max)s.",
-                        max=points(submission.max_score)))
+    if out_of is None:
+        errors.append(_("This exercise's points are not known yet: grade a submission first."))
+    elif score is None or not 0 <= score <= out_of:
+        errors.append(_("The score must be a number from 0 to %(max)s.", max=points(out_of)))
     comment = request.form.get("comment", "").strip()
     if not comment:
         errors.append(_("Write a comment that says why: the student reads it."))

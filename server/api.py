@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from .app import csrf
 from .auth import db
 from .catalogue import PUBLIC_FILES, current_info
+from .grades import Grade
 from .models import ApiToken, Exercise, User, utcnow
 from .queue import enqueue
 from .results import exercise_rows, may_see, submission_state
@@ -103,9 +104,18 @@ def exercises():
     return jsonify(exercises=[{
         "slug": r["exercise"].slug, "title": {"en": r["exercise"].title_en, "es": r["exercise"].title_es},
         "deadline": r["deadline"].isoformat() if r["deadline"] else None,
-        "deadline_policy": r["exercise"].deadline_policy, "best_score": r["best"],
+        "deadline_policy": r["exercise"].deadline_policy, "best_score": r["grade"].score,
+        "grade": _grade_dict(r["grade"]),
         "attempts_used": r["attempts_used"], "attempts_left": r["attempts_left"]}
         for r in exercise_rows(db(), _api_user())])
+
+
+def _grade_dict(grade: Grade) -> dict:
+    """The grade and why: the submission it comes from, or the grade an instructor set."""
+    set_grade = grade.set_grade
+    return {"score": grade.score, "submission_id": grade.submission_id,
+            "set_by_instructor": None if set_grade is None else {
+                "comment": set_grade.comment, "at": set_grade.set_at.isoformat()}}
 
 
 @blueprint.get("/exercises/<slug>/files")

@@ -1,5 +1,5 @@
-"""The course as instructors see it: every student's grade per exercise (allowances.Grade: the
-best score, unless an instructor set one by hand), what each exercise is out of, and which
+"""The course as instructors see it: every student's grade per exercise (grades.Grade: the
+best score, unless an instructor set the grade), what each exercise is out of, and which
 diagnostics the students hit, as plain data for the staff pages and the grade export."""
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ from sqlalchemy.orm import Session
 
 from worker.harness.report import LOAD_ERROR
 
-from .allowances import Grade
-from .catalogue import current_info
-from .grades import DONE_RUN
-from .models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Role, Submission,
-                     SubmissionStatus, User)
+from .grades import DONE_RUN, Grade, maximum_points
+from .models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Role, SetGrade,
+                     Submission, SubmissionStatus, User)
 from .results import WAITING
 from .submissions import COUNTS_AS_ATTEMPT
 
@@ -32,8 +30,7 @@ MAY_HAVE_LOAD_ERROR = cast(GradingRun.notes, Text).contains(f'"{LOAD_ERROR}"')
 
 @dataclass
 class Standing:
-    """One student on one exercise: their grade (`best`, named for the usual case: see
-    allowances.Grade for when an instructor's score is the grade instead)."""
+    """One student on one exercise: their grade (grades.Grade) and their latest submission."""
 
     attempts: int = 0  # as the student's limit counts them (not the submissions staff stopped)
     grade: Grade = field(default_factory=Grade)
@@ -42,12 +39,8 @@ class Standing:
     latest_at: dt.datetime | None = None
 
     @property
-    def best(self) -> float | None:
+    def score(self) -> float | None:
         return self.grade.score
-
-    @property
-    def best_id(self) -> int | None:
-        return self.grade.submission_id
 
     @property
     def max_score(self) -> float | None:
@@ -81,9 +74,8 @@ def exercises(session: Session) -> list[Exercise]:
 def standings(session: Session, exercise_id: int | None = None) -> dict[tuple[int, int], Standing]:
     """(user id, exercise id) → the student's standing; one pass over the submissions."""
     query = select(Submission.id, Submission.user_id, Submission.exercise_id, Submission.status,
-                   Submission.score, Submission.max_score, Submission.override_score,
-                   Submission.override_at, Submission.submitted_at,
-                   COUNTS_AS_ATTEMPT.label("counts")) \
+                   Submission.counted_score, Submission.max_score, Submission.override_score,
+                   Submission.submitted_at, COUNTS_AS_ATTEMPT.label("counts")) \
         .join(User, Submission.user_id == User.id).where(STUDENT).order_by(Submission.id)
     if exercise_id is not None:
         query = query.where(Submission.exercise_id == exercise_id)
@@ -93,7 +85,16 @@ def standings(session: Session, exercise_id: int | None = None) -> dict[tuple[in
         standing.attempts += bool(row.counts)
         standing.latest_id, standing.latest_status, standing.latest_at = \
             row.id, row.status, row.submitted_at
-        standing.grade.add(row.id, row.score, row.max_score, row.override_score, row.override_at)
+        standing.grade.add(row.id, row.counted_score, row.max_score,
+                           row.override_score is not None)
+    set_by_hand = select(SetGrade).join(User, SetGrade.user_id == User.id).where(STUDENT)
+    if exercise_id is not None:
+        set_by_hand = set_by_hand.where(SetGrade.exercise_id == exercise_id)
+    rows = session.scalars(set_by_hand).all()
+    maxima = maximum_points(session, list({row.exercise_id: session.get(Exercise, row.exercise_id)
+                                           for row in rows}.values()))
+    for row in rows:  # a student with no submission may have a grade set too
+        table[(row.user_id, row.exercise_id)].grade.set_by(row, maxima[row.exercise_id])
     return dict(table)
 
 
@@ -148,20 +149,6 @@ def diagnostic_counts(session: Session, exercise_id: int | None = None
     return dict(counts)
 
 
-def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | None]:
-    """exercise id → what the exercise is out of: its checks' points added up, or, where the
-    catalogue cannot tell (its folder broken, points not written as numbers), the largest
-    maximum any of its submissions was graded out of (None before any was graded)."""
-    known = {exercise.id: info.max_points if (info := current_info(exercise.slug)) else None
-             for exercise in of}
-    unknown = [exercise_id for exercise_id, points in known.items() if points is None]
-    if unknown:
-        known.update(session.execute(
-            select(Submission.exercise_id, func.max(Submission.max_score))
-            .where(Submission.exercise_id.in_(unknown)).group_by(Submission.exercise_id)).all())
-    return known
-
-
 def summaries(session: Session) -> list[ExerciseSummary]:
     table = standings(session)
     codes = diagnostic_counts(session)
@@ -174,7 +161,7 @@ def summaries(session: Session) -> list[ExerciseSummary]:
     maxima = maximum_points(session, active)
     for exercise in active:
         mine = [s for (_, exercise_id), s in table.items() if exercise_id == exercise.id]
-        bests = [s.best for s in mine if s.best is not None]
+        bests = [s.score for s in mine if s.score is not None]
         out_of = maxima[exercise.id]
         result.append(ExerciseSummary(
             exercise=exercise, max_points=out_of, submissions=sum(s.attempts for s in mine),
@@ -202,7 +189,7 @@ class Column:
 class GradebookRow:
     student: User
     cells: list[Standing | None]  # in the order of the columns; None: nothing submitted
-    total: float  # the best scores added up
+    total: float  # the grades added up
     out_of: float  # the columns' maximum points added up
 
     @property
@@ -212,7 +199,7 @@ class GradebookRow:
     @property
     def missing(self) -> bool:
         """Some exercise has no score yet (nothing submitted, or nothing graded)."""
-        return any(cell is None or cell.best is None for cell in self.cells)
+        return any(cell is None or cell.score is None for cell in self.cells)
 
 
 def gradebook(session: Session) -> tuple[list[Column], list[GradebookRow]]:
@@ -225,7 +212,7 @@ def gradebook(session: Session) -> tuple[list[Column], list[GradebookRow]]:
     rows = []
     for student in students(session):
         cells = [table.get((student.id, column.exercise.id)) for column in columns]
-        rows.append(GradebookRow(student, cells, sum(c.best for c in cells if c and c.best),
+        rows.append(GradebookRow(student, cells, sum(c.score for c in cells if c and c.score),
                                  out_of))
     return columns, rows
 

@@ -1,10 +1,16 @@
-"""How a grading run becomes a submission's grade: the late penalty, the run a result comes from,
-and the statuses of a regrade's preview runs. Shared by the portal and the workers."""
+"""How a grading run becomes a submission's score (the late penalty, the run a result comes
+from, the statuses of a regrade's preview runs), and how scores become a student's grade on an
+exercise. Shared by the portal and the workers."""
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from dataclasses import dataclass
 
-from .models import GradingRun, Submission, SubmissionStatus
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .catalogue import current_info
+
+from .models import Exercise, GradingRun, SetGrade, Submission, SubmissionStatus
 
 # the id of a submission's latest finished run, the one its grade and its result page come from
 # (in a query of submissions; None while it has none). Tied to the query's submission only, so
@@ -30,3 +36,75 @@ def take(run: GradingRun) -> None:
 def penalised(run_score: float, penalty: float) -> float:
     """A run's score as its submission's grade: less the late penalty (the fraction lost)."""
     return run_score * (1 - penalty)
+
+
+@dataclass
+class Grade:
+    """A student's grade on an exercise, from their submissions added one by one.
+
+    The rule: a grade an instructor set for the student on the exercise (`SetGrade`) is the
+    grade, whatever they submit, until it is removed; otherwise the best score of their
+    submissions, each counted as an instructor adjusted it, if one did, else as graded (after
+    its late penalty). The best submission is followed either way, for the pages' "your best"."""
+
+    best: float | None = None
+    best_id: int | None = None
+    max_score: float | None = None
+    best_adjusted: bool = False  # the best submission's score is an instructor's adjustment
+    set_grade: SetGrade | None = None
+
+    def add(self, submission_id: int, counted_score: float | None, max_score: float | None,
+            adjusted: bool) -> None:
+        if counted_score is not None and (self.best is None or counted_score > self.best):
+            self.best, self.best_id, self.best_adjusted = counted_score, submission_id, adjusted
+            self.max_score = max_score
+
+    def set_by(self, row: SetGrade | None, max_points: float | None) -> None:
+        """The grade an instructor set (when there is one); it is out of what the exercise is."""
+        if row is not None:
+            self.set_grade = row
+            self.max_score = self.max_score if max_points is None else max_points
+
+    @property
+    def set_by_hand(self) -> bool:
+        return self.set_grade is not None
+
+    @property
+    def score(self) -> float | None:
+        return self.set_grade.score if self.set_grade is not None else self.best
+
+    @property
+    def submission_id(self) -> int | None:
+        """The submission whose score is the grade: none when an instructor set the grade."""
+        return None if self.set_grade is not None else self.best_id
+
+
+def student_grade(session: Session, user_id: int, exercise_id: int) -> Grade:
+    """One student's grade on one exercise."""
+    grade = Grade()
+    for row in session.execute(
+            select(Submission.id, Submission.counted_score, Submission.max_score,
+                   Submission.override_score)
+            .where(Submission.user_id == user_id, Submission.exercise_id == exercise_id)
+            .order_by(Submission.id)):
+        grade.add(row.id, row.counted_score, row.max_score, row.override_score is not None)
+    set_grade = session.scalar(select(SetGrade).where(SetGrade.user_id == user_id,
+                                                      SetGrade.exercise_id == exercise_id))
+    if set_grade is not None:
+        exercise = session.get(Exercise, exercise_id)
+        grade.set_by(set_grade, maximum_points(session, [exercise])[exercise_id])
+    return grade
+
+
+def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | None]:
+    """exercise id → what the exercise is out of: its checks' points added up, or, where the
+    catalogue cannot tell (its folder broken, points not written as numbers), the largest
+    maximum any of its submissions was graded out of (None before any was graded)."""
+    known = {exercise.id: info.max_points if (info := current_info(exercise.slug)) else None
+             for exercise in of}
+    unknown = [exercise_id for exercise_id, points in known.items() if points is None]
+    if unknown:
+        known.update(session.execute(
+            select(Submission.exercise_id, func.max(Submission.max_score))
+            .where(Submission.exercise_id.in_(unknown)).group_by(Submission.exercise_id)).all())
+    return known

@@ -108,7 +108,9 @@ class Submission(Base):
     # runs up to this attempt number do not count toward the retry limit (a staff regrade)
     retry_from: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
-    # an instructor's score, kept beside the automatic one (which regrades go on updating)
+    # an instructor's adjustment of this submission's score (partial credit, a deduction), kept
+    # beside the automatic one (which regrades go on updating); the submission then competes
+    # with the student's others as any does
     override_score: Mapped[float | None] = mapped_column(Float)
     override_comment: Mapped[str | None] = mapped_column(Text)
     override_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
@@ -122,8 +124,8 @@ class Submission(Base):
 
     @hybrid_property
     def counted_score(self) -> float | None:
-        """The submission's score that counts: an instructor's where one was set, else the
-        automatic one (after any late penalty). In SQL too: `Submission.counted_score`."""
+        """The submission's score that counts: an instructor's adjustment where one was made,
+        else the automatic one (after any late penalty). In SQL too: `Submission.counted_score`."""
         return self.override_score if self.override_score is not None else self.score
 
     @counted_score.inplace.expression
@@ -146,6 +148,24 @@ class Allowance(Base):
     comment: Mapped[str] = mapped_column(Text, default="", server_default="")
     granted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     granted_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class SetGrade(Base):
+    """A grade an instructor set for one student on one exercise (a 0 for plagiarism, a grade
+    agreed in person): the student's grade there until removed, whatever they submit."""
+
+    __tablename__ = "set_grades"
+    __table_args__ = (UniqueConstraint("user_id", "exercise_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"))
+    score: Mapped[float] = mapped_column(Float)
+    comment: Mapped[str] = mapped_column(Text)  # why: the student reads it
+    set_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    set_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    setter: Mapped[User | None] = relationship(foreign_keys=[set_by])
 
 
 class Regrade(Base):

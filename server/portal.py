@@ -9,10 +9,12 @@ from flask import (Blueprint, abort, current_app, flash, g, jsonify, redirect, r
 from flask_babel import gettext as _
 from markdown.extensions.tables import TableExtension
 from sqlalchemy import select
+from sqlalchemy.orm import defer
 
 from .auth import db, login_required
 from .catalogue import PUBLIC_FILES, default_root
-from .course import maximum_points, run_rows
+from .course import run_rows
+from .grades import maximum_points, student_grade
 from .i18n import LANGS, request_language, when
 from .models import Exercise, Submission, utcnow
 from .queue import enqueue
@@ -175,7 +177,16 @@ def submission(submission_id: int):
     result = submission_dict(db(), submission_state(db(), row.id), g.lang)
     return render_template("portal/submission.html", submission=row, result=result,
                            view=page_view(row, result), waiting=row.status in WAITING,
-                           runs=run_rows(row) if g.user.is_staff else [])
+                           grade=student_grade(db(), row.user_id, row.exercise_id),
+                           runs=run_rows(row) if g.user.is_staff else [],
+                           later=_later_submissions(row) if g.user.is_staff else [])
+
+
+def _later_submissions(row: Submission) -> list[Submission]:
+    """For staff adjusting a score: what the student sent to the exercise after this one."""
+    return list(db().scalars(select(Submission).where(
+        Submission.user_id == row.user_id, Submission.exercise_id == row.exercise_id,
+        Submission.id > row.id).order_by(Submission.id).options(defer(Submission.code))))
 
 
 @blueprint.route("/submissions/<int:submission_id>/status")

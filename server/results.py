@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session, selectinload
 
 from worker.harness.submission import Unreadable, read
 
-from .allowances import Grade, allowances_of, terms
-from .grades import DONE_RUN
-from .models import CheckResult, Exercise, GradingRun, Submission, SubmissionStatus, User
+from .allowances import allowances_of, terms
+from .grades import DONE_RUN, Grade
+from .models import (CheckResult, Exercise, GradingRun, SetGrade, Submission, SubmissionStatus,
+                     User)
 from .queue import place
 from .submissions import COUNTS_AS_ATTEMPT, shown_name, where
 
@@ -143,27 +144,28 @@ def _localised(note: dict, lang: str) -> dict:
 
 
 def exercise_rows(session: Session, user: User) -> list[dict]:
-    """Active exercises in course order with the user's grade (`best`: see allowances.Grade),
-    attempts used and left, and the deadline and attempt limit the user has: the exercise's,
-    with their allowance."""
+    """Active exercises in course order with the user's grade (grades.Grade), attempts used and
+    left, and the deadline and attempt limit the user has: the exercise's, with their
+    allowance."""
     grades: dict[int, Grade] = defaultdict(Grade)
     used: dict[int, int] = defaultdict(int)
     for row in session.execute(
-            select(Submission.exercise_id, Submission.id, Submission.score, Submission.max_score,
-                   Submission.override_score, Submission.override_at,
+            select(Submission.exercise_id, Submission.id, Submission.counted_score,
+                   Submission.max_score, Submission.override_score,
                    COUNTS_AS_ATTEMPT.label("counts"))
             .where(Submission.user_id == user.id).order_by(Submission.id)):
-        grades[row.exercise_id].add(row.id, row.score, row.max_score, row.override_score,
-                                    row.override_at)
+        grades[row.exercise_id].add(row.id, row.counted_score, row.max_score,
+                                    row.override_score is not None)
         used[row.exercise_id] += bool(row.counts)
+    for row in session.scalars(select(SetGrade).where(SetGrade.user_id == user.id)):
+        grades[row.exercise_id].set_by(row, None)  # the pages show it out of the exercise's points
     granted = allowances_of(session, user.id)
     rows = []
     for exercise in session.scalars(select(Exercise).where(Exercise.active)
                                     .order_by(Exercise.position, Exercise.slug)):
         mine = terms(exercise, granted.get(exercise.id))
         rows.append({"exercise": exercise, "deadline": mine.deadline,
-                     "best": grades[exercise.id].score,
-                     "set_by_hand": grades[exercise.id].set_by_hand,
+                     "grade": grades[exercise.id],
                      "attempts_used": used[exercise.id],
                      "max_attempts": mine.max_attempts,
                      "attempts_left": mine.attempts_left(used[exercise.id])})

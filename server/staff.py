@@ -16,8 +16,8 @@ from sqlalchemy import select
 from . import charts
 from .auth import db, staff_required
 from .course import (LatestSubmission, Standing, diagnosed_submissions, diagnostic_counts,
-                     gradebook, latest_submissions, maximum_points, standings, students,
-                     summaries)
+                     gradebook, latest_submissions, standings, students, summaries)
+from .grades import maximum_points
 from .listing import Listing, arrange, by_name, by_username, requested_listing
 from .models import Exercise, Submission, User, utcnow
 from .queue import cancel_grading
@@ -61,7 +61,7 @@ def exercise(slug: str):
     everyone = [(student, table.get((student.id, row.id))) for student in students(db())]
     listing, shown = _arranged_standings(everyone, out_of)
     diagnostics = diagnostic_counts(db(), row.id).get(row.id, [])
-    bests = [s.best for s in table.values() if s.best is not None]
+    bests = [s.score for s in table.values() if s.score is not None]
     return render_template(
         "staff/exercise.html", exercise=row, now=utcnow(), max_points=out_of, rows=shown,
         student_count=len(everyone), listing=listing,
@@ -78,10 +78,10 @@ def _arranged_standings(everyone: list[tuple[User, Standing | None]], out_of: fl
                         ) -> tuple[Listing, list[tuple[User, Standing | None]]]:
     """An exercise's students, searched, filtered and sorted as the query string asks."""
     filters = {"missing": lambda r: r[1] is None,
-               "below": lambda r: _below_half(r[1] and r[1].best, out_of)}
+               "below": lambda r: _below_half(r[1] and r[1].score, out_of)}
     keys = {"name": lambda r: by_name(r[0]), "username": lambda r: by_username(r[0]),
             "attempts": lambda r: r[1].attempts if r[1] else 0,
-            "best": lambda r: r[1] and r[1].best, "latest": lambda r: r[1] and r[1].latest_at}
+            "best": lambda r: r[1] and r[1].score, "latest": lambda r: r[1] and r[1].latest_at}
     listing = requested_listing(keys, filters)
     return listing, arrange(everyone, listing, lambda r: r[0], keys, filters)
 
@@ -158,7 +158,7 @@ def grades():
                "below": lambda r: r.percent is not None and r.percent < 50}
     keys = {"name": lambda r: by_name(r.student), "username": lambda r: by_username(r.student),
             "total": lambda r: r.total,
-            **{EXERCISE_SORT + column.exercise.slug: _best_in(i)
+            **{EXERCISE_SORT + column.exercise.slug: _grade_in(i)
                for i, column in enumerate(columns)}}
     listing = requested_listing(keys, filters)
     return render_template(
@@ -168,8 +168,8 @@ def grades():
         filters={"missing": _("Missing an exercise"), "below": _("Below half the points")})
 
 
-def _best_in(index: int):
-    return lambda row: row.cells[index] and row.cells[index].best
+def _grade_in(index: int):
+    return lambda row: row.cells[index] and row.cells[index].score
 
 
 @blueprint.route("/grades.csv")
@@ -197,7 +197,7 @@ def _grades_rows(dialect: Dialect) -> list[list[str]]:
         ["", "max_points", "", *(dialect.number(column.max_points) for column in columns),
          dialect.number(out_of), "100"],
         *([cell(row.student.username), cell(row.student.name), cell(row.student.email),
-           *(dialect.number(item and item.best) for item in row.cells),
+           *(dialect.number(item and item.score) for item in row.cells),
            dialect.number(row.total), dialect.number(row.percent, places=1)] for row in rows)]
 
 

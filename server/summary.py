@@ -63,12 +63,12 @@ class _Text:
             [self._("line %(num)s") % {"num": line}] if line else []))
 
     def score(self, report: dict) -> str:
-        """The score that counts: the API's counted_score (an instructor's, where one was set);
-        the harness's own report has only its score."""
+        """The score that counts: the API's counted_score (an instructor's adjustment, where one
+        was made); the harness's own report has only its score."""
         counted = report.get("counted_score", report["score"])
         line = f"{report['exercise']} — {self.path}: {counted:g} / {report['max_score']:g}"
         if report.get("override"):
-            line += f" ({self._('set by an instructor')})"
+            line += f" ({self._('adjusted by an instructor')})"
         if report.get("penalty"):
             line += " (" + self.catalogue.ngettext(
                 "%(num)s day late: −%(percent)s%%", "%(num)s days late: −%(percent)s%%",

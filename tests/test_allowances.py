@@ -103,7 +103,7 @@ def test_only_staff_get_in(staffed):
         assert student.post(path, data={"csrf_token": token, "extra_attempts": "5",
                                         "score": "10", "comment": "mine"}).status_code == 403
     assert allowances(staffed) == [] and latest(staffed, "bea").override_score is None
-    assert "Set the score by hand" not in student.get(f"/submissions/{graded(staffed, 'ana', 5)}").text
+    assert "Adjust this submission" not in student.get(f"/submissions/{graded(staffed, 'ana', 5)}").text
     assert staffed.test_client().get(PAGE.format("ana")).headers["Location"].startswith("/login")
 
 
@@ -174,7 +174,7 @@ def test_a_score_set_by_hand_is_shown_and_counts(staffed):
     assert api.get(f"/api/v1/submissions/{submission_id}", headers=bearer).json["override"] is None
 
     prof, token = logged_in(staffed, "prof")
-    assert "Set the score by hand" in prof.get(f"/submissions/{submission_id}").text
+    assert "Adjust this submission" in prof.get(f"/submissions/{submission_id}").text
     sent = prof.post(f"/staff/submissions/{submission_id}/override", data={
         "csrf_token": token, "score": "8.5", "comment": "The report explains the sign."})
     assert sent.status_code == 303
@@ -185,15 +185,15 @@ def test_a_score_set_by_hand_is_shown_and_counts(staffed):
 
     ana, _ = logged_in(staffed, "ana")
     page = ana.get(f"/submissions/{submission_id}").text
-    assert "Score set by the instructors" in page and "8.5 / 10" in page
+    assert "Score adjusted by the instructors" in page and "8.5 / 10" in page
     assert "automatic score: 4 / 10" in page and "The report explains the sign." in page
-    assert "Pilar" not in page and "Set the score by hand" not in page
-    assert "Nota puesta por el profesorado" in ana.get(f"/submissions/{submission_id}?lang=es").text
+    assert "Pilar" not in page and "Adjust this submission" not in page
+    assert "Nota ajustada por el profesorado" in ana.get(f"/submissions/{submission_id}?lang=es").text
     assert "Pilar" in prof.get(f"/submissions/{submission_id}").text
     override = api.get(f"/api/v1/submissions/{submission_id}", headers=bearer).json["override"]
     assert override["score"] == 8.5 and override["comment"] == "The report explains the sign."
     assert dt.datetime.fromisoformat(override["at"]) == stored.override_at
-    assert rows_of(staffed, "ana")["best"] == 8.5
+    assert rows_of(staffed, "ana")["grade"].score == 8.5
     assert grade_of(prof, "ana") == "8.5" and grade_of(prof, "bea") == "10"
     assert re.search(rf'/submissions/{submission_id}"[^<]*>8\.5\b', prof.get("/staff/grades").text)
 
@@ -324,14 +324,14 @@ def test_an_extension_lifts_the_penalty_of_work_already_graded_and_its_removal_r
     assert (stored.late_days, stored.penalty, stored.score) == (0, 0, 8)
     answer = api.get(f"/api/v1/submissions/{submission_id}", headers=ana).json
     assert (answer["score"], answer["late_days"], answer["penalty"]) == (8, 0, 0)
-    assert rows_of(staffed, "ana")["best"] == 8
+    assert rows_of(staffed, "ana")["grade"].score == 8
 
     assert prof.post(PAGE.format("ana") + "/remove", data={"csrf_token": token}
                      ).status_code == 303
     stored = latest(staffed, "ana")
     assert (stored.late_days, stored.penalty, stored.score) == (2, pytest.approx(0.2), 6.4)
     assert api.get(f"/api/v1/submissions/{submission_id}", headers=ana).json["score"] == 6.4
-    assert rows_of(staffed, "ana")["best"] == 6.4
+    assert rows_of(staffed, "ana")["grade"].score == 6.4
 
 
 def test_a_grant_that_races_another_becomes_a_change_of_it(staffed, monkeypatch):
@@ -360,31 +360,100 @@ def override(client, token, submission_id, score, comment="why"):
         "csrf_token": token, "score": score, "comment": comment}).status_code == 303
 
 
-def test_a_score_set_by_hand_is_the_grade_even_when_lower_and_the_last_set_counts(staffed):
-    first, second = graded(staffed, "ana", 9), graded(staffed, "ana", 4)
+def test_an_adjusted_score_competes_with_the_later_submissions(staffed):
+    """Partial credit by hand on an early submission no longer freezes the grade: a later
+    correct file is the best, on every page and in the CSV."""
+    early = graded(staffed, "ana", 1)
     prof, token = logged_in(staffed, "prof")
-    override(prof, token, first, "0", "Copied from another student.")
-    assert rows_of(staffed, "ana")["best"] == 0 and grade_of(prof, "ana") == "0"
-    override(prof, token, second, "5")
-    assert rows_of(staffed, "ana")["best"] == 5 and grade_of(prof, "ana") == "5"
-    prof.post(f"/staff/submissions/{second}/override/remove", data={"csrf_token": token})
-    assert rows_of(staffed, "ana")["best"] == 0
-    prof.post(f"/staff/submissions/{first}/override/remove", data={"csrf_token": token})
-    assert rows_of(staffed, "ana")["best"] == 9 and grade_of(prof, "ana") == "9"
-    assert "the one set last counts" in prof.get(f"/submissions/{first}").text
+    override(prof, token, early, "2.5", "Partial credit: the shapes are right.")
+    assert rows_of(staffed, "ana")["grade"].score == 2.5 and grade_of(prof, "ana") == "2.5"
+    correct = graded(staffed, "ana", 10)
+    grade = rows_of(staffed, "ana")["grade"]
+    assert (grade.score, grade.submission_id, grade.set_by_hand) == (10, correct, False)
+    assert grade_of(prof, "ana") == "10"
+    assert re.search(rf'/submissions/{correct}">10</a>', prof.get("/staff/grades").text)
+    ana, _ = logged_in(staffed, "ana")
+    page = ana.get("/exercises/autograd-q").text
+    assert re.search(rf'10 / 10\s*<small class="muted under">your best: <a href="/submissions/{correct}">#{correct}</a>', page)
+    assert "This is the best submission: its score is the grade" in ana.get(f"/submissions/{correct}").text
+    assert re.search(rf"The grade on this exercise is the best submission's: <a href=\"/submissions/{correct}\">#{correct}</a>, 10 / 10",
+                     ana.get(f"/submissions/{early}").text)
+    # a deduction on the best one lowers it below another: that other is then the best
+    override(prof, token, correct, "2", "Copied the loop from the statement's example.")
+    assert rows_of(staffed, "ana")["grade"].submission_id == early and grade_of(prof, "ana") == "2.5"
+
+
+def set_grade(client, token, username, score, comment="Agreed in person."):
+    return client.post(PAGE.format(username) + "/grade", data={
+        "csrf_token": token, "score": score, "comment": comment})
+
+
+def test_a_grade_set_by_hand_holds_whatever_is_submitted_until_removed(staffed):
+    first = graded(staffed, "ana", 9)
+    prof, token = logged_in(staffed, "prof")
+    assert set_grade(prof, token, "ana", "0", "Copied from another student.").status_code == 303
+    later = graded(staffed, "ana", 10)
+    grade = rows_of(staffed, "ana")["grade"]
+    assert (grade.score, grade.submission_id, grade.best_id) == (0, None, later)
+    assert grade.set_grade.set_by == prof_id(staffed)
+    assert grade_of(prof, "ana") == "0"
+    gradebook = prof.get("/staff/grades").text
+    assert re.search(r'/staff/students/ana/exercises/autograd-q">0</a> <span class="by-hand" '
+                     r'title="set by an instructor"', gradebook)
+
+    ana, _ = logged_in(staffed, "ana")
+    page = ana.get("/exercises/autograd-q").text
+    assert "Your grade is set by your instructor" in page and "Copied from another student." in page
+    assert re.search(r'0 / 10\s*<span class="by-hand" title="set by an instructor"', page)
+    assert "This submission does not change the grade: an instructor set the grade on this " \
+           "exercise (0 / 10)" in ana.get(f"/submissions/{later}").text
+    assert re.search(r'0 / 10\s*<span class="by-hand"', ana.get("/").text)
+    exercises = staffed.test_client().get("/api/v1/exercises", headers=bearer(staffed, "ana")).json
+    (listed,) = [e for e in exercises["exercises"] if e["slug"] == "autograd-q"]
+    assert listed["best_score"] == 0 and listed["grade"]["submission_id"] is None
+    assert listed["grade"]["set_by_instructor"]["comment"] == "Copied from another student."
+    assert "Tu nota la ha puesto tu profesorado" in ana.get("/exercises/autograd-q?lang=es").text
+
+    staff_page = prof.get(PAGE.format("ana")).text
+    assert "set by Pilar" in staff_page and f"best submission's: <a href=\"/submissions/{later}\">" in staff_page
+    assert set_grade(prof, token, "ana", "11").status_code == 400  # out of 10
+    assert set_grade(prof, token, "ana", "5", " ").status_code == 400  # no reason given
+    assert rows_of(staffed, "ana")["grade"].score == 0
+    assert prof.post(PAGE.format("ana") + "/grade/remove",
+                     data={"csrf_token": token}).status_code == 303
+    grade = rows_of(staffed, "ana")["grade"]
+    assert (grade.score, grade.submission_id, grade.set_by_hand) == (10, later, False)
+    assert first != later and grade_of(prof, "ana") == "10"
+
+
+def test_a_grade_set_for_a_student_who_never_submitted_counts(staffed):
+    prof, token = logged_in(staffed, "prof")
+    assert set_grade(prof, token, "ana", "6", "Done on paper in the lab.").status_code == 303
+    assert grade_of(prof, "ana") == "6"
+    assert rows_of(staffed, "ana")["grade"].score == 6
+
+
+def test_the_staff_page_of_a_submission_lists_the_later_ones(staffed):
+    first, second, third = (graded(staffed, "ana", score) for score in (3, 5, 7))
+    prof, _ = logged_in(staffed, "prof")
+    page = prof.get(f"/submissions/{first}").text
+    assert f'href="/submissions/{second}">#{second}' in page and f'href="/submissions/{third}">#{third}' in page
+    assert "None: this is the latest." in prof.get(f"/submissions/{third}").text
+    ana, _ = logged_in(staffed, "ana")
+    assert "Later submissions" not in ana.get(f"/submissions/{first}").text
 
 
 def test_every_page_shows_the_score_that_counts_marked_when_set_by_hand(staffed):
     submission_id = graded(staffed, "ana", 4)
     prof, token = logged_in(staffed, "prof")
     override(prof, token, submission_id, "7.5", "The report explains it.")
-    marked = re.compile(r"7\.5 / 10\s*<span class=\"by-hand\" title=\"set by an instructor\"")
+    marked = re.compile(r"7\.5 / 10\s*<span class=\"by-hand\" title=\"adjusted by an instructor\"")
     ana, _ = logged_in(staffed, "ana")
     for path in (f"/submissions/{submission_id}", "/submissions", "/exercises/autograd-q", "/"):
         assert marked.search(ana.get(path).text), path
     assert re.search(r'<strong class="score">7\.5 / 10', ana.get(f"/submissions/{submission_id}").text)
     spanish = ana.get("/submissions?lang=es").text
-    assert "7,5 / 10" in spanish and "puesta por el profesorado" in spanish
+    assert "7,5 / 10" in spanish and "ajustada por el profesorado" in spanish
     assert "7,5 / 10" in ana.get(f"/submissions/{submission_id}?lang=es").text
     poll = ana.get(f"/submissions/{submission_id}/status").json
     assert (poll["score"], poll["counted_score"]) == (4, 7.5)
@@ -392,14 +461,14 @@ def test_every_page_shows_the_score_that_counts_marked_when_set_by_hand(staffed)
                                        headers=bearer(staffed, "ana")).json
     assert (answer["score"], answer["counted_score"]) == (4, 7.5)
     first_line = summary("work.py", answer).splitlines()[0]
-    assert "7.5 / 10" in first_line and "set by an instructor" in first_line
-    assert "puesta por el profesorado" in summary("work.py", answer, lang="es")
+    assert "7.5 / 10" in first_line and "adjusted by an instructor" in first_line
+    assert "ajustada por el profesorado" in summary("work.py", answer, lang="es")
 
     page = prof.get(PAGE.format("ana")).text
     assert marked.search(page) and re.search(r"<td>4 / 10</td>", page)  # and the automatic one
     gradebook = prof.get("/staff/grades").text
     assert re.search(rf'/submissions/{submission_id}">7\.5</a> <span class="by-hand" '
-                     r'title="set by an instructor"', gradebook)
+                     r'title="adjusted by an instructor"', gradebook)
     assert ">7,5</a>" in prof.get("/staff/grades?lang=es").text
 
 

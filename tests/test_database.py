@@ -123,3 +123,46 @@ def test_models_and_migrations_agree(database_url):
     with engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
     engine.dispose()
+
+
+def test_the_migration_of_grades_set_by_hand_changes_no_grade(empty_database_url):
+    """Before 0007 the score set by hand last on any submission was the grade; after it the best
+    counts, adjusted or not, unless a grade is set: where the rules differ, the score set last
+    becomes the grade set by hand, so that every grade shown stays what it was."""
+    import datetime as dt
+    from sqlalchemy.orm import Session
+    from server.course import standings
+    from server.models import Exercise, SetGrade, Submission
+    migrate.upgrade(empty_database_url, "0006")
+    engine = sa.create_engine(empty_database_url)
+    noon = dt.datetime(2026, 11, 20, 12, tzinfo=dt.timezone.utc)
+    hour = dt.timedelta(hours=1)
+    with engine.begin() as connection:
+        users = {name: connection.execute(sa.insert(User.__table__).values(
+            username=name, name=name.title(), email=f"{name}@uni.es", password_hash="x")
+            .returning(User.__table__.c.id)).scalar_one()
+            for name in ("ana", "bea", "carl", "dan", "eva")}
+        exercise = connection.execute(sa.insert(Exercise.__table__).values(
+            slug="autograd-q", title_en="Q", title_es="Q").returning(
+            Exercise.__table__.c.id)).scalar_one()
+        for name, score, override, at in (
+                ("ana", 9, 2, noon), ("ana", 10, None, None),  # 2, set last: not the best
+                ("bea", 4, 7, noon),  # 7, set on the best: the same under both rules
+                ("carl", 9, 0, noon), ("carl", 3, 5, noon + hour),  # 5, set last and the best
+                ("dan", 8, 6, noon + hour), ("dan", 2, 9, noon),  # 6, set last, below the 9
+                ("eva", 5, None, None)):
+            connection.execute(sa.insert(Submission.__table__).values(
+                user_id=users[name], exercise_id=exercise, filename="w.py", code=b"",
+                sha256="0" * 64, status="graded", score=score, max_score=10,
+                override_score=override, override_comment=override and f"why {name}",
+                override_by=users["eva"] if override is not None else None, override_at=at))
+    migrate.upgrade(empty_database_url)
+    with Session(engine) as session:
+        grades = {name: standings(session)[users[name], exercise].score for name in users}
+        kept = {row.user_id: row for row in session.scalars(sa.select(SetGrade))}
+    assert grades == {"ana": 2, "bea": 7, "carl": 5, "dan": 6, "eva": 5}
+    assert set(kept) == {users["ana"], users["dan"]}
+    assert (kept[users["dan"]].score, kept[users["dan"]].comment, kept[users["dan"]].set_by) == \
+        (6, "why dan", users["eva"])
+    assert kept[users["dan"]].set_at == noon + hour
+    engine.dispose()

@@ -85,8 +85,8 @@ def test_gradebook_columns_in_course_order_with_points_totals_and_percentages(ma
     rows = body_rows(page)
     column = 1 + expected.index("autograd-q")
     assert rows["ana"][column] == "10" and rows["ana"][-2:] == ["15", "24 %"]
-    # the override counts, marked
-    assert rows["bea"][column] == "6 ✎ (puesta por el profesorado)" and rows["bea"][-1] == "10 %"
+    # the adjusted score counts, marked
+    assert rows["bea"][column] == "6 ✎ (ajustada por el profesorado)" and rows["bea"][-1] == "10 %"
     assert rows["carl"][column] == "—" and rows["carl"][-2:] == ["0", "0 %"]
 
 
@@ -170,7 +170,7 @@ def test_search_sort_and_filter_an_exercises_students(marked_course):
     page = client.get("/staff/exercises/autograd-q").text
     rows = body_rows(page)
     assert rows["ana"][1:3] == ["2", "10 / 10"] and "23 Nov 2026, 17:05" in rows["ana"][3]
-    assert rows["bea"][2] == "6 / 10 ✎ (set by an instructor)"
+    assert rows["bea"][2] == "6 / 10 ✎ (adjusted by an instructor)"
     assert rows["carl"][3] == "nothing submitted"
     assert "out of 10 points" in page
     assert usernames(client.get("/staff/exercises/autograd-q?sort=best&order=desc").text) == \

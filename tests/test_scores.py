@@ -8,13 +8,11 @@ import shutil
 import pytest
 from flask_babel import force_locale
 
-from server.allowances import Grade
 from server.catalogue import current_info, default_root
-from server.course import maximum_points
+from server.grades import Grade, maximum_points
 from server.i18n import out_of, points
-from server.models import Exercise, Submission, User
+from server.models import Exercise, SetGrade, Submission, User
 
-ONE_DAY = dt.timedelta(days=1)
 NOON = dt.datetime(2026, 11, 23, 12, tzinfo=dt.timezone.utc)
 
 
@@ -67,15 +65,17 @@ def test_a_folder_is_read_again_only_when_it_changes(exercises_root):
     assert current_info("metrics").max_points is None
 
 
-def test_a_grade_is_the_best_automatic_score_unless_one_was_set_by_hand():
+def test_a_grade_is_the_best_counted_score_unless_an_instructor_set_the_grade():
     grade = Grade()
-    grade.add(1, 6.0, 10.0, None, None)
-    grade.add(2, 9.0, 10.0, None, None)
+    grade.add(1, 6.0, 10.0, adjusted=False)
+    grade.add(2, 9.0, 10.0, adjusted=False)
     assert (grade.score, grade.submission_id, grade.set_by_hand) == (9.0, 2, False)
-    grade.add(3, 7.0, 10.0, 2.0, NOON)  # set by hand: the grade, lower or not
-    grade.add(4, 10.0, 10.0, None, None)
-    assert (grade.score, grade.submission_id, grade.set_by_hand) == (2.0, 3, True)
-    grade.add(5, 3.0, 10.0, 8.0, NOON - ONE_DAY)  # set before the other: not the grade
-    assert grade.score == 2.0
-    grade.add(6, None, 10.0, 0.0, NOON + ONE_DAY)
-    assert (grade.score, grade.submission_id) == (0.0, 6)
+    grade.add(3, 9.5, 10.0, adjusted=True)  # an adjusted score competes like any other
+    assert (grade.score, grade.submission_id, grade.best_adjusted) == (9.5, 3, True)
+    grade.add(4, 9.5, 10.0, adjusted=False)  # a tie: the earlier one stays the best
+    grade.add(5, None, None, adjusted=False)  # not graded yet
+    assert grade.submission_id == 3
+    grade.set_by(SetGrade(score=0.0, comment="Copied.", set_at=NOON), 12.0)
+    assert (grade.score, grade.submission_id, grade.best_id, grade.max_score) == (0.0, None, 3, 12.0)
+    grade.add(6, 10.0, 10.0, adjusted=False)  # whatever is submitted after
+    assert (grade.score, grade.submission_id, grade.best) == (0.0, None, 10.0)
