@@ -24,7 +24,8 @@ def mode(path) -> int:
 def kept_alone(path) -> bool:
     """A regular file of the owner's alone, holding KEPT, and nothing else left beside it."""
     return (stat.S_ISREG(path.lstat().st_mode) and mode(path) == 0o600
-            and read_client_config() == KEPT and [p.name for p in path.parent.iterdir()] == [path.name])
+            and read_client_config() == KEPT
+            and [p.name for p in path.parent.iterdir()] == [path.name])
 
 
 def test_a_new_client_file_is_its_owners_alone(client_file):

@@ -124,7 +124,8 @@ def test_not_logged_in_and_bad_arguments_share_an_exit_status(portal, tmp_path, 
 
 
 @pytest.mark.parametrize("ended", [sa.delete(ApiToken), sa.update(ApiToken).values(
-    expires_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1))], ids=["revoked", "expired"])
+    expires_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1))],
+    ids=["revoked", "expired"])
 def test_a_saved_token_that_no_longer_works_says_to_log_in_again(portal, course, monkeypatch,
                                                                  tmp_path, ended):
     monkeypatch.delenv("HPCGRADE_TOKEN")
