@@ -122,6 +122,14 @@ class Service:
         self.server = self.server.rstrip("/")
         self.token = token if token is not None else (
             os.environ.get("HPCGRADE_TOKEN") or config.get("token"))
+        # what to do when the server no longer takes the token: logging in again does not help
+        # while HPCGRADE_TOKEN, which comes first, holds the old one
+        self.refused_token_advice = (
+            "the token in HPCGRADE_TOKEN is not valid (revoked, expired or mistyped): set a new "
+            "one, or unset it and log in again" if token is None and os.environ.get("HPCGRADE_TOKEN")
+            else "your saved token is no longer valid (revoked, after a change of password for "
+            "instance, or expired): `%hpcgrade login` again in Jupyter, or `hpcgrade login` in a "
+            "terminal")
         if not self.server or self.token is None:
             raise ServiceError("not logged in: `%hpcgrade login --server URL` in Jupyter, or "
                                "`hpcgrade login --server URL` in a terminal, once (or set "
@@ -167,8 +175,11 @@ class Service:
             return answer
         except urllib.error.HTTPError as exc:
             message = (_json_object(exc.read()) or {}).get("error")
-            kind = NOT_LOGGED_IN if exc.code == 401 else UNREACHABLE if exc.code >= 500 else REFUSED
-            raise ServiceError(message or f"HTTP {exc.code} from {url}", kind) from None
+            message = message or f"HTTP {exc.code} from {url}"
+            if exc.code == 401 and self.token:
+                raise ServiceError(f"{message} — {self.refused_token_advice}",
+                                   NOT_LOGGED_IN) from None
+            raise ServiceError(message, UNREACHABLE if exc.code >= 500 else REFUSED) from None
         except (urllib.error.URLError, OSError) as exc:
             raise ServiceError(f"cannot reach {self.server}: {getattr(exc, 'reason', exc)}",
                                UNREACHABLE) from None

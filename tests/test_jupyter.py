@@ -9,9 +9,11 @@ from click.testing import CliRunner
 from IPython.core.interactiveshell import InteractiveShell
 
 from hpcgrade.service import Service
+from sqlalchemy import delete
 
 from server.catalogue import default_root
 from server.client import NOT_LOGGED_IN
+from server.models import ApiToken
 from worker.cli import main
 from test_client_output import graded_at_once, portal  # noqa: F401 - a fixture
 
@@ -88,6 +90,23 @@ def test_login_keeps_a_token_that_submit_then_uses(
     monkeypatch.setattr("getpass.getpass", lambda _prompt: "wrong")
     assert "wrong username or password" in str(
         kernel.run_cell("%hpcgrade login --username ana").error_in_exec)
+
+
+@pytest.mark.postgresql_only
+def test_a_saved_token_the_server_no_longer_takes_says_to_log_in_again(
+        kernel, capsys, portal, course, monkeypatch, tmp_path):  # noqa: F811
+    monkeypatch.delenv("HPCGRADE_TOKEN")
+    monkeypatch.setattr("getpass.getpass", lambda _prompt: "long-password")
+    _run(kernel, f"%hpcgrade login --server {portal} --username ana", capsys)
+    with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
+        session.execute(delete(ApiToken))  # as a change of password does
+        session.commit()
+    (tmp_path / "q.ipynb").write_text("{}")
+    refused = str(kernel.run_cell("%hpcgrade submit autograd-q q.ipynb").error_in_exec)
+    assert "your saved token is no longer valid" in refused and "%hpcgrade login" in refused
+    monkeypatch.setenv("HPCGRADE_TOKEN", "forged")
+    refused = str(kernel.run_cell("%hpcgrade submit autograd-q q.ipynb").error_in_exec)
+    assert "the token in HPCGRADE_TOKEN is not valid" in refused
 
 
 def test_submit_without_a_notebook_or_a_login_says_what_to_do(kernel, capsys, monkeypatch, tmp_path):
