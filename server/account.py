@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
-from flask_babel import gettext as _
+from flask_babel import gettext as _, ngettext
 
 from .auth import db, login_required, start_session
 from .models import utcnow
@@ -30,11 +30,16 @@ def password():
         return _refused(throttled.message, 429, throttled.headers)
     if user is None:
         return _refused(_("The current password is wrong."))
-    set_password(db(), user, new)
+    revoked = set_password(db(), user, new)
     db().commit()
     db().refresh(user)
     start_session(user)  # this browser stays logged in; every other session has ended
-    flash(_("Password changed; your other sessions have ended."), "ok")
+    flash(ngettext("Password changed; your other sessions have ended and your API token was "
+                   "revoked: log in again with hpcgrade login where you used it.",
+                   "Password changed; your other sessions have ended and your %(num)s API "
+                   "tokens were revoked: log in again with hpcgrade login where you used them.",
+                   revoked) if revoked else _("Password changed; your other sessions have ended."),
+          "ok")
     return redirect(url_for("portal.index"), 303)
 
 

@@ -105,12 +105,13 @@ def users_import(roster) -> None:
 @click.option("--password", envvar="HPCGRADE_NEW_PASSWORD",
               help="Default: asked for, twice (or HPCGRADE_NEW_PASSWORD).")
 def users_password(username: str, password: str | None) -> None:
-    """Set an account's password; every session of the account ends (its API tokens stay:
-    `hpcgrade tokens revoke --user USERNAME --all`)."""
+    """Set an account's password; every session of the account ends and its API tokens are
+    revoked."""
     password = password or click.prompt(f"new password for {username}", hide_input=True,
                                         confirmation_prompt=True)
-    _in_transaction(lambda s: set_password(s, _user(s, username), password))
-    click.echo(f"password of {username} set; its sessions have ended")
+    revoked = _in_transaction(lambda s: set_password(s, _user(s, username), password))
+    click.echo(f"password of {username} set; its sessions have ended and its {revoked} API "
+               f"token(s) were revoked")
 
 
 def _user(session, username: str) -> User:

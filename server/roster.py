@@ -151,7 +151,8 @@ def _add_form(form: dict, status: int = 200):
 
 @blueprint.route("/<username>/password", methods=["GET", "POST"])
 def reset_password(username: str):
-    """A new, generated password for someone who lost theirs; every session of theirs ends."""
+    """A new, generated password for someone who lost theirs; every session of theirs ends and
+    their API tokens are revoked."""
     user = db().scalar(select(User).where(User.username == username))
     if user is None:
         abort(404)
@@ -163,8 +164,11 @@ def reset_password(username: str):
     if request.method == "GET":
         return render_template("staff/roster_reset.html", user=user)
     password = new_password()
-    set_password(db(), user, password)
+    revoked = set_password(db(), user, password)
     db().commit()
+    flash(ngettext("%(num)s API token of %(username)s was revoked.",
+                   "%(num)s API tokens of %(username)s were revoked.", revoked,
+                   username=user.username), "ok")
     return _passwords([(user, password)], _("Password of %(username)s reset",
                                             username=user.username))
 

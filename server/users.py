@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from .models import Role, User
+from .tokens import revoke
 
 USERNAME = re.compile(r"^[a-zA-Z0-9._-]{2,64}$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -243,8 +244,10 @@ def end_sessions(session: Session, user_id: int) -> None:
                     .values(session_version=User.session_version + 1))
 
 
-def set_password(session: Session, user: User, password: str) -> None:
-    """A new password, which ends every session of the user."""
+def set_password(session: Session, user: User, password: str) -> int:
+    """A new password, which ends every session of the user and revokes their API tokens
+    (whoever learnt the old password may have made one): returns how many tokens went."""
     _check_length(user.username, password, MIN_PASSWORD_LENGTH)
     user.password_hash = generate_password_hash(password)
     end_sessions(session, user.id)
+    return revoke(session, user_id=user.id)

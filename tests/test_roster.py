@@ -365,3 +365,17 @@ def test_the_roster_is_searched_with_the_staff_pages_form(staffed):
     assert 'placeholder="Name, username or email"' in page  # as on the gradebook
     assert '<option value="student" selected>' in page
     assert '<a href="/staff/roster/">Show every account</a>' in page
+
+
+def test_a_password_reset_revokes_the_students_api_tokens(staffed):
+    """Whoever had learnt the old password kept the API through a staff reset; now the reset
+    revokes the student's tokens (nobody else's) and the pages say so."""
+    api = staffed.test_client()
+    tokens = {name: {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
+        "username": name, "password": "long-password"}).json["token"]} for name in ("bea", "ana")}
+    client, token = logged_in(staffed, "prof")
+    reset = client.post("/staff/roster/bea/password", data={"csrf_token": token})
+    assert api.get("/api/v1/exercises", headers=tokens["bea"]).status_code == 401
+    assert api.get("/api/v1/exercises", headers=tokens["ana"]).status_code == 200
+    assert "1 API token of bea was revoked." in reset.text
+    assert "their API tokens are revoked" in client.get("/staff/roster/bea/password").text

@@ -233,3 +233,30 @@ def test_tries_at_once_cannot_pass_the_account_limit_together(course, monkeypatc
     for thread in threads:
         thread.join()
     assert len(checked) == 5 and sorted(answers, key=str) == [None] * 5 + ["throttled"] * 5
+
+
+def test_a_new_password_revokes_the_users_api_tokens(course):
+    """A token outlived the password it was made with: whoever had learnt the old password
+    kept the API. The new one revokes every token of the user (not another user's), and says so."""
+    api = course.test_client()
+    tokens = {name: {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
+        "username": name, "password": "long-password", "label": label}).json["token"]}
+        for name, label in (("ana", "laptop"), ("bea", "home"))}
+    second = {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
+        "username": "ana", "password": "long-password"}).json["token"]}
+    here = course.test_client()
+    log_in(here)
+    changed = here.post("/account/password", follow_redirects=True, data={
+        "current": "long-password", "new": "new-password-1", "repeat": "new-password-1",
+        "csrf_token": csrf(here, "/account/password")})
+    for headers in (tokens["ana"], second):
+        assert api.get("/api/v1/exercises", headers=headers).status_code == 401
+    assert api.get("/api/v1/exercises", headers=tokens["bea"]).status_code == 200
+    assert "your 2 API tokens were revoked: log in again with hpcgrade login where you used " \
+           "them" in changed.text
+    assert "your API tokens are revoked" in here.get("/account/password").text
+    again = here.post("/account/password", follow_redirects=True, data={
+        "current": "new-password-1", "new": "new-password-2", "repeat": "new-password-2",
+        "csrf_token": csrf(here, "/account/password")})
+    assert "Password changed; your other sessions have ended." in again.text
+    assert "API token" not in again.text  # none was left

@@ -147,9 +147,11 @@ def test_cli_sets_a_password_and_ends_the_sessions(cli_database):
     assert runner.invoke(main, ["users", "password", "nobody", "--password", "x" * 9]).exit_code == 1
     done = runner.invoke(main, ["users", "password", "ana"], input="new-password-1\nnew-password-1\n")
     assert done.exit_code == 0, done.output
+    assert "its sessions have ended and its 2 API token(s) were revoked" in done.output
     with cli_database.sessions() as session:
         assert authenticate(session, "ana", "new-password-1").session_version == 1
         assert authenticate(session, "ana", "long-password") is None
+        assert session.scalars(sa.select(ApiToken.label)).all() == ["bea@laptop", "bea@login1"]
 
 
 def test_hpcgrade_login_sends_a_label(monkeypatch, tmp_path):
