@@ -12,8 +12,10 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass
+from email.utils import parseaddr
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from worker.harness.jobs import REQUIRED_LAYERS, SANDBOX_LAYERS
 
@@ -182,6 +184,24 @@ def rate_limits(name: str, value: Any) -> str:
     raise ConfigError(f"{name} must be limits like \"5 per minute; 20 per hour\", not {value!r}")
 
 
+def web_address(name: str, value: Any) -> str:
+    """Where people reach the portal: https://grader.uni.es or https://uni.es/hpcgrade (no
+    trailing slash kept)."""
+    parts = urlsplit(text(name, value))
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
+            or parts.fragment:
+        raise ConfigError(f"{name} must be an http(s) address like https://grader.uni.es, "
+                          f"not {value!r}")
+    return value.rstrip("/")
+
+
+def mail_address(name: str, value: Any) -> str:
+    """An address mail is sent from: noreply@uni.es or "hpcgrade <noreply@uni.es>"."""
+    if not isinstance(value, str) or "@" not in parseaddr(value)[1] or "\n" in value:
+        raise ConfigError(f"{name} must be a mail address like noreply@uni.es, not {value!r}")
+    return value
+
+
 def _json(name: str, value: str) -> Any:
     try:
         return json.loads(value)
@@ -244,6 +264,19 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "PASSWORD_CHECKS_PER_PROCESS": (2, whole(1)),  # at once; more are refused with a 429
     "TRUSTED_PROXIES": (0, whole(0)),  # proxies in front that set X-Forwarded-For (nginx: 1)
     "TOKEN_LIFETIME_DAYS": (120, whole(1)),
+    # a new account's link to set its password (also one a staff reset gives) works once, and
+    # for this long
+    "SET_PASSWORD_LINK_DAYS": (14, whole(1)),
+    # the portal's address as people reach it, for those links; unset, a page builds them from
+    # the address its request came to, and `hpcgrade users import` prints paths
+    "PUBLIC_URL": (None, optional(web_address)),
+    # mail (the set-password links): unset MAIL_SERVER, nothing is mailed
+    "MAIL_SERVER": (None, optional(text)),
+    "MAIL_PORT": (25, whole(1)),
+    "MAIL_FROM": (None, optional(mail_address)),
+    "MAIL_USERNAME": (None, optional(text)),
+    "MAIL_PASSWORD": (None, optional(text)),
+    "MAIL_STARTTLS": (False, flag),
     # sending a task fails at once while the broker is away: the submission is already committed
     # and the reconcile task sends it later, so a web request never hangs on Redis
     "BROKER_TRANSPORT_OPTIONS": ({"max_retries": 0}, table),
@@ -282,8 +315,11 @@ def load_config(overrides: dict | None = None) -> dict:
     unknown = set(raw) - set(SETTINGS) - {"TESTING"}
     if unknown:
         raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
-    return {name: SETTINGS[name][1](name, value) if name in SETTINGS else value
-            for name, value in raw.items()}
+    config = {name: SETTINGS[name][1](name, value) if name in SETTINGS else value
+              for name, value in raw.items()}
+    if config["MAIL_SERVER"] and not config["MAIL_FROM"]:
+        raise ConfigError("MAIL_SERVER is set: set MAIL_FROM too (the address mail comes from)")
+    return config
 
 
 def _read_file(path: str) -> dict:

@@ -96,3 +96,30 @@ def test_the_deploy_example_is_a_valid_configuration(monkeypatch):
     config = load_config()
     assert config["EXECUTOR"] == "slurm" and config["SLURM_TIME"] == 30
     assert config["SLURM_MEMORY"] == 8192 and config["SLURM_BATCH_SIZE"] == 20
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"SET_PASSWORD_LINK_DAYS": 0}, "SET_PASSWORD_LINK_DAYS must be positive"),
+    ({"PUBLIC_URL": "grader.uni.es"}, "PUBLIC_URL must be an http\\(s\\) address"),
+    ({"PUBLIC_URL": "https://grader.uni.es/?x=1"}, "PUBLIC_URL must be an http\\(s\\) address"),
+    ({"MAIL_SERVER": "smtp.uni.es"}, "MAIL_SERVER is set: set MAIL_FROM too"),
+    ({"MAIL_SERVER": "smtp.uni.es", "MAIL_FROM": "nobody"}, "MAIL_FROM must be a mail address"),
+    ({"MAIL_PORT": "smtp"}, "MAIL_PORT must be a whole number"),
+    ({"MAIL_STARTTLS": "sometimes"}, "MAIL_STARTTLS must be true or false"),
+])
+def test_wrong_link_and_mail_settings_are_named(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides)
+
+
+def test_link_and_mail_settings(monkeypatch):
+    config = load_config()
+    assert config["SET_PASSWORD_LINK_DAYS"] == 14 and config["PUBLIC_URL"] is None
+    assert config["MAIL_SERVER"] is None  # no mail unless set up
+    monkeypatch.setenv("HPCGRADE_PUBLIC_URL", "https://uni.es/hpcgrade/")
+    monkeypatch.setenv("HPCGRADE_MAIL_SERVER", "smtp.uni.es")
+    monkeypatch.setenv("HPCGRADE_MAIL_FROM", "hpcgrade <noreply@uni.es>")
+    monkeypatch.setenv("HPCGRADE_MAIL_STARTTLS", "yes")
+    config = load_config()
+    assert config["PUBLIC_URL"] == "https://uni.es/hpcgrade"
+    assert config["MAIL_PORT"] == 25 and config["MAIL_STARTTLS"] is True
