@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from sqlalchemy import select, update
@@ -50,16 +50,26 @@ def record(session: Session, run_id: int, worker: str, report: dict,
 
 
 @dataclass(frozen=True)
-class PreviewClaim(grading.Claim):
-    """A claimed preview run, with the seed of the submission's result run (None: a fresh one)."""
+class PreviewClaim:
+    """A claimed preview run, with the seed of the submission's result run (None: a fresh one).
+    Its code is read when its batch is sent: a preview may hold a thousand submissions."""
 
-    seed: int | None = None
+    run_id: int
+    submission_id: int
+    exercise: str
+    filename: str
+    seed: int | None
+
+    def with_code(self, code: bytes) -> grading.Claim:
+        return grading.Claim(self.run_id, self.submission_id, self.exercise, self.filename, code)
 
 
 @dataclass
 class PreviewGrader:
     dispatcher: Dispatcher
     poll_seconds: float
+    # when the leases of the runs this worker holds were last renewed (time.monotonic())
+    renewed_at: float = field(default=0.0, init=False)
 
     def grade(self, regrade_id: int, gone: Callable[[str | None], bool]) -> dict[int, str]:
         """Grade the regrade's preview runs that nobody grades; the outcome of each run."""
@@ -84,7 +94,7 @@ class PreviewGrader:
             time.sleep(self.poll_seconds)
             outcomes |= self._collect(regrade_id, waiting)
             ended, lost = self._ended(waiting, ended)
-            outcomes |= {run_id: self._record(run_id, report) for run_id, report in lost.items()}
+            outcomes |= self._record(lost)
         return outcomes
 
     @property
@@ -108,7 +118,8 @@ class PreviewGrader:
                 select(GradingRun).where(GradingRun.regrade_id == regrade_id,
                                          GradingRun.status == PREVIEWING)
                 .order_by(GradingRun.id)
-                .options(submission.selectinload(Submission.exercise),
+                .options(submission.defer(Submission.code),
+                         submission.selectinload(Submission.exercise),
                          submission.selectinload(Submission.runs)))
             claims, orphaned = [], set()
             for run in runs:
@@ -121,6 +132,7 @@ class PreviewGrader:
                 run.lease_until = now + self.dispatcher.lease
                 run.external_id = run.job_state = run.node = None
                 claims.append(_claim_of(run))
+        self.renewed_at = time.monotonic()
         return claims, orphaned
 
     def _open(self, regrade_id: int) -> bool:
@@ -129,12 +141,14 @@ class PreviewGrader:
                 Regrade.id == regrade_id, Regrade.published_at.is_(None),
                 Regrade.discarded_at.is_(None))) is not None
 
-    def _send(self, claims: list[grading.Claim], waiting: dict[int, str]) -> dict[int, str]:
+    def _send(self, claims: list[PreviewClaim], waiting: dict[int, str]) -> dict[int, str]:
         """One job for these runs; what cannot be sent is a failed preview run at once (the
         instructor sees why, and may start a new preview): a preview is not retried."""
         run_ids = [c.run_id for c in claims]
+        codes = self._codes(claims)
         try:
-            jobs = [self.dispatcher.spool_run(c, c.seed) for c in claims]
+            jobs = [self.dispatcher.spool_run(c.with_code(codes[c.submission_id]), c.seed)
+                    for c in claims]
         except OSError as exc:
             return self._fail(run_ids, f"cannot write the spool: {exc}")
         if None in jobs:
@@ -151,21 +165,36 @@ class PreviewGrader:
                     external_id=external_id))
         return {}
 
+    def _codes(self, claims: list[PreviewClaim]) -> dict[int, bytes]:
+        with self.dispatcher.database.sessions() as session:
+            return dict(session.execute(select(Submission.id, Submission.code).where(
+                Submission.id.in_([c.submission_id for c in claims]))).all())
+
     def _collect(self, regrade_id: int, waiting: dict[int, str]) -> dict[int, str]:
         """Record the reports that appeared (they leave `waiting`); the runs still on are kept
         this worker's for another lease."""
-        outcomes = {}
+        reports = {}
         for run_id in list(waiting):
             report = self.executor.collect(str(run_id))
             if report is not None:
-                outcomes[run_id] = self._record(run_id, report)
+                reports[run_id] = report
                 del waiting[run_id]
+        outcomes = self._record(reports)
+        self._renew(regrade_id)
+        return outcomes
+
+    def _renew(self, regrade_id: int) -> None:
+        """The runs still on get another lease, once a tenth of a lease has gone by: not at
+        each report, which would write every waiting run's row once for each run graded."""
+        lease = self.dispatcher.lease
+        if time.monotonic() - self.renewed_at < lease.total_seconds() / 10:
+            return
         with self.dispatcher.database.sessions.begin() as session:
             session.execute(update(GradingRun).where(
                 GradingRun.regrade_id == regrade_id, GradingRun.status == PREVIEWING,
                 GradingRun.worker == self.dispatcher.worker).values(
-                lease_until=utcnow() + self.dispatcher.lease))
-        return outcomes
+                lease_until=utcnow() + lease))
+        self.renewed_at = time.monotonic()
 
     def _ended(self, waiting: dict[int, str], ended_before: set[str]
                ) -> tuple[set[str], dict[int, dict]]:
@@ -203,14 +232,18 @@ class PreviewGrader:
 
     def _fail(self, run_ids: list[int], reason: str) -> dict[int, str]:
         log.error("preview runs %s failed: %s", run_ids, reason)
-        return {run_id: self._record(run_id, {"status": "error", "error": reason})
-                for run_id in run_ids}
+        return self._record({run_id: {"status": "error", "error": reason} for run_id in run_ids})
 
-    def _record(self, run_id: int, report: dict) -> str:
+    def _record(self, reports: dict[int, dict]) -> dict[int, str]:
+        """The reports of one collect (a batch job's, on Slurm), in one transaction."""
+        if not reports:
+            return {}
         with self.dispatcher.database.sessions.begin() as session:
-            outcome = record(session, run_id, self.dispatcher.worker, report)
-        spool.remove_run(self.dispatcher.spool, str(run_id))
-        return outcome
+            outcomes = {run_id: record(session, run_id, self.dispatcher.worker, report)
+                        for run_id, report in reports.items()}
+        for run_id in reports:
+            spool.remove_run(self.dispatcher.spool, str(run_id))
+        return outcomes
 
 
 def _claim_of(run: GradingRun) -> PreviewClaim:
@@ -219,4 +252,4 @@ def _claim_of(run: GradingRun) -> PreviewClaim:
     submission = run.submission
     result = [r for r in submission.runs if r.status == "done"]
     return PreviewClaim(run.id, submission.id, submission.exercise.slug, submission.filename,
-                        submission.code, result[-1].seed if result else None)
+                        result[-1].seed if result else None)
