@@ -1,7 +1,8 @@
 """Grading again, with a preview: after fixing an exercise's checks, "Grade all again" grades
-every student's latest graded submission into preview runs that change nothing (worker/preview.py),
-shows old → new per student with how many went up or down, and publishes on confirmation, or is
-discarded. Grading one submission again asks for confirmation first.
+every finished submission of every student into preview runs that change nothing
+(worker/preview.py), shows each student's grade (grades.Grade) old → new with how many went up
+or down, and publishes on confirmation, or is discarded. Grading one submission again asks for
+confirmation first.
 
 A preview run becomes its submission's result only when published, in one transaction, through
 the same step as a normal grade (worker/grading.py `take`: the submission's own late penalty
@@ -11,18 +12,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
                    url_for)
 from flask_babel import gettext as _, ngettext
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, contains_eager, defer, load_only, selectinload
 
 from .auth import db, staff_required
 from .course import STUDENT
-from .grades import PREVIEW, PREVIEWING, penalised, take
-from .models import Exercise, GradingRun, Regrade, Submission, SubmissionStatus, User, utcnow
+from .grades import PREVIEW, PREVIEWING, Grade, maximum_points, penalised, take
+from .models import (Exercise, GradingRun, Regrade, SetGrade, Submission, SubmissionStatus, User,
+                     utcnow)
 from .queue import enqueue
 from .results import WAITING
 from .staff import exercise_or_404
@@ -39,6 +42,10 @@ FINISHED = (SubmissionStatus.graded.value, SubmissionStatus.error.value)
 # grading (a local worker grades a whole submission in its task; another preview holds one for
 # its whole length): a busy queue is no reason to offer to start it again
 PREVIEW_PICKUP_SECONDS = 600
+# what the preview's page reads of a run: not its report (checks, output, environment)
+PREVIEW_RUN_COLUMNS = (GradingRun.submission_id, GradingRun.attempt, GradingRun.status,
+                       GradingRun.score, GradingRun.max_score, GradingRun.error,
+                       GradingRun.lease_until, GradingRun.worker)
 
 
 @blueprint.before_request
@@ -50,29 +57,92 @@ def only_staff() -> None:
 # --- the data ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class PreviewRow:
-    """One submission of a preview: its grade before, and the preview's (late penalty applied)."""
+class Previewed:
+    """One submission of a preview: its automatic score (after its late penalty) before, and with
+    the preview's run; its counted score (grades.Grade) is an instructor's adjustment, where one
+    was made, both before and after."""
 
-    submission: Submission
+    submission: Submission  # its code left in the database
     run: GradingRun
-    old: float | None
-    new: float | None
+    old_score: float | None
+    old_max: float | None
+    new_score: float | None  # None while the run is graded
+    new_max: float | None
+
+    @property
+    def adjusted(self) -> bool:
+        return self.submission.override_score is not None
+
+    @property
+    def pending(self) -> bool:
+        return self.run.status == PREVIEWING
+
+    @property
+    def old(self) -> float | None:
+        return self.submission.override_score if self.adjusted else self.old_score
+
+    @property
+    def new(self) -> float | None:
+        return self.submission.override_score if self.adjusted else self.new_score
+
+    @property
+    def changed(self) -> bool:
+        return not self.pending and _differ(self.old, self.new)
+
+
+@dataclass(frozen=True)
+class Untouched:
+    """A submission the preview leaves as it is (waiting, stopped, or sent since it started)."""
+
+    id: int
+    counted_score: float | None
+    max_score: float | None
+    adjusted: bool
+
+
+@dataclass(frozen=True)
+class StudentRow:
+    """One student of a preview: their grade on the exercise as it is and as the preview would
+    make it (None until all their submissions are graded), and their previewed submissions."""
+
+    user: User
+    previewed: tuple[Previewed, ...]
+    old: Grade
+    new: Grade | None
 
     @property
     def change(self) -> float | None:
-        return None if self.old is None or self.new is None else self.new - self.old
+        if self.new is None or self.old.score is None or self.new.score is None:
+            return None
+        return self.new.score - self.old.score
+
+    @property
+    def changed(self) -> int:
+        return sum(p.changed for p in self.previewed)
+
+    @property
+    def statuses(self) -> list[str]:
+        """What their submissions' runs are at, each said once (template: staff/regrade.html)."""
+        return list(dict.fromkeys(p.run.status for p in self.previewed))
 
 
 @dataclass(frozen=True)
 class Summary:
-    total: int
+    total: int  # the preview's runs
     graded: int  # the runs that finished, failed ones included
-    unchanged: int
+    unchanged: int  # students, once all their submissions are graded
     up: int
     down: int
-    first: int  # a grade where there was none (a grader error before)
-    failed: int
-    mean_change: float | None
+    first: int  # a grade where there was none (grader errors before)
+    changed: int  # submissions whose counted score changed
+    failed: int  # runs
+    mean_change: float | None  # of the students' grades
+
+
+def _differ(old: float | None, new: float | None) -> bool:
+    if old is None or new is None:
+        return old is not new
+    return abs(new - old) > SAME_SCORE
 
 
 def open_regrade(session: Session, exercise_id: int) -> Regrade | None:
@@ -91,100 +161,174 @@ class AlreadyOpen(Exception):
 
 
 def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) -> Regrade | None:
-    """A regrade of the exercise with a preview run for every student's latest finished
-    submission, waiting for a worker; None when there is nothing to grade. The exercise is
-    locked before its open preview is looked for, so that two instructors clicking at once
-    open one preview, not two: the second waits for the first's commit, then finds its
-    preview (AlreadyOpen)."""
+    """A regrade of the exercise with a preview run for every finished submission of every
+    student (a grade may come from any of them), waiting for a worker; None when there is
+    nothing to grade. The exercise is locked before its open preview is looked for, so that two
+    instructors clicking at once open one preview, not two: the second waits for the first's
+    commit, then finds its preview (AlreadyOpen). The submissions are locked so that no "Grade
+    again" numbers a run of theirs meanwhile."""
     session.get(Exercise, exercise.id, with_for_update=True)
     already = open_regrade(session, exercise.id)
     if already is not None:
         raise AlreadyOpen(already)
-    latest = (select(func.max(Submission.id)).join(User, Submission.user_id == User.id)
-              .where(Submission.exercise_id == exercise.id, Submission.status.in_(FINISHED),
-                     STUDENT).group_by(Submission.user_id))
-    submissions = session.scalars(select(Submission).where(Submission.id.in_(latest))
-                                  .order_by(Submission.id).with_for_update()).all()
-    if not submissions:
+    finished = (select(Submission.id).join(User, Submission.user_id == User.id)
+                .where(Submission.exercise_id == exercise.id, Submission.status.in_(FINISHED),
+                       STUDENT))
+    submission_ids = session.scalars(finished.order_by(Submission.id)
+                                     .with_for_update(of=Submission)).all()
+    if not submission_ids:
         return None
+    last_attempt = dict(session.execute(
+        select(GradingRun.submission_id, func.max(GradingRun.attempt))
+        .where(GradingRun.submission_id.in_(finished)).group_by(GradingRun.submission_id)).all())
     regrade = Regrade(exercise_id=exercise.id, started_by=user.id, started_at=now)
     session.add(regrade)
     session.flush()
     # unclaimed until a worker takes them: if none has by then, the page offers to start again
     waits_until = now + dt.timedelta(seconds=PREVIEW_PICKUP_SECONDS)
-    for submission in submissions:
-        session.add(GradingRun(
-            submission=submission, attempt=len(submission.runs) + 1,
-            executor=current_app.config["EXECUTOR"], status=PREVIEWING, regrade_id=regrade.id,
-            started_at=now, lease_until=waits_until))
+    session.add_all(GradingRun(
+        submission_id=submission_id, attempt=last_attempt.get(submission_id, 0) + 1,
+        executor=current_app.config["EXECUTOR"], status=PREVIEWING, regrade_id=regrade.id,
+        started_at=now, lease_until=waits_until) for submission_id in submission_ids)
     return regrade
 
 
-def preview_rows(session: Session, regrade: Regrade) -> list[PreviewRow]:
-    """The regrade's runs by student; the page reads them every few seconds while they are
-    graded, so the submissions' code stays in the database."""
-    submission = selectinload(GradingRun.submission)
-    options = [submission.defer(Submission.code), submission.selectinload(Submission.user)]
-    if regrade.published_at is not None:  # the grades replaced are read from the runs before
-        options.append(submission.selectinload(Submission.runs))
-    runs = session.scalars(
+def preview_rows(session: Session, regrade: Regrade) -> list[StudentRow]:
+    """The regrade's students, by username, with their grades before and after. The page reads
+    them every few seconds while they are graded: a fixed number of queries however many
+    students, and the submissions' code and the runs' reports stay in the database."""
+    runs = _runs(session, regrade)
+    users = {run.submission.user_id: run.submission.user for run in runs}
+    others = _untouched(session, regrade, {run.submission_id for run in runs}, list(users))
+    set_grades = {row.user_id: row for row in session.scalars(select(SetGrade).where(
+        SetGrade.exercise_id == regrade.exercise_id, SetGrade.user_id.in_(users)))}
+    out_of = maximum_points(session, [session.get(Exercise, regrade.exercise_id)])
+    replaced = _replaced(session, regrade) if regrade.published_at is not None else None
+    by_user: dict[int, list[Previewed]] = defaultdict(list)
+    for run in runs:
+        by_user[run.submission.user_id].append(_previewed(run, regrade, replaced))
+    max_points = out_of[regrade.exercise_id]
+    return [_student_row(users[user_id], previewed, others[user_id],
+                         set_grades.get(user_id), max_points)
+            for user_id, previewed in by_user.items()]
+
+
+def _runs(session: Session, regrade: Regrade) -> list[GradingRun]:
+    """The regrade's runs, with their submissions and students, by username then submission."""
+    submission = contains_eager(GradingRun.submission)
+    return list(session.scalars(
         select(GradingRun).join(Submission).join(User, Submission.user_id == User.id)
         .where(GradingRun.regrade_id == regrade.id).order_by(User.username, Submission.id)
-        .options(*options))
-    return [PreviewRow(run.submission, run, _old_score(run, regrade), _new_score(run))
-            for run in runs]
+        .options(load_only(*PREVIEW_RUN_COLUMNS), submission.defer(Submission.code),
+                 submission.contains_eager(Submission.user))))
 
 
-def _old_score(run: GradingRun, regrade: Regrade) -> float | None:
-    """The submission's grade as it is; once published, the grade the run replaced (known for
-    runs recorded since runs keep their score)."""
+def _untouched(session: Session, regrade: Regrade, previewed: set[int],
+               user_ids: list[int]) -> dict[int, list[Untouched]]:
+    """user id → their submissions of the exercise that are not in the preview: they count in
+    their grade before and after alike."""
+    others: dict[int, list[Untouched]] = defaultdict(list)
+    for row in session.execute(
+            select(Submission.id, Submission.user_id, Submission.counted_score,
+                   Submission.max_score, Submission.override_score)
+            .where(Submission.exercise_id == regrade.exercise_id,
+                   Submission.user_id.in_(user_ids))):
+        if row.id not in previewed:
+            others[row.user_id].append(Untouched(row.id, row.counted_score, row.max_score,
+                                                 row.override_score is not None))
+    return others
+
+
+def _replaced(session: Session, regrade: Regrade) -> dict[int, tuple[float | None, float | None]]:
+    """A published regrade: preview run id → the score and maximum of the result it replaced,
+    its submission's latest "done" run before it (runs recorded since runs keep their score)."""
+    runs = session.execute(
+        select(GradingRun.id, GradingRun.submission_id, GradingRun.attempt, GradingRun.score,
+               GradingRun.max_score, GradingRun.regrade_id)
+        .where(GradingRun.status == "done", GradingRun.submission_id.in_(
+            select(GradingRun.submission_id).where(GradingRun.regrade_id == regrade.id)))
+        .order_by(GradingRun.submission_id, GradingRun.attempt)).all()
+    replaced, before = {}, {}
+    for run in runs:
+        if run.regrade_id == regrade.id:
+            replaced[run.id] = before.get(run.submission_id, (None, None))
+        before[run.submission_id] = (run.score, run.max_score)
+    return replaced
+
+
+def _previewed(run: GradingRun, regrade: Regrade,
+               replaced: dict[int, tuple[float | None, float | None]] | None) -> Previewed:
+    """The run's submission before (as it is; once published, the result the run replaced) and
+    after: the run's score once graded; a failed run, or one not published (its submission was
+    graded again meanwhile), leaves the submission's."""
     submission = run.submission
-    if regrade.published_at is None:
-        return submission.score
-    before = [r for r in submission.runs if r.status == "done" and r.attempt < run.attempt]
-    if not before or before[-1].score is None:
-        return None
-    return penalised(before[-1].score, submission.penalty)
+    old_score, old_max = submission.score, submission.max_score
+    if replaced is not None and run.status == "done":
+        score, old_max = replaced[run.id]
+        old_score = None if score is None else penalised(score, submission.penalty)
+    if run.status == PREVIEWING:
+        new_score = new_max = None
+    elif run.score is not None and (run.status == "done" or (
+            run.status == PREVIEW and regrade.published_at is None)):
+        new_score, new_max = penalised(run.score, submission.penalty), run.max_score
+    else:
+        new_score, new_max = submission.score, submission.max_score
+    return Previewed(submission, run, old_score, old_max, new_score, new_max)
 
 
-def _new_score(run: GradingRun) -> float | None:
-    if run.status not in (PREVIEW, "done") or run.score is None:
-        return None
-    return penalised(run.score, run.submission.penalty)
+def _student_row(user: User, previewed: list[Previewed], others: list[Untouched],
+                 set_grade: SetGrade | None, max_points: float | None) -> StudentRow:
+    old, new = Grade(), Grade()
+    for p in previewed:
+        old.add(p.submission.id, p.old, p.old_max, p.adjusted)
+        new.add(p.submission.id, p.new, p.new_max, p.adjusted)
+    for other in others:
+        for grade in (old, new):
+            grade.add(other.id, other.counted_score, other.max_score, other.adjusted)
+    for grade in (old, new):
+        grade.set_by(set_grade, max_points)
+    pending = any(p.pending for p in previewed)
+    return StudentRow(user, tuple(previewed), old, None if pending else new)
 
 
-def summarise(rows: list[PreviewRow]) -> Summary:
-    finished = [row for row in rows if row.run.status != PREVIEWING]
-    graded = [row for row in finished if row.new is not None]
+def summarise(rows: list[StudentRow]) -> Summary:
+    previewed = [p for row in rows for p in row.previewed]
+    finished = [p for p in previewed if not p.pending]
+    graded = [row for row in rows if row.new is not None]
     changes = [row.change for row in graded if row.change is not None]
     return Summary(
-        total=len(rows), graded=len(finished),
-        unchanged=sum(1 for c in changes if abs(c) <= SAME_SCORE),
+        total=len(previewed), graded=len(finished),
+        unchanged=sum(1 for row in graded if not _differ(row.old.score, row.new.score)),
         up=sum(1 for c in changes if c > SAME_SCORE),
         down=sum(1 for c in changes if c < -SAME_SCORE),
-        first=sum(1 for row in graded if row.old is None),
-        failed=len(finished) - len(graded),
+        first=sum(1 for row in graded if row.old.score is None and row.new.score is not None),
+        changed=sum(p.changed for p in finished),
+        failed=sum(1 for p in finished if p.run.status == "failed"),
         mean_change=sum(changes) / len(changes) if changes else None)
 
 
-def stalled(rows: list[PreviewRow], now: dt.datetime) -> bool:
+def stalled(rows: list[StudentRow], now: dt.datetime) -> bool:
     """Whether runs wait that no worker holds (never claimed, or their worker stopped)."""
-    return any(row.run.status == PREVIEWING and row.run.lease_until < now for row in rows)
+    return any(p.pending and p.run.lease_until < now for row in rows for p in row.previewed)
 
 
 def publish(session: Session, regrade: Regrade, now: dt.datetime) -> tuple[int, int]:
     """Every graded preview run becomes its submission's result, in this one transaction;
     (published, skipped: graded again normally since the preview started)."""
     published = skipped = 0
-    runs = session.scalars(select(GradingRun).where(
-        GradingRun.regrade_id == regrade.id, GradingRun.status == PREVIEW)
-        .order_by(GradingRun.submission_id)).all()
+    graded = (GradingRun.regrade_id == regrade.id, GradingRun.status == PREVIEW)
+    runs = session.scalars(select(GradingRun).where(*graded)
+                           .order_by(GradingRun.submission_id)).all()
+    # locked and read again, with their runs: the preview's rows loaded them before a "Grade
+    # again" may have reopened one, and the lock alone keeps the session's stale copy of them
+    submissions = {submission.id: submission for submission in session.scalars(
+        select(Submission).where(Submission.id.in_(select(GradingRun.submission_id)
+                                                   .where(*graded)))
+        .order_by(Submission.id).with_for_update(of=Submission)
+        .options(defer(Submission.code), selectinload(Submission.runs))
+        .execution_options(populate_existing=True))}
     for run in runs:
-        # locked and read again: the preview's rows loaded it before a "Grade again" may have
-        # reopened it, and the lock alone keeps the session's stale copy of its attributes
-        submission = session.get(Submission, run.submission_id, with_for_update=True,
-                                 populate_existing=True)
-        if graded_since(submission, run):
+        if graded_since(submissions[run.submission_id], run):
             skipped += 1
         else:
             take(run)
@@ -197,6 +341,13 @@ def graded_since(submission: Submission, run: GradingRun) -> bool:
     """Whether the submission was sent to be graded again, or graded, after the preview run."""
     return submission.status in WAITING or any(
         r.status == "done" and r.attempt > run.attempt for r in submission.runs)
+
+
+def run_counts(session: Session, regrade_id: int) -> Counter[str]:
+    """How many of the regrade's runs are at each status."""
+    return Counter(dict(session.execute(
+        select(GradingRun.status, func.count()).where(GradingRun.regrade_id == regrade_id)
+        .group_by(GradingRun.status)).all()))
 
 
 def discard(session: Session, regrade: Regrade, now: dt.datetime) -> None:
@@ -287,21 +438,21 @@ def publish_preview(regrade_id: int):
     if closed := _why_closed(regrade):
         flash(closed, "error")
         return back
-    rows = preview_rows(db(), regrade)
-    if any(row.run.status == PREVIEWING for row in rows):
+    counts = run_counts(db(), regrade_id)
+    if counts[PREVIEWING]:
         flash(_("Some submissions are still being graded: publish when they are all graded, or "
                 "discard the preview."), "error")
         return back
     published, skipped = publish(db(), regrade, utcnow())
     db().commit()
-    flash(ngettext("%(num)s grade is published.", "%(num)s grades are published.", published),
-          "info")
+    flash(ngettext("The new score of %(num)s submission is published.",
+                   "The new scores of %(num)s submissions are published.", published), "info")
     if skipped:
         flash(ngettext("%(num)s submission was graded again since the preview started: its newer "
                        "grade stands.",
                        "%(num)s submissions were graded again since the preview started: their "
                        "newer grades stand.", skipped), "info")
-    failed = summarise(rows).failed
+    failed = counts["failed"]
     if failed:
         flash(ngettext("%(num)s submission could not be graded in the preview: it keeps its grade.",
                        "%(num)s submissions could not be graded in the preview: they keep their "

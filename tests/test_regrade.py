@@ -1,6 +1,7 @@
-"""Grading again with a preview: "Grade all again" grades every student's latest graded
-submission into preview runs that change nothing until an instructor publishes them (or
-discards them); one submission is graded again after a confirmation."""
+"""Grading again with a preview: "Grade all again" grades every finished submission of every
+student into preview runs that change nothing until an instructor publishes them (or discards
+them), and shows each student's grade before and after; one submission is graded again after a
+confirmation."""
 import datetime as dt
 import re
 import shutil
@@ -10,12 +11,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import event, select, text, update
 
 from helpers import REFERENCE_Q, dispatcher, grade, grade_next, logged_in
 from server import create_app
 from server.catalogue import load_exercise_info
-from server.models import Exercise, GradingRun, Regrade, Submission, User, utcnow
+from server.grades import student_grade
+from server.models import Exercise, GradingRun, Regrade, SetGrade, Submission, User, utcnow
 from server.queue import PREVIEWS, SUBMISSIONS, place
 from server.regrade import (PREVIEW_PICKUP_SECONDS, AlreadyOpen, preview_rows, publish, stalled,
                             start)
@@ -102,16 +104,31 @@ def grade_preview(app, executor, catalogue, regrade_id, **settings) -> dict[int,
                          poll_seconds=0).grade(regrade_id, lambda worker: False)
 
 
-def table(page: str) -> dict[str, list[str]]:
-    """The preview's rows: username → [submission, before, after, change, status]."""
+def words(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip()
+
+
+def preview_table(page: str) -> dict[str, list[str]]:
+    """The preview's rows, username → the cells after the student's, as HTML."""
     body = re.search(r'<table class="regrade-table">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
     rows = {}
     for row in re.findall(r"<tr>(.*?)</tr>", body, re.S):
-        cells = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", c)).strip()
-                 for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-        name, username = cells[0].rsplit(" ", 1)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        name, username = words(cells[0]).rsplit(" ", 1)
         rows[username] = cells[1:]
     return rows
+
+
+def table(page: str) -> dict[str, list[str]]:
+    """Each student's grade: username → [before, after, change, submissions changed, status]."""
+    return {username: [words(re.sub(r"<ul.*?</ul>", "", cell, flags=re.S)) for cell in cells]
+            for username, cells in preview_table(page).items()}
+
+
+def submissions(page: str) -> dict[str, list[str]]:
+    """Each student's submissions in the preview: username → ["#id before → after status"]."""
+    return {username: [words(item) for item in re.findall(r"<li>(.*?)</li>", cells[3], re.S)]
+            for username, cells in preview_table(page).items()}
 
 
 def test_a_preview_changes_nothing_until_it_is_published(graded, executor, changed_checks):
@@ -122,30 +139,33 @@ def test_a_preview_changes_nothing_until_it_is_published(graded, executor, chang
     regrade_id, page = start_preview(app)
     # this app has no broker: the page says so, and offers to start the grading again
     assert "grading queue does not answer" in page and "Start grading again" in page
-    assert "0 of 3 graded" in page
+    assert "0 of 4 graded" in page
     assert grade_preview(app, executor, changed_checks, regrade_id) != {}
     assert state(app) == before and results(app, ids) == served
     client, token = logged_in(app, "prof")
     page = client.get(f"/staff/regrades/{regrade_id}").text
-    assert "3 of 3 graded" in page and "Publish these grades" in page
+    assert "4 of 4 graded" in page and "Publish these grades" in page
     assert table(page) == {
-        "ana": [f"#{ids['ana']}", "10 / 10", "10 / 10", "+0", "ready"],
-        "bea": [f"#{ids['bea']}", "6 / 10", "10 / 10", "+4", "ready"],
-        "carl": [f"#{ids['carl']}", "3 / 10", "1 / 10", "-2", "ready"]}
-    for line in ("1 unchanged", "1 up", "1 down", "Mean change: +0.67"):
+        "ana": ["10 / 10", "10 / 10", "+0", "0 of 1 changed", "ready"],
+        "bea": ["6 / 10", "10 / 10", "+4", "2 of 2 changed", "ready"],
+        "carl": ["3 / 10", "1 / 10", "-2", "1 of 1 changed", "ready"]}
+    assert submissions(page)["bea"] == [f"#{ids['bea-first']} 3 / 10 → 1 / 10 ready",
+                                        f"#{ids['bea']} 6 / 10 → 10 / 10 ready"]
+    for line in ("1 unchanged", "1 up", "1 down", "Submissions whose score changed: 3 of 4",
+                 "Mean change: +0.67"):
         assert line in page
     published = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
-    assert "3 grades are published" in client.get(published.headers["Location"]).text
+    assert "The new scores of 4 submissions are published" in client.get(
+        published.headers["Location"]).text
     after = state(app)
-    assert [after[ids[name]][:3] for name in ("ana", "bea", "carl")] == [
-        ("graded", 10, 10), ("graded", 10, 10), ("graded", 1, 10)]
-    assert after[ids["bea-first"]] == before[ids["bea-first"]]  # not the latest: left as it was
+    assert [after[ids[name]][:3] for name in ("ana", "bea-first", "bea", "carl")] == [
+        ("graded", 10, 10), ("graded", 1, 10), ("graded", 10, 10), ("graded", 1, 10)]
     assert after[ids["prof"]] == before[ids["prof"]]  # an instructor's try-out
     checks = {c["name"]: c["max_points"] for c in results(app, ids)[ids["carl"]]["checks"]}
     assert checks["grad-a"] == 1 and checks["grad-b"] == 5  # the result is the new checks'
     page = client.get(f"/staff/regrades/{regrade_id}").text
     assert "Publish these grades" not in page and "Discard the preview" not in page
-    assert table(page)["carl"][1:] == ["3 / 10", "1 / 10", "-2", "published"]
+    assert table(page)["carl"] == ["3 / 10", "1 / 10", "-2", "1 of 1 changed", "published"]
     again = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert "published already" in client.get(again.headers["Location"]).text
 
@@ -158,10 +178,161 @@ def test_publishing_applies_each_submissions_late_penalty(graded, executor, chan
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
-    row = table(client.get(f"/staff/regrades/{regrade_id}").text)["carl"]
-    assert row[1:4] == ["1.5 / 10", "0.5 / 10", "-1"] and "late: −50%" in row[0]
+    page = client.get(f"/staff/regrades/{regrade_id}").text
+    assert table(page)["carl"][:3] == ["1.5 / 10", "0.5 / 10", "-1"]
+    assert submissions(page)["carl"] == [f"#{ids['carl']} late: −50% 1.5 / 10 → 0.5 / 10 ready"]
     client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert state(app)[ids["carl"]][:3] == ("graded", 0.5, 10)
+
+
+def sent_by(app, executor, catalogue, username: str, *codes: str) -> list[int]:
+    """A new student's autograd-q submissions, graded one after the other: their ids."""
+    database = app.extensions["hpcgrade.db"]
+    ids = []
+    for code in codes:
+        with database.sessions.begin() as session:
+            user = session.scalar(select(User).where(User.username == username)) or add_user(
+                session, username, username.title(), f"{username}@uni.es", "student",
+                "long-password")
+            exercise = session.scalar(select(Exercise).where(Exercise.slug == "autograd-q"))
+            submission = accept(session, user, exercise, "work.py", code.encode(),
+                                Rules(1024, 100, 60), utcnow())
+            session.flush()
+            ids.append(submission.id)
+        assert grade(database, executor, catalogue, ids[-1]) == "graded"
+    return ids
+
+
+def grade_of(app, username: str) -> tuple[float | None, int | None, bool]:
+    """A student's grade on autograd-q: (score, the submission it comes from, set by hand)."""
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        user = session.scalar(select(User).where(User.username == username))
+        exercise = session.scalar(select(Exercise).where(Exercise.slug == "autograd-q"))
+        found = student_grade(session, user.id, exercise.id)
+        return found.score, found.submission_id, found.set_by_hand
+
+
+def test_the_submission_that_makes_a_grade_is_graded_again(graded, executor, catalogue,
+                                                            changed_checks):
+    """dan's grade comes from his first submission (6 / 10 with checks since fixed), not from
+    his latest (the sign-flipped gradient): the preview grades both, his grade goes 6 → 10, and
+    it is his once published."""
+    app, _ = graded
+    best, latest = sent_by(app, executor, catalogue, "dan", REFERENCE_Q, SIGN_FLIPPED)
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        session.execute(update(Submission).where(Submission.id == best).values(score=6.0))
+    assert grade_of(app, "dan") == (6, best, False)
+    regrade_id, _ = start_preview(app)
+    grade_preview(app, executor, changed_checks, regrade_id)
+    client, token = logged_in(app, "prof")
+    page = client.get(f"/staff/regrades/{regrade_id}").text
+    assert table(page)["dan"] == ["6 / 10", "10 / 10", "+4", "2 of 2 changed", "ready"]
+    assert submissions(page)["dan"] == [f"#{best} 6 / 10 → 10 / 10 ready",
+                                        f"#{latest} 3 / 10 → 1 / 10 ready"]
+    assert grade_of(app, "dan") == (6, best, False)  # nothing changes before publishing
+    client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    assert grade_of(app, "dan") == (10, best, False)
+    dan, _ = logged_in(app, "dan")
+    assert re.search(r"Your grade</dt>\s*<dd>\s*10 / 10", dan.get("/exercises/autograd-q").text)
+
+
+def test_a_grade_set_by_hand_stays_as_it_is(graded, executor, changed_checks):
+    """carl's grade was agreed in person: his submission's score moves, his grade does not."""
+    app, ids = graded
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        carl = session.scalar(select(User).where(User.username == "carl"))
+        session.add(SetGrade(user_id=carl.id, exercise_id=session.get(
+            Submission, ids["carl"]).exercise_id, score=8.0, comment="agreed in person"))
+    regrade_id, _ = start_preview(app)
+    grade_preview(app, executor, changed_checks, regrade_id)
+    client, token = logged_in(app, "prof")
+    page = client.get(f"/staff/regrades/{regrade_id}").text
+    by_hand = "8 / 10 ✎ (set by an instructor)"
+    assert table(page)["carl"] == [by_hand, by_hand, "+0", "1 of 1 changed", "ready"]
+    assert submissions(page)["carl"] == [f"#{ids['carl']} 3 / 10 → 1 / 10 ready"]
+    assert "3 unchanged" in page and "0 down" in page
+    client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    assert grade_of(app, "carl") == (8, None, True)
+    assert state(app)[ids["carl"]][:3] == ("graded", 1, 10)
+
+
+def test_an_adjusted_score_counts_before_and_after(graded, executor, changed_checks):
+    """An instructor gave carl's sign-flipped gradient 5 points: the preview grades it 1
+    automatically, but the adjustment still counts in its place."""
+    app, ids = graded
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        session.execute(update(Submission).where(Submission.id == ids["carl"]).values(
+            override_score=5.0, override_comment="partial credit"))
+    regrade_id, _ = start_preview(app)
+    grade_preview(app, executor, changed_checks, regrade_id)
+    client, token = logged_in(app, "prof")
+    page = client.get(f"/staff/regrades/{regrade_id}").text
+    adjusted = "5 / 10 ✎ (adjusted by an instructor)"
+    assert table(page)["carl"] == [adjusted, adjusted, "+0", "0 of 1 changed", "ready"]
+    assert submissions(page)["carl"] == [
+        f"#{ids['carl']} {adjusted} → {adjusted} automatic score: 3 / 10 → 1 / 10 ready"]
+    client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    assert grade_of(app, "carl") == (5, ids["carl"], False)
+    assert state(app)[ids["carl"]][:3] == ("graded", 1, 10)
+
+
+def test_the_summary_counts_students_and_submissions(graded, executor, catalogue,
+                                                     changed_checks):
+    """ana unchanged; bea's first submission drops, her grade (her latest) stays; carl's only
+    submission was a grader error, graded now; dan's best goes up, his latest down."""
+    app, ids = graded
+    dan = sent_by(app, executor, catalogue, "dan", REFERENCE_Q, SIGN_FLIPPED)
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        session.execute(update(Submission).where(Submission.id == ids["carl"]).values(
+            status="error", score=None, max_score=None))
+        session.execute(update(Submission).where(Submission.id == dan[0]).values(score=6.0))
+    regrade_id, _ = start_preview(app)
+    grade_preview(app, executor, changed_checks, regrade_id)
+    client, _ = logged_in(app, "prof")
+    page = client.get(f"/staff/regrades/{regrade_id}").text
+    assert table(page)["carl"] == ["—", "1 / 10", "—", "1 of 1 changed", "ready"]
+    summary = [words(item) for item in re.findall(
+        r"<li>(.*?)</li>", re.search(r'<ul class="regrade-summary">(.*?)</ul>', page, re.S)
+        .group(1), re.S)]
+    assert summary == ["2 unchanged", "1 up", "0 down", "1 graded for the first time",
+                       "Submissions whose score changed: 4 of 6", "Mean change: +1.33"]
+
+
+def test_the_preview_page_reads_a_bounded_number_of_queries(graded, catalogue):
+    """The page loads itself every few seconds while a preview is graded: as many queries for
+    eight students with three submissions each as for three with one or two, and never the
+    submissions' code."""
+    app, _ = graded
+    first = start_preview(app)[0]
+    small = page_queries(app, first)
+    with as_prof(app) as (session, exercise, _prof):
+        session.get(Regrade, first).discarded_at = utcnow()
+        for n in range(5):
+            student = add_user(session, f"s{n}", "S", f"s{n}@uni.es", "student", "long-password")
+            for _ in range(3):
+                accept(session, student, exercise, "work.py", REFERENCE_Q.encode(),
+                       Rules(1024, 100, 60), utcnow()).status = "graded"
+        session.commit()
+    large = page_queries(app, start_preview(app)[0])
+    assert len(large) == len(small), large
+    assert not any("code" in re.findall(r"submissions\.(\w+)", statement)
+                   for statement in small + large)
+
+
+def page_queries(app, regrade_id: int) -> list[str]:
+    """The SQL statements of one load of the preview's page."""
+    client, _ = logged_in(app, "prof")
+    statements: list[str] = []
+    engine = app.extensions["hpcgrade.db"].engine
+
+    def seen(_connection, _cursor, statement, *_args):
+        statements.append(statement)
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        assert client.get(f"/staff/regrades/{regrade_id}").status_code == 200
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    return statements
 
 
 def test_discarding_leaves_every_grade_as_it_was(graded, executor, changed_checks):
@@ -221,7 +392,7 @@ def test_a_submission_graded_again_meanwhile_keeps_its_newer_grade(graded, execu
     client, token = logged_in(app, "prof")
     published = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     page = client.get(published.headers["Location"]).text
-    assert "2 grades are published" in page
+    assert "The new scores of 3 submissions are published" in page
     assert "1 submission was graded again since the preview started" in page
     assert state(app)[ids["carl"]] == newer and newer[1] == 3
     assert table(page)["carl"][-1] == "not published: graded again since"
@@ -283,7 +454,7 @@ def test_a_preview_whose_worker_died_is_started_again(graded, executor, changed_
     assert "grading queue does not answer" in client.get(resumed.headers["Location"]).text
     outcomes = grade_preview(app, executor, changed_checks, regrade_id)
     assert held not in outcomes and set(outcomes.values()) == {"preview"}
-    assert "2 of 3 graded" in client.get(f"/staff/regrades/{regrade_id}").text
+    assert "3 of 4 graded" in client.get(f"/staff/regrades/{regrade_id}").text
     refused = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert "still being graded" in client.get(refused.headers["Location"]).text
 
@@ -295,16 +466,55 @@ def test_a_preview_on_slurm_goes_out_in_batches(graded, tmp_path, changed_checks
     app, ids = graded
     regrade_id, _ = start_preview(app)
     cluster = EndingCluster(tmp_path / "spool")
-    outcomes = grade_preview(app, cluster, changed_checks, regrade_id, batch_size=2)
-    assert [len(job["runs"]) for job in cluster.jobs.values()] == [2, 1]
-    assert sorted(outcomes.values()) == ["failed", "preview", "preview"]
+    outcomes = grade_preview(app, cluster, changed_checks, regrade_id, batch_size=3)
+    assert [len(job["runs"]) for job in cluster.jobs.values()] == [3, 1]
+    assert sorted(outcomes.values()) == ["failed", "preview", "preview", "preview"]
     client, _ = logged_in(app, "prof")
     page = client.get(f"/staff/regrades/{regrade_id}").text
-    assert "1 not graded (grader error)" in page and "ended COMPLETED without a report" in page
+    assert "Submissions not graded (grader error): 1" in page
+    assert "ended COMPLETED without a report" in page
     with app.extensions["hpcgrade.db"].sessions() as session:
         seeds = set(session.scalars(select(GradingRun.seed).where(
             GradingRun.regrade_id == regrade_id, GradingRun.status == "preview")))
         assert seeds == {EndingCluster.SEED}
+
+
+def test_a_preview_renews_its_leases_now_and_then_not_after_each_run(graded, executor,
+                                                                       changed_checks):
+    """Renewing every waiting run's lease after each run graded would write the rows of a
+    thousand-run preview half a million times: a quick preview needs no renewal, and a long one
+    gets them once a tenth of a lease has gone by."""
+    app, _ = graded
+    quick = renewals(app, lambda: grade_preview(app, executor, changed_checks,
+                                                start_preview(app)[0]))
+    assert quick == []
+    with as_prof(app) as (session, _exercise, _prof):
+        session.execute(update(Regrade).values(discarded_at=utcnow()))
+        session.commit()
+    regrade_id = start_preview(app)[0]
+    slow = renewals(app, lambda: grade_preview(app, executor, changed_checks, regrade_id,
+                                               lease=dt.timedelta(0)))
+    assert len(slow) == 5  # a lease of no time: after the spool's leftovers, and each run
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        assert set(session.scalars(select(GradingRun.status).where(
+            GradingRun.regrade_id == regrade_id))) == {"preview"}
+
+
+def renewals(app, grading) -> list[str]:
+    """The statements that renewed preview runs' leases while `grading` ran."""
+    statements: list[str] = []
+    engine = app.extensions["hpcgrade.db"].engine
+
+    def seen(_connection, _cursor, statement, *_args):
+        if re.match(r"UPDATE grading_runs SET lease_until=.* WHERE .*worker = ", statement,
+                    re.S):
+            statements.append(statement)
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        grading()
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    return statements
 
 
 class EndingCluster(ScriptedCluster):
@@ -385,7 +595,7 @@ def test_the_preview_page_in_spanish(graded, executor, changed_checks):
     grade_preview(app, executor, changed_checks, regrade_id)
     client, _ = logged_in(app, "prof")
     page = client.get(f"/staff/regrades/{regrade_id}?lang=es").text
-    assert "Publicar estas notas" in page and "3 de 3 corregidas" in page
+    assert "Publicar estas notas" in page and "4 de 4 corregidas" in page
 
 
 @contextmanager
@@ -461,12 +671,12 @@ def test_publishing_rereads_a_submission_reopened_since_the_page_loaded(graded, 
     database = app.extensions["hpcgrade.db"]
     with as_prof(app) as (session, _, _prof):
         regrade = session.get(Regrade, regrade_id)
-        carl = next(row.submission for row in preview_rows(session, regrade)
-                    if row.submission.id == ids["carl"])
+        carl = next(previewed.submission for row in preview_rows(session, regrade)
+                    for previewed in row.previewed if previewed.submission.id == ids["carl"])
         assert carl.status == "graded"
         with database.sessions.begin() as other:
             reopen(other.get(Submission, ids["carl"]))
-        assert publish(session, regrade, utcnow()) == (2, 1)
+        assert publish(session, regrade, utcnow()) == (3, 1)
         session.commit()
         assert carl.status == "queued"
     assert state(app)[ids["carl"]][0] == "queued"
@@ -526,7 +736,7 @@ def test_a_preview_run_draws_the_hidden_inputs_of_the_grade_it_would_replace(
     grade_preview(app, executor, changed_checks, regrade_id)
     with app.extensions["hpcgrade.db"].sessions() as session:
         runs = session.scalars(select(GradingRun).where(GradingRun.regrade_id == regrade_id)).all()
-        assert len(runs) == 3
+        assert len(runs) == 4
         for run in runs:
             replaced = [r for r in run.submission.runs if r.status == "done"][-1]
             assert run.status == "preview" and run.seed == replaced.seed is not None
@@ -542,7 +752,7 @@ def test_the_job_a_dead_worker_left_is_cancelled(graded, tmp_path, changed_check
         session.execute(update(GradingRun).where(GradingRun.regrade_id == regrade_id).values(
             worker="dead@node:2", executor=cluster.name, external_id="77",
             lease_until=utcnow() - dt.timedelta(seconds=1)))
-    outcomes = grade_preview(app, cluster, changed_checks, regrade_id, batch_size=3)
+    outcomes = grade_preview(app, cluster, changed_checks, regrade_id, batch_size=4)
     assert set(outcomes.values()) == {"preview"}
     assert cluster.jobs["77"]["state"] == "CANCELLED"
 
