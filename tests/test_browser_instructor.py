@@ -98,10 +98,15 @@ def test_an_instructor_lands_on_the_course_and_reads_the_charts(site, desktop, g
 
 # --- grading everything again, with a preview ----------------------------------------------
 
-def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone, graded):
-    # as if the checks had given the right file nothing: grading again must make it good
+def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone, open_page,
+                                                            graded):
+    # as if the checks had given the right file nothing; s00 then sent the wrong file, which
+    # makes their grade: grading again must reach the right one, their first
     right = graded["s00"]
     assert stored_score(site, right, 0.0) == 0.0
+    wrong = site.stack.api("s00").submit(EXERCISE, SENT["s01"].read_text()).json()["id"]
+    assert settle(site.stack, [wrong], 180)[wrong].status == "graded", site.stack.logs()
+    wrong_score = stored_score(site, wrong)
     log_in(desktop, site, "prof")
     desktop.goto(site.url(f"/staff/exercises/{EXERCISE}"))
     with desktop.expect_navigation():
@@ -111,14 +116,23 @@ def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone,
 
     # the page loads itself again every few seconds until every preview run is graded
     desktop.get_by_role("button", name="Publish these grades").wait_for(timeout=150_000)
-    out_of = f"{OUT_OF:g}"
-    shown = {row[0].split()[-1]: row[2:] for row in cells(desktop, "table.regrade-table")}
-    assert shown["s00"] == [f"0 / {out_of}", f"{out_of} / {out_of}", f"+{out_of}", "ready"]
+    out_of, was = f"{OUT_OF:g}", f"{wrong_score:g}"
+    shown = {row[0].split()[-1]: row[1:4] + row[5:]  # the submissions' list left out
+             for row in cells(desktop, "table.regrade-table")}
+    assert shown["s00"] == [f"{was} / {out_of}", f"{out_of} / {out_of}",
+                            f"+{OUT_OF - wrong_score:g}", "ready"]
     for name in ("s01", "s02"):
         before, after, change, state = shown[name]
         assert (after, change, state) == (before, "+0", "ready"), shown
     summary = desktop.locator(".regrade-summary li").all_text_contents()
-    assert summary[:3] == ["2 unchanged", "1 up", "0 down"]
+    assert summary[:4] == ["2 unchanged", "1 up", "0 down",
+                           "Submissions whose score changed: 1 of 4"]
+    s00 = desktop.locator("table.regrade-table tr", has_text="s00")
+    s00.locator("summary").click()  # the student's submissions, each before and after
+    items = [" ".join(item.split()) for item in
+             s00.locator(".regrade-submissions li").all_text_contents()]
+    assert items == [f"#{right} 0 / {out_of} → {out_of} / {out_of} ready",
+                     f"#{wrong} {was} / {out_of} → {was} / {out_of} ready"]
     assert stored_score(site, right) == 0.0  # nothing changes before publishing
 
     log_in(phone, site, "prof")  # the preview on a phone, ready to publish
@@ -127,10 +141,18 @@ def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone,
 
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Publish these grades").click()
-    assert "3 grades are published." in flashed(desktop)
+    assert "The new scores of 4 submissions are published." in flashed(desktop)
     assert desktop.locator("#regrade .tag").first.text_content() == "published"
     assert stored_score(site, right) == OUT_OF
     assert submissions(site.stack, [right])[right].status == "graded"
+
+    student = open_page("desktop")  # s00 reads their new grade, from their first submission
+    log_in(student, site, "s00")
+    student.goto(site.url(f"/exercises/{EXERCISE}"))
+    facts = dict(zip(student.locator(".facts dt").all_text_contents(),
+                     (" ".join(value.split())
+                      for value in student.locator(".facts dd").all_text_contents())))
+    assert facts["Your grade"] == f"{out_of} / {out_of} your best: #{right}"
 
 
 # --- one student's extension ---------------------------------------------------------------
