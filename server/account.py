@@ -1,16 +1,77 @@
-"""A user's own account: changing the password, listing and revoking their API tokens."""
+"""A user's own account: setting the password with the link a new account gets (no log-in
+needed), changing it, listing and revoking their API tokens."""
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
 from flask_babel import gettext as _, ngettext
 
 from .auth import db, login_required, start_session
-from .models import utcnow
+from .links import LinkExpired, LinkInvalid, fingerprint, read_token
+from .models import User, utcnow
 from .throttle import Throttled, check_password
 from .tokens import listed, revoke
-from .users import MIN_PASSWORD_LENGTH, set_password
+from .users import MIN_PASSWORD_LENGTH, set_password, set_password_once
 
 blueprint = Blueprint("account", __name__, url_prefix="/account")
+
+
+@blueprint.route("/set-password/<token>", methods=["GET", "POST"])
+def set_password_by_link(token: str):
+    """The page a set-password link opens: the new password twice, then its owner is logged in.
+    A link works once (the password it sets spends it) and expires."""
+    try:
+        user_id, made_for = read_token(token)
+    except LinkExpired:
+        return _link_refused(410, _("This link has expired"), _(
+            "A link to set your password works for a limited time: ask your instructor for a "
+            "new one."))
+    except LinkInvalid:
+        user_id, made_for = None, None
+    user = db().get(User, user_id) if user_id is not None else None
+    if user is None:
+        return _link_refused(404, _("This link is not valid"), _(
+            "Check that you copied all of it, or ask your instructor for a new one."))
+    if fingerprint(user) != made_for:
+        return _link_used()
+    if request.method == "GET":
+        return _set_password_form(user)
+    problem = _new_password_problem()
+    if problem:
+        flash(problem, "error")
+        return _set_password_form(user, 400)
+    if not set_password_once(db(), user, made_for, request.form["new"]):
+        return _link_used()  # by another form sent with it meanwhile
+    db().commit()
+    db().refresh(user)
+    start_session(user)
+    flash(_("Your password is set: you are logged in."), "ok")
+    return redirect(url_for("portal.index"), 303)
+
+
+def _set_password_form(user: User, status: int = 200):
+    return render_template("auth/set_password.html", user=user,
+                           minimum=MIN_PASSWORD_LENGTH), status
+
+
+def _link_used():
+    return _link_refused(410, _("This link was used already"), _(
+        "Log in with the password you set with it; if you have lost it, ask your instructor for "
+        "a new link."))
+
+
+def _link_refused(status: int, title: str, explanation: str):
+    return render_template("error.html", code=status, title=title,
+                           explanation=explanation), status
+
+
+def _new_password_problem() -> str | None:
+    """Why the form's new password (typed twice) cannot be set, or None."""
+    new = request.form.get("new", "")
+    if new != request.form.get("repeat", ""):
+        return _("The new passwords differ.")
+    if len(new) < MIN_PASSWORD_LENGTH:
+        return _("The new password needs at least %(num)s characters.", num=MIN_PASSWORD_LENGTH)
+    return None
 
 
 @blueprint.route("/password", methods=["GET", "POST"])
@@ -18,12 +79,10 @@ blueprint = Blueprint("account", __name__, url_prefix="/account")
 def password():
     if request.method == "GET":
         return render_template("auth/password.html", minimum=MIN_PASSWORD_LENGTH)
-    new = request.form.get("new", "")
-    if new != request.form.get("repeat", ""):
-        return _refused(_("The new passwords differ."))
-    if len(new) < MIN_PASSWORD_LENGTH:
-        return _refused(_("The new password needs at least %(num)s characters.",
-                          num=MIN_PASSWORD_LENGTH))
+    problem = _new_password_problem()
+    if problem:
+        return _refused(problem)
+    new = request.form["new"]
     try:  # throttled as a log-in: a borrowed session must not be a way to guess the password
         user = check_password(db(), g.user.username, request.form.get("current", ""))
     except Throttled as throttled:

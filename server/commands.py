@@ -59,8 +59,8 @@ def users_group() -> None:
     """Accounts."""
 
 
-def _in_transaction(action):
-    database = Database(_database_url())
+def _in_transaction(action, database: Database | None = None):
+    database = database or Database(_database_url())
     try:
         with database.sessions.begin() as session:
             return action(session)
@@ -90,14 +90,65 @@ def users_add(username: str, name: str, email: str, role: str, password: str | N
 
 @users_group.command("import")
 @click.argument("roster", type=click.File("rb"))
-def users_import(roster) -> None:
+@click.option("--lang", type=click.Choice(["en", "es"]), default="en", show_default=True,
+              help="The language of the messages and of the mails.")
+def users_import(roster, lang: str) -> None:
     """Add every account of a CSV roster (username,name,email,role), or none.
 
-    Prints username,password for each new account: hand the initial passwords out."""
-    created = _in_transaction(lambda s: import_roster(s, decode_roster(roster.read())))
-    click.echo("username,password")
-    for username, password in created:
-        click.echo(f"{username},{password}")
+    Prints username,link for each new account: the link sets its password, once, within
+    SET_PASSWORD_LINK_DAYS (the roster page shows it again until then). Where mail is set up
+    (MAIL_SERVER), each account is mailed its link too."""
+    # not at import, as the app below: the other commands need no Flask
+    from flask_babel import force_locale
+
+    from .links import make_link
+    app = _app()
+    base_url = app.config["PUBLIC_URL"] or ""
+    with app.app_context(), force_locale(lang):
+        created = _in_transaction(lambda s: [
+            (user.id, user.username, make_link(user, base_url))
+            for user in import_roster(s, decode_roster(roster.read()))],
+            app.extensions["hpcgrade.db"])
+        click.echo("username,link")
+        for _id, username, link in created:
+            click.echo(f"{username},{link}")
+        if not base_url:
+            click.echo("HPCGRADE_PUBLIC_URL is not set: each link is a path on the portal; put "
+                       "the portal's address before it", err=True)
+        _mail_links(app, [user_id for user_id, _username, _link in created], base_url, lang)
+
+
+def _app():
+    """The portal's app (its settings, database and languages), for the links and mails."""
+    from . import create_app
+    try:
+        return create_app()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _mail_links(app, user_ids: list[int], base_url: str, lang: str) -> None:
+    """Mail each new account its link, where mail is set up; say on stderr how it went (the
+    accounts stand whatever happens)."""
+    from .mail import MailAway, mail_configured, send_links
+    if not mail_configured() or not user_ids:
+        return
+    if not base_url:
+        click.echo("links not mailed: a mail needs the whole link (set HPCGRADE_PUBLIC_URL)",
+                   err=True)
+        return
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        try:
+            refused = send_links(session, user_ids, base_url, lang)
+        except MailAway as away:
+            click.echo(f"links not mailed to {len(away.left)} of the {len(user_ids)} accounts: "
+                       f"{away}", err=True)
+            return
+        mailed = len(user_ids) - len(refused)
+        click.echo(f"{mailed} link{'s' if mailed != 1 else ''} mailed" + (
+            "; not mailed: " + ", ".join(f"{user.username} <{user.email}> ({answer})"
+                                         for user, answer in refused) if refused else ""),
+            err=True)
 
 
 @users_group.command("password")

@@ -2,10 +2,15 @@
 filtered), a roster CSV imported after a preview, one account added, a password reset, and the
 exercises synced with their folder: what `hpcgrade users …` and `hpcgrade exercise sync` do.
 
+A new account, and one whose password is reset, waits for its owner to set a password with its
+set-password link (server/links.py): shown here, mailed where mail is set up, and shown again
+while the account waits.
+
 Admins add and reset any account; instructors students only: one who could make an admin, or
-learn an instructor's new password, could become one."""
+set an instructor's password with its link, could become one."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import quote
 
 from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
@@ -17,11 +22,13 @@ from sqlalchemy.exc import IntegrityError
 from .auth import db, staff_required
 from .catalogue import ExerciseConfigError, load_catalogue
 from .exercises import sync_exercises
+from .links import make_link
 from .listing import arrange, by_name, by_username, requested_listing
+from .mail import mail_configured, server_problem
 from .models import Role, User
 from .spreadsheet import cell, csv_text, for_excel
-from .users import (ROLES, ROSTER_COLUMNS, UserError, add_user, create_accounts, decode_roster,
-                    new_password, read_roster, set_password)
+from .users import (NO_PASSWORD, ROLES, ROSTER_COLUMNS, UserError, add_user, clear_password,
+                    create_accounts, decode_roster, has_password, read_roster)
 
 blueprint = Blueprint("roster", __name__, url_prefix="/staff/roster")
 ROLE_NAMES = {"student": _l("student"), "instructor": _l("instructor"), "admin": _l("admin")}
@@ -54,9 +61,11 @@ def roster():
     shown = arrange(everyone, listing, lambda user: user, SORT_KEYS, FILTERS)
     sections = [(_("Students"), [user for user in shown if user.role == Role.student.value]),
                 (_("Staff"), [user for user in shown if user.role != Role.student.value])]
+    waiting = sum(not has_password(user) and user.role in addable_roles() for user in everyone)
     return render_template("staff/roster.html", listing=listing, columns=COLUMNS,
                            sections=sections, shown=len(shown), total=len(everyone),
-                           role_names=ROLE_NAMES, addable=addable_roles(), limit_kb=_limit_kb())
+                           role_names=ROLE_NAMES, addable=addable_roles(), limit_kb=_limit_kb(),
+                           waiting=waiting)
 
 
 def _limit_kb() -> int:
@@ -95,28 +104,27 @@ def _refused(message: str):
 
 @blueprint.post("/import")
 def apply():
-    """The previewed roster, checked again and imported in one transaction, or not at all."""
+    """The previewed roster, checked again: its new accounts added in one transaction, its wrong
+    lines left out (and listed again)."""
     text = request.form.get("roster", "")
     try:
         plan = read_roster(db(), text, addable_roles())
     except UserError as exc:
         return _refused(_("Nothing was imported: %(problem)s.", problem=str(exc)))
-    if plan.errors:
-        flash(_("The roster has wrong lines: nothing was imported."), "error")
-        return render_template("staff/roster_preview.html", plan=plan, text=text,
-                               filename="", role_names=ROLE_NAMES), 400
     if not plan.new:
-        flash(_("Every account of the roster exists already: nothing to add."), "info")
+        flash(_("No line of the roster adds a valid account: nothing was imported.")
+              if plan.errors else
+              _("Every account of the roster exists already: nothing to add."), "info")
         return redirect(url_for(".roster"), 303)
-    created = create_accounts(db(), plan.new)
     try:
+        created = create_accounts(db(), plan.new)
         db().commit()
     except IntegrityError:  # an account of the roster was added since it was checked
         db().rollback()
         return _refused(_("Some of these accounts were added meanwhile: nothing was imported. "
                           "Upload the roster again."))
-    return _passwords(created, ngettext("%(num)s account added", "%(num)s accounts added",
-                                        len(created)))
+    return _links(created, ngettext("%(num)s account added", "%(num)s accounts added",
+                                    len(created)), mailed=True, left_out=plan.errors)
 
 
 @blueprint.route("/add", methods=["GET", "POST"])
@@ -127,10 +135,9 @@ def add():
     if form["role"] not in addable_roles():
         flash(_("Only an admin may add instructors and admins."), "error")
         return _add_form(form, 403)
-    password = new_password()
     try:
         user = add_user(db(), form["username"], form["name"], form["email"], form["role"],
-                        password)
+                        password=None)
         db().commit()
     except UserError as exc:
         db().rollback()
@@ -141,7 +148,7 @@ def add():
         flash(_("Not added: %(problem)s.", problem=_("user %(username)s already exists",
                                                        username=form["username"])), "error")
         return _add_form(form, 409)
-    return _passwords([(user, password)], _("Account added"))
+    return _links([user], _("Account added"), mailed=True)
 
 
 def _add_form(form: dict, status: int = 200):
@@ -151,8 +158,8 @@ def _add_form(form: dict, status: int = 200):
 
 @blueprint.route("/<username>/password", methods=["GET", "POST"])
 def reset_password(username: str):
-    """A new, generated password for someone who lost theirs; every session of theirs ends and
-    their API tokens are revoked."""
+    """For someone who lost their password: it stops working, every session of theirs ends,
+    their API tokens are revoked, and they set a new one with the link this gives."""
     user = db().scalar(select(User).where(User.username == username))
     if user is None:
         abort(404)
@@ -163,28 +170,66 @@ def reset_password(username: str):
         abort(403)
     if request.method == "GET":
         return render_template("staff/roster_reset.html", user=user)
-    password = new_password()
-    revoked = set_password(db(), user, password)
+    revoked = clear_password(db(), user)
     db().commit()
     flash(ngettext("%(num)s API token of %(username)s was revoked.",
                    "%(num)s API tokens of %(username)s were revoked.", revoked,
                    username=user.username), "ok")
-    return _passwords([(user, password)], _("Password of %(username)s reset",
-                                            username=user.username))
+    return _links([user], _("Password of %(username)s reset", username=user.username),
+                  mailed=True)
 
 
-def _passwords(accounts, heading: str):
-    """The new passwords, shown once (and as a CSV made inside the page, which the server never
-    serves again): this response is not to be stored anywhere. The CSV is for a spreadsheet
-    (server/spreadsheet.py): Excel's, in the reader's language; no name in it runs as a formula."""
-    sheet = csv_text([["username", "name", "email", "password"],
-                      *([cell(account.username), cell(account.name), cell(account.email),
-                         cell(password)] for account, password in accounts)],
+@blueprint.get("/waiting")
+def waiting():
+    """The links of the accounts whose owners have not set a password yet, made again (one
+    handed out and lost, or never mailed)."""
+    users = db().scalars(select(User).where(User.password_hash == NO_PASSWORD,
+                                            User.role.in_(addable_roles()))
+                         .order_by(User.username)).all()
+    return _links(users, _("Accounts waiting for a password"))
+
+
+def _links(users: list[User], heading: str, *, mailed: bool = False,
+           left_out: Sequence[tuple[int, str]] = ()):
+    """Each account's set-password link (and a CSV of them made inside the page): a link is as
+    good as a password while it works, so this response is not to be stored anywhere. The CSV is
+    for a spreadsheet (server/spreadsheet.py): Excel's, in the reader's language; no name in it
+    runs as a formula. `mailed`: each account is mailed its link too, where mail is set up."""
+    base_url = current_app.config["PUBLIC_URL"] or request.url_root.rstrip("/")
+    accounts = [(user, make_link(user, base_url)) for user in users]
+    sheet = csv_text([["username", "name", "email", "link"],
+                      *([cell(user.username), cell(user.name), cell(user.email), cell(link)]
+                        for user, link in accounts)],
                      for_excel(g.lang))
     download = "data:text/csv;charset=utf-8," + quote(sheet)
-    page = render_template("staff/roster_passwords.html", accounts=accounts, heading=heading,
-                           download=download)
+    mail = _mail_links([user.id for user in users], base_url) if mailed else None
+    page = render_template("staff/roster_links.html", accounts=accounts, heading=heading,
+                           download=download, mail=mail, left_out=left_out,
+                           days=current_app.config["SET_PASSWORD_LINK_DAYS"])
     return page, 200, {"Cache-Control": "no-store"}
+
+
+def _mail_links(user_ids: list[int], base_url: str) -> tuple[str, str]:
+    """Hand the mailing of these accounts' links to a worker (thousands of mails would hold the
+    request), once the mail server has answered; what the page says of it: (category, text)."""
+    if not mail_configured():
+        return "info", _("Mail is not set up on this service: hand each person their link, or "
+                         "the CSV.")
+    problem = server_problem()
+    if problem is not None:
+        return "error", _("The links were not mailed, the mail server cannot take them "
+                          "(%(problem)s): hand each person their link, or the CSV.",
+                          problem=problem)
+    try:
+        current_app.extensions["celery"].send_task(
+            "hpcgrade.mail_links", args=[user_ids, base_url, g.lang, g.user.id], retry=False)
+    except Exception:  # kombu raises many types for a broker that is away
+        return "error", _("The links were not mailed: the task queue cannot be reached. Hand "
+                          "each person their link, or the CSV.")
+    return "ok", ngettext("The link is being mailed to its address; you get a mail if the "
+                          "server refuses it.",
+                          "The links are being mailed to their %(num)s addresses; you get a "
+                          "mail listing any the server refuses.", len(user_ids))
 
 
 @blueprint.post("/exercises/sync")

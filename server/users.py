@@ -6,11 +6,9 @@ from __future__ import annotations
 import csv
 import functools
 import io
-import os
 import re
 import secrets
 from collections.abc import Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from flask_babel import gettext as _
@@ -18,6 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from .links import fingerprint
 from .models import Role, User
 from .tokens import revoke
 
@@ -31,9 +30,9 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 ROSTER_COLUMNS = ("username", "name", "email", "role")
 ROLES = tuple(role.value for role in Role)
 MIN_PASSWORD_LENGTH = 8
-# generated passwords are read off a page or a sheet: no 0/O, 1/l/I to mistake (12 of 55: 69 bits)
-PASSWORD_ALPHABET = "abcdefghjkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-PASSWORD_LENGTH = 12
+# the password hash of an account whose owner has not set a password yet (server/links.py): no
+# hash werkzeug makes starts with "!", so no password matches it
+NO_PASSWORD = "!no-password"
 ZIP_SIGNATURE = b"PK\x03\x04"  # an .xlsx or .ods spreadsheet is a zip archive
 
 
@@ -58,10 +57,6 @@ class RosterPlan:
     new: list[RosterRow] = field(default_factory=list)
     existing: list[RosterRow] = field(default_factory=list)
     errors: list[tuple[int, str]] = field(default_factory=list)
-
-
-def new_password() -> str:
-    return "".join(secrets.choice(PASSWORD_ALPHABET) for _ in range(PASSWORD_LENGTH))
 
 
 def validate(username: str, name: str, email: str, role: str) -> None:
@@ -99,15 +94,22 @@ def _check_length(username: str, password: str, minimum: int) -> None:
 
 
 def add_user(session: Session, username: str, name: str, email: str, role: str,
-             password: str, *, min_password_length: int = MIN_PASSWORD_LENGTH) -> User:
+             password: str | None, *, min_password_length: int = MIN_PASSWORD_LENGTH) -> User:
+    """An account; without a password, one waiting for its owner to set one (its link)."""
     validate(username, name, email, role)
-    _check_length(username, password, min_password_length)
+    if password is not None:
+        _check_length(username, password, min_password_length)
     if session.scalar(select(User.id).where(User.username == username)) is not None:
         raise UserError(_("user %(username)s already exists", username=username))
     user = User(username=username, name=name.strip(), email=email, role=role,
-                password_hash=generate_password_hash(password))
+                password_hash=NO_PASSWORD if password is None
+                else generate_password_hash(password))
     session.add(user)
     return user
+
+
+def has_password(user: User) -> bool:
+    return user.password_hash != NO_PASSWORD
 
 
 def decode_roster(data: bytes) -> str:
@@ -199,29 +201,25 @@ def _row_problem(row: RosterRow, roles: Collection[str], first_seen: dict[str, i
     return None
 
 
-def create_accounts(session: Session, rows: list[RosterRow]) -> list[tuple[RosterRow, str]]:
-    """An account for each (checked) row, with a new password: returns (row, password) pairs."""
-    passwords = [new_password() for _row in rows]
-    # a slow hash each: in threads (hashlib's scrypt lets go of the GIL), for a course's roster
-    # is hundreds of them, which one after another would outlast a web request
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        hashes = list(pool.map(generate_password_hash, passwords))
-    for row, password_hash in zip(rows, hashes):
-        session.add(User(username=row.username, name=row.name, email=row.email, role=row.role,
-                         password_hash=password_hash))
-    return list(zip(rows, passwords))
+def create_accounts(session: Session, rows: list[RosterRow]) -> list[User]:
+    """An account for each (checked) row, waiting for its owner to set a password: nothing is
+    hashed, so a course's roster (thousands of rows) takes a moment, not a slow hash a row."""
+    users = [User(username=row.username, name=row.name, email=row.email, role=row.role,
+                  password_hash=NO_PASSWORD) for row in rows]
+    session.add_all(users)
+    session.flush()  # their ids (one INSERT of many rows), which their links name
+    return users
 
 
-def import_roster(session: Session, text: str) -> list[tuple[str, str]]:
-    """Add every row of a roster CSV, or none (an existing account is an error here): returns
-    (username, initial password) pairs."""
+def import_roster(session: Session, text: str) -> list[User]:
+    """Add every row of a roster CSV, or none (an existing account is an error here)."""
     plan = read_roster(session, text)
     problems = plan.errors + [(row.line, _("user %(username)s already exists",
                                            username=row.username)) for row in plan.existing]
     if problems:
         raise UserError("\n".join(_("line %(line)s: %(problem)s", line=line, problem=problem)
                                   for line, problem in sorted(problems)))
-    return [(row.username, password) for row, password in create_accounts(session, plan.new)]
+    return create_accounts(session, plan.new)
 
 
 @functools.cache
@@ -232,10 +230,12 @@ def _unknown_user_hash() -> str:
 def authenticate(session: Session, username: str, password: str) -> User | None:
     user = session.scalar(select(User).where(User.username == username)) \
         if USERNAME.fullmatch(username) else None
-    # an unknown user costs a hash check as a known one does: the time must not tell who exists
-    if not check_password_hash(user.password_hash if user else _unknown_user_hash(), password):
+    usable = user is not None and has_password(user)
+    # an unknown user, or one with no password yet, costs a hash check as a known one does: the
+    # time must not tell who exists
+    if not check_password_hash(user.password_hash if usable else _unknown_user_hash(), password):
         return None
-    return user
+    return user if usable else None
 
 
 def end_sessions(session: Session, user_id: int) -> None:
@@ -251,3 +251,28 @@ def set_password(session: Session, user: User, password: str) -> int:
     user.password_hash = generate_password_hash(password)
     end_sessions(session, user.id)
     return revoke(session, user_id=user.id)
+
+
+def clear_password(session: Session, user: User) -> int:
+    """A staff reset: the account waits for its owner to set a password (its link) as a new
+    one does; every session ends and the API tokens are revoked (how many)."""
+    user.password_hash = NO_PASSWORD
+    end_sessions(session, user.id)
+    session.flush()
+    session.refresh(user)  # the new session version, which its link carries
+    return revoke(session, user_id=user.id)
+
+
+def set_password_once(session: Session, user: User, made_for: str, password: str) -> bool:
+    """The password a set-password link sets, written only over the state the link was made
+    for: of two forms sent with one link, the second finds it spent (False)."""
+    _check_length(user.username, password, MIN_PASSWORD_LENGTH)
+    old_hash, old_version = user.password_hash, user.session_version
+    if fingerprint(user) != made_for:
+        return False
+    changed = session.execute(
+        update(User).where(User.id == user.id, User.password_hash == old_hash,
+                           User.session_version == old_version)
+        .values(password_hash=generate_password_hash(password),
+                session_version=old_version + 1)).rowcount
+    return changed == 1

@@ -4,7 +4,8 @@ A PostgreSQL cluster and a Redis of its own (never the shared ones: the tests st
 deploy steps (`hpcgrade db upgrade`, `exercise sync`, `users import`), and then, as
 deploy/systemd runs them: gunicorn with 2 sync workers, one Celery worker, Celery beat on its own,
 and nginx in front with the deploy's proxy settings (deploy/nginx/hpcgrade-proxy.conf). Each
-piece can be stopped, killed and started again; `Stack.processes()` says what runs.
+student sets a password with the link the import printed, as a student does. Each piece can be
+stopped, killed and started again; `Stack.processes()` says what runs.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import re
 import tempfile
 import time
 import uuid
@@ -38,7 +40,7 @@ FILES = {  # kind → (exercise, file whose score `hpcgrade grade` tells)
     "metrics-wrong": ("metrics", EXERCISES / "metrics" / "mutants" / "mae_without_abs.py"),
 }
 PROXY_SETTINGS = ROOT / "deploy" / "nginx" / "hpcgrade-proxy.conf"
-PASSWORD_COLUMN = 1
+CSRF_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
 def postgres_binaries() -> Path:
@@ -256,6 +258,7 @@ class Stack:
         self.extra_settings = settings or {}
         self.web_workers, self.concurrency = web_workers, concurrency
         self.passwords: dict[str, str] = {}
+        self.links: dict[str, str] = {}  # username → set-password link (a path)
 
     # --- start and stop ---------------------------------------------------------------------
 
@@ -307,6 +310,7 @@ class Stack:
         self.nginx = self._service("nginx", [nginx_binary(), "-p", str(prefix), "-c",
                                              str(prefix / "nginx.conf")],
                                    ready=lambda _: _port_open(self.nginx_port))
+        self._set_passwords()
 
     def _service(self, name: str, command: list[str], ready=None) -> Service:
         service = Service(name, command, self.env, self.folder / f"{name}.log", ready)
@@ -330,7 +334,19 @@ class Stack:
         roster = "username,name,email,role\n" + "".join(
             f"{name},Student {name},{name}@uni.example,student\n" for name in self.students())
         lines = self.hpcgrade("users", "import", "-", stdin=roster).splitlines()[1:]
-        self.passwords = dict(line.split(",", PASSWORD_COLUMN) for line in lines)
+        self.links = dict(line.split(",", 1) for line in lines)  # paths: no PUBLIC_URL here
+
+    def _set_passwords(self) -> None:
+        """Each student follows their link and sets a password of their own."""
+        for username, path in self.links.items():
+            browser = requests.Session()
+            form = browser.get(self.base + path, timeout=30)
+            password = f"{username}-{uuid.uuid4().hex[:12]}"
+            done = browser.post(self.base + path, allow_redirects=False, timeout=30, data={
+                "new": password, "repeat": password,
+                "csrf_token": CSRF_TOKEN.search(form.text).group(1)})
+            assert done.status_code == 303, (username, done.status_code, done.text[:500])
+            self.passwords[username] = password
 
     def students(self) -> list[str]:
         return [f"s{n:02d}" for n in range(self.student_count)]

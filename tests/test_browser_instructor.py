@@ -222,7 +222,7 @@ STAFF_PAGES = {
     "diagnostic": f"/staff/exercises/{EXERCISE}/diagnostics/{MISTAKE}",
     "student": "/staff/students/s01", "submission": "/submissions/{id}",
     "grade-again": "/staff/submissions/{id}/regrade", "gradebook": "/staff/grades",
-    "roster": "/staff/roster/", "add-user": "/staff/roster/add",
+    "roster": "/staff/roster/", "add-user": "/staff/roster/add", "waiting": "/staff/roster/waiting",
     "allowance": f"/staff/students/s03/exercises/{EXERCISE}",
     "error": "/staff/exercises/no-such-exercise"}
 

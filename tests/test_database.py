@@ -44,7 +44,7 @@ def test_add_user_validates(db_session):
 def test_roster_import_is_all_or_nothing(db_session):
     created = import_roster(db_session, "username,name,email,role\nana,Ana,a@uni.es,student\n"
                                         "pilar,Pilar,p@uni.es,instructor\n")
-    assert [u for u, _ in created] == ["ana", "pilar"]
+    assert [user.username for user in created] == ["ana", "pilar"]
     db_session.flush()
     with pytest.raises(UserError, match="line 3: user ana already exists"):
         import_roster(db_session, "username,name,email,role\nbea,Bea,b@uni.es,student\n"
@@ -79,12 +79,13 @@ def test_login_logout_and_csrf(app):
 def test_cli_users_and_db(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     monkeypatch.setenv("HPCGRADE_DATABASE_URL", url)
+    monkeypatch.setenv("HPCGRADE_SECRET_KEY", "test")
     runner = CliRunner()
     assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
     roster = tmp_path / "roster.csv"
     roster.write_text("username,name,email,role\nana,Ana,a@uni.es,student\n")
     result = runner.invoke(main, ["users", "import", str(roster)])
-    assert result.exit_code == 0 and result.output.startswith("username,password\nana,")
+    assert result.exit_code == 0 and result.stdout.startswith("username,link\nana,")
     again = runner.invoke(main, ["users", "import", str(roster)])
     assert again.exit_code == 1 and "line 2: user ana already exists" in again.output
     added = runner.invoke(main, ["users", "add", "pilar", "--name", "Pilar", "--email", "p@uni.es",

