@@ -54,7 +54,8 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
     desktop.get_by_text("Adjust this submission's score").click()
     half = OUT_OF / 2
     desktop.fill("input[name=score]", f"{half:g}")
-    desktop.fill("textarea[name=comment]", "Half marks: the loop is right, the gradients add up.")
+    desktop.get_by_label("Comment for the student (required)").fill(
+        "Half marks: the loop is right, the gradients add up.")
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Save the adjusted score").click()
     assert f"The score of submission #{wrong} is adjusted by hand." in flashed(desktop)
@@ -75,7 +76,8 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
     desktop.goto(site.url(f"/staff/students/{STUDENT}/exercises/{EXERCISE}"))
     desktop.get_by_text("Set the grade by hand").click()
     desktop.fill("input[name=score]", "0")
-    desktop.fill("textarea[name=comment]", "The same file as another student's, line for line.")
+    desktop.get_by_label("Comment for the student (required)").fill(
+        "The same file as another student's, line for line.")
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Save the grade").click()
     assert "is set by hand" in flashed(desktop)

@@ -168,7 +168,7 @@ def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_p
         hour=12, minute=0, second=0, microsecond=0) + dt.timedelta(days=30)
     desktop.fill("input[name=deadline]", extended.strftime("%Y-%m-%dT%H:%M"))
     desktop.fill("input[name=extra_attempts]", "5")
-    desktop.fill("textarea[name=comment]", "Ill in the last week of January")
+    desktop.get_by_label("Comment (optional, for the staff)").fill("Ill in the last week of January")
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Save the exception").click()
     assert "The exception for Student s02 is saved." in flashed(desktop)
