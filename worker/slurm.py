@@ -27,14 +27,20 @@ from worker.slurm_text import (Limits, job_script, limits, parse_nodes, parse_pa
 COMMAND_SECONDS = 60
 LIMITS_SECONDS = 300
 LOG_TAIL_BYTES = 2000
+SSH_PERSIST_SECONDS = 60  # an idle shared ssh connection closes after this long
 STOP_MARGIN = 30  # seconds between the last run's worst end and the job's time limit
 
 
 class SlurmCommands:
     """Runs a Slurm command here, or on the submit host over ssh, and returns its stdout."""
 
-    def __init__(self, submit_host: str | None = None, ssh_options: tuple[str, ...] = ()):
-        self.prefix = ["ssh", *ssh_options, submit_host] if submit_host else []
+    def __init__(self, submit_host: str | None = None, ssh_options: tuple[str, ...] = (),
+                 control_dir: Path | None = None):
+        # one connection for every command (a new one costs about 0.2 s): ssh takes the first
+        # value given for an option, so SLURM_SSH_OPTIONS, first, override these
+        shared = ["-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir}/%C",
+                  "-o", f"ControlPersist={SSH_PERSIST_SECONDS}"] if control_dir else []
+        self.prefix = ["ssh", *ssh_options, *shared, submit_host] if submit_host else []
 
     def run(self, args: list[str], stdin: str | None = None) -> str:
         # ssh hands the remote shell one string: quote each argument for it
@@ -65,10 +71,18 @@ class SlurmExecutor:
         self.python_unset = config["COURSE_PYTHON"] is None
         self.modules = config["SLURM_MODULES"]
         self.default = slurm_resources(config)
-        self.commands = SlurmCommands(config["SLURM_SUBMIT_HOST"], config["SLURM_SSH_OPTIONS"])
+        self.commands = SlurmCommands(config["SLURM_SUBMIT_HOST"], config["SLURM_SSH_OPTIONS"],
+                                      self._ssh_sockets() if config["SLURM_SUBMIT_HOST"] else None)
         self.job_name, self.pilot_name = f"hpcgrade-{self.course}", f"hpcgrade-{self.course}-pilot"
         self._limits: dict[str | None, tuple[float, Limits]] = {}
         self._sacct = ["sacct"]
+
+    def _ssh_sockets(self) -> Path:
+        """The folder of ssh's shared connection: the service's account alone may use it."""
+        folder = self.spool / "ssh"
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)  # the spool's folders are the group's (2770): this one is not
+        return folder
 
     # --- the executor interface -------------------------------------------------------------
 

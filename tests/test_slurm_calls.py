@@ -1,0 +1,73 @@
+"""How often, and how, the service calls Slurm (issue 18): one ssh connection reused for every
+command, on the real single-node Slurm of scripts/slurm and its sshd."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+import slurm_cluster
+from server.config import load_config
+from worker.slurm import SlurmExecutor
+
+pytestmark = [pytest.mark.slurm,
+              pytest.mark.skipif(not slurm_cluster.available(),
+                                 reason="no Slurm cluster of scripts/slurm's here")]
+
+
+@pytest.fixture
+def spool():
+    """A short path: ssh's control socket must fit a socket's address (about 100 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="hpcgrade-calls-", dir="/var/tmp")) / "spool"
+    folder.mkdir()
+    yield folder
+    shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+def settings(spool: Path, **overrides) -> dict:
+    return load_config({
+        "EXECUTOR": "slurm", "SPOOL_DIR": str(spool), "COURSE": f"t{uuid.uuid4().hex[:8]}",
+        "COURSE_PYTHON": os.environ.get("HPCGRADE_TEST_COURSE_PYTHON", "python3"),
+        "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
+        "SLURM_GPUS": 0, "SLURM_CPUS": 1, "SLURM_MEMORY": "1G", "SLURM_TIME": 5, **overrides})
+
+
+def over_ssh(spool: Path, **overrides) -> dict:
+    return settings(spool, SLURM_SUBMIT_HOST=os.environ["HPCGRADE_TEST_SSH_HOST"],
+                    SLURM_SSH_OPTIONS=json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"]),
+                    **overrides)
+
+
+def master(config: dict, spool: Path) -> str:
+    """What `ssh -O check` says of the connection the commands would share."""
+    checked = subprocess.run(
+        ["ssh", *config["SLURM_SSH_OPTIONS"], "-o", f"ControlPath={spool}/ssh/%C", "-O", "check",
+         config["SLURM_SUBMIT_HOST"]], capture_output=True, text=True, timeout=30)
+    return checked.stderr.strip() if checked.returncode == 0 else ""
+
+
+def test_ssh_mode_reuses_one_connection_for_every_command(spool):
+    config = over_ssh(spool)
+    commands = SlurmExecutor(config).commands
+    try:
+        assert "slurm" in commands.run(["sinfo", "--version"])
+        first = master(config, spool)
+        assert first.startswith("Master running"), first
+        assert "slurm" in commands.run(["squeue", "--version"])
+        assert master(config, spool) == first  # the same master process served the second
+    finally:
+        subprocess.run(["ssh", *config["SLURM_SSH_OPTIONS"], "-o",
+                        f"ControlPath={spool}/ssh/%C", "-O", "exit", config["SLURM_SUBMIT_HOST"]],
+                       capture_output=True, timeout=30)
+
+
+def test_ssh_options_of_the_settings_override_the_shared_connection(spool):
+    config = over_ssh(spool)
+    config["SLURM_SSH_OPTIONS"] = (*config["SLURM_SSH_OPTIONS"], "-o", "ControlMaster=no")
+    commands = SlurmExecutor(config).commands
+    assert "slurm" in commands.run(["sinfo", "--version"])
+    assert master(config, spool) == ""
