@@ -6,8 +6,9 @@ import pytest
 
 from server.config import Resources
 from worker.executor import ClusterError, JobState
-from worker.slurm_text import (gres_gpus, job_script, limits, parse_nodes, parse_partitions,
-                               parse_sacct, parse_sbatch, parse_squeue, sbatch_options)
+from worker.slurm_text import (gres_gpus, job_script, late_job_id, limits, parse_comments,
+                               parse_nodes, parse_partitions, parse_sacct, parse_sbatch,
+                               parse_squeue, permanent_sbatch_error, sbatch_options)
 
 RECORDED = Path(__file__).parent / "recorded" / "slurm"
 GOLDEN = Path(__file__).parent / "golden"
@@ -102,3 +103,42 @@ def test_a_cpu_only_shape_holds_no_gpu():
     assert not any(o.startswith("--gres") for o in options)
     assert "--gres=gpu:2" in sbatch_options(Resources(gpus=2), job_name="j", comment="c",
                                             wckey="w", log="l")
+
+
+def test_a_late_sbatchs_id_is_read_from_what_it_printed():
+    assert late_job_id("42\n") == "42"
+    assert late_job_id("") is None
+
+
+def test_squeue_comments_are_read_whole():
+    assert parse_comments("12|hpcgrade c batch ab12 runs 3,4\n13|a|b\n") == {
+        "12": "hpcgrade c batch ab12 runs 3,4", "13": "a|b"}
+    with pytest.raises(ClusterError) as raised:
+        parse_comments("slurm_load_jobs error\n")
+    assert raised.value.output == "slurm_load_jobs error\n"
+
+
+@pytest.mark.parametrize("message", [
+    "Batch job submission failed: Invalid feature specification",
+    "Batch job submission failed: Invalid account or account/partition combination specified",
+    "Batch job submission failed: Invalid qos specification",
+    "Batch job submission failed: Invalid wckey specification",
+    "Batch job submission failed: Invalid partition name specified",
+    "Batch job submission failed: Requested node configuration is not available",
+    "Batch job submission failed: Invalid generic resource (gres) specification"])
+def test_sbatchs_refusals_for_good(message):
+    assert permanent_sbatch_error(f"sbatch: error: {message}\n")
+
+
+@pytest.mark.parametrize("message", [
+    "Batch job submission failed: Socket timed out on send/recv operation",
+    "Batch job submission failed: Unable to contact slurm controller (connect failure)",
+    "Batch job submission failed: Resource temporarily unavailable",
+    "slurm_persist_conn_open_without_init: failed to open persistent connection",
+    "Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's "
+    "size and/or time limits)",
+    "QOSMaxSubmitJobPerUserLimit",
+    "Invalid authentication credential",
+    "something sbatch never said before"])
+def test_sbatchs_failures_that_pass(message):
+    assert not permanent_sbatch_error(f"sbatch: error: {message}\n")

@@ -67,6 +67,52 @@ def parse_sbatch(output: str) -> str:
     return job_id
 
 
+def late_job_id(output: str) -> str | None:
+    """The job id in what an sbatch that did not answer in time had printed, if it got so far."""
+    try:
+        return parse_sbatch(output)
+    except ClusterError:
+        return None
+
+
+def parse_comments(output: str) -> dict[str, str]:
+    """`squeue -h -o '%i|%k'` lines: each job's id and comment (which may hold `|`)."""
+    comments = {}
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        job_id, bar, comment = line.strip().partition("|")
+        if not bar or not job_id.isdigit():
+            raise ClusterError("squeue printed a line that is not id|comment", output)
+        comments[job_id] = comment
+    return comments
+
+
+# sbatch's answers that pass (checked first): the controller busy or away, a limit on how many
+# jobs wait (it frees up as jobs end; "violates accounting/QOS policy" may also mean a size or
+# time limit, which it does not say: tried again, less and less often), or an authentication
+# failure of the cluster as a whole, which no submission could fix
+TRANSIENT_SBATCH_ERRORS = (
+    "socket timed out", "unable to contact slurm controller", "resource temporarily unavailable",
+    "slurm_persist_conn", "connection refused", "communication connection failure",
+    "zero bytes were transmitted", "temporarily unable to accept job", "slurmctld is busy",
+    "maxsubmitjob", "job violates accounting/qos policy", "authentication", "credential", "munge")
+# answers that the same request will always get: what it asks for does not exist here or is
+# not allowed to this account (invalid account, QoS, wckey, partition, feature/constraint,
+# gres, option values; "Requested node configuration is not available"; access denied)
+PERMANENT_SBATCH_ERRORS = ("invalid", "not available", "unrecognized option",
+                           "not permitted", "denied")
+
+
+def permanent_sbatch_error(output: str) -> bool:
+    """Whether sbatch's failure would come again for the same request. One neither list names
+    is taken to pass: the runs wait, and sbatch is tried again less and less often."""
+    text = output.lower()
+    if any(marker in text for marker in TRANSIENT_SBATCH_ERRORS):
+        return False
+    return any(marker in text for marker in PERMANENT_SBATCH_ERRORS)
+
+
 def parse_squeue(output: str) -> dict[str, JobState]:
     """`squeue -h -o '%i|%T|%N|%r'` lines: id, state, nodes, reason."""
     states = {}
