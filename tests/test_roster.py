@@ -324,6 +324,7 @@ def test_a_broken_exercise_is_named_and_nothing_changes(staffed, exercises_copy)
 
 def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCGRADE_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite'}")
+    monkeypatch.delenv("HPCGRADE_SECRET_KEY", raising=False)  # the harness fixture sets one
     runner = CliRunner()
     assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
     good = tmp_path / "good.csv"
