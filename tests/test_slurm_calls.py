@@ -1,5 +1,6 @@
-"""How often, and how, the service calls Slurm (issue 18): one ssh connection reused for every
-command, on the real single-node Slurm of scripts/slurm and its sshd."""
+"""How often, and how, the service calls Slurm (issue 18): squeue asked for the course's jobs
+alone, one ssh connection reused for every command; on the real single-node Slurm of
+scripts/slurm and its sshd. A `squeue` first on PATH logs each call, then runs the real one."""
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import slurm_cluster
+from worker.executor import JobState
 from server.config import load_config
 from worker.slurm import SlurmExecutor
 
@@ -71,3 +73,41 @@ def test_ssh_options_of_the_settings_override_the_shared_connection(spool):
     commands = SlurmExecutor(config).commands
     assert "slurm" in commands.run(["sinfo", "--version"])
     assert master(config, spool) == ""
+
+
+@pytest.fixture
+def squeue_calls(tmp_path, monkeypatch):
+    """The arguments of every squeue call made from now on, one list a call."""
+    log = tmp_path / "squeue.log"
+    wrapper = tmp_path / "bin" / "squeue"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >>{log}\nexec {shutil.which("squeue")} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    return lambda: log.read_text().splitlines() if log.exists() else []
+
+
+def held_job(name: str, spool: Path) -> str:
+    return subprocess.run(["sbatch", "--parsable", "--hold", f"--job-name={name}", "--mem=100M",
+                           f"--output={spool}/%j.out", "--wrap", "true"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_poll_asks_squeue_for_the_jobs_it_follows_alone(spool, squeue_calls):
+    slurm = SlurmExecutor(settings(spool))
+    mine, other = held_job(slurm.job_name, spool), held_job("someone-else", spool)
+    try:
+        for _ in range(3):
+            assert slurm.poll([mine]) == {mine: JobState("PENDING", None, "JobHeldUser")}
+        calls = squeue_calls()
+        assert calls and all(f"--jobs={mine}" in call.split() for call in calls), calls
+        # this Slurm (22.05) answers --json with the whole job table, whatever --jobs says:
+        # it is asked in JSON once, then in text
+        assert len(calls) <= 4 and all("--json" not in call for call in calls[-2:]), calls
+    finally:
+        subprocess.run(["scancel", mine, other], check=True)
+
+
+def test_a_poll_of_jobs_squeue_has_forgotten_asks_sacct(spool, squeue_calls):
+    slurm = SlurmExecutor(settings(spool))
+    assert slurm.poll(["999999"]) == {"999999": JobState("VANISHED")}

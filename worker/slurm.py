@@ -1,15 +1,17 @@
 """The Slurm executor: a batch of runs is one sbatch job that grades them from the spool.
 
 Slurm's commands run here, or on a submit host over ssh where the service runs on a machine
-without them (as Open OnDemand's Slurm adapter does); always as argument lists. One squeue call
-per poll covers every job of the course, and one sacct call those squeue has forgotten (`sacct
--c`, from the job-completion log, where accounting is off). A shape that no node of the
+without them (as Open OnDemand's Slurm adapter does), over one shared connection; always as
+argument lists. One squeue call per poll asks for the jobs followed, by id (in JSON where squeue
+can), and one sacct call for those squeue has forgotten (`sacct -c`, from the job-completion
+log, where accounting is off). A shape that no node of the
 partition could ever hold is refused before sbatch, which would accept it and leave it pending
 for good; the cluster's limits come from scontrol and sinfo, and are read again every few
 minutes.
 """
 from __future__ import annotations
 
+import logging
 import shlex
 import subprocess
 import time
@@ -21,9 +23,10 @@ from worker.executor import ClusterError, ImpossibleRequest, JobState, SubmitErr
 from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.runner import PACKAGE_ROOT
-from worker.slurm_text import (Limits, job_script, limits, parse_nodes, parse_partitions,
+from worker.slurm_text import (parse_squeue_json, Limits, job_script, limits, parse_nodes, parse_partitions,
                                parse_sacct, parse_sbatch, parse_squeue, sbatch_options)
 
+log = logging.getLogger(__name__)
 COMMAND_SECONDS = 60
 LIMITS_SECONDS = 300
 LOG_TAIL_BYTES = 2000
@@ -76,6 +79,7 @@ class SlurmExecutor:
         self.job_name, self.pilot_name = f"hpcgrade-{self.course}", f"hpcgrade-{self.course}-pilot"
         self._limits: dict[str | None, tuple[float, Limits]] = {}
         self._sacct = ["sacct"]
+        self._squeue_json: bool | None = None  # whether this Slurm's squeue --json serves; unknown
 
     def _ssh_sockets(self) -> Path:
         """The folder of ssh's shared connection: the service's account alone may use it."""
@@ -111,14 +115,37 @@ class SlurmExecutor:
                               log=str(self.logs / "%j.out"), requeue=requeue)
 
     def poll(self, ids: list[str]) -> dict[str, JobState]:
-        listed = parse_squeue(self.commands.run(
-            ["squeue", "--noheader", "--states=all", f"--name={self.job_name},{self.pilot_name}",
-             "--format=%i|%T|%N|%r"]))
+        listed = self._listed(ids)
         states = {i: listed[i] for i in ids if i in listed}
         forgotten = [i for i in ids if i not in states]
         if forgotten:
             states |= self._accounted(forgotten)
         return {i: states.get(i, JobState("VANISHED")) for i in ids}
+
+    def _listed(self, ids: list[str]) -> dict[str, JobState]:
+        """squeue's word on these jobs alone, in one call: in JSON where this Slurm's squeue
+        --json works and keeps to --jobs (22.05's lists the whole job table, a cost on a big
+        cluster), in text otherwise. Found out at the first poll, then kept."""
+        asked = ["squeue", "--states=all", f"--jobs={','.join(ids)}"]
+        if self._squeue_json is not False:
+            try:
+                listed = parse_squeue_json(self.commands.run([*asked, "--json"]))
+            except ClusterError as exc:
+                log.info("squeue --json does not serve, text instead: %s", exc)
+            else:
+                self._squeue_json = set(listed) <= set(ids)
+                return listed
+        listed = self._listed_as_text(asked)
+        self._squeue_json = False  # text answered where JSON did not: no JSON here
+        return listed
+
+    def _listed_as_text(self, asked: list[str]) -> dict[str, JobState]:
+        try:
+            return parse_squeue(self.commands.run([*asked, "--noheader", "--format=%i|%T|%N|%r"]))
+        except ClusterError as exc:
+            if "Invalid job id specified" in exc.output:  # every id asked for is forgotten
+                return {}
+            raise
 
     def _accounted(self, ids: list[str]) -> dict[str, JobState]:
         """What sacct knows of jobs squeue has forgotten; nothing when it cannot say (they are

@@ -3,6 +3,7 @@ scontrol and sinfo output): small functions, each raising ClusterError with the 
 the text is not what it should be."""
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -124,6 +125,23 @@ def parse_squeue(output: str) -> dict[str, JobState]:
             raise ClusterError("squeue printed a line that is not id|state|nodes|reason", output)
         job_id, state, nodes, reason = parts
         states[job_id] = JobState(state, nodes or None, None if reason == "None" else reason)
+    return states
+
+
+def parse_squeue_json(output: str) -> dict[str, JobState]:
+    """`squeue --json`: each job's id, state (a word up to Slurm 23.02, then a list with the
+    base state first), nodes and reason."""
+    try:
+        jobs = json.loads(output)["jobs"]
+        states = {}
+        for job in jobs:
+            state = job["job_state"]
+            state = state[0] if isinstance(state, list) else state
+            reason = job.get("state_reason") or "None"
+            states[str(job["job_id"])] = JobState(state, job.get("nodes") or None,
+                                                  None if reason == "None" else reason)
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise ClusterError("squeue --json printed no list of jobs", output) from None
     return states
 
 
