@@ -479,6 +479,17 @@ def test_a_preview_on_slurm_goes_out_in_batches(graded, tmp_path, changed_checks
         assert seeds == {EndingCluster.SEED}
 
 
+def test_a_previews_runs_a_job_left_not_started_are_sent_again(graded, tmp_path, changed_checks):
+    """A job whose time ran out grades its first run and leaves the others "not started": they
+    go out again in a later job, as normal runs do, instead of failing."""
+    app, _ = graded
+    regrade_id, _ = start_preview(app)
+    cluster = TimeRunningOutCluster(tmp_path / "spool")
+    outcomes = grade_preview(app, cluster, changed_checks, regrade_id, batch_size=3)
+    assert [len(job["runs"]) for job in cluster.jobs.values()] == [3, 1, 2]
+    assert sorted(outcomes.values()) == ["preview"] * 4
+
+
 def test_a_preview_renews_its_leases_now_and_then_not_after_each_run(graded, executor,
                                                                        changed_checks):
     """Renewing every waiting run's lease after each run graded would write the rows of a
@@ -528,6 +539,26 @@ class EndingCluster(ScriptedCluster):
         if self.submitted == 1:
             for job in jobs:
                 spool.write_report(spool.run_dir(self.spool, job.id), graded_report(job))
+        return ids
+
+    def poll(self, ids):
+        for job_id in ids:
+            self.jobs[job_id]["state"] = "COMPLETED"
+        return super().poll(ids)
+
+
+class TimeRunningOutCluster(ScriptedCluster):
+    """A cluster whose first job grades its first run and leaves the others not started; later
+    jobs grade all theirs. Each job ends at its first poll."""
+
+    def submit(self, jobs, resources):
+        ids = super().submit(jobs, resources)
+        for position, job in enumerate(jobs):
+            folder = spool.run_dir(self.spool, job.id)
+            if self.submitted == 1 and position > 0:
+                spool.mark_not_started(folder)
+            else:
+                spool.write_report(folder, graded_report(job))
         return ids
 
     def poll(self, ids):

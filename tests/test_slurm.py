@@ -23,11 +23,13 @@ from server.catalogue import load_catalogue
 from server.config import load_config
 from server.demo import write_config
 from server.exercises import sync_exercises
-from server.models import GradingRun, Submission
+from server.grades import PREVIEWING
+from server.models import GradingRun, Regrade, Submission, utcnow
 from server.users import add_user
 from worker.dispatch import Dispatcher
 from worker.grading import DONE, MAX_RUNS
 from worker.harness import pilot as pilot_layout
+from worker.preview import PreviewGrader
 from worker.slurm import SlurmExecutor
 
 pytestmark = [pytest.mark.slurm, pytest.mark.services,
@@ -253,6 +255,29 @@ def test_a_job_over_its_time_charges_only_the_run_it_was_grading(database, share
         assert done[other].score == 10
         assert [r.attempt for r in done[other].runs] == [1]  # its attempt was not used
         assert done[other].runs[0].external_id != first.external_id  # graded by a later job
+
+
+def test_a_preview_packs_its_jobs_as_dispatch_does(database, shared):
+    """A regrade's preview on a 2-minute job with 90-s runs: one run per job, as dispatch packs
+    them (SLURM_BATCH_SIZE alone would put the three in one job, which would leave two)."""
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 2},
+                              limits={"budget_seconds": 90})
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(3)]
+    with database.sessions.begin() as session:
+        first = session.get(Submission, ids[0])
+        regrade = Regrade(exercise_id=first.exercise_id, started_by=first.user_id,
+                          started_at=utcnow())
+        session.add(regrade)
+        session.flush()
+        regrade_id = regrade.id
+        session.add_all(GradingRun(submission_id=i, attempt=1, executor="slurm",
+                                   status=PREVIEWING, regrade_id=regrade_id, started_at=utcnow(),
+                                   lease_until=utcnow()) for i in ids)
+    outcomes = PreviewGrader(grading, poll_seconds=0.5).grade(regrade_id, lambda worker: False)
+    assert sorted(outcomes.values()) == ["preview"] * 3
+    with database.sessions() as session:
+        assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 3
 
 
 def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shared):

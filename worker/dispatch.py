@@ -223,7 +223,7 @@ class Dispatcher:
             if pilot is not None:
                 batches.append((resources, pilot, [i for i, _, _ in rows]))
                 continue
-            full, rows = self._packed(resources, rows)
+            full, rows = self.pack(resources, rows)
             batches += [(resources, None, ids) for ids in full]
             if rows:
                 waited = (now - min(since for _, since, _ in rows)).total_seconds()
@@ -233,8 +233,9 @@ class Dispatcher:
                     due_in = min(due_in, self.batch_wait - waited)
         return batches, (due_in if due_in != math.inf else None)
 
-    def _packed(self, resources: Resources, rows: list) -> tuple[list[list[int]], list]:
-        """The full batches of one shape, and the rows left for a batch not full yet. A batch is
+    def pack(self, resources: Resources, rows: list) -> tuple[list[list], list]:
+        """The full batches of one shape, and the rows left for a batch not full yet (a row:
+        id, queued since, seconds; a batch: the ids). A batch is
         full at SLURM_BATCH_SIZE runs, or when the job's time limit (less JOB_START_SECONDS)
         holds no more runs at their exercises' budgets (spool.run_seconds); one run always
         goes, whatever its time."""

@@ -4,8 +4,9 @@ The portal commits a regrade with one run per submission in status "previewing"
 (server/regrade.py), then sends the `hpcgrade.preview` task. The task claims the runs nobody
 grades (never claimed, their lease ran out, or their worker's process is gone), sends them to
 the executor as normal runs go (one at a time on a synchronous executor, so that the page's
-progress moves; on Slurm packed into jobs of SLURM_BATCH_SIZE, then waited for with one poll
-every COLLECT_SECONDS), and records each report as it comes: "preview", with its checks and
+progress moves; on Slurm packed into jobs as dispatch packs them, at most SLURM_BATCH_SIZE and
+no more than the job's time limit holds at the exercise's budget, then waited for with one poll
+every COLLECT_SECONDS; runs a job left "not started" are sent again in a later job), and records each report as it comes: "preview", with its checks and
 score, or "failed". Pilots are left to the students: a preview is nobody's wait. Each run is
 graded with the seed of the run whose grade it would replace, so that old → new shows what the
 checks changed, not another draw of a flaky submission's hidden inputs. A failed run's error is
@@ -80,11 +81,11 @@ class PreviewGrader:
         outcomes = self._collect(regrade_id, dict.fromkeys((c.run_id for c in claims), ""))
         self._cancel_jobs(orphaned)
         claims = [c for c in claims if c.run_id not in outcomes]
-        size = 1 if self.executor.synchronous else self.dispatcher.batch_size
-        for start in range(0, len(claims), size):
+        claim_of = {c.run_id: c for c in claims}
+        for batch in self._batches(claims):
             if not self._open(regrade_id):
                 break
-            outcomes |= self._send(claims[start:start + size], waiting)
+            outcomes |= self._send(batch, waiting)
             outcomes |= self._collect(regrade_id, waiting)
         ended: set[str] = set()
         while waiting:
@@ -93,9 +94,34 @@ class PreviewGrader:
                 break
             time.sleep(self.poll_seconds)
             outcomes |= self._collect(regrade_id, waiting)
+            for batch in self._batches([claim_of[r] for r in self._not_started(waiting)]):
+                outcomes |= self._send(batch, waiting)
             ended, lost = self._ended(waiting, ended)
             outcomes |= self._record(lost)
         return outcomes
+
+    def _batches(self, claims: list[PreviewClaim]) -> list[list[PreviewClaim]]:
+        """One run at a time on a synchronous executor; else packed as dispatch packs a shape's
+        runs (a regrade's runs are of one exercise), the last batch maybe not full."""
+        if self.executor.synchronous:
+            return [[c] for c in claims]
+        if not claims:
+            return []
+        info = self.dispatcher.catalogue.get(claims[0].exercise)
+        resources = info.resources(self.dispatcher.resources) if info else self.dispatcher.resources
+        seconds = spool.run_seconds(info.limits if info else {})
+        full, rest = self.dispatcher.pack(resources, [(c, None, seconds) for c in claims])
+        return full + ([[c for c, _, _ in rest]] if rest else [])
+
+    def _not_started(self, waiting: dict[int, str]) -> list[int]:
+        """Runs a job left without starting them, its time running out: they leave `waiting`,
+        their folders cleared, to be sent again (what becomes of a normal run too)."""
+        left = [run_id for run_id in waiting
+                if spool.is_not_started(spool.run_dir(self.dispatcher.spool, str(run_id)))]
+        for run_id in left:
+            del waiting[run_id]
+            spool.remove_run(self.dispatcher.spool, str(run_id))
+        return left
 
     @property
     def executor(self) -> Executor:
