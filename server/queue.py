@@ -78,9 +78,12 @@ def celery_init_app(app: Flask) -> Celery:
         # or the default exchange would copy every message into both
         task_queues=[Queue(name, routing_key=name) for name in (SUBMISSIONS, PREVIEWS)],
         task_routes={"hpcgrade.preview": {"queue": PREVIEWS}},
-        beat_schedule={
-            "reconcile": {"task": "hpcgrade.reconcile", "schedule": RECONCILE_SECONDS},
-            "collect": {"task": "hpcgrade.collect", "schedule": app.config["COLLECT_SECONDS"]}},
+        # a scheduled task expires once the next is due: those queued while no worker ran
+        # are dropped, not run in a burst at its restart
+        beat_schedule={name: {"task": task, "schedule": period, "options": {"expires": period}}
+                       for name, task, period in (
+                           ("reconcile", "hpcgrade.reconcile", RECONCILE_SECONDS),
+                           ("collect", "hpcgrade.collect", app.config["COLLECT_SECONDS"]))},
     )
     celery.set_default()
     app.extensions["celery"] = celery

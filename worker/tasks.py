@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from pathlib import Path
 from typing import Callable
 
 from celery import shared_task
@@ -21,6 +22,7 @@ from worker import grading
 from worker.dispatch import Dispatcher
 from worker.executor import Executor
 from worker.executors import make_executor
+from worker.one_at_a_time import one_at_a_time
 from worker.preview import PreviewGrader
 
 log = logging.getLogger(__name__)
@@ -58,12 +60,18 @@ def dispatch(self, submission_ids: list[int]) -> dict[int, str]:
 def collect(self) -> dict[int, str]:
     """Reports into grades, ended jobs settled; then the batches that came due (a run sent back
     to the queue goes out with them). A synchronous executor's runs are graded and recorded by
-    dispatch tasks alone: this schedule never takes a grading slot."""
+    dispatch tasks alone: this schedule never takes a grading slot. One collect at a time, on
+    every worker host: one that finds another under way leaves the work to it (after an outage,
+    the collects queued meanwhile would each poll Slurm)."""
     grading_here = dispatcher(self.request.hostname)
     if grading_here.executor.synchronous:
         return {}
-    outcomes = grading_here.collect()
-    done = grading_here.dispatch([])
+    with one_at_a_time(grading_here.database, Path(current_app.config["SPOOL_DIR"]),
+                       "collect") as mine:
+        if not mine:
+            return {}
+        outcomes = grading_here.collect()
+        done = grading_here.dispatch([])
     _follow_up(done.more, done.due_in)
     return outcomes
 
