@@ -37,6 +37,7 @@ def test_file_then_environment_then_overrides(tmp_path, monkeypatch):
     ({"COLLECT_SECONDS": "soon"}, "COLLECT_SECONDS must be a number of seconds"),
     ({"MAX_UPLOAD_KB": "lots"}, "MAX_UPLOAD_KB must be a whole number"),
     ({"GRADING_LEASE_SECONDS": 0}, "GRADING_LEASE_SECONDS must be positive"),
+    ({"SPOOL_MIN_FREE_MB": -1}, "SPOOL_MIN_FREE_MB must be at least 0"),
     ({"DATABSE_URL": "x"}, "unknown settings: DATABSE_URL"),
     ({"SESSION_COOKIE_SECURE": "maybe"}, "SESSION_COOKIE_SECURE must be true or false"),
     ({"SESSION_COOKIE_SAMESITE": "None"}, "SESSION_COOKIE_SAMESITE must be one of Lax, Strict"),

@@ -43,6 +43,7 @@ def check(wait_seconds: float, probe: bool) -> None:
     required sandbox layer (a probe job per partition and GPU shape); a deploy step: the
     dispatcher's unit runs it before starting."""
     slurm = slurm_executor()
+    click.echo(slurm.spool_space())
     problems = slurm.check(catalogue())
     for problem in problems:
         click.echo(f"cannot run: {problem}", err=True)

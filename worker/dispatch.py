@@ -43,7 +43,8 @@ from server.db import Database
 from server.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
 from server.queue import TURNS
 from worker import grading
-from worker.executor import WAITING, ClusterError, Executor, ImpossibleRequest, JobState, SubmitError
+from worker.executor import (WAITING, ClusterError, Executor, ImpossibleRequest, JobState,
+                             NotTakingJobs, SubmitError)
 from worker.harness import spool
 from worker.harness.jobs import REQUIRED_LAYERS, Job
 from worker.pilots import Pilots
@@ -85,6 +86,7 @@ class Dispatcher:
     pilots: Pilots | None = None
     per_student: int = 1
     required_layers: tuple[str, ...] = REQUIRED_LAYERS
+    spool_min_free_mb: int = 0
 
     @classmethod
     def from_config(cls, database: Database, executor: Executor,
@@ -97,17 +99,28 @@ class Dispatcher:
                    config["SLURM_BATCH_SIZE"], config["SLURM_BATCH_WAIT"],
                    Pilots(Path(config["SPOOL_DIR"]))
                    if not executor.synchronous else None, config["MAX_RUNNING_PER_STUDENT"],
-                   config["SANDBOX_REQUIRED_LAYERS"])
+                   config["SANDBOX_REQUIRED_LAYERS"], config["SPOOL_MIN_FREE_MB"])
 
     # --- dispatch ---------------------------------------------------------------------------
 
     def dispatch(self, submission_ids: list[int], now: dt.datetime | None = None) -> Dispatched:
         """Synchronous executors grade the first submission of the queue; asynchronous ones
         take every queued submission whose batch is ready (the ids only say that something
-        arrived)."""
+        arrived). With the spool nearly full nothing is claimed: the runs wait, their tries
+        unused, until space is made."""
+        if self._spool_full():
+            return Dispatched()
         if self.executor.synchronous:
             return self._grade_next()
         return self._dispatch_batches(now or utcnow())
+
+    def _spool_full(self) -> bool:
+        free = spool.free_mb(self.spool)
+        if free is None or free >= self.spool_min_free_mb:
+            return False
+        log.error("spool full: %s MB free on %s, SPOOL_MIN_FREE_MB is %s: nothing is sent",
+                  free, self.spool, self.spool_min_free_mb)
+        return True
 
     def recover(self, dead: Callable[[str | None], bool]) -> list[int]:
         """Runs whose worker is dead, or whose lease ran out, go back to the queue."""
@@ -184,11 +197,22 @@ class Dispatcher:
                           for i in ids]
                 claimed.append((resources, pilot, [c for c in claims if c is not None]))
         outcomes: dict[int, str] = {}
+        resting = None  # seconds the cluster is not taking jobs for, once sbatch said so
         for resources, pilot, claims in claimed:
-            if claims:
-                submission_of = {c.run_id: c.submission_id for c in claims}
-                outcomes |= {submission_of[run_id]: outcome for run_id, outcome
-                             in self._send(resources, pilot, claims).items()}
+            if not claims:
+                continue
+            if resting is not None and not pilot:  # sbatch would fail the same way
+                self._release([c.run_id for c in claims])
+                continue
+            try:
+                sent = self._send(resources, pilot, claims)
+            except NotTakingJobs as exc:
+                resting = exc.retry_in
+                continue
+            submission_of = {c.run_id: c.submission_id for c in claims}
+            outcomes |= {submission_of[run_id]: outcome for run_id, outcome in sent.items()}
+        if resting is not None:
+            due_in = resting if due_in is None else min(due_in, resting)
         return Dispatched(outcomes, False, due_in)
 
     def _queued(self, session, most: int = MOST_PER_CYCLE,
@@ -254,7 +278,8 @@ class Dispatcher:
 
     def _send(self, resources: Resources, pilot: str | None,
               claims: list[grading.Claim]) -> dict[int, str]:
-        """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled."""
+        """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled. Raises
+        NotTakingJobs, its runs queued again, while the cluster takes no jobs."""
         try:
             jobs = {c.run_id: self.spool_run(c) for c in claims}
         except OSError as exc:  # the shared filesystem is away: try again on a later cycle
@@ -274,6 +299,11 @@ class Dispatcher:
             log.error("runs %s refused: %s", run_ids, exc)
             return outcomes | self._settle(run_ids, grading.refuse,
                                            f"the cluster cannot run this exercise: {exc}")
+        except NotTakingJobs as exc:
+            log.error("runs %s stay queued, the cluster is not taking jobs (next try in %.0f s): "
+                      "%s", run_ids, exc.retry_in, exc)
+            self._release(run_ids)
+            raise
         except (SubmitError, OSError) as exc:
             log.error("runs %s stay queued: %s", run_ids, exc)
             self._release(run_ids)

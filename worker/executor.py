@@ -4,7 +4,7 @@ A run's files are in the spool (worker/harness/spool.py) before it reaches an ex
 report comes back there, written by the trusted grader. An executor
 - `submit(jobs, resources)` starts grading them and returns an external id per job (runs packed
   into one cluster job share it), or raises SubmitError, carrying the raw output, having started
-  nothing;
+  nothing (ImpossibleRequest: never will; NotTakingJobs: not for a while);
 - `poll(ids)` says what became of those ids, in one call to the cluster whatever their number;
 - `collect(run_id)` reads a run's report once it exists (None before), or the grader's
   "error" report when the platform failed;
@@ -58,9 +58,19 @@ class SubmitError(ClusterError):
     """Nothing was started."""
 
 
+class NotTakingJobs(SubmitError):
+    """The cluster is not taking jobs just now (sbatch failed in a way that passes): nothing is
+    sent for `retry_in` seconds."""
+
+    def __init__(self, message: str, output: str = "", retry_in: float = 0.0):
+        super().__init__(message, output)
+        self.retry_in = retry_in
+
+
 class ImpossibleRequest(SubmitError):
-    """The cluster can never run this shape (it asks more than any node has): refused at once,
-    never left pending."""
+    """The cluster can never run this shape (it asks more than any node has, or sbatch refuses
+    it for good: an unknown account, QoS, feature…): refused at once, never left pending or
+    tried again."""
 
 
 class Executor(Protocol):

@@ -15,23 +15,52 @@ import logging
 import shlex
 import subprocess
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from server.catalogue import ExerciseInfo
 from server.config import Resources, slurm_resources
-from worker.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
+from worker.executor import ClusterError, ImpossibleRequest, JobState, NotTakingJobs, SubmitError
 from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.runner import PACKAGE_ROOT
-from worker.slurm_text import (parse_squeue_json, Limits, job_script, limits, parse_nodes, parse_partitions,
-                               parse_sacct, parse_sbatch, parse_squeue, sbatch_options)
+from worker.slurm_text import (parse_squeue_json, Limits, job_script, late_job_id, limits, parse_comments,
+                               parse_nodes, parse_partitions, parse_sacct, parse_sbatch,
+                               parse_squeue, permanent_sbatch_error, sbatch_options)
 
 log = logging.getLogger(__name__)
 COMMAND_SECONDS = 60
+SUBMIT_BACKOFF = (5.0, 300.0)  # first and longest wait after sbatch failed in a way that passes
 LIMITS_SECONDS = 300
 LOG_TAIL_BYTES = 2000
 SSH_PERSIST_SECONDS = 60  # an idle shared ssh connection closes after this long
 STOP_MARGIN = 30  # seconds between the last run's worst end and the job's time limit
+
+
+class Unanswered(ClusterError):
+    """The command did not answer in time (it was killed); `output` is what it had printed."""
+
+
+@dataclass
+class Backoff:
+    """Waits after failures: the first, doubled at each failure in a row, at most the longest."""
+
+    first: float
+    longest: float
+    wait: float = 0.0
+    until: float = 0.0  # time.monotonic()
+
+    def left(self) -> float:
+        return max(self.until - time.monotonic(), 0.0)
+
+    def failed(self) -> float:
+        self.wait = min(max(self.wait * 2, self.first), self.longest)
+        self.until = time.monotonic() + self.wait
+        return self.wait
+
+    def succeeded(self) -> None:
+        self.wait = self.until = 0.0
 
 
 class SlurmCommands:
@@ -52,8 +81,9 @@ class SlurmCommands:
             done = subprocess.run(command, input=stdin, capture_output=True, text=True,
                                   timeout=COMMAND_SECONDS)
         except subprocess.TimeoutExpired as exc:
-            raise ClusterError(f"{args[0]} did not answer in {COMMAND_SECONDS} s",
-                               str(exc.stdout or "")) from None
+            # what it printed comes as bytes, text mode or not
+            printed = exc.stdout.decode("utf-8", "replace") if exc.stdout else ""
+            raise Unanswered(f"{args[0]} did not answer in {COMMAND_SECONDS} s", printed) from None
         except OSError as exc:
             raise ClusterError(f"cannot run {command[0]}: {exc.strerror}") from None
         if done.returncode != 0:
@@ -68,6 +98,7 @@ class SlurmExecutor:
 
     def __init__(self, config: dict):
         self.spool = Path(config["SPOOL_DIR"])
+        self.spool_min_free_mb = config["SPOOL_MIN_FREE_MB"]
         self.logs = self.spool / "jobs"
         self.course = config["COURSE"]
         self.python = config["COURSE_PYTHON"] or "python3"
@@ -80,6 +111,7 @@ class SlurmExecutor:
         self._limits: dict[str | None, tuple[float, Limits]] = {}
         self._sacct = ["sacct"]
         self._squeue_json: bool | None = None  # whether this Slurm's squeue --json serves; unknown
+        self.backoff = Backoff(*SUBMIT_BACKOFF)  # the executor lives as long as its worker
 
     def _ssh_sockets(self) -> Path:
         """The folder of ssh's shared connection: the service's account alone may use it."""
@@ -91,10 +123,15 @@ class SlurmExecutor:
     # --- the executor interface -------------------------------------------------------------
 
     def submit(self, jobs: list[Job], resources: Resources) -> list[str]:
+        if self.backoff.left():
+            raise NotTakingJobs("the cluster is not taking jobs just now", "",
+                                self.backoff.left())
         self.refuse_impossible(resources)
         run_ids = [job.id for job in jobs]
-        options = self.options(resources, self.job_name, f"hpcgrade {self.course} runs "
-                                                         f"{','.join(run_ids)}")
+        # the batch's tag finds its job when sbatch made it but did not say so in time
+        batch = uuid.uuid4().hex[:16]
+        options = self.options(resources, self.job_name, f"hpcgrade {self.course} batch {batch} "
+                                                         f"runs {','.join(run_ids)}")
         # the harness starts no run that could not end before the job's time limit, and none
         # once Slurm warns it (SIGUSR1) that the longest of them could not: those go back to
         # the queue without using an attempt
@@ -102,11 +139,42 @@ class SlurmExecutor:
                             harness=["spool", str(self.spool), *run_ids], modules=self.modules,
                             minutes=resources.time, stop_seconds=int(max(
                                 spool.run_seconds(job.limits) for job in jobs)) + STOP_MARGIN)
+        return [self._sbatch(script, batch)] * len(jobs)
+
+    def _sbatch(self, script: str, batch: str) -> str:
+        """The new job's id. sbatch that answers late may have made the job: its id is read from
+        what it printed, or found by the batch's tag, lest the runs go out twice (a controller so
+        slow that it makes the job after the look-up still could). A refusal that would come
+        again is ImpossibleRequest; one that passes makes the next tries wait longer and longer."""
         try:
             job_id = parse_sbatch(self.commands.run(["sbatch", "--parsable"], stdin=script))
+        except Unanswered as exc:
+            job_id = late_job_id(exc.output) or self._tagged(batch)
+            if job_id is None:
+                raise self._not_taking(exc) from None
+            log.warning("%s; its job %s is kept", exc.message, job_id)
         except ClusterError as exc:
-            raise SubmitError(exc.message, exc.output) from None
-        return [job_id] * len(jobs)
+            if permanent_sbatch_error(exc.output):
+                raise ImpossibleRequest("sbatch refuses it", exc.output) from None
+            raise self._not_taking(exc) from None
+        self.backoff.succeeded()
+        return job_id
+
+    def _not_taking(self, exc: ClusterError) -> NotTakingJobs:
+        return NotTakingJobs(exc.message, exc.output, self.backoff.failed())
+
+    def _tagged(self, batch: str) -> str | None:
+        """The job of this batch, by the tag in its comment; None if Slurm lists none (or cannot
+        say)."""
+        try:
+            comments = parse_comments(self.commands.run(
+                ["squeue", "--me", "--noheader", "--states=all", f"--name={self.job_name}",
+                 "--format=%i|%k"]))
+        except ClusterError as exc:
+            log.warning("cannot look up batch %s's job: %s", batch, exc)
+            return None
+        return next((job_id for job_id, comment in comments.items()
+                     if f" batch {batch} " in comment), None)
 
     def options(self, resources: Resources, job_name: str, comment: str,
                 requeue: bool = True) -> list[str]:
@@ -209,16 +277,40 @@ class SlurmExecutor:
             raise ImpossibleRequest("; ".join(problems))
 
     def check(self, catalogue: dict[str, ExerciseInfo]) -> list[str]:
-        """Every shape this service would ask for that the cluster could never run (and why the
-        cluster could not be asked, if it could not)."""
+        """Every shape this service would ask for that the cluster could never run, or that
+        sbatch refuses (and why the cluster could not be asked, if it could not)."""
         shapes = {"the default (SLURM_*)": self.default,
                   **{slug: info.resources(self.default) for slug, info in catalogue.items()}}
         problems = ["COURSE_PYTHON is not set: jobs would run python3 from the node's PATH"
                     ] if self.python_unset else []
+        free = spool.free_mb(self.spool)
+        if free is not None and free < self.spool_min_free_mb:
+            problems.append(f"the spool {self.spool} is full: {free} MB free, less than "
+                            f"SPOOL_MIN_FREE_MB ({self.spool_min_free_mb}); nothing is sent")
         for who, resources in shapes.items():
             try:
-                found = self.limits(resources.partition).refuse(resources)
+                found = self.limits(resources.partition).refuse(resources) or self._test_only(
+                    resources)
             except ClusterError as exc:
                 found = [str(exc)]
             problems += [f"{who}: {problem}" for problem in found]
         return problems
+
+    def spool_space(self) -> str:
+        """How much the spool holds and how much is free, for its admins."""
+        free = spool.free_mb(self.spool)
+        return (f"spool {self.spool}: holds {spool.held_mb(self.spool)} MB, "
+                f"{'?' if free is None else free} MB free (SPOOL_MIN_FREE_MB: "
+                f"{self.spool_min_free_mb})")
+
+    def _test_only(self, resources: Resources) -> list[str]:
+        """What sbatch says of a job of this shape without making it (--test-only): an account,
+        QoS, feature… the cluster does not know, which the limits cannot tell."""
+        options = self.options(resources, self.job_name, f"hpcgrade {self.course} check")
+        try:
+            self.commands.run(["sbatch", "--test-only", *options], stdin="#!/bin/bash\ntrue\n")
+        except Unanswered:  # no refusal: the check names the cluster not answering
+            raise
+        except ClusterError as exc:
+            return [f"sbatch refuses it: {exc.output.strip()}"]
+        return []

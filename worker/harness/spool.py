@@ -140,6 +140,27 @@ def remove_run(spool: str | os.PathLike, run_id: str) -> None:
     shutil.rmtree(run_dir(spool, run_id), ignore_errors=True)
 
 
+def free_mb(spool: str | os.PathLike) -> int | None:
+    """Megabytes free on the spool's filesystem; None if it cannot be read (its writes then
+    fail on their own)."""
+    try:
+        return shutil.disk_usage(spool).free // 2**20
+    except OSError:
+        return None
+
+
+def held_mb(spool: str | os.PathLike) -> int:
+    """Megabytes the spool's files hold (runs, job logs, pilots)."""
+    held = 0
+    for folder, _, files in os.walk(spool):
+        for name in files:
+            try:
+                held += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:  # removed meanwhile
+                pass
+    return held // 2**20
+
+
 def make_folder(spool: str | os.PathLike, *names: str) -> Path:
     """SPOOL/names…, each level made so that both accounts can write in it; the spool itself,
     if it is missing, is made plainly (its group and mode are the deployment's)."""
