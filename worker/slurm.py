@@ -25,9 +25,9 @@ from worker.executor import ClusterError, ImpossibleRequest, JobState, NotTaking
 from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.runner import PACKAGE_ROOT
-from worker.slurm_text import (parse_squeue_json, Limits, job_script, late_job_id, limits, parse_comments,
-                               parse_nodes, parse_partitions, parse_sacct, parse_sbatch,
-                               parse_squeue, permanent_sbatch_error, sbatch_options)
+from worker.slurm_text import (Limits, job_script, late_job_id, limits, parse_comments, parse_nodes,
+                               parse_partitions, parse_sacct, parse_sbatch, parse_squeue,
+                               parse_squeue_json, permanent_sbatch_error, sbatch_options)
 
 log = logging.getLogger(__name__)
 COMMAND_SECONDS = 60
