@@ -298,6 +298,9 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "SLURM_MODULES": ((), strings),
     "SLURM_BATCH_SIZE": (20, whole(1)),
     "SLURM_BATCH_WAIT": (3.0, seconds),
+    # a job the cluster has not started by then (a node drained, a partition down) is cancelled,
+    # its runs a grader error, "cluster unavailable"
+    "SLURM_PENDING_LIMIT_SECONDS": (3600, whole(1)),
     "SLURM_SUBMIT_HOST": (None, optional(text)),
     "SLURM_SSH_OPTIONS": ((), strings),
     # sandbox layers without which a node grades nothing (a grader error naming them, never a

@@ -286,6 +286,7 @@ class RunRow:
     executor: str
     job: str | None
     job_state: str | None
+    job_reason: str | None  # why the cluster keeps it waiting, in Slurm's words
     node: str | None
     device: str | None
     started_at: dt.datetime
@@ -305,7 +306,7 @@ def run_rows(submission: Submission) -> list[RunRow]:
         device = environment.get("gpu") or environment.get("device")
         rows.append(RunRow(
             run.attempt, run.status, run.error, run.executor, run.external_id, run.job_state,
-            environment.get("node") or run.node,
+            run.job_reason, environment.get("node") or run.node,
             f"{device} · torch {environment['torch']}" if device and environment.get("torch")
             else device,
             run.started_at,

@@ -199,6 +199,7 @@ class GradingRun(Base):
     # where an asynchronous executor runs it (a Slurm job id), and what the cluster last said
     external_id: Mapped[str | None] = mapped_column(String(64))
     job_state: Mapped[str | None] = mapped_column(String(32))
+    job_reason: Mapped[str | None] = mapped_column(String(255))  # why it waits (squeue's reason)
     node: Mapped[str | None] = mapped_column(String(255))
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # another worker may take the submission over once the lease has run out (while the run has

@@ -51,6 +51,10 @@ _STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Submission.fi
                  Submission.override_score, Submission.override_comment, Submission.override_at)
           .join(Exercise, Submission.exercise_id == Exercise.id)
           .where(Submission.id == bindparam("submission_id")))
+# a running submission whose job the cluster has not started
+_PENDING = select(GradingRun.id).where(GradingRun.submission_id == bindparam("submission_id"),
+                                       GradingRun.status == "running",
+                                       GradingRun.job_state == "PENDING")
 _CHECKS = (selectinload(GradingRun.checks).selectinload(CheckResult.diagnostics),)
 
 
@@ -66,14 +70,22 @@ def submission_state(session: Session, submission_id: int) -> SubmissionState | 
 
 
 def waiting(session: Session, state: SubmissionState | Submission, lang: str) -> dict:
-    """Where a queued submission stands: `queue_position` (1 for the next to be graded; None
-    once grading has started) and a `note` when it waits for its student's earlier ones."""
+    """Where a submission not graded yet stands: `queue_position` (1 for the next to be graded;
+    None once grading has started), `waiting_for_cluster` (its job is sent, and the cluster
+    has not started it: a node drained, a partition down, a busy cluster), and a `note` when it
+    waits for its student's earlier ones or for the cluster."""
+    if state.status == SubmissionStatus.running.value:
+        pending = session.connection().execute(
+            _PENDING, {"submission_id": state.id}).first() is not None
+        return {"queue_position": None, "waiting_for_cluster": pending, "note": _(
+            "Waiting for the cluster to start grading it: the cluster is busy or under "
+            "maintenance. It keeps its place; nothing is lost.") if pending else None}
     found = place(session, state.id) if state.status == SubmissionStatus.queued.value else None
     if found is None:
-        return {"queue_position": None, "note": None}
+        return {"queue_position": None, "waiting_for_cluster": False, "note": None}
     position, turn = found
     behind_own = turn > current_app.config["MAX_RUNNING_PER_STUDENT"]
-    return {"queue_position": position, "note": _(
+    return {"queue_position": position, "waiting_for_cluster": False, "note": _(
         "Your earlier submissions are graded first; this one starts when one of them finishes.")
         if behind_own else None}
 

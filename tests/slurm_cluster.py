@@ -65,6 +65,11 @@ def lose_node(reason: str = "test: node lost") -> None:
                     pass
 
 
+def drain_node(reason: str = "test: maintenance") -> None:
+    """Drains the node, as an administrator before maintenance: new jobs wait until resumed."""
+    _run("scontrol", "update", f"nodename={node()}", "state=drain", f"reason={reason}")
+
+
 def resume_node(timeout: float = 30) -> None:
     """Resumes the node and waits until it takes jobs again."""
     _run("scontrol", "update", f"nodename={node()}", "state=resume")

@@ -150,7 +150,7 @@ def test_a_job_that_ends_without_a_report_is_dispatched_again_then_a_grader_erro
     assert "the end of the job's log" in run_error(database, unlucky, 1)
     for attempt in range(2, MAX_RUNS + 1):
         grading.dispatch([unlucky])
-        cluster.end(str(100 + attempt - 1), "NODE_FAIL")
+        cluster.end(str(100 + attempt - 1), "FAILED")
         grading.collect()
         grading.collect()
     assert states(database)[unlucky][:2] == ("error", None)  # never a zero
@@ -166,14 +166,16 @@ def test_a_report_counts_whatever_slurm_says_of_the_job(database, cluster, gradi
     assert states(database)[submission_id][:2] == ("graded", 10)
 
 
-def test_a_cancelled_job_is_shown_as_cancelled_not_graded_again(database, cluster, grading):
+@pytest.mark.parametrize("state", ["CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL"])
+def test_a_job_the_service_did_not_stop_sends_its_runs_back_unused(database, cluster, grading,
+                                                                   state):
+    """An administrator's scancel, a preemption, a lost node: no run caused it."""
     submission_id = queue_submission(database, REFERENCE_Q)
     grading.dispatch([submission_id])
-    cluster.cancel(["100"])
+    cluster.end("100", state)
     grading.collect()
-    grading.collect()
-    assert states(database)[submission_id] == ("cancelled", None, [("cancelled", "100")])
-    assert grading.dispatch([submission_id]).outcomes == {}
+    assert grading.collect() == {1: "requeued"}
+    assert states(database)[submission_id] == ("queued", None, [])
 
 
 def test_a_job_slurm_forgot_is_dispatched_again(database, cluster, grading):

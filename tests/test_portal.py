@@ -34,8 +34,8 @@ def test_student_flow(browser):
     page = client.get(sent.headers["Location"])
     assert "en cola" in page.text and "posición en la cola" in page.text and "data-waiting=\"yes\"" in page.text
     status = client.get(sent.headers["Location"] + "/status").json
-    assert status == {"status": "queued", "queue_position": 1, "note": None, "score": None,
-                      "counted_score": None, "max_score": None}
+    assert status == {"status": "queued", "queue_position": 1, "waiting_for_cluster": False,
+                      "note": None, "score": None, "counted_score": None, "max_score": None}
     pasted = client.post("/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                                    "code": REFERENCE_Q})
     assert pasted.status_code == 303

@@ -21,10 +21,12 @@ from helpers import REFERENCE_Q, graded_through_api, postgres_database, queue_su
 from server import create_app, migrate
 from server.catalogue import load_catalogue
 from server.config import load_config
+from server.course import run_rows
 from server.demo import write_config
 from server.exercises import sync_exercises
 from server.grades import PREVIEWING
 from server.models import GradingRun, Regrade, Submission, utcnow
+from server.results import waiting
 from server.users import add_user
 from worker.dispatch import Dispatcher
 from worker.grading import DONE, MAX_RUNS
@@ -192,17 +194,109 @@ def test_a_job_out_of_memory_is_dispatched_again_then_a_grader_error(database, s
                for r in submission.runs)
 
 
-def test_a_cancelled_job_shows_its_submission_cancelled(database, shared):
+def collect_until(grading: Dispatcher, run_id: int, seconds: float = 60) -> str:
+    """Collect cycles alone (no dispatch: nothing is sent again) until the run is settled."""
+    deadline = time.monotonic() + seconds
+    while (outcome := grading.collect().get(run_id)) is None:
+        assert time.monotonic() < deadline, f"run {run_id} not settled"
+        time.sleep(0.3)
+    return outcome
+
+
+def test_an_admins_scancel_sends_the_runs_back_to_the_queue_unused(database, shared):
+    """Only the instructors' Stop grading cancels a submission: a job cancelled from outside the
+    service (an admin's scancel) sends its runs back to the queue, their attempts unused."""
     catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "extra": ["--hold"]})
     grading = make_dispatcher(database, settings(shared), catalogue)
     submission_id = queue_submission(database, REFERENCE_Q)
     grading.dispatch([submission_id])
     with database.sessions() as session:
-        job = session.scalar(sa.select(GradingRun.external_id))
-    subprocess.run(["scancel", job], check=True)  # an instructor, from a terminal
-    submission = settle(grading, [submission_id])[submission_id]
-    assert (submission.status, submission.score) == ("cancelled", None)
-    assert "ended CANCELLED" in submission.runs[0].error
+        run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)).one()
+    subprocess.run(["scancel", job], check=True)  # an administrator, from a terminal
+    assert collect_until(grading, run_id) == "requeued"
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert (submission.status, submission.runs) == ("queued", [])
+    grading.dispatch([submission_id])  # sent again; now staff stop it: that cancels
+    assert grading.cancel([submission_id]) == [submission_id]
+    with database.sessions() as session:
+        assert session.get(Submission, submission_id).status == "cancelled"
+
+
+def test_runs_of_a_job_that_lost_its_node_go_back_unused(database, shared):
+    """A job that may not be requeued ends NODE_FAIL when its node is lost: neither the run it
+    was grading nor the one it had not begun caused it, and both are graded later, unused."""
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "extra": ["--no-requeue"]},
+                              limits=SLOW_LOADS)
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10),
+                              catalogue)
+    slow = queue_submission(database, SLOW.format(seconds=30))
+    other = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([slow, other])
+    with database.sessions() as session:
+        run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)
+                                      .where(GradingRun.submission_id == slow)).one()
+    settle(grading, [slow], until=lambda s: slurm_cluster.job_state(job) == "RUNNING")
+    slurm_cluster.lose_node("test: a node lost mid-job")
+    try:
+        assert collect_until(grading, run_id) == "requeued"
+        assert slurm_cluster.job_state(job) == "NODE_FAIL"
+    finally:
+        slurm_cluster.resume_node()
+    done = settle(grading, [slow, other], seconds=120)
+    for submission in done.values():
+        assert [(r.attempt, r.status) for r in submission.runs] == [(1, "done")]
+        assert submission.runs[0].external_id != job
+
+
+def test_a_settled_run_shows_its_jobs_final_state(database, shared):
+    """A run is graded from its report while its job still runs: the job's end is recorded on it
+    later, not its last state seen."""
+    grading = make_dispatcher(database, settings(shared))
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    settle(grading, [submission_id])
+    deadline = time.monotonic() + 30
+    while True:
+        grading.collect()
+        with database.sessions() as session:
+            run = session.scalar(sa.select(GradingRun))
+        if run.job_state == "COMPLETED" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert (run.status, run.job_state) == ("done", "COMPLETED")
+
+
+def test_a_drained_node_is_waiting_for_the_cluster_then_cluster_unavailable(database, shared):
+    """The student reads that the cluster has not started their grading, staff read squeue's
+    reason; past SLURM_PENDING_LIMIT_SECONDS the job is cancelled and the run is a grader error,
+    "cluster unavailable": never a zero, no try used."""
+    grading = make_dispatcher(database, settings(shared, SLURM_PENDING_LIMIT_SECONDS=15))
+    submission_id = queue_submission(database, REFERENCE_Q)
+    slurm_cluster.drain_node("test: maintenance")
+    try:
+        grading.dispatch([submission_id])
+        with database.sessions() as session:
+            run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)).one()
+        grading.collect()
+        app = create_app({"DATABASE_URL": database.engine.url.render_as_string(False),
+                          "SECRET_KEY": "test", "TESTING": True})
+        with app.test_request_context(), database.sessions() as session:
+            submission = session.get(Submission, submission_id)
+            seen = waiting(session, submission, "en")
+            (row,) = run_rows(submission)
+        assert seen["waiting_for_cluster"] and "Waiting for the cluster" in seen["note"]
+        assert row.job_state == "PENDING" and row.job_reason, row
+        assert collect_until(grading, run_id, seconds=60) == "error"
+    finally:
+        slurm_cluster.resume_node()
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert (submission.status, submission.score) == ("error", None)
+        (run,) = submission.runs
+        assert run.status == "failed" and run.error.startswith("cluster unavailable")
+        assert run.job_reason and run.job_reason in run.error
+    assert slurm_cluster.job_state(job) == "CANCELLED"
 
 
 def packed(monkeypatch):

@@ -10,8 +10,13 @@ others are packed by resource shape into batches, each sent as one job when it i
 
 `collect` records every report that has appeared in the spool, then asks the executor about
 the other runs' jobs in one poll. A job that ended without a run's report sends the run back to
-the queue (up to MAX_RUNS runs, then "grader error", never a zero); a cancelled job makes its
-submissions cancelled. Reports are trusted over the cluster's word: a job that ended
+the queue (up to MAX_RUNS runs, then "grader error", never a zero). Only staff's Stop grading
+cancels (`cancel`: its runs are cancelled in the database before scancel); a job that the
+cluster or an administrator ended (CANCELLED, PREEMPTED, NODE_FAIL, BOOT_FAIL) sends its runs
+back without using an attempt. A job still PENDING after SLURM_PENDING_LIMIT_SECONDS is
+cancelled and its runs are grader errors, "cluster unavailable" with squeue's reason (recorded,
+as every state seen, on the run); a settled run's job is polled until it ends, and its end
+recorded on the run. Reports are trusted over the cluster's word: a job that ended
 OUT_OF_MEMORY after writing a correct report is graded. A job is judged ended only when two
 polls agree, so a report still on its way through a shared filesystem is not taken for missing.
 A batch holds no more runs than its job's time limit allows at their exercises' budgets; the
@@ -58,6 +63,11 @@ RECORD_BACKOFF = (0.25, 4.0)  # first and longest wait between tries to record w
 JOB_START_SECONDS = 120
 # a job that ended so charged only the run it was grading: the others did not cause it
 UNCHARGED_ENDS = frozenset({"TIMEOUT", "OUT_OF_MEMORY"})
+# the cluster, or an administrator's scancel, ended the job: none of its runs caused it. The
+# service's own stops never show here: their runs are cancelled in the database before scancel
+CLUSTER_ENDS = frozenset({"CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL"})
+# how long after a run was settled its job's end is still looked for, to be recorded on it
+FINAL_STATE_WINDOW = dt.timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class Dispatcher:
     per_student: int = 1
     required_layers: tuple[str, ...] = REQUIRED_LAYERS
     spool_min_free_mb: int = 0
+    pending_limit: float = math.inf  # seconds a job may wait for the cluster to start it
 
     @classmethod
     def from_config(cls, database: Database, executor: Executor,
@@ -99,7 +110,8 @@ class Dispatcher:
                    config["SLURM_BATCH_SIZE"], config["SLURM_BATCH_WAIT"],
                    Pilots(Path(config["SPOOL_DIR"]))
                    if not executor.synchronous else None, config["MAX_RUNNING_PER_STUDENT"],
-                   config["SANDBOX_REQUIRED_LAYERS"], config["SPOOL_MIN_FREE_MB"])
+                   config["SANDBOX_REQUIRED_LAYERS"], config["SPOOL_MIN_FREE_MB"],
+                   pending_limit=config["SLURM_PENDING_LIMIT_SECONDS"])
 
     # --- dispatch ---------------------------------------------------------------------------
 
@@ -345,16 +357,21 @@ class Dispatcher:
                 spool.mark_cancelled(spool.run_dir(self.spool, str(run.id)))
             except OSError:  # its folder is gone: nothing is left to skip
                 pass
-        jobs = {r.external_id for r in runs if r.external_id and r.executor == self.executor.name}
-        if jobs:
-            with self.database.sessions() as session:
-                shared = set(session.scalars(select(GradingRun.external_id).where(
-                    GradingRun.status == "running", GradingRun.external_id.in_(jobs))))
-            try:
-                self.executor.cancel(sorted(jobs - shared))
-            except ClusterError as exc:  # the job grades on, and its reports are stale
-                log.warning("cannot cancel jobs %s: %s", sorted(jobs - shared), exc)
+        self._cancel_jobs({r.external_id for r in runs
+                           if r.external_id and r.executor == self.executor.name})
         return cancelled
+
+    def _cancel_jobs(self, jobs: set[str]) -> None:
+        """Cancel these jobs, those no other submission's run is left in."""
+        if not jobs:
+            return
+        with self.database.sessions() as session:
+            shared = set(session.scalars(select(GradingRun.external_id).where(
+                GradingRun.status == "running", GradingRun.external_id.in_(jobs))))
+        try:
+            self.executor.cancel(sorted(jobs - shared))
+        except ClusterError as exc:  # the job runs on, and its reports are stale
+            log.warning("cannot cancel jobs %s: %s", sorted(jobs - shared), exc)
 
     # --- collect ----------------------------------------------------------------------------
 
@@ -367,7 +384,7 @@ class Dispatcher:
         with self.database.sessions() as session:
             runs = session.execute(select(
                 GradingRun.id, GradingRun.external_id, GradingRun.executor, GradingRun.job_state,
-                GradingRun.node)
+                GradingRun.job_reason, GradingRun.node, GradingRun.started_at)
                 .where(GradingRun.status == "running",
                        GradingRun.executor.in_((self.executor.name, "pilot")))).all()
         outcomes = self._collect_reports([run.id for run in runs])
@@ -378,14 +395,27 @@ class Dispatcher:
             self._release(left)
             outcomes |= {run_id: "requeued" for run_id in left}
         polled = [run for run in runs if run.id not in outcomes and run.external_id]
-        if polled:
+        unended = self._unended_jobs()
+        if polled or unended:
             try:
-                states = self.executor.poll(sorted({run.external_id for run in polled}))
+                states = self.executor.poll(sorted({run.external_id for run in polled}
+                                                   | set(unended.values())))
             except ClusterError as exc:
                 log.warning("cannot poll the cluster, trying again later: %s", exc)
                 return outcomes
             outcomes |= self._settle_ended(polled, states)
+            self._note({run_id: states[job] for run_id, job in unended.items()
+                        if states[job].outcome != "waiting"})
         return outcomes
+
+    def _unended_jobs(self) -> dict[int, str]:
+        """Settled runs (graded from their reports, most often) whose job was still on when
+        last seen: run id → job, so that the job's end is recorded, not its last state seen."""
+        with self.database.sessions() as session:
+            return dict(session.execute(select(GradingRun.id, GradingRun.external_id).where(
+                GradingRun.executor == self.executor.name, GradingRun.status != "running",
+                GradingRun.external_id.is_not(None), GradingRun.job_state.in_(WAITING),
+                GradingRun.finished_at > utcnow() - FINAL_STATE_WINDOW)).all())
 
     def _collect_reports(self, run_ids: list[int], wait: float = 0.0) -> dict[int, str]:
         deadline = time.monotonic() + wait
@@ -411,6 +441,7 @@ class Dispatcher:
     def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, str]:
         outcomes: dict[int, str] = {}
         changed: dict[int, JobState] = {}
+        overdue = []
         # read before any run's folder goes: which runs their jobs began
         started = {run.id for run in runs
                    if spool.was_started(spool.run_dir(self.spool, str(run.id)))}
@@ -420,27 +451,58 @@ class Dispatcher:
                 state = self.pilots.check(run.external_id, state)
             ended_before = run.job_state is not None and run.job_state not in WAITING
             if state.outcome == "waiting" or not ended_before:
-                if (state.state, state.node or run.node) != (run.job_state, run.node):
+                if (state.state, state.node or run.node, state.reason) != (
+                        run.job_state, run.node, run.job_reason):
                     changed[run.id] = state
+                if self._pending_too_long(run, state):
+                    overdue.append(run)
                 continue
+            changed[run.id] = state  # its job's end, recorded on it
             late = self._collect_reports([run.id])
             if late:
                 outcomes |= late
                 continue
-            if (state.state in UNCHARGED_ENDS and run.executor != "pilot"
-                    and run.id not in started and self._progressed(run.external_id, runs, started)):
-                self._release([run.id])  # never begun: not the run that ended the job
+            if run.executor != "pilot" and self._not_its_fault(run, state, runs, started):
+                log.warning("run %s goes back to the queue unused: job %s ended %s",
+                            run.id, run.external_id, state.state)
+                self._release([run.id])
                 outcomes[run.id] = "requeued"
                 continue
             where = f" on {state.node}" if state.node else ""
             reason = (f"{'pilot' if run.executor == 'pilot' else 'Slurm'} job {run.external_id} "
                       f"ended {state.state}{where} without a report for this run")
             tail = self.executor.log_tail(run.external_id)
-            settle = (grading.cancel if state.outcome == "cancelled" and run.executor != "pilot"
-                      else grading.lose)
-            outcomes |= self._settle([run.id], settle, reason + (f"\n{tail}" if tail else ""))
+            outcomes |= self._settle([run.id], grading.lose,
+                                     reason + (f"\n{tail}" if tail else ""))
         self._note(changed)
+        return outcomes | self._give_up(overdue, states)
+
+    def _pending_too_long(self, run, state: JobState) -> bool:
+        return (state.state == "PENDING" and run.executor != "pilot"
+                and (utcnow() - _aware(run.started_at)).total_seconds() > self.pending_limit)
+
+    def _give_up(self, runs: list, states: dict[str, JobState]) -> dict[int, str]:
+        """Runs whose jobs waited past SLURM_PENDING_LIMIT_SECONDS (a node drained, a partition
+        down): a grader error, "cluster unavailable" with squeue's reason, never a zero and no
+        try used (staff send it again with Retry once the cluster is back). Settled before their
+        jobs are cancelled, so that the cancel is the service's own."""
+        outcomes = {}
+        for run in runs:
+            why = states[run.external_id].reason or "no reason given"
+            outcomes |= self._settle([run.id], grading.refuse, (
+                f"cluster unavailable: Slurm job {run.external_id} waited more than "
+                f"{self.pending_limit:.0f} s to start ({why}); it was cancelled"))
+        self._cancel_jobs({run.external_id for run in runs})
         return outcomes
+
+    def _not_its_fault(self, run, state: JobState, runs: list, started: set[int]) -> bool:
+        """Whether a run its job left without a report goes back without using a try: the
+        cluster or an administrator ended the job, or it ran out of time or memory on another
+        run (this one never begun)."""
+        if state.state in CLUSTER_ENDS:
+            return True
+        return (state.state in UNCHARGED_ENDS and run.id not in started
+                and self._progressed(run.external_id, runs, started))
 
     def _progressed(self, external_id: str, runs: list, started: set[int]) -> bool:
         """Whether a job began any of its runs: else it never got to grading (its harness could
@@ -454,14 +516,15 @@ class Dispatcher:
                 GradingRun.status != "running")) > 0
 
     def _note(self, states: dict[int, JobState]) -> None:
-        """What the cluster said of runs still waiting, where it changed: one transaction."""
+        """What the cluster said of runs, where it changed (of a run settled, its job's end):
+        one transaction."""
         if not states:
             return
         with self.database.sessions.begin() as session:
             for run_id, state in states.items():
-                session.execute(update(GradingRun).where(
-                    GradingRun.id == run_id, GradingRun.status == "running").values(
-                    job_state=state.state, node=state.node or GradingRun.node))
+                session.execute(update(GradingRun).where(GradingRun.id == run_id).values(
+                    job_state=state.state, job_reason=state.reason,
+                    node=state.node or GradingRun.node))
 
     def _settle(self, run_ids: list[int], transition, reason: str) -> dict[int, str]:
         outcomes = {}

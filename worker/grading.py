@@ -211,8 +211,9 @@ def stop(submission: Submission) -> None:
 
 
 def refuse(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
-    """The cluster can never run this run (it asks more than any node has): a grader error at
-    once, with the reason, since another run would fail the same way."""
+    """The cluster cannot run this run (it asks more than any node has, or its job waited past
+    the pending limit): a grader error at once, with the reason, since another run now would
+    fail the same way."""
     run = _current(session, run_id)
     if run is None:
         return "stale"
