@@ -59,11 +59,10 @@ class Grade:
             self.best, self.best_id, self.best_adjusted = counted_score, submission_id, adjusted
             self.max_score = max_score
 
-    def set_by(self, row: SetGrade | None, max_points: float | None) -> None:
-        """The grade an instructor set (when there is one); it is out of what the exercise is."""
-        if row is not None:
-            self.set_grade = row
-            self.max_score = self.max_score if max_points is None else max_points
+    def set_by(self, row: SetGrade, max_points: float | None) -> None:
+        """The grade an instructor set; it is out of what the exercise is (where known)."""
+        self.set_grade = row
+        self.max_score = self.max_score if max_points is None else max_points
 
     @property
     def set_by_hand(self) -> bool:
