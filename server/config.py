@@ -292,12 +292,15 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     # time-out) holds one slot, never all of them; the next file of theirs waits its turn
     "MAX_RUNNING_PER_STUDENT": (1, whole(1)),
     "REQUEUE_AFTER_SECONDS": (120, whole(1)),
-    "COLLECT_SECONDS": (5.0, seconds),
+    # reports are read this often (one listing of the spool's done/ folder); the cluster is
+    # asked about jobs every SLURM_POLL_SECONDS
+    "COLLECT_SECONDS": (1.0, seconds),
     **{f"SLURM_{key.upper()}": (getattr(Resources, key), parse)
        for key, parse in RESOURCE_PARSERS.items()},
     "SLURM_MODULES": ((), strings),
     "SLURM_BATCH_SIZE": (20, whole(1)),
     "SLURM_BATCH_WAIT": (3.0, seconds),
+    "SLURM_POLL_SECONDS": (5.0, seconds),
     # a job the cluster has not started by then (a node drained, a partition down) is cancelled,
     # its runs a grader error, "cluster unavailable"
     "SLURM_PENDING_LIMIT_SECONDS": (3600, whole(1)),

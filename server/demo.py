@@ -51,7 +51,7 @@ def demo_settings(folder: Path, executor: str = "local") -> dict:
                 # Redis to count failed log-ins in, so each portal process counts its own
                 "SESSION_COOKIE_SECURE": False, "LOGIN_LIMITS_STORAGE": "memory://"}
     if executor == "slurm":  # jobs run this interpreter, as the user who runs the demo
-        settings.update(COURSE_PYTHON=sys.executable, COLLECT_SECONDS=1.0, SLURM_BATCH_WAIT=1.0)
+        settings.update(COURSE_PYTHON=sys.executable, SLURM_BATCH_WAIT=1.0)
     return settings
 
 

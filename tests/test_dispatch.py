@@ -116,14 +116,47 @@ def test_runs_are_packed_into_one_job_per_shape(database, cluster, catalogue, gr
     assert open(jobs["100"].submission).read() == REFERENCE_Q
 
 
-def test_a_partial_batch_waits_until_it_is_due(database, cluster, grading):
+def test_a_partial_batch_waits_only_while_a_job_of_ours_waits_to_start(database, cluster,
+                                                                       grading):
     grading.batch_wait = 60.0
-    submission_id = queue_submission(database, REFERENCE_Q)
-    waiting = grading.dispatch([submission_id])
-    assert cluster.jobs == {} and 55 < waiting.due_in <= 60
-    assert states(database)[submission_id][0] == "queued"
+    first = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([first])
+    assert len(cluster.jobs) == 1  # nothing of ours waits to start: holding it gains nothing
+    later = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
+    waiting = grading.dispatch(later[:1])
+    assert len(cluster.jobs) == 1 and 55 < waiting.due_in <= 60  # job 100 is PENDING
+    assert states(database)[later[0]][0] == "queued"
     grading.dispatch([], now=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=61))
-    assert len(cluster.jobs) == 1
+    assert [len(job["runs"]) for job in cluster.jobs.values()] == [1, 2]
+    cluster.end("100", "RUNNING")
+    cluster.end("101", "RUNNING")
+    grading.collect()  # the poll sees both jobs start
+    grading.dispatch([queue_submission(database, REFERENCE_Q)])
+    assert len(cluster.jobs) == 3
+
+
+def test_the_harness_marks_runs_done_and_collect_reads_those_between_polls(
+        database, cluster, grading, report):
+    """Reports are read every collect (one listing of done/); the cluster is asked, and every
+    run's folder looked into, once per SLURM_POLL_SECONDS."""
+    grading.poll_every = 3600.0
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
+    grading.dispatch(ids)
+    polls = []
+    cluster.poll = lambda job_ids: polls.append(job_ids) or {}
+    assert grading.collect() == {} and len(polls) == 1  # the first collect polls
+    first, second = cluster.jobs["100"]["runs"]
+    cluster.end("100", "RUNNING", report, runs=[first])
+    assert spool.done_runs(cluster.spool) == {first}
+    assert list(grading.collect().values()) == ["graded"] and len(polls) == 1
+    assert spool.done_runs(cluster.spool) == set()
+    # a report without its mark waits for the next poll
+    spool.write_atomically(spool.run_dir(cluster.spool, second) / spool.REPORT,
+                           json.dumps(report).encode())
+    assert grading.collect() == {} and len(polls) == 1
+    (cluster.spool / ".polled-at").write_text("0")
+    assert list(grading.collect().values()) == ["graded"] and len(polls) == 1
+    assert states(database)[ids[1]][0] == "graded"
 
 
 def test_reports_become_grades_as_they_appear_and_are_read_once(database, cluster, grading, report):
@@ -285,6 +318,24 @@ def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
     grading.batch_wait = 0.0
     grading.dispatch([silent])
     assert states(database)[silent][2] == [("lost", "77"), ("running", "100")]
+
+
+def test_a_pilot_an_administrator_cancels_sends_its_run_back_unused(database, cluster, grading):
+    """As a batch job's (issue 18, point 3): `scancel` of a pilot, or `hpcgrade pilot stop --now`,
+    is not the run's doing."""
+    cluster.jobs["78"] = {"state": "CANCELLED", "runs": [], "resources": grading.resources}
+    held = queue_submission(database, REFERENCE_Q)
+    with database.sessions.begin() as session:
+        session.add(GradingRun(submission_id=held, attempt=1, executor="pilot", status="running",
+                               worker="t", external_id="78", job_state="RUNNING",
+                               started_at=dt.datetime.now(dt.timezone.utc),
+                               lease_until=dt.datetime.now(dt.timezone.utc) + LATER))
+        session.get(Submission, held).status = "running"
+    grading.collect()  # one poll saw it end: a report may still be on its way
+    grading.collect()
+    assert states(database)[held][0] == "queued"
+    with database.sessions() as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(GradingRun)) == 0
 
 
 def test_staff_stop_a_submission_and_its_job_once_no_one_else_is_in_it(

@@ -6,14 +6,16 @@ student's in flight) and hands them to the executor. A synchronous executor (loc
 the first before it returns, and records it at once, waiting for a database that is away
 rather than dropping the report. With Slurm, runs that fit a live pilot go to it at once; the
 others are packed by resource shape into batches, each sent as one job when it is full
-(SLURM_BATCH_SIZE) or when its oldest submission has waited SLURM_BATCH_WAIT seconds.
+(SLURM_BATCH_SIZE), when no job of ours waits to start, or when its oldest submission has waited
+SLURM_BATCH_WAIT seconds.
 
-`collect` records every report that has appeared in the spool, then asks the executor about
-the other runs' jobs in one poll. A job that ended without a run's report sends the run back to
-the queue (up to MAX_RUNS runs, then "grader error", never a zero). Only staff's Stop grading
-cancels (`cancel`: its runs are cancelled in the database before scancel); a job that the
-cluster or an administrator ended (CANCELLED, PREEMPTED, NODE_FAIL, BOOT_FAIL) sends its runs
-back without using an attempt. A job still PENDING after SLURM_PENDING_LIMIT_SECONDS is
+`collect` (every COLLECT_SECONDS) records the reports that the harness marked done in the
+spool, and every SLURM_POLL_SECONDS asks the executor about the other runs' jobs in one poll.
+A job that ended without a run's report sends the run back to the queue (up to MAX_RUNS runs,
+then "grader error", never a zero). Only staff's Stop grading cancels (`cancel`: its runs are
+cancelled in the database before scancel); a job that the cluster or an administrator ended
+(CANCELLED, PREEMPTED, NODE_FAIL, BOOT_FAIL), a batch job or a pilot, sends its runs back
+without using an attempt. A job still PENDING after SLURM_PENDING_LIMIT_SECONDS is
 cancelled and its runs are grader errors, "cluster unavailable" with squeue's reason (recorded,
 as every state seen, on the run); a settled run's job is polled until it ends, and its end
 recorded on the run. Reports are trusted over the cluster's word: a job that ended
@@ -68,6 +70,7 @@ UNCHARGED_ENDS = frozenset({"TIMEOUT", "OUT_OF_MEMORY"})
 CLUSTER_ENDS = frozenset({"CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL"})
 # how long after a run was settled its job's end is still looked for, to be recorded on it
 FINAL_STATE_WINDOW = dt.timedelta(days=1)
+POLLED_AT = ".polled-at"  # in the spool: when a collect last asked the cluster
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class Dispatcher:
     required_layers: tuple[str, ...] = REQUIRED_LAYERS
     spool_min_free_mb: int = 0
     pending_limit: float = math.inf  # seconds a job may wait for the cluster to start it
+    poll_every: float = 0.0  # seconds between two polls of the cluster by collect
 
     @classmethod
     def from_config(cls, database: Database, executor: Executor,
@@ -111,7 +115,8 @@ class Dispatcher:
                    Pilots(Path(config["SPOOL_DIR"]))
                    if not executor.synchronous else None, config["MAX_RUNNING_PER_STUDENT"],
                    config["SANDBOX_REQUIRED_LAYERS"], config["SPOOL_MIN_FREE_MB"],
-                   pending_limit=config["SLURM_PENDING_LIMIT_SECONDS"])
+                   pending_limit=config["SLURM_PENDING_LIMIT_SECONDS"],
+                   poll_every=config["SLURM_POLL_SECONDS"])
 
     # --- dispatch ---------------------------------------------------------------------------
 
@@ -201,7 +206,7 @@ class Dispatcher:
 
     def _dispatch_batches(self, now: dt.datetime) -> Dispatched:
         with self.database.sessions.begin() as session:
-            batches, due_in = self._plan(self._queued(session), now)
+            batches, due_in = self._plan(self._queued(session), now, self._job_waiting(session))
             claimed = []
             for resources, pilot, ids in batches:
                 executor = "pilot" if pilot else self.executor.name
@@ -244,10 +249,19 @@ class Dispatcher:
             query = query.with_for_update(of=Submission, skip_locked=True)
         return [(i, slug, _aware(when)) for i, slug, when in session.execute(query)]
 
-    def _plan(self, queued: list, now: dt.datetime
+    def _job_waiting(self, session) -> bool:
+        """Whether a job of ours waits for the cluster to start it (as last polled)."""
+        return session.scalar(select(exists().where(
+            GradingRun.status == "running", GradingRun.executor == self.executor.name,
+            GradingRun.job_state == "PENDING")))
+
+    def _plan(self, queued: list, now: dt.datetime, job_waiting: bool
               ) -> tuple[list[tuple[Resources, str | None, list[int]]], float | None]:
         """Batches to send now, as (shape, pilot or None, submission ids), and the seconds until
-        the next partial batch is due."""
+        the next partial batch is due. A partial batch goes at once while no job of ours waits
+        to start: waiting for more runs would only delay it; while one waits, the runs that
+        come meanwhile gather into one job, for SLURM_BATCH_WAIT at most (as Nagle's algorithm
+        holds small packets while one is unacknowledged)."""
         by_shape: dict[Resources, list[tuple[int, dt.datetime, float]]] = defaultdict(list)
         for submission_id, slug, since in queued:
             info = self.catalogue.get(slug)
@@ -263,7 +277,7 @@ class Dispatcher:
             batches += [(resources, None, ids) for ids in full]
             if rows:
                 waited = (now - min(since for _, since, _ in rows)).total_seconds()
-                if waited >= self.batch_wait:
+                if waited >= self.batch_wait or not job_waiting:
                     batches.append((resources, None, [i for i, _, _ in rows]))
                 else:
                     due_in = min(due_in, self.batch_wait - waited)
@@ -376,9 +390,11 @@ class Dispatcher:
     # --- collect ----------------------------------------------------------------------------
 
     def collect(self) -> dict[int, str]:
-        """Record the reports that appeared, then settle the runs whose jobs ended without one.
-        Returns the outcome of every run it changed (graded, failed, requeued, error, cancelled).
-        A synchronous executor's runs are recorded by the task that graded them."""
+        """Record the reports the harness said were done, and send back the runs it left; then,
+        at most once per SLURM_POLL_SECONDS, look at every run and settle those whose jobs ended
+        without a report. Returns the outcome of every run it changed (graded, failed,
+        requeued, error, cancelled). A synchronous executor's runs are recorded by the task
+        that graded them."""
         if self.executor.synchronous:
             return {}
         with self.database.sessions() as session:
@@ -387,15 +403,15 @@ class Dispatcher:
                 GradingRun.job_reason, GradingRun.node, GradingRun.started_at)
                 .where(GradingRun.status == "running",
                        GradingRun.executor.in_((self.executor.name, "pilot")))).all()
-        outcomes = self._collect_reports([run.id for run in runs])
-        # runs a batch job left, its time running out: queued again, their attempts unused
-        left = [run.id for run in runs if run.id not in outcomes
-                and spool.is_not_started(spool.run_dir(self.spool, str(run.id)))]
-        if left:
-            self._release(left)
-            outcomes |= {run_id: "requeued" for run_id in left}
-        polled = [run for run in runs if run.id not in outcomes and run.external_id]
+        done = spool.done_runs(self.spool) if runs else set()
+        outcomes = self._take_done([run.id for run in runs if str(run.id) in done])
+        self._forget_stale(done - {str(run.id) for run in runs})
         unended = self._unended_jobs()
+        if not (runs or unended) or not self._poll_due():
+            return outcomes
+        # a mark lost on the way (a harness of an older release) costs one poll's wait
+        outcomes |= self._take_done([run.id for run in runs if run.id not in outcomes])
+        polled = [run for run in runs if run.id not in outcomes and run.external_id]
         if polled or unended:
             try:
                 states = self.executor.poll(sorted({run.external_id for run in polled}
@@ -407,6 +423,39 @@ class Dispatcher:
             self._note({run_id: states[job] for run_id, job in unended.items()
                         if states[job].outcome != "waiting"})
         return outcomes
+
+    def _take_done(self, run_ids: list[int]) -> dict[int, str]:
+        """Record these runs' reports; those a batch job left, its time running out, go back to
+        the queue, their attempts unused."""
+        outcomes = self._collect_reports(run_ids)
+        left = [run_id for run_id in run_ids if run_id not in outcomes
+                and spool.is_not_started(spool.run_dir(self.spool, str(run_id)))]
+        if left:
+            self._release(left)
+            outcomes |= {run_id: "requeued" for run_id in left}
+        return outcomes
+
+    def _forget_stale(self, run_ids: set[str]) -> None:
+        """Done marks of runs no longer running whose folders are gone (a report that a poll
+        read before the harness marked it done)."""
+        for run_id in run_ids:
+            if not spool.run_dir(self.spool, run_id).exists():
+                spool.forget_done(self.spool, run_id)
+
+    def _poll_due(self) -> bool:
+        """Whether the cluster may be asked again: SLURM_POLL_SECONDS after the last time,
+        whichever worker process asked (collects take turns; the time is kept in the spool,
+        as this host's clock read it)."""
+        if self.poll_every <= 0:
+            return True
+        mark, now = self.spool / POLLED_AT, time.time()
+        try:
+            if 0 <= now - float(mark.read_text()) < self.poll_every:
+                return False
+        except (OSError, ValueError):
+            pass  # never polled, or the mark is garbled: poll
+        spool.write_atomically(spool.make_folder(self.spool) / POLLED_AT, repr(now).encode())
+        return True
 
     def _unended_jobs(self) -> dict[int, str]:
         """Settled runs (graded from their reports, most often) whose job was still on when
@@ -462,7 +511,7 @@ class Dispatcher:
             if late:
                 outcomes |= late
                 continue
-            if run.executor != "pilot" and self._not_its_fault(run, state, runs, started):
+            if self._not_its_fault(run, state, runs, started):
                 log.warning("run %s goes back to the queue unused: job %s ended %s",
                             run.id, run.external_id, state.state)
                 self._release([run.id])
@@ -497,11 +546,11 @@ class Dispatcher:
 
     def _not_its_fault(self, run, state: JobState, runs: list, started: set[int]) -> bool:
         """Whether a run its job left without a report goes back without using a try: the
-        cluster or an administrator ended the job, or it ran out of time or memory on another
-        run (this one never begun)."""
+        cluster or an administrator ended the job (a pilot's too), or a batch job ran out of
+        time or memory on another run (this one never begun)."""
         if state.state in CLUSTER_ENDS:
             return True
-        return (state.state in UNCHARGED_ENDS and run.id not in started
+        return (run.executor != "pilot" and state.state in UNCHARGED_ENDS and run.id not in started
                 and self._progressed(run.external_id, runs, started))
 
     def _progressed(self, external_id: str, runs: list, started: set[int]) -> bool:

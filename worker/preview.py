@@ -6,7 +6,8 @@ grades (never claimed, their lease ran out, or their worker's process is gone), 
 the executor as normal runs go (one at a time on a synchronous executor, so that the page's
 progress moves; on Slurm packed into jobs as dispatch packs them, at most SLURM_BATCH_SIZE and
 no more than the job's time limit holds at the exercise's budget, then waited for with one poll
-every COLLECT_SECONDS; runs a job left "not started" are sent again in a later job), and records each report as it comes: "preview", with its checks and
+every SLURM_POLL_SECONDS; runs a job left "not started" are sent again in a later job), and
+records each report as it comes: "preview", with its checks and
 score, or "failed". Pilots are left to the students: a preview is nobody's wait. Each run is
 graded with the seed of the run whose grade it would replace, so that old → new shows what the
 checks changed, not another draw of a flaky submission's hidden inputs. A failed run's error is

@@ -84,7 +84,8 @@ def cancel(submission_ids: list[int]) -> list[int]:
 @shared_task(name="hpcgrade.preview", bind=True, **RETRY_WHILE_AWAY)
 def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/preview.py); nothing is published."""
-    grader = PreviewGrader(dispatcher(self.request.hostname), current_app.config["COLLECT_SECONDS"])
+    grader = PreviewGrader(dispatcher(self.request.hostname),
+                           current_app.config["SLURM_POLL_SECONDS"])
     return grader.grade(regrade_id, grading.gone_here(self.request.hostname))
 
 

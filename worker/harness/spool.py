@@ -10,6 +10,9 @@ The layout is a contract between the service and the harness (standard library o
     SPOOL/runs/<run_id>/not-started   the batch job will not grade it: its time was running
                                       out (the service sends it back to the queue, its
                                       attempt unused)
+    SPOOL/done/<run_id>               written after report.json or not-started: the service
+                                      lists this one folder each second rather than look into
+                                      every run's (a metadata call each on a shared filesystem)
 
 The service account and the grading account share the spool's group, and each writes what the
 other reads or removes: folders are made 0o2770 (the set-group-ID bit passes the group on) and
@@ -29,7 +32,7 @@ from .report import MAX_REPORT_BYTES
 
 FOLDER_MODE = 0o2770
 FILE_MODE = 0o660
-JOB, REPORT, CANCELLED = "job.json", "report.json", "cancelled"
+JOB, REPORT, CANCELLED, DONE = "job.json", "report.json", "cancelled", "done"
 STARTED, NOT_STARTED = "started", "not-started"
 # what one run may take beyond its exercise's budget_seconds: the second look's own time
 # (second_look.SECONDS, 20 s) and one call past it, the student processes' starts, the report
@@ -81,6 +84,7 @@ def read_job(folder: Path) -> Job:
 def write_report(folder: Path, report: dict) -> None:
     """Atomic: the service never reads half a report, and a killed grader leaves none."""
     write_atomically(folder / REPORT, json.dumps(report).encode())
+    mark_done(folder)
 
 
 def read_report(folder: Path) -> dict | None:
@@ -122,6 +126,28 @@ def was_started(folder: Path) -> bool:
 
 def mark_not_started(folder: Path) -> None:
     write_atomically(folder / NOT_STARTED, b"")
+    mark_done(folder)
+
+
+def mark_done(folder: Path) -> None:
+    """The harness is through with the run of this folder (SPOOL/runs/<run_id>)."""
+    write_atomically(make_folder(folder.parent.parent, DONE) / folder.name, b"")
+
+
+def done_runs(spool: str | os.PathLike) -> set[str]:
+    """The runs the harness is through with (their report or not-started mark written): one
+    listing of one folder."""
+    try:
+        return {name for name in os.listdir(Path(spool) / DONE) if RUN_ID.fullmatch(name)}
+    except FileNotFoundError:
+        return set()
+
+
+def forget_done(spool: str | os.PathLike, run_id: str) -> None:
+    try:
+        os.unlink(Path(spool) / DONE / checked_run_id(run_id))
+    except OSError:  # gone already, or the spool is away (as remove_run, the folder)
+        pass
 
 
 def is_not_started(folder: Path) -> bool:
@@ -138,6 +164,7 @@ def is_cancelled(folder: Path) -> bool:
 
 def remove_run(spool: str | os.PathLike, run_id: str) -> None:
     shutil.rmtree(run_dir(spool, run_id), ignore_errors=True)
+    forget_done(spool, run_id)
 
 
 def free_mb(spool: str | os.PathLike) -> int | None:
