@@ -76,6 +76,23 @@ def resume_node(timeout: float = 30) -> None:
     _wait(lambda: node_state() in UP, timeout, "node back up")
 
 
+def partition() -> str:
+    """The partition the tests' jobs go to."""
+    return os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading")
+
+
+def partition_field(key: str) -> str:
+    """A field of the partition as scontrol shows it, e.g. MaxTime (01:00:00), State (UP)."""
+    shown = _run("scontrol", "show", "partition", partition(), "-o")
+    return re.search(rf"\b{key}=(\S+)", shown).group(1)
+
+
+def update_partition(**fields: str) -> None:
+    """Sets fields of the partition, as an administrator: MaxTime="10", State="DOWN"…"""
+    _run("scontrol", "update", f"PartitionName={partition()}",
+         *(f"{key}={value}" for key, value in fields.items()))
+
+
 def _controller_answers() -> bool:
     result = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
     return result.returncode == 0 and "is UP" in result.stdout

@@ -6,9 +6,12 @@ import pytest
 
 from server.config import Resources
 from worker.executor import ClusterError, JobState
-from worker.slurm_text import (gres_gpus, job_script, late_job_id, limits, parse_comments,
-                               parse_nodes, parse_partitions, parse_sacct, parse_sbatch,
-                               parse_squeue, permanent_sbatch_error, sbatch_options)
+from server.config import load_config
+from worker.slurm import SlurmExecutor
+from worker.slurm_text import (NodeState, gres_gpus, job_script, late_job_id, limits,
+                               parse_comments, parse_nodes, parse_partition_nodes,
+                               parse_partitions, parse_sacct, parse_sbatch, parse_squeue,
+                               permanent_sbatch_error, sbatch_options)
 
 RECORDED = Path(__file__).parent / "recorded" / "slurm"
 GOLDEN = Path(__file__).parent / "golden"
@@ -59,7 +62,8 @@ def test_sbatch_gives_the_id_or_a_named_error_with_the_output():
 
 @pytest.mark.parametrize("parse, text", [
     (parse_squeue, "12 PENDING\n"), (parse_sacct, "garbage\n"), (parse_nodes, "vm|2|21695|gpu:2\n"),
-    (parse_partitions, "Nodes=vm State=UP\n")])
+    (parse_partitions, "Nodes=vm State=UP\n"), (parse_partition_nodes, "vm|idle|none\n"),
+    (parse_partition_nodes, "up|vm|idle|none\ndown|vm2|idle|none\n")])
 def test_unexpected_output_is_a_named_error_carrying_it(parse, text):
     with pytest.raises(ClusterError) as raised:
         parse(text)
@@ -79,6 +83,39 @@ def test_the_largest_node_of_the_partition_bounds_a_request():
     capped = limits("p", {"MaxCPUsPerNode": "1", "MaxMemPerNode": "1000", "MaxTime": "UNLIMITED"},
                     [(64, 512000, 8)])
     assert (capped.cpus, capped.memory, capped.time) == (1, 1000, None)
+
+
+def test_sinfo_gives_the_partitions_availability_and_its_nodes_states_and_reasons():
+    assert parse_partition_nodes(recorded("sinfo-partition-nodes.txt")) == (
+        "up", [NodeState("vm", "idle", None)])
+    assert parse_partition_nodes(recorded("sinfo-partition-nodes-drained.txt")) == (
+        "up", [NodeState("vm", "drain", "hpcgrade test")])
+    assert parse_partition_nodes(recorded("sinfo-partition-down.txt"))[0] == "down"
+    assert parse_partition_nodes("up|gpu1|down*|power cut | rack 3\n")[1] == [
+        NodeState("gpu1", "down*", "power cut | rack 3")]
+
+
+@pytest.mark.parametrize("state, takes_jobs", [
+    ("idle", True), ("mix", True), ("alloc", True), ("comp", True), ("idle~", True),
+    ("drain", False), ("drng", False), ("down", False), ("down*", False), ("fail", False),
+    ("failg", False), ("drain$", False), ("idle*", False)])
+def test_nodes_down_drained_draining_failing_or_silent_take_no_jobs(state, takes_jobs):
+    assert NodeState("n", state, None).takes_jobs is takes_jobs
+
+
+def test_some_nodes_taking_no_jobs_warn_all_of_them_fail_the_check(tmp_path):
+    slurm = SlurmExecutor(load_config({"EXECUTOR": "slurm", "SPOOL_DIR": str(tmp_path)}))
+
+    def availability(sinfo: str) -> tuple[list[str], list[str]]:
+        slurm.commands.run = lambda args: sinfo
+        return slurm.availability("gpu")
+
+    assert availability("up|gpu1|mix|none\nup|gpu2|drain|disk swap\nup|gpu3|down*|Not responding\n"
+                        ) == ([], ["partition gpu: node gpu2 is drain (disk swap)",
+                                   "partition gpu: node gpu3 is down* (Not responding)"])
+    assert availability("inact|gpu2|drain|disk swap\n") == (
+        ["partition gpu is INACT, not UP: new jobs would not run",
+         "partition gpu: no node takes jobs: node gpu2 is drain (disk swap)"], [])
 
 
 @pytest.mark.parametrize("gres, gpus", [("gpu:2", 2), ("gpu:a100:4(S:0-1)", 4), ("gpu:2,mps:100", 2),

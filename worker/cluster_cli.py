@@ -44,9 +44,11 @@ def check(wait_seconds: float, probe: bool) -> None:
     dispatcher's unit runs it before starting."""
     slurm = slurm_executor()
     click.echo(slurm.spool_space())
-    problems = slurm.check(catalogue())
+    problems, warnings = slurm.check(catalogue())
     for problem in problems:
         click.echo(f"cannot run: {problem}", err=True)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     if problems:
         raise click.ClickException(f"{len(problems)} problem(s): fix SLURM_* or the exercises' "
                                    "[slurm] tables")

@@ -7,7 +7,8 @@ can), and one sacct call for those squeue has forgotten (`sacct -c`, from the jo
 log, where accounting is off). A shape that no node of the
 partition could ever hold is refused before sbatch, which would accept it and leave it pending
 for good; the cluster's limits come from scontrol and sinfo, and are read again every few
-minutes.
+minutes. `hpcgrade slurm check` also names the partitions in use that run nothing now, and
+their nodes that take no jobs.
 """
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.runner import PACKAGE_ROOT
 from worker.slurm_text import (Limits, job_script, late_job_id, limits, parse_comments, parse_nodes,
-                               parse_partitions, parse_sacct, parse_sbatch, parse_squeue,
-                               parse_squeue_json, permanent_sbatch_error, sbatch_options)
+                               parse_partition_nodes, parse_partitions, parse_sacct, parse_sbatch,
+                               parse_squeue, parse_squeue_json, permanent_sbatch_error,
+                               sbatch_options)
 
 log = logging.getLogger(__name__)
 COMMAND_SECONDS = 60
@@ -276,9 +278,11 @@ class SlurmExecutor:
         if problems:
             raise ImpossibleRequest("; ".join(problems))
 
-    def check(self, catalogue: dict[str, ExerciseInfo]) -> list[str]:
-        """Every shape this service would ask for that the cluster could never run, or that
-        sbatch refuses (and why the cluster could not be asked, if it could not)."""
+    def check(self, catalogue: dict[str, ExerciseInfo]) -> tuple[list[str], list[str]]:
+        """Problems: every shape this service would ask for that the cluster could never run, or
+        that sbatch refuses, and every partition they use that runs nothing now (and why the
+        cluster could not be asked, if it could not). Warnings: those partitions' nodes that take
+        no jobs while others do."""
         shapes = {"the default (SLURM_*)": self.default,
                   **{slug: info.resources(self.default) for slug, info in catalogue.items()}}
         problems = ["COURSE_PYTHON is not set: jobs would run python3 from the node's PATH"
@@ -287,14 +291,39 @@ class SlurmExecutor:
         if free is not None and free < self.spool_min_free_mb:
             problems.append(f"the spool {self.spool} is full: {free} MB free, less than "
                             f"SPOOL_MIN_FREE_MB ({self.spool_min_free_mb}); nothing is sent")
+        partitions: dict[str, list[str]] = {}  # why each partition in use runs nothing now
+        warnings = []
         for who, resources in shapes.items():
             try:
-                found = self.limits(resources.partition).refuse(resources) or self._test_only(
-                    resources)
+                fits = self.limits(resources.partition)
+                if fits.partition not in partitions:
+                    partitions[fits.partition], some_down = self.availability(fits.partition)
+                    warnings += some_down
+                # where no node takes jobs, sbatch --test-only refuses every shape ("Requested
+                # node configuration is not available"): the partition's problem says why
+                found = fits.refuse(resources) or (
+                    [] if partitions[fits.partition] else self._test_only(resources))
             except ClusterError as exc:
                 found = [str(exc)]
             problems += [f"{who}: {problem}" for problem in found]
-        return problems
+        return problems + [problem for found in partitions.values() for problem in found], warnings
+
+    def availability(self, partition: str) -> tuple[list[str], list[str]]:
+        """Whether the partition runs jobs now, from one sinfo call. Problems: the partition is
+        not up, or none of its nodes takes jobs; warnings: some of its nodes take none. Each such
+        node is named with its state and sinfo's reason."""
+        state, nodes = parse_partition_nodes(self.commands.run(
+            ["sinfo", "--noheader", "--Node", f"--partition={partition}",
+             "--format=%a|%N|%t|%E"]))
+        if not nodes:
+            return [f"partition {partition} has no nodes"], []
+        problems = [] if state == "up" else [
+            f"partition {partition} is {state.upper()}, not UP: new jobs would not run"]
+        out = [f"node {node.name} is {node.state} ({node.reason or 'no reason given'})"
+               for node in nodes if not node.takes_jobs]
+        if len(out) == len(nodes):
+            return problems + [f"partition {partition}: no node takes jobs: {'; '.join(out)}"], []
+        return problems, [f"partition {partition}: {line}" for line in out]
 
     def spool_space(self) -> str:
         """How much the spool holds and how much is free, for its admins."""

@@ -211,6 +211,42 @@ def parse_nodes(output: str) -> list[tuple[int, int, int]]:
     return nodes
 
 
+# sinfo's short node states in which a node takes no new job: down, drained, draining (its
+# jobs run on), failed or failing, whatever flag follows (`~` powered off, `$` maintenance…);
+# nor does a node whose state ends with `*`, not responding
+NO_NEW_JOBS = frozenset({"down", "drain", "drng", "fail", "failg"})
+NODE_STATE_FLAGS = "*~#!%$@^-"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str  # sinfo's short form: idle, mix, alloc, drain, drng, down*…
+    reason: str | None  # why an administrator or Slurm set it so
+
+    @property
+    def takes_jobs(self) -> bool:
+        return (self.state.rstrip(NODE_STATE_FLAGS) not in NO_NEW_JOBS
+                and not self.state.endswith("*"))
+
+
+def parse_partition_nodes(output: str) -> tuple[str, list[NodeState]]:
+    """`sinfo -h -N -p P -o '%a|%N|%t|%E'` lines: the partition's availability (up, down, drain,
+    inact; the same on every line) and each node's state and reason (which may hold `|`). ""
+    for a partition without nodes."""
+    availability, nodes = "", []
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        parts = line.strip().split("|", 3)
+        if len(parts) != 4 or not all(parts[:3]) or availability not in ("", parts[0]):
+            raise ClusterError("sinfo printed a line that is not availability|node|state|reason",
+                               output)
+        availability, name, state, reason = parts
+        nodes.append(NodeState(name, state, None if reason in ("", "none") else reason))
+    return availability, nodes
+
+
 def gres_gpus(gres: str) -> int:
     """GPUs in a GRES list: gpu:2, gpu:a100:4(S:0-1), gpu:2,mps:100, (null)."""
     total = 0
