@@ -1,6 +1,9 @@
-"""`hpcgrade slurm check` against what an administrator does to the real single-node Slurm of
-scripts/slurm (issue 18, point 6): the node drained, the partition set down; each put back
-afterwards."""
+"""`hpcgrade pilot start|list` and `hpcgrade slurm check` against what an administrator does to
+the real single-node Slurm of scripts/slurm (issue 18, points 6 and 8): a partition's MaxTime
+lowered, the node drained, the partition set down; each put back afterwards."""
+import json
+import subprocess
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -8,6 +11,7 @@ from click.testing import CliRunner
 import slurm_cluster
 from test_slurm import config_file, exercises_folder, settings, shared  # noqa: F401
 from worker.cli import main
+from worker.harness import spool
 
 pytestmark = [pytest.mark.slurm,
               pytest.mark.skipif(not slurm_cluster.available(),
@@ -43,6 +47,47 @@ def drained():
     slurm_cluster.drain_node("hpcgrade test")
     yield slurm_cluster.node()
     slurm_cluster.resume_node()
+
+
+def pilot_jobs(course: str) -> list[str]:
+    return subprocess.run(["squeue", "-h", "--states=all", f"--name=hpcgrade-{course}-pilot",
+                           "-o", "%i"], capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_pilot_start_refuses_more_time_than_the_partition_allows(hpcgrade, config,
+                                                                  partition_restored):
+    slurm_cluster.update_partition(MaxTime="10")
+    by_default = hpcgrade("pilot", "start")
+    assert by_default.exit_code == 1
+    assert (f"partition {slurm_cluster.partition()} allows 10 minutes; --hours 2 asks 120: use "
+            "--hours 0.16 or less") in by_default.output
+    assert "allows 10 minutes; --hours 0.5 asks 30" in hpcgrade("pilot", "start", "--hours",
+                                                                "0.5").output
+    assert pilot_jobs(config["COURSE"]) == []  # no sbatch
+
+
+def test_pilot_list_shows_a_pilot_slurm_has_not_started_and_hides_dead_ones(hpcgrade, config,
+                                                                            drained):
+    started = hpcgrade("pilot", "start", "--hours", "0.2")
+    assert started.exit_code == 0, started.output
+    pending = started.output.split()[1]
+    # a pilot that ended an hour ago, whose job Slurm has forgotten
+    dead = spool.make_folder(config["SPOOL_DIR"], "pilots", "999999")
+    (dead / "heartbeat.json").write_text(json.dumps(
+        {"name": "999999", "node": drained, "beat": time.time() - 3600, "until": time.time()}))
+    try:
+        listed = hpcgrade("pilot", "list")
+        assert listed.exit_code == 0, listed.output
+        (line,) = [line for line in listed.output.splitlines() if line.split()[0] == pending]
+        reason = subprocess.run(["squeue", "-h", "-j", pending, "-o", "%r"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        assert "PENDING" in line and line.endswith(f"({reason})"), line
+        assert "999999" not in listed.output
+        (everyone,) = [line for line in hpcgrade("pilot", "list", "--all").output.splitlines()
+                       if line.split()[0] == "999999"]
+        assert everyone.endswith("(dead)"), everyone
+    finally:
+        subprocess.run(["scancel", pending], check=True)
 
 
 def test_slurm_check_fails_on_a_drained_node_naming_its_reason(hpcgrade, drained):

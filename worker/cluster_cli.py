@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import time
 
 import click
 
 from server.commands import catalogue
-from server.config import ConfigError, load_config
-from worker.executor import ClusterError
+from server.config import ConfigError, Resources, load_config
+from worker.executor import ClusterError, ImpossibleRequest, JobState
 from worker.pilots import Pilots
 from worker.runner import PACKAGE_ROOT
 from worker.sandbox_probe import ProbeFailed, probe_here, probe_on_slurm, unsafe
@@ -115,6 +116,9 @@ def start(hours: float, gpus: int | None, partition: str | None) -> None:
     resources = dataclasses.replace(slurm.default, time=minutes,
                                     **({"gpus": gpus} if gpus is not None else {}),
                                     **({"partition": partition} if partition else {}))
+    unfit = pilot_unfit(slurm, resources, hours)
+    if unfit:
+        raise click.ClickException(f"pilot not submitted: {'; '.join(unfit)}")
     variables = {"HPCGRADE_SPOOL": slurm.spool, "HPCGRADE_HOME": PACKAGE_ROOT,
                  "HPCGRADE_PYTHON": slurm.python, "HPCGRADE_PILOT_MINUTES": minutes,
                  "HPCGRADE_MODULES": " ".join(slurm.modules)}
@@ -132,26 +136,62 @@ def start(hours: float, gpus: int | None, partition: str | None) -> None:
                "it takes runs")
 
 
+def pilot_unfit(slurm: SlurmExecutor, resources: Resources, hours: float) -> list[str]:
+    """Why the partition could never start this pilot (sbatch would take it, and it would stay
+    pending for good), naming the option to change; nothing when the limits cannot be read
+    (sbatch then says what is wrong)."""
+    try:
+        fits = slurm.limits(resources.partition)
+    except ImpossibleRequest as exc:
+        return [str(exc)]
+    except ClusterError:
+        return []
+    unfit = [f"{too_large} (SLURM_CPUS, SLURM_MEMORY, --gpus)"
+             for too_large in fits.too_large(resources)]
+    if fits.time is not None and resources.time > fits.time:
+        most = math.floor(fits.time / 60 * 100) / 100
+        unfit.append(f"partition {fits.partition} allows {fits.time} minutes; --hours {hours:g} "
+                     f"asks {resources.time}: use --hours {most:g} or less")
+    return unfit
+
+
 @pilot_group.command("list")
-def list_pilots() -> None:
-    """Every pilot in the spool: node, GPUs, Slurm state, heartbeat, runs graded."""
+@click.option("--all", "every", is_flag=True, help="Dead pilots too, marked dead.")
+def list_pilots(every: bool) -> None:
+    """The course's pilots: live ones (a fresh heartbeat in the spool) and those Slurm lists
+    that may still take runs (pending with squeue's reason, or started without a heartbeat
+    yet); with --all, the dead ones too. Node, GPUs, Slurm state, heartbeat, runs graded."""
     slurm = slurm_executor()
     beats = Pilots(slurm.spool).heartbeats()
     try:
-        states = slurm.poll(sorted(beats)) if beats else {}
+        states = slurm.pilot_jobs()
     except ClusterError as exc:
         click.echo(f"Slurm does not answer ({exc}); heartbeats only", err=True)
         states = {}
     click.echo(f"{'pilot':>10} {'node':12} {'gpus':>4} {'state':12} {'beat':>8} {'graded':>6} "
                f"{'grading':>8}  until")
     now = time.time()
-    for name, beat in sorted(beats.items()):
-        state = states.get(name)
+    for name in sorted(beats.keys() | states.keys(), key=lambda name: (len(name), name)):
+        beat, state = beats.get(name), states.get(name)
+        dead = not Pilots.alive(beat, now) and not (state and state.outcome == "waiting")
+        if every or not dead:
+            click.echo(_pilot_line(name, beat, state, now, dead))
+
+
+def _pilot_line(name: str, beat: dict | None, state: JobState | None, now: float,
+                dead: bool) -> str:
+    notes = [f"({state.reason})" if state and state.reason else "",
+             "(stopping)" if beat and beat.get("stopping") else "", "(dead)" if dead else ""]
+    if beat is None:
+        shown = ["—", "—", "—", "—", "—", "—"]
+    else:
         until = dt.datetime.fromtimestamp(float(beat.get("until", 0))).strftime("%H:%M")
-        click.echo(f"{name:>10} {str(beat.get('node')):12} {beat.get('gpus', 0):>4} "
-                   f"{(state.state if state else '?'):12} {now - float(beat.get('beat', 0)):7.1f}s "
-                   f"{beat.get('graded', 0):>6} {beat.get('grading') or '—':>8}  {until}"
-                   f"{' (stopping)' if beat.get('stopping') else ''}")
+        shown = [str(beat.get("node")), beat.get("gpus", 0),
+                 f"{now - float(beat.get('beat', 0)):7.1f}s", beat.get("graded", 0),
+                 beat.get("grading") or "—", until]
+    node, gpus, age, graded, grading, until = shown
+    return " ".join([f"{name:>10} {node:12} {gpus:>4} {(state.state if state else '?'):12} "
+                     f"{age:>8} {graded:>6} {grading:>8}  {until}", *filter(None, notes)])
 
 
 @pilot_group.command("stop")

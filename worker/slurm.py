@@ -184,6 +184,12 @@ class SlurmExecutor:
         return sbatch_options(resources, job_name=job_name, comment=comment, wckey=self.course,
                               log=str(self.logs / "%j.out"), requeue=requeue)
 
+    def pilot_jobs(self) -> dict[str, JobState]:
+        """The course's pilot jobs Slurm still lists, started or not, in one squeue call."""
+        return parse_squeue(self.commands.run(
+            ["squeue", "--me", "--noheader", "--states=all", f"--name={self.pilot_name}",
+             "--format=%i|%T|%N|%r"]))
+
     def poll(self, ids: list[str]) -> dict[str, JobState]:
         listed = self._listed(ids)
         states = {i: listed[i] for i in ids if i in listed}

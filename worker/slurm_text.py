@@ -175,14 +175,19 @@ class Limits:
     time: int | None  # minutes; None when unlimited
 
     def refuse(self, resources: Resources) -> list[str]:
-        asked = [("CPUs", resources.cpus, self.cpus), ("MB of memory", resources.memory, self.memory),
-                 ("GPUs", resources.gpus, self.gpus)]
-        problems = [f"asks {wanted} {what}, the largest node of partition {self.partition} "
-                    f"has {most}" for what, wanted, most in asked if wanted > most]
+        problems = self.too_large(resources)
         if self.time is not None and resources.time > self.time:
             problems.append(f"asks {resources.time} minutes, partition {self.partition} allows "
                             f"{self.time}")
         return problems
+
+    def too_large(self, resources: Resources) -> list[str]:
+        """What the shape asks more of than the largest node has (its time aside)."""
+        asked = [("CPUs", resources.cpus, self.cpus),
+                 ("MB of memory", resources.memory, self.memory),
+                 ("GPUs", resources.gpus, self.gpus)]
+        return [f"asks {wanted} {what}, the largest node of partition {self.partition} has {most}"
+                for what, wanted, most in asked if wanted > most]
 
 
 def parse_partitions(output: str) -> dict[str, dict[str, str]]:
