@@ -287,6 +287,9 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     # below this, dispatch sends nothing: a job in a full spool cannot write its reports, and
     # would use a try of each of its runs for nothing
     "SPOOL_MIN_FREE_MB": (512, whole(0)),
+    # job logs, dead pilots' folders and runs' folders left behind leave the spool this many
+    # days after their last change (hourly; worker/spool_prune.py)
+    "SPOOL_KEEP_DAYS": (14, whole(1)),
     "GRADING_LEASE_SECONDS": (900, whole(1)),
     # one grading slot per student at a time: a student flooding the queue (or looping until the
     # time-out) holds one slot, never all of them; the next file of theirs waits its turn

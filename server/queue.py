@@ -14,6 +14,7 @@ from .models import GradingRun, Submission, SubmissionStatus, utcnow
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 30.0
+PRUNE_SECONDS = 3600.0
 # the students' submissions go on Celery's default queue (its name kept, so that messages
 # queued before an upgrade are still consumed); a regrade's preview (worker/tasks.py, preview)
 # grades a whole exercise in one task: on a queue of its own it does not wait behind them
@@ -83,6 +84,7 @@ def celery_init_app(app: Flask) -> Celery:
         beat_schedule={name: {"task": task, "schedule": period, "options": {"expires": period}}
                        for name, task, period in (
                            ("reconcile", "hpcgrade.reconcile", RECONCILE_SECONDS),
+                           ("prune", "hpcgrade.prune_spool", PRUNE_SECONDS),
                            ("collect", "hpcgrade.collect", app.config["COLLECT_SECONDS"]))},
     )
     celery.set_default()

@@ -1,4 +1,5 @@
-"""`hpcgrade slurm check` and `hpcgrade pilot start|list|stop`: the cluster, for its admins."""
+"""`hpcgrade slurm check|prune` and `hpcgrade pilot start|list|stop`: the cluster, for its
+admins."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,12 +11,14 @@ import click
 
 from server.commands import catalogue
 from server.config import ConfigError, Resources, load_config
+from server.db import Database
 from worker.executor import ClusterError, ImpossibleRequest, JobState
 from worker.pilots import Pilots
 from worker.runner import PACKAGE_ROOT
 from worker.sandbox_probe import ProbeFailed, probe_here, probe_on_slurm, unsafe
 from worker.slurm import SlurmExecutor
 from worker.slurm_text import parse_sbatch
+from worker.spool_prune import prune_spool
 
 PILOT_SCRIPT = f"{PACKAGE_ROOT}/deploy/slurm/pilot.sbatch"
 
@@ -75,6 +78,14 @@ def check(wait_seconds: float, probe: bool) -> None:
         click.echo(f"unsafe: {problem}", err=True)
     if found:
         raise click.ClickException(f"{len(found)} problem(s) with the nodes' sandbox")
+
+
+@slurm_group.command("prune")
+def prune() -> None:
+    """Remove the job logs, dead pilots' folders and runs' folders left behind that are older
+    than SPOOL_KEEP_DAYS (beat does it every hour)."""
+    config = load_config()
+    click.echo(prune_spool(config, Database(config["DATABASE_URL"])))
 
 
 @click.group("sandbox")

@@ -18,7 +18,7 @@ from server.catalogue import load_catalogue
 from server.mail import MailAway, report_refused, send_links
 from server.models import User
 from server.queue import enqueue, stuck
-from worker import grading
+from worker import grading, spool_prune
 from worker.dispatch import Dispatcher
 from worker.executor import Executor
 from worker.executors import make_executor
@@ -122,6 +122,15 @@ def reconcile() -> list[int]:
         ids = stuck(session, dt.timedelta(seconds=config["REQUEUE_AFTER_SECONDS"]),
                     config["MAX_RUNNING_PER_STUDENT"])
         return enqueue(current_app.extensions["celery"], session, ids)
+
+
+@shared_task(name="hpcgrade.prune_spool")
+def prune_spool() -> str:
+    """Hourly: job logs, dead pilots' folders and runs' folders left behind leave the spool
+    SPOOL_KEEP_DAYS after their last change (worker/spool_prune.py)."""
+    pruned = spool_prune.prune_spool(current_app.config, current_app.extensions["hpcgrade.db"])
+    log.info("spool pruned: %s", pruned)
+    return str(pruned)
 
 
 def dead_workers(celery) -> Callable[[str | None], bool]:
