@@ -39,6 +39,30 @@ def test_one_holder_at_a_time_and_the_lock_is_free_again_after(database, tmp_pat
         assert again
 
 
+def test_on_a_cluster_a_dispatch_leaves_the_work_to_one_under_way(tmp_path, monkeypatch):
+    """A rush queues a dispatch message per submission; on a cluster the first claims all that
+    is due, and the others return at once instead of each redoing its work while the collects
+    wait behind them."""
+    from server import create_app
+    from worker import dispatch as dispatch_module, tasks
+    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
+                      "BROKER_URL": "memory://", "EXECUTOR": "slurm",
+                      "SPOOL_DIR": str(tmp_path / "spool")})
+    migrate.upgrade(app.config["DATABASE_URL"])
+    monkeypatch.setattr(tasks, "_executor", [])  # this test's Slurm executor, not a cached one
+    dispatched = []
+    monkeypatch.setattr(Dispatcher, "dispatch",
+                        lambda self, ids: dispatched.append(ids) or dispatch_module.Dispatched())
+    monkeypatch.setattr(Dispatcher, "recover", lambda self, dead: [])
+    with app.app_context():
+        with one_at_a_time(app.extensions["hpcgrade.db"], tmp_path / "spool", "dispatch"):
+            assert tasks.dispatch.apply(args=[[1]]).get() == {}
+            assert tasks.collect.apply().get() == {}  # it collects, and leaves dispatch to it
+        assert dispatched == []
+        tasks.dispatch.apply(args=[[2]]).get()
+    assert dispatched == [[2]]
+
+
 def celery(command: str, env: dict, *options: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "celery", "-A", "worker.celery_app", command,
                              "-l", "warning", *options], cwd=ROOT, env=env)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager
 
 from celery import shared_task
 from flask import current_app
@@ -19,7 +19,7 @@ from server.mail import MailAway, report_refused, send_links
 from server.models import User
 from server.queue import enqueue, stuck
 from worker import grading, spool_prune
-from worker.dispatch import Dispatcher
+from worker.dispatch import Dispatched, Dispatcher
 from worker.executor import Executor
 from worker.executors import make_executor
 from worker.one_at_a_time import one_at_a_time
@@ -37,20 +37,42 @@ MAIL_RETRY_SECONDS = 60  # a mail server that is away is tried again this often,
 
 
 def dispatcher(node: str | None = None) -> Dispatcher:
+    """The exercises are read again for every task, so edits apply without a restart."""
+    return Dispatcher.from_config(current_app.extensions["hpcgrade.db"], worker_executor(),
+                                  load_catalogue(), current_app.config, node)
+
+
+def worker_executor() -> Executor:
     """One executor per worker process, made by its first task (the local one imports torch
-    once); the exercises are read again for every task, so edits apply without a restart."""
+    once)."""
     if not _executor:
         _executor.append(make_executor(current_app.config))
-    return Dispatcher.from_config(current_app.extensions["hpcgrade.db"], _executor[0],
-                                  load_catalogue(), current_app.config, node)
+    return _executor[0]
+
+
+def alone(name: str) -> ContextManager[bool]:
+    """Whether this task holds the lock `name` of every worker host (worker/one_at_a_time.py)."""
+    return one_at_a_time(current_app.extensions["hpcgrade.db"],
+                         Path(current_app.config["SPOOL_DIR"]), name)
 
 
 @shared_task(name="hpcgrade.dispatch", bind=True, **RETRY_WHILE_AWAY)
 def dispatch(self, submission_ids: list[int]) -> dict[int, str]:
     """A submission arrived (or a slot came free): grade what is due. Runs of this node's dead
-    pool processes go back to the queue first (this may be their task, delivered again)."""
-    grading_here = dispatcher(self.request.hostname)
-    grading_here.recover(grading.gone_here(self.request.hostname))
+    pool processes go back to the queue first (this may be their task, delivered again). On a
+    cluster, one dispatch claims every submission that is due, so one runs at a time: one that
+    finds another under way leaves the work to it, or to the next collect's, within
+    COLLECT_SECONDS (a rush's hundreds of dispatch messages would each redo the first's work,
+    and hold the collects back behind them)."""
+    if worker_executor().synchronous:
+        return _dispatch(self.request.hostname, submission_ids)
+    with alone("dispatch") as mine:
+        return _dispatch(self.request.hostname, submission_ids) if mine else {}
+
+
+def _dispatch(node: str | None, submission_ids: list[int]) -> dict[int, str]:
+    grading_here = dispatcher(node)
+    grading_here.recover(grading.gone_here(node))
     done = grading_here.dispatch(submission_ids)
     _follow_up(done.more, done.due_in)
     return done.outcomes
@@ -66,12 +88,12 @@ def collect(self) -> dict[int, str]:
     grading_here = dispatcher(self.request.hostname)
     if grading_here.executor.synchronous:
         return {}
-    with one_at_a_time(grading_here.database, Path(current_app.config["SPOOL_DIR"]),
-                       "collect") as mine:
+    with alone("collect") as mine:
         if not mine:
             return {}
         outcomes = grading_here.collect()
-        done = grading_here.dispatch([])
+    with alone("dispatch") as mine:
+        done = grading_here.dispatch([]) if mine else Dispatched()
     _follow_up(done.more, done.due_in)
     return outcomes
 
