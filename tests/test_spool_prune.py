@@ -87,6 +87,17 @@ def test_spool_keep_days_sets_the_age_and_the_command_prunes_by_hand(database, t
     assert (week_old.exists(), day_old.exists()) == (False, True)
 
 
+def test_the_command_without_its_database_prunes_nothing_and_says_why(tmp_path, monkeypatch):
+    root = tmp_path / "spool"
+    week_old = job_log(root, "11.out", 7)
+    monkeypatch.setenv("HPCGRADE_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("HPCGRADE_SPOOL_DIR", str(root))
+    pruned = CliRunner().invoke(main, ["slurm", "prune"])
+    assert pruned.exit_code == 1, pruned.output
+    assert "cannot read the database" in pruned.output and "nothing pruned" in pruned.output
+    assert week_old.exists()
+
+
 def test_beat_schedules_the_prune_and_only_tasks_that_exist(app):
     from worker import tasks  # noqa: F401 (the worker imports them: include=["worker.tasks"])
     celery = app.extensions["celery"]

@@ -8,6 +8,7 @@ import math
 import time
 
 import click
+from sqlalchemy.exc import SQLAlchemyError
 
 from server.commands import catalogue
 from server.config import ConfigError, Resources, load_config
@@ -84,8 +85,14 @@ def check(wait_seconds: float, probe: bool) -> None:
 def prune() -> None:
     """Remove the job logs, dead pilots' folders and runs' folders left behind that are older
     than SPOOL_KEEP_DAYS (beat does it every hour)."""
-    config = load_config()
-    click.echo(prune_spool(config, Database(config["DATABASE_URL"])))
+    try:
+        config = load_config()
+        click.echo(prune_spool(config, Database(config["DATABASE_URL"])))
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    except SQLAlchemyError as exc:  # which runs are running is not known: none may go
+        raise click.ClickException(f"cannot read the database, nothing pruned: "
+                                   f"{getattr(exc, 'orig', None) or exc}") from None
 
 
 @click.group("sandbox")
