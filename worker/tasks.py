@@ -19,7 +19,7 @@ from server.mail import MailAway, report_refused, send_links
 from server.models import User
 from server.queue import enqueue, stuck
 from worker import grading, spool_prune
-from worker.dispatch import Dispatched, Dispatcher
+from worker.dispatch import Dispatcher
 from worker.executor import Executor
 from worker.executors import make_executor
 from worker.one_at_a_time import one_at_a_time
@@ -92,8 +92,9 @@ def collect(self) -> dict[int, str]:
         if not mine:
             return {}
         outcomes = grading_here.collect()
-    with alone("dispatch") as mine:
-        done = grading_here.dispatch([]) if mine else Dispatched()
+        # not under the dispatch lock: it would turn away a new submission's own dispatch,
+        # which would then wait for the next collect
+        done = grading_here.dispatch([])
     _follow_up(done.more, done.due_in)
     return outcomes
 
