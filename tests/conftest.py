@@ -6,17 +6,13 @@ import time
 
 import pytest
 
-from helpers import postgres_database
+from helpers import SECRETS, postgres_database
 from server.catalogue import default_root, load_catalogue, load_exercise_info
 from worker.local import LocalExecutor
 from worker.runner import HarnessProcess
 
 pytest_plugins = ["browser_fixtures",  # site, browser, desktop, phone: the -m browser tests
                   "course_data"]  # marked_course: grades written straight to the database
-
-# The service's process holds secrets like these; the harness and the students must never see them.
-SECRETS = {"DATABASE_URL": "postgresql://hpcgrade:S3CRET-DB-PASSWORD@127.0.0.1/hpcgrade",
-           "HPCGRADE_SECRET_KEY": "S3CRET-SESSION-KEY", "REDIS_URL": "redis://:S3CRET-REDIS@127.0.0.1"}
 
 
 @pytest.fixture(scope="session")

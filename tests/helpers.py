@@ -8,6 +8,10 @@ from pathlib import Path
 
 from worker.harness.report import codes  # noqa: F401  (re-exported for the tests)
 
+# The service's process holds secrets like these; the harness and the students must never see them.
+SECRETS = {"DATABASE_URL": "postgresql://hpcgrade:S3CRET-DB-PASSWORD@127.0.0.1/hpcgrade",
+           "HPCGRADE_SECRET_KEY": "S3CRET-SESSION-KEY", "REDIS_URL": "redis://:S3CRET-REDIS@127.0.0.1"}
+
 
 def descendants(pid: int, depth: int | None = None) -> list[int]:
     """The processes below pid (its children only with depth=1), from /proc."""

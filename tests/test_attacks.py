@@ -3,8 +3,7 @@ import os
 import time
 from pathlib import Path
 
-from helpers import codes, descendants
-from tests.conftest import SECRETS
+from helpers import SECRETS, codes, descendants
 
 WRONG = "\n    return a.detach() * 0, b.detach() * 0\n"
 
