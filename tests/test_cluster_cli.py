@@ -104,3 +104,24 @@ def test_slurm_check_fails_on_a_partition_down(hpcgrade, partition_restored):
     assert (f"cannot run: partition {slurm_cluster.partition()} is DOWN, not UP"
             in checked.output), checked.output
     assert "no node takes jobs" not in checked.output
+
+
+def job_state(job_id: str) -> str:
+    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_pilot_stop_cancels_a_pilot_slurm_has_not_started(hpcgrade, drained):
+    """It holds no run and would never see a stop file (before, `pilot stop` said "stopping"
+    and the pilot started later, taking runs)."""
+    first, second = (hpcgrade("pilot", "start", "--hours", "0.2").output.split()[1]
+                     for _ in range(2))
+    try:
+        stopped = hpcgrade("pilot", "stop", first)
+        assert stopped.exit_code == 0 and f"cancelled, not started: {first}" in stopped.output
+        assert job_state(first) == "CANCELLED" and job_state(second) == "PENDING"
+        everyone = hpcgrade("pilot", "stop", "--all")
+        assert everyone.exit_code == 0 and second in everyone.output
+        assert job_state(second) == "CANCELLED"
+    finally:
+        subprocess.run(["scancel", first, second], check=True)

@@ -214,20 +214,33 @@ def _pilot_line(name: str, beat: dict | None, state: JobState | None, now: float
 
 @pilot_group.command("stop")
 @click.argument("names", nargs=-1)
-@click.option("--all", "every", is_flag=True, help="Every pilot in the spool.")
+@click.option("--all", "every", is_flag=True,
+              help="Every pilot in the spool, and those Slurm has not started.")
 @click.option("--now", is_flag=True, help="Cancel the job at once (its runs are sent elsewhere).")
 def stop(names: tuple[str, ...], every: bool, now: bool) -> None:
-    """Ask pilots to finish the runs they hold and end."""
+    """Ask pilots to finish the runs they hold and end. One not started yet holds no run, and
+    would never read the request: it is cancelled."""
     slurm = slurm_executor()
     pilots = Pilots(slurm.spool)
-    chosen = sorted(pilots.heartbeats()) if every else list(names)
+    chosen = sorted(pilots.heartbeats().keys() | _waiting_jobs(slurm)) if every else list(names)
     if not chosen:
         raise click.UsageError("name the pilots to stop, or --all")
-    for name in chosen:
-        pilots.stop(name)
-    if now:
-        try:
-            slurm.cancel(chosen)
-        except ClusterError as exc:
-            raise click.ClickException(str(exc)) from None
-    click.echo(f"{'cancelled' if now else 'stopping'}: {', '.join(chosen)}")
+    unstarted = [name for name in chosen if not pilots.stop(name)]
+    cancelled = chosen if now else unstarted
+    try:
+        slurm.cancel(cancelled)
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    asked = [name for name in chosen if name not in cancelled]
+    if asked:
+        click.echo(f"stopping: {', '.join(asked)}")
+    if cancelled:
+        click.echo(f"cancelled{'' if now else ', not started'}: {', '.join(cancelled)}")
+
+
+def _waiting_jobs(slurm: SlurmExecutor) -> set[str]:
+    """The course's pilot jobs Slurm has not ended."""
+    try:
+        return {name for name, state in slurm.pilot_jobs().items() if state.outcome == "waiting"}
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None

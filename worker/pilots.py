@@ -67,10 +67,14 @@ class Pilots:
             self.stop(name)
         return state
 
-    def stop(self, name: str) -> None:
+    def stop(self, name: str) -> bool:
+        """Ask the pilot to stop; False if it has no folder yet (not started: it cannot read
+        the request)."""
         folder = layout.pilot_dir(self.spool, name)
-        if folder.is_dir():
-            (folder / "stop").touch()
+        if not folder.is_dir():
+            return False
+        (folder / "stop").touch()
+        return True
 
 
 def _fits(beat: dict, resources: Resources) -> bool:
