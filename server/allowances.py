@@ -1,28 +1,26 @@
 """Per-student exceptions: an extension of an exercise's deadline or extra attempts for one
 student (an allowance), a grade an instructor sets for the student on the exercise (SetGrade),
 and an instructor's adjustment of one submission's score (an override), kept beside the
-automatic one. The rules that apply the first live here too: `terms` for the deadline and
-attempts a student has, `lateness` for what a late submission loses (grades.Grade makes the
-grade of the scores)."""
+automatic one. The rules that apply them are in grades.py (`terms`, `lateness`, `Grade`)."""
 from __future__ import annotations
 
 import datetime as dt
 import math
 import re
 import zoneinfo
-from dataclasses import dataclass
 
 from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
                    url_for)
 from flask_babel import gettext as _
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from .auth import db, staff_required
-from .grades import DONE_RUN, maximum_points, penalised, student_grade
+from .grades import (Terms, allowances_of, maximum_points, reassess_lateness, student_grade,
+                     student_terms, terms)
 from .i18n import points, when
-from .models import Allowance, Exercise, GradingRun, SetGrade, Submission, User, utcnow
+from .models import Allowance, Exercise, SetGrade, Submission, User, utcnow
+from .portal import submission as submission_page
 
 blueprint = Blueprint("allowances", __name__, url_prefix="/staff")
 MAX_EXTRA_ATTEMPTS = 100
@@ -30,70 +28,6 @@ COMMENT_LIMIT = 2000
 # what a datetime-local field sends (seconds when the browser adds them); a space for a browser
 # that shows a plain text field instead
 LOCAL_MOMENT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")
-
-
-# --- the rules ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Terms:
-    """The deadline and attempt limit a student has on an exercise, their allowance included."""
-
-    deadline: dt.datetime | None
-    max_attempts: int | None
-    allowance: Allowance | None
-
-    def attempts_left(self, used: int) -> int | None:
-        return None if self.max_attempts is None else max(self.max_attempts - used, 0)
-
-
-def terms(exercise: Exercise, allowance: Allowance | None) -> Terms:
-    """An extension moves the deadline later, never earlier (the exercise's own may have been
-    moved past it since); extra attempts add to a limit, and there is none to add to without one."""
-    deadline, attempts = exercise.deadline, exercise.max_attempts
-    if allowance is not None:
-        if allowance.deadline is not None and deadline is not None:
-            deadline = max(deadline, allowance.deadline)
-        if attempts is not None:
-            attempts += allowance.extra_attempts
-    return Terms(deadline, attempts, allowance)
-
-
-def student_terms(session: Session, user_id: int, exercise: Exercise) -> Terms:
-    return terms(exercise, session.scalar(select(Allowance).where(
-        Allowance.user_id == user_id, Allowance.exercise_id == exercise.id)))
-
-
-def allowances_of(session: Session, user_id: int) -> dict[int, Allowance]:
-    """exercise id → the student's allowance there."""
-    return {row.exercise_id: row for row in session.scalars(
-        select(Allowance).where(Allowance.user_id == user_id))}
-
-
-def lateness(exercise: Exercise, deadline: dt.datetime | None,
-             moment: dt.datetime) -> tuple[int, float]:
-    """(started days late, fraction of the score lost) of work sent at `moment`, by the student's
-    deadline (the exercise's, or their extension's). Only the penalty policy takes points: work
-    that the refuse policy let in (before the deadline, or in an extension) loses none."""
-    if exercise.deadline_policy != "penalty" or deadline is None or moment <= deadline:
-        return 0, 0.0
-    days = math.ceil((moment - deadline) / dt.timedelta(days=1))
-    return days, min(1.0, days * exercise.penalty_per_day)
-
-
-def reassess_lateness(session: Session, user_id: int, exercise: Exercise) -> None:
-    """The student's deadline moved (an allowance granted, changed or removed): each of their
-    submissions of the exercise is late by the new one, as if sent under it, and a graded one's
-    score is its latest run's with the new penalty, as grading works it out."""
-    deadline = student_terms(session, user_id, exercise).deadline
-    for submission, run in session.execute(
-            select(Submission, GradingRun).outerjoin(GradingRun, GradingRun.id == DONE_RUN)
-            .where(Submission.user_id == user_id, Submission.exercise_id == exercise.id)):
-        submission.late_days, submission.penalty = lateness(exercise, deadline,
-                                                            submission.submitted_at)
-        if run is not None:
-            # runs recorded before their score was kept (migration 0006): their checks' points
-            score = run.score if run.score is not None else sum(c.points for c in run.checks)
-            submission.score = penalised(score, submission.penalty)
 
 
 # --- the pages ----------------------------------------------------------------------------------
@@ -323,10 +257,7 @@ def override(submission_id: int):
     if errors:
         for message in errors:
             flash(message, "error")
-        # the submission's page again, with what was typed: portal imports these rules (through
-        # submissions), so its view is imported here, once the app is built
-        from .portal import submission as submission_page
-        return submission_page(submission_id), 400
+        return submission_page(submission_id), 400  # again, with what was typed
     submission.override_score = _number(request.form["score"])
     submission.override_comment = request.form["comment"].strip()
     submission.override_by, submission.override_at = g.user.id, utcnow()

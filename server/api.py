@@ -10,7 +10,7 @@ from flask_babel import gettext as _
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .app import csrf
+from .csrf import csrf
 from .auth import db
 from .catalogue import PUBLIC_FILES, current_info
 from .grades import Grade

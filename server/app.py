@@ -4,17 +4,16 @@ from __future__ import annotations
 import datetime as dt
 
 from flask import Flask, g
-from flask_wtf import CSRFProtect
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from .config import ConfigError, load_config
+from .csrf import csrf
 from .db import Database
 from .inline_markdown import to_html as inline_markdown
 from .queue import celery_init_app
 from .results import ResultCache
 from .submissions import shown_name
 
-csrf = CSRFProtect()
 # requests up to this many times MAX_UPLOAD_KB are read (32 MB by default: deploy/nginx's
 # client_max_body_size, which must match)
 UPLOAD_CAP_FACTOR = 32

@@ -1,16 +1,18 @@
 """How a grading run becomes a submission's score (the late penalty, the run a result comes
-from, the statuses of a regrade's preview runs), and how scores become a student's grade on an
-exercise. Shared by the portal and the workers."""
+from, the statuses of a regrade's preview runs), how scores become a student's grade on an
+exercise, and the deadline and attempts a student has there, their allowance included. Shared
+by the portal and the workers."""
 from __future__ import annotations
 
+import datetime as dt
+import math
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .catalogue import current_info
-
-from .models import Exercise, GradingRun, SetGrade, Submission, SubmissionStatus
+from .models import Allowance, Exercise, GradingRun, SetGrade, Submission, SubmissionStatus
 
 # the id of a submission's latest finished run, the one its grade and its result page come from
 # (in a query of submissions; None while it has none). Tied to the query's submission only, so
@@ -107,3 +109,67 @@ def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | No
             select(Submission.exercise_id, func.max(Submission.max_score))
             .where(Submission.exercise_id.in_(unknown)).group_by(Submission.exercise_id)).all())
     return known
+
+
+# --- the deadline and attempts a student has, and what lateness costs ---------------------
+
+@dataclass(frozen=True)
+class Terms:
+    """The deadline and attempt limit a student has on an exercise, their allowance included."""
+
+    deadline: dt.datetime | None
+    max_attempts: int | None
+    allowance: Allowance | None
+
+    def attempts_left(self, used: int) -> int | None:
+        return None if self.max_attempts is None else max(self.max_attempts - used, 0)
+
+
+def terms(exercise: Exercise, allowance: Allowance | None) -> Terms:
+    """An extension moves the deadline later, never earlier (the exercise's own may have been
+    moved past it since); extra attempts add to a limit, and there is none to add to without one."""
+    deadline, attempts = exercise.deadline, exercise.max_attempts
+    if allowance is not None:
+        if allowance.deadline is not None and deadline is not None:
+            deadline = max(deadline, allowance.deadline)
+        if attempts is not None:
+            attempts += allowance.extra_attempts
+    return Terms(deadline, attempts, allowance)
+
+
+def student_terms(session: Session, user_id: int, exercise: Exercise) -> Terms:
+    return terms(exercise, session.scalar(select(Allowance).where(
+        Allowance.user_id == user_id, Allowance.exercise_id == exercise.id)))
+
+
+def allowances_of(session: Session, user_id: int) -> dict[int, Allowance]:
+    """exercise id → the student's allowance there."""
+    return {row.exercise_id: row for row in session.scalars(
+        select(Allowance).where(Allowance.user_id == user_id))}
+
+
+def lateness(exercise: Exercise, deadline: dt.datetime | None,
+             moment: dt.datetime) -> tuple[int, float]:
+    """(started days late, fraction of the score lost) of work sent at `moment`, by the student's
+    deadline (the exercise's, or their extension's). Only the penalty policy takes points: work
+    that the refuse policy let in (before the deadline, or in an extension) loses none."""
+    if exercise.deadline_policy != "penalty" or deadline is None or moment <= deadline:
+        return 0, 0.0
+    days = math.ceil((moment - deadline) / dt.timedelta(days=1))
+    return days, min(1.0, days * exercise.penalty_per_day)
+
+
+def reassess_lateness(session: Session, user_id: int, exercise: Exercise) -> None:
+    """The student's deadline moved (an allowance granted, changed or removed): each of their
+    submissions of the exercise is late by the new one, as if sent under it, and a graded one's
+    score is its latest run's with the new penalty, as grading works it out."""
+    deadline = student_terms(session, user_id, exercise).deadline
+    for submission, run in session.execute(
+            select(Submission, GradingRun).outerjoin(GradingRun, GradingRun.id == DONE_RUN)
+            .where(Submission.user_id == user_id, Submission.exercise_id == exercise.id)):
+        submission.late_days, submission.penalty = lateness(exercise, deadline,
+                                                            submission.submitted_at)
+        if run is not None:
+            # runs recorded before their score was kept (migration 0006): their checks' points
+            score = run.score if run.score is not None else sum(c.points for c in run.checks)
+            submission.score = penalised(score, submission.penalty)

@@ -13,8 +13,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from worker.harness.submission import Unreadable, read
 
-from .allowances import allowances_of, terms
-from .grades import DONE_RUN, Grade
+from .grades import DONE_RUN, Grade, allowances_of, terms
 from .models import (CheckResult, Exercise, GradingRun, SetGrade, Submission, SubmissionStatus,
                      User)
 from .queue import place

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from worker.harness.submission import Unreadable, notebook_cells
 
-from .allowances import lateness, student_terms
+from .grades import lateness, student_terms
 from .i18n import when
 from .models import Exercise, Submission, SubmissionStatus, User
 

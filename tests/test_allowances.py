@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from helpers import logged_in
 from server import allowances as allowances_module
-from server.allowances import terms
+from server.grades import terms
 from server.course import standings
 from server.models import Allowance, Exercise, GradingRun, Submission, User, utcnow
 from server.results import exercise_rows
