@@ -10,11 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 import slurm_cluster
 from helpers import REFERENCE_Q, queue_submission
-from server.models import GradingRun, Submission
+from server.models import Submission
 from test_slurm import (ROOT, config_file, empty_database_url, exercise_with,  # noqa: F401
                         exercises_folder, make_dispatcher, settings, settle, shared)
 from worker import slurm

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from server.catalogue import ExerciseInfo
 from server.config import Resources, slurm_resources
-from worker.executor import ClusterError, ImpossibleRequest, JobState, NotTakingJobs, SubmitError
+from worker.executor import ClusterError, ImpossibleRequest, JobState, NotTakingJobs
 from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.runner import PACKAGE_ROOT
