@@ -105,7 +105,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="one JSON line per file as well")
     args = parser.parse_args()
 
-    from server.catalogue import default_root, load_exercise_info
+    from server.core.catalogue import default_root, load_exercise_info
     from worker.harness.grader import Harness
 
     cases = [("huge-exception", "autograd-q", HUGE),

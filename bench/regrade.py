@@ -40,11 +40,11 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
-from server.course import STUDENT  # noqa: E402
-from server.grades import PREVIEWING  # noqa: E402
-from server.models import Exercise, GradingRun, Regrade, Submission, User, utcnow  # noqa: E402
-from server.regrade import FINISHED  # noqa: E402
-from server.users import add_user  # noqa: E402
+from server.core.grades import PREVIEWING  # noqa: E402
+from server.core.models import Exercise, GradingRun, Regrade, Submission, User, utcnow  # noqa: E402
+from server.core.users import add_user  # noqa: E402
+from server.web.course import STUDENT  # noqa: E402
+from server.web.regrade import FINISHED  # noqa: E402
 from service import client, running, submit_and_wait  # noqa: E402
 from slurm import Service  # noqa: E402
 

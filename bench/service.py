@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 from helpers import postgres_database  # noqa: E402  (a new database, dropped afterwards)
-from server import migrate  # noqa: E402
-from server.db import Database  # noqa: E402
-from server.demo import wait_for_port, write_config  # noqa: E402
-from server.exercises import sync_exercises  # noqa: E402
-from server.users import add_user  # noqa: E402
+from server.core import migrate  # noqa: E402
+from server.core.db import Database  # noqa: E402
+from server.core.exercises import sync_exercises  # noqa: E402
+from server.core.users import add_user  # noqa: E402
+from worker.cli.demo import wait_for_port, write_config  # noqa: E402
 from warm_vs_fresh import fresh  # noqa: E402
-from server.catalogue import load_catalogue  # noqa: E402
+from server.core.catalogue import load_catalogue  # noqa: E402
 
 BROKER = "redis://127.0.0.1:6379/13"
 PORT = 8765
@@ -127,7 +127,7 @@ def main() -> None:
         portal = stack.enter_context(running(
             [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{PORT}", "--workers",
              str(args.web_workers), "--threads", str(args.threads), "--log-level", "warning",
-             "server:create_app()"], env))
+             "server.web.app:create_app()"], env))
         worker = stack.enter_context(running(
             [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app", "worker",
              "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip",

@@ -43,15 +43,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 from cold_start import import_torch, spool_run  # noqa: E402
 from helpers import postgres_database  # noqa: E402
-from server import migrate  # noqa: E402
-from server.catalogue import load_catalogue  # noqa: E402
-from server.config import load_config  # noqa: E402
-from server.db import Database  # noqa: E402
-from server.demo import wait_for_port, write_config  # noqa: E402
-from server.exercises import sync_exercises  # noqa: E402
-from server.models import GradingRun, Submission  # noqa: E402
-from server.tokens import issue  # noqa: E402
-from server.users import add_user  # noqa: E402
+from server.core import migrate  # noqa: E402
+from server.core.catalogue import load_catalogue  # noqa: E402
+from server.core.config import load_config  # noqa: E402
+from server.core.db import Database  # noqa: E402
+from server.core.exercises import sync_exercises  # noqa: E402
+from server.core.models import GradingRun, Submission  # noqa: E402
+from server.core.tokens import issue  # noqa: E402
+from server.core.users import add_user  # noqa: E402
+from worker.cli.demo import wait_for_port, write_config  # noqa: E402
 from service import REFERENCE, percentile, running, submit_and_wait  # noqa: E402
 
 BROKER = "redis://127.0.0.1:6379/14"
@@ -130,7 +130,7 @@ class Service:
         self.env = self.configure()
         portal = stack.enter_context(running(
             [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{PORT}", "--workers", "1",
-             "--log-level", "warning", "server:create_app()"], self.env))
+             "--log-level", "warning", "server.web.app:create_app()"], self.env))
         assert wait_for_port("127.0.0.1", PORT, portal, 30), "the portal did not start"
         self.base = f"http://127.0.0.1:{PORT}"
         self.grading: ExitStack | None = None

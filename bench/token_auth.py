@@ -24,10 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from helpers import REFERENCE_Q, postgres_database  # noqa: E402
-from server import api, create_app, migrate  # noqa: E402
-from server.catalogue import load_catalogue  # noqa: E402
-from server.exercises import sync_exercises  # noqa: E402
-from server.users import add_user  # noqa: E402
+from server.core import migrate  # noqa: E402
+from server.core.catalogue import load_catalogue  # noqa: E402
+from server.core.exercises import sync_exercises  # noqa: E402
+from server.core.users import add_user  # noqa: E402
+from server.web import api  # noqa: E402
+from server.web.app import create_app  # noqa: E402
 
 
 def per_request(client, url: str, headers: dict, requests: int) -> float:

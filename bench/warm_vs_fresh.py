@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server.catalogue import load_exercise_info  # noqa: E402
-from worker.runner import HarnessProcess  # noqa: E402
+from server.core.catalogue import load_exercise_info  # noqa: E402
+from worker.harness.runner import HarnessProcess  # noqa: E402
 
 EXERCISE = ROOT / "exercises" / "autograd-q"
 SUBMISSIONS = [EXERCISE / "reference.py"] + sorted((EXERCISE / "mutants").glob("*.py"))

@@ -7,5 +7,5 @@ gets this package with `pip install --no-deps`, without the service's dependenci
 
 
 def load_ipython_extension(ipython) -> None:
-    from .magic import HpcgradeMagics
+    from hpcgrade.magic import HpcgradeMagics
     ipython.register_magics(HpcgradeMagics)

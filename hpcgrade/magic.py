@@ -22,11 +22,11 @@ from pathlib import Path
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from server.summary import summary
-from worker.runner import HarnessFailed
+from hpcgrade.summary import summary
+from worker.harness.runner import HarnessFailed
 
-from .service import Service, ServiceError, log_in
-from .visible import run_visible_checks
+from hpcgrade.service import Service, ServiceError, log_in
+from hpcgrade.visible import run_visible_checks
 
 POLL_SECONDS = 1.0
 WAITING = ("queued", "running")

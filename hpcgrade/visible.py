@@ -10,12 +10,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from server.catalogue import (PUBLIC_FILES, SLUG, ExerciseConfigError, default_root,
+from server.core.catalogue import (PUBLIC_FILES, SLUG, ExerciseConfigError, default_root,
                               load_exercise_info)
 from worker.harness.jobs import VISIBLE_CHECKS, Job
-from worker.runner import HarnessProcess
+from worker.harness.runner import HarnessProcess
 
-from .service import Service
+from hpcgrade.service import Service
 
 
 def run_visible_checks(slug: str, file: Path, lang: str = "en",

@@ -1,9 +1,8 @@
 """Alembic environment: the URL comes from `hpcgrade db upgrade` (the service's configuration)."""
 from alembic import context
-from sqlalchemy import pool
 
-from server import models  # noqa: F401  (registers the tables on Base.metadata)
-from server.db import Base, UTCDateTime, make_engine
+from server.core import models  # noqa: F401  (registers the tables on Base.metadata)
+from server.core.db import Base, UTCDateTime, make_engine
 
 config = context.config
 

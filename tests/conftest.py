@@ -7,9 +7,9 @@ import time
 import pytest
 
 from helpers import SECRETS, postgres_database
-from server.catalogue import default_root, load_catalogue, load_exercise_info
-from worker.local import LocalExecutor
-from worker.runner import HarnessProcess
+from server.core.catalogue import default_root, load_catalogue, load_exercise_info
+from worker.grading.local import LocalExecutor
+from worker.harness.runner import HarnessProcess
 
 pytest_plugins = ["browser_fixtures",  # site, browser, desktop, phone: the -m browser tests
                   "course_data"]  # marked_course: grades written straight to the database
@@ -62,7 +62,7 @@ def empty_database_url(request, tmp_path):
 @pytest.fixture(scope="session", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def database_url(request, tmp_path_factory):
     """A database at the newest migration, shared by a session's tests (each rolls back)."""
-    from server import migrate
+    from server.core import migrate
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.sqlite'}"
         migrate.upgrade(url)
@@ -77,7 +77,7 @@ def database_url(request, tmp_path_factory):
 def db_session(database_url):
     """A session whose work is rolled back after the test (SQLAlchemy's savepoint recipe)."""
     from sqlalchemy.orm import Session
-    from server.db import Database
+    from server.core.db import Database
     database = Database(database_url)
     with database.engine.connect() as connection:
         outer = connection.begin()
@@ -92,7 +92,7 @@ def db_session(database_url):
 def app(database_url):
     """The portal on a database that rolls back after the test; its broker is not there, so
     submissions stay queued (as when Redis is down), and failed log-ins are counted in memory."""
-    from server import create_app
+    from server.web.app import create_app
     app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True,
                       "BROKER_URL": "redis://127.0.0.1:1/0", "LOGIN_LIMITS_STORAGE": "memory://"})
     database = app.extensions["hpcgrade.db"]
@@ -110,8 +110,8 @@ def app(database_url):
 @pytest.fixture
 def course(app, catalogue):
     """The app with the exercises synced and two students, ana and bea (password long-password)."""
-    from server.exercises import sync_exercises
-    from server.users import add_user
+    from server.core.exercises import sync_exercises
+    from server.core.users import add_user
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
         sync_exercises(session, catalogue)
@@ -124,10 +124,10 @@ def course(app, catalogue):
 @pytest.fixture
 def database(empty_database_url, catalogue):
     """A database at the newest migration with the exercises synced and one student, ana."""
-    from server import migrate
-    from server.db import Database
-    from server.exercises import sync_exercises
-    from server.models import User
+    from server.core import migrate
+    from server.core.db import Database
+    from server.core.exercises import sync_exercises
+    from server.core.models import User
     migrate.upgrade(empty_database_url)
     database = Database(empty_database_url)
     with database.sessions.begin() as session:

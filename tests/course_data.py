@@ -6,9 +6,9 @@ import hashlib
 import pytest
 from sqlalchemy import select
 
-from server.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Submission, User,
-                           utcnow)
-from server.users import add_user
+from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Submission,
+                                User, utcnow)
+from server.core.users import add_user
 
 START = dt.datetime(2026, 11, 23, 17, 0, tzinfo=dt.timezone.utc)
 

@@ -73,9 +73,9 @@ def free_port() -> int:
 def dispatcher(database, executor, catalogue, **settings):
     """A dispatcher as a worker builds one, on the executor's spool (tests' own settings)."""
     import datetime as dt
-    from server.config import Resources
-    from worker.dispatch import Dispatcher
-    from worker.pilots import Pilots
+    from server.core.config import Resources
+    from worker.grading.dispatch import Dispatcher
+    from worker.grading.pilots import Pilots
     values = dict(spool=executor.spool, resources=Resources(), worker="t",
                   lease=dt.timedelta(minutes=5),
                   pilots=None if executor.synchronous else Pilots(executor.spool))
@@ -99,8 +99,8 @@ def queue_submission(database, code: str, slug: str = "autograd-q") -> int:
     """A submission of ana's, accepted and committed as queued; its id."""
     import datetime as dt
     import sqlalchemy as sa
-    from server.models import Exercise, User
-    from server.submissions import Rules, accept
+    from server.core.models import Exercise, User
+    from server.web.submissions import Rules, accept
     with database.sessions.begin() as session:
         submission = accept(session, session.scalar(sa.select(User).where(User.username == "ana")),
                             session.scalar(sa.select(Exercise).where(Exercise.slug == slug)),

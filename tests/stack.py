@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import selectinload
 
 from helpers import alive, descendants, free_port
-from server.demo import write_config
+from worker.cli.demo import write_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "exercises"
@@ -297,7 +297,8 @@ class Stack:
         celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app"]
         self.web = self._service("gunicorn", [
             sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers), "--bind",
-            f"127.0.0.1:{self.portal_port}", "--log-level", "warning", "server:create_app()"],
+            f"127.0.0.1:{self.portal_port}", "--log-level", "warning",
+             "server.web.app:create_app()"],
             ready=lambda _: _port_open(self.portal_port))
         self.worker = self._service("worker", [
             *celery, "worker", "--concurrency", str(self.concurrency), "--hostname",
@@ -355,7 +356,7 @@ class Stack:
 
     def database(self):
         """A Database on the stack's PostgreSQL (dispose it after use)."""
-        from server.db import Database
+        from server.core.db import Database
         return Database(self.postgres.url)
 
     def pool_processes(self) -> list[int]:
@@ -479,7 +480,7 @@ def now() -> dt.datetime:
 
 
 def submissions(stack: "Stack", ids: list[int]):
-    from server.models import Submission
+    from server.core.models import Submission
     database = stack.database()
     try:
         with database.sessions() as session:

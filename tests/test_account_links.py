@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from helpers import CSRF_TOKEN, free_port, logged_in
-from server.models import User
+from server.core.models import User
 from test_roster import HEADER, links, set_password, users
-from worker.cli import main
+from worker.cli.main import main
 
 REFUSED = "refused@uni.es"  # the mail server answers 550 for this address
 
@@ -23,7 +23,7 @@ REFUSED = "refused@uni.es"  # the mail server answers 550 for this address
 def waiting(course):
     """The course, with carl (a new account, no password yet) and prof, who added him."""
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
-        from server.users import add_user
+        from server.core.users import add_user
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     client, token = logged_in(course, "prof")
@@ -70,7 +70,7 @@ def test_two_uses_at_once_set_one_password(waiting):
 
 
 def test_an_expired_or_forged_link_is_refused_clearly(waiting, monkeypatch):
-    from server.links import make_link
+    from server.core.links import make_link
     with waiting.test_request_context():
         carl = waiting.extensions["hpcgrade.db"].sessions().scalar(
             select(User).where(User.username == "carl"))
@@ -100,7 +100,7 @@ def test_a_new_reset_retires_the_earlier_link(waiting):
 
 def test_an_account_waiting_for_a_password_cannot_log_in(waiting, monkeypatch):
     """No password can match it, and it costs a hash check as an unknown user does."""
-    from server import users as accounts
+    from server.core import users as accounts
     checked = []
     real = accounts.check_password_hash
     monkeypatch.setattr(accounts, "check_password_hash",
@@ -169,13 +169,13 @@ def sent_links(recorder) -> dict[str, str]:
 def staff_with_mail(course, smtp_server, monkeypatch):
     """prof, on a portal whose mail goes to the test's SMTP server; the mail task runs in this
     process when the page sends it (no broker here)."""
-    from worker.tasks import mail_links
+    from worker.grading.tasks import mail_links
     port, recorder = smtp_server
     course.config.update(mail_settings(port), PUBLIC_URL="https://grader.uni.es")
     monkeypatch.setattr(course.extensions["celery"], "send_task",
                         lambda name, args, **options: mail_links.apply(args=args))
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
-        from server.users import add_user
+        from server.core.users import add_user
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     return course, recorder
@@ -214,7 +214,7 @@ def test_an_address_the_server_refuses_is_reported_to_the_instructor(staff_with_
 def test_a_mail_server_that_is_away_undoes_nothing_and_is_said(course, monkeypatch):
     course.config.update(mail_settings(free_port()))  # nothing listens there
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
-        from server.users import add_user
+        from server.core.users import add_user
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     client, token = logged_in(course, "prof")
@@ -260,8 +260,8 @@ def test_the_cli_mails_the_links_too(tmp_path, monkeypatch, smtp_server):
 def test_a_mail_server_that_went_away_is_tried_again_later(staff_with_mail, monkeypatch):
     """The worker finds the server away after the page found it there: the task is tried again
     in a minute with the accounts not mailed yet, and nothing is lost meanwhile."""
-    from server.users import add_user
-    from worker.tasks import mail_links
+    from server.core.users import add_user
+    from worker.grading.tasks import mail_links
     app, recorder = staff_with_mail
     with app.app_context(), app.extensions["hpcgrade.db"].sessions() as session:
         ids = [add_user(session, name, name.title(), f"{name}@uni.es", "student", None)

@@ -11,15 +11,15 @@ import pytest
 from sqlalchemy import select
 
 from helpers import logged_in
-from server import allowances as allowances_module
-from server.grades import terms
-from server.course import standings
-from server.models import Allowance, Exercise, GradingRun, Submission, User, utcnow
-from server.results import exercise_rows
-from server.submissions import Rules, accept
-from server.summary import summary
-from server.users import add_user
-from server.grades import take
+from hpcgrade.summary import summary
+from server.core.grades import terms
+from server.core.grades import take
+from server.core.models import Allowance, Exercise, GradingRun, Submission, User, utcnow
+from server.core.users import add_user
+from server.web import allowances as allowances_module
+from server.web.course import standings
+from server.web.results import exercise_rows
+from server.web.submissions import Rules, accept
 
 CODE = "def q_grads(a, b, v):\n    return a, b\n"
 ZONE = "Europe/Madrid"

@@ -74,7 +74,7 @@ def test_another_students_submission_is_404(client):
 
 
 def test_token_use_is_recorded_once_a_minute_not_per_request(client, course):
-    from server.models import ApiToken
+    from server.core.models import ApiToken
     headers = token(client)
     database = course.extensions["hpcgrade.db"]
 
@@ -90,7 +90,7 @@ def test_token_use_is_recorded_once_a_minute_not_per_request(client, course):
 
 
 def test_a_deleted_token_is_refused_at_once(client, course):
-    from server.models import ApiToken
+    from server.core.models import ApiToken
     headers = token(client)
     assert client.get("/api/v1/exercises", headers=headers).status_code == 200
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
@@ -100,7 +100,7 @@ def test_a_deleted_token_is_refused_at_once(client, course):
 
 
 def test_a_token_whose_account_was_deleted_is_refused_at_once(client, course):
-    from server.models import ApiToken, User
+    from server.core.models import ApiToken, User
     headers = token(client, "bea")
     assert client.get("/api/v1/exercises", headers=headers).status_code == 200
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:

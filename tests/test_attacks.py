@@ -332,7 +332,7 @@ def test_rebinding_the_support_module_does_not_reach_what_the_grader_builds(harn
     submission imports (and can rebind): its objects stay the exercise's."""
     import shutil
 
-    from server.catalogue import load_exercise_info
+    from server.core.catalogue import load_exercise_info
     folder = tmp_path / "scaled-square"
     shutil.copytree(Path(__file__).parents[1] / "server" / "exercise_template", folder)
     (folder / "support.py").write_text("def honest():\n    return 'support'\n")

@@ -7,7 +7,7 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from server.models import Submission
+from server.core.models import Submission
 
 LIMIT = 1024 << 10  # MAX_UPLOAD_KB's default, in bytes
 

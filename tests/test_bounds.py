@@ -8,11 +8,11 @@ import time
 import pytest
 
 from helpers import REFERENCE_Q, queue_submission
-from server.models import GradingRun, Submission
-from worker import grading
+from server.core.models import GradingRun, Submission
+from worker.grading import settle as grading
 from worker.harness import spool
-from worker.harness.report import MAX_REPORT_BYTES, MAX_TEXT, bounded
 from worker.harness.jobs import Job
+from worker.harness.report import MAX_REPORT_BYTES, MAX_TEXT, bounded
 
 # about 100 bytes: the student-side cap on an exception's message lifted, then a 15 MB exception
 HUGE_EXCEPTION = ("import sys\nsys.modules['worker.harness.student'].MAX_MESSAGE=1<<30\n"

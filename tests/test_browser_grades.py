@@ -9,7 +9,7 @@ import re
 import pytest
 
 from browser import layout_problems, log_in
-from server.catalogue import max_points
+from server.core.catalogue import max_points
 from stack import EXERCISES, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]

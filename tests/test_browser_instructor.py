@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from browser import layout_problems, log_in, screenshot, walk
-from server.catalogue import max_points
-from server.models import Submission
+from server.core.catalogue import max_points
+from server.core.models import Submission
 from stack import EXERCISES, FILES, settle, submissions
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]

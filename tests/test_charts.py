@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from server.charts import diagnostics_chart, histogram, score_bins
+from server.web.charts import diagnostics_chart, histogram, score_bins
 from test_staff import logged_in
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
@@ -124,7 +124,7 @@ def test_a_diagnostic_lists_the_submissions_behind_it(marked_course):
 
 def test_a_mistake_said_once_is_listed_once(marked_course):
     """A later check's "the same mistake as in …" is not listed beside the first check's words."""
-    from server.models import CheckResult, DiagnosticResult, GradingRun
+    from server.core.models import CheckResult, DiagnosticResult, GradingRun
     app, ids = marked_course
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
         run = session.query(GradingRun).filter_by(submission_id=ids["ana-q-1"]).one()

@@ -14,12 +14,12 @@ from werkzeug.serving import make_server
 
 from helpers import REFERENCE_Q
 from hpcgrade.service import Service
-from server import client
-from server.client import (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE,
+from hpcgrade.summary import summary
+from server.core.models import ApiToken, Submission
+from worker.cli import client
+from worker.cli.client import (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE,
                            login, submit)
-from server.models import ApiToken, Submission
-from server.summary import summary
-from worker.grading import claim, record
+from worker.grading.settle import claim, record
 
 MISNAMED = "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n"
 
@@ -64,7 +64,7 @@ def run_submit(tmp_path, code: str, *args: str, name: str = "work.py", env: dict
 
 @pytest.fixture(scope="module")
 def misnamed_report(harness, tmp_path_factory):
-    from server.catalogue import default_root, load_exercise_info
+    from server.core.catalogue import default_root, load_exercise_info
     path = tmp_path_factory.mktemp("misnamed") / "work.py"
     path.write_text(MISNAMED)
     return harness.grade(load_exercise_info(default_root() / "autograd-q").job(path, seed=7, lang="es"))
@@ -72,7 +72,7 @@ def misnamed_report(harness, tmp_path_factory):
 
 def test_a_graded_file_prints_the_page_and_the_result_without_markdown_marks(
         portal, monkeypatch, tmp_path, misnamed_report):
-    monkeypatch.setattr("server.api.enqueue", graded_at_once(misnamed_report))
+    monkeypatch.setattr("server.web.api.enqueue", graded_at_once(misnamed_report))
     result = run_submit(tmp_path, MISNAMED, "--lang", "es")
     assert result.exit_code == GRADED, result.output
     assert re.search(rf"{portal}/submissions/\d+\n", result.stderr) and "/api/" not in result.output
@@ -92,7 +92,7 @@ def test_no_wait_prints_the_page_address(portal, tmp_path):
 
 
 def test_a_grader_error_is_its_own_exit_status(portal, monkeypatch, tmp_path):
-    monkeypatch.setattr("server.api.enqueue", failed_at_once)
+    monkeypatch.setattr("server.web.api.enqueue", failed_at_once)
     result = run_submit(tmp_path, REFERENCE_Q)
     assert result.exit_code == NO_GRADE, result.output
     assert "this is not a grade" in result.stdout
@@ -167,7 +167,7 @@ def test_the_token_goes_to_the_configured_server_whatever_host_an_answer_names(
     portal_app = course.wsgi_app
     monkeypatch.setattr(course, "wsgi_app",
                         lambda environ, start: portal_app({**environ, "HTTP_HOST": host}, start))
-    monkeypatch.setattr("server.api.enqueue", failed_at_once)  # the result is read once at once
+    monkeypatch.setattr("server.web.api.enqueue", failed_at_once)  # the result is read once at once
     named = json.loads(run_submit(tmp_path, REFERENCE_Q, "--no-wait", "--json").stdout)["url"]
     assert named.startswith(f"http://{host}/api/v1/submissions/")
     result = run_submit(tmp_path, REFERENCE_Q)

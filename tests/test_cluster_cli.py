@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import slurm_cluster
 from test_slurm import config_file, exercises_folder, settings, shared  # noqa: F401
-from worker.cli import main
+from worker.cli.main import main
 from worker.harness import spool
 
 pytestmark = [pytest.mark.slurm,

@@ -15,16 +15,16 @@ import pytest
 
 import slurm_cluster
 from helpers import REFERENCE_Q, queue_submission
-from server import migrate
-from server.catalogue import load_catalogue
-from server.config import load_config
-from server.db import Database
-from server.demo import demo_settings, write_config
-from server.exercises import sync_exercises
-from server.users import add_user
-from worker.dispatch import Dispatcher
-from worker.one_at_a_time import one_at_a_time
-from worker.slurm import SlurmExecutor
+from server.core import migrate
+from server.core.catalogue import load_catalogue
+from server.core.config import load_config
+from server.core.db import Database
+from server.core.exercises import sync_exercises
+from server.core.users import add_user
+from worker.cli.demo import demo_settings, write_config
+from worker.grading.dispatch import Dispatcher
+from worker.grading.one_at_a_time import one_at_a_time
+from worker.grading.slurm import SlurmExecutor
 
 ROOT = Path(__file__).parents[1]
 
@@ -43,8 +43,9 @@ def test_on_a_cluster_a_dispatch_leaves_the_work_to_one_under_way(tmp_path, monk
     """A rush queues a dispatch message per submission; on a cluster the first claims all that
     is due, and the others return at once instead of each redoing its work while the collects
     wait behind them."""
-    from server import create_app
-    from worker import dispatch as dispatch_module, tasks
+    from server.web.app import create_app
+    from worker.grading import dispatch as dispatch_module
+    from worker.grading import tasks
     app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
                       "BROKER_URL": "memory://", "EXECUTOR": "slurm",
                       "SPOOL_DIR": str(tmp_path / "spool")})

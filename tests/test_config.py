@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from server import create_app
-from server.config import ConfigError, load_config
+from server.core.config import ConfigError, load_config
+from server.web.app import create_app
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +71,7 @@ def test_a_broken_file_and_a_missing_secret_are_refused(tmp_path, monkeypatch):
 
 
 def test_a_slurm_table_and_json_lists(tmp_path, monkeypatch):
-    from server.config import Resources, slurm_resources
+    from server.core.config import Resources, slurm_resources
     path = tmp_path / "hpcgrade.toml"
     path.write_text('executor = "slurm"\n[slurm]\npartition = "gpu"\ngpus = 2\nmemory = "8G"\n'
                     'time = "1:30:00"\nextra = ["--constraint=a100"]\n')

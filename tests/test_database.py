@@ -5,10 +5,10 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from server import migrate
-from worker.cli import main
-from server.models import User
-from server.users import UserError, add_user, import_roster
+from server.core import migrate
+from server.core.models import User
+from server.core.users import UserError, add_user, import_roster
+from worker.cli.main import main
 
 
 def csrf_token(client, path="/login") -> str:
@@ -102,8 +102,8 @@ def test_cli_users_and_db(tmp_path, monkeypatch):
 
 
 def test_exercise_sync_adds_updates_and_deactivates(db_session, catalogue):
-    from server.exercises import sync_exercises
-    from server.models import Exercise
+    from server.core.exercises import sync_exercises
+    from server.core.models import Exercise
     first = sync_exercises(db_session, catalogue)
     assert sorted(first["added"]) == sorted(catalogue)
     assert sync_exercises(db_session, catalogue) == {"added": [], "updated": [], "deactivated": []}
@@ -119,7 +119,7 @@ def test_exercise_sync_adds_updates_and_deactivates(db_session, catalogue):
 def test_models_and_migrations_agree(database_url):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
-    from server.db import Base
+    from server.core.db import Base
     engine = sa.create_engine(database_url)
     with engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
@@ -132,8 +132,8 @@ def test_the_migration_of_grades_set_by_hand_changes_no_grade(empty_database_url
     becomes the grade set by hand, so that every grade shown stays what it was."""
     import datetime as dt
     from sqlalchemy.orm import Session
-    from server.course import standings
-    from server.models import Exercise, SetGrade, Submission
+    from server.web.course import standings
+    from server.core.models import Exercise, SetGrade, Submission
     migrate.upgrade(empty_database_url, "0006")
     engine = sa.create_engine(empty_database_url)
     noon = dt.datetime(2026, 11, 20, 12, tzinfo=dt.timezone.utc)

@@ -16,10 +16,10 @@ import requests
 
 import slurm_cluster
 from helpers import alive, descendants, free_port
-from server.db import Database
-from server.demo import prepare
-from server.models import User
-from server.users import authenticate
+from server.core.db import Database
+from server.core.models import User
+from server.core.users import authenticate
+from worker.cli.demo import prepare
 
 ROOT = Path(__file__).parents[1]
 HPCGRADE = [sys.executable, "-m", "worker.cli"]

@@ -4,7 +4,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from server.catalogue import default_root
+from server.core.catalogue import default_root
 from worker.harness.checks import diagnose_exception
 from worker.harness.codes import (BACKWARD_ON, CATALOGUE, DETACHED_BACKWARD, GRAD_CLEARED,
                                   LEAF_IN_PLACE)
@@ -293,7 +293,7 @@ def test_an_error_in_a_backward_the_check_calls_names_the_line_that_made_the_ten
     anomaly mode, names the student's line whose saved tensor was modified."""
     import shutil
 
-    from server.catalogue import load_exercise_info
+    from server.core.catalogue import load_exercise_info
     folder = tmp_path / "scaled-square"
     shutil.copytree(default_root().parent / "server" / "exercise_template", folder)
     work = tmp_path / "work.py"

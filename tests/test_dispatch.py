@@ -11,9 +11,9 @@ import pytest
 import sqlalchemy as sa
 
 from helpers import REFERENCE_Q, dispatcher, queue_submission
-from server.models import GradingRun, Submission
-from worker.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
-from worker.grading import MAX_RUNS
+from server.core.models import GradingRun, Submission
+from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
+from worker.grading.settle import MAX_RUNS
 from worker.harness import spool
 from worker.harness.pilot import Pilot
 

@@ -15,10 +15,10 @@ import sqlalchemy as sa
 from werkzeug.serving import make_server
 
 from helpers import COURSE_ORDER, REFERENCE_Q, logged_in
-from server.app import UPLOAD_CAP_FACTOR
-from server.catalogue import ExerciseConfigError, load_exercise_info
-from server.exercises import sync_exercises
-from server.models import Exercise, Submission
+from server.core.catalogue import ExerciseConfigError, load_exercise_info
+from server.core.exercises import sync_exercises
+from server.core.models import Exercise, Submission
+from server.web.app import UPLOAD_CAP_FACTOR
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
 pytestmark = pytest.mark.postgresql_only

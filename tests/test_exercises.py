@@ -5,8 +5,8 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import COURSE_ORDER
-from worker.cli import main, self_check
-from server.catalogue import ExerciseConfigError, load_catalogue, load_exercise_info
+from server.core.catalogue import ExerciseConfigError, load_catalogue, load_exercise_info
+from worker.cli.main import main, self_check
 
 
 def test_the_course_exercises_are_there_in_course_order(catalogue):
@@ -77,7 +77,7 @@ def test_deadline_is_validated(tmp_path):
 
 
 def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
-    from server.config import Resources
+    from server.core.config import Resources
     folder = tmp_path / "on-a-gpu"
     folder.mkdir()
     for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",

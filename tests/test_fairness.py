@@ -5,7 +5,7 @@ import io
 import sqlalchemy as sa
 
 from helpers import dispatcher, queue_submission
-from server.models import Submission, User
+from server.core.models import Submission, User
 from worker.harness import spool
 from worker.harness.jobs import Limits
 from worker.harness.report import LOAD_ERROR
@@ -51,7 +51,7 @@ def queue_as(database, username: str) -> int:
 
 
 def submissions_of(database, run_ids):
-    from server.models import GradingRun
+    from server.core.models import GradingRun
     with database.sessions() as session:
         return [session.get(GradingRun, run_id).submission_id for run_id in run_ids]
 
@@ -118,7 +118,7 @@ class Batches:
         return spool.read_report(spool.run_dir(self.spool, run_id))
 
     def poll(self, ids):
-        from worker.executor import JobState
+        from worker.grading.executor import JobState
         return {i: JobState("RUNNING") for i in ids}
 
 
@@ -138,7 +138,7 @@ def test_slurm_batches_take_one_file_per_student_in_the_queues_order(database, c
 
 
 def test_the_student_is_told_why_a_file_waits(course):
-    from worker.grading import claim
+    from worker.grading.settle import claim
     import datetime as dt
     client = course.test_client()
     token = client.post("/api/v1/tokens", json={"username": "ana",
@@ -176,7 +176,7 @@ def test_reconcile_sends_again_only_the_files_whose_turn_has_come(database):
     """A file waiting for its student's earlier one is sent by the dispatch that ends that one;
     reconcile re-sending it every cycle would only cost queue queries."""
     import datetime as dt
-    from server.queue import stuck
+    from server.core.queue import stuck
     add_students(database, "bea")
     first, second = (queue_as(database, "ana") for _ in range(2))
     other = queue_as(database, "bea")

@@ -149,7 +149,7 @@ def test_a_database_outage_is_recovered_within_30_s(stack, ledger):
 
 
 def test_every_submission_graded_exactly_once_with_the_right_score(stack, ledger, expected):
-    from server.models import Submission
+    from server.core.models import Submission
     assert len(ledger.sent) == SUBMISSIONS or len(ledger.faults) < 5
     found = settle(stack, [s.id for s in ledger.sent], 60)
     database = stack.database()
@@ -176,7 +176,7 @@ def test_every_submission_graded_exactly_once_with_the_right_score(stack, ledger
 # --- abuse -------------------------------------------------------------------------------------
 
 def test_a_hogging_student_does_not_hold_up_another(stack):
-    from server.models import Submission
+    from server.core.models import Submission
     hog, other = stack.api(HOG), stack.api(OTHER)
     answers = [hog.submit("autograd-q", f"# {n}\nwhile True:\n    pass\n")
                for n in range(HOG_FILES)]

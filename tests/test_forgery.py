@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from server.catalogue import default_root, load_exercise_info
-from worker.cli import self_check
+from server.core.catalogue import default_root, load_exercise_info
+from worker.cli.main import self_check
 
 EXERCISES = default_root()
 
@@ -207,7 +207,7 @@ def test_the_self_check_refuses_a_forged_variant_that_outscores_its_mutant(harne
 
 
 def test_a_forged_variant_must_name_a_mutant(tmp_path):
-    from server.catalogue import ExerciseConfigError
+    from server.core.catalogue import ExerciseConfigError
     folder = tmp_path / "tensors-reshape"
     shutil.copytree(EXERCISES / "tensors-reshape", folder,
                     ignore=shutil.ignore_patterns("__pycache__"))

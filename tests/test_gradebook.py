@@ -10,10 +10,10 @@ import zipfile
 import pytest
 from sqlalchemy import update
 
-from server.catalogue import load_catalogue
-from server.exercises import sync_exercises
-from server.models import Exercise
-from server.users import add_user
+from server.core.catalogue import load_catalogue
+from server.core.exercises import sync_exercises
+from server.core.models import Exercise
+from server.core.users import add_user
 from test_staff import logged_in
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from server.catalogue import default_root
+from server.core.catalogue import default_root
 
 EXERCISES = default_root()
 

@@ -6,11 +6,11 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from helpers import REFERENCE_Q, grade, queue_submission as submit
-from server.catalogue import load_exercise_info
-from server.models import GradingRun, Submission
-from server.submissions import reopen
-from worker.grading import MAX_RUNS, claim, recover
-from worker.local import LocalExecutor
+from server.core.catalogue import load_exercise_info
+from server.core.models import GradingRun, Submission
+from server.web.submissions import reopen
+from worker.grading.local import LocalExecutor
+from worker.grading.settle import MAX_RUNS, claim, recover
 
 LEASE = dt.timedelta(minutes=5)
 

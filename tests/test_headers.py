@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REFERENCE_Q
-from server.users import add_user
+from server.core.users import add_user
 
 EXPECTED = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
             "X-Frame-Options": "DENY"}

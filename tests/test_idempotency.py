@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from helpers import REFERENCE_Q, free_port, postgres_database
-from server.models import Exercise, Submission, User
-from server.submissions import Rules, submit_once
+from server.core.models import Exercise, Submission, User
+from server.web.submissions import Rules, submit_once
 
 KEY = {"Idempotency-Key": "3f6b2a1e-retry-me"}
 
@@ -74,7 +74,7 @@ def test_a_retry_after_a_500_that_came_after_the_commit_stores_one_submission(cl
                                                                              monkeypatch):
     course.config["PROPAGATE_EXCEPTIONS"] = False  # answer as in production, not raise to the test
 
-    from server.queue import enqueue
+    from server.core.queue import enqueue
     sent = []
 
     def enqueue_failing_once(celery, session, ids):
@@ -84,7 +84,7 @@ def test_a_retry_after_a_500_that_came_after_the_commit_stores_one_submission(cl
         sent.append(ids)
         return enqueue(celery, session, ids)
 
-    monkeypatch.setattr("server.api.enqueue", enqueue_failing_once)
+    monkeypatch.setattr("server.web.api.enqueue", enqueue_failing_once)
     headers = {**token(client), **KEY}
     failed = upload(client, headers)
     assert failed.status_code == 500 and failed.is_json and failed.json["error"]
@@ -160,7 +160,7 @@ def test_one_key_sent_at_once_from_many_requests_stores_one(database):
 
 def test_the_losing_commit_of_a_race_answers_with_the_winner(database, monkeypatch):
     """The lost race itself, made certain: the second request read before the first committed."""
-    import server.submissions
+    import server.web.submissions
     rules, now = Rules(1024, 100, 60), dt.datetime.now(dt.timezone.utc)
 
     def send(session):
@@ -170,20 +170,20 @@ def test_the_losing_commit_of_a_race_answers_with_the_winner(database, monkeypat
 
     with database.sessions() as session:
         winner, _ = send(session)
-    looked_up, calls = server.submissions._sent_before, []
+    looked_up, calls = server.web.submissions._sent_before, []
 
     def read_before_the_winner_committed(*args):
         calls.append(args)
         return None if len(calls) == 1 else looked_up(*args)
 
-    monkeypatch.setattr(server.submissions, "_sent_before", read_before_the_winner_committed)
+    monkeypatch.setattr(server.web.submissions, "_sent_before", read_before_the_winner_committed)
     with database.sessions() as session:
         loser, new = send(session)
     assert (loser.id, new) == (winner.id, False) and len(calls) == 2
 
 
 def unreachable_app(url):
-    from server import create_app
+    from server.web.app import create_app
     return create_app({"DATABASE_URL": url, "SECRET_KEY": "test", "TESTING": True,
                        "BROKER_URL": "redis://127.0.0.1:1/0"})
 
@@ -211,10 +211,10 @@ def test_a_database_nobody_listens_on_is_a_503_with_retry_after():
 @pytest.mark.services
 def test_a_postgresql_that_goes_away_is_a_503_and_comes_back():
     from helpers import POSTGRES
-    from server import migrate
-    from server.exercises import sync_exercises
-    from server.catalogue import load_catalogue
-    from server.users import add_user
+    from server.core import migrate
+    from server.core.exercises import sync_exercises
+    from server.core.catalogue import load_catalogue
+    from server.core.users import add_user
     for url in postgres_database():
         migrate.upgrade(url)
         app = unreachable_app(url)
@@ -246,7 +246,7 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(course,
     the client sends again, with the same key, and one submission is stored."""
     from click.testing import CliRunner
     from werkzeug.serving import make_server
-    from server.client import submit
+    from worker.cli.client import submit
     course.config["PROPAGATE_EXCEPTIONS"] = False
     failures = [RuntimeError("lost after the commit")]
 
@@ -254,7 +254,7 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(course,
         if failures:
             raise failures.pop()
 
-    monkeypatch.setattr("server.api.enqueue", enqueue_failing_once)
+    monkeypatch.setattr("server.web.api.enqueue", enqueue_failing_once)
     client = course.test_client()
     token = client.post("/api/v1/tokens", json={"username": "ana", "password": "long-password"})
     server = make_server("127.0.0.1", 0, course)

@@ -11,10 +11,10 @@ from IPython.core.interactiveshell import InteractiveShell
 from hpcgrade.service import Service
 from sqlalchemy import delete
 
-from server.catalogue import default_root
-from server.client import NOT_LOGGED_IN
-from server.models import ApiToken
-from worker.cli import main
+from server.core.catalogue import default_root
+from server.core.models import ApiToken
+from worker.cli.client import NOT_LOGGED_IN
+from worker.cli.main import main
 from test_client_output import graded_at_once, portal  # noqa: F401 - a fixture
 
 REFERENCE = (default_root() / "autograd-q" / "reference.py").read_text()
@@ -65,9 +65,9 @@ def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
     notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "code", "source": REFERENCE, "metadata": {}, "outputs": [],
          "execution_count": 1}]}))
-    from server.catalogue import load_exercise_info
+    from server.core.catalogue import load_exercise_info
     report = harness.grade(load_exercise_info(default_root() / "autograd-q").job(notebook, seed=1))
-    monkeypatch.setattr("server.api.enqueue", graded_at_once(report))
+    monkeypatch.setattr("server.web.api.enqueue", graded_at_once(report))
     monkeypatch.setattr("hpcgrade.magic.POLL_SECONDS", 0.05)
     monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
     out = _run(kernel, "%hpcgrade submit autograd-q", capsys)

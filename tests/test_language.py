@@ -10,12 +10,12 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 from helpers import CSRF_TOKEN
-from server.models import Exercise
-from server.users import add_user
+from server.core.models import Exercise
+from server.core.users import add_user
 from worker.harness import submission
 from worker.harness.codes import CATALOGUE, WRONG_NUMBER, WRONG_TYPE
 from worker.harness.diagnostics import Diagnostic
-from worker.harness.grader import EARLIER, NOT_RUN
+from worker.harness.session import EARLIER, NOT_RUN
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
 pytestmark = pytest.mark.postgresql_only

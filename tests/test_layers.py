@@ -1,5 +1,7 @@
-"""Dependencies point one way: worker/ may use the service, server/ only the harness's contracts,
-and the harness nothing but the standard library, torch and numpy (it runs in a course venv)."""
+"""The packages stand on floors and every import points down or within a floor: the harness and
+its contracts at the ground (what runs in a course venv and on compute nodes), the service's core
+above it, the web, the grading side and the terminal/Jupyter client side by side above the core,
+and the command line (with the worker's entry point) on top. No cycle anywhere."""
 import ast
 import sys
 from pathlib import Path
@@ -7,13 +9,41 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
+PACKAGES = ("hpcgrade", "server", "worker")
+# package → floor; a module belongs to the longest package that names it
+FLOORS = {
+    "worker.harness": "ground", "server.exercise_template": "ground",
+    "server.core": "core",
+    "server.web": "web", "worker.grading": "grading", "hpcgrade": "client",
+    "worker.cli": "top", "worker.celery_app": "top",
+    "server": "folder", "worker": "folder",  # their __init__: a docstring, nothing imported
+}
+BELOW = {"ground": set(), "core": {"ground"}, "web": {"ground", "core"},
+         "grading": {"ground", "core"}, "client": {"ground", "core"},
+         "top": {"ground", "core", "web", "grading", "client"}, "folder": set()}
+# the client is installed into course venvs without dependencies (`pip install --no-deps`)
+CLIENT_MAY_IMPORT = set(sys.stdlib_module_names) | {"IPython", "torch", "numpy"}
 
 
-def imports(source: str, package: str) -> set[str]:
-    """Every module a file of this package imports, anywhere in it (relative imports made
-    absolute)."""
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = modules()
+
+
+def imports(source: str, package: str, top_level_only: bool = False) -> set[str]:
+    """The modules a file of `package` imports (relative imports made absolute; `from p import m`
+    is the module p.m where that is one): everywhere, or only where the file's import runs them."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    for node in nodes:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -21,42 +51,117 @@ def imports(source: str, package: str) -> set[str]:
             if node.level:
                 parent = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1])
                 base = f"{parent}.{base}" if base else parent
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+            found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                         for alias in node.names)
     return found
 
 
-def files(folder: str) -> list[Path]:
-    return sorted((ROOT / folder).rglob("*.py"))
+def imports_of(module: str, top_level_only: bool = False) -> set[str]:
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return imports(path.read_text(), package, top_level_only)
 
 
-def imports_of(path: Path) -> set[str]:
-    return imports(path.read_text(), ".".join(path.relative_to(ROOT).parts[:-1]))
+def own(name: str) -> str | None:
+    """The project's module that an imported name is, or lies in; None for another library."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
 
 
-@pytest.mark.parametrize("path", files("server"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_service_uses_only_the_harness_of_the_worker(path):
-    wrong = sorted(name for name in imports_of(path)
-                   if name.startswith("worker") and not name.startswith("worker.harness"))
-    assert not wrong, f"{path.relative_to(ROOT)} imports {wrong}"
+def floor(module: str) -> str:
+    package = max((p for p in FLOORS if module == p or module.startswith(p + ".")), key=len)
+    return FLOORS[package]
 
 
-@pytest.mark.parametrize("path", files("worker/harness"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_harness_needs_only_the_standard_library_torch_and_numpy(path):
-    allowed = set(sys.stdlib_module_names) | {"torch", "numpy", "worker"}
-    wrong = sorted(name for name in imports_of(path)
-                   if name.split(".")[0] not in allowed
-                   or (name.startswith("worker") and not name.startswith("worker.harness")))
-    assert not wrong, f"{path.relative_to(ROOT)} imports {wrong}"
+def graph() -> dict[str, set[str]]:
+    return {module: {target for name in imports_of(module) if (target := own(name))} - {module}
+            for module in MODULES}
 
 
-def test_the_walk_sees_imports_inside_functions_and_relative_ones():
-    source = "def f():\n    from worker import grading\nfrom .queue import enqueue\n"
-    assert {"worker.grading", "server.queue.enqueue"} <= imports(source, "server")
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(edges)))
+    for node in edges:
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_import_points_down_or_within_its_floor(module):
+    mine = floor(module)
+    wrong = sorted(f"{target} ({floor(target)})" for target in graph()[module]
+                   if floor(target) != mine and floor(target) not in BELOW[mine])
+    assert not wrong, f"{module} ({mine}) imports {wrong}"
+
+
+def test_no_import_cycle():
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_check_finds_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("worker.harness")))
+def test_the_harness_needs_only_the_standard_library_torch_and_numpy(module):
+    allowed = set(sys.stdlib_module_names) | {"torch", "numpy"}
+    wrong = sorted(name for name in imports_of(module)
+                   if own(name) is None and name.split(".")[0] not in allowed)
+    assert not wrong, f"{module} imports {wrong}"
+
+
+def test_the_client_loads_with_the_standard_library_alone():
+    """What importing the client runs, through every project module it reaches, needs no
+    library a course venv lacks (a function's own late import runs only when called)."""
+    seen, todo, foreign = set(), [m for m in MODULES if m.startswith("hpcgrade")], set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        for name in imports_of(module, top_level_only=not module.startswith("hpcgrade")):
+            target = own(name)
+            if target is None:
+                foreign.add(name.split(".")[0])
+            else:
+                todo.append(target)
+    assert foreign <= CLIENT_MAY_IMPORT, sorted(foreign - CLIENT_MAY_IMPORT)
+
+
+def test_the_walk_resolves_imports_inside_functions_and_relative_ones():
+    source = "def f():\n    from worker.grading import dispatch\nfrom .queue import enqueue\n"
+    assert {"worker.grading.dispatch", "server.core.queue"} <= imports(source, "server.core")
     assert "worker.harness.jobs" in imports("from .jobs import Job", "worker.harness")
+    assert imports(source, "server.core", top_level_only=True) == {"server.core.queue"}
+
+
+def test_every_module_has_a_floor():
+    assert all(floor(module) for module in MODULES)
 
 
 def test_every_configured_executor_is_registered():
-    from server.config import EXECUTOR_NAMES
-    from worker.executors import EXECUTORS
-    assert set(EXECUTORS) == set(EXECUTOR_NAMES)
+    from server.core.config import EXECUTOR_NAMES
+    from worker.grading.executors import EXECUTORS
+    assert set(EXECUTOR_NAMES) == set(EXECUTORS)

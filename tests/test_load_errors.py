@@ -1,18 +1,17 @@
 """Why a file did not load, or lacks a function, is said once in its run's notes, not on each
 check: it still counts among an exercise's diagnostics for instructors, still fails a mutant
 check that expects it, and a loader the student's code broke is such a load error too."""
-import re
 import shutil
 
 import pytest
 from sqlalchemy import select
 
 from helpers import REFERENCE_Q, grade_next, logged_in
-from server.catalogue import default_root, load_exercise_info
-from server.course import diagnostic_counts
-from server.models import Exercise
-from server.users import add_user
-from worker.cli import self_check
+from server.core.catalogue import default_root, load_exercise_info
+from server.core.models import Exercise
+from server.core.users import add_user
+from server.web.course import diagnostic_counts
+from worker.cli.main import self_check
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
 pytestmark = pytest.mark.postgresql_only

@@ -11,11 +11,12 @@ import pytest
 import sqlalchemy as sa
 
 from helpers import REFERENCE_Q, graded_through_api, postgres_database
-from server import create_app, migrate
-from server.exercises import sync_exercises
-from server.models import Exercise, GradingRun, Submission, User
-from server.queue import enqueue, stuck
-from server.submissions import Rules, accept
+from server.core import migrate
+from server.core.exercises import sync_exercises
+from server.core.models import Exercise, GradingRun, Submission, User
+from server.core.queue import enqueue, stuck
+from server.web.app import create_app
+from server.web.submissions import Rules, accept
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).parents[1]
@@ -108,7 +109,7 @@ def test_worker_killed_mid_grading_is_retried_with_one_grade(stack):
 
 
 def test_the_api_flow_end_to_end(stack):
-    from server.users import add_user
+    from server.core.users import add_user
     database = stack.extensions["hpcgrade.db"]
     with database.sessions.begin() as session:
         add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
@@ -119,7 +120,7 @@ def test_the_api_flow_end_to_end(stack):
 
 def test_the_web_flow_end_to_end(stack):
     import re
-    from server.users import add_user
+    from server.core.users import add_user
     with stack.extensions["hpcgrade.db"].sessions.begin() as session:
         add_user(session, "cris", "Cris", "c@uni.es", "student", "long-password")
     client = stack.test_client()

@@ -13,12 +13,13 @@ import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
 from helpers import REFERENCE_Q, dispatcher, postgres_database, queue_submission
-from server import create_app, migrate
-from server.exercises import sync_exercises
-from server.models import Submission, User
-from server.queue import enqueue
-from worker import dispatch as dispatch_module
-from worker import grading
+from server.core import migrate
+from server.core.exercises import sync_exercises
+from server.core.models import Submission, User
+from server.core.queue import enqueue
+from server.web.app import create_app
+from worker.grading import dispatch as dispatch_module
+from worker.grading import settle as grading
 
 ROOT = Path(__file__).parents[1]
 LOOPING = "while True:\n    pass\n"
@@ -49,7 +50,7 @@ def test_a_report_in_hand_waits_for_the_database(database, executor, catalogue, 
 
 
 def test_a_task_that_cannot_read_the_database_is_tried_again_not_done(tmp_path, monkeypatch):
-    from worker import tasks
+    from worker.grading import tasks
     app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
                       "BROKER_URL": "memory://"})
     dispatch, calls = away(2, lambda self, ids: dispatch_module.Dispatched({7: "graded"}))
@@ -63,7 +64,7 @@ def test_a_task_that_cannot_read_the_database_is_tried_again_not_done(tmp_path, 
 def test_the_schedule_never_grades_on_a_local_worker(tmp_path, monkeypatch):
     """Runs claimed by the collect task (every few seconds, from beat) would carry no Celery
     node and wait out their lease if the worker died: a local worker grades in dispatch alone."""
-    from worker import tasks
+    from worker.grading import tasks
     app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
                       "BROKER_URL": "memory://"})
     migrate.upgrade(app.config["DATABASE_URL"])
@@ -120,7 +121,7 @@ def wait_for(app, submission_id: int, status: str, seconds: float = 90) -> Submi
 
 @pytest.mark.services
 def test_kill_9_of_the_main_worker_process_is_noticed_by_the_next_reconcile(service):
-    from worker.tasks import reconcile
+    from worker.grading.tasks import reconcile
     database = service.extensions["hpcgrade.db"]
     submission_id = queue_submission(database, LOOPING)
     with database.sessions() as session:

@@ -14,19 +14,19 @@ import pytest
 from sqlalchemy import event, select, text, update
 
 from helpers import REFERENCE_Q, dispatcher, grade, grade_next, logged_in
-from server import create_app
-from server.catalogue import load_exercise_info
-from server.grades import student_grade
-from server.models import Exercise, GradingRun, Regrade, SetGrade, Submission, User, utcnow
-from server.queue import PREVIEWS, SUBMISSIONS, place
-from server.regrade import (PREVIEW_PICKUP_SECONDS, AlreadyOpen, preview_rows, publish, stalled,
+from server.core.catalogue import load_exercise_info
+from server.core.grades import student_grade
+from server.core.models import Exercise, GradingRun, Regrade, SetGrade, Submission, User, utcnow
+from server.core.queue import PREVIEWS, SUBMISSIONS, place
+from server.core.users import add_user
+from server.web.app import create_app
+from server.web.regrade import (PREVIEW_PICKUP_SECONDS, AlreadyOpen, preview_rows, publish, stalled,
                             start)
-from server.submissions import Rules, accept, reopen
-from server.users import add_user
+from server.web.submissions import Rules, accept, reopen
 from test_dispatch import ScriptedCluster
-from worker import grading
+from worker.grading import settle as grading
+from worker.grading.preview import PreviewGrader, record
 from worker.harness import spool
-from worker.preview import PreviewGrader, record
 
 SIGN_FLIPPED = (Path(__file__).parents[1] / "exercises" / "autograd-q" / "mutants"
                 / "plus_b_squared.py").read_text()  # passes grad-a only: 3 / 10

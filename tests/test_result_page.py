@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import func, select
 
 from helpers import REFERENCE_Q, grade_next, logged_in, notebook
-from server.inline_markdown import to_html, to_terminal
-from server.models import Submission
-from server.submissions import PASTED
+from server.core.inline_markdown import to_terminal
+from server.core.models import Submission
+from server.web.markup import to_html
+from server.web.submissions import PASTED
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
 pytestmark = pytest.mark.postgresql_only

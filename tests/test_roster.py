@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from helpers import COURSE_ORDER, CSRF_TOKEN, logged_in
-from server.catalogue import default_root
-from server.models import Exercise, User
-from server.users import add_user
-from worker.cli import main
+from server.core.catalogue import default_root
+from server.core.models import Exercise, User
+from server.core.users import add_user
+from worker.cli.main import main
 
 HEADER = "username,name,email,role\n"
 
@@ -141,7 +141,7 @@ def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
 def test_a_course_roster_is_imported_at_once_without_hashing_a_password(staffed, monkeypatch):
     """200 rows took 19.5 s (a slow hash of a generated password a row) and 2000 outlasted
     gunicorn's 30 s: a new account holds no password until its owner sets one."""
-    from server import users as accounts
+    from server.core import users as accounts
     hashed = []
     monkeypatch.setattr(accounts, "generate_password_hash",
                         lambda *args: hashed.append(1) or "never-used")

@@ -8,10 +8,10 @@ import shutil
 import pytest
 from flask_babel import force_locale
 
-from server.catalogue import current_info, default_root
-from server.grades import Grade, maximum_points
-from server.i18n import out_of, points
-from server.models import Exercise, SetGrade, Submission, User
+from server.core.catalogue import current_info, default_root
+from server.core.grades import Grade, maximum_points
+from server.core.models import Exercise, SetGrade, Submission, User
+from server.web.i18n import out_of, points
 
 NOON = dt.datetime(2026, 11, 23, 12, tzinfo=dt.timezone.utc)
 

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from server import create_app
+from server.web.app import create_app
 
 
 def csrf(client, path="/login") -> str:
@@ -28,7 +28,7 @@ def logged_in(client) -> bool:
 
 def limited(app, **settings):
     """The app with other log-in limits (fresh counts)."""
-    from server import throttle
+    from server.web import throttle
     app.config.update(settings)
     throttle.init_app(app)
     return app
@@ -37,7 +37,7 @@ def limited(app, **settings):
 @pytest.fixture
 def hashes(monkeypatch):
     """How many password hashes were checked."""
-    from server import users
+    from server.core import users
     checked = []
     real = users.check_password_hash
     monkeypatch.setattr(users, "check_password_hash",
@@ -93,7 +93,7 @@ def test_cookie_settings(database_url):
 
 @pytest.mark.parametrize("hours_ago, valid", [(11, True), (13, False)])
 def test_a_session_ends_its_lifetime_after_its_last_request(course, monkeypatch, hours_ago, valid):
-    from server.models import User
+    from server.core.models import User
     now = time.time()
     with course.app_context():
         ana = course.extensions["hpcgrade.db"].sessions().query(User).filter_by(username="ana").one()
@@ -188,7 +188,7 @@ def test_a_storage_that_is_away_counts_in_memory(course):
 
 
 def test_a_storage_that_is_not_redis_is_named():
-    from server.config import ConfigError
+    from server.core.config import ConfigError
     with pytest.raises(ConfigError, match="LOGIN_LIMITS_STORAGE"):
         create_app({"SECRET_KEY": "test", "BROKER_URL": "filesystem://localhost/"})
 
@@ -208,7 +208,7 @@ def test_tries_at_once_cannot_pass_the_account_limit_together(course, monkeypatc
     """Each try takes its room before its password is checked: ten sent while the first are
     still hashing get five checks (5 per minute), not ten."""
     import threading
-    from server import throttle
+    from server.web import throttle
     checked = []
 
     def slow_wrong_password(session, username, password):

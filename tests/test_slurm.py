@@ -18,21 +18,22 @@ import sqlalchemy as sa
 
 import slurm_cluster
 from helpers import REFERENCE_Q, graded_through_api, postgres_database, queue_submission
-from server import create_app, migrate
-from server.catalogue import load_catalogue
-from server.config import load_config
-from server.course import run_rows
-from server.demo import write_config
-from server.exercises import sync_exercises
-from server.grades import PREVIEWING
-from server.models import GradingRun, Regrade, Submission, utcnow
-from server.results import waiting
-from server.users import add_user
-from worker.dispatch import Dispatcher
-from worker.grading import DONE, MAX_RUNS
+from server.core import migrate
+from server.core.catalogue import load_catalogue
+from server.core.config import load_config
+from server.core.exercises import sync_exercises
+from server.core.grades import PREVIEWING
+from server.core.models import GradingRun, Regrade, Submission, utcnow
+from server.core.users import add_user
+from server.web.app import create_app
+from server.web.course import run_rows
+from server.web.results import waiting
+from worker.cli.demo import write_config
+from worker.grading.dispatch import Dispatcher
+from worker.grading.preview import PreviewGrader
+from worker.grading.settle import DONE, MAX_RUNS
+from worker.grading.slurm import SlurmExecutor
 from worker.harness import pilot as pilot_layout
-from worker.preview import PreviewGrader
-from worker.slurm import SlurmExecutor
 
 pytestmark = [pytest.mark.slurm, pytest.mark.services,
               pytest.mark.skipif(not slurm_cluster.available(),
@@ -302,7 +303,7 @@ def test_a_drained_node_is_waiting_for_the_cluster_then_cluster_unavailable(data
 def packed(monkeypatch):
     """The dispatcher packs runs as if each took a second; the job's harness, in a process of
     its own, still knows what each may take (spool.run_seconds)."""
-    from worker import dispatch
+    from worker.grading import dispatch
     monkeypatch.setattr(dispatch.spool, "run_seconds", lambda limits: 1.0)
     monkeypatch.setattr(dispatch, "JOB_START_SECONDS", 0)
 

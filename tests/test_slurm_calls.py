@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import slurm_cluster
-from worker.executor import JobState
-from server.config import load_config
-from worker.slurm import SlurmExecutor
+from server.core.config import load_config
+from worker.grading.executor import JobState
+from worker.grading.slurm import SlurmExecutor
 
 pytestmark = [pytest.mark.slurm,
               pytest.mark.skipif(not slurm_cluster.available(),

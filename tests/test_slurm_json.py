@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.executor import ClusterError, JobState
-from worker.slurm_text import parse_squeue_json
+from worker.grading.executor import ClusterError, JobState
+from worker.grading.slurm_text import parse_squeue_json
 
 RECORDED = Path(__file__).parent / "recorded" / "slurm"
 

@@ -13,10 +13,10 @@ import pytest
 
 import slurm_cluster
 from helpers import REFERENCE_Q, queue_submission
-from server.models import Submission
+from server.core.models import Submission
 from test_slurm import (ROOT, config_file, empty_database_url, exercise_with,  # noqa: F401
                         exercises_folder, make_dispatcher, settings, settle, shared)
-from worker import slurm
+from worker.grading import slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.services,
               pytest.mark.skipif(not slurm_cluster.available(),
@@ -131,7 +131,7 @@ def test_a_full_spool_sends_nothing_until_space_is_made(database, shared, small_
     config = settings(shared, SPOOL_MIN_FREE_MB=1)
     grading = make_dispatcher(database, config)
     submission_id = queue_submission(database, REFERENCE_Q)
-    with caplog.at_level(logging.ERROR, logger="worker.dispatch"):
+    with caplog.at_level(logging.ERROR, logger="worker.grading.dispatch"):
         grading.dispatch([submission_id])
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from server.config import Resources
-from worker.executor import ClusterError, JobState
-from server.config import load_config
-from worker.slurm import SlurmExecutor
-from worker.slurm_text import (NodeState, gres_gpus, job_script, late_job_id, limits,
+from server.core.config import Resources
+from server.core.config import load_config
+from worker.grading.executor import ClusterError, JobState
+from worker.grading.slurm import SlurmExecutor
+from worker.grading.slurm_text import (NodeState, gres_gpus, job_script, late_job_id, limits,
                                parse_comments, parse_nodes, parse_partition_nodes,
                                parse_partitions, parse_sacct, parse_sbatch, parse_squeue,
                                permanent_sbatch_error, sbatch_options)

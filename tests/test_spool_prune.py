@@ -11,9 +11,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from helpers import REFERENCE_Q, queue_submission
-from server import create_app
-from worker import grading
-from worker.cli import main
+from server.web.app import create_app
+from worker.cli.main import main
+from worker.grading import settle as grading
 from worker.harness import spool
 
 DAY = 86400
@@ -66,7 +66,7 @@ def test_old_logs_dead_pilots_and_runs_left_behind_go_the_rest_stays(database, t
     left_behind, recent = run_folder(root, "999999", 15), run_folder(root, "999998", 13)
     app = create_app({"DATABASE_URL": database.engine.url.render_as_string(False),
                       "SECRET_KEY": "test", "SPOOL_DIR": str(root), "TESTING": True})
-    from worker import tasks
+    from worker.grading import tasks
     with app.app_context():
         pruned = tasks.prune_spool()
     assert pruned == "removed 1 job log(s), 1 dead pilot folder(s), 1 run folder(s) left behind"
@@ -99,7 +99,8 @@ def test_the_command_without_its_database_prunes_nothing_and_says_why(tmp_path, 
 
 
 def test_beat_schedules_the_prune_and_only_tasks_that_exist(app):
-    from worker import tasks  # noqa: F401 (the worker imports them: include=["worker.tasks"])
+    # the worker imports them: include=["worker.grading.tasks"]
+    from worker.grading import tasks  # noqa: F401
     celery = app.extensions["celery"]
     scheduled = {entry["task"] for entry in celery.conf.beat_schedule.values()}
     assert "hpcgrade.prune_spool" in scheduled and scheduled <= set(celery.tasks)

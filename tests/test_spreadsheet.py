@@ -1,9 +1,9 @@
-"""The CSV files made for a spreadsheet (server/spreadsheet.py): text never runs as a formula,
+"""The CSV files made for a spreadsheet (server/web/spreadsheet.py): text never runs as a formula,
 numbers as the reader's Excel reads them."""
 import csv
 import io
 
-from server.spreadsheet import PLAIN, cell, csv_text, for_excel
+from server.web.spreadsheet import PLAIN, cell, csv_text, for_excel
 
 
 def test_text_that_would_run_as_a_formula_gets_a_leading_quote():

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from helpers import COURSE_ORDER, REFERENCE_Q, dispatcher, grade, grade_next, logged_in
-from server.models import Exercise, Submission, User
-from server.submissions import Rules, accept, reopen
-from server.users import add_user
+from server.core.models import Exercise, Submission, User
+from server.core.users import add_user
+from server.web.submissions import Rules, accept, reopen
 
 SIGN_FLIPPED = (Path(__file__).parents[1] / "exercises" / "autograd-q" / "mutants"
                 / "plus_b_squared.py").read_text()

@@ -83,7 +83,7 @@ def test_unreadable_notebook_is_said_in_each_language(grade):
 
 
 def test_spanish_report(harness, tmp_path):
-    from server.catalogue import default_root, load_exercise_info
+    from server.core.catalogue import default_root, load_exercise_info
     path = tmp_path / "s.py"
     path.write_text("")
     report = harness.grade(load_exercise_info(default_root() / "autograd-q").job(path, lang="es"))

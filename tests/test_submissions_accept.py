@@ -5,9 +5,9 @@ import pytest
 from flask import Flask
 from flask_babel import force_locale
 
-from server import i18n
-from server.models import Exercise, Submission, User
-from server.submissions import Refusal, Rules, accept
+from server.core.models import Exercise, Submission, User
+from server.web import i18n
+from server.web.submissions import Refusal, Rules, accept
 
 NOW = dt.datetime(2027, 1, 10, 12, 0, tzinfo=dt.timezone.utc)
 RULES = Rules(max_upload_kb=64, per_window=3, window_minutes=60)

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from helpers import REFERENCE_Q, grade_next, logged_in, notebook
-from server.models import Submission
-from server.submissions import PASTED, check_code
-from server.summary import summary
+from hpcgrade.summary import summary
+from server.core.models import Submission
+from server.web.submissions import PASTED, check_code
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
 pytestmark = pytest.mark.postgresql_only

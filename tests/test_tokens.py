@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from helpers import REFERENCE_Q
-from server.models import ApiToken, User
-from worker.cli import main
+from server.core.models import ApiToken, User
+from worker.cli.main import main
 
 
 def new_token(client, username="ana", **fields) -> dict:
@@ -58,7 +58,7 @@ def test_token_requests_that_make_no_sense_are_400(course):
 
 
 def test_a_demoted_instructor_loses_staff_reads_at_once(course):
-    from server.users import add_user
+    from server.core.users import add_user
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         add_user(session, "ines", "Inés", "i@uni.es", "instructor", "long-password")
         session.commit()
@@ -101,9 +101,9 @@ def test_the_account_page_lists_and_revokes_ones_own_tokens(course):
 
 @pytest.fixture
 def cli_database(tmp_path, monkeypatch):
-    from server.db import Database
-    from server.tokens import issue
-    from server.users import add_user
+    from server.core.db import Database
+    from server.core.tokens import issue
+    from server.core.users import add_user
     url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     monkeypatch.setenv("HPCGRADE_DATABASE_URL", url)
     assert CliRunner().invoke(main, ["db", "upgrade"]).exit_code == 0
@@ -140,7 +140,7 @@ def test_cli_lists_and_revokes_tokens(cli_database):
 
 
 def test_cli_sets_a_password_and_ends_the_sessions(cli_database):
-    from server.users import authenticate
+    from server.core.users import authenticate
     runner = CliRunner()
     short = runner.invoke(main, ["users", "password", "ana", "--password", "short"])
     assert short.exit_code == 1 and "at least 8 characters" in short.output
@@ -155,7 +155,7 @@ def test_cli_sets_a_password_and_ends_the_sessions(cli_database):
 
 
 def test_hpcgrade_login_sends_a_label(monkeypatch, tmp_path):
-    from server import client
+    from worker.cli import client
     sent = {}
     monkeypatch.setenv("HPCGRADE_CLIENT_CONFIG", str(tmp_path / "client.toml"))
     monkeypatch.setattr(client, "_call", lambda method, url, **kwargs: sent.update(kwargs) or {

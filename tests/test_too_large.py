@@ -5,7 +5,7 @@ only), and leads back to the page of this site it came from, never to another si
 import pytest
 
 from helpers import logged_in
-from server.app import UPLOAD_CAP_FACTOR
+from server.web.app import UPLOAD_CAP_FACTOR
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
 pytestmark = pytest.mark.postgresql_only

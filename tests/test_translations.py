@@ -16,7 +16,8 @@ CATALOGUE = ROOT / "server" / "translations" / "es" / "LC_MESSAGES" / "messages.
 def extracted(tmp_path_factory):
     template = tmp_path_factory.mktemp("pot") / "messages.pot"
     subprocess.run([Path(sys.executable).parent / "pybabel", "-q", "extract", "-F", "babel.cfg",
-                    "-k", "_l", "--no-location", "-o", str(template), "server"],
+                    "-k", "_l", "--no-location", "-o", str(template), "server", "hpcgrade",
+                    "worker/cli"],
                    cwd=ROOT, check=True)
     with template.open("rb") as f:
         return read_po(f)

@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
-from server.catalogue import default_root, load_exercise_info
-from worker.cli import self_check
+from server.core.catalogue import default_root, load_exercise_info
+from worker.cli.main import self_check
 
 SUM_SAYS = {"en": "Your gradient is the one of `Q.sum()`: pass `v` as `gradient=`.",
             "es": "Tu gradiente es el de `Q.sum()`: pasa `v` como `gradient=`."}

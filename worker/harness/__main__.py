@@ -22,13 +22,13 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import spool
-from .jobs import REQUIRED_LAYERS, Job
-from .launch import Zygote, child_environment
-from .report import clip, host_environment
+from worker.harness import spool
+from worker.harness.jobs import REQUIRED_LAYERS, Job
+from worker.harness.launch import Zygote, child_environment
+from worker.harness.report import clip, host_environment
 
 if TYPE_CHECKING:
-    from .grader import Harness
+    from worker.harness.grader import Harness
 
 
 class CannotGrade(Exception):
@@ -39,7 +39,7 @@ def start_harness(scratch_root: str | None) -> Harness:
     """The zygote is started first, so that its import of torch overlaps the grader's."""
     zygote = Zygote(child_environment())
     try:
-        from .grader import Harness
+        from worker.harness.grader import Harness
     except Exception as exc:  # ImportError, or OSError from a broken torch install
         zygote.close()
         raise CannotGrade(f"{sys.executable} cannot grade: {exc} "
@@ -205,7 +205,7 @@ def _terminated(_signum, _frame) -> None:
 def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
     """Grade the runs the service puts in this pilot's inbox until it is stopped or its
     allocation nears its end (see pilot.py)."""
-    from .pilot import Pilot
+    from worker.harness.pilot import Pilot
     name = os.environ.get("SLURM_JOB_ID") or f"{os.uname().nodename}-{os.getpid()}"
     try:
         harness = start_harness(scratch_root)
@@ -229,7 +229,7 @@ def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
 
 
 def write_probe(required: tuple[str, ...], code: list[str], out: Path | None) -> int:
-    from .probe import probe
+    from worker.harness.probe import probe
     answer = json.dumps(probe(required, code)) + "\n"
     if out is None:
         sys.stdout.write(answer)

@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 import torch
 
-from .codes import BACKWARD_ON, DETACHED_BACKWARD, LEAF_IN_PLACE
-from .diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
-from .remote import RemoteObject, RemoteTensor, Student, StudentError
+from worker.harness.codes import BACKWARD_ON, DETACHED_BACKWARD, LEAF_IN_PLACE
+from worker.harness.diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
+from worker.harness.remote import RemoteObject, RemoteTensor, Student, StudentError
 
 __all__ = ["check", "Context", "Fail", "Diagnostic", "expect_tensor", "expect_close",
            "expect_grad", "expect_float", "expect_tuple", "expect_sharing", "call", "RemoteTensor",

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .codes import CATALOGUE, GRAD_CLEARED, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
+from worker.harness.codes import CATALOGUE, GRAD_CLEARED, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
 
 
 # A mistake an earlier check of the same submission already explained: said once, there.

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import sandbox
-from .jobs import Limits
+from worker.harness import sandbox
+from worker.harness.jobs import Limits
 
 
 def child_environment() -> dict[str, str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import platform
 
-from .syscalls import check, libc
+from worker.harness.syscalls import check, libc
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8

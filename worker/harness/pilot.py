@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import spool
+from worker.harness import spool
 
 BEAT_SECONDS = 1.0
 # An idle pilot stats its inbox folder this often and lists it only when it changed: on a shared

@@ -16,9 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import sandbox
-from .jobs import Limits
-from .launch import Zygote, child_environment
+from worker.harness import sandbox
+from worker.harness.jobs import Limits
+from worker.harness.launch import Zygote, child_environment
 
 MAX_LISTED = 10
 
@@ -39,7 +39,7 @@ def writable(roots: list[str]) -> list[str]:
 
 def layers(required: tuple[str, ...]) -> dict:
     """The layers a student process raises here, as a grade would start one."""
-    from .remote import Output, StudentProcess  # torch: after the zygote has started
+    from worker.harness.remote import Output, StudentProcess  # torch: after the zygote has started
     limits = Limits()
     scratch = tempfile.mkdtemp(prefix="hpcgrade-probe-")
     zygote = Zygote(child_environment())

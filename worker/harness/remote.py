@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from . import protocol, sandbox
-from .diagnostics import Diagnostic, Fail
-from .jobs import Limits
-from .launch import Zygote
+from worker.harness import protocol, sandbox
+from worker.harness.diagnostics import Diagnostic, Fail
+from worker.harness.jobs import Limits
+from worker.harness.launch import Zygote
 
 
 class StudentError(Exception):

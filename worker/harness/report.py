@@ -12,7 +12,8 @@ LOAD_ERROR = "load-error"
 
 # Bounds on what a report carries, applied by the grader whatever the student's process sent
 # (the harness code in that process is the submission's to rewrite, its caps included), and
-# again by the service, which stores no report larger than MAX_REPORT_BYTES (worker/grading.py).
+# again by the service, which stores no report larger than MAX_REPORT_BYTES
+# (worker/grading/settle.py).
 MAX_REPORT_BYTES = 256 << 10  # the whole report, as JSON (json.dumps, ASCII)
 MAX_TEXT = 2000  # characters of one string: a message, an exception's text, a note, a detail
 MAX_OUTPUT = 64 << 10  # characters of the student's printed output

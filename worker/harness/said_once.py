@@ -7,8 +7,8 @@ at the earlier check.
 """
 from __future__ import annotations
 
-from .checks import CheckSpec
-from .diagnostics import Diagnostic
+from worker.harness.checks import CheckSpec
+from worker.harness.diagnostics import Diagnostic
 
 # a cause, and the codes later checks of the same function fail with because of it; never a
 # plain exception or wrong values, which may well be another mistake

@@ -15,9 +15,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from . import mounts
-from .syscalls import check as _check
-from .syscalls import libc as _libc
+from worker.harness import mounts
+from worker.harness.syscalls import check as _check
+from worker.harness.syscalls import libc as _libc
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_DUMPABLE = 4

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import torch
 
-from .checks import CheckSpec, Context, diagnose_exception
-from .diagnostics import Diagnostic, Fail
-from .remote import StudentDied, StudentError
-
-if TYPE_CHECKING:
-    from .grader import Session
+from worker.harness.checks import CheckSpec, Context, diagnose_exception
+from worker.harness.diagnostics import Diagnostic, Fail
+from worker.harness.remote import StudentDied, StudentError
+from worker.harness.session import Session
 
 # what the student's code does on its own (it raised, hung, died, behaved at random): no wrong
 # program's values explain it
@@ -38,7 +35,7 @@ SECONDS = 20.0
 ANOMALY_SHARE = 1 / 3
 
 
-def run_check(session: "Session", spec: CheckSpec, seed: int, index: int,
+def run_check(session: Session, spec: CheckSpec, seed: int, index: int,
               reference: ModuleType | None) -> None:
     """One check on a clean student process, its inputs drawn from the run's seed and its
     place: the same inputs each time it runs."""
@@ -50,7 +47,7 @@ def run_check(session: "Session", spec: CheckSpec, seed: int, index: int,
 
 
 class SecondLook:
-    def __init__(self, session: "Session", seed: int, wrong_programs: dict[str, dict]):
+    def __init__(self, session: Session, seed: int, wrong_programs: dict[str, dict]):
         self.session, self.seed, self.says = session, seed, wrong_programs
         self.spent = 0.0
         # once a process dies here, or the first look's deaths stopped the checks, no more

@@ -27,8 +27,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .jobs import Job, Limits
-from .report import MAX_REPORT_BYTES
+from worker.harness.jobs import Job, Limits
+from worker.harness.report import MAX_REPORT_BYTES
 
 FOLDER_MODE = 0o2770
 FILE_MODE = 0o660

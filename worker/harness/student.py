@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import protocol, sandbox
+from worker.harness import protocol, sandbox
 
 _TB = torch._C.TensorBase
 _TB_ATTRS = _TB.__dict__

@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from . import mounts, sandbox
+from worker.harness import mounts, sandbox
 
 
 def warm_up_autograd() -> None:
@@ -86,7 +86,7 @@ class Spare:
                 request = json.loads(spec.read() or b"null")
             if request is None:
                 os._exit(0)
-            from . import student
+            from worker.harness import student
             c = request["confinement"]
             confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
             student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"])
@@ -165,7 +165,8 @@ def main(fd: int) -> None:
     sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # die with the grader
     scratches = Scratches()  # before torch starts a thread
     import torch
-    from . import student  # noqa: F401  (in memory before the first spare: no student imports it)
+    # in memory before the first spare: no student imports it
+    from worker.harness import student  # noqa: F401
     torch.set_num_threads(1)
     warm_up_autograd()
     warm = False

@@ -1,0 +1,256 @@
+"""The exercise catalogue: every `exercises/<slug>/` folder, read and validated from its files.
+
+A plain dict keyed by slug. Read on the service side (it needs `tomllib`), so the harness itself
+gets everything it needs inside the job and never parses configuration.
+"""
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from worker.harness.codes import CATALOGUE
+from worker.harness.jobs import HIDDEN_CHECKS, REQUIRED_LAYERS, VISIBLE_CHECKS, Job, Limits
+
+from server.core.config import ConfigError, Resources
+
+SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+REQUIRED_FILES = ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "checks.py",
+                  "reference.py", VISIBLE_CHECKS)
+DEADLINE_POLICIES = ("none", "penalty", "refuse")
+# what a student may have of an exercise's folder (exercises/README.md): never its hidden checks,
+# reference or mutants
+PUBLIC_FILES = ("starter.py", "support.py", VISIBLE_CHECKS)
+
+
+class ExerciseConfigError(Exception):
+    """An exercise folder is incomplete or its exercise.toml is wrong; the message says where."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """`policy`: none (no deadline), penalty (late work loses penalty_per_day of its score per
+    started day, down to zero) or refuse (late work is not accepted)."""
+
+    policy: str = "none"
+    at: dt.datetime | None = None
+    penalty_per_day: float = 0.0
+
+    @classmethod
+    def from_toml(cls, data: dict, where: object) -> "Deadline":
+        unknown = set(data) - {"policy", "at", "penalty_per_day"}
+        if unknown:
+            raise ExerciseConfigError(f"{where}: [deadline]: unknown keys {', '.join(sorted(unknown))}")
+        deadline = cls(**data)
+        if deadline.policy not in DEADLINE_POLICIES:
+            raise ExerciseConfigError(f"{where}: [deadline] policy must be one of {DEADLINE_POLICIES}")
+        if deadline.policy != "none" and not (isinstance(deadline.at, dt.datetime)
+                                              and deadline.at.tzinfo is not None):
+            raise ExerciseConfigError(f"{where}: [deadline] at must be a date and time with its "
+                                      "UTC offset, like 2027-01-31T23:59:00+01:00")
+        if not isinstance(deadline.penalty_per_day, (int, float)) \
+                or not 0 <= deadline.penalty_per_day <= 1:
+            raise ExerciseConfigError(f"{where}: [deadline] penalty_per_day must be between 0 and 1")
+        return deadline
+
+
+@dataclass(frozen=True)
+class ExerciseInfo:
+    slug: str
+    path: Path
+    title: dict
+    section: str
+    limits: dict
+    deadline: Deadline
+    slurm: dict
+    mutants: dict = field(default_factory=dict)
+    # the mutants that are known wrong programs: name -> what the grader tells a student whose
+    # code behaves like it ({"en": …, "es": …})
+    wrong_programs: dict = field(default_factory=dict)
+    max_attempts: int | None = None
+    order: int = 0  # place in the course: the exercise list is sorted by it, then by slug
+    # the sum of the points of checks.py's checks; None where they are not all written as
+    # numbers (see max_points)
+    max_points: float | None = None
+    # forged variants: mutants/<name>.py that forge, in their own process, what the harness
+    # reports, name -> the mutant they forge; the self-check wants each to score no more than it
+    forged: dict = field(default_factory=dict)
+
+    def statement(self, lang: str) -> str:
+        return (self.path / f"statement.{lang if lang in ('en', 'es') else 'en'}.md").read_text()
+
+    def starter(self) -> str:
+        return (self.path / "starter.py").read_text()
+
+    def resources(self, default: Resources) -> Resources:
+        """The Slurm job shape for this exercise: the service's default with `[slurm]` applied."""
+        return default.override(self.slurm, f"{self.slug} [slurm]")
+
+    def job(self, submission: Path | None, *, filename: str | None = None, lang: str = "en",
+            seed: int | None = None, device: str = "auto", job_id: str = "",
+            visible: bool = False, required_layers: tuple[str, ...] = REQUIRED_LAYERS) -> Job:
+        """`submission`: the file, or None where the spool will hold it (`filename` names it
+        then). `visible`: run the checks students have (visible.py) instead of the hidden ones."""
+        return Job(exercise=self.slug, exercise_dir=str(self.path),
+                   submission=str(submission.resolve()) if submission else "",
+                   filename=filename or submission.name,
+                   limits=self.limits, seed=seed, lang=lang, device=device, id=job_id,
+                   checks=VISIBLE_CHECKS if visible else HIDDEN_CHECKS,
+                   wrong_programs={} if visible else self.wrong_programs,
+                   required_layers=required_layers)
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("HPCGRADE_EXERCISES",
+                               Path(__file__).resolve().parents[2] / "exercises"))
+
+
+def load_catalogue(root: Path | None = None) -> dict[str, ExerciseInfo]:
+    root = Path(root or default_root())
+    if not root.is_dir():
+        raise ExerciseConfigError(f"exercises folder {root} does not exist")
+    infos = [load_exercise_info(p) for p in root.iterdir()
+             if p.is_dir() and (p / "exercise.toml").exists()]
+    return {info.slug: info for info in sorted(infos, key=lambda i: (i.order, i.slug))}
+
+
+def load_exercise_info(path: Path) -> ExerciseInfo:
+    where = path / "exercise.toml"
+    if not SLUG.match(path.name):
+        raise ExerciseConfigError(f"{path}: folder name must be a slug like 'autograd-q'")
+    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
+    if missing:
+        raise ExerciseConfigError(f"{path}: missing {', '.join(missing)}")
+    try:
+        data = tomllib.loads(where.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ExerciseConfigError(f"{where}: {exc}") from None
+    unknown = set(data) - {"title", "section", "limits", "deadline", "slurm", "mutants",
+                           "max_attempts", "order", "forged"}
+    if unknown:
+        raise ExerciseConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+    title = data.get("title")
+    if not isinstance(title, dict) or not all(isinstance(title.get(k), str) for k in ("en", "es")):
+        raise ExerciseConfigError(f"{where}: title must be a table with 'en' and 'es' strings")
+    limits = data.get("limits", {})
+    try:
+        Limits.from_dict(limits)
+    except (ValueError, TypeError) as exc:
+        raise ExerciseConfigError(f"{where}: [limits]: {exc}") from None
+    deadline = Deadline.from_toml(data.get("deadline", {}), where)
+    max_attempts = data.get("max_attempts")
+    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+        raise ExerciseConfigError(f"{where}: max_attempts must be a positive whole number")
+    order = data.get("order", 0)
+    if not isinstance(order, int) or isinstance(order, bool) or order < 0:
+        raise ExerciseConfigError(f"{where}: order must be a whole number, 0 or more (the "
+                                  "exercise's place in the course: 10, 20, …)")
+    slurm = data.get("slurm", {})
+    if not isinstance(slurm, dict):
+        raise ExerciseConfigError(f"{where}: slurm must be a table")
+    try:
+        Resources().override(slurm, "[slurm]")
+    except ConfigError as exc:
+        raise ExerciseConfigError(f"{where}: {exc}") from None
+    mutants, wrong_programs = _mutants(data.get("mutants", {}), path, where)
+    return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
+                        slurm, mutants, wrong_programs, max_attempts, order,
+                        max_points(path / "checks.py"), _forged(data.get("forged", {}), mutants,
+                                                                path, where))
+
+
+def _forged(table: object, mutants: dict, path: Path, where: Path) -> dict[str, str]:
+    """`[forged]`: name = "mutant": mutants/<name>.py is that mutant plus a forgery of what the
+    harness reports from its own process."""
+    if not isinstance(table, dict):
+        raise ExerciseConfigError(f"{where}: forged must be a table")
+    for name, mutant in table.items():
+        if not isinstance(mutant, str) or mutant not in mutants:
+            raise ExerciseConfigError(f"{where}: forged {name}: {mutant!r} is not one of the "
+                                      "exercise's mutants")
+        if not (path / "mutants" / f"{name}.py").is_file():
+            raise ExerciseConfigError(f"{where}: forged {name}: mutants/{name}.py is missing")
+    return dict(table)
+
+
+def _mutants(table: object, path: Path, where: Path) -> tuple[dict[str, str], dict[str, dict]]:
+    """`[mutants]`: name = "code", or a known wrong program: [mutants.name] with `code` and
+    `says` (en, es), what a student whose code behaves like it is told."""
+    if not isinstance(table, dict):
+        raise ExerciseConfigError(f"{where}: mutants must be a table")
+    mutants, wrong_programs = {}, {}
+    for name, entry in table.items():
+        if isinstance(entry, dict):
+            says = entry.get("says")
+            if set(entry) != {"code", "says"} or not isinstance(says, dict) or not all(
+                    isinstance(says.get(k), str) and says[k].strip() for k in ("en", "es")):
+                raise ExerciseConfigError(
+                    f"{where}: [mutants.{name}] must have `code` and `says` = "
+                    "{ en = \"…\", es = \"…\" } (what a student whose code behaves like it is told)")
+            wrong_programs[name] = {"en": says["en"], "es": says["es"]}
+            entry = entry["code"]
+        if entry not in CATALOGUE:
+            raise ExerciseConfigError(f"{where}: mutant {name}: unknown diagnostic code {entry!r}")
+        if not (path / "mutants" / f"{name}.py").is_file():
+            raise ExerciseConfigError(f"{where}: mutant {name}: mutants/{name}.py is missing")
+        mutants[name] = entry
+    return mutants, wrong_programs
+
+
+def max_points(checks: Path) -> float | None:
+    """The points of every `@check(..., points=N)` in checks.py, added up. Read from its syntax
+    tree: checks.py is the grader's, and importing it here would run it (and need torch). None
+    where that cannot be known without running it (points given by a name or an expression, or
+    a checks.py that does not parse): the pages then use the maximum the grader reported, and
+    the grader reports any error in it."""
+    try:
+        tree = ast.parse(checks.read_text(), str(checks))
+    except SyntaxError:
+        return None
+    points = [_points(decorator) for node in ast.walk(tree)
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for decorator in node.decorator_list if _is_check(decorator)]
+    return None if None in points else float(sum(points))
+
+
+def _is_check(decorator: ast.expr) -> bool:
+    function = decorator.func if isinstance(decorator, ast.Call) else None
+    return isinstance(function, ast.Name) and function.id == "check" \
+        or isinstance(function, ast.Attribute) and function.attr == "check"
+
+
+def _points(decorator: ast.Call) -> float | None:
+    given = next((k.value for k in decorator.keywords if k.arg == "points"), None)
+    try:
+        points = ast.literal_eval(given) if given is not None else None
+    except (ValueError, TypeError):  # not a literal: a name, an expression
+        return None
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
+        return None
+    return float(points)
+
+
+_READ: dict[Path, tuple[tuple, ExerciseInfo | None]] = {}
+
+
+def current_info(slug: str) -> ExerciseInfo | None:
+    """An exercise's folder, read again only when one of its files has changed since the last
+    time (a page that shows its maximum points asks on each view); None while it is missing or
+    broken."""
+    path = default_root() / slug
+    try:
+        stamp = tuple(sorted((p.name, p.stat().st_mtime_ns) for p in path.iterdir()))
+    except OSError:
+        return None
+    known = _READ.get(path)
+    if known is None or known[0] != stamp:
+        try:
+            info = load_exercise_info(path)
+        except (ExerciseConfigError, OSError):
+            info = None
+        _READ[path] = known = (stamp, info)
+    return known[1]

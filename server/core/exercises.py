@@ -1,0 +1,37 @@
+"""Exercises in the database, kept in step with the `exercises/` folder."""
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.core.catalogue import ExerciseInfo
+
+from server.core.models import Exercise, utcnow
+
+
+def sync_exercises(session: Session, catalogue: dict[str, ExerciseInfo]) -> dict[str, list[str]]:
+    """Insert new exercises, update changed ones, deactivate those whose folder is gone.
+
+    Submissions keep pointing at a deactivated exercise, so nothing graded is ever lost."""
+    changes: dict[str, list[str]] = {"added": [], "updated": [], "deactivated": []}
+    rows = {row.slug: row for row in session.scalars(select(Exercise))}
+    for slug, info in catalogue.items():
+        values = {"title_en": info.title["en"], "title_es": info.title["es"],
+                  "section": info.section, "deadline": info.deadline.at,
+                  "deadline_policy": info.deadline.policy,
+                  "penalty_per_day": float(info.deadline.penalty_per_day),
+                  "max_attempts": info.max_attempts, "position": info.order, "active": True}
+        row = rows.get(slug)
+        if row is None:
+            session.add(Exercise(slug=slug, synced_at=utcnow(), **values))
+            changes["added"].append(slug)
+        elif any(getattr(row, k) != v for k, v in values.items()):
+            for key, value in values.items():
+                setattr(row, key, value)
+            row.synced_at = utcnow()
+            changes["updated"].append(slug)
+    for slug, row in rows.items():
+        if slug not in catalogue and row.active:
+            row.active = False
+            changes["deactivated"].append(slug)
+    return changes

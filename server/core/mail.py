@@ -1,0 +1,124 @@
+"""Mail: each new account's set-password link, sent through one SMTP connection (smtplib).
+
+Nothing is mailed unless MAIL_SERVER is set. The portal checks that the server answers, then
+leaves the sending to a worker (the task hpcgrade.mail_links), so that a roster of thousands
+holds no request; `hpcgrade users import` sends them itself. A refused address never undoes an
+import: it is reported, with its reason, to whoever imported."""
+from __future__ import annotations
+
+import smtplib
+import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from email.message import EmailMessage
+
+from flask import current_app
+from flask_babel import force_locale, gettext as _
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.core.links import make_link
+from server.core.models import User
+from server.core.users import NO_PASSWORD
+
+TIMEOUT_SECONDS = 10.0  # each exchange with the mail server
+
+
+class MailAway(Exception):
+    """The mail server cannot be reached (or refuses the log-in); the ids not mailed yet."""
+
+    def __init__(self, reason: str, left: list[int]):
+        super().__init__(reason)
+        self.left = left
+
+
+def mail_configured() -> bool:
+    return bool(current_app.config["MAIL_SERVER"])
+
+
+@contextmanager
+def connection() -> Iterator[smtplib.SMTP]:
+    """An SMTP session with the configured server, STARTTLS and log-in done."""
+    config = current_app.config
+    smtp = smtplib.SMTP(config["MAIL_SERVER"], config["MAIL_PORT"], timeout=TIMEOUT_SECONDS)
+    try:
+        if config["MAIL_STARTTLS"]:
+            smtp.starttls(context=ssl.create_default_context())
+        if config["MAIL_USERNAME"]:
+            smtp.login(config["MAIL_USERNAME"], config["MAIL_PASSWORD"] or "")
+        yield smtp
+    finally:
+        try:
+            smtp.quit()
+        except (OSError, smtplib.SMTPException):
+            smtp.close()
+
+
+def server_problem() -> str | None:
+    """Why the mail server cannot take mail now (in words), or None when it answers."""
+    try:
+        with connection() as smtp:
+            smtp.noop()
+    except (OSError, smtplib.SMTPException) as exc:
+        return _reason(exc)
+    return None
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _message(to: str, subject: str, body: str) -> EmailMessage:
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = current_app.config["MAIL_FROM"], to, subject
+    message.set_content(body)
+    return message
+
+
+def _link_message(user: User, base_url: str) -> EmailMessage:
+    days = current_app.config["SET_PASSWORD_LINK_DAYS"]
+    body = _("Hello %(name)s,\n\nyou have an account on hpcgrade, the course's grader: your "
+             "username is %(username)s. Choose your password by following this link, within "
+             "%(days)s days; it works once:\n\n%(link)s\n\nIf the link has expired, ask your "
+             "instructor for a new one.\n", name=user.name, username=user.username, days=days,
+             link=make_link(user, base_url))
+    return _message(user.email, _("Your hpcgrade account"), body)
+
+
+def send_links(session: Session, user_ids: list[int], base_url: str,
+               lang: str) -> list[tuple[User, str]]:
+    """Mail each of these accounts that still waits for a password its link, in `lang`, through
+    one connection; returns the accounts whose address the server refused, with its answer.
+    MailAway when the server cannot be reached, naming the ids not mailed yet."""
+    users = session.scalars(select(User).where(User.id.in_(user_ids),
+                                               User.password_hash == NO_PASSWORD)
+                            .order_by(User.id)).all()
+    refused, done = [], 0
+    try:
+        with connection() as smtp, force_locale(lang):
+            for user in users:
+                try:
+                    smtp.send_message(_link_message(user, base_url))
+                except smtplib.SMTPRecipientsRefused as exc:  # the session goes on
+                    code, answer = exc.recipients[user.email]
+                    refused.append((user, f"{code} {answer.decode(errors='replace')}"))
+                done += 1
+    except (OSError, smtplib.SMTPException) as exc:
+        raise MailAway(_reason(exc), [user.id for user in users[done:]]) from exc
+    return refused
+
+
+def report_refused(staff: User, refused: list[tuple[User, str]], lang: str) -> None:
+    """Tell the staff member who imported which links did not go out, so that they hand them
+    out themselves (the roster's page of accounts waiting for a password has them)."""
+    with force_locale(lang):
+        lines = "\n".join(f"{user.username} <{user.email}>: {answer}" for user, answer in refused)
+        body = _("The mail server refused these addresses, so their accounts did not get their "
+                 "set-password links. Hand them their links yourself: on the Roster page, "
+                 "Accounts waiting for a password.\n\n%(lines)s\n", lines=lines)
+        message = _message(staff.email, _("Set-password links not mailed"), body)
+    try:
+        with connection() as smtp:
+            smtp.send_message(message)
+    except (OSError, smtplib.SMTPException) as exc:
+        raise MailAway(_reason(exc), []) from exc

@@ -1,0 +1,257 @@
+"""The service's tables: users, exercises, submissions, grading runs and their results."""
+from __future__ import annotations
+
+import datetime as dt
+import enum
+
+from sqlalchemy import (JSON, BigInteger, Boolean, CheckConstraint, Float, ForeignKey, Integer,
+                        String, Text, UniqueConstraint, func)
+from sqlalchemy.ext.hybrid import hybrid_property
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from server.core.db import Base
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Role(str, enum.Enum):
+    student = "student"
+    instructor = "instructor"
+    admin = "admin"
+
+
+class SubmissionStatus(str, enum.Enum):
+    queued = "queued"
+    running = "running"
+    graded = "graded"
+    error = "error"      # the grader failed for good; never shown as a zero
+    cancelled = "cancelled"  # staff stopped its grading (or its Slurm job was cancelled)
+
+
+class User(Base):
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint("role IN ('student', 'instructor', 'admin')", name="role"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    email: Mapped[str] = mapped_column(String(254))
+    role: Mapped[str] = mapped_column(String(16), default=Role.student.value)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # a session cookie carries the version it was made under: log-out and a new password raise
+    # it, which ends every session of the user at once (a copied cookie included)
+    session_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+    submissions: Mapped[list["Submission"]] = relationship(back_populates="user",
+                                                           foreign_keys="Submission.user_id")
+
+    @property
+    def is_staff(self) -> bool:
+        return self.role in (Role.instructor.value, Role.admin.value)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    label: Mapped[str] = mapped_column(String(100), default="", server_default="")
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column()
+    last_used_at: Mapped[dt.datetime | None] = mapped_column()
+
+    user: Mapped[User] = relationship()
+
+
+class Exercise(Base):
+    """A row per folder of exercises/, kept in step by `hpcgrade exercises sync`."""
+
+    __tablename__ = "exercises"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    title_en: Mapped[str] = mapped_column(String(200))
+    title_es: Mapped[str] = mapped_column(String(200))
+    section: Mapped[str] = mapped_column(String(64), default="")
+    deadline: Mapped[dt.datetime | None] = mapped_column()
+    deadline_policy: Mapped[str] = mapped_column(String(16), default="none")
+    penalty_per_day: Mapped[float] = mapped_column(Float, default=0.0)
+    max_attempts: Mapped[int | None] = mapped_column(Integer)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    position: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # course order
+    synced_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Submission(Base):
+    __tablename__ = "submissions"
+    # a client that retries a request (after a time-out or a 500) sends the same key again and
+    # gets the first submission back instead of a duplicate
+    __table_args__ = (UniqueConstraint("user_id", "idempotency_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id"), index=True)
+    filename: Mapped[str] = mapped_column(String(255))
+    code: Mapped[bytes] = mapped_column()
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    status: Mapped[str] = mapped_column(String(16), default=SubmissionStatus.queued.value, index=True)
+    submitted_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
+    late_days: Mapped[int] = mapped_column(Integer, default=0)
+    penalty: Mapped[float] = mapped_column(Float, default=0.0)
+    score: Mapped[float | None] = mapped_column(Float)
+    max_score: Mapped[float | None] = mapped_column(Float)
+    enqueued_at: Mapped[dt.datetime | None] = mapped_column()
+    # runs up to this attempt number do not count toward the retry limit (a staff regrade)
+    retry_from: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    # an instructor's adjustment of this submission's score (partial credit, a deduction), kept
+    # beside the automatic one (which regrades go on updating); the submission then competes
+    # with the student's others as any does
+    override_score: Mapped[float | None] = mapped_column(Float)
+    override_comment: Mapped[str | None] = mapped_column(Text)
+    override_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    override_at: Mapped[dt.datetime | None] = mapped_column()
+
+    user: Mapped[User] = relationship(back_populates="submissions", foreign_keys=[user_id])
+    exercise: Mapped[Exercise] = relationship()
+    override_user: Mapped[User | None] = relationship(foreign_keys=[override_by])
+    runs: Mapped[list["GradingRun"]] = relationship(back_populates="submission",
+                                                    order_by="GradingRun.attempt")
+
+    @hybrid_property
+    def counted_score(self) -> float | None:
+        """The submission's score that counts: an instructor's adjustment where one was made,
+        else the automatic one (after any late penalty). In SQL too: `Submission.counted_score`."""
+        return self.override_score if self.override_score is not None else self.score
+
+    @counted_score.inplace.expression
+    @classmethod
+    def _counted_score_sql(cls):
+        return func.coalesce(cls.override_score, cls.score)
+
+
+class Allowance(Base):
+    """One student's exception on one exercise: a later deadline, extra attempts, or both."""
+
+    __tablename__ = "allowances"
+    __table_args__ = (UniqueConstraint("user_id", "exercise_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"))
+    deadline: Mapped[dt.datetime | None] = mapped_column()
+    extra_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    comment: Mapped[str] = mapped_column(Text, default="", server_default="")
+    granted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    granted_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class SetGrade(Base):
+    """A grade an instructor set for one student on one exercise (a 0 for plagiarism, a grade
+    agreed in person): the student's grade there until removed, whatever they submit."""
+
+    __tablename__ = "set_grades"
+    __table_args__ = (UniqueConstraint("user_id", "exercise_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"))
+    score: Mapped[float] = mapped_column(Float)
+    comment: Mapped[str] = mapped_column(Text)  # why: the student reads it
+    set_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    set_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    setter: Mapped[User | None] = relationship(foreign_keys=[set_by])
+
+
+class Regrade(Base):
+    """"Grade all again" for one exercise: its runs are a preview until an instructor publishes
+    them (or discards them)."""
+
+    __tablename__ = "regrades"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"),
+                                             index=True)
+    started_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    published_at: Mapped[dt.datetime | None] = mapped_column()
+    discarded_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+class GradingRun(Base):
+    """One attempt at grading a submission; a retry after a platform failure is a new run."""
+
+    __tablename__ = "grading_runs"
+    __table_args__ = (UniqueConstraint("submission_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"),
+                                               index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    executor: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), default="running")  # done, failed, lost, cancelled
+    worker: Mapped[str | None] = mapped_column(String(255))  # the worker that dispatched it
+    # where an asynchronous executor runs it (a Slurm job id), and what the cluster last said
+    external_id: Mapped[str | None] = mapped_column(String(64))
+    job_state: Mapped[str | None] = mapped_column(String(32))
+    job_reason: Mapped[str | None] = mapped_column(String(255))  # why it waits (squeue's reason)
+    node: Mapped[str | None] = mapped_column(String(255))
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # another worker may take the submission over once the lease has run out (while the run has
+    # no external id: after that, the executor's poll says whether it is still alive)
+    lease_until: Mapped[dt.datetime] = mapped_column()
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(Text)
+    environment: Mapped[dict | None] = mapped_column(JSON)
+    sandbox: Mapped[dict | None] = mapped_column(JSON)
+    timing: Mapped[dict | None] = mapped_column(JSON)
+    notes: Mapped[list | None] = mapped_column(JSON)
+    output: Mapped[str | None] = mapped_column(Text)
+    seed: Mapped[int | None] = mapped_column(BigInteger)  # the harness draws 48 bits
+    score: Mapped[float | None] = mapped_column(Float)  # before any late penalty
+    max_score: Mapped[float | None] = mapped_column(Float)
+    regrade_id: Mapped[int | None] = mapped_column(ForeignKey("regrades.id", ondelete="SET NULL"),
+                                                   index=True)  # a preview run's regrade
+
+    submission: Mapped[Submission] = relationship(back_populates="runs")
+    checks: Mapped[list["CheckResult"]] = relationship(
+        back_populates="run", order_by="CheckResult.position", cascade="all, delete-orphan")
+
+
+class CheckResult(Base):
+    __tablename__ = "check_results"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("grading_runs.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(128))
+    title: Mapped[str] = mapped_column(String(255))
+    points: Mapped[float] = mapped_column(Float)
+    max_points: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    message: Mapped[str] = mapped_column(Text, default="")
+    titles: Mapped[dict | None] = mapped_column(JSON)  # language → title; older runs have none
+
+    run: Mapped[GradingRun] = relationship(back_populates="checks")
+    diagnostics: Mapped[list["DiagnosticResult"]] = relationship(back_populates="check",
+                                                                 cascade="all, delete-orphan")
+
+
+class DiagnosticResult(Base):
+    __tablename__ = "diagnostics"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    check_id: Mapped[int] = mapped_column(ForeignKey("check_results.id", ondelete="CASCADE"),
+                                          index=True)
+    code: Mapped[str] = mapped_column(String(64), index=True)
+    message: Mapped[str] = mapped_column(Text)
+    hint: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict] = mapped_column(JSON)
+    translations: Mapped[dict] = mapped_column(JSON)
+
+    check: Mapped[CheckResult] = relationship(back_populates="diagnostics")

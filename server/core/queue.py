@@ -1,0 +1,134 @@
+"""Celery, bound in the app factory (Flask's own pattern), and enqueueing after the commit."""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from celery import Celery, Task
+from flask import Flask
+from kombu import Queue
+from sqlalchemy import bindparam, func, nulls_first, or_, select, update
+from sqlalchemy.orm import Session
+
+from server.core.models import GradingRun, Submission, SubmissionStatus, utcnow
+
+log = logging.getLogger(__name__)
+RECONCILE_SECONDS = 30.0
+PRUNE_SECONDS = 3600.0
+# the students' submissions go on Celery's default queue (its name kept, so that messages
+# queued before an upgrade are still consumed); a regrade's preview (worker/grading/tasks.py,
+# preview)
+# grades a whole exercise in one task: on a queue of its own it does not wait behind them
+SUBMISSIONS, PREVIEWS = "celery", "previews"
+
+
+def _turns():
+    """Each queued submission's turn and place in the queue. Its turn counts the submissions of
+    its student that would be in flight with it (those running, those queued before it, itself);
+    a turn beyond MAX_RUNNING_PER_STUDENT waits for the student's earlier ones. The queue goes
+    by turn, then round-robin between students (the one whose last run started longest ago,
+    or who never had one, first; a regrade's preview run serves no student, so it does not
+    count), then by age: a student with ten files does not delay one with one, whatever the
+    number of grading slots."""
+    waiting = Submission.status == SubmissionStatus.queued.value
+    running = (select(Submission.user_id, func.count().label("running"))
+               .where(Submission.status == SubmissionStatus.running.value)
+               .group_by(Submission.user_id).subquery())
+    served = (select(Submission.user_id, func.max(GradingRun.started_at).label("at"))
+              .join(GradingRun, GradingRun.submission_id == Submission.id)
+              .where(Submission.user_id.in_(select(Submission.user_id).where(waiting)),
+                     GradingRun.regrade_id.is_(None))
+              .group_by(Submission.user_id).subquery())
+    rank = func.row_number().over(partition_by=Submission.user_id, order_by=Submission.id)
+    queued = select(Submission.id, Submission.user_id, rank.label("rank")).where(waiting).subquery()
+    turn = queued.c.rank + func.coalesce(running.c.running, 0)
+    position = func.row_number().over(order_by=(turn, nulls_first(served.c.at), queued.c.id))
+    return (select(queued.c.id, turn.label("turn"), position.label("position"))
+            .outerjoin(running, running.c.user_id == queued.c.user_id)
+            .outerjoin(served, served.c.user_id == queued.c.user_id).subquery("turns"))
+
+
+TURNS = _turns()
+# built once: a submission's place is asked by every poll of a waiting submission
+_PLACE = select(TURNS.c.position, TURNS.c.turn).where(TURNS.c.id == bindparam("submission_id"))
+
+
+def place(session: Session, submission_id: int) -> tuple[int, int] | None:
+    """(position, turn) of a queued submission: position 1 is claimed next; None if it is
+    not queued."""
+    row = session.execute(_PLACE, {"submission_id": submission_id}).one_or_none()
+    return tuple(row) if row is not None else None
+
+
+def celery_init_app(app: Flask) -> Celery:
+    class FlaskTask(Task):
+        def __call__(self, *args, **kwargs):
+            with app.app_context():
+                return self.run(*args, **kwargs)
+
+    celery = Celery(app.name, task_cls=FlaskTask, include=["worker.grading.tasks"])
+    celery.conf.update(
+        broker_url=app.config["BROKER_URL"],
+        broker_transport_options=app.config["BROKER_TRANSPORT_OPTIONS"],
+        task_ignore_result=True,
+        # a message is acknowledged when its task ends, so a killed worker's task comes back
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True,
+        # a worker started without -Q consumes every queue named here; each its own routing key,
+        # or the default exchange would copy every message into both
+        task_queues=[Queue(name, routing_key=name) for name in (SUBMISSIONS, PREVIEWS)],
+        task_routes={"hpcgrade.preview": {"queue": PREVIEWS}},
+        # a scheduled task expires once the next is due: those queued while no worker ran
+        # are dropped, not run in a burst at its restart
+        beat_schedule={name: {"task": task, "schedule": period, "options": {"expires": period}}
+                       for name, task, period in (
+                           ("reconcile", "hpcgrade.reconcile", RECONCILE_SECONDS),
+                           ("prune", "hpcgrade.prune_spool", PRUNE_SECONDS),
+                           ("collect", "hpcgrade.collect", app.config["COLLECT_SECONDS"]))},
+    )
+    celery.set_default()
+    app.extensions["celery"] = celery
+    return celery
+
+
+def enqueue(celery: Celery, session: Session, submission_ids: list[int]) -> list[int]:
+    """Send grading tasks for committed submissions; a broker that is down only delays them:
+    the reconcile task sends what was never sent. Returns the ids that went out."""
+    sent = []
+    for submission_id in submission_ids:
+        try:
+            celery.send_task("hpcgrade.dispatch", args=[[submission_id]], retry=False)
+        except Exception as exc:  # kombu raises many types for a broker that is away
+            log.warning("submission %s stays queued: broker unavailable (%s)", submission_id, exc)
+            break
+        sent.append(submission_id)
+    if sent:
+        session.execute(update(Submission).where(Submission.id.in_(sent))
+                        .values(enqueued_at=utcnow()))
+        session.commit()
+    return sent
+
+
+def cancel_grading(celery: Celery, submission_ids: list[int]) -> bool:
+    """Ask the workers to stop grading these submissions; False if the broker is away."""
+    try:
+        celery.send_task("hpcgrade.cancel", args=[submission_ids], retry=False)
+    except Exception as exc:  # kombu raises many types for a broker that is away
+        log.warning("cannot cancel %s: broker unavailable (%s)", submission_ids, exc)
+        return False
+    return True
+
+
+def stuck(session: Session, older_than: dt.timedelta, per_student: int,
+          now: dt.datetime | None = None) -> list[int]:
+    """Queued submissions to send again: never sent, or sent long ago (their message was lost),
+    among those whose turn has come (one waiting for its student's earlier ones is sent by the
+    dispatch that ends them). Runs whose worker died are sent back to the queue first, by the
+    reconcile task (worker/grading/settle.py, recover)."""
+    now = now or utcnow()
+    return list(session.scalars(select(Submission.id).join(TURNS, TURNS.c.id == Submission.id)
+        .where(Submission.status == SubmissionStatus.queued.value, TURNS.c.turn <= per_student,
+               or_(Submission.enqueued_at.is_(None), Submission.enqueued_at < now - older_than))
+        .order_by(TURNS.c.position)))

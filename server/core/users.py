@@ -1,0 +1,278 @@
+"""Accounts: adding one, reading and importing a roster, checking and changing a password.
+
+The messages are translated (Flask-Babel): outside a request, as in the CLI, they are English."""
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import re
+import secrets
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from flask_babel import gettext as _
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from server.core.links import fingerprint
+from server.core.models import Role, User
+from server.core.tokens import revoke
+
+USERNAME = re.compile(r"^[a-zA-Z0-9._-]{2,64}$")
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# the columns' lengths (models.User): PostgreSQL refuses a longer value
+NAME_LENGTH = 200
+EMAIL_LENGTH = 254
+# a tab, a line break, an escape sequence…: C0 and C1 controls and DEL, which no name or email holds
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+ROSTER_COLUMNS = ("username", "name", "email", "role")
+ROLES = tuple(role.value for role in Role)
+MIN_PASSWORD_LENGTH = 8
+# the password hash of an account whose owner has not set a password yet (server/core/links.py): no
+# hash werkzeug makes starts with "!", so no password matches it
+NO_PASSWORD = "!no-password"
+ZIP_SIGNATURE = b"PK\x03\x04"  # an .xlsx or .ods spreadsheet is a zip archive
+
+
+class UserError(ValueError):
+    """Bad account data; the message says what and where."""
+
+
+@dataclass(frozen=True)
+class RosterRow:
+    line: int
+    username: str
+    name: str
+    email: str
+    role: str
+
+
+@dataclass
+class RosterPlan:
+    """What a roster would change: the accounts to add, those that exist already (left as they
+    are) and the wrong lines, as (line number, problem)."""
+
+    new: list[RosterRow] = field(default_factory=list)
+    existing: list[RosterRow] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)
+
+
+def validate(username: str, name: str, email: str, role: str) -> None:
+    if not USERNAME.match(username):
+        raise UserError(_("username “%(username)s”: use 2 to 64 letters, digits, “.”, “_” or “-”",
+                          username=username))
+    if not name.strip():
+        raise UserError(_("user %(username)s: the name is empty", username=username))
+    if len(name.strip()) > NAME_LENGTH:
+        raise UserError(_("user %(username)s: the name has %(length)s characters; at most "
+                          "%(num)s fit", username=username, length=len(name.strip()),
+                          num=NAME_LENGTH))
+    if len(email) > EMAIL_LENGTH:
+        raise UserError(_("user %(username)s: the email address has %(length)s characters; at "
+                          "most %(num)s fit", username=username, length=len(email),
+                          num=EMAIL_LENGTH))
+    if CONTROL.search(name.strip()):
+        raise UserError(_("user %(username)s: the name holds a control character (a tab, a line "
+                          "break…); remove it", username=username))
+    if CONTROL.search(email):
+        raise UserError(_("user %(username)s: the email address holds a control character (a "
+                          "tab, a line break…); remove it", username=username))
+    if not EMAIL.match(email):
+        raise UserError(_("user %(username)s: “%(email)s” is not an email address",
+                          username=username, email=email))
+    if role not in ROLES:
+        raise UserError(_("user %(username)s: role must be student, instructor or admin, "
+                          "not “%(role)s”", username=username, role=role))
+
+
+def _check_length(username: str, password: str, minimum: int) -> None:
+    if len(password) < minimum:
+        raise UserError(_("user %(username)s: the password needs at least %(num)s characters",
+                          username=username, num=minimum))
+
+
+def add_user(session: Session, username: str, name: str, email: str, role: str,
+             password: str | None, *, min_password_length: int = MIN_PASSWORD_LENGTH) -> User:
+    """An account; without a password, one waiting for its owner to set one (its link)."""
+    validate(username, name, email, role)
+    if password is not None:
+        _check_length(username, password, min_password_length)
+    if session.scalar(select(User.id).where(User.username == username)) is not None:
+        raise UserError(_("user %(username)s already exists", username=username))
+    user = User(username=username, name=name.strip(), email=email, role=role,
+                password_hash=NO_PASSWORD if password is None
+                else generate_password_hash(password))
+    session.add(user)
+    return user
+
+
+def has_password(user: User) -> bool:
+    return user.password_hash != NO_PASSWORD
+
+
+def decode_roster(data: bytes) -> str:
+    """A roster file's text, or a refusal that says how to save it right."""
+    if data.startswith(ZIP_SIGNATURE):
+        raise UserError(_("this is a spreadsheet file, not CSV: save it as “CSV UTF-8” and "
+                          "upload that"))
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UserError(_("the file is UTF-16 text: save it as “CSV UTF-8”"))
+    if b"\0" in data:
+        raise UserError(_("the file holds NUL bytes, so it is not a CSV text file"))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(_("line %(line)s is not UTF-8 text: save the file as “CSV UTF-8”",
+                          line=data[:exc.start].count(b"\n") + 1)) from None
+
+
+def read_roster(session: Session, text: str, roles: Collection[str] = ROLES) -> RosterPlan:
+    """Read a roster CSV (username,name,email,role; commas or semicolons) against the accounts
+    there are (the text as decode_roster gives it). A row whose role is not in `roles` is an
+    error (who may add what)."""
+    if not text.strip():
+        raise UserError(_("the file is empty"))
+    first_line = text.split("\n", 1)[0]
+    # a spreadsheet set to Spanish saves its CSV with semicolons
+    delimiter = ";" if first_line.count(";") > first_line.count(",") else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    try:
+        header = [name.strip().lower() for name in reader.fieldnames or ()]
+    except csv.Error as exc:
+        raise _not_csv(1, exc) from None
+    if header != list(ROSTER_COLUMNS):
+        raise UserError(_("the roster's header must be: %(columns)s (it is: %(found)s)",
+                          columns=",".join(ROSTER_COLUMNS), found=",".join(header)))
+    reader.fieldnames = header
+    plan, first_seen, rows = RosterPlan(), {}, []
+    for line, row in _rows(reader):
+        if None in row or any(value is None for value in row.values()):
+            plan.errors.append((line, _("expected %(num)s columns", num=len(ROSTER_COLUMNS))))
+            continue
+        values = RosterRow(line, *(row[column].strip() for column in ROSTER_COLUMNS))
+        problem = _row_problem(values, roles, first_seen)
+        if problem:
+            plan.errors.append((line, problem))
+        else:
+            rows.append(values)
+        first_seen.setdefault(values.username, line)
+    if not rows and not plan.errors:
+        raise UserError(_("the roster lists no accounts"))
+    there = set(session.scalars(select(User.username).where(
+        User.username.in_([row.username for row in rows]))))
+    for row in rows:
+        (plan.existing if row.username in there else plan.new).append(row)
+    return plan
+
+
+def _rows(reader: csv.DictReader):
+    """(line, row) for each row, numbered by the line it ends on; CSV that does not parse is
+    refused, naming the line where its row begins."""
+    while True:
+        begins = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise _not_csv(begins, exc) from None
+        yield reader.line_num, row
+
+
+def _not_csv(line: int, exc: csv.Error) -> UserError:
+    return UserError(_("line %(line)s: %(problem)s", line=line, problem=_(
+        "not CSV (%(reason)s); a value with a comma, a quote or a line break goes in double "
+        "quotes, its own quotes doubled", reason=str(exc))))
+
+
+def _row_problem(row: RosterRow, roles: Collection[str], first_seen: dict[str, int]) -> str | None:
+    if row.username in first_seen:
+        return _("%(username)s appears twice (first on line %(line)s)", username=row.username,
+                 line=first_seen[row.username])
+    try:
+        validate(row.username, row.name, row.email, row.role)
+    except UserError as exc:
+        return str(exc)
+    if row.role not in roles:
+        return _("user %(username)s: only an admin may add instructors and admins",
+                 username=row.username)
+    return None
+
+
+def create_accounts(session: Session, rows: list[RosterRow]) -> list[User]:
+    """An account for each (checked) row, waiting for its owner to set a password: nothing is
+    hashed, so a course's roster (thousands of rows) takes a moment, not a slow hash a row."""
+    users = [User(username=row.username, name=row.name, email=row.email, role=row.role,
+                  password_hash=NO_PASSWORD) for row in rows]
+    session.add_all(users)
+    session.flush()  # their ids (one INSERT of many rows), which their links name
+    return users
+
+
+def import_roster(session: Session, text: str) -> list[User]:
+    """Add every row of a roster CSV, or none (an existing account is an error here)."""
+    plan = read_roster(session, text)
+    problems = plan.errors + [(row.line, _("user %(username)s already exists",
+                                           username=row.username)) for row in plan.existing]
+    if problems:
+        raise UserError("\n".join(_("line %(line)s: %(problem)s", line=line, problem=problem)
+                                  for line, problem in sorted(problems)))
+    return create_accounts(session, plan.new)
+
+
+@functools.cache
+def _unknown_user_hash() -> str:
+    return generate_password_hash(secrets.token_urlsafe(16))
+
+
+def authenticate(session: Session, username: str, password: str) -> User | None:
+    user = session.scalar(select(User).where(User.username == username)) \
+        if USERNAME.fullmatch(username) else None
+    usable = user is not None and has_password(user)
+    # an unknown user, or one with no password yet, costs a hash check as a known one does: the
+    # time must not tell who exists
+    if not check_password_hash(user.password_hash if usable else _unknown_user_hash(), password):
+        return None
+    return user if usable else None
+
+
+def end_sessions(session: Session, user_id: int) -> None:
+    """Every session cookie of the user stops working (see User.session_version)."""
+    session.execute(update(User).where(User.id == user_id)
+                    .values(session_version=User.session_version + 1))
+
+
+def set_password(session: Session, user: User, password: str) -> int:
+    """A new password, which ends every session of the user and revokes their API tokens
+    (whoever learnt the old password may have made one): returns how many tokens went."""
+    _check_length(user.username, password, MIN_PASSWORD_LENGTH)
+    user.password_hash = generate_password_hash(password)
+    end_sessions(session, user.id)
+    return revoke(session, user_id=user.id)
+
+
+def clear_password(session: Session, user: User) -> int:
+    """A staff reset: the account waits for its owner to set a password (its link) as a new
+    one does; every session ends and the API tokens are revoked (how many)."""
+    user.password_hash = NO_PASSWORD
+    end_sessions(session, user.id)
+    session.flush()
+    session.refresh(user)  # the new session version, which its link carries
+    return revoke(session, user_id=user.id)
+
+
+def set_password_once(session: Session, user: User, made_for: str, password: str) -> bool:
+    """The password a set-password link sets, written only over the state the link was made
+    for: of two forms sent with one link, the second finds it spent (False)."""
+    _check_length(user.username, password, MIN_PASSWORD_LENGTH)
+    old_hash, old_version = user.password_hash, user.session_version
+    if fingerprint(user) != made_for:
+        return False
+    changed = session.execute(
+        update(User).where(User.id == user.id, User.password_hash == old_hash,
+                           User.session_version == old_version)
+        .values(password_hash=generate_password_hash(password),
+                session_version=old_version + 1)).rowcount
+    return changed == 1

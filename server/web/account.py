@@ -1,0 +1,123 @@
+"""A user's own account: setting the password with the link a new account gets (no log-in
+needed), changing it, listing and revoking their API tokens."""
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
+from flask_babel import gettext as _, ngettext
+
+from server.core.links import LinkExpired, LinkInvalid, fingerprint, read_token
+from server.core.models import User, utcnow
+from server.core.tokens import listed, revoke
+from server.core.users import MIN_PASSWORD_LENGTH, set_password, set_password_once
+from server.web.auth import db, login_required, start_session
+from server.web.throttle import Throttled, check_password
+
+blueprint = Blueprint("account", __name__, url_prefix="/account")
+
+
+@blueprint.route("/set-password/<token>", methods=["GET", "POST"])
+def set_password_by_link(token: str):
+    """The page a set-password link opens: the new password twice, then its owner is logged in.
+    A link works once (the password it sets spends it) and expires."""
+    try:
+        user_id, made_for = read_token(token)
+    except LinkExpired:
+        return _link_refused(410, _("This link has expired"), _(
+            "A link to set your password works for a limited time: ask your instructor for a "
+            "new one."))
+    except LinkInvalid:
+        user_id, made_for = None, None
+    user = db().get(User, user_id) if user_id is not None else None
+    if user is None:
+        return _link_refused(404, _("This link is not valid"), _(
+            "Check that you copied all of it, or ask your instructor for a new one."))
+    if fingerprint(user) != made_for:
+        return _link_used()
+    if request.method == "GET":
+        return _set_password_form(user)
+    problem = _new_password_problem()
+    if problem:
+        flash(problem, "error")
+        return _set_password_form(user, 400)
+    if not set_password_once(db(), user, made_for, request.form["new"]):
+        return _link_used()  # by another form sent with it meanwhile
+    db().commit()
+    db().refresh(user)
+    start_session(user)
+    flash(_("Your password is set: you are logged in."), "ok")
+    return redirect(url_for("portal.index"), 303)
+
+
+def _set_password_form(user: User, status: int = 200):
+    return render_template("auth/set_password.html", user=user,
+                           minimum=MIN_PASSWORD_LENGTH), status
+
+
+def _link_used():
+    return _link_refused(410, _("This link was used already"), _(
+        "Log in with the password you set with it; if you have lost it, ask your instructor for "
+        "a new link."))
+
+
+def _link_refused(status: int, title: str, explanation: str):
+    return render_template("error.html", code=status, title=title,
+                           explanation=explanation), status
+
+
+def _new_password_problem() -> str | None:
+    """Why the form's new password (typed twice) cannot be set, or None."""
+    new = request.form.get("new", "")
+    if new != request.form.get("repeat", ""):
+        return _("The new passwords differ.")
+    if len(new) < MIN_PASSWORD_LENGTH:
+        return _("The new password needs at least %(num)s characters.", num=MIN_PASSWORD_LENGTH)
+    return None
+
+
+@blueprint.route("/password", methods=["GET", "POST"])
+@login_required
+def password():
+    if request.method == "GET":
+        return render_template("auth/password.html", minimum=MIN_PASSWORD_LENGTH)
+    problem = _new_password_problem()
+    if problem:
+        return _refused(problem)
+    new = request.form["new"]
+    try:  # throttled as a log-in: a borrowed session must not be a way to guess the password
+        user = check_password(db(), g.user.username, request.form.get("current", ""))
+    except Throttled as throttled:
+        return _refused(throttled.message, 429, throttled.headers)
+    if user is None:
+        return _refused(_("The current password is wrong."))
+    revoked = set_password(db(), user, new)
+    db().commit()
+    db().refresh(user)
+    start_session(user)  # this browser stays logged in; every other session has ended
+    flash(ngettext("Password changed; your other sessions have ended and your API token was "
+                   "revoked: log in again with hpcgrade login where you used it.",
+                   "Password changed; your other sessions have ended and your %(num)s API "
+                   "tokens were revoked: log in again with hpcgrade login where you used them.",
+                   revoked) if revoked else _("Password changed; your other sessions have ended."),
+          "ok")
+    return redirect(url_for("portal.index"), 303)
+
+
+def _refused(message: str, status: int = 400, headers: dict | None = None):
+    flash(message, "error")
+    return render_template("auth/password.html", minimum=MIN_PASSWORD_LENGTH), status, headers or {}
+
+
+@blueprint.get("/tokens")
+@login_required
+def tokens():
+    return render_template("auth/tokens.html", tokens=listed(db(), g.user.id), now=utcnow())
+
+
+@blueprint.post("/tokens/<int:token_id>/revoke")
+@login_required
+def revoke_token(token_id: int):
+    if not revoke(db(), token_id=token_id, user_id=g.user.id):
+        abort(404)  # not one of yours
+    db().commit()
+    flash(_("Token revoked: it works no more."), "ok")
+    return redirect(url_for("account.tokens"), 303)

@@ -1,0 +1,167 @@
+"""The JSON API under /api/v1/, with bearer tokens for scripts and `hpcgrade submit`."""
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from dataclasses import dataclass
+
+from flask import Blueprint, abort, current_app, g, jsonify, request, url_for
+from flask_babel import gettext as _
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from server.core.catalogue import PUBLIC_FILES, current_info
+from server.core.grades import Grade
+from server.core.models import ApiToken, Exercise, User, utcnow
+from server.core.queue import enqueue
+from server.core.tokens import TokenError, clean_label, digest, issue
+from server.web.auth import db
+from server.web.csrf import csrf
+from server.web.results import exercise_rows, may_see, submission_state
+from server.web.submissions import Refusal, Rules, idempotency_key, submit_once, upload_name
+from server.web.throttle import Throttled, check_password
+
+blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
+TOKEN_USE_RECORDED_EVERY = dt.timedelta(minutes=1)
+csrf.exempt(blueprint)  # bearer tokens, not cookies: nothing for a forged form to ride on
+
+
+def error(status: int, message: str):
+    return jsonify(error=message), status
+
+
+@dataclass(frozen=True)
+class Bearer:
+    """Whom a token belongs to, as the database says in this request."""
+
+    user_id: int
+    is_staff: bool
+
+
+def _bearer(reads: Session, token: str) -> Bearer:
+    # read afresh on every request, token and user in one indexed query, so that a revoked or
+    # expired token and a changed role apply at once; the status poll (each waiting student,
+    # every second) stays a read: the token's use is written down at most once a minute
+    found = reads.connection().execute(
+        select(ApiToken.id, ApiToken.expires_at, ApiToken.last_used_at, User.id, User.role)
+        .join(ApiToken.user).where(ApiToken.token_hash == digest(token))).first() if token else None
+    if found is None:
+        abort(401, _("missing or invalid token: send 'Authorization: Bearer <token>'"))
+    token_id, expires_at, last_used_at, user_id, role = found
+    now = utcnow()
+    if expires_at <= now:
+        abort(401, _("token expired, run hpcgrade login again"))
+    if last_used_at is None or now - last_used_at >= TOKEN_USE_RECORDED_EVERY:
+        db().execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
+        db().commit()
+    return Bearer(user_id, User(role=role).is_staff)
+
+
+def token_required(view):
+    """The view runs with g.bearer and g.reads, a session for one-statement reads (the token's
+    own: one connection from the pool for the status poll, not two)."""
+    @functools.wraps(view)
+    def wrapped(*args, **kwargs):
+        scheme, _space, token = request.headers.get("Authorization", "").partition(" ")
+        with current_app.extensions["hpcgrade.db"].reads() as g.reads:
+            g.bearer = _bearer(g.reads, token if scheme == "Bearer" else "")
+            return view(*args, **kwargs)
+    return wrapped
+
+
+def _api_user() -> User:
+    user = db().get(User, g.bearer.user_id)
+    if user is None:  # deleted after this request read its token
+        abort(401, _("the account of this token no longer exists"))
+    return user
+
+
+@blueprint.post("/tokens")
+def create_token():
+    body = request.get_json(silent=True) if request.is_json else request.form
+    username, password = (body.get(k) for k in ("username", "password")) \
+        if isinstance(body, dict) else (None, None)
+    if not isinstance(username, str) or not isinstance(password, str):
+        return error(400, _("send a JSON object with the strings 'username' and 'password'"))
+    try:
+        label = clean_label(body.get("label", ""))
+        user = check_password(db(), username, password)
+    except TokenError as exc:
+        return error(400, str(exc))
+    except Throttled as throttled:
+        return jsonify(error=throttled.message), 429, throttled.headers
+    if user is None:
+        return error(401, _("wrong username or password"))
+    token, row = issue(db(), user, label, current_app.config["TOKEN_LIFETIME_DAYS"])
+    db().commit()
+    return jsonify(token=token, username=user.username,
+                   expires_at=row.expires_at.isoformat(timespec="seconds")), 201
+
+
+@blueprint.get("/exercises")
+@token_required
+def exercises():
+    return jsonify(exercises=[{
+        "slug": r["exercise"].slug, "title": {"en": r["exercise"].title_en, "es": r["exercise"].title_es},
+        "deadline": r["deadline"].isoformat() if r["deadline"] else None,
+        "deadline_policy": r["exercise"].deadline_policy, "best_score": r["grade"].score,
+        "grade": _grade_dict(r["grade"]),
+        "attempts_used": r["attempts_used"], "attempts_left": r["attempts_left"]}
+        for r in exercise_rows(db(), _api_user())])
+
+
+def _grade_dict(grade: Grade) -> dict:
+    """The grade and why: the submission it comes from, or the grade an instructor set."""
+    set_grade = grade.set_grade
+    return {"score": grade.score, "submission_id": grade.submission_id,
+            "set_by_instructor": None if set_grade is None else {
+                "comment": set_grade.comment, "at": set_grade.set_at.isoformat()}}
+
+
+@blueprint.get("/exercises/<slug>/files")
+@token_required
+def exercise_files(slug: str):
+    """What students may have of an exercise (starter, visible checks, support code) and its
+    limits: `hpcgrade check` runs the visible checks with them, on the student's machine."""
+    exercise = db().scalar(select(Exercise).where(Exercise.slug == slug, Exercise.active))
+    info = current_info(slug) if exercise is not None else None
+    if info is None:
+        return error(404, _("no such exercise"))
+    return jsonify(exercise=slug, limits=info.limits, files={
+        name: (info.path / name).read_text() for name in PUBLIC_FILES
+        if (info.path / name).is_file()})
+
+
+@blueprint.post("/submissions")
+@token_required
+def create_submission():
+    upload = request.files.get("file")
+    if upload is None or not request.form.get("exercise"):
+        return error(400, _("send multipart fields 'exercise' and 'file'"))
+    session = db()
+    exercise = session.scalar(select(Exercise).where(Exercise.slug == request.form["exercise"]))
+    rules = Rules.from_config(current_app.config)
+    try:
+        # one byte over the limit is enough to refuse a file (a request may be 32 times larger)
+        submission, new = submit_once(
+            session, _api_user(), exercise, upload_name(upload.filename or ""),
+            upload.read((rules.max_upload_kb << 10) + 1), rules, utcnow(),
+            idempotency_key(request.headers.get("Idempotency-Key")))
+    except Refusal as refusal:
+        return error(refusal.status, refusal.message)
+    if new or submission.enqueued_at is None:  # a replay of a request that failed before this
+        enqueue(current_app.extensions["celery"], session, [submission.id])
+    url = url_for("api.get_submission", submission_id=submission.id, _external=True)
+    # a retry with the key of a stored submission gets the same answer, said to be a replay
+    return jsonify(id=submission.id, url=url, status=submission.status), 202, \
+        {"Location": url, "Idempotent-Replayed": "false" if new else "true"}
+
+
+@blueprint.get("/submissions/<int:submission_id>")
+@token_required
+def get_submission(submission_id: int):
+    state = submission_state(g.reads, submission_id)
+    if state is None or not may_see(state.user_id, g.bearer.user_id, g.bearer.is_staff):
+        return error(404, _("no such submission"))
+    body = current_app.extensions["hpcgrade.results"].get_or_build(g.reads, state, g.lang)
+    return current_app.response_class(body, mimetype="application/json")

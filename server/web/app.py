@@ -1,0 +1,69 @@
+"""The app factory: configuration, database, Celery, CSRF and blueprints, wired together."""
+from __future__ import annotations
+
+import datetime as dt
+
+from flask import Flask, g
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from server.core.config import ConfigError, load_config
+from server.core.db import Database
+from server.core.queue import celery_init_app
+from server.web.csrf import csrf
+from server.web.markup import to_html as inline_markdown
+from server.web.results import ResultCache
+from server.web.submissions import shown_name
+
+# requests up to this many times MAX_UPLOAD_KB are read (32 MB by default: deploy/nginx's
+# client_max_body_size, which must match)
+UPLOAD_CAP_FACTOR = 32
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """Wire the portal: configuration, database, CSRF protection, blueprints. Nothing else runs."""
+    settings = load_config(config)
+    if not settings["SECRET_KEY"]:
+        raise ConfigError("set HPCGRADE_SECRET_KEY (or SECRET_KEY in the config file)")
+    app = Flask(__name__)
+    # MAX_UPLOAD_KB is enforced by the submission's view (check_file), which answers with the
+    # exercise's page, the limit and the pasted code; a request far larger than it still
+    # reaches that view (Werkzeug spools file parts to disk), and a pasted file, a form field,
+    # may be as large (not Werkzeug's 500 kB). Above this cap, errors.py reads and discards the
+    # body before answering 413, or a browser would show "connection reset" instead.
+    request_limit = UPLOAD_CAP_FACTOR * settings["MAX_UPLOAD_KB"] << 10
+    app.config.update(settings, MAX_CONTENT_LENGTH=request_limit,
+                      MAX_FORM_MEMORY_SIZE=request_limit,
+                      PERMANENT_SESSION_LIFETIME=dt.timedelta(
+                          hours=settings["SESSION_LIFETIME_HOURS"]))
+    if settings["TRUSTED_PROXIES"]:  # the client's address and scheme, as the proxy saw them
+        proxies = settings["TRUSTED_PROXIES"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)
+    app.extensions["hpcgrade.db"] = Database(settings["DATABASE_URL"])
+    app.extensions["hpcgrade.results"] = ResultCache()
+    csrf.init_app(app)
+    celery_init_app(app)
+
+    from server.web import (account, allowances, api, auth, errors, headers, i18n, portal, regrade,
+                            roster, staff, throttle)
+    i18n.init_app(app)
+    app.add_template_filter(inline_markdown, "inline_markdown")  # `code`, *em*, **strong** only
+    app.add_template_filter(shown_name, "shown_name")  # "pasted code" for code pasted in the form
+    throttle.init_app(app)
+    errors.register(app)
+    headers.register(app)
+    app.register_blueprint(auth.blueprint)
+    app.register_blueprint(account.blueprint)
+    app.register_blueprint(portal.blueprint)
+    app.register_blueprint(api.blueprint)
+    app.register_blueprint(staff.blueprint)
+    app.register_blueprint(roster.blueprint)
+    app.register_blueprint(allowances.blueprint)
+    app.register_blueprint(regrade.blueprint)
+    app.teardown_appcontext(_close_session)
+    return app
+
+
+def _close_session(_exc: BaseException | None) -> None:
+    session = g.pop("db_session", None)
+    if session is not None:
+        session.close()

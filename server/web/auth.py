@@ -1,0 +1,112 @@
+"""Logging in and out with a session cookie; who the current user is; role checks.
+
+A session cookie carries the user's session version: log-out and a new password raise it, which
+ends every session of the user at once, a copied cookie included."""
+from __future__ import annotations
+
+import functools
+from urllib.parse import urlsplit
+
+from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
+                   session, url_for)
+from flask_babel import gettext as _
+from sqlalchemy.orm import Session
+
+from server.core.models import User
+from server.core.users import end_sessions
+from server.web.throttle import Throttled, check_password
+
+blueprint = Blueprint("auth", __name__)
+
+
+def db() -> Session:
+    """The request's database session (closed when the request ends)."""
+    if "db_session" not in g:
+        g.db_session = current_app.extensions["hpcgrade.db"].sessions()
+    return g.db_session
+
+
+@blueprint.before_app_request
+def load_user() -> None:
+    user_id = session.get("user_id")
+    g.user = db().get(User, user_id) if user_id is not None else None
+    if g.user is not None and session.get("version") != g.user.session_version:
+        clear_session()  # logged out (or the password changed) since this cookie was made
+        g.user = None
+
+
+def clear_session() -> None:
+    """Forget who this browser is (its CSRF token too), but not the language it chose: the
+    choice made on the log-in page outlives logging in, and logging out."""
+    lang = session.get("lang")
+    session.clear()
+    if lang is not None:
+        session["lang"] = lang
+
+
+def start_session(user: User) -> None:
+    clear_session()
+    session.update(user_id=user.id, version=user.session_version)
+    session.permanent = True  # it ends SESSION_LIFETIME_HOURS after its last request
+
+
+def login_required(view):
+    @functools.wraps(view)
+    def wrapped(*args, **kwargs):
+        if g.user is None:
+            return redirect(url_for("auth.login", next=request.full_path if request.query_string
+                                    else request.path))
+        return view(*args, **kwargs)
+    return wrapped
+
+
+def staff_required(view):
+    @functools.wraps(view)
+    @login_required
+    def wrapped(*args, **kwargs):
+        if not g.user.is_staff:
+            abort(403)
+        return view(*args, **kwargs)
+    return wrapped
+
+
+def _safe_next(target: str | None) -> str:
+    """A path on this site, or the exercises: never another site, however it is spelled."""
+    # as browsers do: control characters and spaces around it go, tabs and newlines inside
+    # it too, and a backslash is a slash ("/\t/evil.example" and "/\\evil.example" are
+    # "//evil.example")
+    cleaned = (target or "").strip("".join(map(chr, range(33))))
+    cleaned = cleaned.translate({9: None, 10: None, 13: None}).replace("\\", "/")
+    parts = urlsplit(cleaned)
+    if (cleaned.startswith("/") and not cleaned.startswith("//") and not parts.scheme
+            and not parts.netloc and cleaned.isprintable()):
+        return cleaned
+    return url_for("portal.index")
+
+
+@blueprint.route("/login", methods=["GET", "POST"])
+def login():
+    if request.method == "GET":
+        return render_template("auth/login.html")
+    try:
+        user = check_password(db(), request.form.get("username", ""),
+                              request.form.get("password", ""))
+    except Throttled as throttled:
+        flash(throttled.message, "error")
+        return render_template("auth/login.html"), 429, throttled.headers
+    if user is None:
+        flash(_("Wrong username or password."), "error")
+        return render_template("auth/login.html"), 401
+    start_session(user)
+    if not request.args.get("next") and user.is_staff:  # instructors start on the course
+        return redirect(url_for("staff.overview"))
+    return redirect(_safe_next(request.args.get("next")))
+
+
+@blueprint.post("/logout")
+def logout():
+    if g.user is not None:  # every session of the user ends, not only this browser's
+        end_sessions(db(), g.user.id)
+        db().commit()
+    clear_session()
+    return redirect(url_for("auth.login"))

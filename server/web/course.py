@@ -1,0 +1,315 @@
+"""The course as instructors see it: every student's grade per exercise (grades.Grade: the
+best score, unless an instructor set the grade), what each exercise is out of, and which
+diagnostics the students hit, as plain data for the staff pages and the grade export."""
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from sqlalchemy import Row, Select, Text, cast, func, select
+from sqlalchemy.orm import Session
+
+from worker.harness.report import LOAD_ERROR
+
+from server.core.grades import DONE_RUN, Grade, maximum_points
+from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Role, SetGrade,
+                     Submission, SubmissionStatus, User)
+from server.web.results import WAITING
+from server.web.submissions import COUNTS_AS_ATTEMPT
+
+FULL_MARKS_SLACK = 1e-9
+# the figures are the students'; what instructors submit to try an exercise out does not count
+STUDENT = User.role == Role.student.value
+# why a file did not load, or lacks a function, is no check's diagnostic: the harness says it
+# once, as a note of the run (JSON); this narrows the runs whose notes are read to those that
+# may have one
+MAY_HAVE_LOAD_ERROR = cast(GradingRun.notes, Text).contains(f'"{LOAD_ERROR}"')
+
+
+@dataclass
+class Standing:
+    """One student on one exercise: their grade (grades.Grade) and their latest submission."""
+
+    attempts: int = 0  # as the student's limit counts them (not the submissions staff stopped)
+    grade: Grade = field(default_factory=Grade)
+    latest_id: int | None = None
+    latest_status: str | None = None
+    latest_at: dt.datetime | None = None
+
+    @property
+    def score(self) -> float | None:
+        return self.grade.score
+
+    @property
+    def max_score(self) -> float | None:
+        return self.grade.max_score
+
+
+@dataclass
+class ExerciseSummary:
+    exercise: Exercise
+    max_points: float | None = None
+    submissions: int = 0
+    students: int = 0
+    mean_best: float | None = None
+    full_marks: int = 0
+    waiting: int = 0
+    errors: int = 0
+    # code → how many students got it on at least one graded submission, most frequent first
+    diagnostics: list[tuple[str, int]] = field(default_factory=list)
+
+
+def students(session: Session) -> list[User]:
+    return list(session.scalars(select(User).where(STUDENT).order_by(User.username)))
+
+
+def exercises(session: Session) -> list[Exercise]:
+    """The active exercises in course order."""
+    return list(session.scalars(select(Exercise).where(Exercise.active)
+                                .order_by(Exercise.position, Exercise.slug)))
+
+
+def standings(session: Session, exercise_id: int | None = None) -> dict[tuple[int, int], Standing]:
+    """(user id, exercise id) → the student's standing; one pass over the submissions."""
+    query = select(Submission.id, Submission.user_id, Submission.exercise_id, Submission.status,
+                   Submission.counted_score, Submission.max_score, Submission.override_score,
+                   Submission.submitted_at, COUNTS_AS_ATTEMPT.label("counts")) \
+        .join(User, Submission.user_id == User.id).where(STUDENT).order_by(Submission.id)
+    if exercise_id is not None:
+        query = query.where(Submission.exercise_id == exercise_id)
+    table: dict[tuple[int, int], Standing] = defaultdict(Standing)
+    for row in session.execute(query):
+        standing = table[(row.user_id, row.exercise_id)]
+        standing.attempts += bool(row.counts)
+        standing.latest_id, standing.latest_status, standing.latest_at = \
+            row.id, row.status, row.submitted_at
+        standing.grade.add(row.id, row.counted_score, row.max_score,
+                           row.override_score is not None)
+    set_by_hand = select(SetGrade).join(User, SetGrade.user_id == User.id).where(STUDENT)
+    if exercise_id is not None:
+        set_by_hand = set_by_hand.where(SetGrade.exercise_id == exercise_id)
+    rows = session.scalars(set_by_hand).all()
+    maxima = maximum_points(session, list({row.exercise_id: session.get(Exercise, row.exercise_id)
+                                           for row in rows}.values()))
+    for row in rows:  # a student with no submission may have a grade set too
+        table[(row.user_id, row.exercise_id)].grade.set_by(row, maxima[row.exercise_id])
+    return dict(table)
+
+
+def _current_runs(*columns, exercise_id: int | None = None) -> Select:
+    """`columns` of the students' submissions (of one exercise) that have a finished run: their
+    diagnostics are those of the latest (DONE_RUN), the one the student reads (a regrade
+    preview's runs are not "done" until they are published)."""
+    query = (select(*columns).select_from(Submission)
+             .where(DONE_RUN.is_not(None))
+             .join(User, Submission.user_id == User.id).where(STUDENT))
+    return query if exercise_id is None else query.where(Submission.exercise_id == exercise_id)
+
+
+def _check_diagnostics(query: Select) -> Select:
+    """`_current_runs` with their checks' diagnostics joined, one row each."""
+    return (query.join(CheckResult, CheckResult.run_id == DONE_RUN)
+            .join(DiagnosticResult, DiagnosticResult.check_id == CheckResult.id))
+
+
+def _load_errors(session: Session, query: Select) -> Iterator[tuple[Row, dict]]:
+    """Each load-error note of the runs of `query` (`_current_runs` with GradingRun.notes as
+    its last column), with its row."""
+    narrowed = query.join(GradingRun, GradingRun.id == DONE_RUN).where(
+        MAY_HAVE_LOAD_ERROR)
+    for row in session.execute(narrowed):
+        for note in row[-1] or []:
+            if note.get("kind") == LOAD_ERROR:
+                yield row, note
+
+
+def diagnostic_counts(session: Session, exercise_id: int | None = None
+                      ) -> dict[int, list[tuple[str, int, int]]]:
+    """exercise id → [(code, students, submissions)], most students first: the checks'
+    diagnostics and the load errors of the runs' notes."""
+    columns = (Submission.exercise_id, Submission.user_id, Submission.id)
+    diagnosed = [*session.execute(_check_diagnostics(
+        _current_runs(*columns, DiagnosticResult.code, exercise_id=exercise_id)).distinct()),
+                 *((*row[:3], note["code"]) for row, note in _load_errors(
+                     session, _current_runs(*columns, GradingRun.notes, exercise_id=exercise_id)))]
+    # sets, not a sum of two counts: a student may get a code both ways (a check's import
+    # error on a restart, say)
+    who: dict[tuple[int, str], tuple[set[int], set[int]]] = defaultdict(lambda: (set(), set()))
+    for exercise, user_id, submission_id, code in diagnosed:
+        users, submissions = who[exercise, code]
+        users.add(user_id)
+        submissions.add(submission_id)
+    counts: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+    for (exercise, code), (users, submissions) in who.items():
+        counts[exercise].append((code, len(users), len(submissions)))
+    for rows in counts.values():
+        rows.sort(key=lambda row: (-row[1], -row[2], row[0]))
+    return dict(counts)
+
+
+def summaries(session: Session) -> list[ExerciseSummary]:
+    table = standings(session)
+    codes = diagnostic_counts(session)
+    status_counts = {(exercise_id, status): n for exercise_id, status, n in session.execute(
+        select(Submission.exercise_id, Submission.status, func.count())
+        .join(User, Submission.user_id == User.id).where(STUDENT)
+        .group_by(Submission.exercise_id, Submission.status))}
+    result = []
+    active = exercises(session)
+    maxima = maximum_points(session, active)
+    for exercise in active:
+        mine = [s for (_, exercise_id), s in table.items() if exercise_id == exercise.id]
+        bests = [s.score for s in mine if s.score is not None]
+        out_of = maxima[exercise.id]
+        result.append(ExerciseSummary(
+            exercise=exercise, max_points=out_of, submissions=sum(s.attempts for s in mine),
+            students=len(mine), mean_best=sum(bests) / len(bests) if bests else None,
+            full_marks=sum(1 for best in bests if full_marks(best, out_of)),
+            waiting=sum(status_counts.get((exercise.id, status), 0) for status in WAITING),
+            errors=status_counts.get((exercise.id, SubmissionStatus.error.value), 0),
+            diagnostics=[(code, n) for code, n, _ in codes.get(exercise.id, [])]))
+    return result
+
+
+def full_marks(best: float | None, out_of: float | None) -> bool:
+    return best is not None and bool(out_of) and best >= out_of - FULL_MARKS_SLACK
+
+
+@dataclass(frozen=True)
+class Column:
+    """A gradebook column: an exercise and what it is out of."""
+
+    exercise: Exercise
+    max_points: float | None
+
+
+@dataclass(frozen=True)
+class GradebookRow:
+    student: User
+    cells: list[Standing | None]  # in the order of the columns; None: nothing submitted
+    total: float  # the grades added up
+    out_of: float  # the columns' maximum points added up
+
+    @property
+    def percent(self) -> float | None:
+        return 100 * self.total / self.out_of if self.out_of else None
+
+    @property
+    def missing(self) -> bool:
+        """Some exercise has no score yet (nothing submitted, or nothing graded)."""
+        return any(cell is None or cell.score is None for cell in self.cells)
+
+
+def gradebook(session: Session) -> tuple[list[Column], list[GradebookRow]]:
+    """Every student (even one who never submitted) against every active exercise."""
+    table = standings(session)
+    active = exercises(session)
+    maxima = maximum_points(session, active)
+    columns = [Column(e, maxima[e.id]) for e in active]
+    out_of = sum(column.max_points or 0 for column in columns)
+    rows = []
+    for student in students(session):
+        cells = [table.get((student.id, column.exercise.id)) for column in columns]
+        rows.append(GradebookRow(student, cells, sum(c.score for c in cells if c and c.score),
+                                 out_of))
+    return columns, rows
+
+
+@dataclass(frozen=True)
+class DiagnosedSubmission:
+    """A submission whose grade stands on a run that gave a diagnostic, with its messages."""
+
+    student: User
+    submission_id: int
+    submitted_at: dt.datetime
+    score: float | None
+    max_score: float | None
+    messages: list[str]
+
+
+def diagnosed_submissions(session: Session, exercise_id: int, code: str, lang: str
+                          ) -> list[DiagnosedSubmission]:
+    """The students' submissions of an exercise that got the diagnostic `code` (from a check,
+    or as the load error of its run's notes), by student."""
+    columns = (User, Submission.id, Submission.submitted_at, Submission.counted_score,
+               Submission.max_score)
+    checks = (_check_diagnostics(_current_runs(
+        *columns, DiagnosticResult.message, DiagnosticResult.translations,
+        DiagnosticResult.details, exercise_id=exercise_id))
+        .where(DiagnosticResult.code == code)
+        .order_by(Submission.id, CheckResult.position, DiagnosticResult.id))
+    said = [*((row[:5], note["message"], note.get("translations"))
+              for row, note in _load_errors(session, _current_runs(
+                  *columns, GradingRun.notes, exercise_id=exercise_id)) if note["code"] == code),
+            # a later check's "the same mistake as in …" adds nothing to the first's words
+            *((row[:5], row.message, row.translations) for row in session.execute(checks)
+              if "same_as" not in (row.details or {}))]
+    said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
+    found: dict[int, DiagnosedSubmission] = {}
+    for (user, submission_id, at, score, max_score), message, translations in said:
+        row = found.setdefault(submission_id, DiagnosedSubmission(
+            user, submission_id, at, score, max_score, []))
+        text = (translations or {}).get(lang, {}).get("message", message)
+        if text not in row.messages:  # a failure that several checks hit is read once
+            row.messages.append(text)
+    return list(found.values())
+
+
+@dataclass(frozen=True)
+class LatestSubmission:
+    username: str
+    submission_id: int
+    filename: str
+    submitted_at: dt.datetime
+
+
+def latest_submissions(session: Session, exercise_id: int) -> list[LatestSubmission]:
+    """Each student's latest submission of an exercise (without its code, which can be large)."""
+    latest = (select(func.max(Submission.id)).join(User, Submission.user_id == User.id)
+              .where(Submission.exercise_id == exercise_id, STUDENT)
+              .group_by(Submission.user_id))
+    return [LatestSubmission(*row) for row in session.execute(
+        select(User.username, Submission.id, Submission.filename, Submission.submitted_at)
+        .join(User, Submission.user_id == User.id)
+        .where(Submission.id.in_(latest)).order_by(User.username))]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One grading run, as staff read it: where it went and how long it waited and ran."""
+
+    attempt: int
+    status: str
+    error: str | None
+    executor: str
+    job: str | None
+    job_state: str | None
+    job_reason: str | None  # why the cluster keeps it waiting, in Slurm's words
+    node: str | None
+    device: str | None
+    started_at: dt.datetime
+    queue_wait: float | None  # seconds from dispatch to the grader taking it
+    run_time: float | None
+    score: float | None = None  # before any late penalty
+    max_score: float | None = None
+    seed: int | None = None  # the hidden inputs' seed: runs that share it drew the same inputs
+    regrade_id: int | None = None  # a preview's run (server/web/regrade.py)
+
+
+def run_rows(submission: Submission) -> list[RunRow]:
+    rows = []
+    for run in submission.runs:
+        environment, timing = run.environment or {}, run.timing or {}
+        graded_from = timing.get("started_at")
+        device = environment.get("gpu") or environment.get("device")
+        rows.append(RunRow(
+            run.attempt, run.status, run.error, run.executor, run.external_id, run.job_state,
+            run.job_reason, environment.get("node") or run.node,
+            f"{device} · torch {environment['torch']}" if device and environment.get("torch")
+            else device,
+            run.started_at,
+            max(graded_from - run.started_at.timestamp(), 0.0) if graded_from else None,
+            timing.get("total"), run.score, run.max_score, run.seed, run.regrade_id))
+    return rows

@@ -1,0 +1,202 @@
+"""The student pages: exercises, statements, uploading, history, live status and results."""
+from __future__ import annotations
+
+import uuid
+
+import markdown
+from flask import (Blueprint, abort, current_app, flash, g, jsonify, redirect, render_template,
+                   request, send_file, session, url_for)
+from flask_babel import gettext as _
+from markdown.extensions.tables import TableExtension
+from sqlalchemy import select
+from sqlalchemy.orm import defer
+
+from server.core.catalogue import PUBLIC_FILES, default_root
+from server.core.grades import maximum_points, student_grade
+from server.core.models import Exercise, Submission, utcnow
+from server.core.queue import enqueue
+from server.web.auth import db, login_required
+from server.web.course import run_rows
+from server.web.i18n import LANGS, request_language, when
+from server.web.results import (WAITING, exercise_rows, may_see, page_view, submission_dict,
+                      submission_state, waiting)
+from server.web.submissions import PASTED, Refusal, Rules, idempotency_key, submit_once, upload_name
+
+blueprint = Blueprint("portal", __name__)
+
+
+@blueprint.before_app_request
+def choose_language() -> None:
+    """For every request, the API's too; a ?lang= is remembered for the next ones."""
+    if request.args.get("lang") in LANGS:
+        session["lang"] = request.args["lang"]
+    g.lang = request_language()
+
+
+@blueprint.app_context_processor
+def language() -> dict:
+    lang = g.get("lang", "en")
+    return {"lang": lang, "other_lang": "es" if lang == "en" else "en"}
+
+
+def _exercise(slug: str) -> Exercise:
+    exercise = db().scalar(select(Exercise).where(Exercise.slug == slug, Exercise.active))
+    if exercise is None:
+        abort(404)
+    return exercise
+
+
+def _mine(submission_id: int) -> Submission:
+    submission = db().get(Submission, submission_id)
+    if submission is None or not may_see(submission.user_id, g.user.id, g.user.is_staff):
+        abort(404)  # not 403: another student's submission does not exist for you
+    return submission
+
+
+def _rows() -> list[dict]:
+    """exercise_rows (the student's own deadline and attempts), each with its maximum points."""
+    rows = exercise_rows(db(), g.user)
+    maxima = maximum_points(db(), [row["exercise"] for row in rows])
+    for row in rows:
+        row["max_points"] = maxima[row["exercise"].id]
+    return rows
+
+
+def _closed_because(row: dict, now) -> str | None:
+    """Why this student can submit no more to the exercise, said before they try; the same
+    rules as submissions.accept, which still refuses a form sent from an older page."""
+    exercise = row["exercise"]
+    if exercise.deadline_policy == "refuse" and row["deadline"] is not None \
+            and now > row["deadline"]:
+        return _("The deadline for this exercise passed (%(when)s); late work is not accepted.",
+                 when=when(row["deadline"]))
+    if row["attempts_left"] == 0:  # worded as submissions.accept words it
+        return _("You have used your only attempt for this exercise.") \
+            if row["max_attempts"] == 1 else \
+            _("You have used all %(num)s attempts for this exercise.", num=row["max_attempts"])
+    return None
+
+
+@blueprint.route("/")
+@login_required
+def index():
+    return render_template("portal/exercises.html", rows=_rows(), now=utcnow())
+
+
+@blueprint.route("/exercises/<slug>")
+@login_required
+def exercise(slug: str):
+    return _exercise_page(_exercise(slug))
+
+
+def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
+    path = default_root() / exercise.slug / f"statement.{g.lang}.md"
+    statement = _focusable_code(markdown.markdown(_without_title(path.read_text()), extensions=[
+        "fenced_code", TableExtension(use_align_attribute=True)])) if path.exists() else ""
+    submissions = db().scalars(select(Submission).where(
+        Submission.user_id == g.user.id, Submission.exercise_id == exercise.id)
+        .order_by(Submission.id.desc())).all()
+    row = next(r for r in _rows() if r["exercise"].id == exercise.id)
+    now = utcnow()
+    files = [name for name in PUBLIC_FILES if (default_root() / exercise.slug / name).is_file()]
+    # each rendering of the form gets its own key: sending it twice stores one submission, and
+    # no-store keeps the back button from showing an old form with a used key
+    return render_template(
+        "portal/exercise.html", exercise=exercise, row=row, statement=statement,
+        title=exercise.title_es if g.lang == "es" else exercise.title_en, files=files,
+        submissions=submissions, now=now, closed=_closed_because(row, now), pasted=pasted,
+        idempotency_key=uuid.uuid4().hex), status, {"Cache-Control": "no-store"}
+
+
+def _without_title(statement: str) -> str:
+    """The statement without its `# Title` line: the page puts the title first, above the
+    exercise's points, attempts and deadline."""
+    first, _newline, rest = statement.partition("\n")
+    return rest if first.startswith("# ") else statement
+
+
+def _focusable_code(html: str) -> str:
+    """The statement's code blocks scroll sideways on a phone: each takes the keyboard's focus
+    (tabindex), so that the arrow keys scroll it, and is a named region for screen readers.
+    Markdown escapes a "<pre>" written inside code, so only its own blocks match."""
+    return html.replace("<pre>", f'<pre tabindex="0" role="region" aria-label="{_("Code")}">')
+
+
+@blueprint.route("/exercises/<slug>/files/<name>")
+@login_required
+def download(slug: str, name: str):
+    """The starter file, the visible checks and the public support file, as downloads; nothing
+    else of the folder."""
+    if name not in PUBLIC_FILES:
+        abort(404)
+    path = default_root() / _exercise(slug).slug / name
+    if not path.is_file():
+        abort(404)
+    return send_file(path, mimetype="text/x-python", as_attachment=True, download_name=name)
+
+
+@blueprint.post("/exercises/<slug>/submissions")
+@login_required
+def submit(slug: str):
+    exercise = _exercise(slug)
+    upload = request.files.get("file")
+    uploaded = upload is not None and bool(upload.filename)
+    # browsers send a textarea's line ends as CRLF
+    pasted = request.form.get("code", "").replace("\r\n", "\n")
+    rules = Rules.from_config(current_app.config)
+    try:
+        # one byte over the limit is enough to refuse a file (a request may be 32 times larger)
+        filename, data = (upload_name(upload.filename),
+                          upload.read((rules.max_upload_kb << 10) + 1)) \
+            if uploaded else (PASTED, pasted.encode())
+        submission, new = submit_once(db(), g.user, exercise, filename, data, rules, utcnow(),
+                                      idempotency_key(request.form.get("idempotency_key")))
+    except Refusal as refusal:
+        flash(refusal.message, "error")
+        return _exercise_page(exercise, pasted, refusal.status)  # the pasted code stays
+    if uploaded and pasted.strip():
+        flash(_("The file %(name)s was graded; the pasted code was not.", name=upload.filename),
+              "info")
+    if new or submission.enqueued_at is None:  # a replay of a request that failed before this
+        enqueue(current_app.extensions["celery"], db(), [submission.id])
+    return redirect(url_for("portal.submission", submission_id=submission.id), 303)
+
+
+@blueprint.route("/submissions")
+@login_required
+def history():
+    submissions = db().scalars(select(Submission).where(Submission.user_id == g.user.id)
+                               .order_by(Submission.id.desc())).all()
+    return render_template("portal/history.html", submissions=submissions)
+
+
+@blueprint.route("/submissions/<int:submission_id>")
+@login_required
+def submission(submission_id: int):
+    row = _mine(submission_id)
+    result = submission_dict(db(), submission_state(db(), row.id), g.lang)
+    return render_template("portal/submission.html", submission=row, result=result,
+                           view=page_view(row, result), waiting=row.status in WAITING,
+                           grade=student_grade(db(), row.user_id, row.exercise_id),
+                           runs=run_rows(row) if g.user.is_staff else [],
+                           later=_later_submissions(row) if g.user.is_staff else [])
+
+
+def _later_submissions(row: Submission) -> list[Submission]:
+    """For staff adjusting a score: what the student sent to the exercise after this one."""
+    return list(db().scalars(select(Submission).where(
+        Submission.user_id == row.user_id, Submission.exercise_id == row.exercise_id,
+        Submission.id > row.id).order_by(Submission.id).options(defer(Submission.code))))
+
+
+@blueprint.route("/submissions/<int:submission_id>/status")
+@login_required
+def status(submission_id: int):
+    """What the submission page polls every second while it waits."""
+    with current_app.extensions["hpcgrade.db"].reads() as reads:
+        state = submission_state(reads, submission_id)
+        if state is None or not may_see(state.user_id, g.user.id, g.user.is_staff):
+            abort(404)
+        return jsonify(status=state.status, **waiting(reads, state, g.lang),
+                       score=state.score, counted_score=state.counted_score,
+                       max_score=state.max_score)

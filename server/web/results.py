@@ -1,0 +1,241 @@
+"""What a student may see of a submission, as plain data for the API and the pages."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from typing import NamedTuple
+
+from flask import current_app
+from flask_babel import get_locale, gettext as _
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session, selectinload
+
+from worker.harness.submission import Unreadable, read
+
+from server.core.grades import DONE_RUN, Grade, allowances_of, terms
+from server.core.models import (CheckResult, Exercise, GradingRun, SetGrade, Submission,
+                                SubmissionStatus, User)
+from server.core.queue import place
+from server.web.submissions import COUNTS_AS_ATTEMPT, shown_name, where
+
+WAITING = (SubmissionStatus.queued.value, SubmissionStatus.running.value)
+
+
+class SubmissionState(NamedTuple):
+    """A submission's row, without its code or results: enough to authorise and answer a poll."""
+
+    id: int
+    user_id: int
+    exercise: str
+    filename: str
+    status: str
+    submitted_at: dt.datetime
+    score: float | None  # the automatic score, after any late penalty
+    counted_score: float | None  # Submission.counted_score: an instructor's, else the automatic
+    max_score: float | None
+    late_days: int
+    penalty: float
+    done_run_id: int | None
+    override_score: float | None  # an instructor's score, kept beside the automatic one
+    override_comment: str | None
+    override_at: dt.datetime | None
+
+
+# built once: composing a statement costs about as much as running it, and polls are many
+_STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Submission.filename,
+                 Submission.status, Submission.submitted_at, Submission.score,
+                 Submission.counted_score, Submission.max_score, Submission.late_days,
+                 Submission.penalty, DONE_RUN,
+                 Submission.override_score, Submission.override_comment, Submission.override_at)
+          .join(Exercise, Submission.exercise_id == Exercise.id)
+          .where(Submission.id == bindparam("submission_id")))
+# a running submission whose job the cluster has not started
+_PENDING = select(GradingRun.id).where(GradingRun.submission_id == bindparam("submission_id"),
+                                       GradingRun.status == "running",
+                                       GradingRun.job_state == "PENDING")
+_CHECKS = (selectinload(GradingRun.checks).selectinload(CheckResult.diagnostics),)
+
+
+def may_see(owner_id: int, viewer_id: int, viewer_is_staff: bool) -> bool:
+    """A submission is its student's and the staff's; to anyone else it does not exist (404)."""
+    return owner_id == viewer_id or viewer_is_staff
+
+
+def submission_state(session: Session, submission_id: int) -> SubmissionState | None:
+    # Core, not the ORM: the row is plain values, and polls are the service's hottest path
+    row = session.connection().execute(_STATE, {"submission_id": submission_id}).one_or_none()
+    return SubmissionState(*row) if row is not None else None
+
+
+def waiting(session: Session, state: SubmissionState | Submission, lang: str) -> dict:
+    """Where a submission not graded yet stands: `queue_position` (1 for the next to be graded;
+    None once grading has started), `waiting_for_cluster` (its job is sent, and the cluster
+    has not started it: a node drained, a partition down, a busy cluster), and a `note` when it
+    waits for its student's earlier ones or for the cluster."""
+    if state.status == SubmissionStatus.running.value:
+        pending = session.connection().execute(
+            _PENDING, {"submission_id": state.id}).first() is not None
+        return {"queue_position": None, "waiting_for_cluster": pending, "note": _(
+            "Waiting for the cluster to start grading it: the cluster is busy or under "
+            "maintenance. It keeps its place; nothing is lost.") if pending else None}
+    found = place(session, state.id) if state.status == SubmissionStatus.queued.value else None
+    if found is None:
+        return {"queue_position": None, "waiting_for_cluster": False, "note": None}
+    position, turn = found
+    behind_own = turn > current_app.config["MAX_RUNNING_PER_STUDENT"]
+    return {"queue_position": position, "waiting_for_cluster": False, "note": _(
+        "Your earlier submissions are graded first; this one starts when one of them finishes.")
+        if behind_own else None}
+
+
+class ResultCache:
+    """Finished submissions' results as JSON, per process. A result changes only with the
+    submission's status, a new grading run, an instructor's score or a late penalty worked out
+    again (an allowance granted or removed), and all are part of the key."""
+
+    def __init__(self, size: int = 4096):
+        self._bodies: dict[tuple, str] = {}
+        self._size = size
+
+    def get_or_build(self, session: Session, state: SubmissionState, lang: str) -> str:
+        if state.status in WAITING:
+            return _json(submission_dict(session, state, lang))
+        key = (state.id, state.status, state.done_run_id, state.override_at,
+               state.late_days, state.penalty, lang)
+        body = self._bodies.get(key)
+        if body is None:
+            if len(self._bodies) >= self._size:
+                self._bodies.clear()
+            body = self._bodies[key] = _json(submission_dict(session, state, lang))
+        return body
+
+
+def _json(data: dict) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict:
+    """The submission as its student sees it: two queries while it waits, four once graded."""
+    data = {
+        "id": state.id, "exercise": state.exercise, "filename": state.filename,
+        "status": state.status, "submitted_at": state.submitted_at.isoformat(),
+        **waiting(session, state, lang),
+        # `score` is the automatic one; `counted_score` the one that counts (an instructor's)
+        "score": state.score, "counted_score": state.counted_score, "max_score": state.max_score,
+        "late_days": state.late_days, "penalty": state.penalty,
+        "override": None if state.override_score is None else {
+            "score": state.override_score, "comment": state.override_comment,
+            "at": state.override_at.isoformat()},
+        "checks": [], "notes": [], "output": "",
+    }
+    if state.status == SubmissionStatus.cancelled.value:
+        data["message"] = _("The instructors stopped the grading of this submission; this is "
+                            "not a grade.")
+    if state.status == SubmissionStatus.error.value:
+        data["message"] = _("The grader failed repeatedly; your submission is kept and the "
+                            "instructors will look at it. This is not a grade.")
+    if state.done_run_id is not None:
+        run = session.get(GradingRun, state.done_run_id, options=_CHECKS)
+        data["checks"] = [{
+            "name": c.name, "title": (c.titles or {}).get(lang, c.title), "points": c.points, "max_points": c.max_points,
+            "passed": c.passed,
+            "diagnostics": [{"code": d.code, "details": d.details,
+                             **d.translations.get(lang, {"message": d.message, "hint": d.hint})}
+                            for d in c.diagnostics]} for c in run.checks]
+        data["notes"] = [_localised(note, lang) for note in run.notes or []]
+        data["output"] = run.output or ""
+    return data
+
+
+def _localised(note: dict, lang: str) -> dict:
+    """A note in the reader's language: a load error carries its text in each (the harness's)."""
+    texts = (note.get("translations") or {}).get(lang) if note.get("kind") == "load-error" else None
+    return dict(note, **texts) if texts else note
+
+
+def exercise_rows(session: Session, user: User) -> list[dict]:
+    """Active exercises in course order with the user's grade (grades.Grade), attempts used and
+    left, and the deadline and attempt limit the user has: the exercise's, with their
+    allowance."""
+    grades: dict[int, Grade] = defaultdict(Grade)
+    used: dict[int, int] = defaultdict(int)
+    for row in session.execute(
+            select(Submission.exercise_id, Submission.id, Submission.counted_score,
+                   Submission.max_score, Submission.override_score,
+                   COUNTS_AS_ATTEMPT.label("counts"))
+            .where(Submission.user_id == user.id).order_by(Submission.id)):
+        grades[row.exercise_id].add(row.id, row.counted_score, row.max_score,
+                                    row.override_score is not None)
+        used[row.exercise_id] += bool(row.counts)
+    for row in session.scalars(select(SetGrade).where(SetGrade.user_id == user.id)):
+        grades[row.exercise_id].set_by(row, None)  # the pages show it out of the exercise's points
+    granted = allowances_of(session, user.id)
+    rows = []
+    for exercise in session.scalars(select(Exercise).where(Exercise.active)
+                                    .order_by(Exercise.position, Exercise.slug)):
+        mine = terms(exercise, granted.get(exercise.id))
+        rows.append({"exercise": exercise, "deadline": mine.deadline,
+                     "grade": grades[exercise.id],
+                     "attempts_used": used[exercise.id],
+                     "max_attempts": mine.max_attempts,
+                     "attempts_left": mine.attempts_left(used[exercise.id])})
+    return rows
+
+
+class CodeLine(NamedTuple):
+    number: int
+    text: str
+    anchor: str  # the line's id in the page, for a diagnostic's link to it
+    marked: bool  # a diagnostic or a note names this line
+
+
+class CodeCell(NamedTuple):
+    name: str | None  # "cell 3" in the reader's language; None for a .py file
+    lines: list[CodeLine]
+
+
+def page_view(submission: Submission, result: dict) -> dict:
+    """What the result page shows besides the API's answer: why the file did not load (once, for
+    the top of the page), each diagnostic's and note's place in the student's own file ("work.py,
+    line 3", "pasted code"), and the code line by line with the lines they name marked."""
+    cells = _code_cells(submission)
+    anchors = {(label, number): f"line-{index}-{number}"
+               for index, (label, code) in enumerate(cells, start=1)
+               for number in range(1, code.count("\n") + 2)}
+
+    def placed(item: dict, label: str | None, line: int | None, with_file: bool = True) -> dict:
+        return dict(item, place=where(submission.filename if with_file else None, label, line),
+                    anchor=anchors.get((label, line)))
+
+    load_errors = [placed(n, n["details"].get("file"), n["details"].get("line"))
+                   for n in result["notes"] if n.get("kind") == "load-error"]
+    checks = [dict(c, diagnostics=[placed(d, d["details"].get("file"), d["details"].get("line"))
+                                   if d["details"].get("line") else d
+                                   for d in c["diagnostics"]]) for c in result["checks"]]
+    notes = [placed(n, n.get("cell"), _raised_at(n), with_file=False)
+             for n in result["notes"] if n.get("kind") != "load-error"]
+    marked = {item["anchor"] for item in load_errors + notes if item["anchor"]} | {
+        d["anchor"] for c in checks for d in c["diagnostics"] if d.get("anchor")}
+    notebook = submission.filename.lower().endswith(".ipynb")
+    return {"file": shown_name(submission.filename), "load_errors": load_errors, "checks": checks,
+            "notes": notes, "marked": bool(marked),
+            "cells": [CodeCell(where(None, label, None) if notebook else None, [
+                CodeLine(number, text, anchors[label, number], anchors[label, number] in marked)
+                for number, text in enumerate(code.removesuffix("\n").split("\n"), start=1)])
+                for label, code in cells]}
+
+
+def _raised_at(note: dict) -> int | None:
+    """The line of a notebook cell that raised, when it raised in that cell's own code."""
+    frames = note.get("frames") or [{}]
+    return frames[-1].get("line") if frames[-1].get("file") == note.get("cell") else None
+
+
+def _code_cells(submission: Submission) -> list[tuple[str, str]]:
+    """The code as the grader read it, with the grader's names: a .py file, or a notebook's code
+    cells ("cell 3")."""
+    try:
+        return list(read(submission.code, submission.filename, len(submission.code)).cells)
+    except Unreadable as exc:  # stored before such files were refused
+        return [(submission.filename, exc.es if get_locale().language == "es" else exc.en)]

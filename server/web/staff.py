@@ -1,0 +1,217 @@
+"""The instructors' pages: the course at a glance, one exercise (its pictures, the submissions
+behind a diagnostic, every student's latest submission as a zip), one student, the gradebook (and
+its CSV for the university's records), and stopping a submission's grading (grading again is
+server/web/regrade.py)."""
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from zoneinfo import ZoneInfo
+
+from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, render_template,
+                   stream_with_context, url_for)
+from flask_babel import gettext as _
+from sqlalchemy import select
+
+from server.core.grades import maximum_points
+from server.core.models import Exercise, Submission, User, utcnow
+from server.core.queue import cancel_grading
+from server.web import charts
+from server.web.auth import db, staff_required
+from server.web.course import (LatestSubmission, Standing, diagnosed_submissions, diagnostic_counts,
+                     gradebook, latest_submissions, standings, students, summaries)
+from server.web.listing import Listing, arrange, by_name, by_username, requested_listing
+from server.web.results import WAITING
+from server.web.spreadsheet import PLAIN, Dialect, cell, csv_response, for_excel
+
+blueprint = Blueprint("staff", __name__, url_prefix="/staff")
+# the gradebook sorts by an exercise as ?sort=ex:<slug>: a slug may be "total" or "name" too
+EXERCISE_SORT = "ex:"
+
+
+@blueprint.before_request
+@staff_required
+def only_staff() -> None:
+    """Every page here is for instructors and admins; a student gets 403."""
+
+
+@blueprint.route("/")
+def overview():
+    return render_template("staff/overview.html", summaries=summaries(db()),
+                           student_count=len(students(db())))
+
+
+def exercise_or_404(slug: str) -> Exercise:
+    """The exercise, active or not: staff still read the results of a retired one."""
+    row = db().scalar(select(Exercise).where(Exercise.slug == slug))
+    if row is None:
+        abort(404)
+    return row
+
+
+def _below_half(score: float | None, out_of: float | None) -> bool:
+    return bool(out_of) and (score or 0) < out_of / 2
+
+
+@blueprint.route("/exercises/<slug>")
+def exercise(slug: str):
+    row = exercise_or_404(slug)
+    table = standings(db(), row.id)
+    out_of = maximum_points(db(), [row])[row.id]
+    everyone = [(student, table.get((student.id, row.id))) for student in students(db())]
+    listing, shown = _arranged_standings(everyone, out_of)
+    diagnostics = diagnostic_counts(db(), row.id).get(row.id, [])
+    bests = [s.score for s in table.values() if s.score is not None]
+    return render_template(
+        "staff/exercise.html", exercise=row, now=utcnow(), max_points=out_of, rows=shown,
+        student_count=len(everyone), listing=listing,
+        filters={"missing": _("Nothing submitted"), "below": _("Below half the points")},
+        diagnostics=diagnostics,
+        histogram=charts.histogram(bests, out_of, "scores-chart") if bests and out_of else None,
+        diagnostics_chart=charts.diagnostics_chart(
+            [(code, by_students) for code, by_students, _submissions in diagnostics],
+            lambda code: url_for("staff.diagnostic", slug=slug, code=code),
+            "diagnostics-chart") if diagnostics else None)
+
+
+def _arranged_standings(everyone: list[tuple[User, Standing | None]], out_of: float | None
+                        ) -> tuple[Listing, list[tuple[User, Standing | None]]]:
+    """An exercise's students, searched, filtered and sorted as the query string asks."""
+    filters = {"missing": lambda r: r[1] is None,
+               "below": lambda r: _below_half(r[1] and r[1].score, out_of)}
+    keys = {"name": lambda r: by_name(r[0]), "username": lambda r: by_username(r[0]),
+            "attempts": lambda r: r[1].attempts if r[1] else 0,
+            "best": lambda r: r[1] and r[1].score, "latest": lambda r: r[1] and r[1].latest_at}
+    listing = requested_listing(keys, filters)
+    return listing, arrange(everyone, listing, lambda r: r[0], keys, filters)
+
+
+@blueprint.route("/exercises/<slug>/diagnostics/<code>")
+def diagnostic(slug: str, code: str):
+    """The submissions behind one diagnostic of an exercise (a bar of its chart)."""
+    row = exercise_or_404(slug)
+    return render_template("staff/diagnostic.html", exercise=row, code=code,
+                           rows=diagnosed_submissions(db(), row.id, code, g.lang))
+
+
+@blueprint.route("/exercises/<slug>/submissions.zip")
+def submissions_zip(slug: str):
+    """Each student's latest submission of the exercise, named by username, streamed as a zip
+    (the codes are read one at a time, never all held at once)."""
+    row = exercise_or_404(slug)
+    latest = latest_submissions(db(), row.id)
+    if not latest:
+        flash(_("Nobody has submitted this exercise yet: there is nothing to download."), "error")
+        return redirect(url_for("staff.exercise", slug=slug), 303)
+    return Response(stream_with_context(_zipped(latest)), mimetype="application/zip", headers={
+        "Content-Disposition": f"attachment; filename={row.slug}-submissions.zip"})
+
+
+class _Chunks:
+    """A file a zip is written into and read back from as it grows (it cannot seek back)."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing to flush: the parts wait for take()."""
+
+    def take(self) -> bytes:
+        data = b"".join(self._parts)
+        self._parts.clear()
+        return data
+
+
+def _zipped(latest: list[LatestSubmission]) -> Iterator[bytes]:
+    zone = ZoneInfo(current_app.config["TIMEZONE"])
+    out = _Chunks()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in latest:
+            code = db().scalar(select(Submission.code).where(Submission.id == item.submission_id))
+            # a zip stores local times: the course's, as instructors read them
+            at = item.submitted_at.astimezone(zone)
+            suffix = ".ipynb" if item.filename.lower().endswith(".ipynb") else ".py"
+            archive.writestr(zipfile.ZipInfo(item.username + suffix, at.timetuple()[:6]),
+                             code, zipfile.ZIP_DEFLATED)
+            yield out.take()
+    yield out.take()
+
+
+@blueprint.route("/students/<username>")
+def student(username: str):
+    user = db().scalar(select(User).where(User.username == username))
+    if user is None:
+        abort(404)
+    submissions = db().scalars(select(Submission).where(Submission.user_id == user.id)
+                               .order_by(Submission.id.desc())).all()
+    return render_template("staff/student.html", student=user, submissions=submissions)
+
+
+@blueprint.route("/grades")
+def grades():
+    columns, everyone = gradebook(db())
+    filters = {"missing": lambda r: r.missing,
+               "below": lambda r: r.percent is not None and r.percent < 50}
+    keys = {"name": lambda r: by_name(r.student), "username": lambda r: by_username(r.student),
+            "total": lambda r: r.total,
+            **{EXERCISE_SORT + column.exercise.slug: _grade_in(i)
+               for i, column in enumerate(columns)}}
+    listing = requested_listing(keys, filters)
+    return render_template(
+        "staff/grades.html", columns=columns, listing=listing, student_count=len(everyone),
+        rows=arrange(everyone, listing, lambda r: r.student, keys, filters),
+        out_of=sum(column.max_points or 0 for column in columns),
+        filters={"missing": _("Missing an exercise"), "below": _("Below half the points")})
+
+
+def _grade_in(index: int):
+    return lambda row: row.cells[index] and row.cells[index].score
+
+
+@blueprint.route("/grades.csv")
+def grades_csv():
+    return csv_response(_grades_rows(PLAIN), "hpcgrade-grades.csv")
+
+
+@blueprint.route("/grades-excel.csv")
+def grades_excel_csv():
+    """The same table, for Excel to open right: UTF-8 with a byte order mark, and for a reader
+    in Spanish `;` between the cells and decimal commas, as a Spanish Excel expects
+    (server/web/spreadsheet.py says why not a `sep=` line)."""
+    return csv_response(_grades_rows(for_excel(g.lang)), "hpcgrade-grades-excel.csv",
+                        for_excel(g.lang))
+
+
+def _grades_rows(dialect: Dialect) -> list[list[str]]:
+    """username, name, email, a column per exercise (course order), total and percent; the
+    second row holds each column's maximum points."""
+    columns, rows = gradebook(db())
+    out_of = sum(column.max_points or 0 for column in columns)
+    return [
+        ["username", "name", "email", *(cell(column.exercise.slug) for column in columns),
+         "total", "percent"],
+        ["", "max_points", "", *(dialect.number(column.max_points) for column in columns),
+         dialect.number(out_of), "100"],
+        *([cell(row.student.username), cell(row.student.name), cell(row.student.email),
+           *(dialect.number(item and item.score) for item in row.cells),
+           dialect.number(row.total), dialect.number(row.percent, places=1)] for row in rows)]
+
+
+@blueprint.post("/submissions/<int:submission_id>/cancel")
+def cancel(submission_id: int):
+    """Stop grading a submission: the workers cancel its run, and its Slurm job once no other
+    submission's run is left in it."""
+    submission = db().get(Submission, submission_id)
+    if submission is None:
+        abort(404)
+    if submission.status not in WAITING:
+        flash(_("This submission is not waiting to be graded."), "error")
+    elif cancel_grading(current_app.extensions["celery"], [submission.id]):
+        flash(_("Grading of submission #%(id)s is being stopped.", id=submission.id), "info")
+    else:
+        flash(_("The grading queue does not answer; try again."), "error")
+    return redirect(url_for("portal.submission", submission_id=submission_id), 303)

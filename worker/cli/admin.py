@@ -1,0 +1,244 @@
+"""`hpcgrade db …`, `users …`, `tokens …`, `exercises` and `exercise sync`: deploy steps,
+accounts, API tokens, exercises."""
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+
+import click
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
+
+from server.core import migrate
+from server.core.catalogue import ExerciseConfigError, load_catalogue
+from server.core.config import ConfigError, load_config
+from server.core.db import Database
+from server.core.exercises import sync_exercises
+from server.core.models import User, utcnow
+from server.core.tokens import TokenError, listed, revoke
+from server.core.users import UserError, add_user, decode_roster, import_roster, set_password
+
+
+def _database_url() -> str:
+    try:
+        return load_config()["DATABASE_URL"]
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group("db")
+def db_group() -> None:
+    """Database schema (Alembic migrations)."""
+
+
+@db_group.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Apply migrations up to REVISION (default: the newest)."""
+    url = _database_url()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        migrate.upgrade(url, revision)
+    except OperationalError as exc:
+        raise click.ClickException(f"cannot reach the database: {exc.orig}") from None
+    click.echo(f"database at {revision}")
+
+
+@db_group.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision: str) -> None:
+    """Undo migrations down to REVISION ('base' removes every table)."""
+    migrate.downgrade(_database_url(), revision)
+    click.echo(f"database at {revision}")
+
+
+@click.group("users")
+def users_group() -> None:
+    """Accounts."""
+
+
+def _in_transaction(action, database: Database | None = None):
+    database = database or Database(_database_url())
+    try:
+        with database.sessions.begin() as session:
+            return action(session)
+    except (UserError, TokenError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except OperationalError as exc:
+        raise click.ClickException(f"database error (did you run `hpcgrade db upgrade`?): "
+                                   f"{exc.orig}") from None
+    finally:
+        database.dispose()
+
+
+@users_group.command("add")
+@click.argument("username")
+@click.option("--name", required=True)
+@click.option("--email", required=True)
+@click.option("--role", type=click.Choice(["student", "instructor", "admin"]), default="student",
+              show_default=True)
+@click.option("--password", envvar="HPCGRADE_NEW_PASSWORD",
+              help="Default: asked for (or HPCGRADE_NEW_PASSWORD).")
+def users_add(username: str, name: str, email: str, role: str, password: str | None) -> None:
+    """Add one account."""
+    password = password or getpass.getpass(f"password for {username}: ")
+    _in_transaction(lambda s: add_user(s, username, name, email, role, password))
+    click.echo(f"added {username} ({role})")
+
+
+@users_group.command("import")
+@click.argument("roster", type=click.File("rb"))
+@click.option("--lang", type=click.Choice(["en", "es"]), default="en", show_default=True,
+              help="The language of the messages and of the mails.")
+def users_import(roster, lang: str) -> None:
+    """Add every account of a CSV roster (username,name,email,role), or none.
+
+    Prints username,link for each new account: the link sets its password, once, within
+    SET_PASSWORD_LINK_DAYS (the roster page shows it again until then). Where mail is set up
+    (MAIL_SERVER), each account is mailed its link too."""
+    # not at import, as the app below: the other commands need no Flask
+    from flask_babel import force_locale
+
+    from server.core.links import make_link
+    app = _app()
+    base_url = app.config["PUBLIC_URL"] or ""
+    with app.app_context(), force_locale(lang):
+        created = _in_transaction(lambda s: [
+            (user.id, user.username, make_link(user, base_url))
+            for user in import_roster(s, decode_roster(roster.read()))],
+            app.extensions["hpcgrade.db"])
+        click.echo("username,link")
+        for _id, username, link in created:
+            click.echo(f"{username},{link}")
+        if not base_url:
+            click.echo("HPCGRADE_PUBLIC_URL is not set: each link is a path on the portal; put "
+                       "the portal's address before it", err=True)
+        _mail_links(app, [user_id for user_id, _username, _link in created], base_url, lang)
+
+
+def _app():
+    """The portal's app (its settings, database and languages), for the links and mails."""
+    from server.web.app import create_app
+    try:
+        return create_app()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _mail_links(app, user_ids: list[int], base_url: str, lang: str) -> None:
+    """Mail each new account its link, where mail is set up; say on stderr how it went (the
+    accounts stand whatever happens)."""
+    from server.core.mail import MailAway, mail_configured, send_links
+    if not mail_configured() or not user_ids:
+        return
+    if not base_url:
+        click.echo("links not mailed: a mail needs the whole link (set HPCGRADE_PUBLIC_URL)",
+                   err=True)
+        return
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        try:
+            refused = send_links(session, user_ids, base_url, lang)
+        except MailAway as away:
+            click.echo(f"links not mailed to {len(away.left)} of the {len(user_ids)} accounts: "
+                       f"{away}", err=True)
+            return
+        mailed = len(user_ids) - len(refused)
+        click.echo(f"{mailed} link{'s' if mailed != 1 else ''} mailed" + (
+            "; not mailed: " + ", ".join(f"{user.username} <{user.email}> ({answer})"
+                                         for user, answer in refused) if refused else ""),
+            err=True)
+
+
+@users_group.command("password")
+@click.argument("username")
+@click.option("--password", envvar="HPCGRADE_NEW_PASSWORD",
+              help="Default: asked for, twice (or HPCGRADE_NEW_PASSWORD).")
+def users_password(username: str, password: str | None) -> None:
+    """Set an account's password; every session of the account ends and its API tokens are
+    revoked."""
+    password = password or click.prompt(f"new password for {username}", hide_input=True,
+                                        confirmation_prompt=True)
+    revoked = _in_transaction(lambda s: set_password(s, _user(s, username), password))
+    click.echo(f"password of {username} set; its sessions have ended and its {revoked} API "
+               f"token(s) were revoked")
+
+
+def _user(session, username: str) -> User:
+    user = session.scalar(select(User).where(User.username == username))
+    if user is None:
+        raise UserError(f"no user {username}")
+    return user
+
+
+@click.group("tokens")
+def tokens_group() -> None:
+    """API tokens (what `hpcgrade login` gets)."""
+
+
+@tokens_group.command("list")
+@click.option("--user", "username", help="Only this user's tokens.")
+def tokens_list(username: str | None) -> None:
+    """List tokens: id, user, label, created, last used, expires."""
+    def rows(session):
+        user_id = _user(session, username).id if username else None
+        return [(t.id, t.user.username, t.label, t.created_at, t.last_used_at, t.expires_at)
+                for t in listed(session, user_id)]
+    now = utcnow()
+    click.echo(f"{'id':>6}  {'user':16} {'label':28} {'created':16} {'last used':16} expires")
+    for token_id, user, label, created, used, expires in _in_transaction(rows):
+        click.echo(f"{token_id:>6}  {user:16} {label or '-':28} {created:%Y-%m-%d %H:%M} "
+                   f"{f'{used:%Y-%m-%d %H:%M}' if used else 'never':16} {expires:%Y-%m-%d}"
+                   f"{' (expired)' if expires <= now else ''}")
+
+
+@tokens_group.command("revoke")
+@click.argument("token_id", type=int, required=False)
+@click.option("--user", "username", help="Whose tokens (with --all).")
+@click.option("--all", "every", is_flag=True, help="Every token of --user.")
+def tokens_revoke(token_id: int | None, username: str | None, every: bool) -> None:
+    """Revoke token ID, or every token of a user (--user U --all); it stops working at once."""
+    by_id = token_id is not None and username is None and not every
+    if not by_id and not (token_id is None and username is not None and every):
+        raise click.UsageError("give a token ID, or --user USERNAME --all")
+    gone = _in_transaction(lambda s: revoke(s, token_id=token_id) if by_id
+                           else revoke(s, user_id=_user(s, username).id))
+    if by_id and not gone:
+        raise click.ClickException(f"no token {token_id}")
+    click.echo(f"revoked {gone} token(s)")
+
+
+def catalogue() -> dict:
+    """The exercises, or a clear refusal naming the bad one (for every command that reads them)."""
+    try:
+        return load_catalogue()
+    except ExerciseConfigError as exc:
+        raise click.ClickException(f"bad exercise: {exc}") from None
+
+
+@click.command("sync")
+def exercises_sync() -> None:
+    """Bring the database's exercises in step with the exercises folder."""
+    exercises = catalogue()
+    changes = _in_transaction(lambda s: sync_exercises(s, exercises))
+    for kind, slugs in changes.items():
+        if slugs:
+            click.echo(f"{kind}: {', '.join(slugs)}")
+    click.echo(f"{len(exercises)} exercises in step")
+
+
+@click.command("exercises")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--lang", type=click.Choice(["en", "es"]), default="en", show_default=True)
+def list_exercises(as_json: bool, lang: str) -> None:
+    """List the exercises."""
+    exercises = catalogue()
+    if as_json:
+        click.echo(json.dumps([{"slug": e.slug, "title": e.title, "section": e.section,
+                                "deadline": e.deadline.at.isoformat() if e.deadline.at else None,
+                                "deadline_policy": e.deadline.policy}
+                               for e in exercises.values()]))
+        return
+    for e in exercises.values():
+        click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")

@@ -1,0 +1,169 @@
+"""`hpcgrade demo`: the whole service on one machine with nothing else running.
+
+SQLite for the database, a folder for the broker (kombu's filesystem transport), gunicorn for
+the portal, one Celery worker grading with the local executor (or dispatching to this machine's
+Slurm, `--executor slurm`) and Celery beat for the schedule, as its own process: whatever is
+killed, there is never more than one scheduler. Everything lives in one folder, so a
+second run finds the accounts and submissions of the first.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+from sqlalchemy import select
+
+from server.core.catalogue import load_catalogue
+
+from server.core import migrate
+from server.core.config import ROOT
+from server.core.db import Database
+from server.core.exercises import sync_exercises
+from server.core.models import User
+from server.core.users import add_user
+
+DEMO_ACCOUNTS = (("student", "Demo Student", "student@example.org", "student"),
+                 ("instructor", "Demo Instructor", "instructor@example.org", "instructor"))
+
+
+def demo_settings(folder: Path, executor: str = "local") -> dict:
+    broker = folder / "broker"
+    secret = folder / "secret_key"
+    if not secret.exists():
+        secret.write_text(secrets.token_hex(32))
+        secret.chmod(0o600)
+    settings = {"DATABASE_URL": f"sqlite:///{folder / 'hpcgrade.sqlite'}",
+                "BROKER_URL": "filesystem://localhost/",
+                "BROKER_TRANSPORT_OPTIONS": {"data_folder_in": str(broker / "messages"),
+                                             "data_folder_out": str(broker / "messages"),
+                                             "control_folder": str(broker / "control")},
+                "SECRET_KEY": secret.read_text().strip(),
+                "EXECUTOR": executor, "SPOOL_DIR": str(folder / "spool"),
+                # plain http on this machine: a Secure cookie would never come back; and no
+                # Redis to count failed log-ins in, so each portal process counts its own
+                "SESSION_COOKIE_SECURE": False, "LOGIN_LIMITS_STORAGE": "memory://"}
+    if executor == "slurm":  # jobs run this interpreter, as the user who runs the demo
+        settings.update(COURSE_PYTHON=sys.executable, SLURM_BATCH_WAIT=1.0)
+    return settings
+
+
+def write_config(path: Path, settings: dict) -> None:
+    # JSON strings are valid TOML basic strings
+    lines = []
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            inline = ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items())
+            lines.append(f"{key.lower()} = {{ {inline} }}")
+        else:
+            lines.append(f"{key.lower()} = {json.dumps(value)}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def prepare(folder: Path, executor: str = "local") -> Path:
+    """Database at the newest migration, exercises synced, demo accounts; returns the config file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = demo_settings(folder, executor)
+    for key in ("data_folder_in", "control_folder"):
+        Path(settings["BROKER_TRANSPORT_OPTIONS"][key]).mkdir(parents=True, exist_ok=True)
+    config = folder / "hpcgrade.toml"
+    write_config(config, settings)
+    migrate.upgrade(settings["DATABASE_URL"])
+    database = Database(settings["DATABASE_URL"])
+    with database.sessions.begin() as session:
+        sync_exercises(session, load_catalogue())
+        existing = set(session.scalars(select(User.username)))
+        for username, name, email, role in DEMO_ACCOUNTS:
+            if username not in existing:
+                add_user(session, username, name, email, role, password=username,
+                         min_password_length=1)
+    database.dispose()
+    return config
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for_port(host: str, port: int, process: subprocess.Popen, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command()
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--folder", type=click.Path(file_okay=False, path_type=Path),
+              default=ROOT / "instance" / "demo", show_default=True,
+              help="Where the database, the broker's messages and the secret key are kept.")
+@click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
+              show_default=True,
+              help="slurm: each grade runs in a job of this machine's Slurm (scripts/slurm).")
+def demo(port: int, host: str, folder: Path, executor: str) -> None:
+    """Run the portal and a grading worker here, with demo accounts student/student and
+    instructor/instructor."""
+    if not _port_free(host, port):
+        raise click.ClickException(f"port {port} is in use; choose another with --port")
+    config = prepare(folder.resolve(), executor)
+    # the demo's own settings, not those of a production service configured in this shell
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
+    env.update(HPCGRADE_CONFIG=str(config), PYTHONUNBUFFERED="1")
+    if "HPCGRADE_EXERCISES" in os.environ:
+        env["HPCGRADE_EXERCISES"] = os.environ["HPCGRADE_EXERCISES"]
+    portal = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
+         "--log-level", "warning", "server.web.app:create_app()"], env=env, cwd=ROOT)
+    celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
+    worker = subprocess.Popen(
+        [*celery, "worker", "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip",
+         "--without-mingle"], env=env, cwd=ROOT)
+    beat = subprocess.Popen(
+        [*celery, "beat", "--loglevel", "WARNING",
+         "--schedule", str(folder.resolve() / "celerybeat-schedule")], env=env, cwd=ROOT)
+    processes = {"portal": portal, "worker": worker, "beat": beat}
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
+    try:
+        if not wait_for_port(host, port, portal, 30):
+            raise click.ClickException("the portal did not start; see the messages above")
+        click.echo(f"\nhpcgrade demo: http://{host}:{port}/\n"
+                   "  log in as student / student, or instructor / instructor\n"
+                   f"  data in {folder}; Ctrl-C stops\n")
+        while all(p.poll() is None for p in processes.values()):
+            time.sleep(0.5)
+        stopped = next(name for name, p in processes.items() if p.poll() is not None)
+        raise click.ClickException(f"the {stopped} stopped; see the messages above")
+    except KeyboardInterrupt:
+        click.echo("stopping")
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes.values():
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()

@@ -1,0 +1,265 @@
+"""The `hpcgrade` command, and its grading subcommands.
+
+Each subcommand's module is imported only when that subcommand runs (click's lazy-group
+pattern), so `hpcgrade grade` on a compute node loads neither Flask, SQLAlchemy nor Celery. The
+command lives in worker/ because it reaches both sides: the service's commands (db, users,
+exercise sync, demo, login, submit) are in server/, those that run the harness are here.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import tempfile
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from hpcgrade.summary import summary
+from server.core.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
+                              load_exercise_info)
+from worker.harness import spool
+from worker.harness.jobs import Job
+from worker.harness.report import codes
+from worker.harness.runner import HarnessFailed, HarnessProcess
+
+LANGS = click.Choice(["en", "es"])
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are named "module:attribute" and imported when used."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.lazy:
+            return super().get_command(ctx, name)
+        module, _, attribute = self.lazy[name].partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+@click.group(cls=LazyGroup, lazy={
+    "db": "worker.cli.admin:db_group", "users": "worker.cli.admin:users_group",
+    "tokens": "worker.cli.admin:tokens_group",
+    "exercises": "worker.cli.admin:list_exercises", "demo": "worker.cli.demo:demo",
+    "login": "worker.cli.client:login", "submit": "worker.cli.client:submit",
+    "slurm": "worker.cli.cluster:slurm_group", "pilot": "worker.cli.cluster:pilot_group",
+    "sandbox": "worker.cli.cluster:sandbox_group"})
+def main() -> None:
+    """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
+
+
+@main.group("exercise", cls=LazyGroup, lazy={"sync": "worker.cli.admin:exercises_sync"})
+def exercise_group() -> None:
+    """Work on exercises."""
+
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "server" / "exercise_template"
+
+
+def _exercise(slug: str) -> ExerciseInfo:
+    path = default_root() / slug
+    if not SLUG.match(slug) or not (path / "exercise.toml").is_file():
+        known = sorted(p.parent.name for p in default_root().glob("*/exercise.toml"))
+        raise click.UsageError(f"unknown exercise {slug!r}; known: {', '.join(known)}")
+    try:
+        return load_exercise_info(path)
+    except ExerciseConfigError as exc:
+        raise click.ClickException(f"bad exercise: {exc}") from None
+
+
+def _harness(python: str | None, scratch: str) -> HarnessProcess:
+    try:
+        return HarnessProcess(python=python, scratch=scratch)
+    except HarnessFailed as exc:
+        raise click.ClickException(f"the grader could not start: {exc}") from None
+
+
+@main.command()
+@click.argument("exercise")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON report per file, one per line.")
+@click.option("--lang", type=LANGS, default="en", show_default=True)
+@click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--python", "python", help="Interpreter of the course venv (default: this one).")
+@click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
+              show_default=True, help="slurm: in one job of the cluster the service's settings "
+              "name (HPCGRADE_CONFIG), through its spool; waits for it.")
+def grade(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str, seed: int | None,
+          device: str, python: str | None, executor: str) -> None:
+    """Grade FILES (.py or .ipynb) for EXERCISE with one warm harness."""
+    info = _exercise(exercise)
+    jobs = [info.job(path, lang=lang, seed=seed, device=device) for path in files]
+    reports = _on_slurm(info, jobs) if executor == "slurm" else _here(jobs, python)
+    for path, report in zip(files, reports):
+        click.echo(json.dumps({"file": str(path), **report}) if as_json else summary(path, report))
+    sys.exit(0 if all(r.get("status") == "graded" for r in reports) else 1)
+
+
+def _here(jobs: list[Job], python: str | None) -> list[dict]:
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="hpcgrade-cli-") as scratch, \
+            _harness(python, scratch) as harness:
+        for job in jobs:
+            try:
+                reports.append(harness.grade(job))
+            except HarnessFailed as exc:
+                reports.append({"exercise": job.exercise, "status": "error", "error": str(exc)})
+    return reports
+
+
+def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[dict]:
+    """The files as runs of the spool (ids of their own), graded in one job of their shape."""
+    from worker.cli.cluster import slurm_executor
+    from worker.grading.executor import ClusterError, grade
+    slurm = slurm_executor()
+    batch = f"cli-{uuid.uuid4().hex[:12]}"
+    spooled = [spool.read_job(spool.write_run(slurm.spool, replace(job, id=f"{batch}-{n}"),
+                                              Path(job.submission).read_bytes()))
+               for n, job in enumerate(jobs)]
+    try:
+        return grade(slurm, spooled, info.resources(slurm.default))
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        for job in spooled:
+            spool.remove_run(slurm.spool, job.id)
+
+
+@main.command()
+@click.argument("exercise")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--lang", type=LANGS, default="en", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check(exercise: str, file: Path, lang: str, as_json: bool) -> None:
+    """Run EXERCISE's visible checks on FILE (.py or .ipynb) here, in the grader's sandbox: no
+    attempt is used, and the hidden checks of the grade are others. The exercise's public files
+    come from the server you logged in to (or the local exercises folder, when it has them).
+    Exit status as `hpcgrade submit`'s (see its --help)."""
+    from hpcgrade.service import NOT_LOGGED_IN, REFUSED, ServiceError
+    from hpcgrade.visible import run_visible_checks
+    from worker.cli.client import NO_GRADE, NotLoggedIn, Refused, Unreachable, styled_output
+    try:
+        report = run_visible_checks(exercise, file, lang)
+    except ServiceError as exc:
+        raise {NOT_LOGGED_IN: NotLoggedIn, REFUSED: Refused}.get(exc.kind, Unreachable)(
+            str(exc)) from None
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except HarnessFailed as exc:
+        click.echo(f"the checks could not run: {exc}", err=True)
+        sys.exit(NO_GRADE)
+    click.echo(json.dumps(report) if as_json else summary(file, report, lang, styled_output()))
+    sys.exit(0 if report.get("status") == "graded" else NO_GRADE)
+
+
+@exercise_group.command("new")
+@click.argument("slug")
+def new_exercise(slug: str) -> None:
+    """Start exercise SLUG in the exercises folder from a template that passes its own check."""
+    import shutil
+    if not SLUG.match(slug):
+        raise click.UsageError(f"{slug!r}: an exercise's name is lower-case words joined by "
+                               "hyphens, like autograd-q")
+    target = default_root() / slug
+    if target.exists():
+        raise click.ClickException(f"{target} already exists")
+    shutil.copytree(TEMPLATE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    click.echo(f"created {target}: write its files as exercises/README.md says, then run "
+               f"`hpcgrade exercise check {slug}`")
+
+
+@exercise_group.command("check")
+@click.argument("slugs", nargs=-1)
+@click.option("--seed", "seeds", type=int, multiple=True,
+              help="Fix the hidden inputs; repeat for several runs (default: three fresh seeds).")
+def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...]) -> None:
+    """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
+    with its code; a known wrong program must be named, and lose the same points on every seed),
+    and each forged variant (must score no more than the mutant it forges)."""
+    from worker.cli.admin import catalogue  # not at import: `hpcgrade grade` stays light
+    infos = [_exercise(s) for s in slugs] if slugs else list(catalogue().values())
+    problems = 0
+    with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
+            _harness(None, scratch) as harness:
+        for info in infos:
+            found = self_check(harness, info, seeds or (None, None, None))
+            for problem in found:
+                click.echo(f"FAIL {info.slug}: {problem}")
+            click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} (reference + "
+                       f"{len(info.mutants)} mutants, {len(info.wrong_programs)} known wrong "
+                       f"programs, {len(info.forged)} forged variants, {len(seeds) or 3} seeds)")
+            problems += len(found)
+    if problems:
+        raise click.ClickException(f"{problems} problem(s)")
+
+
+def self_check(harness: HarnessProcess, info: ExerciseInfo,
+               seeds: tuple[int | None, ...]) -> list[str]:
+    """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
+    problems = []
+    scores: dict[str, set[float]] = {}
+    for seed in seeds:
+        for visible in (False, True):
+            report = harness.grade(info.job(info.path / "reference.py", seed=seed, visible=visible))
+            if report.get("status") != "graded" or report["score"] != report["max_score"]:
+                failing = [c["name"] + ": " + c["message"] for c in report.get("checks", [])
+                           if not c["passed"]]
+                problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}"
+                                f"{' on the visible checks' if visible else ''} (seed "
+                                f"{report.get('seed')}): {report.get('error') or failing}")
+        by_seed = {}
+        for name, code in info.mutants.items():
+            report = harness.grade(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
+            problems += _mutant_problems(info, name, code, report)
+            scores.setdefault(name, set()).add(report.get("score"))
+            by_seed[name] = report
+        for name, mutant in info.forged.items():  # on the seed its mutant was graded on
+            report = harness.grade(info.job(info.path / "mutants" / f"{name}.py",
+                                            seed=by_seed[mutant].get("seed", seed)))
+            problems += _forged_problems(name, mutant, report, by_seed[mutant])
+    problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
+                 "different seeds: give its checks fixed cases it cannot pass by chance"
+                 for name in info.wrong_programs if len(scores[name]) > 1]
+    return problems
+
+
+def _forged_problems(name: str, mutant: str, report: dict, mutant_report: dict) -> list[str]:
+    """A forged variant (the mutant plus code that rewrites, in its own process, what the harness
+    reports) must score no more than the mutant: no point may rest on what the student's process
+    says about itself."""
+    seed = f"(seed {report.get('seed')})"
+    if report.get("status") != "graded":
+        return [f"forged variant {name}: grader error {report.get('error')} {seed}"]
+    if mutant_report.get("status") == "graded" and report["score"] > mutant_report["score"]:
+        gained = sorted({c["name"] for c in report["checks"] if c["passed"]}
+                        - {c["name"] for c in mutant_report["checks"] if c["passed"]})
+        return [f"forged variant {name} scored {report['score']}, more than its mutant {mutant} "
+                f"({mutant_report['score']}) {seed}: {', '.join(gained)} rest on a claim"]
+    return []
+
+
+def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> list[str]:
+    seed = f"(seed {report.get('seed')})"
+    if report.get("status") != "graded":
+        return [f"mutant {name}: grader error {report.get('error')} {seed}"]
+    if report["score"] >= report["max_score"]:
+        return [f"mutant {name} scored full marks {seed}"]
+    found = codes(report)
+    if code not in found:
+        return [f"mutant {name} lost points but with {sorted(found)}, not {code} {seed}"]
+    named = {d["details"].get("wrong_program") for c in report["checks"] for d in c["diagnostics"]}
+    if name in info.wrong_programs and name not in named:
+        return [f"known wrong program {name} was not recognised {seed}: "
+                f"{sorted(n for n in named if n) or 'no wrong program'} named"]
+    return []
+

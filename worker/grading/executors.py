@@ -1,0 +1,16 @@
+"""Executors: where runs are graded; a registry keyed by name (config EXECUTOR), see executor.py."""
+from __future__ import annotations
+
+import atexit
+
+from worker.grading.executor import Executor
+from worker.grading.local import LocalExecutor
+from worker.grading.slurm import SlurmExecutor
+
+EXECUTORS: dict[str, type] = {"local": LocalExecutor, "slurm": SlurmExecutor}
+
+
+def make_executor(config: dict) -> Executor:
+    executor = EXECUTORS[config["EXECUTOR"]](config)
+    atexit.register(executor.close)
+    return executor

@@ -1,0 +1,85 @@
+"""The service's side of the pilots (see worker/harness/pilot.py): which are alive, who gets a run.
+
+A pilot is alive while its heartbeat is fresh and it takes runs until its allocation nears its
+end. The dispatcher gives a shape's runs to the least busy live pilot that fits it, and grades
+the rest with sbatch. A pilot that falls silent is taken for dead, and its runs without a report
+are dispatched again.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from server.core.config import Resources
+from worker.grading.executor import JobState
+from worker.harness import pilot as layout
+from worker.harness.jobs import Job
+
+SILENT_SECONDS = 15.0  # a heartbeat this old: the pilot is dead or hung
+
+
+class Pilots:
+    def __init__(self, spool: Path):
+        self.spool = spool
+
+    def heartbeats(self) -> dict[str, dict]:
+        """name → heartbeat of every pilot that left one in the spool."""
+        folder = self.spool / "pilots"
+        if not folder.is_dir():
+            return {}
+        beats = {p.name: layout.read_heartbeat(p) for p in folder.iterdir() if p.is_dir()}
+        return {name: beat for name, beat in beats.items() if beat is not None}
+
+    @staticmethod
+    def alive(beat: dict | None, now: float | None = None) -> bool:
+        now = now or time.time()
+        return beat is not None and now - float(beat.get("beat", 0)) < SILENT_SECONDS
+
+    def choose(self, resources: Resources) -> str | None:
+        """The least busy live pilot that can grade runs of this shape, or None."""
+        now = time.time()
+        fitting = [name for name, beat in self.heartbeats().items()
+                   if self.alive(beat, now) and not beat.get("stopping")
+                   and not (layout.pilot_dir(self.spool, name) / "stop").exists()
+                   and float(beat.get("until", 0)) > now and _fits(beat, resources)]
+        return min(fitting, key=self._load, default=None)
+
+    def _load(self, name: str) -> int:
+        return len(os.listdir(layout.inbox(self.spool, name)))
+
+    def assign(self, name: str, jobs: list[Job]) -> list[str]:
+        """Put the runs in the pilot's inbox; their external id is the pilot's Slurm job id."""
+        for job in jobs:
+            (layout.inbox(self.spool, name) / job.id).touch()
+        return [name] * len(jobs)
+
+    def node(self, name: str) -> str | None:
+        return (layout.read_heartbeat(layout.pilot_dir(self.spool, name)) or {}).get("node")
+
+    def check(self, name: str, state: JobState) -> JobState:
+        """Slurm's word on a pilot's job, unless the pilot fell silent while Slurm says it runs.
+        A pilot seen ended or silent gets no more runs, whatever its last heartbeat says."""
+        if state.outcome == "waiting" and not self.alive(
+                layout.read_heartbeat(layout.pilot_dir(self.spool, name))):
+            state = JobState("SILENT", state.node, "no heartbeat")
+        if state.outcome != "waiting":
+            self.stop(name)
+        return state
+
+    def stop(self, name: str) -> bool:
+        """Ask the pilot to stop; False if it has no folder yet (not started: it cannot read
+        the request)."""
+        folder = layout.pilot_dir(self.spool, name)
+        if not folder.is_dir():
+            return False
+        (folder / "stop").touch()
+        return True
+
+
+def _fits(beat: dict, resources: Resources) -> bool:
+    if resources.partition and beat.get("partition") not in (None, resources.partition):
+        return False
+    memory = int(beat.get("memory") or 0)
+    return (int(beat.get("gpus") or 0) >= resources.gpus
+            and (memory == 0 or memory >= resources.memory))

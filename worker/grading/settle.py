@@ -1,0 +1,234 @@
+"""A submission's grading runs in the database: claimed, recorded once, lost, released, cancelled.
+
+Idempotent per submission: a duplicate delivery finds the submission graded, or its run still
+alive, and does nothing. A run is alive while its worker lives and holds the lease or, once an
+executor has given it an external id, while the executor's poll says so
+(worker/grading/dispatch.py);
+`recover` sends the others back to the queue. A grader failure is never a grade: the
+submission goes back to `queued` for another run, and only after MAX_RUNS runs to `error`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from dataclasses import dataclass
+from typing import Callable
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from server.core.grades import take
+from server.core.models import (CheckResult, DiagnosticResult, GradingRun, Submission,
+                                SubmissionStatus, utcnow)
+from worker.harness.report import MAX_REPORT_BYTES, clip, size
+
+MAX_RUNS = 3
+# what the database raises while it is away (stopped, restarting, unreachable): worth waiting for
+DATABASE_AWAY = (OperationalError, InterfaceError)
+DONE = (SubmissionStatus.graded.value, SubmissionStatus.error.value,
+        SubmissionStatus.cancelled.value)
+@dataclass(frozen=True)
+class Claim:
+    """What a worker needs to grade a claimed run, read inside the claiming transaction."""
+
+    run_id: int
+    submission_id: int
+    exercise: str
+    filename: str
+    code: bytes
+
+
+def claim(session: Session, submission_id: int, executor: str, worker: str,
+          lease: dt.timedelta, now: dt.datetime | None = None) -> Claim | None:
+    """A new run of a queued submission (the caller chose it, by its turn, see
+    server/core/queue.py); None if it is not queued, or it has had its MAX_RUNS runs (then an
+    error)."""
+    now = now or utcnow()
+    submission = session.get(Submission, submission_id, with_for_update=True)
+    if submission is None or submission.status != SubmissionStatus.queued.value:
+        return None
+    runs = submission.runs
+    if runs and runs[-1].status == "running":  # a regrade asked while it ran: that run's grade stands
+        return None
+    if len(runs) - submission.retry_from >= MAX_RUNS:
+        submission.status = SubmissionStatus.error.value
+        return None
+    run = GradingRun(submission=submission, attempt=len(runs) + 1, executor=executor,
+                     status="running", worker=worker, started_at=now, lease_until=now + lease)
+    submission.status = SubmissionStatus.running.value
+    session.add(run)
+    session.flush()
+    return Claim(run.id, submission.id, submission.exercise.slug, submission.filename,
+                 submission.code)
+
+
+def worker_name(node: str | None = None) -> str:
+    """Who grades a run: "<Celery node name>:<pid of the process grading>" (outside Celery, the
+    host's name stands for the node)."""
+    return f"{node or socket.gethostname()}:{os.getpid()}"
+
+
+def gone_here(node: str | None) -> Callable[[str | None], bool]:
+    """Whether a run's worker is a process of this node that no longer exists (its pool process
+    was killed, and its task came back here)."""
+    node = node or socket.gethostname()
+
+    def gone(worker: str | None) -> bool:
+        name, _, pid = (worker or "").rpartition(":")
+        if name != node or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    return gone
+
+
+def recover(sessions: sessionmaker, dead: Callable[[str | None], bool],
+            now: dt.datetime | None = None) -> list[int]:
+    """Runs that nobody grades any more (the lease ran out, or `dead` says so of their worker)
+    are lost: their submissions are queued again, or an error after MAX_RUNS runs. A run with an
+    external id is left to its executor's poll. Returns the submissions queued again.
+    The runs are read without locks, since `dead` may ask the workers over the network; each
+    is then lost in a short transaction of its own, unless it ended meanwhile."""
+    now = now or utcnow()
+    with sessions() as session:
+        runs = session.execute(select(
+            GradingRun.id, GradingRun.submission_id, GradingRun.worker, GradingRun.lease_until)
+            .where(GradingRun.status == "running", GradingRun.external_id.is_(None))).all()
+    queued = []
+    for run_id, submission_id, worker, lease_until in runs:
+        if lease_until < now or dead(worker):
+            with sessions.begin() as session:
+                if lose(session, run_id, f"{worker} stopped before finishing", now) == "requeued":
+                    queued.append(submission_id)
+    return queued
+
+
+def _current(session: Session, run_id: int) -> GradingRun | None:
+    """The run, locked, if it is still its submission's live run (else another run took over)."""
+    run = session.get(GradingRun, run_id, with_for_update=True)
+    if run is None or run.status != "running" or run.submission.status in DONE:
+        return None
+    return run
+
+
+def _after_failure(run: GradingRun) -> str:
+    """A run ended without a grade: the submission waits for another run, or is a grader error."""
+    submission = run.submission
+    if run.attempt - submission.retry_from < MAX_RUNS:
+        submission.status = SubmissionStatus.queued.value
+        submission.enqueued_at = None
+        return "requeued"
+    submission.status = SubmissionStatus.error.value
+    return "error"
+
+
+def _lose(run: GradingRun, reason: str, now: dt.datetime) -> str:
+    run.status, run.error, run.finished_at = "lost", reason, now
+    return _after_failure(run)
+
+
+def record(session: Session, run_id: int, report: dict, now: dt.datetime | None = None) -> str:
+    """Store a report for a run that is still the submission's current one; returns the outcome:
+    graded, failed (the grader failed: another run follows, or the submission is an error), or
+    stale (another run took over, or staff cancelled it: its word stands)."""
+    run = _current(session, run_id)
+    if run is None:
+        return "stale"
+    if not store(run, report, now or utcnow()):
+        run.status = "failed"
+        _after_failure(run)
+        return "failed"
+    take(run)
+    return "graded"
+
+
+def store(run: GradingRun, report: dict, now: dt.datetime) -> bool:
+    """A report's facts on its run (its checks, seed and score, or the grader's error); whether
+    it is a grade. The run's status and its submission are the caller's."""
+    run.finished_at = now
+    refused = oversized(report)
+    if refused:  # nothing of it is stored: a grader error, never a grade
+        run.error = refused
+        return False
+    run.environment, run.timing = report.get("environment"), report.get("timing")
+    run.seed = report.get("seed")
+    if report.get("status") != "graded":
+        run.error = clip(report.get("error") or "the grader failed")
+        return False
+    run.sandbox, run.notes, run.output = report.get("sandbox"), report.get("notes"), report.get("output")
+    for position, check in enumerate(report["checks"]):
+        run.checks.append(CheckResult(
+            position=position, name=check["name"], title=check["title"], points=check["points"],
+            max_points=check["max_points"], passed=check["passed"], message=check["message"],
+            titles=check.get("titles"),
+            diagnostics=[DiagnosticResult(code=d["code"], message=d["message"], hint=d["hint"],
+                                          details=d["details"], translations=d["translations"])
+                         for d in check["diagnostics"]]))
+    run.score, run.max_score = report["score"], report["max_score"]
+    return True
+
+
+def oversized(report: dict) -> str | None:
+    """Why the service refuses to store this report (it is larger than any report the grader
+    makes: an older or broken harness), or None."""
+    try:
+        found = size(report)
+    except (TypeError, ValueError) as exc:  # not JSON at all
+        return f"the report cannot be stored: {clip(exc, 200)}"
+    if found > MAX_REPORT_BYTES:
+        return (f"the report is {found} bytes, more than the {MAX_REPORT_BYTES} the service "
+                "stores: nothing of it was stored")
+    return None
+
+
+def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+    """The run's job ended without its report (failed, timed out, node lost…): another run
+    follows (requeued), or after MAX_RUNS the submission is a grader error; or stale."""
+    run = _current(session, run_id)
+    return _lose(run, reason, now or utcnow()) if run is not None else "stale"
+
+
+def cancel(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+    """The run's job was cancelled: see stop."""
+    run = _current(session, run_id)
+    if run is None:
+        return "stale"
+    run.status, run.error, run.finished_at = "cancelled", reason, now or utcnow()
+    stop(run.submission)
+    return "cancelled"
+
+
+def stop(submission: Submission) -> None:
+    """Grading stopped before a grade: the grade from before a regrade stands; a submission
+    never graded is shown as cancelled, never as a zero."""
+    submission.status = (SubmissionStatus.graded.value if submission.score is not None
+                         else SubmissionStatus.cancelled.value)
+
+
+def refuse(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+    """The cluster cannot run this run (it asks more than any node has, or its job waited past
+    the pending limit): a grader error at once, with the reason, since another run now would
+    fail the same way."""
+    run = _current(session, run_id)
+    if run is None:
+        return "stale"
+    run.status, run.error, run.finished_at = "failed", reason, now or utcnow()
+    run.submission.status = SubmissionStatus.error.value
+    return "error"
+
+
+def release(session: Session, run_ids: list[int]) -> None:
+    """Runs whose submissions never reached the executor (sbatch failed): as if never claimed."""
+    submissions = session.scalars(select(Submission).join(GradingRun).where(
+        GradingRun.id.in_(run_ids), GradingRun.status == "running").with_for_update(of=Submission))
+    for submission in submissions:
+        submission.status = SubmissionStatus.queued.value
+    session.execute(delete(GradingRun).where(GradingRun.id.in_(run_ids),
+                                             GradingRun.status == "running"))

@@ -1,0 +1,205 @@
+"""Celery tasks: thin, they take ids; the work is in worker/grading/dispatch.py and
+worker/grading/settle.py.
+
+A task that finds the database away is tried again with back-off (a new message, then this one
+is acknowledged), never acknowledged as done; a report in hand waits for the database inside
+its task (Dispatcher._record_patiently).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import Callable, ContextManager
+
+from celery import shared_task
+from flask import current_app
+
+from server.core.catalogue import load_catalogue
+from server.core.mail import MailAway, report_refused, send_links
+from server.core.models import User
+from server.core.queue import enqueue, stuck
+from worker.grading import settle as grading
+from worker.grading import spool_prune
+from worker.grading.dispatch import Dispatcher
+from worker.grading.executor import Executor
+from worker.grading.executors import make_executor
+from worker.grading.one_at_a_time import one_at_a_time
+from worker.grading.preview import PreviewGrader
+
+log = logging.getLogger(__name__)
+_executor: list[Executor] = []
+# a worker's main process answers at once, even while its pool grades; one that is slow to
+# (a loaded node) is asked once more, longer, before its runs are taken for lost
+INSPECT_SECONDS = (1.0, 5.0)
+# while the database is away: tried again after about 1, 2, 4, 8, 8… seconds, for about an hour
+RETRY_WHILE_AWAY = dict(autoretry_for=grading.DATABASE_AWAY, retry_backoff=1,
+                        retry_backoff_max=8, retry_jitter=True, max_retries=450)
+MAIL_RETRY_SECONDS = 60  # a mail server that is away is tried again this often, for 450 tries
+
+
+def dispatcher(node: str | None = None) -> Dispatcher:
+    """The exercises are read again for every task, so edits apply without a restart."""
+    return Dispatcher.from_config(current_app.extensions["hpcgrade.db"], worker_executor(),
+                                  load_catalogue(), current_app.config, node)
+
+
+def worker_executor() -> Executor:
+    """One executor per worker process, made by its first task (the local one imports torch
+    once)."""
+    if not _executor:
+        _executor.append(make_executor(current_app.config))
+    return _executor[0]
+
+
+def alone(name: str) -> ContextManager[bool]:
+    """Whether this task holds the lock `name` of every worker host
+    (worker/grading/one_at_a_time.py)."""
+    return one_at_a_time(current_app.extensions["hpcgrade.db"],
+                         Path(current_app.config["SPOOL_DIR"]), name)
+
+
+@shared_task(name="hpcgrade.dispatch", bind=True, **RETRY_WHILE_AWAY)
+def dispatch(self, submission_ids: list[int]) -> dict[int, str]:
+    """A submission arrived (or a slot came free): grade what is due. Runs of this node's dead
+    pool processes go back to the queue first (this may be their task, delivered again). On a
+    cluster, one dispatch claims every submission that is due, so one runs at a time: one that
+    finds another under way leaves the work to it, or to the next collect's, within
+    COLLECT_SECONDS (a rush's hundreds of dispatch messages would each redo the first's work,
+    and hold the collects back behind them)."""
+    if worker_executor().synchronous:
+        return _dispatch(self.request.hostname, submission_ids)
+    with alone("dispatch") as mine:
+        return _dispatch(self.request.hostname, submission_ids) if mine else {}
+
+
+def _dispatch(node: str | None, submission_ids: list[int]) -> dict[int, str]:
+    grading_here = dispatcher(node)
+    grading_here.recover(grading.gone_here(node))
+    done = grading_here.dispatch(submission_ids)
+    _follow_up(done.more, done.due_in)
+    return done.outcomes
+
+
+@shared_task(name="hpcgrade.collect", bind=True)
+def collect(self) -> dict[int, str]:
+    """Reports into grades, ended jobs settled; then the batches that came due (a run sent back
+    to the queue goes out with them). A synchronous executor's runs are graded and recorded by
+    dispatch tasks alone: this schedule never takes a grading slot. One collect at a time, on
+    every worker host: one that finds another under way leaves the work to it (after an outage,
+    the collects queued meanwhile would each poll Slurm)."""
+    grading_here = dispatcher(self.request.hostname)
+    if grading_here.executor.synchronous:
+        return {}
+    with alone("collect") as mine:
+        if not mine:
+            return {}
+        outcomes = grading_here.collect()
+        # not under the dispatch lock: it would turn away a new submission's own dispatch,
+        # which would then wait for the next collect
+        done = grading_here.dispatch([])
+    _follow_up(done.more, done.due_in)
+    return outcomes
+
+
+@shared_task(name="hpcgrade.cancel", **RETRY_WHILE_AWAY)
+def cancel(submission_ids: list[int]) -> list[int]:
+    return dispatcher().cancel(submission_ids)
+
+
+@shared_task(name="hpcgrade.preview", bind=True, **RETRY_WHILE_AWAY)
+def preview(self, regrade_id: int) -> dict[int, str]:
+    """Grade a regrade's preview runs (worker/grading/preview.py); nothing is published."""
+    grader = PreviewGrader(dispatcher(self.request.hostname),
+                           current_app.config["SLURM_POLL_SECONDS"])
+    return grader.grade(regrade_id, grading.gone_here(self.request.hostname))
+
+
+@shared_task(name="hpcgrade.mail_links", bind=True, **RETRY_WHILE_AWAY)
+def mail_links(self, user_ids: list[int], base_url: str, lang: str, staff_id: int) -> int:
+    """Mail new accounts their set-password links (server/core/mail.py), in the language of the
+    staff member who made them, who gets a mail naming any address the server refused. A mail
+    server that is away is tried again, for the accounts not mailed yet. Returns how many were
+    refused."""
+    with current_app.extensions["hpcgrade.db"].sessions() as session:
+        try:
+            refused = send_links(session, user_ids, base_url, lang)
+        except MailAway as away:
+            log.warning("mail server away (%s): %s links wait", away, len(away.left))
+            raise self.retry(args=[away.left, base_url, lang, staff_id], exc=away,
+                             countdown=MAIL_RETRY_SECONDS)
+        if refused:
+            try:
+                report_refused(session.get(User, staff_id), refused, lang)
+            except MailAway as away:  # the links went out: only the report is lost
+                log.error("links refused for %s; the report to staff %s was not mailed: %s",
+                          [user.username for user, _answer in refused], staff_id, away)
+    return len(refused)
+
+
+@shared_task(name="hpcgrade.reconcile")
+def reconcile() -> list[int]:
+    """Runs whose worker died go back to the queue (the workers are asked which tasks they are
+    running), then every submission queued but not sent, or sent long ago, is sent."""
+    dispatcher().recover(dead_workers(current_app.extensions["celery"]))
+    database = current_app.extensions["hpcgrade.db"]
+    with database.sessions() as session:
+        config = current_app.config
+        ids = stuck(session, dt.timedelta(seconds=config["REQUEUE_AFTER_SECONDS"]),
+                    config["MAX_RUNNING_PER_STUDENT"])
+        return enqueue(current_app.extensions["celery"], session, ids)
+
+
+@shared_task(name="hpcgrade.prune_spool")
+def prune_spool() -> str:
+    """Hourly: job logs, dead pilots' folders and runs' folders left behind leave the spool
+    SPOOL_KEEP_DAYS after their last change (worker/grading/spool_prune.py)."""
+    pruned = spool_prune.prune_spool(current_app.config, current_app.extensions["hpcgrade.db"])
+    log.info("spool pruned: %s", pruned)
+    return str(pruned)
+
+
+def dead_workers(celery) -> Callable[[str | None], bool]:
+    """Whether a run's worker (grading.worker_name) is dead: its Celery node does not answer, or
+    answers without a task in that pool process. Asked once, lazily, of the nodes named; a run
+    of a worker outside Celery, or when the broker cannot be asked, waits for its lease."""
+    answers: dict[str, dict[str, set]] = {}
+
+    def dead(worker: str | None) -> bool:
+        node, _, pid = (worker or "").rpartition(":")
+        if "@" not in node or not pid.isdigit():
+            return False
+        if node not in answers:
+            answers[node] = _busy(celery, node)
+        busy = answers[node]
+        return busy is not None and int(pid) not in busy
+    return dead
+
+
+def _busy(celery, node: str) -> set[int] | None:
+    """The pool processes of a node that are running a task: empty if it did not answer, None
+    if the broker could not be asked."""
+    replies: dict = {}
+    for seconds in INSPECT_SECONDS:
+        try:
+            replies = celery.control.inspect(destination=[node], timeout=seconds,
+                                             limit=1).active() or {}
+        except Exception as exc:  # kombu raises many types for a broker that is away
+            log.warning("cannot ask %s which tasks it runs: %s", node, exc)
+            return None
+        if node in replies:
+            break
+    return {task.get("worker_pid") for task in replies.get(node, [])}
+
+
+def _follow_up(more: bool, due_in: float | None) -> None:
+    """A run ended and a queued submission may be claimed (a student's next file, a failed
+    run's next try): another dispatch now, not at the next reconcile; a batch still filling up
+    is looked at again when it is due."""
+    try:
+        if more:
+            dispatch.apply_async(args=[[]], retry=False)
+        if due_in is not None:
+            dispatch.apply_async(args=[[]], countdown=due_in, retry=False)
+    except Exception as exc:  # the broker is away: reconcile or collect dispatches it anyway
+        log.warning("cannot send the next dispatch: %s", exc)
