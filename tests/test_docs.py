@@ -77,6 +77,9 @@ def shell_problem(line: str) -> str | None:
         words = words[1:]
     if not words:
         return None
+    missing = [w for w in words if PATH.match(w) and not (ROOT / w).exists()]
+    if missing:
+        return f"{', '.join(missing)}: no such file or folder"
     program = words[0].removeprefix(".venv/bin/")
     if program == "hpcgrade":
         return hpcgrade_problem(words[1:])
@@ -198,6 +201,7 @@ def test_the_modules_architecture_places_exist():
     "```bash\n.venv/bin/gunicorn -w 2 'server.web.app:make_app()'\n```",
     "```bash\neval \"$(scripts/servces)\"\n```",
     "```bash\nrm -rf instance\n```",
+    "```bash\nscripts/test tests/test_no_such.py\n```",
     "```python\n%hpcgrade sumbit autograd-q\n```",
     "`hpcgrade pilot start --days 3`",
     "`worker/grading/no_such.py`",
