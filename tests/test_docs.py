@@ -4,9 +4,11 @@ Shell blocks: each `hpcgrade …` line resolves to a click command whose options
 parse (click's make_context on the `hpcgrade` group, the command never run; files named as
 arguments are examples, so they need not exist), `scripts/…` are executable, `bench/…` exist and
 take the options given them, gunicorn's and celery's modules exist, and nothing else runs.
-Python blocks: each `%hpcgrade …` line parses as the magic parses it. Inline code: an
-`hpcgrade …` span names a real command and its options; a path under a top-level folder exists.
-Links: their files and headings exist. Needs no service."""
+Python blocks: each `%hpcgrade …` line parses as the magic parses it, and each
+`from … import …` imports. Inline code: an `hpcgrade …` span names a real command and its
+options; a path under a top-level folder exists. Links: their files and headings exist. Needs
+no service."""
+import importlib
 import re
 import shlex
 from pathlib import Path
@@ -109,7 +111,15 @@ def module_problem(module: str, attribute: str | None) -> str | None:
     return None
 
 
-def magic_problem(line: str) -> str | None:
+def python_problem(line: str) -> str | None:
+    """A `%hpcgrade …` line the magic would refuse, or an import of the project that fails."""
+    if imported := re.fullmatch(r"from ([\w.]+) import (.+)", line.strip()):
+        try:
+            module = importlib.import_module(imported.group(1))
+        except ImportError as exc:
+            return str(exc)
+        missing = [n for n in re.split(r",\s*", imported.group(2)) if not hasattr(module, n)]
+        return f"{imported.group(1)} has no {', '.join(missing)}" if missing else None
     if not line.startswith("%hpcgrade "):
         return None
     try:
@@ -147,7 +157,7 @@ def problems(text: str, document: Path) -> list[str]:
     """Everything wrong with the commands, paths and links of one Markdown text."""
     found = []
     for language, block in FENCE.findall(text):
-        check = {"bash": shell_problem, "python": magic_problem}.get(language)
+        check = {"bash": shell_problem, "python": python_problem}.get(language)
         found += [check(line) for line in block.splitlines() if check and line.strip()]
     prose = FENCE.sub("", text)
     for span in INLINE.findall(prose):
@@ -203,6 +213,8 @@ def test_the_modules_architecture_places_exist():
     "```bash\nrm -rf instance\n```",
     "```bash\nscripts/test tests/test_no_such.py\n```",
     "```python\n%hpcgrade sumbit autograd-q\n```",
+    "```python\nfrom worker.harness.checks import Context, expect_gradient\n```",
+    "```python\nfrom worker.harness.no_such import check\n```",
     "`hpcgrade pilot start --days 3`",
     "`worker/grading/no_such.py`",
     "[the design](DESIGN.md)",
