@@ -1,10 +1,16 @@
-"""Configuration: defaults, a TOML file, HPCGRADE_* variables, and clear refusals."""
+"""Configuration: defaults, a TOML file, HPCGRADE_* variables, and clear refusals; the reference
+in docs/ written from the settings' definitions."""
 import os
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from server.core.config import ConfigError, load_settings
 from server.web.app import create_app
+from worker.cli.main import main
+
+REFERENCE = Path(__file__).parents[1] / "docs" / "configuration.md"
 
 
 @pytest.fixture(autouse=True)
@@ -124,3 +130,14 @@ def test_link_and_mail_settings(monkeypatch):
     config = load_settings()
     assert config.public_url == "https://uni.es/hpcgrade"
     assert config.mail_port == 25 and config.mail_starttls is True
+
+
+def test_the_configuration_reference_is_the_settings_own():
+    """docs/configuration.md is what `hpcgrade settings` prints: after changing a setting, run
+    `hpcgrade settings > docs/configuration.md`."""
+    printed = CliRunner().invoke(main, ["settings"])
+    assert printed.exit_code == 0
+    assert printed.output == REFERENCE.read_text(), "docs/configuration.md is out of date"
+    for name in ("SLURM_BATCH_SIZE", "MAIL_FROM", "SANDBOX_REQUIRED_LAYERS"):
+        assert f"| `{name}` | `HPCGRADE_{name}` |" in printed.output
+    assert "| `[slurm] gpus` | whole number | `1` |" in printed.output

@@ -30,16 +30,30 @@ class ConfigError(Exception):
 
 # --- parsers: (name, raw value) → value, or ConfigError ---------------------------------------
 
+Parser = Callable[[str, Any], Any]
+
+
+def accepts(kind: str) -> Callable[[Parser], Parser]:
+    """Name what a parser takes, in words: the type column of docs/configuration.md."""
+    def mark(parse: Parser) -> Parser:
+        parse.kind = kind
+        return parse
+    return mark
+
+
+@accepts("text")
 def text(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value or any(c in value for c in "\n\r\0"):
         raise ConfigError(f"{name} must be a non-empty line of text, not {value!r}")
     return value
 
 
-def optional(parse: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
-    return lambda name, value: None if value is None or value == "" else parse(name, value)
+def optional(parse: Parser) -> Parser:
+    return accepts(parse.kind)(
+        lambda name, value: None if value is None or value == "" else parse(name, value))
 
 
+@accepts("name (letters, digits, _ . + -)")
 def word(name: str, value: Any) -> str:
     """A Slurm name (partition, account, QOS, course): no spaces, nothing a shell would read."""
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]+", value):
@@ -59,9 +73,10 @@ def whole(minimum: int) -> Callable[[str, Any], int]:
             raise ConfigError(f"{name} must be positive" if minimum == 1
                               else f"{name} must be at least {minimum}")
         return number
-    return parse
+    return accepts("whole number" if minimum == 0 else f"whole number, at least {minimum}")(parse)
 
 
+@accepts("seconds")
 def seconds(name: str, value: Any) -> float:
     try:
         number = float(value) if not isinstance(value, bool) else -1.0
@@ -72,6 +87,7 @@ def seconds(name: str, value: Any) -> float:
     return number
 
 
+@accepts("table")
 def table(name: str, value: Any) -> dict:
     if isinstance(value, str):
         value = _json(name, value)
@@ -80,6 +96,7 @@ def table(name: str, value: Any) -> dict:
     return value
 
 
+@accepts("list of text")
 def strings(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = _json(name, value)
@@ -88,6 +105,7 @@ def strings(name: str, value: Any) -> tuple[str, ...]:
     return tuple(text(f"{name} item", item) for item in value)
 
 
+@accepts(f"list of layers: {', '.join(SANDBOX_LAYERS)}")
 def sandbox_layers(name: str, value: Any) -> tuple[str, ...]:
     layers = strings(name, value)
     unknown = sorted(set(layers) - set(SANDBOX_LAYERS))
@@ -97,6 +115,7 @@ def sandbox_layers(name: str, value: Any) -> tuple[str, ...]:
     return layers
 
 
+@accepts("list of sbatch options")
 def sbatch_options(name: str, value: Any) -> tuple[str, ...]:
     options = strings(name, value)
     for option in options:
@@ -105,6 +124,7 @@ def sbatch_options(name: str, value: Any) -> tuple[str, ...]:
     return options
 
 
+@accepts("memory: MB, or 4G, 4096M")
 def memory_mb(name: str, value: Any) -> int:
     """Slurm's memory notation: 4096 (MB), 4096M, 4G, 1T."""
     match = re.fullmatch(r"(\d+)\s*([KMGT]?)B?", str(value).strip().upper())
@@ -117,6 +137,7 @@ def memory_mb(name: str, value: Any) -> int:
     return megabytes
 
 
+@accepts("time: minutes, or M:S, H:M:S, D-H:M:S")
 def minutes(name: str, value: Any) -> int:
     """Slurm's time notation: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S; rounded up to minutes."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -150,9 +171,10 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
         if value not in options:
             raise ConfigError(f"{name} must be one of {', '.join(options)}, not {value!r}")
         return value
-    return parse
+    return accepts(" or ".join(f"`{option}`" for option in options))(parse)
 
 
+@accepts("true or false")
 def flag(name: str, value: Any) -> bool:
     """true or false; in the environment also 1/0, yes/no, on/off."""
     words = {"true": True, "1": True, "yes": True, "on": True,
@@ -164,6 +186,7 @@ def flag(name: str, value: Any) -> bool:
     raise ConfigError(f"{name} must be true or false, not {value!r}")
 
 
+@accepts("time zone")
 def time_zone(name: str, value: Any) -> str:
     """An IANA time zone name: Europe/Madrid, America/Bogota, UTC."""
     import zoneinfo
@@ -174,6 +197,7 @@ def time_zone(name: str, value: Any) -> str:
     return value
 
 
+@accepts("limits: N per minute; M per hour")
 def rate_limits(name: str, value: Any) -> str:
     """Limits in Flask-Limiter's notation: "5 per minute; 20 per hour"."""
     from limits import parse_many  # not at import: the grading side never needs it
@@ -185,6 +209,7 @@ def rate_limits(name: str, value: Any) -> str:
     raise ConfigError(f"{name} must be limits like \"5 per minute; 20 per hour\", not {value!r}")
 
 
+@accepts("http(s) address")
 def web_address(name: str, value: Any) -> str:
     """Where people reach the portal: https://grader.uni.es or https://uni.es/hpcgrade (no
     trailing slash kept)."""
@@ -196,6 +221,7 @@ def web_address(name: str, value: Any) -> str:
     return value.rstrip("/")
 
 
+@accepts("mail address")
 def mail_address(name: str, value: Any) -> str:
     """An address mail is sent from: noreply@uni.es or "hpcgrade <noreply@uni.es>"."""
     if not isinstance(value, str) or "@" not in parseaddr(value)[1] or "\n" in value:
@@ -236,7 +262,7 @@ class Resources:
                                             for key, value in overrides.items()})
 
 
-RESOURCE_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+RESOURCE_PARSERS: dict[str, Parser] = {
     "partition": optional(word), "account": optional(word), "qos": optional(word),
     "gpus": whole(0), "cpus": whole(1), "memory": memory_mb, "time": minutes,
     "extra": sbatch_options,
@@ -244,7 +270,7 @@ RESOURCE_PARSERS: dict[str, Callable[[str, Any], Any]] = {
 
 # --- the settings -------------------------------------------------------------------------------
 
-def setting(default: Any, parse: Callable[[str, Any], Any], about: str, group: str) -> Any:
+def setting(default: Any, parse: Parser, about: str, group: str) -> Any:
     """A field of Settings: its default, the parser its raw value goes through, one line saying
     what it does, and the group it is listed in (docs/configuration.md is made of these)."""
     held = {"default_factory": lambda: dict(default)} if isinstance(default, dict) \
@@ -283,7 +309,7 @@ class Settings:
     trusted_proxies: int = setting(
         0, whole(0), "Proxies in front that set X-Forwarded-For (1 behind nginx).", SERVICE)
 
-    max_upload_kb: int = setting(1024, whole(1), "The largest file a student may submit.",
+    max_upload_kb: int = setting(1024, whole(1), "The largest file a student may submit, in kB.",
                                  SUBMITTING)
     submissions_per_window: int = setting(
         20, whole(1), "Submissions a student may make per SUBMISSION_WINDOW_MINUTES.", SUBMITTING)
@@ -332,31 +358,35 @@ class Settings:
     executor: str = setting("local", choice(EXECUTOR_NAMES),
                             "Where runs are graded: `local` or `slurm`.", GRADING)
     course_python: str | None = setting(
-        None, optional(text), "The course venv's python, for workers and jobs (torch and numpy); "
+        None, optional(text), "The course venv's python as workers and compute nodes see it "
+        "(torch and numpy); "
         "the portal checks a submission's syntax with its own Python, so that should be the "
         "course's version or newer.", GRADING)
     course: str = setting(
         "hpcgrade", word, "The course's name: in job names, `--wckey` and `--comment`, and the "
         "log-in counters' keys.", GRADING)
     grading_lease_seconds: int = setting(
-        900, whole(1), "How long a worker holds a run before another may take it over.", GRADING)
+        900, whole(1), "A run claimed this long ago and not ended goes back to the queue (its "
+        "worker is taken for dead).", GRADING)
     # a student flooding the queue (or looping until the time-out) holds one slot, never all
     max_running_per_student: int = setting(
         1, whole(1), "A student's files graded at once; the next waits its turn.", GRADING)
     requeue_after_seconds: int = setting(
-        120, whole(1), "A submission queued this long without a run is sent again.", GRADING)
+        120, whole(1), "A queued submission sent this long ago (its message lost) or never is "
+        "sent again.", GRADING)
     collect_seconds: float = setting(
         1.0, seconds, "How often reports are read (one listing of the spool's done/ folder).",
         GRADING)
     # a node without them answers a grader error, never a zero
     sandbox_required_layers: tuple[str, ...] = setting(
-        REQUIRED_LAYERS, sandbox_layers, "Sandbox layers without which a node grades nothing "
-        "; `filesystem` is either of mount-namespace and landlock.",
+        REQUIRED_LAYERS, sandbox_layers, "Sandbox layers without which a node grades nothing; "
+        "`filesystem` is either of mount-namespace and landlock.",
         GRADING)
 
     spool_dir: str = setting(
         str(ROOT / "instance" / "spool"), text, "Where jobs and reports are written; for Slurm, "
-        "on a filesystem the compute nodes share, at the same path.", SPOOL)
+        "on a filesystem the compute nodes share, at the same path (owner and group hpcgrade, "
+        "mode 2770).", SPOOL)
     # a job in a full spool cannot write its reports, and would use a try of each of its runs
     spool_min_free_mb: int = setting(
         512, whole(0), "Below this much free space in the spool, nothing is sent to be graded.",
@@ -387,10 +417,12 @@ class Settings:
         (), strings, "Modules loaded before the harness starts, e.g. `[\"cuda/12.4\"]`.", SLURM)
     slurm_batch_size: int = setting(
         20, whole(1), "Runs packed into one job; fewer when SLURM_TIME, less 2 minutes for the "
-        "job's start, cannot hold them at their exercises' `budget_seconds` plus 45 s each.",
-        SLURM)
+        "job's start, cannot hold them at their exercises' `budget_seconds` plus 45 s each: a "
+        "job starts no run that could not end before its limit, and such runs go back to the "
+        "queue without using an attempt.", SLURM)
     slurm_batch_wait: float = setting(
-        3.0, seconds, "The longest a run waits for others while a job of ours is pending.", SLURM)
+        3.0, seconds, "Runs are sent at once while no job of ours waits to start, else once the "
+        "oldest has waited this long for others to share its job.", SLURM)
     slurm_poll_seconds: float = setting(
         5.0, seconds, "How often Slurm is asked about the jobs followed.", SLURM)
     # a node drained, a partition down: the runs end instead of waiting for ever
@@ -404,7 +436,9 @@ class Settings:
         (), strings, "ssh's options, e.g. `[\"-i\", \"/etc/hpcgrade/id_ed25519\"]`; every "
         "command shares one connection (`-o ControlMaster=auto -o "
         "ControlPath=SPOOL_DIR/ssh/%C -o ControlPersist=60` added after these, so an option "
-        "given here wins).", SLURM)
+        "given here wins: `[\"-o\", \"ControlMaster=no\"]` turns it off, `[\"-o\", "
+        "\"ControlPath=/run/hpcgrade/%C\"]` moves the socket where SPOOL_DIR is too long for a "
+        "socket's address, about 90 bytes with `%C`'s 40).", SLURM)
 
     def to_dict(self) -> dict:
         """Every setting by name, as load_settings takes them back (written to a TOML file for

@@ -13,6 +13,7 @@ from sqlalchemy.exc import OperationalError
 from server.core import migrate
 from server.core.catalogue import ExerciseConfigError, load_catalogue
 from server.core.config import ConfigError, app_settings, load_settings
+from server.core.configuration_doc import markdown
 from server.core.db import Database
 from server.core.exercises import sync_exercises
 from server.core.models import User, utcnow
@@ -242,3 +243,10 @@ def list_exercises(as_json: bool, lang: str) -> None:
         return
     for e in exercises.values():
         click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")
+
+
+@click.command("settings")
+def settings_reference() -> None:
+    """Print every setting of the service (its variable, TOML key, type, default and what it
+    does) as Markdown: docs/configuration.md is this output."""
+    click.echo(markdown(), nl=False)
