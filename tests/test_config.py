@@ -1,12 +1,13 @@
 """Configuration: defaults, a TOML file, HPCGRADE_* variables, and clear refusals; the reference
 in docs/ written from the settings' definitions."""
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from server.core.config import ConfigError, load_settings
+from server.core.config import ConfigError, app_settings, load_settings
 from server.web.app import create_app
 from worker.cli.main import main
 
@@ -141,3 +142,16 @@ def test_the_configuration_reference_is_the_settings_own():
     for name in ("SLURM_BATCH_SIZE", "MAIL_FROM", "SANDBOX_REQUIRED_LAYERS"):
         assert f"| `{name}` | `HPCGRADE_{name}` |" in printed.output
     assert "| `[slurm] gpus` | whole number | `1` |" in printed.output
+
+
+def test_the_app_holds_one_frozen_settings_object_beside_flasks_own_keys(tmp_path):
+    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "s",
+                      "TESTING": True, "LOGIN_LIMITS_STORAGE": "memory://", "MAX_UPLOAD_KB": 2})
+    settings = app_settings(app)
+    assert settings.max_upload_kb == 2 and settings.login_limits_storage == "memory://"
+    assert app.config["TESTING"] is True and app.config["SECRET_KEY"] == "s"
+    assert app.config["MAX_CONTENT_LENGTH"] == 32 * 2 << 10 and "MAX_UPLOAD_KB" not in app.config
+    with app.app_context():
+        assert app_settings() is settings
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.max_upload_kb = 3

@@ -15,10 +15,13 @@ import tomllib
 from dataclasses import dataclass
 from email.utils import parseaddr
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from worker.harness.jobs import REQUIRED_LAYERS, SANDBOX_LAYERS
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 ROOT = Path(__file__).resolve().parents[2]
 EXECUTOR_NAMES = ("local", "slurm")
@@ -452,7 +455,7 @@ class Settings:
 
 
 FIELDS = {field.name.upper(): field for field in dataclasses.fields(Settings)}
-# flask's own keys a caller may give beside the settings (tests do); the app factory takes them
+# Flask's own keys, taken beside the settings (tests give TESTING); the app factory reads them
 FLASK_KEYS = frozenset({"TESTING"})
 
 
@@ -466,9 +469,8 @@ def load_settings(overrides: dict | None = None) -> Settings:
     for name in FIELDS:
         if f"HPCGRADE_{name}" in os.environ:
             raw[name] = os.environ[f"HPCGRADE_{name}"]
-    raw.update({name: value for name, value in (overrides or {}).items()
-                if name not in FLASK_KEYS})
-    unknown = set(raw) - set(FIELDS)
+    raw.update(overrides or {})
+    unknown = set(raw) - set(FIELDS) - FLASK_KEYS
     if unknown:
         raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
     settings = Settings(**{field.name: field.metadata["parse"](name, raw[name])
@@ -494,7 +496,7 @@ def _read_file(path: str) -> dict:
 SETTINGS_KEY = "hpcgrade.settings"
 
 
-def app_settings(app: Any = None) -> Settings:
+def app_settings(app: Flask | None = None) -> Settings:
     """The settings of `app`, else of the current Flask app (a request, a CLI command, a task)."""
     from flask import current_app  # not at import: the command line reads settings without Flask
     return (app if app is not None else current_app).extensions[SETTINGS_KEY]
