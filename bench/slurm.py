@@ -45,7 +45,7 @@ from cold_start import import_torch, spool_run  # noqa: E402
 from helpers import postgres_database  # noqa: E402
 from server.core import migrate  # noqa: E402
 from server.core.catalogue import load_catalogue  # noqa: E402
-from server.core.config import load_config  # noqa: E402
+from server.core.config import Settings, load_settings  # noqa: E402
 from server.core.db import Database  # noqa: E402
 from server.core.exercises import sync_exercises  # noqa: E402
 from server.core.models import GradingRun, Submission  # noqa: E402
@@ -151,9 +151,9 @@ class Service:
             "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", **settings}
 
     @property
-    def config(self) -> dict:
+    def effective_settings(self) -> Settings:
         """The settings the service runs on, defaults filled in."""
-        return load_config(self.settings())
+        return load_settings(self.settings())
 
     def start_grading(self, **settings) -> None:
         """The dispatcher and beat, as their own processes (deploy/systemd)."""
@@ -259,7 +259,7 @@ def main() -> None:
         service.start_grading()
         through_sbatch = [submit_and_wait(clients.next(), service.base)
                           for _ in range(args.latency)]
-        time.sleep(2 * service.config["SLURM_POLL_SECONDS"])  # the last job's end is seen
+        time.sleep(2 * service.effective_settings.slurm_poll_seconds)  # the last job's end is seen
         idle_from = time.time()
         time.sleep(args.idle)
         idle = slurm_calls(folder, idle_from, time.time())
@@ -292,17 +292,17 @@ def main() -> None:
     p50, p95 = percentile(through_sbatch, 50), percentile(through_sbatch, 95)
     pilot_p50, pilot_p95 = percentile(through_pilot, 50), percentile(through_pilot, 95)
     torch_p50 = statistics.median(torch_times)
-    shipped = service.config
+    shipped = service.effective_settings
     print(f"trivial sbatch job, submit → COMPLETED (floor) : p50 {floor_p50:6.2f} s (n=5)")
     print(f"POST → grade readable, through sbatch        : p50 {p50:6.2f} s  p95 {p95:6.2f} s"
           f"  (n={len(through_sbatch)}; p50 − floor {p50 - floor_p50:.2f} s, goal ≤ 2 s; "
-          f"shipped settings: batch wait {shipped['SLURM_BATCH_WAIT']:g} s, collect every "
-          f"{shipped['COLLECT_SECONDS']:g} s, Slurm polled every "
-          f"{shipped['SLURM_POLL_SECONDS']:g} s)")
+          f"shipped settings: batch wait {shipped.slurm_batch_wait:g} s, collect every "
+          f"{shipped.collect_seconds:g} s, Slurm polled every "
+          f"{shipped.slurm_poll_seconds:g} s)")
     print(f"Slurm calls, idle with no job                : {per_minute(idle, args.idle)}")
     print(f"POST → grade readable, through a live pilot  : p50 {pilot_p50:6.2f} s  "
           f"p95 {pilot_p95:6.2f} s  (n={len(through_pilot)}; goal p50 ≤ 0.5 s)")
-    print(f"{args.rush} students at once, batches of {shipped['SLURM_BATCH_SIZE']}     : "
+    print(f"{args.rush} students at once, batches of {shipped.slurm_batch_size}     : "
           f"{batched:6.1f} s in {batched_jobs} jobs; Slurm calls "
           f"{per_minute(batched_calls, batched)}")
     print(f"{args.rush} students at once, one job each       : {one_each:6.1f} s in "
@@ -314,7 +314,7 @@ def main() -> None:
     print(f"cold one-run spool, as a job runs it         : {statistics.median(spool_times):6.2f} s"
           f"  → {statistics.median(spool_times) / torch_p50:.2f}× import torch")
     print(f"  ({os.cpu_count()} cores; single-node Slurm, jobs of 1 CPU, 2 GB and "
-          f"{shipped['SLURM_TIME']} minutes)")
+          f"{shipped.slurm_time} minutes)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import pytest
 
 from helpers import SECRETS, postgres_database
 from server.core.catalogue import default_root, load_catalogue, load_exercise_info
+from server.core.config import Settings
 from worker.grading.local import LocalExecutor
 from worker.harness.runner import HarnessProcess
 
@@ -30,8 +31,8 @@ def harness(tmp_path_factory):
 @pytest.fixture(scope="session")
 def executor(tmp_path_factory):
     """The local executor, as a worker makes it (its own warm harness)."""
-    local = LocalExecutor({"SPOOL_DIR": str(tmp_path_factory.mktemp("spool")),
-                           "COURSE_PYTHON": None})
+    local = LocalExecutor(Settings(spool_dir=str(tmp_path_factory.mktemp("spool")),
+                                   course_python=None))
     yield local
     local.close()
 

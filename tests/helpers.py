@@ -70,6 +70,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def change_settings(app, **changes) -> None:
+    """Give a running app other settings, by name (MAIL_PORT=...), parsed as at start-up."""
+    import dataclasses
+    from server.core.config import FIELDS, SETTINGS_KEY
+    parsed = {FIELDS[name].name: FIELDS[name].metadata["parse"](name, value)
+              for name, value in changes.items()}
+    app.extensions[SETTINGS_KEY] = dataclasses.replace(app.extensions[SETTINGS_KEY], **parsed)
+
+
 def dispatcher(database, executor, catalogue, **settings):
     """A dispatcher as a worker builds one, on the executor's spool (tests' own settings)."""
     import datetime as dt

@@ -11,7 +11,7 @@ from aiosmtpd.controller import Controller
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from helpers import CSRF_TOKEN, free_port, logged_in
+from helpers import CSRF_TOKEN, change_settings, free_port, logged_in
 from server.core.models import User
 from test_roster import HEADER, links, set_password, users
 from worker.cli.main import main
@@ -171,7 +171,7 @@ def staff_with_mail(course, smtp_server, monkeypatch):
     process when the page sends it (no broker here)."""
     from worker.grading.tasks import mail_links
     port, recorder = smtp_server
-    course.config.update(mail_settings(port), PUBLIC_URL="https://grader.uni.es")
+    change_settings(course, **mail_settings(port), PUBLIC_URL="https://grader.uni.es")
     monkeypatch.setattr(course.extensions["celery"], "send_task",
                         lambda name, args, **options: mail_links.apply(args=args))
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
@@ -212,7 +212,7 @@ def test_an_address_the_server_refuses_is_reported_to_the_instructor(staff_with_
 
 
 def test_a_mail_server_that_is_away_undoes_nothing_and_is_said(course, monkeypatch):
-    course.config.update(mail_settings(free_port()))  # nothing listens there
+    change_settings(course, **mail_settings(free_port()))  # nothing listens there
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         from server.core.users import add_user
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
@@ -270,7 +270,7 @@ def test_a_mail_server_that_went_away_is_tried_again_later(staff_with_mail, monk
         ids = [user.id for user in ids]
         staff = session.scalar(select(User.id).where(User.username == "prof"))
         session.commit()
-    app.config["MAIL_PORT"] = free_port()  # nothing listens there now
+    change_settings(app, MAIL_PORT=free_port())  # nothing listens there now
     retried = []
 
     class Again(Exception):

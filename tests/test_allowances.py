@@ -10,7 +10,7 @@ import zoneinfo
 import pytest
 from sqlalchemy import select
 
-from helpers import logged_in
+from helpers import change_settings, logged_in
 from hpcgrade.summary import summary
 from server.core.grades import terms
 from server.core.grades import take
@@ -40,7 +40,7 @@ def database(app):
 @pytest.fixture
 def staffed(course):
     """The course, in Madrid's time zone, with prof, an instructor."""
-    course.config["TIMEZONE"] = ZONE
+    change_settings(course, TIMEZONE=ZONE)
     with database(course) as session:
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
     return course

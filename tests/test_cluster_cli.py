@@ -63,7 +63,7 @@ def test_pilot_start_refuses_more_time_than_the_partition_allows(hpcgrade, confi
             "--hours 0.16 or less") in by_default.output
     assert "allows 10 minutes; --hours 0.5 asks 30" in hpcgrade("pilot", "start", "--hours",
                                                                 "0.5").output
-    assert pilot_jobs(config["COURSE"]) == []  # no sbatch
+    assert pilot_jobs(config.course) == []  # no sbatch
 
 
 def test_pilot_list_shows_a_pilot_slurm_has_not_started_and_hides_dead_ones(hpcgrade, config,
@@ -72,7 +72,7 @@ def test_pilot_list_shows_a_pilot_slurm_has_not_started_and_hides_dead_ones(hpcg
     assert started.exit_code == 0, started.output
     pending = started.output.split()[1]
     # a pilot that ended an hour ago, whose job Slurm has forgotten
-    dead = spool.make_folder(config["SPOOL_DIR"], "pilots", "999999")
+    dead = spool.make_folder(config.spool_dir, "pilots", "999999")
     (dead / "heartbeat.json").write_text(json.dumps(
         {"name": "999999", "node": drained, "beat": time.time() - 3600, "until": time.time()}))
     try:

@@ -17,7 +17,7 @@ import slurm_cluster
 from helpers import REFERENCE_Q, queue_submission
 from server.core import migrate
 from server.core.catalogue import load_catalogue
-from server.core.config import load_config
+from server.core.config import app_settings, load_settings
 from server.core.db import Database
 from server.core.exercises import sync_exercises
 from server.core.users import add_user
@@ -49,7 +49,7 @@ def test_on_a_cluster_a_dispatch_leaves_the_work_to_one_under_way(tmp_path, monk
     app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
                       "BROKER_URL": "memory://", "EXECUTOR": "slurm",
                       "SPOOL_DIR": str(tmp_path / "spool")})
-    migrate.upgrade(app.config["DATABASE_URL"])
+    migrate.upgrade(app_settings(app).database_url)
     monkeypatch.setattr(tasks, "_executor", [])  # this test's Slurm executor, not a cached one
     dispatched = []
     monkeypatch.setattr(Dispatcher, "dispatch",
@@ -93,10 +93,10 @@ def test_collects_queued_while_no_worker_ran_make_a_couple_of_squeue_calls(tmp_p
         with database.sessions.begin() as session:
             sync_exercises(session, catalogue)
             add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
-        config = load_config(settings)
+        config = load_settings(settings)
         submission = queue_submission(database, REFERENCE_Q)
-        Dispatcher.from_config(database, SlurmExecutor(config), load_catalogue(),
-                               config).dispatch([submission])
+        Dispatcher.from_settings(database, SlurmExecutor(config), load_catalogue(),
+                                 config).dispatch([submission])
         write_config(folder / "hpcgrade.toml", settings)
         log, wrapper = folder / "squeue.log", folder / "bin" / "squeue"
         wrapper.parent.mkdir()

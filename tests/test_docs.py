@@ -23,8 +23,6 @@ from worker.harness.codes import CATALOGUE
 ROOT = Path(__file__).parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
              ROOT / "exercises" / "README.md", ROOT / "migrations" / "README.md"]
-# generated from the settings' definitions on its own branch; linked from here before it lands
-GENERATED = {ROOT / "docs" / "configuration.md"}
 # what a shell block may run besides hpcgrade, scripts, benches, gunicorn and celery: a program
 # of the system named here is checked by nothing, so each one added is a choice
 OTHER_PROGRAMS = {"export"}
@@ -144,8 +142,6 @@ def link_problem(document: Path, target: str) -> str | None:
         return None
     file, _, anchor = target.partition("#")
     path = (document.parent / file).resolve() if file else document
-    if path in GENERATED and not path.exists():
-        return None
     if not path.exists():
         return f"link {target}: no such file"
     if anchor and path.suffix == ".md" and anchor not in anchors(path):

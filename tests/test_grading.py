@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 from helpers import REFERENCE_Q, grade, queue_submission as submit
 from server.core.catalogue import load_exercise_info
+from server.core.config import Settings
 from server.core.models import GradingRun, Submission
 from server.web.submissions import reopen
 from worker.grading.local import LocalExecutor
@@ -82,7 +83,7 @@ def test_grader_failure_is_retried_then_error_never_zero(database, executor, cat
 
 def test_a_grader_that_cannot_start_is_a_failed_run_not_a_crash(database, catalogue, tmp_path):
     submission_id = submit(database, REFERENCE_Q)
-    executor = LocalExecutor({"COURSE_PYTHON": "/nonexistent/python", "SPOOL_DIR": tmp_path})
+    executor = LocalExecutor(Settings(course_python="/nonexistent/python", spool_dir=str(tmp_path)))
     assert grade(database, executor, catalogue, submission_id) == "failed"
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)

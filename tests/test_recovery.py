@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 
 from helpers import REFERENCE_Q, dispatcher, postgres_database, queue_submission
 from server.core import migrate
+from server.core.config import app_settings
 from server.core.exercises import sync_exercises
 from server.core.models import Submission, User
 from server.core.queue import enqueue
@@ -67,7 +68,7 @@ def test_the_schedule_never_grades_on_a_local_worker(tmp_path, monkeypatch):
     from worker.grading import tasks
     app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
                       "BROKER_URL": "memory://"})
-    migrate.upgrade(app.config["DATABASE_URL"])
+    migrate.upgrade(app_settings(app).database_url)
     graded = []
     monkeypatch.setattr(dispatch_module.Dispatcher, "dispatch",
                         lambda self, ids: graded.append(ids) or dispatch_module.Dispatched())

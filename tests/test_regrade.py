@@ -15,6 +15,7 @@ from sqlalchemy import event, select, text, update
 
 from helpers import REFERENCE_Q, dispatcher, grade, grade_next, logged_in
 from server.core.catalogue import load_exercise_info
+from server.core.config import app_settings
 from server.core.grades import student_grade
 from server.core.models import Exercise, GradingRun, Regrade, SetGrade, Submission, User, utcnow
 from server.core.queue import PREVIEWS, SUBMISSIONS, place
@@ -755,7 +756,7 @@ def test_a_preview_waiting_for_a_busy_worker_is_not_stalled(graded):
     with as_prof(app) as (session, exercise, prof):
         now = utcnow()
         rows = preview_rows(session, start(session, exercise, prof, now))
-        requeued = now + dt.timedelta(seconds=app.config["REQUEUE_AFTER_SECONDS"] + 1)
+        requeued = now + dt.timedelta(seconds=app_settings(app).requeue_after_seconds + 1)
         assert not stalled(rows, requeued)
         assert stalled(rows, now + dt.timedelta(seconds=PREVIEW_PICKUP_SECONDS + 1))
 

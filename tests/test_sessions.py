@@ -8,6 +8,8 @@ from urllib.parse import quote
 
 import pytest
 
+from helpers import change_settings
+from server.core.config import app_settings
 from server.web.app import create_app
 
 
@@ -29,7 +31,7 @@ def logged_in(client) -> bool:
 def limited(app, **settings):
     """The app with other log-in limits (fresh counts)."""
     from server.web import throttle
-    app.config.update(settings)
+    change_settings(app, **settings)
     throttle.init_app(app)
     return app
 
@@ -173,7 +175,7 @@ def test_a_success_forgets_the_accounts_failures(course):
 
 def test_password_checks_at_once_are_bounded(course, hashes):
     checks = course.extensions["hpcgrade.throttle"].checks
-    for _ in range(course.config["PASSWORD_CHECKS_PER_PROCESS"]):
+    for _ in range(app_settings(course).password_checks_per_process):
         checks.acquire()  # other requests of this process are checking passwords
     busy = log_in(course.test_client())
     assert busy.status_code == 429 and busy.headers["Retry-After"] == "1" and not hashes

@@ -20,7 +20,7 @@ import slurm_cluster
 from helpers import REFERENCE_Q, graded_through_api, postgres_database, queue_submission
 from server.core import migrate
 from server.core.catalogue import load_catalogue
-from server.core.config import load_config
+from server.core.config import Settings, load_settings
 from server.core.exercises import sync_exercises
 from server.core.grades import PREVIEWING
 from server.core.models import GradingRun, Regrade, Submission, utcnow
@@ -65,9 +65,9 @@ def shared():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def settings(shared: Path, **overrides) -> dict:
+def settings(shared: Path, **overrides) -> Settings:
     """The service's settings for a course of its own (its job names are its own)."""
-    return load_config({
+    return load_settings({
         "EXECUTOR": "slurm", "SPOOL_DIR": str(shared / "spool"),
         "COURSE": f"t{uuid.uuid4().hex[:8]}",
         "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"],
@@ -94,8 +94,8 @@ def exercises_folder(shared: Path, slug: str, slurm: str) -> Path:
 
 
 def make_dispatcher(database, config, catalogue=None) -> Dispatcher:
-    return Dispatcher.from_config(database, SlurmExecutor(config), catalogue or load_catalogue(),
-                                  config)
+    return Dispatcher.from_settings(database, SlurmExecutor(config),
+                                    catalogue or load_catalogue(), config)
 
 
 def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
@@ -116,9 +116,10 @@ def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
         time.sleep(0.3)
 
 
-def config_file(path: Path, config: dict) -> Path:
+def config_file(path: Path, config: Settings | dict) -> Path:
     """The settings as the TOML file HPCGRADE_CONFIG names, for processes of their own."""
-    write_config(path, {k: v for k, v in config.items() if v is not None})
+    values = config.to_dict() if isinstance(config, Settings) else config
+    write_config(path, {k: v for k, v in values.items() if v is not None})
     return path
 
 
@@ -497,8 +498,8 @@ def test_the_service_grades_a_submission_on_slurm_through_the_api(shared, redis_
     processes, as deploy/systemd runs them; Slurm's commands over ssh on a submit host, as the
     grading account, so the harness runs unprivileged inside the job."""
     for url in postgres_database():
-        config = {**settings(shared), "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
-                  "COLLECT_SECONDS": 0.5, "SLURM_BATCH_WAIT": 0.2,
+        config = {**settings(shared).to_dict(), "BROKER_URL": redis_server.url,
+                  "SECRET_KEY": "test", "COLLECT_SECONDS": 0.5, "SLURM_BATCH_WAIT": 0.2,
                   "SLURM_SUBMIT_HOST": os.environ["HPCGRADE_TEST_SSH_HOST"],
                   "SLURM_SSH_OPTIONS": json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"])}
         app = service_app(url, catalogue, config)

@@ -1,6 +1,7 @@
 """How often, and how, the service calls Slurm (issue 18): squeue asked for the course's jobs
 alone, one ssh connection reused for every command; on the real single-node Slurm of
 scripts/slurm and its sshd. A `squeue` first on PATH logs each call, then runs the real one."""
+import dataclasses
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import slurm_cluster
-from server.core.config import load_config
+from server.core.config import Settings, load_settings
 from worker.grading.executor import JobState
 from worker.grading.slurm import SlurmExecutor
 
@@ -30,25 +31,25 @@ def spool():
     shutil.rmtree(folder.parent, ignore_errors=True)
 
 
-def settings(spool: Path, **overrides) -> dict:
-    return load_config({
+def settings(spool: Path, **overrides) -> Settings:
+    return load_settings({
         "EXECUTOR": "slurm", "SPOOL_DIR": str(spool), "COURSE": f"t{uuid.uuid4().hex[:8]}",
         "COURSE_PYTHON": os.environ.get("HPCGRADE_TEST_COURSE_PYTHON", "python3"),
         "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
         "SLURM_GPUS": 0, "SLURM_CPUS": 1, "SLURM_MEMORY": "1G", "SLURM_TIME": 5, **overrides})
 
 
-def over_ssh(spool: Path, **overrides) -> dict:
+def over_ssh(spool: Path, **overrides) -> Settings:
     return settings(spool, SLURM_SUBMIT_HOST=os.environ["HPCGRADE_TEST_SSH_HOST"],
                     SLURM_SSH_OPTIONS=json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"]),
                     **overrides)
 
 
-def master(config: dict, spool: Path) -> str:
+def master(config: Settings, spool: Path) -> str:
     """What `ssh -O check` says of the connection the commands would share."""
     checked = subprocess.run(
-        ["ssh", *config["SLURM_SSH_OPTIONS"], "-o", f"ControlPath={spool}/ssh/%C", "-O", "check",
-         config["SLURM_SUBMIT_HOST"]], capture_output=True, text=True, timeout=30)
+        ["ssh", *config.slurm_ssh_options, "-o", f"ControlPath={spool}/ssh/%C", "-O", "check",
+         config.slurm_submit_host], capture_output=True, text=True, timeout=30)
     return checked.stderr.strip() if checked.returncode == 0 else ""
 
 
@@ -62,14 +63,15 @@ def test_ssh_mode_reuses_one_connection_for_every_command(spool):
         assert "slurm" in commands.run(["squeue", "--version"])
         assert master(config, spool) == first  # the same master process served the second
     finally:
-        subprocess.run(["ssh", *config["SLURM_SSH_OPTIONS"], "-o",
-                        f"ControlPath={spool}/ssh/%C", "-O", "exit", config["SLURM_SUBMIT_HOST"]],
+        subprocess.run(["ssh", *config.slurm_ssh_options, "-o",
+                        f"ControlPath={spool}/ssh/%C", "-O", "exit", config.slurm_submit_host],
                        capture_output=True, timeout=30)
 
 
 def test_ssh_options_of_the_settings_override_the_shared_connection(spool):
     config = over_ssh(spool)
-    config["SLURM_SSH_OPTIONS"] = (*config["SLURM_SSH_OPTIONS"], "-o", "ControlMaster=no")
+    config = dataclasses.replace(
+        config, slurm_ssh_options=(*config.slurm_ssh_options, "-o", "ControlMaster=no"))
     commands = SlurmExecutor(config).commands
     assert "slurm" in commands.run(["sinfo", "--version"])
     assert master(config, spool) == ""

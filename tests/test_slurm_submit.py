@@ -58,7 +58,7 @@ def test_a_slow_sbatch_makes_one_job_and_its_id_is_kept(database, shared, tmp_pa
     done = settle(grading, ids, seconds=120)
     assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)] * 2
     # a job each (their time limit holds one run at autograd-q's budget): no job more
-    assert sorted(course_jobs(config["COURSE"])) == sorted(s.runs[0].external_id
+    assert sorted(course_jobs(config.course)) == sorted(s.runs[0].external_id
                                                            for s in done.values())
 
 
@@ -136,7 +136,7 @@ def test_a_full_spool_sends_nothing_until_space_is_made(database, shared, small_
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert (submission.status, submission.runs) == ("queued", [])  # no try used
-    assert course_jobs(config["COURSE"]) == []
+    assert course_jobs(config.course) == []
     assert f"spool full: 0 MB free on {small_spool}, SPOOL_MIN_FREE_MB is 1" in caplog.text
     env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
                HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from server.core.config import Resources
-from server.core.config import load_config
+from server.core.config import load_settings
 from worker.grading.executor import ClusterError, JobState
 from worker.grading.slurm import SlurmExecutor
 from worker.grading.slurm_text import (NodeState, gres_gpus, job_script, late_job_id, limits,
@@ -104,7 +104,7 @@ def test_nodes_down_drained_draining_failing_or_silent_take_no_jobs(state, takes
 
 
 def test_some_nodes_taking_no_jobs_warn_all_of_them_fail_the_check(tmp_path):
-    slurm = SlurmExecutor(load_config({"EXECUTOR": "slurm", "SPOOL_DIR": str(tmp_path)}))
+    slurm = SlurmExecutor(load_settings({"EXECUTOR": "slurm", "SPOOL_DIR": str(tmp_path)}))
 
     def availability(sinfo: str) -> tuple[list[str], list[str]]:
         slurm.commands.run = lambda args: sinfo

@@ -5,6 +5,7 @@ import pytest
 from flask import Flask
 from flask_babel import force_locale
 
+from server.core.config import SETTINGS_KEY, Settings
 from server.core.models import Exercise, Submission, User
 from server.web import i18n
 from server.web.submissions import Refusal, Rules, accept
@@ -18,7 +19,7 @@ CODE = b"def q_grads(a, b, v):\n    return a, b\n"
 def request_context():
     """Refusals are translated when shown, in the request's language."""
     app = Flask("server")
-    app.config["TIMEZONE"] = "Europe/Madrid"
+    app.extensions[SETTINGS_KEY] = Settings(timezone="Europe/Madrid")
     i18n.init_app(app)
     with app.test_request_context():
         yield

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from helpers import REFERENCE_Q
+from helpers import REFERENCE_Q, change_settings
 from server.core.models import ApiToken, User
 from worker.cli.main import main
 
@@ -182,7 +182,7 @@ def test_the_api_and_a_bad_label_speak_the_readers_language(course):
 
 
 def test_the_token_page_shows_times_in_the_courses_time_zone(course):
-    course.config["TIMEZONE"] = "Europe/Madrid"
+    change_settings(course, TIMEZONE="Europe/Madrid")
     new_token(course.test_client(), label="laptop")
     change(course, sa.update(ApiToken).values(
         created_at=dt.datetime(2026, 11, 23, 17, 0, tzinfo=dt.timezone.utc),

@@ -1,6 +1,7 @@
 """Configuration: defaults, then a TOML file named by HPCGRADE_CONFIG, then HPCGRADE_* variables.
 
-Every setting has a type and is parsed and validated here, once: a wrong name or value stops
+Every setting is a field of Settings, with its type, default, parser and description (the source
+of docs/configuration.md); it is parsed and validated here, once: a wrong name or value stops
 start-up with a message naming it. In the TOML file a `[slurm]` table stands for the SLURM_*
 settings (`[slurm] gpus = 1` is SLURM_GPUS); in the environment a list is a JSON array.
 """
@@ -14,10 +15,13 @@ import tomllib
 from dataclasses import dataclass
 from email.utils import parseaddr
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from worker.harness.jobs import REQUIRED_LAYERS, SANDBOX_LAYERS
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 ROOT = Path(__file__).resolve().parents[2]
 EXECUTOR_NAMES = ("local", "slurm")
@@ -29,16 +33,30 @@ class ConfigError(Exception):
 
 # --- parsers: (name, raw value) → value, or ConfigError ---------------------------------------
 
+Parser = Callable[[str, Any], Any]
+
+
+def accepts(kind: str) -> Callable[[Parser], Parser]:
+    """Name what a parser takes, in words: the type column of docs/configuration.md."""
+    def mark(parse: Parser) -> Parser:
+        parse.kind = kind
+        return parse
+    return mark
+
+
+@accepts("text")
 def text(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value or any(c in value for c in "\n\r\0"):
         raise ConfigError(f"{name} must be a non-empty line of text, not {value!r}")
     return value
 
 
-def optional(parse: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
-    return lambda name, value: None if value is None or value == "" else parse(name, value)
+def optional(parse: Parser) -> Parser:
+    return accepts(parse.kind)(
+        lambda name, value: None if value is None or value == "" else parse(name, value))
 
 
+@accepts("name (letters, digits, _ . + -)")
 def word(name: str, value: Any) -> str:
     """A Slurm name (partition, account, QOS, course): no spaces, nothing a shell would read."""
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]+", value):
@@ -58,9 +76,10 @@ def whole(minimum: int) -> Callable[[str, Any], int]:
             raise ConfigError(f"{name} must be positive" if minimum == 1
                               else f"{name} must be at least {minimum}")
         return number
-    return parse
+    return accepts("whole number" if minimum == 0 else f"whole number, at least {minimum}")(parse)
 
 
+@accepts("seconds")
 def seconds(name: str, value: Any) -> float:
     try:
         number = float(value) if not isinstance(value, bool) else -1.0
@@ -71,6 +90,7 @@ def seconds(name: str, value: Any) -> float:
     return number
 
 
+@accepts("table")
 def table(name: str, value: Any) -> dict:
     if isinstance(value, str):
         value = _json(name, value)
@@ -79,6 +99,7 @@ def table(name: str, value: Any) -> dict:
     return value
 
 
+@accepts("list of text")
 def strings(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = _json(name, value)
@@ -87,6 +108,7 @@ def strings(name: str, value: Any) -> tuple[str, ...]:
     return tuple(text(f"{name} item", item) for item in value)
 
 
+@accepts(f"list of layers: {', '.join(SANDBOX_LAYERS)}")
 def sandbox_layers(name: str, value: Any) -> tuple[str, ...]:
     layers = strings(name, value)
     unknown = sorted(set(layers) - set(SANDBOX_LAYERS))
@@ -96,6 +118,7 @@ def sandbox_layers(name: str, value: Any) -> tuple[str, ...]:
     return layers
 
 
+@accepts("list of sbatch options")
 def sbatch_options(name: str, value: Any) -> tuple[str, ...]:
     options = strings(name, value)
     for option in options:
@@ -104,6 +127,7 @@ def sbatch_options(name: str, value: Any) -> tuple[str, ...]:
     return options
 
 
+@accepts("memory: MB, or 4G, 4096M")
 def memory_mb(name: str, value: Any) -> int:
     """Slurm's memory notation: 4096 (MB), 4096M, 4G, 1T."""
     match = re.fullmatch(r"(\d+)\s*([KMGT]?)B?", str(value).strip().upper())
@@ -116,6 +140,7 @@ def memory_mb(name: str, value: Any) -> int:
     return megabytes
 
 
+@accepts("time: minutes, or M:S, H:M:S, D-H:M:S")
 def minutes(name: str, value: Any) -> int:
     """Slurm's time notation: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S; rounded up to minutes."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -149,9 +174,10 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
         if value not in options:
             raise ConfigError(f"{name} must be one of {', '.join(options)}, not {value!r}")
         return value
-    return parse
+    return accepts(" or ".join(f"`{option}`" for option in options))(parse)
 
 
+@accepts("true or false")
 def flag(name: str, value: Any) -> bool:
     """true or false; in the environment also 1/0, yes/no, on/off."""
     words = {"true": True, "1": True, "yes": True, "on": True,
@@ -163,6 +189,7 @@ def flag(name: str, value: Any) -> bool:
     raise ConfigError(f"{name} must be true or false, not {value!r}")
 
 
+@accepts("time zone")
 def time_zone(name: str, value: Any) -> str:
     """An IANA time zone name: Europe/Madrid, America/Bogota, UTC."""
     import zoneinfo
@@ -173,6 +200,7 @@ def time_zone(name: str, value: Any) -> str:
     return value
 
 
+@accepts("limits: N per minute; M per hour")
 def rate_limits(name: str, value: Any) -> str:
     """Limits in Flask-Limiter's notation: "5 per minute; 20 per hour"."""
     from limits import parse_many  # not at import: the grading side never needs it
@@ -184,6 +212,7 @@ def rate_limits(name: str, value: Any) -> str:
     raise ConfigError(f"{name} must be limits like \"5 per minute; 20 per hour\", not {value!r}")
 
 
+@accepts("http(s) address")
 def web_address(name: str, value: Any) -> str:
     """Where people reach the portal: https://grader.uni.es or https://uni.es/hpcgrade (no
     trailing slash kept)."""
@@ -195,6 +224,7 @@ def web_address(name: str, value: Any) -> str:
     return value.rstrip("/")
 
 
+@accepts("mail address")
 def mail_address(name: str, value: Any) -> str:
     """An address mail is sent from: noreply@uni.es or "hpcgrade <noreply@uni.es>"."""
     if not isinstance(value, str) or "@" not in parseaddr(value)[1] or "\n" in value:
@@ -235,7 +265,7 @@ class Resources:
                                             for key, value in overrides.items()})
 
 
-RESOURCE_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+RESOURCE_PARSERS: dict[str, Parser] = {
     "partition": optional(word), "account": optional(word), "qos": optional(word),
     "gpus": whole(0), "cpus": whole(1), "memory": memory_mb, "time": minutes,
     "extra": sbatch_options,
@@ -243,95 +273,211 @@ RESOURCE_PARSERS: dict[str, Callable[[str, Any], Any]] = {
 
 # --- the settings -------------------------------------------------------------------------------
 
-SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
-    "DATABASE_URL": (f"sqlite:///{ROOT / 'instance' / 'hpcgrade.sqlite'}", text),
-    "BROKER_URL": ("redis://127.0.0.1:6379/0", text),
-    "SECRET_KEY": (None, optional(text)),
-    "MAX_UPLOAD_KB": (1024, whole(1)),
-    "SUBMISSIONS_PER_WINDOW": (20, whole(1)),
-    "SUBMISSION_WINDOW_MINUTES": (60, whole(1)),
-    # log-in: a session ends this long after its last request (or at log-out, everywhere)
-    "SESSION_LIFETIME_HOURS": (12, whole(1)),
-    # deadlines and submission times are shown in the course's time zone, stored in UTC
-    "TIMEZONE": ("UTC", time_zone),
-    "SESSION_COOKIE_SECURE": (True, flag),  # false only where the portal is reached over http
-    "SESSION_COOKIE_SAMESITE": ("Lax", choice(("Lax", "Strict"))),
-    # failed log-ins counted per account and per client address; over a limit, the next attempt
-    # is refused until the window frees up (the longer windows make the back-off)
-    "LOGIN_LIMITS_PER_ACCOUNT": ("5 per minute; 20 per hour", rate_limits),
-    "LOGIN_LIMITS_PER_ADDRESS": ("30 per minute; 300 per hour", rate_limits),
-    "LOGIN_LIMITS_STORAGE": (None, optional(text)),  # default: the broker's Redis
-    "PASSWORD_CHECKS_PER_PROCESS": (2, whole(1)),  # at once; more are refused with a 429
-    "TRUSTED_PROXIES": (0, whole(0)),  # proxies in front that set X-Forwarded-For (nginx: 1)
-    "TOKEN_LIFETIME_DAYS": (120, whole(1)),
-    # a new account's link to set its password (also one a staff reset gives) works once, and
-    # for this long
-    "SET_PASSWORD_LINK_DAYS": (14, whole(1)),
-    # the portal's address as people reach it, for those links; unset, a page builds them from
-    # the address its request came to, and `hpcgrade users import` prints paths
-    "PUBLIC_URL": (None, optional(web_address)),
-    # mail (the set-password links): unset MAIL_SERVER, nothing is mailed
-    "MAIL_SERVER": (None, optional(text)),
-    "MAIL_PORT": (25, whole(1)),
-    "MAIL_FROM": (None, optional(mail_address)),
-    "MAIL_USERNAME": (None, optional(text)),
-    "MAIL_PASSWORD": (None, optional(text)),
-    "MAIL_STARTTLS": (False, flag),
-    # sending a task fails at once while the broker is away: the submission is already committed
-    # and the reconcile task sends it later, so a web request never hangs on Redis
-    "BROKER_TRANSPORT_OPTIONS": ({"max_retries": 0}, table),
-    "EXECUTOR": ("local", choice(EXECUTOR_NAMES)),
-    "COURSE_PYTHON": (None, optional(text)),
-    "COURSE": ("hpcgrade", word),
-    "SPOOL_DIR": (str(ROOT / "instance" / "spool"), text),
-    # below this, dispatch sends nothing: a job in a full spool cannot write its reports, and
-    # would use a try of each of its runs for nothing
-    "SPOOL_MIN_FREE_MB": (512, whole(0)),
-    # job logs, dead pilots' folders and runs' folders left behind leave the spool this many
-    # days after their last change (hourly; worker/grading/spool_prune.py)
-    "SPOOL_KEEP_DAYS": (14, whole(1)),
-    "GRADING_LEASE_SECONDS": (900, whole(1)),
-    # one grading slot per student at a time: a student flooding the queue (or looping until the
-    # time-out) holds one slot, never all of them; the next file of theirs waits its turn
-    "MAX_RUNNING_PER_STUDENT": (1, whole(1)),
-    "REQUEUE_AFTER_SECONDS": (120, whole(1)),
-    # reports are read this often (one listing of the spool's done/ folder); the cluster is
-    # asked about jobs every SLURM_POLL_SECONDS
-    "COLLECT_SECONDS": (1.0, seconds),
-    **{f"SLURM_{key.upper()}": (getattr(Resources, key), parse)
-       for key, parse in RESOURCE_PARSERS.items()},
-    "SLURM_MODULES": ((), strings),
-    "SLURM_BATCH_SIZE": (20, whole(1)),
-    "SLURM_BATCH_WAIT": (3.0, seconds),
-    "SLURM_POLL_SECONDS": (5.0, seconds),
-    # a job the cluster has not started by then (a node drained, a partition down) is cancelled,
-    # its runs a grader error, "cluster unavailable"
-    "SLURM_PENDING_LIMIT_SECONDS": (3600, whole(1)),
-    "SLURM_SUBMIT_HOST": (None, optional(text)),
-    "SLURM_SSH_OPTIONS": ((), strings),
-    # sandbox layers without which a node grades nothing (a grader error naming them, never a
-    # zero); "filesystem" is either of mount-namespace and landlock
-    "SANDBOX_REQUIRED_LAYERS": (REQUIRED_LAYERS, sandbox_layers),
-}
+def setting(default: Any, parse: Parser, about: str, group: str) -> Any:
+    """A field of Settings: its default, the parser its raw value goes through, one line saying
+    what it does, and the group it is listed in (docs/configuration.md is made of these)."""
+    held = {"default_factory": lambda: dict(default)} if isinstance(default, dict) \
+        else {"default": default}
+    return dataclasses.field(**held, metadata={"parse": parse, "about": about, "group": group})
 
 
-def load_config(overrides: dict | None = None) -> dict:
-    raw = {name: default for name, (default, _) in SETTINGS.items()}
+SERVICE, SUBMITTING, LOG_IN, MAIL = "The service", "Submitting", "Log-in and sessions", "Mail"
+GRADING, SPOOL, SLURM = "Grading", "The spool", "Slurm"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of the service, parsed and validated once (load_settings); a field's name in
+    upper case is its setting's name (HPCGRADE_<NAME> in the environment)."""
+
+    database_url: str = setting(
+        f"sqlite:///{ROOT / 'instance' / 'hpcgrade.sqlite'}", text,
+        "The database, as an SQLAlchemy URL (postgresql+psycopg://... on a cluster).", SERVICE)
+    broker_url: str = setting(
+        "redis://127.0.0.1:6379/0", text, "Celery's broker, a Redis URL.", SERVICE)
+    secret_key: str | None = setting(
+        None, optional(text), "Signs sessions and set-password links; the portal needs it "
+        "(`openssl rand -hex 32`).", SERVICE)
+    # by default sending a task fails at once while the broker is away: the submission is
+    # already committed and the reconcile task sends it later, so a request never hangs on Redis
+    broker_transport_options: dict = setting(
+        {"max_retries": 0}, table, "kombu's transport options (a TOML table).", SERVICE)
+    timezone: str = setting(
+        "UTC", time_zone, "The course's time zone (e.g. `Europe/Madrid`): deadlines and times are "
+        "shown in it, stored in UTC.", SERVICE)
+    public_url: str | None = setting(
+        None, optional(web_address), "The portal's address as people reach it (e.g. "
+        "`https://grader.uni.es`), for set-password links; unset, a page builds them from the "
+        "address its request came to, and `hpcgrade users import` prints paths.", SERVICE)
+    trusted_proxies: int = setting(
+        0, whole(0), "Proxies in front that set X-Forwarded-For (1 behind nginx).", SERVICE)
+
+    max_upload_kb: int = setting(1024, whole(1), "The largest file a student may submit, in kB.",
+                                 SUBMITTING)
+    submissions_per_window: int = setting(
+        20, whole(1), "Submissions a student may make per SUBMISSION_WINDOW_MINUTES.", SUBMITTING)
+    submission_window_minutes: int = setting(
+        60, whole(1), "The window SUBMISSIONS_PER_WINDOW counts in.", SUBMITTING)
+
+    session_lifetime_hours: int = setting(
+        12, whole(1), "A session ends this long after its last request (or at log-out, "
+        "everywhere).", LOG_IN)
+    session_cookie_secure: bool = setting(
+        True, flag, "Session cookies over https only; false only where the portal is reached "
+        "over http.", LOG_IN)
+    session_cookie_samesite: str = setting(
+        "Lax", choice(("Lax", "Strict")), "The session cookie's SameSite: `Lax` or `Strict`.",
+        LOG_IN)
+    # the longer windows make the back-off
+    login_limits_per_account: str = setting(
+        "5 per minute; 20 per hour", rate_limits, "Failed log-ins allowed per account; over a "
+        "limit, the next attempt is refused until the window frees up.", LOG_IN)
+    login_limits_per_address: str = setting(
+        "30 per minute; 300 per hour", rate_limits, "Failed log-ins allowed per client address.",
+        LOG_IN)
+    login_limits_storage: str | None = setting(
+        None, optional(text), "Where failed log-ins are counted: a `redis://` URL (default: the "
+        "broker's), or `memory://` for one process.", LOG_IN)
+    password_checks_per_process: int = setting(
+        2, whole(1), "Password checks one process runs at once; more are refused with a 429.",
+        LOG_IN)
+    token_lifetime_days: int = setting(
+        120, whole(1), "How long an API token (the terminal client's) is valid.", LOG_IN)
+    set_password_link_days: int = setting(
+        14, whole(1), "A new account's link to set its password (also one a staff reset gives) "
+        "works once, and for this long.", LOG_IN)
+
+    mail_server: str | None = setting(
+        None, optional(text), "The SMTP host that mails set-password links; unset, nothing is "
+        "mailed.", MAIL)
+    mail_port: int = setting(25, whole(1), "The SMTP port.", MAIL)
+    mail_from: str | None = setting(
+        None, optional(mail_address), "The address mail comes from, e.g. "
+        "`\"hpcgrade <noreply@uni.es>\"`; required with MAIL_SERVER.", MAIL)
+    mail_username: str | None = setting(None, optional(text), "The SMTP log-in, if any.", MAIL)
+    mail_password: str | None = setting(None, optional(text), "Its password.", MAIL)
+    mail_starttls: bool = setting(False, flag, "STARTTLS before logging in.", MAIL)
+
+    executor: str = setting("local", choice(EXECUTOR_NAMES),
+                            "Where runs are graded: `local` or `slurm`.", GRADING)
+    course_python: str | None = setting(
+        None, optional(text), "The course venv's python as workers and compute nodes see it "
+        "(torch and numpy); "
+        "the portal checks a submission's syntax with its own Python, so that should be the "
+        "course's version or newer.", GRADING)
+    course: str = setting(
+        "hpcgrade", word, "The course's name: in job names, `--wckey` and `--comment`, and the "
+        "log-in counters' keys.", GRADING)
+    grading_lease_seconds: int = setting(
+        900, whole(1), "A run claimed this long ago and not ended goes back to the queue (its "
+        "worker is taken for dead).", GRADING)
+    # a student flooding the queue (or looping until the time-out) holds one slot, never all
+    max_running_per_student: int = setting(
+        1, whole(1), "A student's files graded at once; the next waits its turn.", GRADING)
+    requeue_after_seconds: int = setting(
+        120, whole(1), "A queued submission sent this long ago (its message lost) or never is "
+        "sent again.", GRADING)
+    collect_seconds: float = setting(
+        1.0, seconds, "How often reports are read (one listing of the spool's done/ folder).",
+        GRADING)
+    # a node without them answers a grader error, never a zero
+    sandbox_required_layers: tuple[str, ...] = setting(
+        REQUIRED_LAYERS, sandbox_layers, "Sandbox layers without which a node grades nothing; "
+        "`filesystem` is either of mount-namespace and landlock.",
+        GRADING)
+
+    spool_dir: str = setting(
+        str(ROOT / "instance" / "spool"), text, "Where jobs and reports are written; for Slurm, "
+        "on a filesystem the compute nodes share, at the same path (owner and group hpcgrade, "
+        "mode 2770).", SPOOL)
+    # a job in a full spool cannot write its reports, and would use a try of each of its runs
+    spool_min_free_mb: int = setting(
+        512, whole(0), "Below this much free space in the spool, nothing is sent to be graded.",
+        SPOOL)
+    spool_keep_days: int = setting(
+        14, whole(1), "Job logs, dead pilots' folders and runs' folders left behind are removed "
+        "this long after their last change (hourly, or `hpcgrade slurm prune`).", SPOOL)
+
+    slurm_partition: str | None = setting(
+        Resources.partition, RESOURCE_PARSERS["partition"], "The partition (Slurm's default "
+        "if unset); an exercise's `[slurm]` table overrides this and the next seven.", SLURM)
+    slurm_account: str | None = setting(
+        Resources.account, RESOURCE_PARSERS["account"], "The account jobs are charged to.", SLURM)
+    slurm_qos: str | None = setting(Resources.qos, RESOURCE_PARSERS["qos"], "The QOS.", SLURM)
+    slurm_gpus: int = setting(Resources.gpus, RESOURCE_PARSERS["gpus"],
+                              "GPUs per job; 0: CPU only, holds no GPU.", SLURM)
+    slurm_cpus: int = setting(Resources.cpus, RESOURCE_PARSERS["cpus"], "CPUs per job.", SLURM)
+    slurm_memory: int = setting(
+        Resources.memory, RESOURCE_PARSERS["memory"], "Memory per job, in MB or Slurm's "
+        "notation (`4G`, `4096M`).", SLURM)
+    slurm_time: int = setting(
+        Resources.time, RESOURCE_PARSERS["time"], "Time limit per job, in minutes or Slurm's "
+        "notation (`1:30:00`, `1-00:00:00`); a batch of runs shares it.", SLURM)
+    slurm_extra: tuple[str, ...] = setting(
+        Resources.extra, RESOURCE_PARSERS["extra"], "More sbatch options, e.g. "
+        "`[\"--constraint=a100\"]`.", SLURM)
+    slurm_modules: tuple[str, ...] = setting(
+        (), strings, "Modules loaded before the harness starts, e.g. `[\"cuda/12.4\"]`.", SLURM)
+    slurm_batch_size: int = setting(
+        20, whole(1), "Runs packed into one job; fewer when SLURM_TIME, less 2 minutes for the "
+        "job's start, cannot hold them at their exercises' `budget_seconds` plus 45 s each: a "
+        "job starts no run that could not end before its limit, and such runs go back to the "
+        "queue without using an attempt.", SLURM)
+    slurm_batch_wait: float = setting(
+        3.0, seconds, "Runs are sent at once while no job of ours waits to start, else once the "
+        "oldest has waited this long for others to share its job.", SLURM)
+    slurm_poll_seconds: float = setting(
+        5.0, seconds, "How often Slurm is asked about the jobs followed.", SLURM)
+    # a node drained, a partition down: the runs end instead of waiting for ever
+    slurm_pending_limit_seconds: int = setting(
+        3600, whole(1), "A job the cluster has not started by then is cancelled, its runs a "
+        "grader error, \"cluster unavailable\".", SLURM)
+    slurm_submit_host: str | None = setting(
+        None, optional(text), "Run Slurm's commands there over ssh (e.g. "
+        "`hpcgrade@login1`), where the service's machine has none.", SLURM)
+    slurm_ssh_options: tuple[str, ...] = setting(
+        (), strings, "ssh's options, e.g. `[\"-i\", \"/etc/hpcgrade/id_ed25519\"]`; every "
+        "command shares one connection (`-o ControlMaster=auto -o "
+        "ControlPath=SPOOL_DIR/ssh/%C -o ControlPersist=60` added after these, so an option "
+        "given here wins: `[\"-o\", \"ControlMaster=no\"]` turns it off, `[\"-o\", "
+        "\"ControlPath=/run/hpcgrade/%C\"]` moves the socket where SPOOL_DIR is too long for a "
+        "socket's address, about 90 bytes with `%C`'s 40).", SLURM)
+
+    def to_dict(self) -> dict:
+        """Every setting by name, as load_settings takes them back (written to a TOML file for
+        processes of their own)."""
+        return {field.name.upper(): getattr(self, field.name) for field in dataclasses.fields(self)}
+
+    @property
+    def slurm_resources(self) -> Resources:
+        """The service's default job shape, from the SLURM_* settings."""
+        return Resources(**{key: getattr(self, f"slurm_{key}") for key in RESOURCE_PARSERS})
+
+
+FIELDS = {field.name.upper(): field for field in dataclasses.fields(Settings)}
+# Flask's own keys, taken beside the settings (tests give TESTING); the app factory reads them
+FLASK_KEYS = frozenset({"TESTING"})
+
+
+def load_settings(overrides: dict | None = None) -> Settings:
+    """Defaults, then the TOML file HPCGRADE_CONFIG names, then HPCGRADE_* variables, then
+    `overrides` (by setting name), each value parsed; a wrong name or value is a ConfigError."""
+    raw = {}
     path = os.environ.get("HPCGRADE_CONFIG")
     if path:
         raw.update(_read_file(path))
-    for name in SETTINGS:
+    for name in FIELDS:
         if f"HPCGRADE_{name}" in os.environ:
             raw[name] = os.environ[f"HPCGRADE_{name}"]
     raw.update(overrides or {})
-    unknown = set(raw) - set(SETTINGS) - {"TESTING"}
+    unknown = set(raw) - set(FIELDS) - FLASK_KEYS
     if unknown:
         raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
-    config = {name: SETTINGS[name][1](name, value) if name in SETTINGS else value
-              for name, value in raw.items()}
-    if config["MAIL_SERVER"] and not config["MAIL_FROM"]:
+    settings = Settings(**{field.name: field.metadata["parse"](name, raw[name])
+                           for name, field in FIELDS.items() if name in raw})
+    if settings.mail_server and not settings.mail_from:
         raise ConfigError("MAIL_SERVER is set: set MAIL_FROM too (the address mail comes from)")
-    return config
+    return settings
 
 
 def _read_file(path: str) -> dict:
@@ -347,6 +493,10 @@ def _read_file(path: str) -> dict:
             **{f"SLURM_{k.upper()}": v for k, v in slurm.items()}}
 
 
-def slurm_resources(config: dict) -> Resources:
-    """The service's default job shape, from the validated SLURM_* settings."""
-    return Resources(**{key: config[f"SLURM_{key.upper()}"] for key in RESOURCE_PARSERS})
+SETTINGS_KEY = "hpcgrade.settings"
+
+
+def app_settings(app: Flask | None = None) -> Settings:
+    """The settings of `app`, else of the current Flask app (a request, a CLI command, a task)."""
+    from flask import current_app  # not at import: the command line reads settings without Flask
+    return (app if app is not None else current_app).extensions[SETTINGS_KEY]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 
-from flask import current_app
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 
+from server.core.config import app_settings
 from server.core.models import User
 
 SALT = "hpcgrade set-password link"
@@ -32,7 +32,7 @@ def fingerprint(user: User) -> str:
 
 
 def _serializer() -> URLSafeTimedSerializer:
-    return URLSafeTimedSerializer(current_app.config["SECRET_KEY"], salt=SALT)
+    return URLSafeTimedSerializer(app_settings().secret_key, salt=SALT)
 
 
 def make_link(user: User, base_url: str = "") -> str:
@@ -43,7 +43,7 @@ def make_link(user: User, base_url: str = "") -> str:
 
 def read_token(token: str) -> tuple[int, str]:
     """(user id, fingerprint) of a token this service signed within its lifetime."""
-    max_age = current_app.config["SET_PASSWORD_LINK_DAYS"] * 86400
+    max_age = app_settings().set_password_link_days * 86400
     try:
         user_id, made_for = _serializer().loads(token, max_age=max_age)
     except SignatureExpired:

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import EmailMessage
 
-from flask import current_app
 from flask_babel import force_locale, gettext as _
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.core.config import app_settings
 from server.core.links import make_link
 from server.core.models import User
 from server.core.users import NO_PASSWORD
@@ -33,19 +33,19 @@ class MailAway(Exception):
 
 
 def mail_configured() -> bool:
-    return bool(current_app.config["MAIL_SERVER"])
+    return bool(app_settings().mail_server)
 
 
 @contextmanager
 def connection() -> Iterator[smtplib.SMTP]:
     """An SMTP session with the configured server, STARTTLS and log-in done."""
-    config = current_app.config
-    smtp = smtplib.SMTP(config["MAIL_SERVER"], config["MAIL_PORT"], timeout=TIMEOUT_SECONDS)
+    settings = app_settings()
+    smtp = smtplib.SMTP(settings.mail_server, settings.mail_port, timeout=TIMEOUT_SECONDS)
     try:
-        if config["MAIL_STARTTLS"]:
+        if settings.mail_starttls:
             smtp.starttls(context=ssl.create_default_context())
-        if config["MAIL_USERNAME"]:
-            smtp.login(config["MAIL_USERNAME"], config["MAIL_PASSWORD"] or "")
+        if settings.mail_username:
+            smtp.login(settings.mail_username, settings.mail_password or "")
         yield smtp
     finally:
         try:
@@ -70,13 +70,13 @@ def _reason(exc: Exception) -> str:
 
 def _message(to: str, subject: str, body: str) -> EmailMessage:
     message = EmailMessage()
-    message["From"], message["To"], message["Subject"] = current_app.config["MAIL_FROM"], to, subject
+    message["From"], message["To"], message["Subject"] = app_settings().mail_from, to, subject
     message.set_content(body)
     return message
 
 
 def _link_message(user: User, base_url: str) -> EmailMessage:
-    days = current_app.config["SET_PASSWORD_LINK_DAYS"]
+    days = app_settings().set_password_link_days
     body = _("Hello %(name)s,\n\nyou have an account on hpcgrade, the course's grader: your "
              "username is %(username)s. Choose your password by following this link, within "
              "%(days)s days; it works once:\n\n%(link)s\n\nIf the link has expired, ask your "

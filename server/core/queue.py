@@ -10,6 +10,7 @@ from kombu import Queue
 from sqlalchemy import bindparam, func, nulls_first, or_, select, update
 from sqlalchemy.orm import Session
 
+from server.core.config import app_settings
 from server.core.models import GradingRun, Submission, SubmissionStatus, utcnow
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,10 @@ def celery_init_app(app: Flask) -> Celery:
                 return self.run(*args, **kwargs)
 
     celery = Celery(app.name, task_cls=FlaskTask, include=["worker.grading.tasks"])
+    settings = app_settings(app)
     celery.conf.update(
-        broker_url=app.config["BROKER_URL"],
-        broker_transport_options=app.config["BROKER_TRANSPORT_OPTIONS"],
+        broker_url=settings.broker_url,
+        broker_transport_options=settings.broker_transport_options,
         task_ignore_result=True,
         # a message is acknowledged when its task ends, so a killed worker's task comes back
         task_acks_late=True,
@@ -86,7 +88,7 @@ def celery_init_app(app: Flask) -> Celery:
                        for name, task, period in (
                            ("reconcile", "hpcgrade.reconcile", RECONCILE_SECONDS),
                            ("prune", "hpcgrade.prune_spool", PRUNE_SECONDS),
-                           ("collect", "hpcgrade.collect", app.config["COLLECT_SECONDS"]))},
+                           ("collect", "hpcgrade.collect", settings.collect_seconds))},
     )
     celery.set_default()
     app.extensions["celery"] = celery

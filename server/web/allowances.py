@@ -9,12 +9,13 @@ import math
 import re
 import zoneinfo
 
-from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
+from flask import (Blueprint, abort, flash, g, redirect, render_template, request,
                    url_for)
 from flask_babel import gettext as _
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
+from server.core.config import app_settings
 from server.core.grades import (Terms, allowances_of, maximum_points, reassess_lateness,
                                 student_grade, student_terms, terms)
 from server.core.models import Allowance, Exercise, SetGrade, Submission, User, utcnow
@@ -78,7 +79,7 @@ def _allowance_page(student: User, exercise: Exercise, status: int):
     granter = db().get(User, row.granted_by) if row is not None and row.granted_by else None
     return render_template(
         "staff/allowance.html", student=student, exercise=exercise, terms=granted,
-        granter=granter, submissions=submissions, zone=current_app.config["TIMEZONE"],
+        granter=granter, submissions=submissions, zone=app_settings().timezone,
         grade=student_grade(db(), student.id, exercise.id),
         max_points=maximum_points(db(), [exercise])[exercise.id],
         form=request.form if request.method == "POST" else {
@@ -159,13 +160,13 @@ def _parse_local(text: str) -> dt.datetime:
     except ValueError:
         raise ValueError(_("The new deadline must be a date and a time, such as %(example)s.",
                            example="2027-02-05 18:00")) from None
-    zone = zoneinfo.ZoneInfo(current_app.config["TIMEZONE"])
+    zone = zoneinfo.ZoneInfo(app_settings().timezone)
     return local.replace(tzinfo=zone).astimezone(dt.timezone.utc)
 
 
 def _local_input(moment: dt.datetime) -> str:
     """A stored moment as a datetime-local field shows it: in the course's time zone."""
-    zone = zoneinfo.ZoneInfo(current_app.config["TIMEZONE"])
+    zone = zoneinfo.ZoneInfo(app_settings().timezone)
     return moment.astimezone(zone).strftime("%Y-%m-%dT%H:%M")
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from server.core.catalogue import PUBLIC_FILES, current_info
+from server.core.config import app_settings
 from server.core.grades import Grade
 from server.core.models import ApiToken, Exercise, User, utcnow
 from server.core.queue import enqueue
@@ -92,7 +93,7 @@ def create_token():
         return jsonify(error=throttled.message), 429, throttled.headers
     if user is None:
         return error(401, _("wrong username or password"))
-    token, row = issue(db(), user, label, current_app.config["TOKEN_LIFETIME_DAYS"])
+    token, row = issue(db(), user, label, app_settings().token_lifetime_days)
     db().commit()
     return jsonify(token=token, username=user.username,
                    expires_at=row.expires_at.isoformat(timespec="seconds")), 201
@@ -140,7 +141,7 @@ def create_submission():
         return error(400, _("send multipart fields 'exercise' and 'file'"))
     session = db()
     exercise = session.scalar(select(Exercise).where(Exercise.slug == request.form["exercise"]))
-    rules = Rules.from_config(current_app.config)
+    rules = Rules.from_settings(app_settings())
     try:
         # one byte over the limit is enough to refuse a file (a request may be 32 times larger)
         submission, new = submit_once(

@@ -6,7 +6,7 @@ import datetime as dt
 from flask import Flask, g
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from server.core.config import ConfigError, load_config
+from server.core.config import FLASK_KEYS, SETTINGS_KEY, ConfigError, load_settings
 from server.core.db import Database
 from server.core.queue import celery_init_app
 from server.web.csrf import csrf
@@ -20,9 +20,10 @@ UPLOAD_CAP_FACTOR = 32
 
 
 def create_app(config: dict | None = None) -> Flask:
-    """Wire the portal: configuration, database, CSRF protection, blueprints. Nothing else runs."""
-    settings = load_config(config)
-    if not settings["SECRET_KEY"]:
+    """Wire the portal: configuration, database, CSRF protection, blueprints. Nothing else runs.
+    `config`: settings by name over those of the file and the environment, and Flask's TESTING."""
+    settings = load_settings(config)
+    if not settings.secret_key:
         raise ConfigError("set HPCGRADE_SECRET_KEY (or SECRET_KEY in the config file)")
     app = Flask(__name__)
     # MAX_UPLOAD_KB is enforced by the submission's view (check_file), which answers with the
@@ -30,15 +31,19 @@ def create_app(config: dict | None = None) -> Flask:
     # reaches that view (Werkzeug spools file parts to disk), and a pasted file, a form field,
     # may be as large (not Werkzeug's 500 kB). Above this cap, errors.py reads and discards the
     # body before answering 413, or a browser would show "connection reset" instead.
-    request_limit = UPLOAD_CAP_FACTOR * settings["MAX_UPLOAD_KB"] << 10
-    app.config.update(settings, MAX_CONTENT_LENGTH=request_limit,
-                      MAX_FORM_MEMORY_SIZE=request_limit,
+    request_limit = UPLOAD_CAP_FACTOR * settings.max_upload_kb << 10
+    app.config.update({key: value for key, value in (config or {}).items() if key in FLASK_KEYS},
+                      SECRET_KEY=settings.secret_key,
+                      SESSION_COOKIE_SECURE=settings.session_cookie_secure,
+                      SESSION_COOKIE_SAMESITE=settings.session_cookie_samesite,
+                      MAX_CONTENT_LENGTH=request_limit, MAX_FORM_MEMORY_SIZE=request_limit,
                       PERMANENT_SESSION_LIFETIME=dt.timedelta(
-                          hours=settings["SESSION_LIFETIME_HOURS"]))
-    if settings["TRUSTED_PROXIES"]:  # the client's address and scheme, as the proxy saw them
-        proxies = settings["TRUSTED_PROXIES"]
+                          hours=settings.session_lifetime_hours))
+    app.extensions[SETTINGS_KEY] = settings
+    if settings.trusted_proxies:  # the client's address and scheme, as the proxy saw them
+        proxies = settings.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)
-    app.extensions["hpcgrade.db"] = Database(settings["DATABASE_URL"])
+    app.extensions["hpcgrade.db"] = Database(settings.database_url)
     app.extensions["hpcgrade.results"] = ResultCache()
     csrf.init_app(app)
     celery_init_app(app)

@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import (BadRequest, ClientDisconnected, HTTPException,
                                  InternalServerError, RequestEntityTooLarge)
 
+from server.core.config import app_settings
 from server.web.i18n import request_language
 from server.web.roster import too_large as roster_too_large
 from server.web.submissions import too_large
@@ -101,7 +102,7 @@ def request_too_large():
 def _too_large_message() -> str:
     """A submission's or a roster's own limit (with a notebook's advice for a submission), or
     the request's."""
-    upload_kb = current_app.config["MAX_UPLOAD_KB"]
+    upload_kb = app_settings().max_upload_kb
     if request.endpoint in SUBMISSION_ENDPOINTS:
         return str(too_large(upload_kb))
     if request.endpoint in ROSTER_ENDPOINTS:

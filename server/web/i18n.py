@@ -9,9 +9,11 @@ from urllib.parse import quote, urlencode
 
 import babel.numbers
 from babel import Locale
-from flask import Flask, current_app, request, session
+from flask import Flask, request, session
 from flask_babel import (Babel, format_datetime, format_timedelta, get_locale, gettext as _,
                          lazy_gettext as _l)
+
+from server.core.config import app_settings
 
 LANGS = ("en", "es")
 # the catalogues beside the web, shared with the terminal client (hpcgrade/summary.py)
@@ -35,7 +37,7 @@ def request_language() -> str:
 
 def init_app(app: Flask) -> None:
     Babel(app, locale_selector=request_language, default_translation_directories=CATALOGUES,
-          timezone_selector=lambda: current_app.config["TIMEZONE"])
+          timezone_selector=lambda: app_settings().timezone)
     app.jinja_env.filters.update(when=when, due=due, state=state, section=section, points=points,
                                  out_of=out_of)
     app.jinja_env.globals.update(language_url=language_url)

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import defer
 
 from server.core.catalogue import PUBLIC_FILES, default_root
+from server.core.config import app_settings
 from server.core.grades import maximum_points, student_grade
 from server.core.models import Exercise, Submission, utcnow
 from server.core.queue import enqueue
@@ -143,7 +144,7 @@ def submit(slug: str):
     uploaded = upload is not None and bool(upload.filename)
     # browsers send a textarea's line ends as CRLF
     pasted = request.form.get("code", "").replace("\r\n", "\n")
-    rules = Rules.from_config(current_app.config)
+    rules = Rules.from_settings(app_settings())
     try:
         # one byte over the limit is enough to refuse a file (a request may be 32 times larger)
         filename, data = (upload_name(upload.filename),

@@ -22,6 +22,7 @@ from flask_babel import gettext as _, ngettext
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, contains_eager, defer, load_only, selectinload
 
+from server.core.config import app_settings
 from server.core.grades import PREVIEW, PREVIEWING, Grade, maximum_points, penalised, take
 from server.core.models import (Exercise, GradingRun, Regrade, SetGrade, Submission,
                                 SubmissionStatus, User, utcnow)
@@ -189,7 +190,7 @@ def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) ->
     waits_until = now + dt.timedelta(seconds=PREVIEW_PICKUP_SECONDS)
     session.add_all(GradingRun(
         submission_id=submission_id, attempt=last_attempt.get(submission_id, 0) + 1,
-        executor=current_app.config["EXECUTOR"], status=PREVIEWING, regrade_id=regrade.id,
+        executor=app_settings().executor, status=PREVIEWING, regrade_id=regrade.id,
         started_at=now, lease_until=waits_until) for submission_id in submission_ids)
     return regrade
 

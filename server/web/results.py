@@ -6,13 +6,13 @@ import json
 from collections import defaultdict
 from typing import NamedTuple
 
-from flask import current_app
 from flask_babel import get_locale, gettext as _
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, selectinload
 
 from worker.harness.submission import Unreadable, read
 
+from server.core.config import app_settings
 from server.core.grades import DONE_RUN, Grade, allowances_of, terms
 from server.core.models import (CheckResult, Exercise, GradingRun, SetGrade, Submission,
                                 SubmissionStatus, User)
@@ -83,7 +83,7 @@ def waiting(session: Session, state: SubmissionState | Submission, lang: str) ->
     if found is None:
         return {"queue_position": None, "waiting_for_cluster": False, "note": None}
     position, turn = found
-    behind_own = turn > current_app.config["MAX_RUNNING_PER_STUDENT"]
+    behind_own = turn > app_settings().max_running_per_student
     return {"queue_position": position, "waiting_for_cluster": False, "note": _(
         "Your earlier submissions are graded first; this one starts when one of them finishes.")
         if behind_own else None}

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from server.core.catalogue import ExerciseConfigError, load_catalogue
+from server.core.config import app_settings
 from server.core.exercises import sync_exercises
 from server.core.links import make_link
 from server.core.mail import mail_configured, server_problem
@@ -72,7 +73,7 @@ def roster():
 def _limit_kb() -> int:
     # the request limit (app.py) lets a file of MAX_UPLOAD_KB through, and the preview's form
     # sends the text back in one field of about its size
-    return current_app.config["MAX_UPLOAD_KB"]
+    return app_settings().max_upload_kb
 
 
 @blueprint.post("/upload")
@@ -196,7 +197,7 @@ def _links(users: list[User], heading: str, *, mailed: bool = False,
     good as a password while it works, so this response is not to be stored anywhere. The CSV is
     for a spreadsheet (server/web/spreadsheet.py): Excel's, in the reader's language; no name in it
     runs as a formula. `mailed`: each account is mailed its link too, where mail is set up."""
-    base_url = current_app.config["PUBLIC_URL"] or request.url_root.rstrip("/")
+    base_url = app_settings().public_url or request.url_root.rstrip("/")
     accounts = [(user, make_link(user, base_url)) for user in users]
     sheet = csv_text([["username", "name", "email", "link"],
                       *([cell(user.username), cell(user.name), cell(user.email), cell(link)]
@@ -206,7 +207,7 @@ def _links(users: list[User], heading: str, *, mailed: bool = False,
     mail = _mail_links([user.id for user in users], base_url) if mailed else None
     page = render_template("staff/roster_links.html", accounts=accounts, heading=heading,
                            download=download, mail=mail, left_out=left_out,
-                           days=current_app.config["SET_PASSWORD_LINK_DAYS"])
+                           days=app_settings().set_password_link_days)
     return page, 200, {"Cache-Control": "no-store"}
 
 

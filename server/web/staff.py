@@ -13,6 +13,7 @@ from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, 
 from flask_babel import gettext as _
 from sqlalchemy import select
 
+from server.core.config import app_settings
 from server.core.grades import maximum_points
 from server.core.models import Exercise, Submission, User, utcnow
 from server.core.queue import cancel_grading
@@ -127,7 +128,7 @@ class _Chunks:
 
 
 def _zipped(latest: list[LatestSubmission]) -> Iterator[bytes]:
-    zone = ZoneInfo(current_app.config["TIMEZONE"])
+    zone = ZoneInfo(app_settings().timezone)
     out = _Chunks()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for item in latest:

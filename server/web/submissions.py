@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from worker.harness.submission import Unreadable, notebook_cells
 
+from server.core.config import Settings
 from server.core.grades import lateness, student_terms
 from server.core.models import Exercise, Submission, SubmissionStatus, User
 from server.web.i18n import when
@@ -50,9 +51,9 @@ class Rules:
     window_minutes: int
 
     @classmethod
-    def from_config(cls, config: dict) -> "Rules":
-        return cls(config["MAX_UPLOAD_KB"], config["SUBMISSIONS_PER_WINDOW"],
-                   config["SUBMISSION_WINDOW_MINUTES"])
+    def from_settings(cls, settings: Settings) -> "Rules":
+        return cls(settings.max_upload_kb, settings.submissions_per_window,
+                   settings.submission_window_minutes)
 
 
 def late_penalty(exercise: Exercise, deadline: dt.datetime | None,

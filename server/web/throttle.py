@@ -22,7 +22,7 @@ from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 from sqlalchemy.orm import Session
 
-from server.core.config import ConfigError
+from server.core.config import ConfigError, app_settings
 from server.core.models import User
 from server.core.users import authenticate
 
@@ -101,21 +101,21 @@ class LoginThrottle:
 
 
 def init_app(app: Flask) -> None:
-    config = app.config
+    settings = app_settings(app)
     try:
-        storage = storage_from_string(config["LOGIN_LIMITS_STORAGE"] or config["BROKER_URL"],
+        storage = storage_from_string(settings.login_limits_storage or settings.broker_url,
                                       wrap_exceptions=True, socket_timeout=REDIS_SECONDS,
                                       socket_connect_timeout=REDIS_SECONDS)
     except ConfigurationError:  # the message would show the URL, and its password
         raise ConfigError("LOGIN_LIMITS_STORAGE (by default the broker's URL) must be a "
                           "redis:// URL, or memory:// for one process") from None
     app.extensions["hpcgrade.throttle"] = LoginThrottle(
-        prefix=config["COURSE"],
-        limits={"account": parse_many(config["LOGIN_LIMITS_PER_ACCOUNT"]),
-                "address": parse_many(config["LOGIN_LIMITS_PER_ADDRESS"])},
+        prefix=settings.course,
+        limits={"account": parse_many(settings.login_limits_per_account),
+                "address": parse_many(settings.login_limits_per_address)},
         counters=MovingWindowRateLimiter(storage),
         fallback=MovingWindowRateLimiter(MemoryStorage()),
-        checks=threading.BoundedSemaphore(config["PASSWORD_CHECKS_PER_PROCESS"]))
+        checks=threading.BoundedSemaphore(settings.password_checks_per_process))
 
 
 def client_address() -> str:

@@ -12,7 +12,8 @@ from sqlalchemy.exc import OperationalError
 
 from server.core import migrate
 from server.core.catalogue import ExerciseConfigError, load_catalogue
-from server.core.config import ConfigError, load_config
+from server.core.config import ConfigError, app_settings, load_settings
+from server.core.configuration_doc import markdown
 from server.core.db import Database
 from server.core.exercises import sync_exercises
 from server.core.models import User, utcnow
@@ -22,7 +23,7 @@ from server.core.users import UserError, add_user, decode_roster, import_roster,
 
 def _database_url() -> str:
     try:
-        return load_config()["DATABASE_URL"]
+        return load_settings().database_url
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -103,7 +104,7 @@ def users_import(roster, lang: str) -> None:
 
     from server.core.links import make_link
     app = _app()
-    base_url = app.config["PUBLIC_URL"] or ""
+    base_url = app_settings(app).public_url or ""
     with app.app_context(), force_locale(lang):
         created = _in_transaction(lambda s: [
             (user.id, user.username, make_link(user, base_url))
@@ -242,3 +243,10 @@ def list_exercises(as_json: bool, lang: str) -> None:
         return
     for e in exercises.values():
         click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")
+
+
+@click.command("settings")
+def settings_reference() -> None:
+    """Print every setting of the service (its variable, TOML key, type, default and what it
+    does) as Markdown: docs/configuration.md is this output."""
+    click.echo(markdown(), nl=False)

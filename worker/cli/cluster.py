@@ -10,7 +10,7 @@ import time
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
-from server.core.config import ConfigError, Resources, load_config
+from server.core.config import ConfigError, Resources, load_settings
 from server.core.db import Database
 from worker.cli.admin import catalogue
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState
@@ -27,7 +27,7 @@ PILOT_SCRIPT = f"{PACKAGE_ROOT}/deploy/slurm/pilot.sbatch"
 def slurm_executor() -> SlurmExecutor:
     """The Slurm executor of the service's settings (HPCGRADE_CONFIG), or a clear refusal."""
     try:
-        return SlurmExecutor(load_config())
+        return SlurmExecutor(load_settings())
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -62,13 +62,13 @@ def check(wait_seconds: float, probe: bool) -> None:
                f"CPUs, {fits.memory} MB, {fits.gpus} GPUs)")
     if not probe:
         return
-    config = load_config()
+    settings = load_settings()
     shapes = {(r.partition, r.gpus > 0): r for r in [slurm.default, *(
         info.resources(slurm.default) for info in catalogue().values())]}
     found = []
     for resources in shapes.values():
         try:
-            answer = probe_on_slurm(slurm, resources, config, wait_seconds)
+            answer = probe_on_slurm(slurm, resources, settings, wait_seconds)
         except ProbeFailed as exc:
             found.append(f"partition {resources.partition or '(default)'}: {exc}")
             continue
@@ -86,8 +86,8 @@ def prune() -> None:
     """Remove the job logs, dead pilots' folders and runs' folders left behind that are older
     than SPOOL_KEEP_DAYS (beat does it every hour)."""
     try:
-        config = load_config()
-        click.echo(prune_spool(config, Database(config["DATABASE_URL"])))
+        settings = load_settings()
+        click.echo(prune_spool(settings, Database(settings.database_url)))
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     except SQLAlchemyError as exc:  # which runs are running is not known: none may go
@@ -105,7 +105,7 @@ def sandbox_check() -> None:
     """Start a student process on this machine as a grade does (the demo, the local executor):
     name the sandbox layers it lacks and the code this account could write."""
     try:
-        answer = probe_here(load_config())
+        answer = probe_here(load_settings())
     except (ConfigError, ProbeFailed) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"sandbox layers on {answer.get('node')} as {answer.get('user')}: "

@@ -51,7 +51,8 @@ class LazyGroup(click.Group):
     "exercises": "worker.cli.admin:list_exercises", "demo": "worker.cli.demo:demo",
     "login": "worker.cli.client:login", "submit": "worker.cli.client:submit",
     "slurm": "worker.cli.cluster:slurm_group", "pilot": "worker.cli.cluster:pilot_group",
-    "sandbox": "worker.cli.cluster:sandbox_group"})
+    "sandbox": "worker.cli.cluster:sandbox_group",
+    "settings": "worker.cli.admin:settings_reference"})
 def main() -> None:
     """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
 

@@ -45,7 +45,7 @@ from typing import Callable
 from sqlalchemy import exists, func, select, update
 
 from server.core.catalogue import ExerciseInfo
-from server.core.config import Resources, slurm_resources
+from server.core.config import Resources, Settings
 from server.core.db import Database
 from server.core.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
 from server.core.queue import TURNS
@@ -104,19 +104,19 @@ class Dispatcher:
     poll_every: float = 0.0  # seconds between two polls of the cluster by collect
 
     @classmethod
-    def from_config(cls, database: Database, executor: Executor,
-                    catalogue: dict[str, ExerciseInfo], config: dict,
-                    node: str | None = None) -> "Dispatcher":
+    def from_settings(cls, database: Database, executor: Executor,
+                      catalogue: dict[str, ExerciseInfo], settings: Settings,
+                      node: str | None = None) -> "Dispatcher":
         """`node`: the Celery node this worker process belongs to, recorded on its runs."""
-        return cls(database, executor, catalogue, Path(config["SPOOL_DIR"]),
-                   slurm_resources(config), grading.worker_name(node),
-                   dt.timedelta(seconds=config["GRADING_LEASE_SECONDS"]),
-                   config["SLURM_BATCH_SIZE"], config["SLURM_BATCH_WAIT"],
-                   Pilots(Path(config["SPOOL_DIR"]))
-                   if not executor.synchronous else None, config["MAX_RUNNING_PER_STUDENT"],
-                   config["SANDBOX_REQUIRED_LAYERS"], config["SPOOL_MIN_FREE_MB"],
-                   pending_limit=config["SLURM_PENDING_LIMIT_SECONDS"],
-                   poll_every=config["SLURM_POLL_SECONDS"])
+        return cls(database, executor, catalogue, Path(settings.spool_dir),
+                   settings.slurm_resources, grading.worker_name(node),
+                   dt.timedelta(seconds=settings.grading_lease_seconds),
+                   settings.slurm_batch_size, settings.slurm_batch_wait,
+                   Pilots(Path(settings.spool_dir))
+                   if not executor.synchronous else None, settings.max_running_per_student,
+                   settings.sandbox_required_layers, settings.spool_min_free_mb,
+                   pending_limit=settings.slurm_pending_limit_seconds,
+                   poll_every=settings.slurm_poll_seconds)
 
     # --- dispatch ---------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 
+from server.core.config import Settings
 from worker.grading.executor import Executor
 from worker.grading.local import LocalExecutor
 from worker.grading.slurm import SlurmExecutor
@@ -10,7 +11,7 @@ from worker.grading.slurm import SlurmExecutor
 EXECUTORS: dict[str, type] = {"local": LocalExecutor, "slurm": SlurmExecutor}
 
 
-def make_executor(config: dict) -> Executor:
-    executor = EXECUTORS[config["EXECUTOR"]](config)
+def make_executor(settings: Settings) -> Executor:
+    executor = EXECUTORS[settings.executor](settings)
     atexit.register(executor.close)
     return executor

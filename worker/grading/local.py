@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.core.config import Resources
+from server.core.config import Resources, Settings
 from worker.grading.executor import JobState
 from worker.harness import spool
 from worker.harness.jobs import Job
@@ -21,9 +21,9 @@ class LocalExecutor:
     name = "local"
     synchronous = True
 
-    def __init__(self, config: dict):
-        self.spool = Path(config["SPOOL_DIR"])
-        self.python = config.get("COURSE_PYTHON")
+    def __init__(self, settings: Settings):
+        self.spool = Path(settings.spool_dir)
+        self.python = settings.course_python
         self._harness: HarnessProcess | None = None
 
     def submit(self, jobs: list[Job], resources: Resources | None = None) -> list[str]:

@@ -13,7 +13,7 @@ import time
 import uuid
 
 from server.core.catalogue import default_root
-from server.core.config import Resources
+from server.core.config import Resources, Settings
 from worker.grading.executor import ClusterError
 from worker.grading.slurm import SlurmExecutor
 from worker.grading.slurm_text import job_script, parse_sbatch
@@ -27,14 +27,14 @@ class ProbeFailed(Exception):
     """The probe could not run, or gave no answer; the message says why."""
 
 
-def probe_arguments(config: dict) -> list[str]:
-    return ["probe", "--require", ",".join(config["SANDBOX_REQUIRED_LAYERS"]),
+def probe_arguments(settings: Settings) -> list[str]:
+    return ["probe", "--require", ",".join(settings.sandbox_required_layers),
             "--code", str(default_root())]
 
 
-def probe_here(config: dict) -> dict:
-    command = [config["COURSE_PYTHON"] or sys.executable, "-m", "worker.harness",
-               *probe_arguments(config)]
+def probe_here(settings: Settings) -> dict:
+    command = [settings.course_python or sys.executable, "-m", "worker.harness",
+               *probe_arguments(settings)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_SECONDS,
                               env=harness_environment(), cwd=PACKAGE_ROOT)
@@ -43,7 +43,7 @@ def probe_here(config: dict) -> dict:
     return _answer(done.stdout, done.stdout + done.stderr)
 
 
-def probe_on_slurm(slurm: SlurmExecutor, resources: Resources, config: dict,
+def probe_on_slurm(slurm: SlurmExecutor, resources: Resources, settings: Settings,
                    wait_seconds: float) -> dict:
     """Submit a probe job of this shape and wait for its answer in the spool."""
     folder = spool.make_folder(slurm.spool, "probes")
@@ -51,7 +51,7 @@ def probe_on_slurm(slurm: SlurmExecutor, resources: Resources, config: dict,
     options = slurm.options(resources, slurm.job_name, f"hpcgrade {slurm.course} sandbox probe",
                             requeue=False)
     script = job_script(options, python=slurm.python, checkout=PACKAGE_ROOT,
-                        harness=[*probe_arguments(config), "--out", str(out)],
+                        harness=[*probe_arguments(settings), "--out", str(out)],
                         modules=slurm.modules, what="probes the sandbox of a node")
     try:
         job_id = parse_sbatch(slurm.commands.run(["sbatch", "--parsable"], stdin=script))

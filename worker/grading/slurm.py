@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server.core.catalogue import ExerciseInfo
-from server.core.config import Resources, slurm_resources
+from server.core.config import Resources, Settings
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, NotTakingJobs
 from worker.grading.slurm_text import (Limits, job_script, late_job_id, limits, parse_comments,
                                        parse_nodes, parse_partition_nodes, parse_partitions,
@@ -98,17 +98,17 @@ class SlurmExecutor:
     name = "slurm"
     synchronous = False
 
-    def __init__(self, config: dict):
-        self.spool = Path(config["SPOOL_DIR"])
-        self.spool_min_free_mb = config["SPOOL_MIN_FREE_MB"]
+    def __init__(self, settings: Settings):
+        self.spool = Path(settings.spool_dir)
+        self.spool_min_free_mb = settings.spool_min_free_mb
         self.logs = self.spool / "jobs"
-        self.course = config["COURSE"]
-        self.python = config["COURSE_PYTHON"] or "python3"
-        self.python_unset = config["COURSE_PYTHON"] is None
-        self.modules = config["SLURM_MODULES"]
-        self.default = slurm_resources(config)
-        self.commands = SlurmCommands(config["SLURM_SUBMIT_HOST"], config["SLURM_SSH_OPTIONS"],
-                                      self._ssh_sockets() if config["SLURM_SUBMIT_HOST"] else None)
+        self.course = settings.course
+        self.python = settings.course_python or "python3"
+        self.python_unset = settings.course_python is None
+        self.modules = settings.slurm_modules
+        self.default = settings.slurm_resources
+        self.commands = SlurmCommands(settings.slurm_submit_host, settings.slurm_ssh_options,
+                                      self._ssh_sockets() if settings.slurm_submit_host else None)
         self.job_name, self.pilot_name = f"hpcgrade-{self.course}", f"hpcgrade-{self.course}-pilot"
         self._limits: dict[str | None, tuple[float, Limits]] = {}
         self._sacct = ["sacct"]

@@ -20,6 +20,7 @@ from typing import Collection
 
 from sqlalchemy import select
 
+from server.core.config import Settings
 from server.core.db import Database
 from server.core.models import GradingRun
 from worker.harness import pilot as layout
@@ -40,13 +41,13 @@ class Pruned:
                 f"{self.runs} run folder(s) left behind")
 
 
-def prune_spool(config: dict, database: Database) -> Pruned:
+def prune_spool(settings: Settings, database: Database) -> Pruned:
     """Prune the spool of these settings, keeping the folders of the runs the database says are
     running whatever their age."""
     with database.sessions() as session:
         running = {str(run_id) for run_id in session.scalars(
             select(GradingRun.id).where(GradingRun.status == "running"))}
-    return prune(Path(config["SPOOL_DIR"]), config["SPOOL_KEEP_DAYS"], running)
+    return prune(Path(settings.spool_dir), settings.spool_keep_days, running)
 
 
 def prune(root: Path, keep_days: float, running: Collection[str],

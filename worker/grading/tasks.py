@@ -16,6 +16,7 @@ from celery import shared_task
 from flask import current_app
 
 from server.core.catalogue import load_catalogue
+from server.core.config import app_settings
 from server.core.mail import MailAway, report_refused, send_links
 from server.core.models import User
 from server.core.queue import enqueue, stuck
@@ -40,15 +41,15 @@ MAIL_RETRY_SECONDS = 60  # a mail server that is away is tried again this often,
 
 def dispatcher(node: str | None = None) -> Dispatcher:
     """The exercises are read again for every task, so edits apply without a restart."""
-    return Dispatcher.from_config(current_app.extensions["hpcgrade.db"], worker_executor(),
-                                  load_catalogue(), current_app.config, node)
+    return Dispatcher.from_settings(current_app.extensions["hpcgrade.db"], worker_executor(),
+                                    load_catalogue(), app_settings(), node)
 
 
 def worker_executor() -> Executor:
     """One executor per worker process, made by its first task (the local one imports torch
     once)."""
     if not _executor:
-        _executor.append(make_executor(current_app.config))
+        _executor.append(make_executor(app_settings()))
     return _executor[0]
 
 
@@ -56,7 +57,7 @@ def alone(name: str) -> ContextManager[bool]:
     """Whether this task holds the lock `name` of every worker host
     (worker/grading/one_at_a_time.py)."""
     return one_at_a_time(current_app.extensions["hpcgrade.db"],
-                         Path(current_app.config["SPOOL_DIR"]), name)
+                         Path(app_settings().spool_dir), name)
 
 
 @shared_task(name="hpcgrade.dispatch", bind=True, **RETRY_WHILE_AWAY)
@@ -111,7 +112,7 @@ def cancel(submission_ids: list[int]) -> list[int]:
 def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/grading/preview.py); nothing is published."""
     grader = PreviewGrader(dispatcher(self.request.hostname),
-                           current_app.config["SLURM_POLL_SECONDS"])
+                           app_settings().slurm_poll_seconds)
     return grader.grade(regrade_id, grading.gone_here(self.request.hostname))
 
 
@@ -144,9 +145,9 @@ def reconcile() -> list[int]:
     dispatcher().recover(dead_workers(current_app.extensions["celery"]))
     database = current_app.extensions["hpcgrade.db"]
     with database.sessions() as session:
-        config = current_app.config
-        ids = stuck(session, dt.timedelta(seconds=config["REQUEUE_AFTER_SECONDS"]),
-                    config["MAX_RUNNING_PER_STUDENT"])
+        settings = app_settings()
+        ids = stuck(session, dt.timedelta(seconds=settings.requeue_after_seconds),
+                    settings.max_running_per_student)
         return enqueue(current_app.extensions["celery"], session, ids)
 
 
@@ -154,7 +155,7 @@ def reconcile() -> list[int]:
 def prune_spool() -> str:
     """Hourly: job logs, dead pilots' folders and runs' folders left behind leave the spool
     SPOOL_KEEP_DAYS after their last change (worker/grading/spool_prune.py)."""
-    pruned = spool_prune.prune_spool(current_app.config, current_app.extensions["hpcgrade.db"])
+    pruned = spool_prune.prune_spool(app_settings(), current_app.extensions["hpcgrade.db"])
     log.info("spool pruned: %s", pruned)
     return str(pruned)
 
