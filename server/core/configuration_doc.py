@@ -30,7 +30,7 @@ message naming the setting. `<checkout>` below is the folder of this checkout.
 Not settings of the service: the exercises folder (`HPCGRADE_EXERCISES`, default `exercises/` of
 this checkout), the terminal client's `HPCGRADE_SERVER`, `HPCGRADE_TOKEN` and
 `HPCGRADE_CLIENT_CONFIG`, and an exercise's own `[limits]`, `[deadline]` and `[slurm]` tables in
-its `exercise.toml` (see [exercises/README.md](../exercises/README.md)).
+its `exercise.toml` (see [writing an exercise](writing-an-exercise.md)).
 """
 HEADER = ("| setting | environment | TOML | type | default | what it does |\n"
           "|---|---|---|---|---|---|")
