@@ -11,8 +11,7 @@ from server.core.catalogue import default_root, load_catalogue, load_exercise_in
 from worker.grading.local import LocalExecutor
 from worker.harness.runner import HarnessProcess
 
-pytest_plugins = ["browser_fixtures",  # site, browser, desktop, phone: the -m browser tests
-                  "course_data"]  # marked_course: grades written straight to the database
+pytest_plugins = ["course_data"]  # marked_course: grades written straight to the database
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ from worker.grading import settle as grading
 from worker.grading.preview import PreviewGrader, record
 from worker.harness import spool
 
-SIGN_FLIPPED = (Path(__file__).parents[1] / "exercises" / "autograd-q" / "mutants"
+SIGN_FLIPPED = (Path(__file__).parents[2] / "exercises" / "autograd-q" / "mutants"
                 / "plus_b_squared.py").read_text()  # passes grad-a only: 3 / 10
 
 
@@ -61,7 +61,7 @@ def changed_checks(tmp_path):
     """autograd-q with its checks fixed: grad-a is worth 1 point instead of 3, grad-b 5 instead
     of 3 (the reference keeps 10 / 10; the sign-flipped gradient drops from 3 to 1)."""
     folder = tmp_path / "autograd-q"
-    shutil.copytree(Path(__file__).parents[1] / "exercises" / "autograd-q", folder,
+    shutil.copytree(Path(__file__).parents[2] / "exercises" / "autograd-q", folder,
                     ignore=shutil.ignore_patterns("__pycache__"))
     checks = (folder / "checks.py").read_text()
     checks = checks.replace('@check("grad-a", points=3', '@check("grad-a", points=1')

@@ -2,7 +2,7 @@
 stands for the three landlock_* calls (absent from RHEL/Rocky 8's 4.18). A seccomp filter loaded
 before exec, inherited by every child.
 
-    python tests/deny_syscalls.py landlock[,pivot_root…] COMMAND [ARG...]
+    python tests/harness/deny_syscalls.py landlock[,pivot_root…] COMMAND [ARG...]
 """
 import ctypes
 import ctypes.util

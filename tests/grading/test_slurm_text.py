@@ -1,5 +1,5 @@
 """What hpcgrade writes for Slurm and reads from it, on outputs recorded from a real Slurm 22.05
-(tests/recorded/slurm/) and the job script against a golden file."""
+(tests/grading/recorded/slurm/) and the job script against a golden file."""
 from pathlib import Path
 
 import pytest

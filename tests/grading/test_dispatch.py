@@ -1,5 +1,5 @@
 """The dispatch/collect state machine on SQLite and PostgreSQL, against a cluster whose jobs end
-as each test says (tests/test_slurm.py runs the same flows on a real Slurm). Reports are real
+as each test says (tests/slurm/test_slurm.py runs the same flows on a real Slurm). Reports are real
 ones from the harness, written into the spool as a job would write them."""
 import dataclasses
 import datetime as dt
@@ -82,7 +82,7 @@ def cluster(tmp_path):
 @pytest.fixture
 def grading(database, cluster, catalogue):
     """Ana's many submissions are packed together: no bound per student here (see
-    tests/test_fairness.py)."""
+    tests/grading/test_fairness.py)."""
     return dispatcher(database, cluster, catalogue, batch_size=3, batch_wait=0.0, per_student=100)
 
 

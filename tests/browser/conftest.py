@@ -1,5 +1,5 @@
-"""The fixtures of the -m browser tests (their helpers are in browser.py); tests/conftest.py
-loads this module as a plugin, so that every test module may use them."""
+"""The fixtures of the -m browser tests, which this folder holds (their helpers are in
+browser.py)."""
 from __future__ import annotations
 
 import os

@@ -3,8 +3,8 @@
 Each attack runs against a throwaway copy of the harness and of an exercise, owned by the account
 that grades (as when one account owns the checkout and runs jobs): an attack that got out would
 write there, and into a spool and settings beside it, never into this checkout. It runs with the
-kernel's Landlock and without it (tests/deny_syscalls.py answers ENOSYS to its system calls, as
-RHEL/Rocky 8's kernel does), as root and as the unprivileged grading account.
+kernel's Landlock and without it (tests/harness/deny_syscalls.py answers ENOSYS to its system
+calls, as RHEL/Rocky 8's kernel does), as root and as the unprivileged grading account.
 """
 import ast
 import hashlib
@@ -21,8 +21,8 @@ import pytest
 from helpers import REFERENCE_Q
 from test_unprivileged import PYTHON, USER, as_user, needs_account
 
-ROOT = Path(__file__).resolve().parents[1]
-DENY = str(ROOT / "tests" / "deny_syscalls.py")
+ROOT = Path(__file__).resolve().parents[2]
+DENY = str(ROOT / "tests" / "harness" / "deny_syscalls.py")
 SECRET = "S3CRET-IN-SETTINGS"
 
 ATTACK = '''

@@ -93,7 +93,7 @@ def test_an_unknown_key_in_the_slurm_table_is_named(tmp_path, monkeypatch):
 
 def test_the_deploy_example_is_a_valid_configuration(monkeypatch):
     from pathlib import Path
-    monkeypatch.setenv("HPCGRADE_CONFIG", str(Path(__file__).parents[1] / "deploy" / "hpcgrade.toml"))
+    monkeypatch.setenv("HPCGRADE_CONFIG", str(Path(__file__).parents[2] / "deploy" / "hpcgrade.toml"))
     config = load_config()
     assert config["EXECUTOR"] == "slurm" and config["SLURM_TIME"] == 30
     assert config["SLURM_MEMORY"] == 8192 and config["SLURM_BATCH_SIZE"] == 20

@@ -21,7 +21,7 @@ from server.core.models import User
 from server.core.users import authenticate
 from worker.cli.demo import prepare
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 HPCGRADE = [sys.executable, "-m", "worker.cli"]
 
 

@@ -1,4 +1,4 @@
-"""A real browser on the whole service, for the -m browser tests (fixtures: browser_fixtures.py).
+"""A real browser on the whole service, for the -m browser tests (fixtures: conftest.py).
 
 Debian's Chromium, driven by Playwright, reaches the portal through nginx on a `stack.Stack`
 (its own PostgreSQL and Redis, gunicorn, a Celery worker and beat), as a student's browser reaches
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-if TYPE_CHECKING:  # imported when a service starts: tests/conftest.py loads this module for all
+if TYPE_CHECKING:  # imported when a service starts, not whenever this folder is collected
     from stack import Stack
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 # the README's pictures are refreshed with HPCGRADE_SCREENSHOTS=docs/screenshots; other runs keep
 # theirs out of the checkout

@@ -26,7 +26,7 @@ from worker.grading.dispatch import Dispatcher
 from worker.grading.one_at_a_time import one_at_a_time
 from worker.grading.slurm import SlurmExecutor
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def test_one_holder_at_a_time_and_the_lock_is_free_again_after(database, tmp_path):

@@ -15,7 +15,7 @@ from worker.harness import pilot as layout
 from worker.harness import spool
 from worker.harness.pilot import RECENT_SECONDS
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 # what reaches a shared filesystem's metadata server: lookups, opens, listings, renames
 METADATA_CALLS = {"stat", "lstat", "fstatat64", "newfstatat", "statx", "access", "faccessat",
                   "faccessat2", "open", "openat", "getdents", "getdents64", "rename", "renameat",

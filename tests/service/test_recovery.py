@@ -21,7 +21,7 @@ from server.web.app import create_app
 from worker.grading import dispatch as dispatch_module
 from worker.grading import settle as grading
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 LOOPING = "while True:\n    pass\n"
 
 

@@ -13,7 +13,7 @@ from server.core.models import Exercise, Submission, User
 from server.core.users import add_user
 from server.web.submissions import Rules, accept, reopen
 
-SIGN_FLIPPED = (Path(__file__).parents[1] / "exercises" / "autograd-q" / "mutants"
+SIGN_FLIPPED = (Path(__file__).parents[2] / "exercises" / "autograd-q" / "mutants"
                 / "plus_b_squared.py").read_text()
 
 

@@ -15,7 +15,7 @@ from helpers import REFERENCE_Q, alive, descendants, notebook
 from worker.harness import spool
 from worker.harness.jobs import Job
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = ROOT / "exercises" / "autograd-q"
 SIGN_FLIPPED = REFERENCE_Q.replace("- b**2", "+ b**2")
 USER = os.environ.get("HPCGRADE_TEST_USER")

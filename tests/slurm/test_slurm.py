@@ -38,7 +38,7 @@ from worker.harness import pilot as pilot_layout
 pytestmark = [pytest.mark.slurm, pytest.mark.services,
               pytest.mark.skipif(not slurm_cluster.available(),
                                  reason="no Slurm cluster of scripts/slurm's here")]
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 SLOW = "import time\ntime.sleep({seconds})\n" + REFERENCE_Q
 # autograd-q with room for SLOW to load (the default load time-out is 10 s)
 SLOW_LOADS = {"call_seconds": 10, "load_seconds": 60}

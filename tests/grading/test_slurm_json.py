@@ -1,5 +1,5 @@
 """squeue's JSON (`squeue --json`), on output recorded from a real Slurm 22.05
-(tests/recorded/slurm/squeue.json), and the named error for anything else."""
+(tests/grading/recorded/slurm/squeue.json), and the named error for anything else."""
 import json
 from pathlib import Path
 

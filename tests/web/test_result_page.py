@@ -23,7 +23,7 @@ pytestmark = pytest.mark.postgresql_only
 NAME_ERROR_AT_IMPORT = "import torch\n\nscale = undefined_name * 2\n\ndef q_grads(a, b, v):\n    return a, b\n"
 MISNAMED = "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n"
 SYNTAX_ERROR = "import torch\n\ndef q_grads(a, b, v)\n    return a, b\n"
-SIGN_FLIPPED = (Path(__file__).parents[1] / "exercises" / "autograd-q" / "mutants"
+SIGN_FLIPPED = (Path(__file__).parents[2] / "exercises" / "autograd-q" / "mutants"
                 / "plus_b_squared.py").read_text()
 
 

@@ -19,7 +19,7 @@ from server.web.app import create_app
 from server.web.submissions import Rules, accept
 
 pytestmark = pytest.mark.services
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 SLOW_REFERENCE = "import time\ntime.sleep(4)\n" + REFERENCE_Q
 
 

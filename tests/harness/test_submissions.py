@@ -94,7 +94,7 @@ def test_spanish_report(harness, tmp_path):
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(HPCGRADE + list(args), capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).parents[1])
+                          cwd=Path(__file__).parents[2])
 
 
 def test_cli_json_one_report_per_file(tmp_path):

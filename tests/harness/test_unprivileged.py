@@ -19,7 +19,7 @@ import pytest
 
 from helpers import REFERENCE_Q, descendants
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = ROOT / "exercises" / "autograd-q"
 USER = os.environ.get("HPCGRADE_TEST_USER")
 PYTHON = os.environ.get("HPCGRADE_TEST_COURSE_PYTHON")

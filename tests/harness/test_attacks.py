@@ -292,7 +292,7 @@ def test_zygote_killed_from_outside_is_replaced(grade, harness):
 def test_slowing_pytorchs_own_convolution_earns_no_speed_bonus(grade):
     """conv2d-einsum's bonus compares with F.conv2d timed in the grader: a slow loop that also
     slows every convolution of its own process still loses the bonus point."""
-    loops = (Path(__file__).parents[1] / "exercises" / "conv2d-einsum" / "mutants"
+    loops = (Path(__file__).parents[2] / "exercises" / "conv2d-einsum" / "mutants"
              / "python_loops.py").read_text()
     report = grade("conv2d-einsum", loops + """
 import time
@@ -320,7 +320,7 @@ def test_every_student_process_has_its_scratch_as_temporary_directory(grade):
 with tempfile.NamedTemporaryFile() as f:
     f.write(b"x")
 print("TEMP", tempfile.gettempdir())
-""" + (Path(__file__).parents[1] / "exercises" / "autograd-q" / "reference.py").read_text()
+""" + (Path(__file__).parents[2] / "exercises" / "autograd-q" / "reference.py").read_text()
     for _ in range(2):
         report = grade("autograd-q", temporary)
         assert report["score"] == report["max_score"], report["notes"]
@@ -334,7 +334,7 @@ def test_rebinding_the_support_module_does_not_reach_what_the_grader_builds(harn
 
     from server.core.catalogue import load_exercise_info
     folder = tmp_path / "scaled-square"
-    shutil.copytree(Path(__file__).parents[1] / "server" / "exercise_template", folder)
+    shutil.copytree(Path(__file__).parents[2] / "server" / "exercise_template", folder)
     (folder / "support.py").write_text("def honest():\n    return 'support'\n")
     (folder / "checks.py").write_text(
         (folder / "checks.py").read_text() + '''

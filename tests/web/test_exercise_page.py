@@ -23,7 +23,7 @@ from server.web.app import UPLOAD_CAP_FACTOR
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
 pytestmark = pytest.mark.postgresql_only
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KB = 1 << 10
 MB = 1 << 20
 CAP = UPLOAD_CAP_FACTOR * 1024 * KB  # with MAX_UPLOAD_KB's default
