@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from helpers import REFERENCE_Q, graded_through_api, postgres_database
+from helpers import REFERENCE_Q, graded_through_api, logged_in, postgres_database
 from server.core import migrate
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise, GradingRun, Submission, User
@@ -119,14 +119,10 @@ def test_the_api_flow_end_to_end(stack):
 
 
 def test_the_web_flow_end_to_end(stack):
-    import re
     from server.core.users import add_user
     with stack.extensions["hpcgrade.db"].sessions.begin() as session:
         add_user(session, "cris", "Cris", "c@uni.es", "student", "long-password")
-    client = stack.test_client()
-    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)
-    client.post("/login", data={"username": "cris", "password": "long-password", "csrf_token": token})
-    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/").text).group(1)
+    client, token = logged_in(stack, "cris")
     sent = client.post("/exercises/autograd-q/submissions", data={
         "csrf_token": token, "code": REFERENCE_Q.replace("- b**2", "+ b**2")})
     deadline = time.monotonic() + 60

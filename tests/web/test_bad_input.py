@@ -7,6 +7,7 @@ import re
 import pytest
 import sqlalchemy as sa
 
+from helpers import log_in
 from server.core.models import Submission
 
 LIMIT = 1024 << 10  # MAX_UPLOAD_KB's default, in bytes
@@ -19,8 +20,7 @@ def csrf(page: str) -> str:
 @pytest.fixture
 def ana(course):
     client = course.test_client()
-    client.post("/login", data={"username": "ana", "password": "long-password",
-                                "csrf_token": csrf(client.get("/login").text)})
+    log_in(client)
     return client, csrf(client.get("/exercises/autograd-q").text)
 
 
@@ -61,8 +61,7 @@ def test_nul_bytes_in_page_fields_are_a_400(ana, course):
 
 def test_nul_bytes_in_log_in_fields_are_a_400(course):
     client = course.test_client()
-    page = client.post("/login", data={"username": "ana\x00", "password": "long-password",
-                                       "csrf_token": csrf(client.get("/login").text)})
+    page = log_in(client, "ana\x00")
     assert page.status_code == 400 and "NUL byte" in page.text
     api = client.post("/api/v1/tokens", json={"username": "ana\x00", "password": "x"})
     assert api.status_code == 400 and api.is_json and "NUL byte" in api.json["error"]

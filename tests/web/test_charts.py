@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from helpers import logged_in
 from server.web.charts import diagnostics_chart, histogram, score_bins
-from test_staff import logged_in
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs
 pytestmark = pytest.mark.postgresql_only

@@ -10,11 +10,11 @@ import zipfile
 import pytest
 from sqlalchemy import update
 
+from helpers import log_in, logged_in
 from server.core.catalogue import load_catalogue
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise
 from server.core.users import add_user
-from test_staff import logged_in
 
 
 def cells(row: str) -> list[str]:
@@ -48,19 +48,13 @@ def only(app, *slugs: str) -> None:
         session.execute(update(Exercise).where(Exercise.slug.not_in(slugs)).values(active=False))
 
 
-def log_in(client, username: str, path: str = "/login"):
-    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)
-    return client.post(path, data={"username": username, "password": "long-password",
-                                   "csrf_token": token})
-
-
 def test_staff_land_on_the_course_and_students_on_their_exercises(course):
     with course.app_context():
         session = course.extensions["hpcgrade.db"].sessions()
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     assert log_in(course.test_client(), "prof").headers["Location"] == "/staff/"
-    asked = log_in(course.test_client(), "prof", "/login?next=/history")
+    asked = log_in(course.test_client(), "prof", path="/login?next=/history")
     assert asked.headers["Location"] == "/history"
     assert log_in(course.test_client(), "ana").headers["Location"] == "/"
 

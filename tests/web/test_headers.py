@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REFERENCE_Q
+from helpers import REFERENCE_Q, log_in
 from server.core.users import add_user
 
 EXPECTED = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
@@ -67,8 +67,7 @@ def staff(course):
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     client = course.test_client()
-    client.post("/login", data={"username": "prof", "password": "long-password",
-                                "csrf_token": csrf(client.get("/login").text)})
+    log_in(client, "prof")
     return client
 
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from helpers import REFERENCE_Q, free_port, postgres_database
+from helpers import REFERENCE_Q, free_port, log_in, postgres_database
 from server.core.models import Exercise, Submission, User
 from server.web.submissions import Rules, submit_once
 
@@ -114,8 +114,7 @@ def page_key(client, slug="autograd-q") -> tuple[str, str]:
 
 def test_the_form_sent_twice_stores_one_submission(course):
     client = course.test_client()
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)
-    client.post("/login", data={"username": "ana", "password": "long-password", "csrf_token": csrf})
+    log_in(client)
     csrf, key = page_key(client)
     assert page_key(client)[1] != key  # a fresh key each time the page is shown
     assert client.get("/exercises/autograd-q").headers["Cache-Control"] == "no-store"

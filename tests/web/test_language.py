@@ -9,7 +9,7 @@ from flask import render_template_string
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
-from helpers import CSRF_TOKEN
+from helpers import CSRF_TOKEN, log_in
 from server.core.models import Exercise
 from server.core.users import add_user
 from worker.harness import submission
@@ -32,12 +32,6 @@ def html_lang(page: str) -> str:
     return re.search(r'<html lang="(\w+)">', page).group(1)
 
 
-def log_in(client, url="/login", username="ana"):
-    token = CSRF_TOKEN.search(client.get(url).text).group(1)
-    return client.post(url, data={"username": username, "password": "long-password",
-                                  "csrf_token": token})
-
-
 @pytest.fixture
 def staffed(course):
     with course.app_context():
@@ -58,7 +52,7 @@ def test_spanish_chosen_on_the_login_page_survives_logging_in_and_next(course):
     spanish_login = client.get(href)
     assert html_lang(spanish_login.text) == "es" and "Entrar" in spanish_login.text
     # the form has no action: a browser sends it to the page's own address, query included
-    landed = log_in(client, href)
+    landed = log_in(client, path=href)
     assert landed.status_code == 302 and landed.headers["Location"] == "/exercises/autograd-q"
     page = client.get(landed.headers["Location"])
     assert html_lang(page.text) == "es" and "Gradientes de una función no escalar" in page.text

@@ -1,28 +1,11 @@
 """The student pages: exercises, statement in two languages, upload, live status, history."""
 import io
-import re
 
-import pytest
-
-from helpers import REFERENCE_Q
+from helpers import REFERENCE_Q, logged_in
 
 
-@pytest.fixture
-def browser(course):
-    return course.test_client
-
-
-def logged_in(make_client, username="ana"):
-    client = make_client()
-    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)
-    assert client.post("/login", data={"username": username, "password": "long-password",
-                                       "csrf_token": token}).status_code == 302
-    # logging in starts a new session, and with it a new CSRF token
-    return client, re.search(r'name="csrf_token" value="([^"]+)"', client.get("/").text).group(1)
-
-
-def test_student_flow(browser):
-    client, token = logged_in(browser)
+def test_student_flow(course):
+    client, token = logged_in(course)
     index = client.get("/")
     assert "Gradients of a non-scalar function" in index.text and "20" in index.text
     spanish = client.get("/exercises/autograd-q?lang=es")
@@ -43,8 +26,8 @@ def test_student_flow(browser):
     assert history.text.count("Gradientes de una función no escalar") == 2
 
 
-def test_refusals_are_shown_not_stored(browser, app):
-    client, token = logged_in(browser)
+def test_refusals_are_shown_not_stored(course):
+    client, token = logged_in(course)
     for data, message in [
         ({"file": (io.BytesIO(b"print(1)"), "work.txt")}, "Upload a .py file or a Jupyter notebook"),
         ({"file": (io.BytesIO(b"\x00\x01"), "work.py")}, "The file is binary"),
@@ -62,17 +45,17 @@ def test_refusals_are_shown_not_stored(browser, app):
     assert "Nothing submitted yet" in client.get("/submissions").text
 
 
-def test_another_students_submission_is_404(browser):
-    ana, token = logged_in(browser, "ana")
+def test_another_students_submission_is_404(course):
+    ana, token = logged_in(course, "ana")
     sent = ana.post("/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                               "code": REFERENCE_Q})
-    bea, _ = logged_in(browser, "bea")
+    bea, _ = logged_in(course, "bea")
     assert bea.get(sent.headers["Location"]).status_code == 404
     assert bea.get(sent.headers["Location"] + "/status").status_code == 404
 
 
-def test_pages_need_login(browser):
-    client = browser()
+def test_pages_need_login(course):
+    client = course.test_client()
     for path in ("/", "/exercises/autograd-q", "/submissions", "/submissions/1"):
         reply = client.get(path)
         assert reply.status_code == 302 and "/login" in reply.headers["Location"]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from helpers import COURSE_ORDER, CSRF_TOKEN, logged_in
+from helpers import COURSE_ORDER, CSRF_TOKEN, log_in, logged_in
 from server.core.catalogue import default_root
 from server.core.models import Exercise, User
 from server.core.users import add_user
@@ -265,10 +265,7 @@ def test_a_password_reset_ends_the_users_sessions(staffed):
     assert reset.status_code == 200 and reset.headers["Cache-Control"] == "no-store"
     link = links(reset.text)["bea"]
     assert bea.get("/").headers["Location"].startswith("/login")  # her session has ended
-    refused = staffed.test_client()
-    login_token = CSRF_TOKEN.search(refused.get("/login").text).group(1)
-    assert refused.post("/login", data={"username": "bea", "password": "long-password",
-                                        "csrf_token": login_token}).status_code == 401
+    assert log_in(staffed.test_client(), "bea").status_code == 401
     assert set_password(staffed, link).status_code == 303
     logged_in(staffed, "bea", "chosen-password")
     # an instructor resets students only; an admin anyone; nobody their own from here

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from helpers import REFERENCE_Q
+from helpers import REFERENCE_Q, log_in
 from server.core.models import ApiToken, User
 from worker.cli.main import main
 
@@ -80,8 +80,7 @@ def test_the_account_page_lists_and_revokes_ones_own_tokens(course):
     bea = new_token(api, "bea", label="bea@home")
     api.get("/api/v1/exercises", headers=laptop)
     browser = course.test_client()
-    browser.post("/login", data={"username": "ana", "password": "long-password",
-                                 "csrf_token": csrf(browser, "/login")})
+    log_in(browser)
     page = browser.get("/account/tokens").text
     assert "ana@laptop" in page and "ana@login1" in page and "bea@home" not in page
     assert "never" in page  # ana@login1 was not used yet
@@ -189,8 +188,7 @@ def test_the_token_page_shows_times_in_the_courses_time_zone(course):
         last_used_at=dt.datetime(2026, 11, 24, 8, 30, tzinfo=dt.timezone.utc),
         expires_at=dt.datetime(2027, 3, 23, 23, 30, tzinfo=dt.timezone.utc)))
     browser = course.test_client()
-    browser.post("/login", data={"username": "ana", "password": "long-password",
-                                 "csrf_token": csrf(browser, "/login")})
+    log_in(browser)
     page = browser.get("/account/tokens").text
     assert "23 Nov 2026, 18:00" in page and "24 Nov 2026, 09:30" in page
     assert "24 Mar 2027, 00:30" in page  # the next day in Madrid
