@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
+import helpers
 from server.web.app import create_app
 
 
@@ -16,10 +17,9 @@ def csrf(client, path="/login") -> str:
 
 
 def log_in(client, username="ana", password="long-password", next_=None, address="10.0.0.1"):
+    """helpers.log_in from an address (guesses are counted per address too)."""
     path = "/login" + (f"?next={quote(next_, safe='')}" if next_ is not None else "")
-    return client.post(path, data={"username": username, "password": password,
-                                   "csrf_token": csrf(client)},
-                       environ_base={"REMOTE_ADDR": address})
+    return helpers.log_in(client, username, password, path, environ_base={"REMOTE_ADDR": address})
 
 
 def logged_in(client) -> bool:
