@@ -1,3 +1,4 @@
+import functools
 import json
 import os
 import socket
@@ -5,6 +6,7 @@ import threading
 import time
 
 import pytest
+from werkzeug.security import generate_password_hash
 
 from helpers import SECRETS, postgres_database
 from server.core.catalogue import default_root, load_catalogue, load_exercise_info
@@ -12,6 +14,18 @@ from worker.grading.local import LocalExecutor
 from worker.harness.runner import HarnessProcess
 
 pytest_plugins = ["course_data"]  # marked_course: grades written straight to the database
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quick_password_hashes():
+    """Passwords hashed in this process at a test's cost, scrypt with N = 2**10 rather than
+    werkzeug's 2**15: an account or a log-in costs a millisecond, not a quarter of a second.
+    What is hashed and checked stays the same; services started as processes keep the real cost."""
+    from server.core import users
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(users, "generate_password_hash",
+                      functools.partial(generate_password_hash, method="scrypt:1024:8:1"))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ def test_the_course_exercises_are_there_in_course_order(catalogue):
         assert info.statement("en").strip() and info.statement("es").strip()
 
 
+@pytest.mark.selfcheck
 @pytest.mark.parametrize("slug", sorted(load_catalogue()))
 def test_self_check(harness, catalogue, slug):
     """Two fixed seeds and a fresh one: the reference scores full marks, every mutant loses
@@ -99,6 +100,7 @@ def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
     assert shape == Resources(partition="gpu", cpus=4, gpus=2, memory=16384, time=60)
 
 
+@pytest.mark.selfcheck
 def test_a_new_exercise_from_the_template_passes_its_own_check(harness, tmp_path, monkeypatch):
     monkeypatch.setenv("HPCGRADE_EXERCISES", str(tmp_path))
     made = CliRunner().invoke(main, ["exercise", "new", "scaled-square"])

@@ -191,6 +191,7 @@ def test_describe_returning_a_device_object_loses_the_point(grade):
 
 # --- the self-check -------------------------------------------------------------------------
 
+@pytest.mark.selfcheck
 def test_the_self_check_refuses_a_forged_variant_that_outscores_its_mutant(harness, tmp_path):
     folder = tmp_path / "tensors-reshape"
     shutil.copytree(EXERCISES / "tensors-reshape", folder,

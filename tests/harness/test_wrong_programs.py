@@ -79,6 +79,7 @@ def test_one_mistake_is_explained_once_and_later_checks_point_at_it(harness, q_e
         "a.grad: lo más probable es que sea el mismo error que en «")
 
 
+@pytest.mark.selfcheck
 def test_the_self_check_refuses_a_wrong_program_it_cannot_recognise(harness, tmp_path):
     info = _exercise(tmp_path, _says("raises", "exception", {"en": "It raises.", "es": "Lanza."}))
     (problem,) = self_check(harness, info, (0,))

@@ -54,6 +54,7 @@ def test_a_loader_broken_by_the_code_is_a_load_error(grade):
     assert all(c["diagnostics"] == [] for c in report["checks"])
 
 
+@pytest.mark.selfcheck
 @pytest.mark.parametrize("mutant, code", [(MISNAMED, "missing-function"),
                                           ("raise ImportError('no')\n", "import-error")])
 def test_a_mutant_may_expect_a_load_error(harness, tmp_path, mutant, code):
