@@ -1,6 +1,7 @@
 import functools
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -134,14 +135,27 @@ def course(app, catalogue):
     return app
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory):
+    """A SQLite file at the newest migration, copied for each test that needs one of its own
+    (the migrations run once, not once a test)."""
+    from server.core import migrate
+    path = tmp_path_factory.mktemp("migrated") / "newest.sqlite"
+    migrate.upgrade(f"sqlite:///{path}")
+    return path
+
+
 @pytest.fixture
-def database(empty_database_url, catalogue):
+def database(empty_database_url, catalogue, migrated_sqlite):
     """A database at the newest migration with the exercises synced and one student, ana."""
     from server.core import migrate
     from server.core.db import Database
     from server.core.exercises import sync_exercises
     from server.core.models import User
-    migrate.upgrade(empty_database_url)
+    if empty_database_url.startswith("sqlite:///"):
+        shutil.copyfile(migrated_sqlite, empty_database_url.removeprefix("sqlite:///"))
+    else:
+        migrate.upgrade(empty_database_url)
     database = Database(empty_database_url)
     with database.sessions.begin() as session:
         sync_exercises(session, catalogue)
