@@ -135,7 +135,7 @@ CSRF_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 def log_in(client, username: str = "ana", password: str = "long-password", path: str = "/login",
            **request):
     """The log-in form sent by a test client, as a browser sends it (the form's CSRF token read
-    from the page at `path` first); the reply. `request` goes with the form: headers, environ_base."""
+    from the page at `path` first); the reply. `request` goes with the form (environ_base…)."""
     token = CSRF_TOKEN.search(client.get(path).text).group(1)
     return client.post(path, data={"username": username, "password": password,
                                    "csrf_token": token}, **request)
