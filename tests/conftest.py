@@ -1,10 +1,13 @@
+import functools
 import json
 import os
+import shutil
 import socket
 import threading
 import time
 
 import pytest
+from werkzeug.security import generate_password_hash
 
 from helpers import SECRETS, postgres_database
 from server.core.catalogue import default_root, load_catalogue, load_exercise_info
@@ -12,8 +15,19 @@ from server.core.config import Settings
 from worker.grading.local import LocalExecutor
 from worker.harness.runner import HarnessProcess
 
-pytest_plugins = ["browser_fixtures",  # site, browser, desktop, phone: the -m browser tests
-                  "course_data"]  # marked_course: grades written straight to the database
+pytest_plugins = ["course_data"]  # marked_course: grades written straight to the database
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quick_password_hashes():
+    """Passwords hashed in this process at a test's cost, scrypt with N = 2**10 rather than
+    werkzeug's 2**15: an account or a log-in costs a millisecond, not a quarter of a second.
+    What is hashed and checked stays the same; services started as processes keep the real cost."""
+    from server.core import users
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(users, "generate_password_hash",
+                      functools.partial(generate_password_hash, method="scrypt:1024:8:1"))
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -122,14 +136,27 @@ def course(app, catalogue):
     return app
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory):
+    """A SQLite file at the newest migration, copied for each test that needs one of its own
+    (the migrations run once, not once a test)."""
+    from server.core import migrate
+    path = tmp_path_factory.mktemp("migrated") / "newest.sqlite"
+    migrate.upgrade(f"sqlite:///{path}")
+    return path
+
+
 @pytest.fixture
-def database(empty_database_url, catalogue):
+def database(empty_database_url, catalogue, migrated_sqlite):
     """A database at the newest migration with the exercises synced and one student, ana."""
     from server.core import migrate
     from server.core.db import Database
     from server.core.exercises import sync_exercises
     from server.core.models import User
-    migrate.upgrade(empty_database_url)
+    if empty_database_url.startswith("sqlite:///"):
+        shutil.copyfile(migrated_sqlite, empty_database_url.removeprefix("sqlite:///"))
+    else:
+        migrate.upgrade(empty_database_url)
     database = Database(empty_database_url)
     with database.sessions.begin() as session:
         sync_exercises(session, catalogue)

@@ -1,5 +1,6 @@
 """A course with grades already in, written straight to the database (no grader runs), for the
-tests of the gradebook, the course page and the charts (tests/test_gradebook.py, test_charts.py)."""
+tests of the gradebook, the course page and the charts (tests/web/: test_gradebook.py,
+test_charts.py)."""
 import datetime as dt
 import hashlib
 

@@ -141,14 +141,21 @@ def graded_through_api(app, username: str, seconds: float = 60, context=lambda: 
 CSRF_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
+def log_in(client, username: str = "ana", password: str = "long-password", path: str = "/login",
+           **request):
+    """The log-in form sent by a test client, as a browser sends it (the form's CSRF token read
+    from the page at `path` first); the reply. `request` goes with the form (environ_base…)."""
+    token = CSRF_TOKEN.search(client.get(path).text).group(1)
+    return client.post(path, data={"username": username, "password": password,
+                                   "csrf_token": token}, **request)
+
+
 def logged_in(app, username: str = "ana", password: str = "long-password",
               lang: str | None = None):
     """A test client logged in through the log-in page, and the CSRF token of its new session
     (logging in starts one); `lang` is chosen as the language switch does, for the next requests."""
     client = app.test_client()
-    token = CSRF_TOKEN.search(client.get("/login").text).group(1)
-    assert client.post("/login", data={"username": username, "password": password,
-                                       "csrf_token": token}).status_code == 302
+    assert log_in(client, username, password).status_code == 302
     if lang:
         client.get(f"/?lang={lang}")
     return client, CSRF_TOKEN.search(client.get("/").text).group(1)

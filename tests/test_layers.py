@@ -3,6 +3,7 @@ its contracts at the ground (what runs in a course venv and on compute nodes), t
 above it, the web, the grading side and the terminal/Jupyter client side by side above the core,
 and the command line (with the worker's entry point) on top. No cycle anywhere."""
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -74,6 +75,7 @@ def floor(module: str) -> str:
     return FLOORS[package]
 
 
+@functools.cache  # read once: every module's test looks at its own arrows in it
 def graph() -> dict[str, set[str]]:
     return {module: {target for name in imports_of(module) if (target := own(name))} - {module}
             for module in MODULES}

@@ -1,0 +1,166 @@
+"""`hpcgrade demo` (SQLite, a broker in a folder, gunicorn, a worker) driven by `hpcgrade login`
+and `hpcgrade submit`, as a student would from a terminal."""
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+import slurm_cluster
+from helpers import alive, descendants, free_port
+from server.core.db import Database
+from server.core.models import User
+from server.core.users import authenticate
+from worker.cli.demo import prepare
+
+ROOT = Path(__file__).parents[2]
+HPCGRADE = [sys.executable, "-m", "worker.cli"]
+
+
+def test_prepare_twice_keeps_one_set_of_accounts(tmp_path):
+    prepare(tmp_path)
+    config = prepare(tmp_path)
+    assert 'broker_url = "filesystem://localhost/"' in config.read_text()
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+    database = Database(f"sqlite:///{tmp_path / 'hpcgrade.sqlite'}")
+    with database.sessions() as session:
+        assert authenticate(session, "student", "student").role == "student"
+        assert authenticate(session, "instructor", "instructor").role == "instructor"
+        assert session.query(User).count() == 2
+    database.dispose()
+
+
+@contextlib.contextmanager
+def running_demo(folder: Path, *options: str):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
+    process = subprocess.Popen(HPCGRADE + ["demo", "--port", str(port), "--folder", str(folder),
+                                           *options],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    for line in process.stdout:
+        if line.startswith("hpcgrade demo: http://"):
+            break
+    else:
+        pytest.fail(f"the demo exited with {process.wait()} before printing its URL")
+    try:
+        yield process, f"http://127.0.0.1:{port}"
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.fixture
+def demo(tmp_path):
+    with running_demo(tmp_path / "demo") as running:
+        yield running
+
+
+def _csrf(browser, page: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', browser.get(page).text).group(1)
+
+
+def client(tmp_path, *args, **env):
+    return subprocess.run(HPCGRADE + list(args), cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, HPCGRADE_CLIENT_CONFIG=str(tmp_path / "client.toml"),
+                                   **env))
+
+
+def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
+    process, url = demo
+    assert client(tmp_path, "submit", "autograd-q", "README.md").returncode == 2  # no server yet
+    logged_in = client(tmp_path, "login", "--server", url, "--username", "student",
+                       "--password", "student")
+    assert logged_in.returncode == 0, logged_in.stderr
+    assert (tmp_path / "client.toml").stat().st_mode & 0o777 == 0o600
+
+    correct = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py", "--json")
+    assert correct.returncode == 0, correct.stderr
+    graded = json.loads(correct.stdout)
+    assert (graded["status"], graded["score"], graded["max_score"]) == ("graded", 10, 10)
+    assert "queued" in correct.stderr or "running" in correct.stderr
+
+    wrong = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/carol_notebook.ipynb",
+                   "--lang", "es")
+    assert wrong.returncode == 0 and "3 / 10" in wrong.stdout
+    assert "grad-sign-flipped: b.grad tiene el signo contrario" in wrong.stdout
+
+    unknown = client(tmp_path, "submit", "nope", "examples/autograd-q/alice_correct.py")
+    assert unknown.returncode == 3 and "no such exercise" in unknown.stderr.lower()  # refused
+    refused = client(tmp_path, "submit", "autograd-q", "README.md")
+    assert refused.returncode == 3 and ".py" in refused.stderr
+    forged = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py",
+                    HPCGRADE_TOKEN="forged")
+    assert forged.returncode == 2 and "hpcgrade login" in forged.stderr  # not logged in
+    wrong_password = client(tmp_path, "login", "--server", url, "--username", "instructor",
+                            "--password", "student")
+    assert wrong_password.returncode == 2 and "wrong username or password" in wrong_password.stderr
+
+    # the instructor, in a browser: the course page, then a regrade followed by the page's polls
+    browser = requests.Session()
+    browser.post(f"{url}/login", data={"username": "instructor", "password": "instructor",
+                                       "csrf_token": _csrf(browser, f"{url}/login")})
+    assert "grad-sign-flipped" in browser.get(f"{url}/staff/").text
+    submission = f"{url}/submissions/{graded['id']}"
+    regraded = browser.post(f"{submission.replace('/submissions/', '/staff/submissions/')}/regrade",
+                            data={"csrf_token": _csrf(browser, submission)})
+    assert "queued for grading again" in regraded.text
+    deadline = time.monotonic() + 60
+    while (status := browser.get(f"{submission}/status", timeout=5)).json()["status"] != "graded":
+        assert time.monotonic() < deadline, status.text
+        time.sleep(0.2)
+    assert status.json()["score"] == 10 and browser.get(submission).text.count("<td>done</td>") == 2
+
+    children = descendants(process.pid, depth=1)
+    assert len(children) == 3  # gunicorn, the Celery worker and beat
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+    deadline = time.monotonic() + 10
+    while any(map(alive, children)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(alive, children))
+
+
+def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        taken = subprocess.run(HPCGRADE + ["demo", "--port", str(listener.getsockname()[1]),
+                                           "--folder", str(tmp_path)],
+                               cwd=ROOT, capture_output=True, text=True)
+    assert taken.returncode == 1 and "in use" in taken.stderr
+    assert not (tmp_path / "hpcgrade.sqlite").exists()
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here")
+def test_the_demo_grades_on_slurm_as_the_readme_says(tmp_path):
+    """README: `scripts/slurm`, then `scripts/run --executor slurm`; a student submits, and the
+    instructor sees the Slurm job that graded it."""
+    with running_demo(tmp_path / "demo", "--executor", "slurm") as (process, url):
+        assert client(tmp_path, "login", "--server", url, "--username", "student",
+                      "--password", "student").returncode == 0
+        graded = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py",
+                        "--json", "--timeout", "120")
+        assert graded.returncode == 0, graded.stderr
+        result = json.loads(graded.stdout)
+        assert (result["status"], result["score"]) == ("graded", 10)
+        browser = requests.Session()
+        browser.post(f"{url}/login", data={"username": "instructor", "password": "instructor",
+                                           "csrf_token": _csrf(browser, f"{url}/login")})
+        runs = browser.get(f"{url}/submissions/{result['id']}").text
+        job = re.search(r"slurm · job (\d+)", runs).group(1)
+        # the grade is stored as soon as the job's report is written; the job itself ends after
+        deadline = time.monotonic() + 60
+        while slurm_cluster.job_state(job) == "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert slurm_cluster.job_state(job) == "COMPLETED"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0

@@ -1,0 +1,111 @@
+"""Every exercise: its reference scores full marks and every mutant loses points with its code."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from helpers import COURSE_ORDER
+from server.core.catalogue import ExerciseConfigError, load_catalogue, load_exercise_info
+from worker.cli.main import main, self_check
+
+
+def test_the_course_exercises_are_there_in_course_order(catalogue):
+    listed = CliRunner().invoke(main, ["exercises", "--json"])
+    assert [e["slug"] for e in json.loads(listed.output)] == COURSE_ORDER == list(catalogue)
+    for info in catalogue.values():
+        assert len(info.mutants) >= 5, f"{info.slug} has {len(info.mutants)} mutants"
+        assert len(info.wrong_programs) >= 2, f"{info.slug} names too few known wrong programs"
+        assert info.statement("en").strip() and info.statement("es").strip()
+
+
+@pytest.mark.selfcheck
+@pytest.mark.parametrize("slug", sorted(load_catalogue()))
+def test_self_check(harness, catalogue, slug):
+    """Two fixed seeds and a fresh one: the reference scores full marks, every mutant loses
+    points with its code, and every known wrong program is named and scores alike on each."""
+    assert self_check(harness, catalogue[slug], (0, 1, None)) == []
+
+
+def test_bad_exercise_toml_is_explained(tmp_path):
+    folder = tmp_path / "broken-one"
+    folder.mkdir()
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
+                 "visible.py"):
+        (folder / name).write_text("")
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory = 3\n')
+    with pytest.raises(ExerciseConfigError, match=r"\[limits\]: unknown limits: memory"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\ncall_seconds = 0\n')
+    with pytest.raises(ExerciseConfigError, match="limits must be positive numbers: call_seconds"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory_mb = "lots"\n')
+    with pytest.raises(ExerciseConfigError, match=r"\[limits\]"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants]\nm = "no-such-code"\n')
+    with pytest.raises(ExerciseConfigError, match="unknown diagnostic code"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants.m]\n'
+                                          'code = "grad-mismatch"\nsays = "Q.sum()"\n')
+    with pytest.raises(ExerciseConfigError, match=r"\[mutants.m\] must have `code` and `says`"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = "x"')
+    with pytest.raises(ExerciseConfigError, match="title must be a table"):
+        load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = [')
+    with pytest.raises(ExerciseConfigError, match="exercise.toml"):
+        load_exercise_info(folder)
+
+
+def test_deadline_is_validated(tmp_path):
+    folder = tmp_path / "late-one"
+    folder.mkdir()
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
+                 "visible.py"):
+        (folder / name).write_text("")
+    for deadline, message in [
+        ('policy = "penalty"', "at must be a date and time with its UTC offset"),
+        ('policy = "refuse"\nat = 2027-01-31T23:59:00', "UTC offset"),
+        ('policy = "sometimes"', "policy must be one of"),
+        ('policy = "penalty"\nat = 2027-01-31T23:59:00Z\npenalty_per_day = 2', "between 0 and 1"),
+        ('policy = "none"\nwhen = 1', "unknown keys when"),
+    ]:
+        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\n[deadline]\n{deadline}\n')
+        with pytest.raises(ExerciseConfigError, match=message):
+            load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\nmax_attempts = 0\n')
+    with pytest.raises(ExerciseConfigError, match="max_attempts must be a positive"):
+        load_exercise_info(folder)
+
+
+def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
+    from server.core.config import Resources
+    folder = tmp_path / "on-a-gpu"
+    folder.mkdir()
+    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
+                 "visible.py"):
+        (folder / name).write_text("")
+    for slurm, message in [
+        ("gpu = 1", r"\[slurm\]: unknown keys gpu; valid keys are partition, account, qos, gpus"),
+        ('memory = "a lot"', "memory must be an amount of memory like 4G"),
+        ('extra = ["constraint=a100"]', "is not an sbatch option"),
+        ("cpus = 0", "cpus must be positive"),
+        ('partition = "gpu a100"', "partition must be a name"),
+    ]:
+        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\n[slurm]\n{slurm}\n')
+        with pytest.raises(ExerciseConfigError, match=message):
+            load_exercise_info(folder)
+    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n'
+                                          '[slurm]\ngpus = 2\nmemory = "16G"\ntime = "1:00:00"\n')
+    shape = load_exercise_info(folder).resources(Resources(partition="gpu", cpus=4))
+    assert shape == Resources(partition="gpu", cpus=4, gpus=2, memory=16384, time=60)
+
+
+@pytest.mark.selfcheck
+def test_a_new_exercise_from_the_template_passes_its_own_check(harness, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCGRADE_EXERCISES", str(tmp_path))
+    made = CliRunner().invoke(main, ["exercise", "new", "scaled-square"])
+    assert made.exit_code == 0, made.output
+    assert self_check(harness, load_exercise_info(tmp_path / "scaled-square"), (0, 1)) == []
+    again = CliRunner().invoke(main, ["exercise", "new", "scaled-square"])
+    assert again.exit_code == 1 and "already exists" in again.output
+    assert CliRunner().invoke(main, ["exercise", "new", "Scaled_Square"]).exit_code == 2

@@ -1,0 +1,356 @@
+"""The dispatch/collect state machine on SQLite and PostgreSQL, against a cluster whose jobs end
+as each test says (tests/slurm/test_slurm.py runs the same flows on a real Slurm). Reports are real
+ones from the harness, written into the spool as a job would write them."""
+import dataclasses
+import datetime as dt
+import json
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from helpers import REFERENCE_Q, dispatcher, queue_submission
+from server.core.models import GradingRun, Submission
+from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
+from worker.grading.settle import MAX_RUNS
+from worker.harness import spool
+from worker.harness.pilot import Pilot
+
+LATER = dt.timedelta(hours=1)
+
+
+class ScriptedCluster:
+    """The executor interface over jobs that a test ends by hand."""
+
+    name, synchronous = "slurm", False
+
+    def __init__(self, spool_dir):
+        self.spool, self.jobs, self.down, self.refusing = spool_dir, {}, False, None
+        self.submitted = 0
+
+    def submit(self, jobs, resources):
+        if self.refusing:
+            raise ImpossibleRequest(self.refusing)
+        if self.down:
+            raise SubmitError("sbatch failed (exit 1)", "Unable to contact slurm controller")
+        job_id = str(100 + self.submitted)
+        self.submitted += 1
+        self.jobs[job_id] = {"state": "PENDING", "runs": [job.id for job in jobs],
+                             "resources": resources}
+        return [job_id] * len(jobs)
+
+    def poll(self, ids):
+        if self.down:
+            raise ClusterError("squeue failed (exit 1)", "Unable to contact slurm controller")
+        return {i: JobState(self.jobs[i]["state"], "node7") for i in ids if i in self.jobs}
+
+    def collect(self, run_id):
+        return spool.read_report(spool.run_dir(self.spool, run_id))
+
+    def cancel(self, ids):
+        for i in ids:
+            self.jobs[i]["state"] = "CANCELLED"
+
+    def log_tail(self, external_id):
+        return "slurmstepd: error: the end of the job's log"
+
+    def close(self):
+        pass
+
+    def end(self, job_id, state, report=None, runs=None):
+        """The job ends in `state`, having written `report` for `runs` (default: all of them)."""
+        for run_id in self.jobs[job_id]["runs"] if runs is None else runs:
+            if report is not None:
+                spool.write_report(spool.run_dir(self.spool, run_id), report)
+        self.jobs[job_id]["state"] = state
+
+
+@pytest.fixture(scope="module")
+def report(harness, tmp_path_factory, catalogue):
+    """A real report of the reference of autograd-q: full marks."""
+    path = tmp_path_factory.mktemp("reference") / "work.py"
+    path.write_text(REFERENCE_Q)
+    return harness.grade(catalogue["autograd-q"].job(path, seed=3))
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    return ScriptedCluster(tmp_path / "spool")
+
+
+@pytest.fixture
+def grading(database, cluster, catalogue):
+    """Ana's many submissions are packed together: no bound per student here (see
+    tests/grading/test_fairness.py)."""
+    return dispatcher(database, cluster, catalogue, batch_size=3, batch_wait=0.0, per_student=100)
+
+
+def states(database):
+    with database.sessions() as session:
+        return {s.id: (s.status, s.score, [(r.status, r.external_id) for r in s.runs])
+                for s in session.scalars(sa.select(Submission).order_by(Submission.id))}
+
+
+def run_error(database, submission_id, attempt):
+    with database.sessions() as session:
+        return session.scalar(sa.select(GradingRun.error).where(
+            GradingRun.submission_id == submission_id, GradingRun.attempt == attempt))
+
+
+def test_runs_are_packed_into_one_job_per_shape(database, cluster, catalogue, grading):
+    on_a_gpu = dataclasses.replace(catalogue["autograd-q"], slurm={"gpus": 1})
+    small = dataclasses.replace(catalogue["metrics"], slurm={"gpus": 0, "memory": "2G"})
+    grading.catalogue = dict(catalogue, metrics=small, **{"autograd-q": on_a_gpu})
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(5)]
+    ids += [queue_submission(database, "def accuracy(): pass", "metrics") for _ in range(2)]
+    grading.dispatch(ids[:1])
+    shapes = sorted((len(job["runs"]), job["resources"].gpus, job["resources"].memory)
+                    for job in cluster.jobs.values())
+    assert shapes == [(2, 0, 2048), (2, 1, 4096), (3, 1, 4096)]
+    assert all(status == "running" for status, _, _ in states(database).values())
+    jobs = {job_id: spool.read_job(spool.run_dir(cluster.spool, job["runs"][0]))
+            for job_id, job in cluster.jobs.items()}
+    assert {(j.exercise, j.device) for j in jobs.values()} == {("autograd-q", "auto"),
+                                                                ("metrics", "cpu")}
+    assert open(jobs["100"].submission).read() == REFERENCE_Q
+
+
+def test_a_partial_batch_waits_only_while_a_job_of_ours_waits_to_start(database, cluster,
+                                                                       grading):
+    grading.batch_wait = 60.0
+    first = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([first])
+    assert len(cluster.jobs) == 1  # nothing of ours waits to start: holding it gains nothing
+    later = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
+    waiting = grading.dispatch(later[:1])
+    assert len(cluster.jobs) == 1 and 55 < waiting.due_in <= 60  # job 100 is PENDING
+    assert states(database)[later[0]][0] == "queued"
+    grading.dispatch([], now=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=61))
+    assert [len(job["runs"]) for job in cluster.jobs.values()] == [1, 2]
+    cluster.end("100", "RUNNING")
+    cluster.end("101", "RUNNING")
+    grading.collect()  # the poll sees both jobs start
+    grading.dispatch([queue_submission(database, REFERENCE_Q)])
+    assert len(cluster.jobs) == 3
+
+
+def test_the_harness_marks_runs_done_and_collect_reads_those_between_polls(
+        database, cluster, grading, report):
+    """Reports are read every collect (one listing of done/); the cluster is asked, and every
+    run's folder looked into, once per SLURM_POLL_SECONDS."""
+    grading.poll_every = 3600.0
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
+    grading.dispatch(ids)
+    polls = []
+    cluster.poll = lambda job_ids: polls.append(job_ids) or {}
+    assert grading.collect() == {} and len(polls) == 1  # the first collect polls
+    first, second = cluster.jobs["100"]["runs"]
+    cluster.end("100", "RUNNING", report, runs=[first])
+    assert spool.done_runs(cluster.spool) == {first}
+    assert list(grading.collect().values()) == ["graded"] and len(polls) == 1
+    assert spool.done_runs(cluster.spool) == set()
+    # a report without its mark waits for the next poll
+    spool.write_atomically(spool.run_dir(cluster.spool, second) / spool.REPORT,
+                           json.dumps(report).encode())
+    assert grading.collect() == {} and len(polls) == 1
+    (cluster.spool / ".polled-at").write_text("0")
+    assert list(grading.collect().values()) == ["graded"] and len(polls) == 1
+    assert states(database)[ids[1]][0] == "graded"
+
+
+def test_reports_become_grades_as_they_appear_and_are_read_once(database, cluster, grading, report):
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
+    grading.dispatch(ids)
+    first_run = cluster.jobs["100"]["runs"][0]
+    cluster.end("100", "RUNNING", report, runs=[first_run])
+    assert list(grading.collect().values()) == ["graded"]
+    assert not spool.run_dir(cluster.spool, first_run).exists()
+    assert grading.collect() == {}
+    assert [s[:2] for s in states(database).values()] == [("graded", 10), ("running", None)]
+
+
+def test_a_job_that_ends_without_a_report_is_dispatched_again_then_a_grader_error(
+        database, cluster, grading, report):
+    graded, unlucky = (queue_submission(database, REFERENCE_Q) for _ in range(2))
+    grading.dispatch([graded])
+    cluster.end("100", "FAILED", report, runs=cluster.jobs["100"]["runs"][:1])
+    # the report is trusted at once; the run without one waits for a second poll to agree
+    # that its job ended (its report could still be on its way through a shared filesystem)
+    assert list(grading.collect().values()) == ["graded"]
+    assert list(grading.collect().values()) == ["requeued"]
+    assert "FAILED on node7 without a report" in run_error(database, unlucky, 1)
+    assert "the end of the job's log" in run_error(database, unlucky, 1)
+    for attempt in range(2, MAX_RUNS + 1):
+        grading.dispatch([unlucky])
+        cluster.end(str(100 + attempt - 1), "FAILED")
+        grading.collect()
+        grading.collect()
+    assert states(database)[unlucky][:2] == ("error", None)  # never a zero
+    assert states(database)[graded][:2] == ("graded", 10)
+
+
+@pytest.mark.parametrize("state", ["OUT_OF_MEMORY", "TIMEOUT", "COMPLETED"])
+def test_a_report_counts_whatever_slurm_says_of_the_job(database, cluster, grading, report, state):
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    cluster.end("100", state, report)
+    grading.collect()
+    assert states(database)[submission_id][:2] == ("graded", 10)
+
+
+@pytest.mark.parametrize("state", ["CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL"])
+def test_a_job_the_service_did_not_stop_sends_its_runs_back_unused(database, cluster, grading,
+                                                                   state):
+    """An administrator's scancel, a preemption, a lost node: no run caused it."""
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    cluster.end("100", state)
+    grading.collect()
+    assert grading.collect() == {1: "requeued"}
+    assert states(database)[submission_id] == ("queued", None, [])
+
+
+def test_a_job_slurm_forgot_is_dispatched_again(database, cluster, grading):
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    del cluster.jobs["100"]
+    grading.collect()
+    grading.collect()
+    assert "VANISHED" in run_error(database, submission_id, 1)
+    grading.dispatch([submission_id])
+    assert states(database)[submission_id][2] == [("lost", "100"), ("running", "101")]
+
+
+def test_a_requeued_job_keeps_its_runs(database, cluster, grading, report):
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    for state in ("RUNNING", "PENDING", "RUNNING"):  # the node went down; Slurm requeued it
+        cluster.jobs["100"]["state"] = state
+        assert grading.collect() == {}
+    cluster.end("100", "COMPLETED", report)
+    grading.collect()
+    assert states(database)[submission_id] == ("graded", 10, [("done", "100")])
+
+
+def test_sbatch_failing_leaves_the_submissions_queued_and_nothing_half_done(
+        database, cluster, grading):
+    cluster.down = True
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
+    grading.dispatch(ids)
+    assert states(database) == {i: ("queued", None, []) for i in ids}
+    assert not any((cluster.spool / "runs").iterdir())
+    assert grading.collect() == {}  # the controller is down: polling changes nothing either
+    cluster.down = False
+    grading.dispatch([])
+    assert [len(job["runs"]) for job in cluster.jobs.values()] == [2]
+
+
+def test_a_spool_that_cannot_be_written_leaves_the_submissions_queued(database, cluster, grading,
+                                                                      tmp_path):
+    grading.spool = tmp_path / "not-a-folder"
+    grading.spool.write_text("the shared filesystem is not mounted")
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    assert states(database)[submission_id] == ("queued", None, []) and cluster.jobs == {}
+
+
+def test_the_controller_down_while_jobs_run_loses_nothing(database, cluster, grading, report):
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    cluster.down = True
+    cluster.end("100", "COMPLETED", report)
+    grading.collect()  # reports need no controller
+    assert states(database)[submission_id][:2] == ("graded", 10)
+
+
+def test_a_request_no_node_can_hold_is_refused_with_a_message(database, cluster, grading):
+    cluster.refusing = "asks 4 CPUs, the largest node of partition grading has 2"
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    assert states(database)[submission_id][:2] == ("error", None)
+    assert "largest node of partition grading has 2" in run_error(database, submission_id, 1)
+
+
+def test_a_newer_submission_does_not_cancel_an_older_one(database, cluster, grading, report):
+    older = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([older])
+    newer = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([newer])
+    for job_id in cluster.jobs:
+        cluster.end(job_id, "COMPLETED", report)
+    grading.collect()
+    assert [s[:2] for s in states(database).values()] == [("graded", 10), ("graded", 10)]
+
+
+def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
+        database, cluster, grading, report, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    pilot = Pilot(cluster.spool, "77", minutes=30)
+    serving = threading.Thread(target=pilot.serve,
+                               args=(lambda run: spool.write_report(run, report),), daemon=True)
+    serving.start()
+    grading.batch_wait = 60.0  # a pilot does not wait for a batch to fill
+    submission_id = queue_submission(database, REFERENCE_Q)
+    assert grading.dispatch([submission_id]).outcomes == {submission_id: "graded"}
+    assert states(database)[submission_id] == ("graded", 10, [("done", "77")])
+    (cluster.spool / "pilots" / "77" / "stop").touch()
+    serving.join(timeout=10)
+    assert grading.pilots.choose(grading.resources) is None  # stopping: it takes no more runs
+
+    # a pilot that holds a run and falls silent (Slurm says it runs, its last heartbeat is a
+    # minute old): the run goes back to the queue, then to sbatch
+    cluster.jobs["77"] = {"state": "RUNNING", "runs": [], "resources": grading.resources}
+    beat = cluster.spool / "pilots" / "77" / "heartbeat.json"
+    beat.write_text(json.dumps(dict(json.loads(beat.read_text()), beat=time.time() - 60)))
+    silent = queue_submission(database, REFERENCE_Q)
+    with database.sessions.begin() as session:
+        run = GradingRun(submission_id=silent, attempt=1, executor="pilot", status="running",
+                         worker="t", external_id="77", job_state="RUNNING",
+                         started_at=dt.datetime.now(dt.timezone.utc),
+                         lease_until=dt.datetime.now(dt.timezone.utc) + LATER)
+        session.add(run)
+        session.get(Submission, silent).status = "running"
+    grading.collect()
+    grading.collect()
+    assert "pilot job 77 ended SILENT" in run_error(database, silent, 1)
+    grading.batch_wait = 0.0
+    grading.dispatch([silent])
+    assert states(database)[silent][2] == [("lost", "77"), ("running", "100")]
+
+
+def test_a_pilot_an_administrator_cancels_sends_its_run_back_unused(database, cluster, grading):
+    """As a batch job's (issue 18, point 3): `scancel` of a pilot, or `hpcgrade pilot stop --now`,
+    is not the run's doing."""
+    cluster.jobs["78"] = {"state": "CANCELLED", "runs": [], "resources": grading.resources}
+    held = queue_submission(database, REFERENCE_Q)
+    with database.sessions.begin() as session:
+        session.add(GradingRun(submission_id=held, attempt=1, executor="pilot", status="running",
+                               worker="t", external_id="78", job_state="RUNNING",
+                               started_at=dt.datetime.now(dt.timezone.utc),
+                               lease_until=dt.datetime.now(dt.timezone.utc) + LATER))
+        session.get(Submission, held).status = "running"
+    grading.collect()  # one poll saw it end: a report may still be on its way
+    grading.collect()
+    assert states(database)[held][0] == "queued"
+    with database.sessions() as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(GradingRun)) == 0
+
+
+def test_staff_stop_a_submission_and_its_job_once_no_one_else_is_in_it(
+        database, cluster, grading, report):
+    first, second = (queue_submission(database, REFERENCE_Q) for _ in range(2))
+    waiting = queue_submission(database, REFERENCE_Q)
+    grading.batch_size = 2
+    grading.dispatch([first])
+    assert grading.cancel([first]) == [first]
+    assert cluster.jobs["100"]["state"] == "PENDING"  # the second's run is still in it
+    run_dir = spool.run_dir(cluster.spool, cluster.jobs["100"]["runs"][0])
+    assert spool.is_cancelled(run_dir)  # the harness skips it
+    assert grading.cancel([second, waiting]) == [second, waiting]
+    assert cluster.jobs["100"]["state"] == "CANCELLED"
+    cluster.end("100", "CANCELLED", report)  # a report that arrives after is stale
+    grading.collect()
+    assert [s[:2] for s in states(database).values()] == [("cancelled", None)] * 3
+    assert grading.cancel([first]) == []

@@ -1,0 +1,230 @@
+"""The filesystem confinement without Landlock, and a sandbox that fails closed.
+
+Each attack runs against a throwaway copy of the harness and of an exercise, owned by the account
+that grades (as when one account owns the checkout and runs jobs): an attack that got out would
+write there, and into a spool and settings beside it, never into this checkout. It runs with the
+kernel's Landlock and without it (tests/harness/deny_syscalls.py answers ENOSYS to its system
+calls, as RHEL/Rocky 8's kernel does), as root and as the unprivileged grading account.
+"""
+import ast
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from helpers import REFERENCE_Q
+from test_unprivileged import PYTHON, USER, as_user, needs_account
+
+ROOT = Path(__file__).resolve().parents[2]
+DENY = str(ROOT / "tests" / "harness" / "deny_syscalls.py")
+SECRET = "S3CRET-IN-SETTINGS"
+
+ATTACK = '''
+import os
+TARGETS = {targets!r}
+FOUND = []
+def q_grads(a, b, v):
+    import worker.harness
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(worker.harness.__file__))))
+    for path in TARGETS["read"] + [os.path.join(checkout, "exercises/autograd-q/reference.py")]:
+        try:
+            with open(path) as f:
+                FOUND.append(("read", path, f.read(100)))
+        except OSError:
+            pass
+    for path in TARGETS["write"] + [os.path.join(checkout, "worker/harness/grader.py"),
+                                    os.path.join(checkout, "exercises/autograd-q/checks.py")]:
+        try:
+            with open(path, "a") as f:
+                f.write("\\n# written by a submission\\n")
+            FOUND.append(("wrote", path))
+        except OSError:
+            pass
+    seen = set()
+    for folder in (os.path.dirname(os.getcwd()), TARGETS["spool"], checkout):
+        try:
+            seen.update(os.listdir(folder))
+        except OSError:
+            pass
+    print("FOUND", FOUND)
+    print("SEEN", sorted(seen))
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+'''
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.fixture
+def copy():
+    """A checkout of the harness and of autograd-q, a spool with another student's run and the
+    service's settings, all owned by the grading account (or root, without one)."""
+    folder = Path(tempfile.mkdtemp(prefix="hpcgrade-confinement-"))
+    shutil.copytree(ROOT / "worker" / "harness", folder / "worker" / "harness",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "worker" / "__init__.py").write_text("")
+    shutil.copytree(ROOT / "exercises" / "autograd-q", folder / "exercises" / "autograd-q")
+    (folder / "spool" / "runs" / "other").mkdir(parents=True)
+    (folder / "instance").mkdir()
+    (folder / "instance" / "settings.toml").write_text(f'SECRET_KEY = "{SECRET}"\n')
+    (folder / "scratch").mkdir()
+    (folder / "submission.py").write_text("")
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def grade_in(folder: Path, source: str, *, landlock: bool, user: str | None = None,
+             required: list[str] | None = None, deny: str = "") -> dict:
+    (folder / "submission.py").write_text(source)
+    if user:
+        subprocess.run(["chown", "-R", f"{user}:{user}", str(folder)], check=True)
+    job = {"exercise": "autograd-q", "exercise_dir": str(folder / "exercises" / "autograd-q"),
+           "submission": str(folder / "submission.py"), "filename": "submission.py", "seed": 3}
+    if required is not None:
+        job["required_layers"] = required
+    python = PYTHON if user else sys.executable
+    denied = ",".join(filter(None, [deny, "" if landlock else "landlock"]))
+    command = [python, DENY, denied, python] if denied else [python]
+    command += ["-m", "worker.harness", "serve", "--scratch", str(folder / "scratch")]
+    done = subprocess.run(as_user(*command, user=user) if user else command, cwd=folder,
+                          env=None if user else {"PATH": os.environ["PATH"], "PYTHONPATH": str(folder)},
+                          input=json.dumps(job) + "\n", capture_output=True, text=True, timeout=180)
+    lines = done.stdout.splitlines()
+    assert lines and json.loads(lines[0]) == {"ready": True}, done.stderr[-2000:]
+    return json.loads(lines[1])
+
+
+def attack(folder: Path) -> str:
+    return ATTACK.format(targets={
+        "read": [str(folder / "exercises/autograd-q/reference.py"),
+                 str(folder / "instance/settings.toml")],
+        "write": [str(folder / "worker/harness/student.py"),
+                  str(folder / "exercises/autograd-q/checks.py"),
+                  str(folder / "spool/runs/other/report.json")],
+        "spool": str(folder / "spool/runs")})
+
+
+def assert_contained(folder: Path, report: dict, before: dict) -> None:
+    assert report["status"] == "graded", report
+    found = [line for line in report["output"].splitlines() if line.startswith("FOUND")]
+    assert found and all(line == "FOUND []" for line in found), report["output"][-3000:]
+    # its own scratch and the mount points on the way to it and to the harness, nothing else
+    seen = {line for line in report["output"].splitlines() if line.startswith("SEEN")}
+    assert len(seen) == 1 and not {"exercises", "spool", "instance", "other"} & set(
+        ast.literal_eval(seen.pop().removeprefix("SEEN "))), report["output"][-3000:]
+    assert digest(folder / "worker") == before["worker"]
+    assert digest(folder / "exercises") == before["exercises"]
+    assert not (folder / "spool/runs/other/report.json").exists()
+
+
+@pytest.mark.parametrize("landlock", [True, False], ids=["with-landlock", "without-landlock"])
+def test_as_root_the_submission_finds_nothing_and_writes_nothing(copy, landlock):
+    before = {"worker": digest(copy / "worker"), "exercises": digest(copy / "exercises")}
+    report = grade_in(copy, attack(copy), landlock=landlock)
+    assert_contained(copy, report, before)
+    layers = report["sandbox"]["layers"]
+    assert "mount-namespace" in layers and any(x.startswith("scratch-limit") for x in layers)
+    assert any(x.startswith("landlock-fs") for x in layers) == landlock
+
+
+@pytest.mark.machine_wide
+@needs_account
+@pytest.mark.parametrize("landlock", [True, False], ids=["with-landlock", "without-landlock"])
+def test_as_the_grading_account_the_submission_finds_nothing_and_writes_nothing(copy, landlock):
+    before = {"worker": digest(copy / "worker"), "exercises": digest(copy / "exercises")}
+    report = grade_in(copy, attack(copy), landlock=landlock, user=USER)
+    assert_contained(copy, report, before)
+    assert "mount-namespace" in report["sandbox"]["layers"]
+
+
+def test_a_missing_required_layer_is_a_grader_error_naming_it(copy):
+    report = grade_in(copy, REFERENCE_Q, landlock=False, required=["network-namespace", "landlock"])
+    assert report["status"] == "error", report
+    assert "landlock" in report["error"] and "required sandbox layers missing" in report["error"]
+
+
+def test_without_landlock_the_mount_namespace_is_the_filesystem_layer(copy):
+    report = grade_in(copy, REFERENCE_Q, landlock=False)
+    assert (report["status"], report["score"]) == ("graded", 10), report
+    assert "landlock: not offered by this kernel or system" in report["sandbox"]["unavailable"]
+
+
+def test_with_neither_filesystem_layer_nothing_is_graded(copy):
+    report = grade_in(copy, REFERENCE_Q, landlock=False, deny="pivot_root")
+    assert report["status"] == "error", report
+    assert "filesystem" in report["error"] and "pivot_root" in report["error"]
+
+
+def test_the_scratch_is_bounded_in_total(copy):
+    """Many files under the size a file may have: the tmpfs fills, the submission gets an
+    error of its own, and the grade goes on."""
+    report = grade_in(copy, '''
+import os
+def q_grads(a, b, v):
+    written = 0
+    try:
+        for i in range(200):
+            with open(f"block{i}", "wb") as f:
+                for _ in range(8):
+                    f.write(b"0" * (1 << 20))
+                    written += 1
+    except OSError as exc:
+        print("STOPPED", written, exc.errno)
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+''', landlock=True)
+    assert (report["status"], report["score"]) == ("graded", 10), report
+    stopped = [line.split() for line in report["output"].splitlines() if line.startswith("STOPPED")]
+    assert stopped and all(int(mb) <= 256 and errno == "28" for _, mb, errno in stopped), stopped
+
+
+def test_the_probe_names_what_is_missing_and_what_the_account_could_write(copy):
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(copy)}
+    command = [sys.executable, DENY, "landlock", sys.executable, "-m", "worker.harness", "probe",
+               "--require", "filesystem,landlock", "--code", str(copy / "exercises")]
+    answer = json.loads(subprocess.run(command, env=env, cwd=copy, capture_output=True,
+                                       text=True, check=True, timeout=120).stdout)
+    assert answer["absent"] == ["landlock"], answer
+    assert "mount-namespace" in answer["layers"]
+    assert answer["writable"] and not answer["ok"]  # root may write anything
+
+
+def test_the_visible_checks_need_no_layer_on_the_students_own_machine(tmp_path):
+    """`hpcgrade check` runs the student's own code against public checks: on a node without
+    user namespaces (nor Landlock) it still runs them, with what layers there are."""
+    work = tmp_path / "work.py"
+    work.write_text(REFERENCE_Q)
+    command = [sys.executable, DENY, "unshare,landlock", sys.executable, "-m", "worker.cli",
+               "check", "autograd-q", str(work), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    report = json.loads(done.stdout)
+    assert report["status"] == "graded" and report["score"] == report["max_score"], report
+    assert "network-namespace" not in report["sandbox"]["layers"]
+
+
+def test_no_folder_holding_the_checkout_is_bound_whatever_points_at_it(monkeypatch):
+    from worker.harness import sandbox
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"/opt/cuda/lib64:{ROOT.parent}:{ROOT}")
+    paths = sandbox.python_read_paths()
+    assert "/opt/cuda/lib64" in paths
+    assert not [p for p in paths if (str(ROOT) + "/").startswith(os.path.join(p, ""))], paths
+
+
+def test_sandbox_check_names_the_layers_here_and_refuses_code_the_account_can_write():
+    done = subprocess.run([sys.executable, "-m", "worker.cli", "sandbox", "check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert "mount-namespace" in done.stdout and "seccomp" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 1  # root may write the checkout
+    assert "can write the code the jobs run" in done.stderr, done.stderr

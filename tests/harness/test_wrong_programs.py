@@ -1,0 +1,112 @@
+"""Known wrong programs are named when a student's values match theirs, one mistake is explained
+once, and the self-check holds exercises to both (on a copy of autograd-q with its own table)."""
+import shutil
+
+import pytest
+
+from server.core.catalogue import default_root, load_exercise_info
+from worker.cli.main import self_check
+
+SUM_SAYS = {"en": "Your gradient is the one of `Q.sum()`: pass `v` as `gradient=`.",
+            "es": "Tu gradiente es el de `Q.sum()`: pasa `v` como `gradient=`."}
+QUESTION = """import torch
+
+def q_grads(a, b, v):
+    Q = {formula}
+    Q.backward(gradient={cotangent})
+    return a.grad, b.grad
+"""
+PROGRAMS = {
+    "sum_of_q": QUESTION.format(formula="3 * a**3 - b**2", cotangent="torch.ones_like(v)"),
+    "half_of_v": QUESTION.format(formula="3 * a**3 - b**2", cotangent="v / 2"),
+    "raises": "def q_grads(a, b, v):\n    raise ValueError('no')\n",
+}
+
+
+def _exercise(tmp_path, table: str):
+    folder = tmp_path / "autograd-q"
+    shutil.copytree(default_root() / "autograd-q", folder,
+                    ignore=shutil.ignore_patterns("mutants", "__pycache__"))
+    (folder / "mutants").mkdir()
+    for name, code in PROGRAMS.items():
+        (folder / "mutants" / f"{name}.py").write_text(code)
+    toml = folder / "exercise.toml"
+    toml.write_text(toml.read_text().split("[mutants")[0] + table)
+    return load_exercise_info(folder)
+
+
+def _says(name: str, code: str, words: dict) -> str:
+    return f'[mutants.{name}]\ncode = "{code}"\nsays = {{ en = "{words["en"]}", es = "{words["es"]}" }}\n'
+
+
+@pytest.fixture
+def q_exercise(tmp_path):
+    return _exercise(tmp_path, _says("sum_of_q", "grad-mismatch", SUM_SAYS)
+                     + _says("half_of_v", "grad-scaled", {"en": "Half.", "es": "La mitad."}))
+
+
+def test_a_student_whose_values_match_a_wrong_program_is_told_which(harness, q_exercise, tmp_path):
+    student = tmp_path / "mine.py"
+    student.write_text(PROGRAMS["sum_of_q"].replace("Q =", "Q = 0 * a +"))  # same values, own text
+    report = harness.grade(q_exercise.job(student, seed=5, lang="es"))
+    first = report["checks"][0]["diagnostics"][0]
+    assert (first["code"], first["details"]["wrong_program"]) == ("grad-mismatch", "sum_of_q")
+    assert first["hint"] == SUM_SAYS["es"]
+    assert first["translations"]["en"]["hint"] == SUM_SAYS["en"]
+    assert report["score"] == 0
+
+
+def test_a_mistake_no_wrong_program_makes_keeps_the_general_hint(harness, q_exercise, tmp_path):
+    student = tmp_path / "mine.py"
+    student.write_text(QUESTION.format(formula="3 * a**3 + a - b**2", cotangent="v"))
+    report = harness.grade(q_exercise.job(student, seed=5))
+    named = [d for c in report["checks"] for d in c["diagnostics"] if "wrong_program" in d["details"]]
+    assert named == []
+    first = report["checks"][0]["diagnostics"][0]
+    assert first["code"] == "grad-mismatch" and first["hint"] not in SUM_SAYS.values()
+
+
+def test_one_mistake_is_explained_once_and_later_checks_point_at_it(harness, q_exercise, tmp_path):
+    student = tmp_path / "mine.py"
+    student.write_text(PROGRAMS["half_of_v"])
+    checks = {c["name"]: c for c in harness.grade(q_exercise.job(student, seed=2))["checks"]}
+    assert checks["grad-a"]["diagnostics"][0]["details"]["wrong_program"] == "half_of_v"
+    (repeat,) = checks["matrix-inputs"]["diagnostics"]
+    assert repeat["code"] == "grad-scaled" and checks["matrix-inputs"]["points"] == 0
+    assert repeat["message"] == ("a.grad: most likely the same mistake as in “a.grad = 9a²·v”, "
+                                 "explained there.")
+    assert repeat["translations"]["es"]["message"].startswith(
+        "a.grad: lo más probable es que sea el mismo error que en «")
+
+
+@pytest.mark.selfcheck
+def test_the_self_check_refuses_a_wrong_program_it_cannot_recognise(harness, tmp_path):
+    info = _exercise(tmp_path, _says("raises", "exception", {"en": "It raises.", "es": "Lanza."}))
+    (problem,) = self_check(harness, info, (0,))
+    assert problem.startswith("known wrong program raises was not recognised (seed 0)")
+
+
+def test_the_reference_passes_the_visible_checks_without_a_reference(harness, catalogue):
+    info = catalogue["autograd-q"]
+    report = harness.grade(info.job(info.path / "reference.py", visible=True))
+    assert report["status"] == "graded" and report["score"] == report["max_score"] > 0
+    hidden = {c["name"] for c in harness.grade(info.job(info.path / "reference.py"))["checks"]}
+    assert not hidden & {c["name"] for c in report["checks"]}
+
+
+def test_the_second_look_costs_the_student_nothing(harness, q_exercise, tmp_path):
+    """The wrong programs' reruns happen in a process of their own: the same points and the same
+    output as without them, even for code that spends most of its CPU time limit."""
+    student = tmp_path / "mine.py"
+    student.write_text(PROGRAMS["sum_of_q"].replace("    Q =", """    print("called")
+    deadline = time.process_time() + 0.25
+    while time.process_time() < deadline:
+        pass
+    Q =""").replace("import torch", "import time\nimport torch"))
+    job = q_exercise.job(student, seed=3)
+    tight = dict(job.to_dict(), limits={"cpu_seconds": 3})
+    named = harness.grade(type(job).from_dict(tight))
+    plain = harness.grade(type(job).from_dict(dict(tight, wrong_programs={})))
+    assert [c["points"] for c in named["checks"]] == [c["points"] for c in plain["checks"]]
+    assert named["output"] == plain["output"] and named["output"].count("called") >= 4
+    assert named["checks"][0]["diagnostics"][0]["details"]["wrong_program"] == "sum_of_q"

