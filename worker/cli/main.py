@@ -145,14 +145,13 @@ def check(exercise: str, file: Path, lang: str, as_json: bool) -> None:
     attempt is used, and the hidden checks of the grade are others. The exercise's public files
     come from the server you logged in to (or the local exercises folder, when it has them).
     Exit status as `hpcgrade submit`'s (see its --help)."""
-    from hpcgrade.service import NOT_LOGGED_IN, REFUSED, ServiceError
+    from hpcgrade.service import ServiceError
     from hpcgrade.visible import run_visible_checks
-    from worker.cli.client import NO_GRADE, NotLoggedIn, Refused, Unreachable, styled_output
+    from worker.cli.client import NO_GRADE, ended, styled_output
     try:
         report = run_visible_checks(exercise, file, lang)
     except ServiceError as exc:
-        raise {NOT_LOGGED_IN: NotLoggedIn, REFUSED: Refused}.get(exc.kind, Unreachable)(
-            str(exc)) from None
+        raise ended(exc) from None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     except HarnessFailed as exc:
