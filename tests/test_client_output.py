@@ -68,7 +68,8 @@ def misnamed_report(harness, tmp_path_factory):
     from server.core.catalogue import default_root, load_exercise_info
     path = tmp_path_factory.mktemp("misnamed") / "work.py"
     path.write_text(MISNAMED)
-    return harness.grade(load_exercise_info(default_root() / "autograd-q").job(path, seed=7, lang="es"))
+    info = load_exercise_info(default_root() / "autograd-q")
+    return harness.report_for(info.job(path, seed=7, lang="es"))
 
 
 def test_a_graded_file_prints_the_page_and_the_result_without_markdown_marks(

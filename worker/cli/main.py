@@ -82,7 +82,7 @@ def _harness(python: str | None, scratch: str) -> HarnessProcess:
         raise click.ClickException(f"the grader could not start: {exc}") from None
 
 
-@main.command()
+@main.command("grade")
 @click.argument("exercise")
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -94,8 +94,8 @@ def _harness(python: str | None, scratch: str) -> HarnessProcess:
 @click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
               show_default=True, help="slurm: in one job of the cluster the service's settings "
               "name (HPCGRADE_CONFIG), through its spool; waits for it.")
-def grade(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str, seed: int | None,
-          device: str, python: str | None, executor: str) -> None:
+def grade_files(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str,
+                seed: int | None, device: str, python: str | None, executor: str) -> None:
     """Grade FILES (.py or .ipynb) for EXERCISE with one warm harness."""
     info = _exercise(exercise)
     jobs = [info.job(path, lang=lang, seed=seed, device=device) for path in files]
@@ -111,7 +111,7 @@ def _here(jobs: list[Job], python: str | None) -> list[dict]:
             _harness(python, scratch) as harness:
         for job in jobs:
             try:
-                reports.append(harness.grade(job))
+                reports.append(harness.report_for(job))
             except HarnessFailed as exc:
                 reports.append({"exercise": job.exercise, "status": "error", "error": str(exc)})
     return reports
@@ -209,7 +209,8 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo,
     scores: dict[str, set[float]] = {}
     for seed in seeds:
         for visible in (False, True):
-            report = harness.grade(info.job(info.path / "reference.py", seed=seed, visible=visible))
+            report = harness.report_for(info.job(info.path / "reference.py", seed=seed,
+                                                 visible=visible))
             if report.get("status") != "graded" or report["score"] != report["max_score"]:
                 failing = [c["name"] + ": " + c["message"] for c in report.get("checks", [])
                            if not c["passed"]]
@@ -218,12 +219,12 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo,
                                 f"{report.get('seed')}): {report.get('error') or failing}")
         by_seed = {}
         for name, code in info.mutants.items():
-            report = harness.grade(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
+            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
             problems += _mutant_problems(info, name, code, report)
             scores.setdefault(name, set()).add(report.get("score"))
             by_seed[name] = report
         for name, mutant in info.forged.items():  # on the seed its mutant was graded on
-            report = harness.grade(info.job(info.path / "mutants" / f"{name}.py",
+            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
                                             seed=by_seed[mutant].get("seed", seed)))
             problems += _forged_problems(name, mutant, report, by_seed[mutant])
     problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
