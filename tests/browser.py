@@ -3,7 +3,7 @@
 Debian's Chromium, driven by Playwright, reaches the portal through nginx on a `stack.Stack`
 (its own PostgreSQL and Redis, gunicorn, a Celery worker and beat), as a student's browser reaches
 a deployment. The helpers here log in, read the live status, run axe-core, look for pages wider
-than the screen and keep screenshots for the README; `PageWatch` records what the browser
+than the screen and keep screenshots for the docs; `PageWatch` records what the browser
 complains of (console errors, script errors, Content-Security-Policy violations, failed loads).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # imported when a service starts: tests/conftest.py loads thi
 
 ROOT = Path(__file__).resolve().parents[1]
 AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
-# the README's pictures are refreshed with HPCGRADE_SCREENSHOTS=docs/screenshots; other runs keep
+# the docs' pictures are refreshed with HPCGRADE_SCREENSHOTS=docs/screenshots; other runs keep
 # theirs out of the checkout
 SCREENSHOTS = Path(os.environ.get("HPCGRADE_SCREENSHOTS")
                    or Path(tempfile.gettempdir()) / "hpcgrade-screenshots")
@@ -198,7 +198,7 @@ def overflows(page) -> list[str]:
 
 
 def screenshot(page, name: str) -> Path:
-    """The whole page, as NAME.png under SCREENSHOTS (the README shows some of these)."""
+    """The whole page, as NAME.png under SCREENSHOTS (docs/using.md shows some of these)."""
     path = SCREENSHOTS / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)

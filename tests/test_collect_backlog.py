@@ -106,11 +106,16 @@ def test_collects_queued_while_no_worker_ran_make_a_couple_of_squeue_calls(tmp_p
         env.update(HPCGRADE_CONFIG=str(folder / "hpcgrade.toml"),
                    PATH=f"{wrapper.parent}:{os.environ['PATH']}")
 
+        # the dispatcher is away: a collect queues up every 0.5 s (beat starts slowly on a
+        # loaded machine, so its queue is counted rather than a time waited)
         beat = celery("beat", env, "--schedule", str(folder / "beat"))
-        time.sleep(8)  # the dispatcher is away: a collect queues up every 0.5 s
+        inbox, deadline = Path(settings["BROKER_TRANSPORT_OPTIONS"]["data_folder_in"]), \
+            time.monotonic() + 120
+        while len(list(inbox.iterdir())) < 6:
+            assert time.monotonic() < deadline, "beat queued fewer than 6 collects in 120 s"
+            time.sleep(0.2)
         stop(beat)
-        queued = len(list(Path(settings["BROKER_TRANSPORT_OPTIONS"]["data_folder_in"]).iterdir()))
-        assert queued >= 6
+        queued = len(list(inbox.iterdir()))
         time.sleep(1)
         worker = celery("worker", env, "--concurrency=2", "--without-gossip", "--without-mingle")
         try:

@@ -14,7 +14,7 @@ EXPECTED = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin
             "X-Frame-Options": "DENY"}
 POLICY = ["default-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'self'",
           "form-action 'self'"]
-STATIC = Path(__file__).parents[1] / "server" / "static"
+STATIC = Path(__file__).parents[1] / "server" / "web" / "static"
 
 
 class InlineCode(HTMLParser):
@@ -116,7 +116,7 @@ def test_the_waiting_page_has_a_live_region_for_the_state(course, staff):
 
 
 def test_templates_have_no_inline_code():
-    templates = Path(__file__).parents[1] / "server" / "templates"
+    templates = Path(__file__).parents[1] / "server" / "web" / "templates"
     for path in templates.rglob("*.html"):
         text = path.read_text()
         assert not re.search(r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son[a-z]+=", text), path

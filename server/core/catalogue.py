@@ -22,8 +22,8 @@ SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 REQUIRED_FILES = ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "checks.py",
                   "reference.py", VISIBLE_CHECKS)
 DEADLINE_POLICIES = ("none", "penalty", "refuse")
-# what a student may have of an exercise's folder (exercises/README.md): never its hidden checks,
-# reference or mutants
+# what a student may have of an exercise's folder (docs/writing-an-exercise.md): never its hidden
+# checks, reference or mutants
 PUBLIC_FILES = ("starter.py", "support.py", VISIBLE_CHECKS)
 
 

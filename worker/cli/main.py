@@ -173,8 +173,8 @@ def new_exercise(slug: str) -> None:
     if target.exists():
         raise click.ClickException(f"{target} already exists")
     shutil.copytree(TEMPLATE, target, ignore=shutil.ignore_patterns("__pycache__"))
-    click.echo(f"created {target}: write its files as exercises/README.md says, then run "
-               f"`hpcgrade exercise check {slug}`")
+    click.echo(f"created {target}: write its files as docs/writing-an-exercise.md says, "
+               f"then run `hpcgrade exercise check {slug}`")
 
 
 @exercise_group.command("check")
