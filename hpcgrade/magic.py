@@ -21,7 +21,8 @@ from pathlib import Path
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from hpcgrade.service import Service, ServiceError, default_server, log_in
+from hpcgrade.client_file import default_server
+from hpcgrade.service import Service, ServiceError, log_in
 from hpcgrade.summary import summary
 from hpcgrade.visible import run_visible_checks
 from worker.harness.runner import HarnessFailed

@@ -3,10 +3,10 @@ of the API, used by the Jupyter extension (magic.py) and by `hpcgrade login`, `s
 `check` (worker/cli/client.py, the terminal's words and exit statuses over it).
 
 Where the server is and the token come from the environment (HPCGRADE_SERVER, HPCGRADE_TOKEN) or
-the client file that logging in writes (HPCGRADE_CLIENT_CONFIG, by default
-~/.config/hpcgrade/client.toml, readable by its owner alone). The token goes to that server
-alone: an address an answer names is followed by its path only, and a redirect to another host
-or from https to http is refused.
+the client file that logging in writes (client_file.py). The token goes to that server alone: an
+address an answer names is followed by its path only, and a redirect to another host or from
+https to http is refused. Here: Service (requests, their retries, waiting for a grade), log_in,
+and the advice a student is given in the words of where the client runs (Advice).
 """
 from __future__ import annotations
 
@@ -15,16 +15,15 @@ import http.client
 import json
 import os
 import socket
-import tempfile
 import time
-import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+
+from hpcgrade import client_file
 
 REQUEST_SECONDS = 30
 POLL_SECONDS = 1.0
@@ -68,47 +67,6 @@ IN_JUPYTER = Advice(
                               "expired or mistyped): set a new one, or unset it and log in again")
 
 
-def client_config_path() -> Path:
-    if os.environ.get("HPCGRADE_CLIENT_CONFIG"):
-        return Path(os.environ["HPCGRADE_CLIENT_CONFIG"])
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "hpcgrade" / "client.toml"
-
-
-def read_client_config() -> dict:
-    """The client file; empty when there is none. Raises ValueError for one that cannot be read."""
-    path = client_config_path()
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{path}: {exc} — run `hpcgrade login` again") from None
-
-
-def save_client_config(server: str, token: str) -> Path:
-    """The client file, readable by its owner alone: it holds the token. Written as a new file
-    beside the old one and moved over it: an old file that others could read keeps its mode
-    when opened, and a symlink at its path would be followed, taking the token where it leads."""
-    path = client_config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, written = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # 0600
-    try:
-        with os.fdopen(descriptor, "w") as f:
-            f.write(f"server = {json.dumps(server)}\ntoken = {json.dumps(token)}\n")
-        os.replace(written, path)
-    except BaseException:
-        os.unlink(written)
-        raise
-    return path
-
-
-def default_server() -> str | None:
-    """HPCGRADE_SERVER, else the client file's server."""
-    return os.environ.get("HPCGRADE_SERVER") or read_client_config().get("server")
-
-
 def token_label() -> str:
     """Who asked for a token, from where: user@host, as the account's token page lists it."""
     try:
@@ -150,7 +108,7 @@ def log_in(server: str, username: str, password: str) -> dict:
     if not isinstance(answer.get("token"), str) or not answer["token"]:
         raise ServiceError(f"{service.server} gave no token: is it an hpcgrade server?",
                            UNREACHABLE)
-    save_client_config(service.server, answer["token"])
+    client_file.save(service.server, answer["token"])
     return answer
 
 
@@ -159,7 +117,7 @@ class Service:
                  advice: Advice = IN_JUPYTER):
         """`token=""`: none (logging in); otherwise the given one, else HPCGRADE_TOKEN, else the
         client file's. Raises ValueError for a client file that cannot be read."""
-        config = read_client_config() if not (server and token is not None) else {}
+        config = client_file.read() if not (server and token is not None) else {}
         self.server = (server or os.environ.get("HPCGRADE_SERVER") or config.get("server") or "")
         self.server = self.server.rstrip("/")
         self.token = token if token is not None else (

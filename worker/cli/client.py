@@ -15,9 +15,8 @@ from pathlib import Path
 
 import click
 
-from hpcgrade import service
-from hpcgrade.service import (Advice, Service, ServiceError, client_config_path, default_server,
-                              log_in)
+from hpcgrade import client_file, service
+from hpcgrade.service import Advice, Service, ServiceError, log_in
 from hpcgrade.summary import summary, translator
 
 LANGS = click.Choice(["en", "es"])
@@ -71,7 +70,7 @@ Exit status: {GRADED} logged in; {NOT_LOGGED_IN} wrong username or password, or 
 def login(server: str | None, username: str, password: str) -> None:
     """Get a token for `hpcgrade submit` and keep it in the client file."""
     try:
-        server = (server or default_server() or "").rstrip("/")
+        server = (server or client_file.default_server() or "").rstrip("/")
         if not server:
             raise click.UsageError("which server? give --server URL, set HPCGRADE_SERVER, "
                                    "or run `hpcgrade login --server URL` once")
@@ -79,7 +78,7 @@ def login(server: str | None, username: str, password: str) -> None:
     except (ServiceError, ValueError) as exc:
         raise ended(exc) from None
     click.echo(f"logged in to {server} as {answer['username']}; token kept in "
-               f"{client_config_path()} (valid until {answer.get('expires_at', '?')})")
+               f"{client_file.path()} (valid until {answer.get('expires_at', '?')})")
 
 
 def _progress(status: dict, seconds: float, _: Callable[[str], str]) -> str:

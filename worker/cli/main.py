@@ -1,9 +1,10 @@
-"""The `hpcgrade` command, and its grading subcommands.
+"""The `hpcgrade` command (the console script), and its subcommands that run the harness here:
+`grade`, `check`, `exercise new` and `exercise check`.
 
-Each subcommand's module is imported only when that subcommand runs (click's lazy-group
-pattern), so `hpcgrade grade` on a compute node loads neither Flask, SQLAlchemy nor Celery. The
-command lives in worker/ because it reaches both sides: the service's commands (db, users,
-exercise sync, demo, login, submit) are in server/, those that run the harness are here.
+The others are in admin.py (`db`, `users`, `tokens`, `exercises`, `exercise sync`), client.py
+(`login`, `submit`), cluster.py (`slurm`, `pilot`, `sandbox`) and demo.py (`demo`), each module
+imported only when its subcommand runs (click's lazy-group pattern), so that `hpcgrade grade` on
+a compute node loads neither Flask, SQLAlchemy nor Celery.
 """
 from __future__ import annotations
 
