@@ -124,7 +124,7 @@ def main() -> int:
                 job = load_exercise_info(default_root() / slug).job(path, seed=7)
                 started = time.perf_counter()
                 with ScratchWatch(scratch_root) as watch:
-                    report = harness.grade(job).to_dict()
+                    report = harness.grade_job(job).to_dict()
                 seconds = time.perf_counter() - started
                 size = len(json.dumps(report).encode())
                 said = [line for line in report.get("output", "").splitlines()

@@ -16,20 +16,17 @@ import os
 import re
 import shlex
 import tempfile
-import time
 from pathlib import Path
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from hpcgrade.client_file import default_server
+from hpcgrade.service import Service, ServiceError, log_in
 from hpcgrade.summary import summary
+from hpcgrade.visible import run_visible_checks
 from worker.harness.runner import HarnessFailed
 
-from hpcgrade.service import Service, ServiceError, log_in
-from hpcgrade.visible import run_visible_checks
-
-POLL_SECONDS = 1.0
-WAITING = ("queued", "running")
 # this extension's own lines: what a check of the kernel's cells leaves out
 OWN_LINE = re.compile(r"^\s*%(?:load_ext\s+hpcgrade|hpcgrade)\b.*$", re.MULTILINE)
 
@@ -73,7 +70,7 @@ class HpcgradeMagics(Magics):
             raise UsageError(str(exc)) from None
 
     def login(self, server: str | None, username: str | None) -> None:
-        server = server or os.environ.get("HPCGRADE_SERVER") or Service.configured_server()
+        server = server or default_server()
         if not server:
             raise ValueError("which server? %hpcgrade login --server https://…")
         answer = log_in(server, username or input("username: "), getpass.getpass("password: "))
@@ -103,17 +100,19 @@ class HpcgradeMagics(Magics):
         created = service.submit(exercise, path.name, path.read_bytes(), lang)
         print(f"submitted {path.name} as saved at {saved} (unsaved changes are not sent): "
               f"{service.page(created['id'])}")
-        status, started, shown = created, time.monotonic(), None
-        while status["status"] in WAITING or status is created:
-            if time.monotonic() - started > timeout:
-                print(f"no grade after {timeout} s; the submission stays queued: "
-                      f"{service.page(created['id'])}")
-                return
+        shown = None
+
+        def progress(status: dict, _seconds: float) -> None:
+            nonlocal shown
             if status["status"] != shown:
                 print(status["status"] + "…", flush=True)
                 shown = status["status"]
-            time.sleep(POLL_SECONDS if status is not created else 0)
-            status = service.get(created["url"], lang=lang)
+
+        status = service.wait_for_grade(created, lang, timeout, progress)
+        if status is None:
+            print(f"no grade after {timeout} s; the submission stays queued: "
+                  f"{service.page(created['id'])}")
+            return
         print(summary(path.name, status, lang))
 
     def notebook_file(self) -> Path:

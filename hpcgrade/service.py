@@ -1,25 +1,39 @@
-"""The service's JSON API from a student's side, with the standard library alone.
+"""The service's JSON API from a student's side, with the standard library alone: the one client
+of the API, used by the Jupyter extension (magic.py) and by `hpcgrade login`, `submit` and
+`check` (worker/cli/client.py, the terminal's words and exit statuses over it).
 
 Where the server is and the token come from the environment (HPCGRADE_SERVER, HPCGRADE_TOKEN) or
-the client file that `hpcgrade login` writes (HPCGRADE_CLIENT_CONFIG, by default
-~/.config/hpcgrade/client.toml).
+the client file that logging in writes (client_file.py). The token goes to that server alone: an
+address an answer names is followed by its path only, and a redirect to another host or from
+https to http is refused. Here: Service (requests, their retries, waiting for a grade), log_in,
+and the advice a student is given in the words of where the client runs (Advice).
 """
 from __future__ import annotations
 
 import getpass
+import http.client
 import json
 import os
 import socket
-import tempfile
-import tomllib
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hpcgrade import client_file
 
 REQUEST_SECONDS = 30
-
+POLL_SECONDS = 1.0
+WAITING = ("queued", "running")
+# a request is sent again (with the same idempotency key, for a submission) after a server
+# error, a lost connection or a time-out, RETRIES times at most, CONNECT_RETRIES of them for a
+# connection never made; the waits double from BACKOFF_SECONDS unless the server says how long
+RETRIES, CONNECT_RETRIES, BACKOFF_SECONDS = 5, 2, 0.5
+RETRIED_STATUSES = (500, 502, 503, 504)
+RETRIED_WITH_RETRY_AFTER = (413, 429, 503)
 
 NOT_LOGGED_IN, REFUSED, UNREACHABLE = "not logged in", "refused", "unreachable"
 
@@ -32,40 +46,25 @@ class ServiceError(Exception):
         self.kind = kind
 
 
-def client_config_path() -> Path:
-    if os.environ.get("HPCGRADE_CLIENT_CONFIG"):
-        return Path(os.environ["HPCGRADE_CLIENT_CONFIG"])
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "hpcgrade" / "client.toml"
+@dataclass(frozen=True)
+class Advice:
+    """What a student is told, in the words of where the client runs: when it is not logged in,
+    and when the server refuses the token (`{reason}`: the server's words) that the client file
+    holds or that HPCGRADE_TOKEN holds (logging in again does not help while HPCGRADE_TOKEN,
+    which comes first, holds the old one)."""
+    not_logged_in: str
+    saved_token_refused: str
+    environment_token_refused: str
 
 
-def read_client_config() -> dict:
-    """The client file; empty when there is none. Raises ValueError for one that cannot be read."""
-    path = client_config_path()
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{path}: {exc} — run `hpcgrade login` again") from None
-
-
-def save_client_config(server: str, token: str) -> Path:
-    """The client file, readable by its owner alone: it holds the token. Written as a new file
-    beside the old one and moved over it: an old file that others could read keeps its mode
-    when opened, and a symlink at its path would be followed, taking the token where it leads."""
-    path = client_config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, written = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # 0600
-    try:
-        with os.fdopen(descriptor, "w") as f:
-            f.write(f"server = {json.dumps(server)}\ntoken = {json.dumps(token)}\n")
-        os.replace(written, path)
-    except BaseException:
-        os.unlink(written)
-        raise
-    return path
+IN_JUPYTER = Advice(
+    not_logged_in="not logged in: `%hpcgrade login --server URL` in Jupyter, or `hpcgrade login "
+                  "--server URL` in a terminal, once (or set HPCGRADE_SERVER and HPCGRADE_TOKEN)",
+    saved_token_refused="{reason} — your saved token is no longer valid (revoked, after a change "
+                        "of password for instance, or expired): `%hpcgrade login` again in "
+                        "Jupyter, or `hpcgrade login` in a terminal",
+    environment_token_refused="{reason} — the token in HPCGRADE_TOKEN is not valid (revoked, "
+                              "expired or mistyped): set a new one, or unset it and log in again")
 
 
 def token_label() -> str:
@@ -101,55 +100,48 @@ _OPENER = urllib.request.build_opener(_SameHost)
 
 def log_in(server: str, username: str, password: str) -> dict:
     """A new token for this user (the API's answer: token, username, expires_at), kept in the
-    client file with the server's URL."""
+    client file with the server's URL. Sent once, never again."""
     service = Service(server, token="")
     answer = service.request("POST", "/api/v1/tokens", {}, json.dumps({
         "username": username, "password": password, "label": token_label()}).encode(),
-        {"Content-Type": "application/json"})
+        {"Content-Type": "application/json"}, retries=0)
     if not isinstance(answer.get("token"), str) or not answer["token"]:
         raise ServiceError(f"{service.server} gave no token: is it an hpcgrade server?",
                            UNREACHABLE)
-    save_client_config(service.server, answer["token"])
+    client_file.save(service.server, answer["token"])
     return answer
 
 
 class Service:
-    def __init__(self, server: str | None = None, token: str | None = None):
+    def __init__(self, server: str | None = None, token: str | None = None,
+                 advice: Advice = IN_JUPYTER):
         """`token=""`: none (logging in); otherwise the given one, else HPCGRADE_TOKEN, else the
-        client file's."""
-        config = read_client_config() if not (server and token is not None) else {}
+        client file's. Raises ValueError for a client file that cannot be read."""
+        config = client_file.read() if not (server and token is not None) else {}
         self.server = (server or os.environ.get("HPCGRADE_SERVER") or config.get("server") or "")
         self.server = self.server.rstrip("/")
         self.token = token if token is not None else (
             os.environ.get("HPCGRADE_TOKEN") or config.get("token"))
-        # what to do when the server no longer takes the token: logging in again does not help
-        # while HPCGRADE_TOKEN, which comes first, holds the old one
-        self.refused_token_advice = (
-            "the token in HPCGRADE_TOKEN is not valid (revoked, expired or mistyped): set a new "
-            "one, or unset it and log in again" if token is None and os.environ.get("HPCGRADE_TOKEN")
-            else "your saved token is no longer valid (revoked, after a change of password for "
-            "instance, or expired): `%hpcgrade login` again in Jupyter, or `hpcgrade login` in a "
-            "terminal")
+        from_environment = token is None and os.environ.get("HPCGRADE_TOKEN")
+        self.token_refused = (advice.environment_token_refused if from_environment
+                              else advice.saved_token_refused)
         if not self.server or self.token is None:
-            raise ServiceError("not logged in: `%hpcgrade login --server URL` in Jupyter, or "
-                               "`hpcgrade login --server URL` in a terminal, once (or set "
-                               "HPCGRADE_SERVER and HPCGRADE_TOKEN)", NOT_LOGGED_IN)
-
-    @staticmethod
-    def configured_server() -> str | None:
-        """The server of the client file, if there is one."""
-        return read_client_config().get("server")
+            raise ServiceError(advice.not_logged_in, NOT_LOGGED_IN)
 
     def page(self, submission_id: int) -> str:
+        """The submission's web page (not its address in the API)."""
         return f"{self.server}/submissions/{submission_id}"
 
     def get(self, path: str, **params: str) -> dict:
         return self.request("GET", path, params)
 
     def submit(self, exercise: str, filename: str, data: bytes, lang: str = "en") -> dict:
+        """The API's answer: id, url (the status's address), status. One idempotency key for
+        every try: the server stores the submission once."""
         boundary = uuid.uuid4().hex
         # the name as UTF-8 (as browsers send it: práctica.ipynb stays so), quotes escaped
-        quoted = filename.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "").replace("\n", "")
+        quoted = (filename.replace("\\", "\\\\").replace('"', '\\"')
+                  .replace("\r", "").replace("\n", ""))
         body = (f'--{boundary}\r\nContent-Disposition: form-data; name="exercise"\r\n\r\n'
                 f"{exercise}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
                 f'filename="{quoted}"\r\nContent-Type: application/octet-stream\r\n\r\n'
@@ -158,31 +150,99 @@ class Service:
             "Content-Type": f"multipart/form-data; boundary={boundary}",
             "Idempotency-Key": str(uuid.uuid4())})
 
+    def wait_for_grade(self, created: dict, lang: str, timeout: float,
+                       progress: Callable[[dict, float], None]) -> dict | None:
+        """The submission's status in `lang` once it is neither queued nor running; None when
+        `timeout` seconds pass first. `created` is the answer to the submission, read again
+        even when final (it holds no result); `progress` is told each status still waiting,
+        with the seconds waited."""
+        status, started = created, time.monotonic()
+        while status["status"] in WAITING:
+            waited = time.monotonic() - started
+            if waited > timeout:
+                return None
+            progress(status, waited)
+            time.sleep(POLL_SECONDS)
+            status = self.get(created["url"], lang=lang)
+        return self.get(created["url"], lang=lang) if status is created else status
+
     def request(self, method: str, path: str, params: dict, body: bytes | None = None,
-                 headers: dict | None = None) -> dict:
+                headers: dict | None = None, retries: int | None = None) -> dict:
+        """The answer, a JSON object; sent again as RETRIES says unless `retries` says less."""
         url = on_server(self.server, path)
         if params:
             url += "?" + urllib.parse.urlencode(params)
         request = urllib.request.Request(url, body, method=method, headers={
             "Accept": "application/json", **(headers or {}),
             **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
-        try:
-            with _OPENER.open(request, timeout=REQUEST_SECONDS) as reply:
-                answer = _json_object(reply.read())
-            if answer is None:
-                raise ServiceError(f"{url} did not answer as an hpcgrade server does (no JSON "
-                                   "object): is the server's URL right?", UNREACHABLE)
-            return answer
-        except urllib.error.HTTPError as exc:
-            message = (_json_object(exc.read()) or {}).get("error")
-            message = message or f"HTTP {exc.code} from {url}"
-            if exc.code == 401 and self.token:
-                raise ServiceError(f"{message} — {self.refused_token_advice}",
-                                   NOT_LOGGED_IN) from None
-            raise ServiceError(message, UNREACHABLE if exc.code >= 500 else REFUSED) from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise ServiceError(f"cannot reach {self.server}: {getattr(exc, 'reason', exc)}",
-                               UNREACHABLE) from None
+        tries = _Tries(RETRIES if retries is None else retries)
+        while True:
+            try:
+                with _OPENER.open(request, timeout=REQUEST_SECONDS) as reply:
+                    answer = _json_object(reply.read())
+                break
+            except urllib.error.HTTPError as exc:
+                if not tries.again_after(exc):
+                    raise self._refusal(exc, url) from None
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                if not tries.again_after(exc):
+                    raise _unreachable(exc, url) from None
+        if answer is None:
+            raise ServiceError(f"{url} did not answer as an hpcgrade server does (no JSON "
+                               "object): is the server's URL right?", UNREACHABLE)
+        return answer
+
+    def _refusal(self, exc: urllib.error.HTTPError, url: str) -> ServiceError:
+        with exc:  # the connection closed, whoever keeps the exception
+            reason = (_json_object(exc.read()) or {}).get("error") or f"HTTP {exc.code} from {url}"
+        if exc.code == 401:
+            return ServiceError(self.token_refused.format(reason=reason) if self.token
+                                else reason, NOT_LOGGED_IN)
+        return ServiceError(reason, UNREACHABLE if exc.code >= 500 else REFUSED)
+
+
+class _Tries:
+    """Whether a request that failed is sent again, after waiting how long."""
+
+    def __init__(self, retries: int):
+        self.left, self.connections_left, self.failed = retries, CONNECT_RETRIES, 0
+
+    def again_after(self, failure: Exception) -> bool:
+        """Waits before the next try and says True, or says False: no more tries."""
+        wait = None
+        if isinstance(failure, urllib.error.HTTPError):
+            told = _retry_after_seconds(failure.headers.get("Retry-After"))
+            if told is not None and failure.code in RETRIED_WITH_RETRY_AFTER:
+                wait = told
+            elif failure.code not in RETRIED_STATUSES:
+                return False
+        elif isinstance(failure, urllib.error.URLError):  # before an answer began: connecting
+            if self.connections_left == 0:
+                return False
+            self.connections_left -= 1
+        if self.left == 0:
+            return False
+        self.left -= 1
+        self.failed += 1
+        if isinstance(failure, urllib.error.HTTPError):
+            failure.close()  # its body is not read: the next try's answer is
+        if wait is None:
+            wait = 0 if self.failed == 1 else BACKOFF_SECONDS * 2 ** (self.failed - 1)
+        time.sleep(wait)
+        return True
+
+
+def _retry_after_seconds(retry_after: str | None) -> float | None:
+    """Retry-After in seconds, as this service says it."""
+    return float(retry_after) if retry_after and retry_after.strip().isdigit() else None
+
+
+def _unreachable(exc: Exception, url: str) -> ServiceError:
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, TimeoutError):
+        return ServiceError(f"{url} did not answer within {REQUEST_SECONDS} s", UNREACHABLE)
+    return ServiceError(f"cannot connect to {url} ({reason}): is the server's URL right?",
+                        UNREACHABLE)
 
 
 def _json_object(body: bytes) -> dict | None:

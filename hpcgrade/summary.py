@@ -1,4 +1,4 @@
-"""Reports as text for a terminal: `hpcgrade grade` and `hpcgrade submit`.
+"""Reports as text for a terminal: `hpcgrade grade`, `check` and `submit`, and `%hpcgrade`.
 
 In the report's language, from the portal's own catalogue (read with the standard library's
 gettext: neither command loads Flask), with the inline Markdown of titles, diagnostics and hints

@@ -5,7 +5,8 @@ import stat
 
 import pytest
 
-from hpcgrade.service import read_client_config, save_client_config
+from hpcgrade.client_file import read as read_client_file
+from hpcgrade.client_file import save as save_client_file
 
 KEPT = {"server": "http://grader.example", "token": "secret"}
 
@@ -24,12 +25,12 @@ def mode(path) -> int:
 def kept_alone(path) -> bool:
     """A regular file of the owner's alone, holding KEPT, and nothing else left beside it."""
     return (stat.S_ISREG(path.lstat().st_mode) and mode(path) == 0o600
-            and read_client_config() == KEPT
+            and read_client_file() == KEPT
             and [p.name for p in path.parent.iterdir()] == [path.name])
 
 
 def test_a_new_client_file_is_its_owners_alone(client_file):
-    save_client_config(KEPT["server"], KEPT["token"])
+    save_client_file(KEPT["server"], KEPT["token"])
     assert kept_alone(client_file)
 
 
@@ -37,7 +38,7 @@ def test_a_client_file_that_others_could_read_ends_its_owners_alone(client_file)
     client_file.parent.mkdir()
     client_file.write_text('server = "http://old.example"\ntoken = "old"\n')
     client_file.chmod(0o644)
-    save_client_config(KEPT["server"], KEPT["token"])
+    save_client_file(KEPT["server"], KEPT["token"])
     assert kept_alone(client_file)
 
 
@@ -47,6 +48,6 @@ def test_a_symlink_at_the_client_files_path_is_replaced_not_followed(client_file
     elsewhere.chmod(0o644)
     client_file.parent.mkdir()
     client_file.symlink_to(elsewhere)
-    save_client_config(KEPT["server"], KEPT["token"])
+    save_client_file(KEPT["server"], KEPT["token"])
     assert kept_alone(client_file)
     assert elsewhere.read_text() == "someone else's\n" and mode(elsewhere) == 0o644

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from werkzeug.serving import make_server
 
 from helpers import REFERENCE_Q
-from hpcgrade.service import Service
+from hpcgrade.service import REFUSED as REFUSED_KIND
+from hpcgrade.service import Service, ServiceError, log_in
 from hpcgrade.summary import summary
 from server.core.models import ApiToken, Submission
 from worker.cli import client
@@ -31,7 +32,7 @@ def portal(course, tmp_path, monkeypatch):
     token = course.test_client().post("/api/v1/tokens", json={"username": "ana",
                                                               "password": "long-password"})
     monkeypatch.setenv("HPCGRADE_TOKEN", token.json["token"])
-    monkeypatch.setattr(client, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr("hpcgrade.service.POLL_SECONDS", 0.05)
     server = make_server("127.0.0.1", 0, course)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}"
@@ -67,7 +68,8 @@ def misnamed_report(harness, tmp_path_factory):
     from server.core.catalogue import default_root, load_exercise_info
     path = tmp_path_factory.mktemp("misnamed") / "work.py"
     path.write_text(MISNAMED)
-    return harness.grade(load_exercise_info(default_root() / "autograd-q").job(path, seed=7, lang="es"))
+    info = load_exercise_info(default_root() / "autograd-q")
+    return harness.report_for(info.job(path, seed=7, lang="es"))
 
 
 def test_a_graded_file_prints_the_page_and_the_result_without_markdown_marks(
@@ -177,7 +179,7 @@ def test_the_token_goes_to_the_configured_server_whatever_host_an_answer_names(
 
 
 def test_an_unreachable_server_is_its_own_exit_status(tmp_path, monkeypatch):
-    monkeypatch.setattr(client, "RETRIES", 0)
+    monkeypatch.setattr("hpcgrade.service.RETRIES", 0)
     result = run_submit(tmp_path, REFERENCE_Q, env={"HPCGRADE_SERVER": "http://127.0.0.1:1",
                                                    "HPCGRADE_TOKEN": "t"})
     assert result.exit_code == UNREACHABLE and "cannot connect" in result.stderr
@@ -200,3 +202,35 @@ def test_the_result_is_styled_only_on_a_terminal_that_wants_colour(monkeypatch, 
     assert client.styled_output()
     monkeypatch.setenv("NO_COLOR", "1")
     assert not client.styled_output()
+
+
+def test_the_client_sends_again_after_a_server_error_not_after_a_refusal(monkeypatch):
+    """A 503 is sent again after the Retry-After the server says, a 500 at once; a refusal is
+    final; a log-in is never sent twice."""
+    answers, slept = [], []
+
+    def site(environ, start_response):
+        # read as an app does: werkzeug would wait for the rest until the client closes
+        environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        status, headers, body = answers.pop(0)
+        start_response(status, [("Content-Type", "application/json"), *headers])
+        return [body]
+    server = make_server("127.0.0.1", 0, site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr("hpcgrade.service.time.sleep", slept.append)
+    try:
+        service = Service(f"http://127.0.0.1:{server.server_port}", token="t")
+        answers[:] = [("500 Internal Server Error", [], b"{}"),
+                      ("503 Service Unavailable", [("Retry-After", "7")], b"{}"),
+                      ("200 OK", [], b'{"exercises": []}')]
+        assert service.get("/api/v1/exercises") == {"exercises": []} and slept == [0, 7]
+        answers[:] = [("404 Not Found", [], b'{"error": "no such exercise"}')]
+        with pytest.raises(ServiceError, match="no such exercise") as refused:
+            service.get("/api/v1/exercises/none/files")
+        assert refused.value.kind == REFUSED_KIND and answers == []
+        answers[:] = [("503 Service Unavailable", [], b'{"error": "busy"}'), ("200 OK", [], b"{}")]
+        with pytest.raises(ServiceError, match="busy"):
+            log_in(service.server, "ana", "long-password")
+        assert len(answers) == 1
+    finally:
+        server.shutdown()

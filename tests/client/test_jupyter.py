@@ -66,9 +66,10 @@ def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
         {"cell_type": "code", "source": REFERENCE, "metadata": {}, "outputs": [],
          "execution_count": 1}]}))
     from server.core.catalogue import load_exercise_info
-    report = harness.grade(load_exercise_info(default_root() / "autograd-q").job(notebook, seed=1))
+    info = load_exercise_info(default_root() / "autograd-q")
+    report = harness.report_for(info.job(notebook, seed=1))
     monkeypatch.setattr("server.web.api.enqueue", graded_at_once(report))
-    monkeypatch.setattr("hpcgrade.magic.POLL_SECONDS", 0.05)
+    monkeypatch.setattr("hpcgrade.service.POLL_SECONDS", 0.05)
     monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
     out = _run(kernel, "%hpcgrade submit autograd-q", capsys)
     assert f"{portal}/submissions/" in out and "práctica 1.ipynb: 10 / 10" in out

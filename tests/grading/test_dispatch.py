@@ -71,7 +71,7 @@ def report(harness, tmp_path_factory, catalogue):
     """A real report of the reference of autograd-q: full marks."""
     path = tmp_path_factory.mktemp("reference") / "work.py"
     path.write_text(REFERENCE_Q)
-    return harness.grade(catalogue["autograd-q"].job(path, seed=3))
+    return harness.report_for(catalogue["autograd-q"].job(path, seed=3))
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 or a token that changes applying at once."""
 import datetime as dt
 import io
+import json
 import re
 
 import pytest
@@ -154,15 +155,17 @@ def test_cli_sets_a_password_and_ends_the_sessions(cli_database):
 
 
 def test_hpcgrade_login_sends_a_label(monkeypatch, tmp_path):
-    from worker.cli import client
+    from hpcgrade.service import Service
     sent = {}
     monkeypatch.setenv("HPCGRADE_CLIENT_CONFIG", str(tmp_path / "client.toml"))
-    monkeypatch.setattr(client, "_call", lambda method, url, **kwargs: sent.update(kwargs) or {
-        "token": "t", "username": "ana", "expires_at": "2030-01-01T00:00:00+00:00"})
+    monkeypatch.setattr(Service, "request", lambda self, method, path, params, body, headers,
+                        retries: sent.update(json.loads(body)) or {
+                            "token": "t", "username": "ana",
+                            "expires_at": "2030-01-01T00:00:00+00:00"})
     result = CliRunner().invoke(main, ["login", "--server", "http://x", "--username", "ana",
                                        "--password", "p"])
     assert result.exit_code == 0, result.output
-    assert re.fullmatch(r".+@.+", sent["json"]["label"]) and "2030-01-01" in result.output
+    assert re.fullmatch(r".+@.+", sent["label"]) and "2030-01-01" in result.output
 
 
 def test_the_api_and_a_bad_label_speak_the_readers_language(course):

@@ -1,5 +1,5 @@
-"""`hpcgrade slurm check|prune` and `hpcgrade pilot start|list|stop`: the cluster, for its
-admins."""
+"""`hpcgrade slurm check|prune`, `hpcgrade pilot start|list|stop` and `hpcgrade sandbox check`:
+the cluster, for its admins."""
 from __future__ import annotations
 
 import dataclasses

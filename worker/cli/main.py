@@ -1,9 +1,10 @@
-"""The `hpcgrade` command, and its grading subcommands.
+"""The `hpcgrade` command (the console script), and its subcommands that run the harness here:
+`grade`, `check`, `exercise new` and `exercise check`.
 
-Each subcommand's module is imported only when that subcommand runs (click's lazy-group
-pattern), so `hpcgrade grade` on a compute node loads neither Flask, SQLAlchemy nor Celery. The
-command lives in worker/ because it reaches both sides: the service's commands (db, users,
-exercise sync, demo, login, submit) are in server/, those that run the harness are here.
+The others are in admin.py (`db`, `users`, `tokens`, `exercises`, `exercise sync`), client.py
+(`login`, `submit`), cluster.py (`slurm`, `pilot`, `sandbox`) and demo.py (`demo`), each module
+imported only when its subcommand runs (click's lazy-group pattern), so that `hpcgrade grade` on
+a compute node loads neither Flask, SQLAlchemy nor Celery.
 """
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def _harness(python: str | None, scratch: str) -> HarnessProcess:
         raise click.ClickException(f"the grader could not start: {exc}") from None
 
 
-@main.command()
+@main.command("grade")
 @click.argument("exercise")
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -95,8 +96,8 @@ def _harness(python: str | None, scratch: str) -> HarnessProcess:
 @click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
               show_default=True, help="slurm: in one job of the cluster the service's settings "
               "name (HPCGRADE_CONFIG), through its spool; waits for it.")
-def grade(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str, seed: int | None,
-          device: str, python: str | None, executor: str) -> None:
+def grade_files(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str,
+                seed: int | None, device: str, python: str | None, executor: str) -> None:
     """Grade FILES (.py or .ipynb) for EXERCISE with one warm harness."""
     info = _exercise(exercise)
     jobs = [info.job(path, lang=lang, seed=seed, device=device) for path in files]
@@ -112,7 +113,7 @@ def _here(jobs: list[Job], python: str | None) -> list[dict]:
             _harness(python, scratch) as harness:
         for job in jobs:
             try:
-                reports.append(harness.grade(job))
+                reports.append(harness.report_for(job))
             except HarnessFailed as exc:
                 reports.append({"exercise": job.exercise, "status": "error", "error": str(exc)})
     return reports
@@ -146,14 +147,13 @@ def check(exercise: str, file: Path, lang: str, as_json: bool) -> None:
     attempt is used, and the hidden checks of the grade are others. The exercise's public files
     come from the server you logged in to (or the local exercises folder, when it has them).
     Exit status as `hpcgrade submit`'s (see its --help)."""
-    from hpcgrade.service import NOT_LOGGED_IN, REFUSED, ServiceError
+    from hpcgrade.service import ServiceError
     from hpcgrade.visible import run_visible_checks
-    from worker.cli.client import NO_GRADE, NotLoggedIn, Refused, Unreachable, styled_output
+    from worker.cli.client import NO_GRADE, ended, styled_output
     try:
         report = run_visible_checks(exercise, file, lang)
     except ServiceError as exc:
-        raise {NOT_LOGGED_IN: NotLoggedIn, REFUSED: Refused}.get(exc.kind, Unreachable)(
-            str(exc)) from None
+        raise ended(exc) from None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     except HarnessFailed as exc:
@@ -211,7 +211,8 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo,
     scores: dict[str, set[float]] = {}
     for seed in seeds:
         for visible in (False, True):
-            report = harness.grade(info.job(info.path / "reference.py", seed=seed, visible=visible))
+            report = harness.report_for(info.job(info.path / "reference.py", seed=seed,
+                                                 visible=visible))
             if report.get("status") != "graded" or report["score"] != report["max_score"]:
                 failing = [c["name"] + ": " + c["message"] for c in report.get("checks", [])
                            if not c["passed"]]
@@ -220,12 +221,12 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo,
                                 f"{report.get('seed')}): {report.get('error') or failing}")
         by_seed = {}
         for name, code in info.mutants.items():
-            report = harness.grade(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
+            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
             problems += _mutant_problems(info, name, code, report)
             scores.setdefault(name, set()).add(report.get("score"))
             by_seed[name] = report
         for name, mutant in info.forged.items():  # on the seed its mutant was graded on
-            report = harness.grade(info.job(info.path / "mutants" / f"{name}.py",
+            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
                                             seed=by_seed[mutant].get("seed", seed)))
             problems += _forged_problems(name, mutant, report, by_seed[mutant])
     problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "

@@ -35,7 +35,7 @@ class LocalExecutor:
         try:
             if self._harness is None or self._harness.process.poll() is not None:
                 self._harness = HarnessProcess(python=self.python)
-            return self._harness.grade(job)
+            return self._harness.report_for(job)
         except HarnessFailed as exc:
             return {"exercise": job.exercise, "status": "error", "error": str(exc)}
 

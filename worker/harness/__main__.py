@@ -56,9 +56,10 @@ def error_report(exercise: str | None, job_id: str | None, message: str) -> dict
             "environment": host_environment(), "timing": {"started_at": time.time()}}
 
 
-def grade(harness: Harness, job: Job) -> dict:
+def report_or_error(harness: Harness, job: Job) -> dict:
+    """The job's report, or the grader's error report when the harness itself fails."""
     try:
-        return harness.grade(job).to_dict()
+        return harness.grade_job(job).to_dict()
     except Exception as exc:
         traceback.print_exc()
         return error_report(job.exercise, job.id, clip(f"{type(exc).__name__}: {exc}"))
@@ -82,7 +83,7 @@ def serve(scratch_root: str | None) -> int:
             except (ValueError, TypeError) as exc:
                 reports.write(json.dumps(error_report(None, None, f"not a job: {exc}")) + "\n")
                 continue
-            reports.write(json.dumps(grade(harness, job)) + "\n")
+            reports.write(json.dumps(report_or_error(harness, job)) + "\n")
     reports.close()
     return 0
 
@@ -97,7 +98,7 @@ def grade_run(harness: Harness, folder: Path) -> dict:
     """Grade one run of the spool and write its report there (unless the service took the run
     back meanwhile: then nobody reads it)."""
     try:
-        report = grade(harness, spool.read_job(folder))
+        report = report_or_error(harness, spool.read_job(folder))
     except spool.UnreadableRun as exc:
         report = error_report(None, folder.name, str(exc))
     try:

@@ -170,7 +170,7 @@ def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
     if isinstance(info.get("made_at"), dict):  # anomaly mode found where the tensor was made
         details["file"], details["line"] = student_place([info["made_at"]])
         details["made_at"] = True
-    if kind in ("MemoryError", "ReplyTooLarge"):
+    if kind in ("MemoryError", "ValueTooLarge"):  # ValueTooLarge: the student process's own
         return Diagnostic("memory-limit", details)
     for pattern, code, hint in EXCEPTION_PATTERNS:
         if pattern in message:

@@ -29,8 +29,11 @@ from worker.harness.said_once import SaidOnce
 from worker.harness.second_look import SecondLook, run_check
 from worker.harness.session import LOADING, Session
 
+
 @dataclass(frozen=True)
-class Exercise:
+class LoadedExercise:
+    """An exercise's checks, reference, known wrong programs and support module, imported into
+    the grader (the database's row of an exercise is server.core.models.Exercise)."""
     slug: str
     checks: tuple[CheckSpec, ...]
     reference: ModuleType | None  # None for the visible checks, which have no reference
@@ -51,7 +54,7 @@ def _load_module(name: str, path: Path) -> ModuleType:
 
 
 def load_exercise(slug: str, directory: str, checks: str = HIDDEN_CHECKS,
-                  wrong_programs: tuple[str, ...] = ()) -> Exercise:
+                  wrong_programs: tuple[str, ...] = ()) -> LoadedExercise:
     """`checks`: checks.py (hidden, with the reference and the known wrong programs, which are
     mutants/<name>.py) or visible.py (the students' own, without either)."""
     root = Path(directory)
@@ -64,12 +67,12 @@ def load_exercise(slug: str, directory: str, checks: str = HIDDEN_CHECKS,
     if not specs:
         raise ValueError(f"{root / checks} declares no @check")
     if checks == VISIBLE_CHECKS:
-        return Exercise(slug, specs, None, support, support_source)
+        return LoadedExercise(slug, specs, None, support, support_source)
     with _importable_as_exercise_support(support):
         reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
         wrong = tuple((name, _load_module(f"hpcgrade_wrong_{slug}_{name}", root / "mutants"
                                           / f"{name}.py")) for name in wrong_programs)
-    return Exercise(slug, specs, reference, support, support_source, wrong)
+    return LoadedExercise(slug, specs, reference, support, support_source, wrong)
 
 
 @contextlib.contextmanager
@@ -132,7 +135,7 @@ class Harness:
         """`zygote`: one started before torch was imported here, so that its start overlapped."""
         self.scratch_root = scratch_root
         self.read_paths = sandbox.python_read_paths()
-        self.exercises: dict[str, tuple[float, Exercise]] = {}
+        self.exercises: dict[tuple, tuple[float, LoadedExercise]] = {}
         self.zygote = zygote or Zygote(child_environment())
         try:
             torch.set_num_threads(1)
@@ -162,7 +165,7 @@ class Harness:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def exercise(self, job: Job) -> Exercise:
+    def exercise(self, job: Job) -> LoadedExercise:
         stamp = max(p.stat().st_mtime for p in Path(job.exercise_dir).rglob("*.py"))
         key = (job.exercise_dir, job.checks, tuple(job.wrong_programs))
         cached = self.exercises.get(key)
@@ -172,7 +175,9 @@ class Harness:
             self.exercises[key] = cached
         return cached[1]
 
-    def grade(self, job: Job) -> reports.Report:
+    def grade_job(self, job: Job) -> reports.Report:
+        """The submission run against the exercise's checks in a student process of its own:
+        its report (raises when the grader itself fails; the submission's failures are in it)."""
         started, started_at = time.perf_counter(), time.time()
         limits = Limits.from_dict(job.limits)
         device = torch.device("cuda" if job.device == "auto" and torch.cuda.is_available()

@@ -41,8 +41,9 @@ class ProtocolError(Exception):
     """The peer sent something that is not a well-formed message within the limits."""
 
 
-class ReplyTooLarge(ProtocolError):
-    """The peer's message is over the byte limit."""
+class MessageTooLarge(ProtocolError):
+    """The peer's message, as received, is over the byte limit (a student process that keeps
+    to the rules refuses to send one: student.ValueTooLarge)."""
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -72,7 +73,7 @@ class Unpacker:
     def feed(self, chunk: bytes) -> None:
         self.data += chunk
         if len(self.data) > self.max_bytes + MAX_JSON:
-            raise ReplyTooLarge(f"reply larger than {self.max_bytes} bytes")
+            raise MessageTooLarge(f"reply larger than {self.max_bytes} bytes")
 
     def message(self) -> tuple[dict, list[bytes]] | None:
         if len(self.data) < HEADER.size:
@@ -88,7 +89,7 @@ class Unpacker:
             (length,) = BUFFER_LENGTH.unpack_from(self.data, offset)
             total += length
             if total > self.max_bytes:
-                raise ReplyTooLarge(f"reply larger than {self.max_bytes} bytes")
+                raise MessageTooLarge(f"reply larger than {self.max_bytes} bytes")
             offset += BUFFER_LENGTH.size
             if len(self.data) < offset + length:
                 return None
@@ -224,7 +225,7 @@ class Budget:
     def spend_tensor(self, shape: list[int], dtype: torch.dtype) -> None:
         self.tensor_bytes -= math.prod(shape) * torch.empty((), dtype=dtype).element_size()
         if self.tensor_bytes < 0:
-            raise ReplyTooLarge("the tensors of the reply are larger than the grader accepts")
+            raise MessageTooLarge("the tensors of the reply are larger than the grader accepts")
 
 
 @dataclass

@@ -64,7 +64,7 @@ class RemoteTensor:
     @classmethod
     def rebuilt(cls, desc: dict, buf: bytes, budget: protocol.Budget) -> "RemoteTensor":
         """From a reply's tensor entry; a malformed one raises ProtocolError, and one larger
-        than the budget left ReplyTooLarge, before its values are copied."""
+        than the budget left MessageTooLarge, before its values are copied."""
         handle = desc.get("__handle__")
         if not isinstance(handle, int) or isinstance(handle, bool) or handle <= 0:
             raise protocol.ProtocolError("a tensor without a valid handle")
@@ -208,7 +208,7 @@ class StudentProcess:
 
     def _malformed(self, exc: protocol.ProtocolError) -> StudentDied:
         self.stop()
-        if isinstance(exc, protocol.ReplyTooLarge):
+        if isinstance(exc, protocol.MessageTooLarge):
             return StudentDied("memory-limit", {"reply_limit_mb": self.limits.reply_mb})
         return StudentDied("crashed", {"reason": str(exc)})
 
@@ -416,7 +416,7 @@ class Student:
                 if decoded["import_error"] is not None:
                     decoded["import_error"] = _error_info(decoded["import_error"])
             return decoded
-        except protocol.ReplyTooLarge:
+        except protocol.MessageTooLarge:
             self.process.stop()
             raise StudentDied("memory-limit", {"reply_limit_mb": self.process.limits.reply_mb}) \
                 from None

@@ -51,7 +51,8 @@ class HarnessProcess:
             raise HarnessFailed(f"the harness process exited with status {code}")
         return json.loads(line)
 
-    def grade(self, job: Job) -> dict:
+    def report_for(self, job: Job) -> dict:
+        """The job sent to the harness process, and the report it writes back."""
         try:
             self.process.stdin.write(json.dumps(job.to_dict()) + "\n")
             self.process.stdin.flush()

@@ -36,8 +36,9 @@ def _get(t: torch.Tensor, name: str) -> Any:
     return _TB_ATTRS[name].__get__(t)
 
 
-class ReplyTooLarge(MemoryError):
-    """The value asked for is larger than the grader accepts; refused before copying it."""
+class ValueTooLarge(MemoryError):
+    """The value asked for is larger than the grader accepts; refused before copying it (the
+    grader stops a reply over its limit whatever this process does: protocol.MessageTooLarge)."""
 
 
 class Server:
@@ -236,7 +237,7 @@ class Server:
             span = protocol.span_elements(shape, strides)
             self.buffered += span * _TB.element_size(t)
             if self.buffered > self.reply_bytes:
-                raise ReplyTooLarge(f"the value returned is larger than {self.reply_bytes >> 20} MiB")
+                raise ValueTooLarge(f"the value returned is larger than {self.reply_bytes >> 20} MiB")
             self.buffers.append(protocol.span_bytes(t))
             grad_fn = _get(t, "grad_fn")
             return {
