@@ -66,7 +66,8 @@ def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
         {"cell_type": "code", "source": REFERENCE, "metadata": {}, "outputs": [],
          "execution_count": 1}]}))
     from server.core.catalogue import load_exercise_info
-    report = harness.grade(load_exercise_info(default_root() / "autograd-q").job(notebook, seed=1))
+    info = load_exercise_info(default_root() / "autograd-q")
+    report = harness.grade(info.job(notebook, seed=1)).to_dict()
     monkeypatch.setattr("server.web.api.enqueue", graded_at_once(report))
     monkeypatch.setattr("hpcgrade.magic.POLL_SECONDS", 0.05)
     monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))

@@ -86,7 +86,8 @@ def test_spanish_report(harness, tmp_path):
     from server.core.catalogue import default_root, load_exercise_info
     path = tmp_path / "s.py"
     path.write_text("")
-    report = harness.grade(load_exercise_info(default_root() / "autograd-q").job(path, lang="es"))
+    info = load_exercise_info(default_root() / "autograd-q")
+    report = harness.grade(info.job(path, lang="es")).to_dict()
     assert report["checks"][0]["message"] == "`q_grads` no está definida."
     assert report["checks"][0]["title"] == "a.grad = 9a²·v"
     assert report["notes"][0]["translations"]["en"]["message"] == "`q_grads` is not defined."

@@ -21,7 +21,7 @@ from typing import Collection
 from sqlalchemy import select
 
 from server.core.db import Database
-from server.core.models import GradingRun
+from server.core.models import GradingRun, RunStatus
 from worker.harness import pilot as layout
 from worker.harness import spool
 
@@ -45,7 +45,7 @@ def prune_spool(config: dict, database: Database) -> Pruned:
     running whatever their age."""
     with database.sessions() as session:
         running = {str(run_id) for run_id in session.scalars(
-            select(GradingRun.id).where(GradingRun.status == "running"))}
+            select(GradingRun.id).where(GradingRun.status == RunStatus.running.value))}
     return prune(Path(config["SPOOL_DIR"]), config["SPOOL_KEEP_DAYS"], running)
 
 
