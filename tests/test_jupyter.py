@@ -67,7 +67,7 @@ def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
          "execution_count": 1}]}))
     from server.core.catalogue import load_exercise_info
     info = load_exercise_info(default_root() / "autograd-q")
-    report = harness.grade(info.job(notebook, seed=1)).to_dict()
+    report = harness.grade(info.job(notebook, seed=1))
     monkeypatch.setattr("server.web.api.enqueue", graded_at_once(report))
     monkeypatch.setattr("hpcgrade.magic.POLL_SECONDS", 0.05)
     monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
