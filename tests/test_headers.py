@@ -14,7 +14,7 @@ EXPECTED = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin
             "X-Frame-Options": "DENY"}
 POLICY = ["default-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'self'",
           "form-action 'self'"]
-STATIC = Path(__file__).parents[1] / "server" / "static"
+STATIC = Path(__file__).parents[1] / "server" / "web" / "static"
 
 
 class InlineCode(HTMLParser):
