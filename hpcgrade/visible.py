@@ -31,7 +31,7 @@ def run_visible_checks(slug: str, file: Path, lang: str = "en",
                   filename=file.name, limits=limits, seed=0, lang=lang, checks=VISIBLE_CHECKS,
                   required_layers=())
         with HarnessProcess(scratch=scratch) as harness:
-            return harness.report_for(job)
+            return harness.report_for(job).to_dict()
 
 
 def exercise_files(slug: str, fetched: Path, service: Service | None = None) -> tuple[Path, dict]:

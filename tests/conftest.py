@@ -60,7 +60,7 @@ def grade(harness, tmp_path):
         info = load_exercise_info(default_root() / exercise)
         job = info.job(path, seed=seed)
         job = type(job)(**{**job.to_dict(), "limits": {**info.limits, **limits}})
-        report = harness.report_for(job)
+        report = harness.report_for(job).to_dict()
         json.dumps(report)
         return report
     return run

@@ -6,6 +6,7 @@ gets everything it needs inside the job and never parses configuration.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -79,6 +80,22 @@ class ExerciseInfo:
     # forged variants: mutants/<name>.py that forge, in their own process, what the harness
     # reports, name -> the mutant they forge; the self-check wants each to score no more than it
     forged: dict = field(default_factory=dict)
+    # `limits` and `slurm` are the tables as written (what a job and the API carry); parsed
+    # once, here, for the dispatcher, which asks for them for every queued submission
+    run_limits: Limits = field(init=False, repr=False, compare=False)
+    slurm_overrides: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        where = self.path / "exercise.toml"
+        try:
+            object.__setattr__(self, "run_limits", Limits.from_dict(self.limits))
+        except (ValueError, TypeError) as exc:
+            raise ExerciseConfigError(f"{where}: [limits]: {exc}") from None
+        try:
+            object.__setattr__(self, "slurm_overrides",
+                               Resources.parse_overrides(self.slurm, "[slurm]"))
+        except ConfigError as exc:
+            raise ExerciseConfigError(f"{where}: {exc}") from None
 
     def statement(self, lang: str) -> str:
         return (self.path / f"statement.{lang if lang in ('en', 'es') else 'en'}.md").read_text()
@@ -88,7 +105,7 @@ class ExerciseInfo:
 
     def resources(self, default: Resources) -> Resources:
         """The Slurm job shape for this exercise: the service's default with `[slurm]` applied."""
-        return default.override(self.slurm, f"{self.slug} [slurm]")
+        return dataclasses.replace(default, **self.slurm_overrides)
 
     def job(self, submission: Path | None, *, filename: str | None = None, lang: str = "en",
             seed: int | None = None, device: str = "auto", job_id: str = "",
@@ -136,11 +153,6 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     title = data.get("title")
     if not isinstance(title, dict) or not all(isinstance(title.get(k), str) for k in ("en", "es")):
         raise ExerciseConfigError(f"{where}: title must be a table with 'en' and 'es' strings")
-    limits = data.get("limits", {})
-    try:
-        Limits.from_dict(limits)
-    except (ValueError, TypeError) as exc:
-        raise ExerciseConfigError(f"{where}: [limits]: {exc}") from None
     deadline = Deadline.from_toml(data.get("deadline", {}), where)
     max_attempts = data.get("max_attempts")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
@@ -152,12 +164,9 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     slurm = data.get("slurm", {})
     if not isinstance(slurm, dict):
         raise ExerciseConfigError(f"{where}: slurm must be a table")
-    try:
-        Resources().override(slurm, "[slurm]")
-    except ConfigError as exc:
-        raise ExerciseConfigError(f"{where}: {exc}") from None
     mutants, wrong_programs = _mutants(data.get("mutants", {}), path, where)
-    return ExerciseInfo(path.name, path, title, str(data.get("section", "")), limits, deadline,
+    return ExerciseInfo(path.name, path, title, str(data.get("section", "")),
+                        data.get("limits", {}), deadline,
                         slurm, mutants, wrong_programs, max_attempts, order,
                         max_points(path / "checks.py"), _forged(data.get("forged", {}), mutants,
                                                                 path, where))
@@ -235,6 +244,44 @@ def _points(decorator: ast.Call) -> float | None:
 
 
 _READ: dict[Path, tuple[tuple, ExerciseInfo | None]] = {}
+_CATALOGUE: dict[Path, tuple[tuple, dict[str, ExerciseInfo]]] = {}
+
+
+def signature(folder: Path) -> tuple:
+    """What changes when a file under `folder` is added, removed or written: each one's path,
+    size and time of change (stat calls only: nothing is read). OSError when it is missing."""
+    found = []
+    for parent, folders, files in os.walk(folder, onerror=_raise):
+        # compiled checks follow their sources: a grade that compiles them changes nothing
+        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        for name in sorted(files):
+            try:
+                stat = os.stat(os.path.join(parent, name))
+            except FileNotFoundError:  # removed meanwhile: the next look sees it gone
+                continue
+            found.append((os.path.relpath(os.path.join(parent, name), folder), stat.st_size,
+                          stat.st_mtime_ns))
+    return tuple(found)
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def current_catalogue(root: Path | None = None) -> dict[str, ExerciseInfo]:
+    """`load_catalogue`, kept for this process and read again only when a file of the
+    exercises folder changed since (`hpcgrade exercises sync` after an edit, an exercise
+    added), so that a worker's tasks do not each read every exercise."""
+    root = Path(root or default_root())
+    try:
+        stamp = signature(root)
+    except OSError:
+        return load_catalogue(root)  # which says what is wrong with the folder
+    known = _CATALOGUE.get(root)
+    if known is None or known[0] != stamp:
+        _CATALOGUE.clear()
+        _CATALOGUE[root] = known = (stamp, load_catalogue(root))
+    return known[1]
 
 
 def current_info(slug: str) -> ExerciseInfo | None:
@@ -243,7 +290,7 @@ def current_info(slug: str) -> ExerciseInfo | None:
     broken."""
     path = default_root() / slug
     try:
-        stamp = tuple(sorted((p.name, p.stat().st_mtime_ns) for p in path.iterdir()))
+        stamp = signature(path)
     except OSError:
         return None
     known = _READ.get(path)

@@ -257,12 +257,17 @@ class Resources:
     extra: tuple[str, ...] = ()
 
     def override(self, overrides: dict, where: str) -> "Resources":
+        return dataclasses.replace(self, **self.parse_overrides(overrides, where))
+
+    @staticmethod
+    def parse_overrides(overrides: dict, where: str) -> dict[str, Any]:
+        """The values of a `[slurm]`-like table, parsed: what `dataclasses.replace` takes."""
         unknown = set(overrides) - set(RESOURCE_PARSERS)
         if unknown:
             raise ConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}; valid keys are "
                               f"{', '.join(RESOURCE_PARSERS)}")
-        return dataclasses.replace(self, **{key: RESOURCE_PARSERS[key](f"{where} {key}", value)
-                                            for key, value in overrides.items()})
+        return {key: RESOURCE_PARSERS[key](f"{where} {key}", value)
+                for key, value in overrides.items()}
 
 
 RESOURCE_PARSERS: dict[str, Parser] = {

@@ -12,26 +12,23 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.core.catalogue import current_info
-from server.core.models import (Allowance, Exercise, GradingRun, SetGrade, Submission,
-                                SubmissionStatus)
+from server.core.models import (Allowance, Exercise, GradingRun, RunStatus, SetGrade,
+                                Submission, SubmissionStatus)
 
 # the id of a submission's latest finished run, the one its grade and its result page come from
 # (in a query of submissions; None while it has none). Tied to the query's submission only, so
 # that a query which also joins runs gets the latest, not each of its own
 DONE_RUN = (select(func.max(GradingRun.id))
-            .where(GradingRun.submission_id == Submission.id, GradingRun.status == "done")
+            .where(GradingRun.submission_id == Submission.id,
+                   GradingRun.status == RunStatus.done.value)
             .correlate(Submission).scalar_subquery())
-# a regrade's preview runs (worker/grading/preview.py): their own statuses, so that nothing that
-# looks
-# for a submission's live run ("running") or its result ("done") ever takes one of them
-PREVIEWING, PREVIEW = "previewing", "preview"
 
 
 def take(run: GradingRun) -> None:
     """A graded run becomes its submission's result: the score after the submission's own late
     penalty (a preview run too, when its regrade is published: server/web/regrade.py)."""
     submission = run.submission
-    run.status = "done"
+    run.status = RunStatus.done.value
     submission.score = penalised(run.score, submission.penalty)
     submission.max_score = run.max_score
     submission.status = SubmissionStatus.graded.value

@@ -30,6 +30,20 @@ class SubmissionStatus(str, enum.Enum):
     cancelled = "cancelled"  # staff stopped its grading (or its Slurm job was cancelled)
 
 
+class RunStatus(str, enum.Enum):
+    """A grading run's: a submission's runs go from running to one of the four after it; a
+    regrade's preview runs (worker/grading/preview.py) have statuses of their own, so that
+    nothing that looks for a submission's live run or its result ever takes one of them."""
+
+    running = "running"  # its worker, or its job on the cluster, grades it
+    done = "done"  # graded: the latest is its submission's result
+    failed = "failed"  # the grader failed (a preview's too), or the cluster cannot run it
+    lost = "lost"  # its worker died, or its job ended without its report
+    cancelled = "cancelled"  # staff stopped its grading
+    previewing = "previewing"  # a regrade's preview run, not graded yet
+    preview = "preview"  # a regrade's preview run, graded: its new score, until published
+
+
 class User(Base):
     __tablename__ = "users"
     __table_args__ = (CheckConstraint("role IN ('student', 'instructor', 'admin')", name="role"),)
@@ -194,7 +208,7 @@ class GradingRun(Base):
                                                index=True)
     attempt: Mapped[int] = mapped_column(Integer)
     executor: Mapped[str] = mapped_column(String(32))
-    status: Mapped[str] = mapped_column(String(16), default="running")  # done, failed, lost, cancelled
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.running.value)
     worker: Mapped[str | None] = mapped_column(String(255))  # the worker that dispatched it
     # where an asynchronous executor runs it (a Slurm job id), and what the cluster last said
     external_id: Mapped[str | None] = mapped_column(String(64))

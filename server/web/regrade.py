@@ -23,9 +23,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, contains_eager, defer, load_only, selectinload
 
 from server.core.config import app_settings
-from server.core.grades import PREVIEW, PREVIEWING, Grade, maximum_points, penalised, take
-from server.core.models import (Exercise, GradingRun, Regrade, SetGrade, Submission,
-                                SubmissionStatus, User, utcnow)
+from server.core.grades import Grade, maximum_points, penalised, take
+from server.core.models import (Exercise, GradingRun, Regrade, RunStatus, SetGrade,
+                                Submission, SubmissionStatus, User, utcnow)
 from server.core.queue import enqueue
 from server.web.auth import db, staff_required
 from server.web.course import STUDENT
@@ -77,7 +77,7 @@ class Previewed:
 
     @property
     def pending(self) -> bool:
-        return self.run.status == PREVIEWING
+        return self.run.status == RunStatus.previewing.value
 
     @property
     def old(self) -> float | None:
@@ -190,7 +190,8 @@ def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) ->
     waits_until = now + dt.timedelta(seconds=PREVIEW_PICKUP_SECONDS)
     session.add_all(GradingRun(
         submission_id=submission_id, attempt=last_attempt.get(submission_id, 0) + 1,
-        executor=app_settings().executor, status=PREVIEWING, regrade_id=regrade.id,
+        executor=app_settings().executor, status=RunStatus.previewing.value,
+        regrade_id=regrade.id,
         started_at=now, lease_until=waits_until) for submission_id in submission_ids)
     return regrade
 
@@ -247,7 +248,7 @@ def _replaced(session: Session, regrade: Regrade) -> dict[int, tuple[float | Non
     runs = session.execute(
         select(GradingRun.id, GradingRun.submission_id, GradingRun.attempt, GradingRun.score,
                GradingRun.max_score, GradingRun.regrade_id)
-        .where(GradingRun.status == "done", GradingRun.submission_id.in_(
+        .where(GradingRun.status == RunStatus.done.value, GradingRun.submission_id.in_(
             select(GradingRun.submission_id).where(GradingRun.regrade_id == regrade.id)))
         .order_by(GradingRun.submission_id, GradingRun.attempt)).all()
     replaced, before = {}, {}
@@ -265,13 +266,13 @@ def _previewed(run: GradingRun, regrade: Regrade,
     graded again meanwhile), leaves the submission's."""
     submission = run.submission
     old_score, old_max = submission.score, submission.max_score
-    if replaced is not None and run.status == "done":
+    if replaced is not None and run.status == RunStatus.done.value:
         score, old_max = replaced[run.id]
         old_score = None if score is None else penalised(score, submission.penalty)
-    if run.status == PREVIEWING:
+    if run.status == RunStatus.previewing.value:
         new_score = new_max = None
-    elif run.score is not None and (run.status == "done" or (
-            run.status == PREVIEW and regrade.published_at is None)):
+    elif run.score is not None and (run.status == RunStatus.done.value or (
+            run.status == RunStatus.preview.value and regrade.published_at is None)):
         new_score, new_max = penalised(run.score, submission.penalty), run.max_score
     else:
         new_score, new_max = submission.score, submission.max_score
@@ -305,7 +306,7 @@ def summarise(rows: list[StudentRow]) -> Summary:
         down=sum(1 for c in changes if c < -SAME_SCORE),
         first=sum(1 for row in graded if row.old.score is None and row.new.score is not None),
         changed=sum(p.changed for p in finished),
-        failed=sum(1 for p in finished if p.run.status == "failed"),
+        failed=sum(1 for p in finished if p.run.status == RunStatus.failed.value),
         mean_change=sum(changes) / len(changes) if changes else None)
 
 
@@ -318,7 +319,7 @@ def publish(session: Session, regrade: Regrade, now: dt.datetime) -> tuple[int, 
     """Every graded preview run becomes its submission's result, in this one transaction;
     (published, skipped: graded again normally since the preview started)."""
     published = skipped = 0
-    graded = (GradingRun.regrade_id == regrade.id, GradingRun.status == PREVIEW)
+    graded = (GradingRun.regrade_id == regrade.id, GradingRun.status == RunStatus.preview.value)
     runs = session.scalars(select(GradingRun).where(*graded)
                            .order_by(GradingRun.submission_id)).all()
     # locked and read again, with their runs: the preview's rows loaded them before a "Grade
@@ -342,7 +343,7 @@ def publish(session: Session, regrade: Regrade, now: dt.datetime) -> tuple[int, 
 def graded_since(submission: Submission, run: GradingRun) -> bool:
     """Whether the submission was sent to be graded again, or graded, after the preview run."""
     return submission.status in WAITING or any(
-        r.status == "done" and r.attempt > run.attempt for r in submission.runs)
+        r.status == RunStatus.done.value and r.attempt > run.attempt for r in submission.runs)
 
 
 def run_counts(session: Session, regrade_id: int) -> Counter[str]:
@@ -358,8 +359,9 @@ def discard(session: Session, regrade: Regrade, now: dt.datetime) -> None:
     regrade.discarded_at = now
     # a run's error is a note for staff, in English like the workers' (worker/grading/preview.py)
     session.execute(update(GradingRun).where(
-        GradingRun.regrade_id == regrade.id, GradingRun.status == PREVIEWING).values(
-        status="cancelled", error="the preview was discarded", finished_at=now))
+        GradingRun.regrade_id == regrade.id,
+        GradingRun.status == RunStatus.previewing.value).values(
+        status=RunStatus.cancelled.value, error="the preview was discarded", finished_at=now))
 
 
 def send(regrade_id: int) -> bool:
@@ -407,7 +409,7 @@ def _send_or_say(regrade: Regrade) -> None:
     if send(regrade.id):
         return
     db().execute(update(GradingRun).where(
-        GradingRun.regrade_id == regrade.id, GradingRun.status == PREVIEWING,
+        GradingRun.regrade_id == regrade.id, GradingRun.status == RunStatus.previewing.value,
         GradingRun.worker.is_(None)).values(lease_until=utcnow()))
     db().commit()
     flash(_("The grading queue does not answer; try again."), "error")
@@ -441,7 +443,7 @@ def publish_preview(regrade_id: int):
         flash(closed, "error")
         return back
     counts = run_counts(db(), regrade_id)
-    if counts[PREVIEWING]:
+    if counts[RunStatus.previewing.value]:
         flash(_("Some submissions are still being graded: publish when they are all graded, or "
                 "discard the preview."), "error")
         return back
@@ -454,7 +456,7 @@ def publish_preview(regrade_id: int):
                        "grade stands.",
                        "%(num)s submissions were graded again since the preview started: their "
                        "newer grades stand.", skipped), "info")
-    failed = counts["failed"]
+    failed = counts[RunStatus.failed.value]
     if failed:
         flash(ngettext("%(num)s submission could not be graded in the preview: it keeps its grade.",
                        "%(num)s submissions could not be graded in the preview: they keep their "

@@ -14,8 +14,8 @@ from worker.harness.submission import Unreadable, read
 
 from server.core.config import app_settings
 from server.core.grades import DONE_RUN, Grade, allowances_of, terms
-from server.core.models import (CheckResult, Exercise, GradingRun, SetGrade, Submission,
-                                SubmissionStatus, User)
+from server.core.models import (CheckResult, Exercise, GradingRun, RunStatus, SetGrade,
+                                Submission, SubmissionStatus, User)
 from server.core.queue import place
 from server.web.submissions import COUNTS_AS_ATTEMPT, shown_name, where
 
@@ -52,7 +52,7 @@ _STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Submission.fi
           .where(Submission.id == bindparam("submission_id")))
 # a running submission whose job the cluster has not started
 _PENDING = select(GradingRun.id).where(GradingRun.submission_id == bindparam("submission_id"),
-                                       GradingRun.status == "running",
+                                       GradingRun.status == RunStatus.running.value,
                                        GradingRun.job_state == "PENDING")
 _CHECKS = (selectinload(GradingRun.checks).selectinload(CheckResult.diagnostics),)
 

@@ -21,6 +21,7 @@ from worker.cli import client
 from worker.cli.client import (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE,
                            login, submit)
 from worker.grading.settle import claim, record
+from worker.harness.report import Report
 
 MISNAMED = "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n"
 
@@ -41,7 +42,7 @@ def portal(course, tmp_path, monkeypatch):
     server.shutdown()
 
 
-def graded_at_once(report: dict):
+def graded_at_once(report: Report):
     """An `enqueue` that grades each submission with this report as soon as it is queued."""
     def enqueue(_celery, session, ids):
         for submission_id in ids:
@@ -69,12 +70,13 @@ def misnamed_report(harness, tmp_path_factory):
     path = tmp_path_factory.mktemp("misnamed") / "work.py"
     path.write_text(MISNAMED)
     info = load_exercise_info(default_root() / "autograd-q")
-    return harness.report_for(info.job(path, seed=7, lang="es"))
+    return harness.report_for(info.job(path, seed=7, lang="es")).to_dict()
 
 
 def test_a_graded_file_prints_the_page_and_the_result_without_markdown_marks(
         portal, monkeypatch, tmp_path, misnamed_report):
-    monkeypatch.setattr("server.web.api.enqueue", graded_at_once(misnamed_report))
+    monkeypatch.setattr("server.web.api.enqueue",
+                        graded_at_once(Report.from_dict(misnamed_report)))
     result = run_submit(tmp_path, MISNAMED, "--lang", "es")
     assert result.exit_code == GRADED, result.output
     assert re.search(rf"{portal}/submissions/\d+\n", result.stderr) and "/api/" not in result.output

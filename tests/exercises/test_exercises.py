@@ -1,11 +1,14 @@
 """Every exercise: its reference scores full marks and every mutant loses points with its code."""
 import json
+import os
+import shutil
 
 import pytest
 from click.testing import CliRunner
 
 from helpers import COURSE_ORDER
-from server.core.catalogue import ExerciseConfigError, load_catalogue, load_exercise_info
+from server.core.catalogue import (ExerciseConfigError, current_catalogue, default_root,
+                                   load_catalogue, load_exercise_info)
 from worker.cli.main import main, self_check
 
 
@@ -24,6 +27,23 @@ def test_self_check(harness, catalogue, slug):
     """Two fixed seeds and a fresh one: the reference scores full marks, every mutant loses
     points with its code, and every known wrong program is named and scores alike on each."""
     assert self_check(harness, catalogue[slug], (0, 1, None)) == []
+
+
+def test_a_worker_reads_the_catalogue_again_only_when_the_folder_changed(tmp_path):
+    root = tmp_path / "exercises"
+    shutil.copytree(default_root() / "autograd-q", root / "autograd-q")
+    first = current_catalogue(root)
+    assert current_catalogue(root) is first and list(first) == ["autograd-q"]
+    (root / "autograd-q" / "__pycache__").mkdir(exist_ok=True)
+    (root / "autograd-q" / "__pycache__" / "checks.pyc").write_bytes(b"compiled")
+    assert current_catalogue(root) is first  # a grade that compiled the checks changes nothing
+    toml = root / "autograd-q" / "exercise.toml"
+    toml.write_text(toml.read_text().replace("max_attempts = 20", "max_attempts = 3"))
+    later = os.stat(toml).st_mtime_ns + 1_000_000_000
+    os.utime(toml, ns=(later, later))
+    assert current_catalogue(root)["autograd-q"].max_attempts == 3  # an edit, then a sync
+    shutil.copytree(root / "autograd-q", root / "autograd-copy")
+    assert sorted(current_catalogue(root)) == ["autograd-copy", "autograd-q"]
 
 
 def test_bad_exercise_toml_is_explained(tmp_path):

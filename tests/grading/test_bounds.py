@@ -12,7 +12,7 @@ from server.core.models import GradingRun, Submission
 from worker.grading import settle as grading
 from worker.harness import spool
 from worker.harness.jobs import Job
-from worker.harness.report import MAX_REPORT_BYTES, MAX_TEXT, bounded
+from worker.harness.report import MAX_REPORT_BYTES, MAX_TEXT, Report, bounded
 
 # about 100 bytes: the student-side cap on an exception's message lifted, then a 15 MB exception
 HUGE_EXCEPTION = ("import sys\nsys.modules['worker.harness.student'].MAX_MESSAGE=1<<30\n"
@@ -63,7 +63,7 @@ def test_the_huge_exception_report_stores_fine(grade, database):
     with database.sessions.begin() as session:
         claimed = grading.claim(session, submission_id, "local", "t", grading_lease())
     with database.sessions.begin() as session:
-        assert grading.record(session, claimed.run_id, report) == "graded"
+        assert grading.record(session, claimed.run_id, Report.parse(report)) == "graded"
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         run = submission.runs[-1]
@@ -106,7 +106,7 @@ def test_the_store_refuses_a_report_over_the_cap_and_stores_nothing_of_it(databa
             "checks": [], "notes": [{"kind": "cell-error", "message": "x" * 15_000_000}],
             "output": "", "environment": {"node": "n"}, "timing": {"total": 1.0}}
     with database.sessions.begin() as session:
-        assert grading.record(session, claimed.run_id, huge) == "failed"
+        assert grading.record(session, claimed.run_id, Report.parse(huge)) == "failed"
     with database.sessions() as session:
         run = session.get(GradingRun, claimed.run_id)
         assert run.status == "failed" and run.score is None and run.notes is None
@@ -118,10 +118,11 @@ def test_the_store_refuses_a_report_over_the_cap_and_stores_nothing_of_it(databa
 
 def test_the_spool_does_not_read_a_report_over_the_cap(tmp_path):
     job = Job("autograd-q", "/nowhere", "", "work.py", id="7")
-    folder = spool.write_run(tmp_path, job, b"x = 1\n")
-    spool.write_report(folder, {"status": "graded", "output": "x" * (2 * MAX_REPORT_BYTES)})
+    folder = spool.run_dir(tmp_path, spool.write_run(tmp_path, job, b"x = 1\n").id)
+    spool.write_atomically(folder / spool.REPORT, json.dumps(
+        {"status": "graded", "output": "x" * (2 * MAX_REPORT_BYTES)}).encode())
     report = spool.read_report(folder)
-    assert report["status"] == "error" and "the service stores" in report["error"]
+    assert report.status == "error" and "the service stores" in report.error
 
 
 def test_a_submission_past_its_budget_has_its_other_checks_scored_0(grade):

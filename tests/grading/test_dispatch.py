@@ -45,7 +45,7 @@ class ScriptedCluster:
             raise ClusterError("squeue failed (exit 1)", "Unable to contact slurm controller")
         return {i: JobState(self.jobs[i]["state"], "node7") for i in ids if i in self.jobs}
 
-    def collect(self, run_id):
+    def read_report(self, run_id):
         return spool.read_report(spool.run_dir(self.spool, run_id))
 
     def cancel(self, ids):
@@ -152,7 +152,7 @@ def test_the_harness_marks_runs_done_and_collect_reads_those_between_polls(
     assert spool.done_runs(cluster.spool) == set()
     # a report without its mark waits for the next poll
     spool.write_atomically(spool.run_dir(cluster.spool, second) / spool.REPORT,
-                           json.dumps(report).encode())
+                           json.dumps(report.to_dict()).encode())
     assert grading.collect() == {} and len(polls) == 1
     (cluster.spool / ".polled-at").write_text("0")
     assert list(grading.collect().values()) == ["graded"] and len(polls) == 1

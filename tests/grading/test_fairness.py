@@ -8,9 +8,9 @@ from helpers import dispatcher, queue_submission
 from server.core.models import Submission, User
 from worker.harness import spool
 from worker.harness.jobs import Limits
-from worker.harness.report import LOAD_ERROR
+from worker.harness.report import LOAD_ERROR, Report
 
-GRADED = {"status": "graded", "score": 1.0, "max_score": 1.0, "checks": []}
+GRADED = Report.from_dict({"status": "graded", "score": 1.0, "max_score": 1.0, "checks": []})
 
 
 class Slots:
@@ -31,7 +31,7 @@ class Slots:
             spool.write_report(spool.run_dir(self.spool, job.id), GRADED)
         return [f"local-{job.id}" for job in jobs]
 
-    def collect(self, run_id):
+    def read_report(self, run_id):
         return spool.read_report(spool.run_dir(self.spool, run_id))
 
 
@@ -114,7 +114,7 @@ class Batches:
         self.jobs.append([int(job.id) for job in jobs])
         return [str(len(self.jobs))] * len(jobs)
 
-    def collect(self, run_id):
+    def read_report(self, run_id):
         return spool.read_report(spool.run_dir(self.spool, run_id))
 
     def poll(self, ids):

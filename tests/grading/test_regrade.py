@@ -28,6 +28,7 @@ from test_dispatch import ScriptedCluster
 from worker.grading import settle as grading
 from worker.grading.preview import PreviewGrader, record
 from worker.harness import spool
+from worker.harness.report import Report
 
 SIGN_FLIPPED = (Path(__file__).parents[2] / "exercises" / "autograd-q" / "mutants"
                 / "plus_b_squared.py").read_text()  # passes grad-a only: 3 / 10
@@ -102,7 +103,7 @@ def grade_preview(app, executor, catalogue, regrade_id, **settings) -> dict[int,
     """What the `hpcgrade.preview` task does on a worker."""
     database = app.extensions["hpcgrade.db"]
     return PreviewGrader(dispatcher(database, executor, catalogue, **settings),
-                         poll_seconds=0).grade(regrade_id, lambda worker: False)
+                         poll_seconds=0).grade_previews(regrade_id, lambda worker: False)
 
 
 def words(html: str) -> str:
@@ -365,7 +366,7 @@ def test_discarding_a_preview_being_graded_stops_its_grading(graded, executor, c
         # a report that comes anyway finds its run no longer waiting
         run_id = session.scalar(select(GradingRun.id).where(GradingRun.regrade_id == regrade_id))
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
-        assert record(session, run_id, "t", {"status": "graded"}) == "stale"
+        assert record(session, run_id, "t", graded_report(None)) == "stale"
 
 
 def test_one_preview_at_a_time(graded):
@@ -568,9 +569,10 @@ class TimeRunningOutCluster(ScriptedCluster):
         return super().poll(ids)
 
 
-def graded_report(job) -> dict:
-    return {"status": "graded", "score": 10.0, "max_score": 10.0, "seed": EndingCluster.SEED,
-            "checks": [], "environment": {}, "timing": {}}
+def graded_report(job) -> Report:
+    return Report.from_dict({"status": "graded", "score": 10.0, "max_score": 10.0,
+                             "seed": EndingCluster.SEED, "checks": [], "environment": {},
+                             "timing": {}})
 
 
 def test_grading_again_one_submission_asks_first(graded):

@@ -347,7 +347,7 @@ def built_by_the_grader(ctx: Context) -> None:
     submission = tmp_path / "work.py"
     submission.write_text("import exercise_support\nexercise_support.honest = lambda: 'forged'\n"
                           "def scaled_square(x, c):\n    return c * x**2\n")
-    report = harness.report_for(load_exercise_info(folder).job(submission, seed=1))
+    report = harness.report_for(load_exercise_info(folder).job(submission, seed=1)).to_dict()
     assert report["score"] == report["max_score"] == 11, report["checks"]
 
 

@@ -107,7 +107,7 @@ def _graded_plainly(harness, catalogue, slug: str, mutant: str, seed: int) -> di
     """Graded without the exercise's known wrong programs: the checks' own diagnostics."""
     info = catalogue[slug]
     job = replace(info.job(info.path / "mutants" / f"{mutant}.py", seed=seed), wrong_programs={})
-    return _diagnostics(harness.report_for(job))
+    return _diagnostics(harness.report_for(job).to_dict())
 
 
 def test_an_all_zero_gradient_says_it_was_cleared_not_scaled_by_zero():
@@ -302,7 +302,7 @@ def test_an_error_in_a_backward_the_check_calls_names_the_line_that_made_the_ten
                     "    out = c * x**2 + grown * 0\n"
                     "    grown.mul_(1)\n"             # changes what exp saved
                     "    return out\n")
-    report = harness.report_for(load_exercise_info(folder).job(work, seed=1))
+    report = harness.report_for(load_exercise_info(folder).job(work, seed=1)).to_dict()
     (modified,) = [d for c in report["checks"] for d in c["diagnostics"]]
     assert modified["code"] == "inplace-modified"
     assert (modified["details"]["file"], modified["details"]["line"]) == ("submission.py", 2)

@@ -14,6 +14,7 @@ import pytest
 from helpers import REFERENCE_Q, alive, descendants, notebook
 from worker.harness import spool
 from worker.harness.jobs import Job
+from worker.harness.report import Report
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = ROOT / "exercises" / "autograd-q"
@@ -25,6 +26,12 @@ PYTHON = os.environ.get("HPCGRADE_TEST_COURSE_PYTHON")
 def job(run_id: str, filename: str = "work.py", **limits) -> Job:
     return Job(exercise="autograd-q", exercise_dir=str(EXERCISE), submission="",
                filename=filename, limits=limits, seed=5, id=run_id)
+
+
+def write(root: Path, run: Job, code: bytes) -> Path:
+    """The run written into the spool at `root`; its folder."""
+    spool.write_run(root, run, code)
+    return spool.run_dir(root, run.id)
 
 
 def spool_command(root: Path, *run_ids: str, flags: tuple[str, ...] = ()) -> list[str]:
@@ -49,9 +56,10 @@ def run_spool(root: Path, *run_ids: str, flags: tuple[str, ...] = (),
 def test_write_run_and_read_job(tmp_path):
     umask = os.umask(0o077)  # the service's umask must not keep the grading account out
     try:
-        folder = spool.write_run(tmp_path, job("7", "nb.ipynb"), b"{}")
+        written = spool.write_run(tmp_path, job("7", "nb.ipynb"), b"{}")
     finally:
         os.umask(umask)
+    folder = spool.run_dir(tmp_path, "7")
     assert folder == spool.run_dir(tmp_path, "7") == tmp_path / "runs" / "7"
     assert sorted(p.name for p in folder.iterdir()) == ["job.json", "submission.ipynb"]
     assert json.loads((folder / "job.json").read_text())["submission"] == "submission.ipynb"
@@ -62,6 +70,7 @@ def test_write_run_and_read_job(tmp_path):
     read = spool.read_job(folder)
     assert read.submission == str(folder.resolve() / "submission.ipynb")
     assert (read.exercise, read.filename, read.id, read.seed) == ("autograd-q", "nb.ipynb", "7", 5)
+    assert written == read  # what the service keeps is what the harness reads
 
 
 def test_bad_runs_and_reports_are_named(tmp_path):
@@ -69,12 +78,12 @@ def test_bad_runs_and_reports_are_named(tmp_path):
         with pytest.raises(ValueError):
             spool.run_dir(tmp_path, bad)
     with pytest.raises(ValueError):
-        spool.write_run(tmp_path, job("8", "work.txt"), b"")
-    folder = spool.write_run(tmp_path, job("9"), b"")
+        write(tmp_path, job("8", "work.txt"), b"")
+    folder = write(tmp_path, job("9"), b"")
     assert spool.read_report(folder) is None
     for garbled in ('{"status": "gra', "[1, 2]", "\x00"):
         (folder / "report.json").write_text(garbled)
-        assert spool.read_report(folder)["status"] == "error"
+        assert spool.read_report(folder).status == "error"
     for text in ("{", '{"submission": "../../etc/passwd", "exercise": "x"}', '{"nope": 1}'):
         (folder / "job.json").write_text(text)
         with pytest.raises(spool.UnreadableRun):
@@ -82,8 +91,9 @@ def test_bad_runs_and_reports_are_named(tmp_path):
     (folder / "job.json").unlink()
     with pytest.raises(spool.UnreadableRun):
         spool.read_job(folder)
-    spool.write_report(folder, {"status": "graded"})
-    assert spool.read_report(folder) == {"status": "graded"}
+    graded = Report.from_dict({"status": "graded", "score": 1.0, "max_score": 1.0, "checks": []})
+    spool.write_report(folder, graded)
+    assert spool.read_report(folder) == graded
     assert sorted(p.name for p in folder.iterdir()) == ["report.json", "submission.py"]
     spool.remove_run(tmp_path, "9")
     assert not folder.exists()
@@ -97,21 +107,28 @@ def batch(tmp_path_factory):
     """One spool job over five runs: two to grade, one reported before (a requeued job), one
     cancelled, one whose job.json is garbled."""
     root = tmp_path_factory.mktemp("spool")
-    spool.write_run(root, job("1"), REFERENCE_Q.encode())
-    spool.write_run(root, job("2"), SIGN_FLIPPED.encode())
-    done = spool.write_run(root, job("3"), REFERENCE_Q.encode())
-    spool.write_report(done, {"status": "graded", "score": 1.5, "from": "the first start"})
-    cancelled = spool.write_run(root, job("4"), REFERENCE_Q.encode())
+    write(root, job("1"), REFERENCE_Q.encode())
+    write(root, job("2"), SIGN_FLIPPED.encode())
+    done = write(root, job("3"), REFERENCE_Q.encode())
+    plant(done, {"status": "graded", "score": 1.5, "from": "the first start"})
+    cancelled = write(root, job("4"), REFERENCE_Q.encode())
     spool.mark_cancelled(cancelled)
-    (spool.write_run(root, job("5"), REFERENCE_Q.encode()) / "job.json").write_text("{garbled")
+    (write(root, job("5"), REFERENCE_Q.encode()) / "job.json").write_text("{garbled")
     stamp = (done / "report.json").stat().st_mtime_ns
     result = run_spool(root, "1", "5", "2", "3", "4", SLURM_RESTART_COUNT="1",
                        SLURM_JOB_ID="4242")
     return root, result, stamp
 
 
+def plant(folder: Path, report: dict) -> None:
+    """A report.json as an earlier start of the job left it, to be left untouched."""
+    spool.write_atomically(folder / spool.REPORT, json.dumps(report).encode())
+
+
 def report(root: Path, run_id: str) -> dict | None:
-    return spool.read_report(spool.run_dir(root, run_id))
+    """The run's report.json as JSON, as the harness wrote it."""
+    written = spool.run_dir(root, run_id) / spool.REPORT
+    return json.loads(written.read_bytes()) if written.exists() else None
 
 
 def test_batch_grades_every_run_and_exits_0(batch):
@@ -160,9 +177,9 @@ def test_no_temporary_file_is_left(batch):
 # --- failures of the job itself --------------------------------------------------------------
 
 def test_killed_half_way_keeps_the_reports_written(tmp_path):
-    spool.write_run(tmp_path, job("1"), REFERENCE_Q.encode())
-    spool.write_run(tmp_path, job("2", load_seconds=100), b"import time\ntime.sleep(100)\n")
-    spool.write_run(tmp_path, job("3"), REFERENCE_Q.encode())
+    write(tmp_path, job("1"), REFERENCE_Q.encode())
+    write(tmp_path, job("2", load_seconds=100), b"import time\ntime.sleep(100)\n")
+    write(tmp_path, job("3"), REFERENCE_Q.encode())
     with open(tmp_path / "log", "w") as log:
         process = subprocess.Popen(spool_command(tmp_path, "1", "2", "3"), stderr=log, cwd=ROOT,
                                    env=environment())
@@ -184,9 +201,9 @@ def test_killed_half_way_keeps_the_reports_written(tmp_path):
 
 
 def test_without_torch_every_run_gets_an_error_report_and_the_job_fails(tmp_path):
-    spool.write_run(tmp_path, job("1"), REFERENCE_Q.encode())
-    done = spool.write_run(tmp_path, job("2"), REFERENCE_Q.encode())
-    spool.write_report(done, {"status": "graded", "score": 10})
+    write(tmp_path, job("1"), REFERENCE_Q.encode())
+    done = write(tmp_path, job("2"), REFERENCE_Q.encode())
+    plant(done, {"status": "graded", "score": 10})
     result = run_spool(tmp_path, "1", "2", flags=("-S",))  # no site-packages: no torch
     assert result.returncode != 0
     error = report(tmp_path, "1")
@@ -196,7 +213,7 @@ def test_without_torch_every_run_gets_an_error_report_and_the_job_fails(tmp_path
 
 
 def test_nothing_to_grade_starts_nothing(tmp_path):
-    spool.mark_cancelled(spool.write_run(tmp_path, job("1"), REFERENCE_Q.encode()))
+    spool.mark_cancelled(write(tmp_path, job("1"), REFERENCE_Q.encode()))
     result = run_spool(tmp_path, "1", flags=("-S",))  # a harness could not start without torch
     assert result.returncode == 0 and report(tmp_path, "1") is None
 
@@ -212,7 +229,7 @@ def test_the_grading_account_reports_into_runs_the_service_wrote():
         shutil.chown(root, USER, USER)
         root.chmod(0o2770)  # the spool's group is shared by the service and the grading account
         for run_id, code in (("11", REFERENCE_Q), ("12", SIGN_FLIPPED)):
-            spool.write_run(root, job(run_id), code.encode())
+            write(root, job(run_id), code.encode())
         assert (root / "runs" / "11").stat().st_uid == 0
         command = ["runuser", "-u", USER, "--", "env", "-i", "PATH=/usr/bin:/bin",
                    f"PYTHONPATH={ROOT}", PYTHON, "-m", "worker.harness", "spool", str(root),
@@ -245,12 +262,12 @@ def test_a_pilot_grades_what_arrives_warm_from_the_first_and_ends_when_asked(tmp
             time.sleep(0.05)
         reports = []
         for run_id, source in (("1", REFERENCE_Q), ("2", SIGN_FLIPPED)):
-            spool.write_run(tmp_path, job(run_id), source.encode())
+            write(tmp_path, job(run_id), source.encode())
             (pilot.inbox(tmp_path, "31") / run_id).touch()
             while (report := spool.read_report(spool.run_dir(tmp_path, run_id))) is None:
                 assert time.monotonic() < deadline and process.poll() is None
                 time.sleep(0.02)
-            reports.append(report)
+            reports.append(report.to_dict())
         assert [r["score"] for r in reports] == [10, 3]
         assert all(r["environment"]["slurm_job"] == "31" for r in reports)
         # the optimizers were warmed before the first run, not between the first and the second
@@ -271,7 +288,7 @@ def test_a_notebook_is_a_notebook_whatever_the_case_of_its_extension(grade, tmp_
     for name in ("CAROL.IPYNB", "carol.IpYnB"):
         report = grade("autograd-q", cells, filename=name)
         assert report["score"] == report["max_score"], name
-    folder = spool.write_run(tmp_path, job("8", "CAROL.IPYNB"), cells.encode())
+    folder = write(tmp_path, job("8", "CAROL.IPYNB"), cells.encode())
     assert spool.read_job(folder).submission.endswith("submission.ipynb")
 
 

@@ -87,7 +87,7 @@ def test_spanish_report(harness, tmp_path):
     path = tmp_path / "s.py"
     path.write_text("")
     info = load_exercise_info(default_root() / "autograd-q")
-    report = harness.report_for(info.job(path, lang="es"))
+    report = harness.report_for(info.job(path, lang="es")).to_dict()
     assert report["checks"][0]["message"] == "`q_grads` no está definida."
     assert report["checks"][0]["title"] == "a.grad = 9a²·v"
     assert report["notes"][0]["translations"]["en"]["message"] == "`q_grads` is not defined."

@@ -48,7 +48,7 @@ def q_exercise(tmp_path):
 def test_a_student_whose_values_match_a_wrong_program_is_told_which(harness, q_exercise, tmp_path):
     student = tmp_path / "mine.py"
     student.write_text(PROGRAMS["sum_of_q"].replace("Q =", "Q = 0 * a +"))  # same values, own text
-    report = harness.report_for(q_exercise.job(student, seed=5, lang="es"))
+    report = harness.report_for(q_exercise.job(student, seed=5, lang="es")).to_dict()
     first = report["checks"][0]["diagnostics"][0]
     assert (first["code"], first["details"]["wrong_program"]) == ("grad-mismatch", "sum_of_q")
     assert first["hint"] == SUM_SAYS["es"]
@@ -59,7 +59,7 @@ def test_a_student_whose_values_match_a_wrong_program_is_told_which(harness, q_e
 def test_a_mistake_no_wrong_program_makes_keeps_the_general_hint(harness, q_exercise, tmp_path):
     student = tmp_path / "mine.py"
     student.write_text(QUESTION.format(formula="3 * a**3 + a - b**2", cotangent="v"))
-    report = harness.report_for(q_exercise.job(student, seed=5))
+    report = harness.report_for(q_exercise.job(student, seed=5)).to_dict()
     named = [d for c in report["checks"] for d in c["diagnostics"] if "wrong_program" in d["details"]]
     assert named == []
     first = report["checks"][0]["diagnostics"][0]
@@ -69,7 +69,8 @@ def test_a_mistake_no_wrong_program_makes_keeps_the_general_hint(harness, q_exer
 def test_one_mistake_is_explained_once_and_later_checks_point_at_it(harness, q_exercise, tmp_path):
     student = tmp_path / "mine.py"
     student.write_text(PROGRAMS["half_of_v"])
-    checks = {c["name"]: c for c in harness.report_for(q_exercise.job(student, seed=2))["checks"]}
+    report = harness.report_for(q_exercise.job(student, seed=2)).to_dict()
+    checks = {c["name"]: c for c in report["checks"]}
     assert checks["grad-a"]["diagnostics"][0]["details"]["wrong_program"] == "half_of_v"
     (repeat,) = checks["matrix-inputs"]["diagnostics"]
     assert repeat["code"] == "grad-scaled" and checks["matrix-inputs"]["points"] == 0
@@ -88,9 +89,10 @@ def test_the_self_check_refuses_a_wrong_program_it_cannot_recognise(harness, tmp
 
 def test_the_reference_passes_the_visible_checks_without_a_reference(harness, catalogue):
     info = catalogue["autograd-q"]
-    report = harness.report_for(info.job(info.path / "reference.py", visible=True))
+    report = harness.report_for(info.job(info.path / "reference.py", visible=True)).to_dict()
     assert report["status"] == "graded" and report["score"] == report["max_score"] > 0
-    hidden = {c["name"] for c in harness.report_for(info.job(info.path / "reference.py"))["checks"]}
+    hidden = {c["name"] for c in
+              harness.report_for(info.job(info.path / "reference.py")).to_dict()["checks"]}
     assert not hidden & {c["name"] for c in report["checks"]}
 
 
@@ -105,8 +107,8 @@ def test_the_second_look_costs_the_student_nothing(harness, q_exercise, tmp_path
     Q =""").replace("import torch", "import time\nimport torch"))
     job = q_exercise.job(student, seed=3)
     tight = dict(job.to_dict(), limits={"cpu_seconds": 3})
-    named = harness.report_for(type(job).from_dict(tight))
-    plain = harness.report_for(type(job).from_dict(dict(tight, wrong_programs={})))
+    named = harness.report_for(type(job).from_dict(tight)).to_dict()
+    plain = harness.report_for(type(job).from_dict(dict(tight, wrong_programs={}))).to_dict()
     assert [c["points"] for c in named["checks"]] == [c["points"] for c in plain["checks"]]
     assert named["output"] == plain["output"] and named["output"].count("called") >= 4
     assert named["checks"][0]["diagnostics"][0]["details"]["wrong_program"] == "sum_of_q"

@@ -22,8 +22,7 @@ from server.core import migrate
 from server.core.catalogue import load_catalogue
 from server.core.config import Settings, load_settings
 from server.core.exercises import sync_exercises
-from server.core.grades import PREVIEWING
-from server.core.models import GradingRun, Regrade, Submission, utcnow
+from server.core.models import GradingRun, Regrade, RunStatus, Submission, utcnow
 from server.core.users import add_user
 from server.web.app import create_app
 from server.web.course import run_rows
@@ -368,9 +367,10 @@ def test_a_preview_packs_its_jobs_as_dispatch_does(database, shared):
         session.flush()
         regrade_id = regrade.id
         session.add_all(GradingRun(submission_id=i, attempt=1, executor="slurm",
-                                   status=PREVIEWING, regrade_id=regrade_id, started_at=utcnow(),
-                                   lease_until=utcnow()) for i in ids)
-    outcomes = PreviewGrader(grading, poll_seconds=0.5).grade(regrade_id, lambda worker: False)
+                                   status=RunStatus.previewing.value, regrade_id=regrade_id,
+                                   started_at=utcnow(), lease_until=utcnow()) for i in ids)
+    outcomes = PreviewGrader(grading, poll_seconds=0.5).grade_previews(regrade_id,
+                                                                       lambda worker: False)
     assert sorted(outcomes.values()) == ["preview"] * 3
     with database.sessions() as session:
         assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 3

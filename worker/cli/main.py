@@ -23,7 +23,7 @@ from server.core.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, defa
                               load_exercise_info)
 from worker.harness import spool
 from worker.harness.jobs import Job
-from worker.harness.report import codes
+from worker.harness.report import Report, codes
 from worker.harness.runner import HarnessFailed, HarnessProcess
 
 LANGS = click.Choice(["en", "es"])
@@ -103,11 +103,12 @@ def grade_files(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str
     jobs = [info.job(path, lang=lang, seed=seed, device=device) for path in files]
     reports = _on_slurm(info, jobs) if executor == "slurm" else _here(jobs, python)
     for path, report in zip(files, reports):
-        click.echo(json.dumps({"file": str(path), **report}) if as_json else summary(path, report))
-    sys.exit(0 if all(r.get("status") == "graded" for r in reports) else 1)
+        shown = report.to_dict()
+        click.echo(json.dumps({"file": str(path), **shown}) if as_json else summary(path, shown))
+    sys.exit(0 if all(r.graded for r in reports) else 1)
 
 
-def _here(jobs: list[Job], python: str | None) -> list[dict]:
+def _here(jobs: list[Job], python: str | None) -> list[Report]:
     reports = []
     with tempfile.TemporaryDirectory(prefix="hpcgrade-cli-") as scratch, \
             _harness(python, scratch) as harness:
@@ -115,21 +116,21 @@ def _here(jobs: list[Job], python: str | None) -> list[dict]:
             try:
                 reports.append(harness.report_for(job))
             except HarnessFailed as exc:
-                reports.append({"exercise": job.exercise, "status": "error", "error": str(exc)})
+                reports.append(Report.grader_error(str(exc), job.exercise))
     return reports
 
 
-def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[dict]:
+def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[Report]:
     """The files as runs of the spool (ids of their own), graded in one job of their shape."""
     from worker.cli.cluster import slurm_executor
-    from worker.grading.executor import ClusterError, grade
+    from worker.grading.executor import ClusterError, submit_and_wait
     slurm = slurm_executor()
     batch = f"cli-{uuid.uuid4().hex[:12]}"
-    spooled = [spool.read_job(spool.write_run(slurm.spool, replace(job, id=f"{batch}-{n}"),
-                                              Path(job.submission).read_bytes()))
+    spooled = [spool.write_run(slurm.spool, replace(job, id=f"{batch}-{n}"),
+                               Path(job.submission).read_bytes())
                for n, job in enumerate(jobs)]
     try:
-        return grade(slurm, spooled, info.resources(slurm.default))
+        return submit_and_wait(slurm, spooled, info.resources(slurm.default))
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -212,7 +213,7 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo,
     for seed in seeds:
         for visible in (False, True):
             report = harness.report_for(info.job(info.path / "reference.py", seed=seed,
-                                                 visible=visible))
+                                                 visible=visible)).to_dict()
             if report.get("status") != "graded" or report["score"] != report["max_score"]:
                 failing = [c["name"] + ": " + c["message"] for c in report.get("checks", [])
                            if not c["passed"]]
@@ -221,13 +222,14 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo,
                                 f"{report.get('seed')}): {report.get('error') or failing}")
         by_seed = {}
         for name, code in info.mutants.items():
-            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py", seed=seed))
+            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
+                                                 seed=seed)).to_dict()
             problems += _mutant_problems(info, name, code, report)
             scores.setdefault(name, set()).add(report.get("score"))
             by_seed[name] = report
         for name, mutant in info.forged.items():  # on the seed its mutant was graded on
             report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
-                                            seed=by_seed[mutant].get("seed", seed)))
+                                                 seed=by_seed[mutant].get("seed", seed))).to_dict()
             problems += _forged_problems(name, mutant, report, by_seed[mutant])
     problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
                  "different seeds: give its checks fixed cases it cannot pass by chance"

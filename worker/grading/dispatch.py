@@ -47,14 +47,16 @@ from sqlalchemy import exists, func, select, update
 from server.core.catalogue import ExerciseInfo
 from server.core.config import Resources, Settings
 from server.core.db import Database
-from server.core.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
+from server.core.models import (Exercise, GradingRun, RunStatus, Submission, SubmissionStatus,
+                                utcnow)
 from server.core.queue import TURNS
 from worker.grading import settle as grading
 from worker.grading.executor import (WAITING, ClusterError, Executor, ImpossibleRequest, JobState,
                              NotTakingJobs, SubmitError)
 from worker.grading.pilots import Pilots
 from worker.harness import spool
-from worker.harness.jobs import REQUIRED_LAYERS, Job
+from worker.harness.jobs import REQUIRED_LAYERS, Job, Limits
+from worker.harness.report import Report
 
 log = logging.getLogger(__name__)
 MOST_PER_CYCLE = 1000
@@ -161,7 +163,7 @@ class Dispatcher:
         try:
             job = self.spool_run(claimed)
         except OSError as exc:
-            job, report = None, {"status": "error", "error": f"cannot write the spool: {exc}"}
+            job, report = None, Report.grader_error(f"cannot write the spool: {exc}")
         else:
             if job is not None:
                 self.executor.submit([job], self.resources)
@@ -170,7 +172,7 @@ class Dispatcher:
         spool.remove_run(self.spool, str(claimed.run_id))
         return outcome
 
-    def _record_patiently(self, run_id: int, report: dict, deadline: float) -> str:
+    def _record_patiently(self, run_id: int, report: Report, deadline: float) -> str:
         """Record the report, trying again with back-off while the database is away: the run
         stays this worker's meanwhile (its task is alive), and is recorded within seconds of the
         database's return. Past the lease, another run may have taken over: give up."""
@@ -186,10 +188,12 @@ class Dispatcher:
             time.sleep(random.uniform(wait / 2, wait))
             wait = min(wait * 2, RECORD_BACKOFF[1])
 
-    def _report(self, claimed: grading.Claim, job: Job | None) -> dict:
+    def _report(self, claimed: grading.Claim, job: Job | None) -> Report:
         if job is None:
-            return {"status": "error", "error": f"exercise {claimed.exercise} is not installed"}
-        return self.executor.collect(job.id) or {"status": "error", "error": "no report"}
+            return Report.grader_error(f"exercise {claimed.exercise} is not installed",
+                                       claimed.exercise)
+        return self.executor.read_report(job.id) or Report.grader_error(
+            "no report", claimed.exercise, job.id)
 
     def spool_run(self, claimed: grading.Claim, seed: int | None = None) -> Job | None:
         """The run's folder in the spool, and its job; None if its exercise is not installed.
@@ -202,7 +206,7 @@ class Dispatcher:
         job = info.job(None, filename=claimed.filename, seed=seed, job_id=str(claimed.run_id),
                        device="cpu" if info.resources(self.resources).gpus == 0 else "auto",
                        required_layers=self.required_layers)
-        return spool.read_job(spool.write_run(self.spool, job, claimed.code))
+        return spool.write_run(self.spool, job, claimed.code)
 
     def _dispatch_batches(self, now: dt.datetime) -> Dispatched:
         with self.database.sessions.begin() as session:
@@ -239,7 +243,7 @@ class Dispatcher:
         One whose previous run is still on (a regrade asked meanwhile) waits for it."""
         since = func.coalesce(Submission.enqueued_at, Submission.submitted_at)
         running = exists().where(GradingRun.submission_id == Submission.id,
-                                 GradingRun.status == "running")
+                                 GradingRun.status == RunStatus.running.value)
         query = (select(Submission.id, Exercise.slug, since).join(Exercise)
                  .join(TURNS, TURNS.c.id == Submission.id)
                  .where(Submission.status == SubmissionStatus.queued.value, ~running,
@@ -252,7 +256,7 @@ class Dispatcher:
     def _job_waiting(self, session) -> bool:
         """Whether a job of ours waits for the cluster to start it (as last polled)."""
         return session.scalar(select(exists().where(
-            GradingRun.status == "running", GradingRun.executor == self.executor.name,
+            GradingRun.status == RunStatus.running.value, GradingRun.executor == self.executor.name,
             GradingRun.job_state == "PENDING")))
 
     def _plan(self, queued: list, now: dt.datetime, job_waiting: bool
@@ -266,7 +270,7 @@ class Dispatcher:
         for submission_id, slug, since in queued:
             info = self.catalogue.get(slug)
             by_shape[info.resources(self.resources) if info else self.resources].append(
-                (submission_id, since, spool.run_seconds(info.limits if info else {})))
+                (submission_id, since, spool.run_seconds(info.run_limits if info else Limits())))
         batches, due_in = [], math.inf
         for resources, rows in by_shape.items():
             pilot = self.pilots.choose(resources) if self.pilots else None
@@ -361,7 +365,7 @@ class Dispatcher:
                 submission = session.get(Submission, submission_id, with_for_update=True)
                 if submission is None or submission.status in grading.DONE:
                     continue
-                for run in [r for r in submission.runs if r.status == "running"]:
+                for run in [r for r in submission.runs if r.status == RunStatus.running.value]:
                     grading.cancel(session, run.id, reason)
                     runs.append(run)
                 grading.stop(submission)
@@ -381,7 +385,7 @@ class Dispatcher:
             return
         with self.database.sessions() as session:
             shared = set(session.scalars(select(GradingRun.external_id).where(
-                GradingRun.status == "running", GradingRun.external_id.in_(jobs))))
+                GradingRun.status == RunStatus.running.value, GradingRun.external_id.in_(jobs))))
         try:
             self.executor.cancel(sorted(jobs - shared))
         except ClusterError as exc:  # the job runs on, and its reports are stale
@@ -401,7 +405,7 @@ class Dispatcher:
             runs = session.execute(select(
                 GradingRun.id, GradingRun.external_id, GradingRun.executor, GradingRun.job_state,
                 GradingRun.job_reason, GradingRun.node, GradingRun.started_at)
-                .where(GradingRun.status == "running",
+                .where(GradingRun.status == RunStatus.running.value,
                        GradingRun.executor.in_((self.executor.name, "pilot")))).all()
         done = spool.done_runs(self.spool) if runs else set()
         outcomes = self._take_done([run.id for run in runs if str(run.id) in done])
@@ -462,7 +466,8 @@ class Dispatcher:
         last seen: run id → job, so that the job's end is recorded, not its last state seen."""
         with self.database.sessions() as session:
             return dict(session.execute(select(GradingRun.id, GradingRun.external_id).where(
-                GradingRun.executor == self.executor.name, GradingRun.status != "running",
+                GradingRun.executor == self.executor.name,
+                GradingRun.status != RunStatus.running.value,
                 GradingRun.external_id.is_not(None), GradingRun.job_state.in_(WAITING),
                 GradingRun.finished_at > utcnow() - FINAL_STATE_WINDOW)).all())
 
@@ -471,7 +476,7 @@ class Dispatcher:
         waiting, reports = list(run_ids), {}
         while True:
             for run_id in waiting:
-                report = self.executor.collect(str(run_id))
+                report = self.executor.read_report(str(run_id))
                 if report is not None:
                     reports[run_id] = report
             waiting = [r for r in waiting if r not in reports]
@@ -479,7 +484,7 @@ class Dispatcher:
                 return self._record_reports(reports)
             time.sleep(0.02)
 
-    def _record_reports(self, reports: dict[int, dict]) -> dict[int, str]:
+    def _record_reports(self, reports: dict[int, Report]) -> dict[int, str]:
         outcomes = {}
         for run_id, report in reports.items():
             with self.database.sessions.begin() as session:
@@ -562,7 +567,7 @@ class Dispatcher:
         with self.database.sessions() as session:
             return session.scalar(select(func.count()).select_from(GradingRun).where(
                 GradingRun.external_id == external_id, GradingRun.executor == self.executor.name,
-                GradingRun.status != "running")) > 0
+                GradingRun.status != RunStatus.running.value)) > 0
 
     def _note(self, states: dict[int, JobState]) -> None:
         """What the cluster said of runs, where it changed (of a run settled, its job's end):

@@ -1,16 +1,17 @@
 """The executor interface: where runs are graded (worker/grading/executors.py has the registry).
 
 A run's files are in the spool (worker/harness/spool.py) before it reaches an executor, and its
-report comes back there, written by the trusted grader. An executor
+report comes back there, written by the trusted grader (the local executor, whose grader answers
+on a pipe, keeps it in memory). An executor
 - `submit(jobs, resources)` starts grading them and returns an external id per job (runs packed
   into one cluster job share it), or raises SubmitError, carrying the raw output, having started
   nothing (ImpossibleRequest: never will; NotTakingJobs: not for a while);
 - `poll(ids)` says what became of those ids, in one call to the cluster whatever their number;
-- `collect(run_id)` reads a run's report once it exists (None before), or the grader's
-  "error" report when the platform failed;
+- `read_report(run_id)` is a run's report once it exists (None before), or the grader's
+  error report when the platform failed;
 - `cancel(ids)` stops them;
 - `log_tail(id)` is the end of a job's log, for staff when a job ended without reports.
-`grade(executor, jobs, resources)` is submit and wait, for the terminal.
+`submit_and_wait(executor, jobs, resources)` is what its name says, for the terminal.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Protocol
 
 from server.core.config import Resources
 from worker.harness.jobs import Job
+from worker.harness.report import Report
 
 # Slurm's job states, which every executor speaks, that may still end with a report
 WAITING = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_FED",
@@ -81,7 +83,7 @@ class Executor(Protocol):
 
     def poll(self, ids: list[str]) -> dict[str, JobState]: ...
 
-    def collect(self, run_id: str) -> dict | None: ...
+    def read_report(self, run_id: str) -> Report | None: ...
 
     def cancel(self, ids: list[str]) -> None: ...
 
@@ -91,15 +93,15 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def grade(executor: Executor, jobs: list[Job], resources: Resources,
-          poll_seconds: float = 1.0) -> list[dict]:
+def submit_and_wait(executor: Executor, jobs: list[Job], resources: Resources,
+                    poll_seconds: float = 1.0) -> list[Report]:
     """Submit the jobs together and wait for their reports, in their order (`hpcgrade grade
     --executor slurm`); a job that ended without one gets the grader's error report."""
     ids = dict(zip((job.id for job in jobs), executor.submit(jobs, resources)))
-    reports: dict[str, dict] = {}
+    reports: dict[str, Report] = {}
     while len(reports) < len(jobs):
         reports |= {job.id: report for job in jobs if job.id not in reports
-                    and (report := executor.collect(job.id)) is not None}
+                    and (report := executor.read_report(job.id)) is not None}
         waiting = [job for job in jobs if job.id not in reports]
         if not waiting:
             break
@@ -107,8 +109,7 @@ def grade(executor: Executor, jobs: list[Job], resources: Resources,
         for job in waiting:
             state = states[ids[job.id]]
             if state.outcome != "waiting":
-                reports[job.id] = executor.collect(job.id) or {
-                    "exercise": job.exercise, "status": "error",
-                    "error": f"job {ids[job.id]} ended {state.state} without a report"}
+                reports[job.id] = executor.read_report(job.id) or Report.grader_error(
+                    f"job {ids[job.id]} ended {state.state} without a report", job.exercise)
         time.sleep(poll_seconds)
     return [reports[job.id] for job in jobs]

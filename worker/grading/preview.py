@@ -30,24 +30,26 @@ from typing import Callable
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
-from server.core.grades import PREVIEW, PREVIEWING
-from server.core.models import GradingRun, Regrade, Submission, utcnow
+from server.core.models import GradingRun, Regrade, RunStatus, Submission, utcnow
 from worker.grading import settle as grading
 from worker.grading.dispatch import Dispatcher
 from worker.grading.executor import ClusterError, Executor, SubmitError
 from worker.harness import spool
+from worker.harness.jobs import Limits
+from worker.harness.report import Report
 
 log = logging.getLogger(__name__)
 
 
-def record(session: Session, run_id: int, worker: str, report: dict,
+def record(session: Session, run_id: int, worker: str, report: Report,
            now: dt.datetime | None = None) -> str:
     """Store a report on a preview run still this worker's: "preview" (graded) or "failed";
     "stale" when the run was taken over, or its regrade discarded."""
     run = session.get(GradingRun, run_id, with_for_update=True)
-    if run is None or run.status != PREVIEWING or run.worker != worker:
+    if run is None or run.status != RunStatus.previewing.value or run.worker != worker:
         return "stale"
-    run.status = PREVIEW if grading.store(run, report, now or utcnow()) else "failed"
+    run.status = (RunStatus.preview.value if grading.store(run, report, now or utcnow())
+                  else RunStatus.failed.value)
     return run.status
 
 
@@ -73,7 +75,8 @@ class PreviewGrader:
     # when the leases of the runs this worker holds were last renewed (time.monotonic())
     renewed_at: float = field(default=0.0, init=False)
 
-    def grade(self, regrade_id: int, gone: Callable[[str | None], bool]) -> dict[int, str]:
+    def grade_previews(self, regrade_id: int, gone: Callable[[str | None], bool]
+                       ) -> dict[int, str]:
         """Grade the regrade's preview runs that nobody grades; the outcome of each run."""
         claims, orphaned = self._claim(regrade_id, gone)
         waiting: dict[int, str] = {}  # run id → the executor's id for its job
@@ -110,7 +113,7 @@ class PreviewGrader:
             return []
         info = self.dispatcher.catalogue.get(claims[0].exercise)
         resources = info.resources(self.dispatcher.resources) if info else self.dispatcher.resources
-        seconds = spool.run_seconds(info.limits if info else {})
+        seconds = spool.run_seconds(info.run_limits if info else Limits())
         full, rest = self.dispatcher.pack(resources, [(c, None, seconds) for c in claims])
         return full + ([[c for c, _, _ in rest]] if rest else [])
 
@@ -143,7 +146,7 @@ class PreviewGrader:
             submission = selectinload(GradingRun.submission)
             runs = session.scalars(
                 select(GradingRun).where(GradingRun.regrade_id == regrade_id,
-                                         GradingRun.status == PREVIEWING)
+                                         GradingRun.status == RunStatus.previewing.value)
                 .order_by(GradingRun.id)
                 .options(submission.defer(Submission.code),
                          submission.selectinload(Submission.exercise),
@@ -202,7 +205,7 @@ class PreviewGrader:
         this worker's for another lease."""
         reports = {}
         for run_id in list(waiting):
-            report = self.executor.collect(str(run_id))
+            report = self.executor.read_report(str(run_id))
             if report is not None:
                 reports[run_id] = report
                 del waiting[run_id]
@@ -218,13 +221,14 @@ class PreviewGrader:
             return
         with self.dispatcher.database.sessions.begin() as session:
             session.execute(update(GradingRun).where(
-                GradingRun.regrade_id == regrade_id, GradingRun.status == PREVIEWING,
+                GradingRun.regrade_id == regrade_id,
+                GradingRun.status == RunStatus.previewing.value,
                 GradingRun.worker == self.dispatcher.worker).values(
                 lease_until=utcnow() + lease))
         self.renewed_at = time.monotonic()
 
     def _ended(self, waiting: dict[int, str], ended_before: set[str]
-               ) -> tuple[set[str], dict[int, dict]]:
+               ) -> tuple[set[str], dict[int, Report]]:
         """The jobs that ended, and an error report for each run whose job two polls in a row
         found ended without its report (one poll may beat a report through a shared
         filesystem). Those runs leave `waiting`."""
@@ -237,9 +241,8 @@ class PreviewGrader:
         lost = {}
         for run_id, job in list(waiting.items()):
             if job in ended and job in ended_before:
-                lost[run_id] = self.executor.collect(str(run_id)) or {
-                    "status": "error",
-                    "error": f"job {job} ended {states[job].state} without a report for this run"}
+                lost[run_id] = self.executor.read_report(str(run_id)) or Report.grader_error(
+                    f"job {job} ended {states[job].state} without a report for this run")
                 del waiting[run_id]
         return ended, lost
 
@@ -259,9 +262,9 @@ class PreviewGrader:
 
     def _fail(self, run_ids: list[int], reason: str) -> dict[int, str]:
         log.error("preview runs %s failed: %s", run_ids, reason)
-        return self._record({run_id: {"status": "error", "error": reason} for run_id in run_ids})
+        return self._record({run_id: Report.grader_error(reason) for run_id in run_ids})
 
-    def _record(self, reports: dict[int, dict]) -> dict[int, str]:
+    def _record(self, reports: dict[int, Report]) -> dict[int, str]:
         """The reports of one collect (a batch job's, on Slurm), in one transaction."""
         if not reports:
             return {}
@@ -277,6 +280,6 @@ def _claim_of(run: GradingRun) -> PreviewClaim:
     """What grading the run needs, and the seed of the grade it would replace: the latest
     "done" run's (a submission with a grader error has none)."""
     submission = run.submission
-    result = [r for r in submission.runs if r.status == "done"]
+    result = [r for r in submission.runs if r.status == RunStatus.done.value]
     return PreviewClaim(run.id, submission.id, submission.exercise.slug, submission.filename,
                         result[-1].seed if result else None)

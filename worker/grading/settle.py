@@ -20,9 +20,9 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.core.grades import take
-from server.core.models import (CheckResult, DiagnosticResult, GradingRun, Submission,
-                                SubmissionStatus, utcnow)
-from worker.harness.report import MAX_REPORT_BYTES, clip, size
+from server.core.models import (CheckResult, DiagnosticResult, GradingRun, RunStatus,
+                                Submission, SubmissionStatus, utcnow)
+from worker.harness.report import Report, clip
 
 MAX_RUNS = 3
 # what the database raises while it is away (stopped, restarting, unreachable): worth waiting for
@@ -50,13 +50,15 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
     if submission is None or submission.status != SubmissionStatus.queued.value:
         return None
     runs = submission.runs
-    if runs and runs[-1].status == "running":  # a regrade asked while it ran: that run's grade stands
+    # a regrade asked while it ran: that run's grade stands
+    if runs and runs[-1].status == RunStatus.running.value:
         return None
     if len(runs) - submission.retry_from >= MAX_RUNS:
         submission.status = SubmissionStatus.error.value
         return None
     run = GradingRun(submission=submission, attempt=len(runs) + 1, executor=executor,
-                     status="running", worker=worker, started_at=now, lease_until=now + lease)
+                     status=RunStatus.running.value, worker=worker, started_at=now,
+                     lease_until=now + lease)
     submission.status = SubmissionStatus.running.value
     session.add(run)
     session.flush()
@@ -100,7 +102,8 @@ def recover(sessions: sessionmaker, dead: Callable[[str | None], bool],
     with sessions() as session:
         runs = session.execute(select(
             GradingRun.id, GradingRun.submission_id, GradingRun.worker, GradingRun.lease_until)
-            .where(GradingRun.status == "running", GradingRun.external_id.is_(None))).all()
+            .where(GradingRun.status == RunStatus.running.value,
+                   GradingRun.external_id.is_(None))).all()
     queued = []
     for run_id, submission_id, worker, lease_until in runs:
         if lease_until < now or dead(worker):
@@ -113,7 +116,7 @@ def recover(sessions: sessionmaker, dead: Callable[[str | None], bool],
 def _current(session: Session, run_id: int) -> GradingRun | None:
     """The run, locked, if it is still its submission's live run (else another run took over)."""
     run = session.get(GradingRun, run_id, with_for_update=True)
-    if run is None or run.status != "running" or run.submission.status in DONE:
+    if run is None or run.status != RunStatus.running.value or run.submission.status in DONE:
         return None
     return run
 
@@ -130,11 +133,11 @@ def _after_failure(run: GradingRun) -> str:
 
 
 def _lose(run: GradingRun, reason: str, now: dt.datetime) -> str:
-    run.status, run.error, run.finished_at = "lost", reason, now
+    run.status, run.error, run.finished_at = RunStatus.lost.value, reason, now
     return _after_failure(run)
 
 
-def record(session: Session, run_id: int, report: dict, now: dt.datetime | None = None) -> str:
+def record(session: Session, run_id: int, report: Report, now: dt.datetime | None = None) -> str:
     """Store a report for a run that is still the submission's current one; returns the outcome:
     graded, failed (the grader failed: another run follows, or the submission is an error), or
     stale (another run took over, or staff cancelled it: its word stands)."""
@@ -142,50 +145,35 @@ def record(session: Session, run_id: int, report: dict, now: dt.datetime | None 
     if run is None:
         return "stale"
     if not store(run, report, now or utcnow()):
-        run.status = "failed"
+        run.status = RunStatus.failed.value
         _after_failure(run)
         return "failed"
     take(run)
     return "graded"
 
 
-def store(run: GradingRun, report: dict, now: dt.datetime) -> bool:
+def store(run: GradingRun, report: Report, now: dt.datetime) -> bool:
     """A report's facts on its run (its checks, seed and score, or the grader's error); whether
-    it is a grade. The run's status and its submission are the caller's."""
+    it is a grade. The run's status and its submission are the caller's. The one place where
+    a report becomes rows: one larger than the service stores never got here (Report.parse
+    made it the grader's error)."""
     run.finished_at = now
-    refused = oversized(report)
-    if refused:  # nothing of it is stored: a grader error, never a grade
-        run.error = refused
+    run.environment, run.timing = report.environment or None, report.timing or None
+    run.seed = report.seed
+    if not report.graded:
+        run.error = clip(report.error or "the grader failed")
         return False
-    run.environment, run.timing = report.get("environment"), report.get("timing")
-    run.seed = report.get("seed")
-    if report.get("status") != "graded":
-        run.error = clip(report.get("error") or "the grader failed")
-        return False
-    run.sandbox, run.notes, run.output = report.get("sandbox"), report.get("notes"), report.get("output")
-    for position, check in enumerate(report["checks"]):
+    run.sandbox, run.notes, run.output = report.sandbox, list(report.notes), report.output
+    for position, check in enumerate(report.checks):
         run.checks.append(CheckResult(
-            position=position, name=check["name"], title=check["title"], points=check["points"],
-            max_points=check["max_points"], passed=check["passed"], message=check["message"],
-            titles=check.get("titles"),
+            position=position, name=check.name, title=check.title, points=check.points,
+            max_points=check.max_points, passed=check.passed, message=check.message,
+            titles=check.titles,
             diagnostics=[DiagnosticResult(code=d["code"], message=d["message"], hint=d["hint"],
                                           details=d["details"], translations=d["translations"])
-                         for d in check["diagnostics"]]))
-    run.score, run.max_score = report["score"], report["max_score"]
+                         for d in check.diagnostics]))
+    run.score, run.max_score = report.score, report.max_score
     return True
-
-
-def oversized(report: dict) -> str | None:
-    """Why the service refuses to store this report (it is larger than any report the grader
-    makes: an older or broken harness), or None."""
-    try:
-        found = size(report)
-    except (TypeError, ValueError) as exc:  # not JSON at all
-        return f"the report cannot be stored: {clip(exc, 200)}"
-    if found > MAX_REPORT_BYTES:
-        return (f"the report is {found} bytes, more than the {MAX_REPORT_BYTES} the service "
-                "stores: nothing of it was stored")
-    return None
 
 
 def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
@@ -200,7 +188,7 @@ def cancel(session: Session, run_id: int, reason: str, now: dt.datetime | None =
     run = _current(session, run_id)
     if run is None:
         return "stale"
-    run.status, run.error, run.finished_at = "cancelled", reason, now or utcnow()
+    run.status, run.error, run.finished_at = RunStatus.cancelled.value, reason, now or utcnow()
     stop(run.submission)
     return "cancelled"
 
@@ -219,7 +207,7 @@ def refuse(session: Session, run_id: int, reason: str, now: dt.datetime | None =
     run = _current(session, run_id)
     if run is None:
         return "stale"
-    run.status, run.error, run.finished_at = "failed", reason, now or utcnow()
+    run.status, run.error, run.finished_at = RunStatus.failed.value, reason, now or utcnow()
     run.submission.status = SubmissionStatus.error.value
     return "error"
 
@@ -227,8 +215,9 @@ def refuse(session: Session, run_id: int, reason: str, now: dt.datetime | None =
 def release(session: Session, run_ids: list[int]) -> None:
     """Runs whose submissions never reached the executor (sbatch failed): as if never claimed."""
     submissions = session.scalars(select(Submission).join(GradingRun).where(
-        GradingRun.id.in_(run_ids), GradingRun.status == "running").with_for_update(of=Submission))
+        GradingRun.id.in_(run_ids), GradingRun.status == RunStatus.running.value
+    ).with_for_update(of=Submission))
     for submission in submissions:
         submission.status = SubmissionStatus.queued.value
     session.execute(delete(GradingRun).where(GradingRun.id.in_(run_ids),
-                                             GradingRun.status == "running"))
+                                             GradingRun.status == RunStatus.running.value))

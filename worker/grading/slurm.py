@@ -23,12 +23,13 @@ from pathlib import Path
 from server.core.catalogue import ExerciseInfo
 from server.core.config import Resources, Settings
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, NotTakingJobs
-from worker.grading.slurm_text import (Limits, job_script, late_job_id, limits, parse_comments,
-                                       parse_nodes, parse_partition_nodes, parse_partitions,
-                                       parse_sacct, parse_sbatch, parse_squeue, parse_squeue_json,
-                                       permanent_sbatch_error, sbatch_options)
+from worker.grading.slurm_text import (PartitionLimits, job_script, late_job_id, limits,
+                                       parse_comments, parse_nodes, parse_partition_nodes,
+                                       parse_partitions, parse_sacct, parse_sbatch, parse_squeue,
+                                       parse_squeue_json, permanent_sbatch_error, sbatch_options)
 from worker.harness import spool
-from worker.harness.jobs import Job
+from worker.harness.jobs import Job, Limits
+from worker.harness.report import Report
 from worker.harness.runner import PACKAGE_ROOT
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class SlurmExecutor:
         self.commands = SlurmCommands(settings.slurm_submit_host, settings.slurm_ssh_options,
                                       self._ssh_sockets() if settings.slurm_submit_host else None)
         self.job_name, self.pilot_name = f"hpcgrade-{self.course}", f"hpcgrade-{self.course}-pilot"
-        self._limits: dict[str | None, tuple[float, Limits]] = {}
+        self._limits: dict[str | None, tuple[float, PartitionLimits]] = {}
         self._sacct = ["sacct"]
         self._squeue_json: bool | None = None  # whether this Slurm's squeue --json serves; unknown
         self.backoff = Backoff(*SUBMIT_BACKOFF)  # the executor lives as long as its worker
@@ -140,7 +141,8 @@ class SlurmExecutor:
         script = job_script(options, python=self.python, checkout=PACKAGE_ROOT,
                             harness=["spool", str(self.spool), *run_ids], modules=self.modules,
                             minutes=resources.time, stop_seconds=int(max(
-                                spool.run_seconds(job.limits) for job in jobs)) + STOP_MARGIN)
+                                spool.run_seconds(Limits.from_dict(job.limits))
+                                for job in jobs)) + STOP_MARGIN)
         return [self._sbatch(script, batch)] * len(jobs)
 
     def _sbatch(self, script: str, batch: str) -> str:
@@ -235,7 +237,7 @@ class SlurmExecutor:
                 return self._accounted(ids)
             return {}
 
-    def collect(self, run_id: str) -> dict | None:
+    def read_report(self, run_id: str) -> Report | None:
         return spool.read_report(spool.run_dir(self.spool, run_id))
 
     def cancel(self, ids: list[str]) -> None:
@@ -256,7 +258,7 @@ class SlurmExecutor:
 
     # --- what the cluster can hold ----------------------------------------------------------
 
-    def limits(self, partition: str | None) -> Limits:
+    def limits(self, partition: str | None) -> PartitionLimits:
         cached = self._limits.get(partition)
         if cached and time.monotonic() - cached[0] < LIMITS_SECONDS:
             return cached[1]

@@ -165,7 +165,7 @@ def parse_sacct(output: str) -> dict[str, JobState]:
 
 
 @dataclass(frozen=True)
-class Limits:
+class PartitionLimits:
     """The most one job can have in a partition: the largest node, capped by the partition."""
 
     partition: str
@@ -262,7 +262,8 @@ def gres_gpus(gres: str) -> int:
     return total
 
 
-def limits(partition: str, fields: dict[str, str], nodes: list[tuple[int, int, int]]) -> Limits:
+def limits(partition: str, fields: dict[str, str],
+           nodes: list[tuple[int, int, int]]) -> PartitionLimits:
     if not nodes:
         raise ClusterError(f"partition {partition} has no nodes", "")
 
@@ -271,6 +272,6 @@ def limits(partition: str, fields: dict[str, str], nodes: list[tuple[int, int, i
         return min(value, int(limit)) if limit.isdigit() else value
 
     time = fields.get("MaxTime", "UNLIMITED")
-    return Limits(partition, cap(max(n[0] for n in nodes), "MaxCPUsPerNode"),
+    return PartitionLimits(partition, cap(max(n[0] for n in nodes), "MaxCPUsPerNode"),
                   cap(max(n[1] for n in nodes), "MaxMemPerNode"), max(n[2] for n in nodes),
                   None if time == "UNLIMITED" else slurm_minutes(time))

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from server.core.config import Settings
 from server.core.db import Database
-from server.core.models import GradingRun
+from server.core.models import GradingRun, RunStatus
 from worker.harness import pilot as layout
 from worker.harness import spool
 
@@ -46,7 +46,7 @@ def prune_spool(settings: Settings, database: Database) -> Pruned:
     running whatever their age."""
     with database.sessions() as session:
         running = {str(run_id) for run_id in session.scalars(
-            select(GradingRun.id).where(GradingRun.status == "running"))}
+            select(GradingRun.id).where(GradingRun.status == RunStatus.running.value))}
     return prune(Path(settings.spool_dir), settings.spool_keep_days, running)
 
 

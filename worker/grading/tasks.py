@@ -15,7 +15,7 @@ from typing import Callable, ContextManager
 from celery import shared_task
 from flask import current_app
 
-from server.core.catalogue import load_catalogue
+from server.core.catalogue import current_catalogue
 from server.core.config import app_settings
 from server.core.mail import MailAway, report_refused, send_links
 from server.core.models import User
@@ -40,9 +40,10 @@ MAIL_RETRY_SECONDS = 60  # a mail server that is away is tried again this often,
 
 
 def dispatcher(node: str | None = None) -> Dispatcher:
-    """The exercises are read again for every task, so edits apply without a restart."""
+    """The exercises are read again when their folder changed, so edits apply without a
+    restart."""
     return Dispatcher.from_settings(current_app.extensions["hpcgrade.db"], worker_executor(),
-                                    load_catalogue(), app_settings(), node)
+                                    current_catalogue(), app_settings(), node)
 
 
 def worker_executor() -> Executor:
@@ -113,7 +114,7 @@ def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/grading/preview.py); nothing is published."""
     grader = PreviewGrader(dispatcher(self.request.hostname),
                            app_settings().slurm_poll_seconds)
-    return grader.grade(regrade_id, grading.gone_here(self.request.hostname))
+    return grader.grade_previews(regrade_id, grading.gone_here(self.request.hostname))
 
 
 @shared_task(name="hpcgrade.mail_links", bind=True, **RETRY_WHILE_AWAY)

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.harness import spool
-from worker.harness.jobs import REQUIRED_LAYERS, Job
+from worker.harness.jobs import REQUIRED_LAYERS, Job, Limits
 from worker.harness.launch import Zygote, child_environment
-from worker.harness.report import clip, host_environment
+from worker.harness.report import Report, clip, host_environment
 
 if TYPE_CHECKING:
     from worker.harness.grader import Harness
@@ -50,16 +50,16 @@ def start_harness(scratch_root: str | None) -> Harness:
         raise CannotGrade(f"the harness could not start: {type(exc).__name__}: {exc}") from None
 
 
-def error_report(exercise: str | None, job_id: str | None, message: str) -> dict:
-    """The grader failed, not the submission: never shown as a zero, and retried."""
-    return {"status": "error", "error": message, "exercise": exercise, "job_id": job_id,
-            "environment": host_environment(), "timing": {"started_at": time.time()}}
+def error_report(exercise: str | None, job_id: str | None, message: str) -> Report:
+    """The grader failed, not the submission, here and now."""
+    return Report.grader_error(message, exercise, job_id, host_environment(),
+                               {"started_at": time.time()})
 
 
-def report_or_error(harness: Harness, job: Job) -> dict:
+def report_or_error(harness: Harness, job: Job) -> Report:
     """The job's report, or the grader's error report when the harness itself fails."""
     try:
-        return harness.grade_job(job).to_dict()
+        return harness.grade_job(job)
     except Exception as exc:
         traceback.print_exc()
         return error_report(job.exercise, job.id, clip(f"{type(exc).__name__}: {exc}"))
@@ -81,9 +81,10 @@ def serve(scratch_root: str | None) -> int:
             try:
                 job = Job.from_dict(json.loads(line))
             except (ValueError, TypeError) as exc:
-                reports.write(json.dumps(error_report(None, None, f"not a job: {exc}")) + "\n")
-                continue
-            reports.write(json.dumps(report_or_error(harness, job)) + "\n")
+                report = error_report(None, None, f"not a job: {exc}")
+            else:
+                report = report_or_error(harness, job)
+            reports.write(json.dumps(report.to_dict()) + "\n")
     reports.close()
     return 0
 
@@ -94,13 +95,18 @@ def log(message: str) -> None:
     print(f"hpcgrade: {message}", file=sys.stderr, flush=True)
 
 
-def grade_run(harness: Harness, folder: Path) -> dict:
+def read_job(folder: Path) -> Job | Report:
+    """The run's job, or the grader's error report when its job.json cannot be read."""
+    try:
+        return spool.read_job(folder)
+    except spool.UnreadableRun as exc:
+        return error_report(None, folder.name, str(exc))
+
+
+def grade_run(harness: Harness, folder: Path, job: Job | Report) -> Report:
     """Grade one run of the spool and write its report there (unless the service took the run
     back meanwhile: then nobody reads it)."""
-    try:
-        report = report_or_error(harness, spool.read_job(folder))
-    except spool.UnreadableRun as exc:
-        report = error_report(None, folder.name, str(exc))
+    report = job if isinstance(job, Report) else report_or_error(harness, job)
     try:
         spool.write_report(folder, report)
     except FileNotFoundError:
@@ -112,7 +118,7 @@ def _to_grade(folder: Path) -> bool:
     if not folder.is_dir():
         log(f"run {folder.name}: the service took it back, skipped")
         return False
-    if spool.read_report(folder) is not None:
+    if spool.has_report(folder):
         restarts = os.environ.get("SLURM_RESTART_COUNT", "unset")
         log(f"run {folder.name}: already reported, skipped (SLURM_RESTART_COUNT={restarts})")
         return False
@@ -125,10 +131,10 @@ def _to_grade(folder: Path) -> bool:
     return True
 
 
-def _summary(report: dict) -> str:
-    if report.get("status") != "graded":
-        return f"error: {report.get('error')}"
-    return f"graded {report['score']:g}/{report['max_score']:g} in {report['timing']['total']:.2f} s"
+def _summary(report: Report) -> str:
+    if not report.graded:
+        return f"error: {report.error}"
+    return f"graded {report.score:g}/{report.max_score:g} in {report.timing['total']:.2f} s"
 
 
 # set by SIGUSR1, which Slurm sends a batch job some time before its time limit (--signal)
@@ -139,17 +145,17 @@ def _stop_taking(_signum, _frame) -> None:
     STOP_TAKING["asked"] = True
 
 
-def _time_for(folder: Path, until: float | None) -> bool:
+def _time_for(job: Job | Report, until: float | None) -> bool:
     """Whether the run could end before the job's time limit (`until`, seconds since the
     epoch), at its exercise's budget and the second look's time."""
     if STOP_TAKING["asked"]:
         return False
-    if until is None:
+    if until is None or isinstance(job, Report):  # an error report takes no time
         return True
     try:
-        limits = spool.read_job(folder).limits
-    except spool.UnreadableRun:
-        return True  # its error report takes no time
+        limits = Limits.from_dict(job.limits)
+    except (ValueError, TypeError):  # the grader refuses them: its error report takes none
+        return True
     return time.time() + spool.run_seconds(limits) <= until
 
 
@@ -157,7 +163,7 @@ def _leave(folders: list[Path], why: str) -> None:
     """Runs this job will not grade: marked so, for the service to queue them again."""
     for folder in folders:
         try:
-            if spool.read_report(folder) is None:
+            if not spool.has_report(folder):
                 spool.mark_not_started(folder)
                 log(f"run {folder.name}: not started, {why}: back to the queue")
         except OSError:  # the service took it back meanwhile
@@ -177,7 +183,7 @@ def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None,
         harness = start_harness(scratch_root)
     except CannotGrade as exc:
         for folder in folders:
-            if spool.read_report(folder) is None:
+            if not spool.has_report(folder):
                 spool.write_report(folder, error_report(None, folder.name, str(exc)))
                 log(f"run {folder.name}: error: {exc}")
         return 1
@@ -186,7 +192,8 @@ def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None,
         for index, folder in enumerate(folders):
             if not _to_grade(folder):  # asked again: a run may be cancelled while others are graded
                 continue
-            if taken and not _time_for(folder, until):  # the first run always: else never
+            job = read_job(folder)
+            if taken and not _time_for(job, until):  # the first run always: else never
                 _leave(folders[index:], "the job's time limit is near" if not STOP_TAKING[
                     "asked"] else "Slurm signalled the job's end")
                 break
@@ -195,7 +202,7 @@ def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None,
                 spool.mark_started(folder)
             except OSError:
                 continue  # the service took it back
-            log(f"run {folder.name}: {_summary(grade_run(harness, folder))}")
+            log(f"run {folder.name}: {_summary(grade_run(harness, folder, job))}")
     return 0
 
 
@@ -218,7 +225,7 @@ def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
 
     def grade_assigned(folder: Path) -> None:
         if _to_grade(folder):
-            log(f"run {folder.name}: {_summary(grade_run(harness, folder))}")
+            log(f"run {folder.name}: {_summary(grade_run(harness, folder, read_job(folder)))}")
 
     # scancel and the time limit send SIGTERM: end at once, the heartbeat saying so, and the
     # service sends the run in hand elsewhere

@@ -184,7 +184,8 @@ class Harness:
                               else ("cpu" if job.device == "auto" else job.device))
         seed = job.seed if job.seed is not None else secrets.randbits(48)
         exercise = self.exercise(job)
-        base = dict(exercise=job.exercise, status="graded", seed=seed, lang=job.lang, job_id=job.id,
+        base = dict(exercise=job.exercise, status=reports.ReportStatus.GRADED, seed=seed,
+                    lang=job.lang, job_id=job.id,
                     max_score=sum(s.points for s in exercise.checks),
                     environment=environment(device))
         try:

@@ -1,11 +1,21 @@
-"""The report: the stable JSON contract of `hpcgrade grade --json` and of every grading run."""
+"""The report: the stable JSON contract of `hpcgrade grade --json` and of every grading run.
+
+One type, `Report`, is the result of a run wherever it goes: from the harness (its stdout, or
+report.json in the spool) through the executors and dispatch to the database
+(worker/grading/settle.py). It crosses each process boundary as `to_dict` (JSON) and is read
+back with `from_dict`, or `parse`, which turns whatever is not a report into the grader's error.
+Who failed is its status: GRADED, the grader worked, and what the submission got wrong is in its
+checks and notes (a zero is a grade); ERROR, the grader itself failed (`error` says why), which
+is never shown as a zero and is retried.
+"""
 from __future__ import annotations
 
+import enum
 import json
 import os
 import platform
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 # the kind of note that says why the file, or some of its functions, could not be checked at all
 LOAD_ERROR = "load-error"
@@ -36,13 +46,30 @@ class CheckResult:
     diagnostics: tuple[dict, ...] = ()
     titles: dict = field(default_factory=dict)  # the title in every language, for the service
 
+    @classmethod
+    def from_dict(cls, data: dict) -> CheckResult:
+        """ValueError when a field the service stores is missing."""
+        missing = [f.name for f in fields(cls) if f.name not in data and f.name not in _OPTIONAL]
+        if missing:
+            raise ValueError(f"a check without {', '.join(missing)}")
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        return cls(**dict(known, diagnostics=tuple(data["diagnostics"])))
+
+
+_OPTIONAL = frozenset({"titles"})
+
+
+class ReportStatus(str, enum.Enum):
+    GRADED = "graded"  # the grader worked: a grade, a zero included
+    ERROR = "error"  # the grader itself failed: never shown as a zero, and retried
+
 
 @dataclass(frozen=True)
 class Report:
-    exercise: str
-    status: str  # "graded", or "error" when the grader itself failed (never shown as a zero)
+    exercise: str | None
+    status: ReportStatus
     score: float
-    max_score: float
+    max_score: float | None
     checks: tuple[CheckResult, ...] = ()
     notes: tuple[dict, ...] = ()
     output: str = ""
@@ -51,14 +78,77 @@ class Report:
     timing: dict = field(default_factory=dict)
     seed: int | None = None
     lang: str = "en"
-    job_id: str = ""
-    error: str | None = None
+    job_id: str | None = ""
+    error: str | None = None  # why the grader failed
+    cut: bool = False  # strings, or the whole, were cut to fit the bounds (see `bounded`)
+
+    @property
+    def graded(self) -> bool:
+        return self.status == ReportStatus.GRADED
+
+    @classmethod
+    def grader_error(cls, error: str, exercise: str | None = None, job_id: str | None = None,
+                     environment: dict | None = None, timing: dict | None = None) -> Report:
+        """The grader failed, not the submission: `error` says why."""
+        return cls(exercise, ReportStatus.ERROR, 0.0, None, job_id=job_id, error=error,
+                   environment=environment or {}, timing=timing or {})
 
     def to_dict(self) -> dict:
-        """The JSON contract (DESIGN.md); the service reads it back as plain JSON. Bounded:
-        every string to MAX_TEXT characters, the output to MAX_OUTPUT, the whole to
-        MAX_REPORT_BYTES (see `bounded`)."""
-        return bounded(asdict(self))
+        """The JSON contract (DESIGN.md). Bounded: every string to MAX_TEXT characters, the
+        output to MAX_OUTPUT, the whole to MAX_REPORT_BYTES (see `bounded`); "cut" only when
+        something was."""
+        data = _as_json(asdict(self))
+        data["status"] = self.status.value
+        if not data.pop("cut"):
+            return bounded(data)
+        return dict(bounded(data), cut=True)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Report:
+        """A report as JSON: what it lacks takes its default, what this release does not know
+        is left out. ValueError when it is not one the service stores: not an object, larger
+        than MAX_REPORT_BYTES (an older or broken harness), of no known status, or graded
+        without its score, maximum or checks."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        try:
+            found = size(data)
+        except (TypeError, ValueError) as exc:  # not JSON at all
+            raise ValueError(f"the report cannot be stored: {clip(exc, 200)}") from None
+        if found > MAX_REPORT_BYTES:
+            raise ValueError(f"the report is {found} bytes, more than the {MAX_REPORT_BYTES} "
+                             "the service stores: nothing of it was stored")
+        status = ReportStatus(data.get("status"))
+        missing = [k for k in ("score", "max_score", "checks") if k not in data]
+        if status == ReportStatus.GRADED and missing:
+            raise ValueError(f"a graded report without {', '.join(missing)}")
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        try:
+            checks = tuple(CheckResult.from_dict(c) for c in data.get("checks") or ())
+        except (TypeError, KeyError) as exc:
+            raise ValueError(f"a check is garbled: {exc}") from None
+        return cls(**dict(known, exercise=data.get("exercise"), status=status, checks=checks,
+                          score=data.get("score", 0.0), max_score=data.get("max_score"),
+                          notes=tuple(data.get("notes") or ())))
+
+    @classmethod
+    def parse(cls, data: object, where: str = "") -> Report:
+        """`from_dict` that never fails: what is not a report is the grader's error, which
+        says why (after `where`, when given: where the report was read)."""
+        try:
+            return cls.from_dict(data)
+        except ValueError as exc:
+            return cls.grader_error(f"{where}: {exc}" if where else str(exc))
+
+
+def _as_json(value: object) -> object:
+    """`value` with its tuples as lists, as JSON reads them back: else `bounded`, which compares
+    the report before and after, would find every report cut."""
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
+    return value
 
 
 def clip(text: object, limit: int = MAX_TEXT) -> str:
@@ -113,7 +203,7 @@ def bounded(report: dict) -> dict:
                            for c in candidate.get("checks", [])]
     if size(candidate) <= MAX_REPORT_BYTES:
         return candidate
-    return {"exercise": report.get("exercise"), "status": "error", "score": 0.0,
+    return {"exercise": report.get("exercise"), "status": ReportStatus.ERROR, "score": 0.0,
             "max_score": report.get("max_score"), "job_id": report.get("job_id"),
             "environment": report.get("environment"), "seed": report.get("seed"),
             "error": f"the report is larger than {MAX_REPORT_BYTES} bytes even when cut"}

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from worker.harness.jobs import Job
+from worker.harness.report import Report
 
 PASSED_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "TMPDIR")
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -51,14 +52,14 @@ class HarnessProcess:
             raise HarnessFailed(f"the harness process exited with status {code}")
         return json.loads(line)
 
-    def report_for(self, job: Job) -> dict:
+    def report_for(self, job: Job) -> Report:
         """The job sent to the harness process, and the report it writes back."""
         try:
             self.process.stdin.write(json.dumps(job.to_dict()) + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             raise HarnessFailed("the harness process is gone") from None
-        return self._read()
+        return Report.parse(self._read(), "the harness's reply")
 
     def close(self) -> None:
         if self.process.stdin:

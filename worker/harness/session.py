@@ -136,12 +136,12 @@ class Session:
             self.fatal = Diagnostic(died.code, dict(died.details, what=LOADING))
             raise Fail(self.fatal) from None
         except StudentError as exc:  # the loader itself raised: the code broke it (replaced a builtin)
-            self.fatal = import_error(exc.info)
+            self.fatal = _import_error(exc.info)
             raise Fail(self.fatal) from None
         if self.load_result is None:
             self.load_result = reply
         if reply.get("import_error"):
-            self.fatal = import_error(reply["import_error"])
+            self.fatal = _import_error(reply["import_error"])
             raise Fail(self.fatal)
 
     def after_death(self, died: StudentDied) -> None:

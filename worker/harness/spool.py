@@ -17,6 +17,11 @@ The layout is a contract between the service and the harness (standard library o
 The service account and the grading account share the spool's group, and each writes what the
 other reads or removes: folders are made 0o2770 (the set-group-ID bit passes the group on) and
 files 0o660, whatever the umask of either.
+
+Each file is written once and read by the other side only: the service keeps the Job it wrote
+(`write_run`), the harness the Report it wrote; the harness reads job.json once per run, and
+looks whether report.json exists without reading it. report.json is `Report.to_dict()`, read
+back with `Report.parse`, so a garbled or oversized one is the grader's error of that run.
 """
 from __future__ import annotations
 
@@ -25,10 +30,11 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from worker.harness.jobs import Job, Limits
-from worker.harness.report import MAX_REPORT_BYTES
+from worker.harness.report import MAX_REPORT_BYTES, Report
 
 FOLDER_MODE = 0o2770
 FILE_MODE = 0o660
@@ -56,9 +62,10 @@ def run_dir(spool: str | os.PathLike, run_id: str) -> Path:
     return Path(spool) / "runs" / checked_run_id(run_id)
 
 
-def write_run(spool: str | os.PathLike, job: Job, code: bytes) -> Path:
+def write_run(spool: str | os.PathLike, job: Job, code: bytes) -> Job:
     """The service's side: the run's folder with its submission and job.json (written last, so a
-    job.json that exists names a complete run)."""
+    job.json that exists names a complete run); returns the job as the harness reads it
+    (`read_job`), its submission in the run folder."""
     suffix = Path(job.filename).suffix.lower()
     if suffix not in SUFFIXES:
         raise ValueError(f"a submission must be {' or '.join(SUFFIXES)}, not {job.filename!r}")
@@ -66,7 +73,7 @@ def write_run(spool: str | os.PathLike, job: Job, code: bytes) -> Path:
     name = "submission" + suffix
     write_atomically(folder / name, code)
     write_atomically(folder / JOB, json.dumps(dict(job.to_dict(), submission=name)).encode())
-    return folder
+    return replace(job, submission=str(folder.resolve() / name))
 
 
 def read_job(folder: Path) -> Job:
@@ -81,13 +88,17 @@ def read_job(folder: Path) -> Job:
         raise UnreadableRun(f"{folder / JOB}: {type(exc).__name__}: {exc}") from None
 
 
-def write_report(folder: Path, report: dict) -> None:
+def write_report(folder: Path, report: Report) -> None:
     """Atomic: the service never reads half a report, and a killed grader leaves none."""
-    write_atomically(folder / REPORT, json.dumps(report).encode())
+    write_atomically(folder / REPORT, json.dumps(report.to_dict()).encode())
     mark_done(folder)
 
 
-def read_report(folder: Path) -> dict | None:
+def has_report(folder: Path) -> bool:
+    return (folder / REPORT).exists()
+
+
+def read_report(folder: Path) -> Report | None:
     """The report, None while there is none; a garbled one, or one larger than any the grader
     makes (MAX_REPORT_BYTES), reads as the grader's error, the latter without being read."""
     try:
@@ -96,24 +107,18 @@ def read_report(folder: Path) -> dict | None:
     except FileNotFoundError:
         return None
     if len(data) > MAX_REPORT_BYTES:
-        return {"status": "error", "error": f"the report in {folder} is {found} bytes, more than "
-                                            f"the {MAX_REPORT_BYTES} the service stores"}
+        return Report.grader_error(f"the report in {folder} is {found} bytes, more than the "
+                                   f"{MAX_REPORT_BYTES} the service stores")
     try:
-        report = json.loads(data)
-        if not isinstance(report, dict):
-            raise ValueError(f"a JSON {type(report).__name__}, not an object")
+        parsed = json.loads(data)
     except ValueError as exc:
-        return {"status": "error", "error": f"the report in {folder} is garbled: {exc}"}
-    return report
+        return Report.grader_error(f"the report in {folder} is garbled: {exc}")
+    return Report.parse(parsed, f"the report in {folder}")
 
 
-def run_seconds(limits: dict) -> float:
-    """The longest one run of an exercise with these [limits] takes in a batch job."""
-    try:
-        budget = Limits.from_dict(limits).budget_seconds
-    except (ValueError, TypeError):
-        budget = Limits.budget_seconds
-    return budget + RUN_OVERHEAD_SECONDS
+def run_seconds(limits: Limits) -> float:
+    """The longest one run of an exercise with these limits takes in a batch job."""
+    return limits.budget_seconds + RUN_OVERHEAD_SECONDS
 
 
 def mark_started(folder: Path) -> None:
