@@ -51,8 +51,9 @@ from server.core.models import (Exercise, GradingRun, RunStatus, Submission, Sub
                                 utcnow)
 from server.core.queue import TURNS
 from worker.grading import settle as grading
-from worker.grading.executor import (WAITING, ClusterError, Executor, ImpossibleRequest, JobState,
-                             NotTakingJobs, SubmitError)
+from worker.grading.executor import (WAITING, ClusterError, Executor, ImpossibleRequest,
+                                     JobState, NotTakingJobs, SubmitError,
+                                     reports_as_they_come)
 from worker.grading.pilots import Pilots
 from worker.harness import spool
 from worker.harness.jobs import REQUIRED_LAYERS, Job, Limits
@@ -472,17 +473,10 @@ class Dispatcher:
                 GradingRun.finished_at > utcnow() - FINAL_STATE_WINDOW)).all())
 
     def _collect_reports(self, run_ids: list[int], wait: float = 0.0) -> dict[int, str]:
-        deadline = time.monotonic() + wait
-        waiting, reports = list(run_ids), {}
-        while True:
-            for run_id in waiting:
-                report = self.executor.read_report(str(run_id))
-                if report is not None:
-                    reports[run_id] = report
-            waiting = [r for r in waiting if r not in reports]
-            if not waiting or time.monotonic() >= deadline:
-                return self._record_reports(reports)
-            time.sleep(0.02)
+        reports: dict[int, Report] = {}
+        for found in reports_as_they_come(self.executor, dict.fromkeys(run_ids), 0.02, wait):
+            reports |= found
+        return self._record_reports(reports)
 
     def _record_reports(self, reports: dict[int, Report]) -> dict[int, str]:
         outcomes = {}

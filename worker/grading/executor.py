@@ -11,12 +11,14 @@ on a pipe, keeps it in memory). An executor
   error report when the platform failed;
 - `cancel(ids)` stops them;
 - `log_tail(id)` is the end of a job's log, for staff when a job ended without reports.
-`submit_and_wait(executor, jobs, resources)` is what its name says, for the terminal.
+`reports_as_they_come` is the one loop that waits for reports (dispatch, a regrade's preview and
+`submit_and_wait(executor, jobs, resources)`, for the terminal, all wait with it).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from collections.abc import Iterator, MutableMapping
 from typing import Protocol
 
 from server.core.config import Resources
@@ -93,23 +95,47 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
+def ready_reports(executor: Executor, waiting: MutableMapping) -> dict:
+    """The reports that exist now for the runs in `waiting` (keyed by run id), which leave it."""
+    found = {run_id: report for run_id in list(waiting)
+             if (report := executor.read_report(str(run_id))) is not None}
+    for run_id in found:
+        del waiting[run_id]
+    return found
+
+
+def reports_as_they_come(executor: Executor, waiting: MutableMapping, interval: float,
+                         seconds: float | None = None, at_once: bool = True) -> Iterator[dict]:
+    """Each round, the reports that appeared for the runs in `waiting` (keyed by run id; a run
+    leaves it with its report), until none is left or `seconds` have passed; `interval` apart,
+    the first at once or (for a caller that has just looked) after an interval. The caller may
+    add runs to `waiting` or take them out between rounds."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    if not waiting:
+        return
+    if not at_once:
+        time.sleep(interval)
+    while True:
+        yield ready_reports(executor, waiting)
+        if not waiting or (deadline is not None and time.monotonic() >= deadline):
+            return
+        time.sleep(interval)
+
+
 def submit_and_wait(executor: Executor, jobs: list[Job], resources: Resources,
                     poll_seconds: float = 1.0) -> list[Report]:
     """Submit the jobs together and wait for their reports, in their order (`hpcgrade grade
     --executor slurm`); a job that ended without one gets the grader's error report."""
-    ids = dict(zip((job.id for job in jobs), executor.submit(jobs, resources)))
+    by_id = {job.id: job for job in jobs}
+    waiting = dict(zip(by_id, executor.submit(jobs, resources)))  # job id → external id
     reports: dict[str, Report] = {}
-    while len(reports) < len(jobs):
-        reports |= {job.id: report for job in jobs if job.id not in reports
-                    and (report := executor.read_report(job.id)) is not None}
-        waiting = [job for job in jobs if job.id not in reports]
-        if not waiting:
-            break
-        states = executor.poll(sorted({ids[job.id] for job in waiting}))
-        for job in waiting:
-            state = states[ids[job.id]]
-            if state.outcome != "waiting":
-                reports[job.id] = executor.read_report(job.id) or Report.grader_error(
-                    f"job {ids[job.id]} ended {state.state} without a report", job.exercise)
-        time.sleep(poll_seconds)
+    for found in reports_as_they_come(executor, waiting, poll_seconds):
+        reports |= found
+        states = executor.poll(sorted(set(waiting.values()))) if waiting else {}
+        for job_id, external_id in list(waiting.items()):
+            if states[external_id].outcome != "waiting":
+                del waiting[job_id]
+                reports[job_id] = executor.read_report(job_id) or Report.grader_error(
+                    f"job {external_id} ended {states[external_id].state} without a report",
+                    by_id[job_id].exercise)
     return [reports[job.id] for job in jobs]

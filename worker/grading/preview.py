@@ -33,7 +33,8 @@ from sqlalchemy.orm import Session, selectinload
 from server.core.models import GradingRun, Regrade, RunStatus, Submission, utcnow
 from worker.grading import settle as grading
 from worker.grading.dispatch import Dispatcher
-from worker.grading.executor import ClusterError, Executor, SubmitError
+from worker.grading.executor import (ClusterError, Executor, SubmitError, ready_reports,
+                                     reports_as_they_come)
 from worker.harness import spool
 from worker.harness.jobs import Limits
 from worker.harness.report import Report
@@ -92,12 +93,12 @@ class PreviewGrader:
             outcomes |= self._send(batch, waiting)
             outcomes |= self._collect(regrade_id, waiting)
         ended: set[str] = set()
-        while waiting:
+        for found in reports_as_they_come(self.executor, waiting, self.poll_seconds,
+                                          at_once=False):
+            outcomes |= self._record_found(regrade_id, found)
             if not self._open(regrade_id):
                 self._cancel(waiting)
                 break
-            time.sleep(self.poll_seconds)
-            outcomes |= self._collect(regrade_id, waiting)
             for batch in self._batches([claim_of[r] for r in self._not_started(waiting)]):
                 outcomes |= self._send(batch, waiting)
             ended, lost = self._ended(waiting, ended)
@@ -201,14 +202,11 @@ class PreviewGrader:
                 Submission.id.in_([c.submission_id for c in claims]))).all())
 
     def _collect(self, regrade_id: int, waiting: dict[int, str]) -> dict[int, str]:
-        """Record the reports that appeared (they leave `waiting`); the runs still on are kept
-        this worker's for another lease."""
-        reports = {}
-        for run_id in list(waiting):
-            report = self.executor.read_report(str(run_id))
-            if report is not None:
-                reports[run_id] = report
-                del waiting[run_id]
+        """Record the reports that appeared (they leave `waiting`)."""
+        return self._record_found(regrade_id, ready_reports(self.executor, waiting))
+
+    def _record_found(self, regrade_id: int, reports: dict[int, Report]) -> dict[int, str]:
+        """Record these reports; the runs still on are kept this worker's for another lease."""
         outcomes = self._record(reports)
         self._renew(regrade_id)
         return outcomes

@@ -157,7 +157,7 @@ class Session:
 
 
 
-def import_error(info: dict) -> Diagnostic:
+def _import_error(info: dict) -> Diagnostic:
     """The student's exception that stopped the file loading, at its last line of theirs."""
     file, line = student_place(info.get("frames"))
     error = f"{reports.clip(info.get('type'), 200)}: {reports.clip(info.get('message'), 500)}"
