@@ -255,7 +255,7 @@ class Harness:
         return Found(spec, diagnostics, time.perf_counter() - started)
 
     def _results(self, session: Session, seed: int, job: Job,
-                 found: list["Found"]) -> list[reports.CheckResult]:
+                 found: list["Found"]) -> list[reports.CheckOutcome]:
         """Each check's result: a mistake explained once, each failure given a second look."""
         said, look = SaidOnce(), SecondLook(session, seed, job.wrong_programs)
         results = []
@@ -266,7 +266,7 @@ class Harness:
             elif check.budget_out:  # nothing to explain once nor to look at again
                 results.append(self._result(spec, job.lang, check.diagnostics))
             elif check.diagnostics is None:
-                results.append(reports.CheckResult(
+                results.append(reports.CheckOutcome(
                     spec.name, spec.title.get(job.lang, spec.title["en"]), spec.points,
                     spec.points, True, "ok", titles=_titles(spec)))
             else:
@@ -277,17 +277,17 @@ class Harness:
         return results
 
     @staticmethod
-    def _result(spec: CheckSpec, lang: str, diagnostics: list[Diagnostic]) -> reports.CheckResult:
+    def _result(spec: CheckSpec, lang: str, diagnostics: list[Diagnostic]) -> reports.CheckOutcome:
         rendered = tuple(d.to_dict(lang) for d in diagnostics)
-        return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
+        return reports.CheckOutcome(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
                                    spec.points, False, rendered[0]["message"] if rendered else "",
                                    rendered, _titles(spec))
 
     @staticmethod
-    def _not_run(spec: CheckSpec, lang: str, blockers: list[Diagnostic]) -> reports.CheckResult:
+    def _not_run(spec: CheckSpec, lang: str, blockers: list[Diagnostic]) -> reports.CheckOutcome:
         """A check that could not run: no points, and no diagnostics of its own, since its
         reason is the submission's, said once in the report's notes (a "load-error")."""
-        return reports.CheckResult(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
+        return reports.CheckOutcome(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
                                    spec.points, False, blockers[0].text(lang)[0], (), _titles(spec))
 
 

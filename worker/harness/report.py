@@ -36,7 +36,7 @@ SQUEEZES = ((MAX_TEXT, MAX_OUTPUT), (500, 16 << 10), (160, 4 << 10), (60, 1 << 1
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class CheckOutcome:
     name: str
     title: str
     points: float
@@ -47,7 +47,7 @@ class CheckResult:
     titles: dict = field(default_factory=dict)  # the title in every language, for the service
 
     @classmethod
-    def from_dict(cls, data: dict) -> CheckResult:
+    def from_dict(cls, data: dict) -> CheckOutcome:
         """ValueError when a field the service stores is missing."""
         missing = [f.name for f in fields(cls) if f.name not in data and f.name not in _OPTIONAL]
         if missing:
@@ -70,7 +70,7 @@ class Report:
     status: ReportStatus
     score: float
     max_score: float | None
-    checks: tuple[CheckResult, ...] = ()
+    checks: tuple[CheckOutcome, ...] = ()
     notes: tuple[dict, ...] = ()
     output: str = ""
     environment: dict = field(default_factory=dict)
@@ -124,7 +124,7 @@ class Report:
             raise ValueError(f"a graded report without {', '.join(missing)}")
         known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         try:
-            checks = tuple(CheckResult.from_dict(c) for c in data.get("checks") or ())
+            checks = tuple(CheckOutcome.from_dict(c) for c in data.get("checks") or ())
         except (TypeError, KeyError) as exc:
             raise ValueError(f"a check is garbled: {exc}") from None
         return cls(**dict(known, exercise=data.get("exercise"), status=status, checks=checks,

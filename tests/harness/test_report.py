@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from worker.harness.report import MAX_REPORT_BYTES, CheckResult, Report, ReportStatus
+from worker.harness.report import MAX_REPORT_BYTES, CheckOutcome, Report, ReportStatus
 
 CHECK = {"name": "grads", "title": "Gradients", "points": 2.0, "max_points": 3.0,
          "passed": False, "message": "one is off",
@@ -19,7 +19,7 @@ GRADED = {"exercise": "autograd-q", "status": "graded", "score": 2.0, "max_score
 
 def test_a_report_goes_through_json_and_back_unchanged():
     report = Report.from_dict(GRADED)
-    assert report.graded and report.checks[0] == CheckResult.from_dict(CHECK)
+    assert report.graded and report.checks[0] == CheckOutcome.from_dict(CHECK)
     assert json.loads(json.dumps(report.to_dict())) == GRADED
     assert Report.from_dict(json.loads(json.dumps(report.to_dict()))) == report
 
