@@ -8,7 +8,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from server.core.config import Resources, slurm_minutes
+from server.core.config import Resources
+from server.core.setting_values import slurm_minutes
 from worker.grading.executor import ClusterError, JobState
 
 
