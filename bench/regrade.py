@@ -44,7 +44,7 @@ from server.core.grades import PREVIEWING  # noqa: E402
 from server.core.models import Exercise, GradingRun, Regrade, Submission, User, utcnow  # noqa: E402
 from server.core.users import add_user  # noqa: E402
 from server.web.course import STUDENT  # noqa: E402
-from server.web.regrade import FINISHED  # noqa: E402
+from server.web.regrade_preview import FINISHED  # noqa: E402
 from service import client, running, submit_and_wait  # noqa: E402
 from slurm import Service  # noqa: E402
 

@@ -21,8 +21,8 @@ from server.core.models import Exercise, GradingRun, Regrade, SetGrade, Submissi
 from server.core.queue import PREVIEWS, SUBMISSIONS, place
 from server.core.users import add_user
 from server.web.app import create_app
-from server.web.regrade import (PREVIEW_PICKUP_SECONDS, AlreadyOpen, preview_rows, publish, stalled,
-                            start)
+from server.web.regrade_preview import (PREVIEW_PICKUP_SECONDS, AlreadyOpen, preview_rows,
+                                        publish, stalled, start)
 from server.web.submissions import Rules, accept, reopen
 from test_dispatch import ScriptedCluster
 from worker.grading import settle as grading

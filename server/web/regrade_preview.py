@@ -1,0 +1,343 @@
+"""A regrade's preview as data: starting one (its preview runs), the rows its page shows (each
+student's grade old → new), publishing it in one transaction and discarding it. The pages are
+server/web/regrade.py's.
+
+A preview run becomes its submission's result only when published, through the same step as a
+normal grade (server/core/grades.py `take`: the submission's own late penalty applied). A
+submission graded again normally since the preview started keeps its newer grade.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, contains_eager, defer, load_only, selectinload
+
+from server.core.config import app_settings
+from server.core.grades import Grade, maximum_points, penalised, take
+from server.core.models import (Exercise, GradingRun, Regrade, RunStatus, SetGrade,
+                                Submission, SubmissionStatus, User)
+from server.web.course import STUDENT
+from server.web.results import WAITING
+
+SAME_SCORE = 1e-9
+# the submissions a preview grades: those with a grade, or a grader error to make good
+FINISHED = (SubmissionStatus.graded.value, SubmissionStatus.error.value)
+# how long a preview's runs may wait for a worker before its page calls them stalled: longer
+# than a student's submission waits to be sent again (REQUEUE_AFTER_SECONDS), because the
+# preview task waits on its own queue for a free worker process, and every process may be
+# grading (a local worker grades a whole submission in its task; another preview holds one for
+# its whole length): a busy queue is no reason to offer to start it again
+PREVIEW_PICKUP_SECONDS = 600
+# what the preview's page reads of a run: not its report (checks, output, environment)
+PREVIEW_RUN_COLUMNS = (GradingRun.submission_id, GradingRun.attempt, GradingRun.status,
+                       GradingRun.score, GradingRun.max_score, GradingRun.error,
+                       GradingRun.lease_until, GradingRun.worker)
+
+
+@dataclass(frozen=True)
+class Previewed:
+    """One submission of a preview: its automatic score (after its late penalty) before, and with
+    the preview's run; its counted score (grades.Grade) is an instructor's adjustment, where one
+    was made, both before and after."""
+
+    submission: Submission  # its code left in the database
+    run: GradingRun
+    old_score: float | None
+    old_max: float | None
+    new_score: float | None  # None while the run is graded
+    new_max: float | None
+
+    @property
+    def adjusted(self) -> bool:
+        return self.submission.override_score is not None
+
+    @property
+    def pending(self) -> bool:
+        return self.run.status == RunStatus.previewing.value
+
+    @property
+    def old(self) -> float | None:
+        return self.submission.override_score if self.adjusted else self.old_score
+
+    @property
+    def new(self) -> float | None:
+        return self.submission.override_score if self.adjusted else self.new_score
+
+    @property
+    def changed(self) -> bool:
+        return not self.pending and _differ(self.old, self.new)
+
+
+@dataclass(frozen=True)
+class Untouched:
+    """A submission the preview leaves as it is (waiting, stopped, or sent since it started)."""
+
+    id: int
+    counted_score: float | None
+    max_score: float | None
+    adjusted: bool
+
+
+@dataclass(frozen=True)
+class StudentRow:
+    """One student of a preview: their grade on the exercise as it is and as the preview would
+    make it (None until all their submissions are graded), and their previewed submissions."""
+
+    user: User
+    previewed: tuple[Previewed, ...]
+    old: Grade
+    new: Grade | None
+
+    @property
+    def change(self) -> float | None:
+        if self.new is None or self.old.score is None or self.new.score is None:
+            return None
+        return self.new.score - self.old.score
+
+    @property
+    def changed(self) -> int:
+        return sum(p.changed for p in self.previewed)
+
+    @property
+    def statuses(self) -> list[str]:
+        """What their submissions' runs are at, each said once (template: staff/regrade.html)."""
+        return list(dict.fromkeys(p.run.status for p in self.previewed))
+
+
+@dataclass(frozen=True)
+class Summary:
+    total: int  # the preview's runs
+    graded: int  # the runs that finished, failed ones included
+    unchanged: int  # students, once all their submissions are graded
+    up: int
+    down: int
+    first: int  # a grade where there was none (grader errors before)
+    changed: int  # submissions whose counted score changed
+    failed: int  # runs
+    mean_change: float | None  # of the students' grades
+
+
+def _differ(old: float | None, new: float | None) -> bool:
+    if old is None or new is None:
+        return old is not new
+    return abs(new - old) > SAME_SCORE
+
+
+def open_regrade(session: Session, exercise_id: int) -> Regrade | None:
+    """The exercise's preview that is neither published nor discarded (at most one)."""
+    return session.scalar(select(Regrade).where(
+        Regrade.exercise_id == exercise_id, Regrade.published_at.is_(None),
+        Regrade.discarded_at.is_(None)))
+
+
+class AlreadyOpen(Exception):
+    """The exercise has a preview open: publish or discard it before another starts."""
+
+    def __init__(self, regrade: Regrade):
+        super().__init__(f"regrade {regrade.id} is open")
+        self.regrade = regrade
+
+
+def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) -> Regrade | None:
+    """A regrade of the exercise with a preview run for every finished submission of every
+    student (a grade may come from any of them), waiting for a worker; None when there is
+    nothing to grade. The exercise is locked before its open preview is looked for, so that two
+    instructors clicking at once open one preview, not two: the second waits for the first's
+    commit, then finds its preview (AlreadyOpen). The submissions are locked so that no "Grade
+    again" numbers a run of theirs meanwhile."""
+    session.get(Exercise, exercise.id, with_for_update=True)
+    already = open_regrade(session, exercise.id)
+    if already is not None:
+        raise AlreadyOpen(already)
+    finished = (select(Submission.id).join(User, Submission.user_id == User.id)
+                .where(Submission.exercise_id == exercise.id, Submission.status.in_(FINISHED),
+                       STUDENT))
+    submission_ids = session.scalars(finished.order_by(Submission.id)
+                                     .with_for_update(of=Submission)).all()
+    if not submission_ids:
+        return None
+    last_attempt = dict(session.execute(
+        select(GradingRun.submission_id, func.max(GradingRun.attempt))
+        .where(GradingRun.submission_id.in_(finished)).group_by(GradingRun.submission_id)).all())
+    regrade = Regrade(exercise_id=exercise.id, started_by=user.id, started_at=now)
+    session.add(regrade)
+    session.flush()
+    # unclaimed until a worker takes them: if none has by then, the page offers to start again
+    waits_until = now + dt.timedelta(seconds=PREVIEW_PICKUP_SECONDS)
+    session.add_all(GradingRun(
+        submission_id=submission_id, attempt=last_attempt.get(submission_id, 0) + 1,
+        executor=app_settings().executor, status=RunStatus.previewing.value,
+        regrade_id=regrade.id,
+        started_at=now, lease_until=waits_until) for submission_id in submission_ids)
+    return regrade
+
+
+def preview_rows(session: Session, regrade: Regrade) -> list[StudentRow]:
+    """The regrade's students, by username, with their grades before and after. The page reads
+    them every few seconds while they are graded: a fixed number of queries however many
+    students, and the submissions' code and the runs' reports stay in the database."""
+    runs = _runs(session, regrade)
+    users = {run.submission.user_id: run.submission.user for run in runs}
+    others = _untouched(session, regrade, {run.submission_id for run in runs}, list(users))
+    set_grades = {row.user_id: row for row in session.scalars(select(SetGrade).where(
+        SetGrade.exercise_id == regrade.exercise_id, SetGrade.user_id.in_(users)))}
+    out_of = maximum_points(session, [session.get(Exercise, regrade.exercise_id)])
+    replaced = _replaced(session, regrade) if regrade.published_at is not None else None
+    by_user: dict[int, list[Previewed]] = defaultdict(list)
+    for run in runs:
+        by_user[run.submission.user_id].append(_previewed(run, regrade, replaced))
+    max_points = out_of[regrade.exercise_id]
+    return [_student_row(users[user_id], previewed, others[user_id],
+                         set_grades.get(user_id), max_points)
+            for user_id, previewed in by_user.items()]
+
+
+def _runs(session: Session, regrade: Regrade) -> list[GradingRun]:
+    """The regrade's runs, with their submissions and students, by username then submission."""
+    submission = contains_eager(GradingRun.submission)
+    return list(session.scalars(
+        select(GradingRun).join(Submission).join(User, Submission.user_id == User.id)
+        .where(GradingRun.regrade_id == regrade.id).order_by(User.username, Submission.id)
+        .options(load_only(*PREVIEW_RUN_COLUMNS), submission.defer(Submission.code),
+                 submission.contains_eager(Submission.user))))
+
+
+def _untouched(session: Session, regrade: Regrade, previewed: set[int],
+               user_ids: list[int]) -> dict[int, list[Untouched]]:
+    """user id → their submissions of the exercise that are not in the preview: they count in
+    their grade before and after alike."""
+    others: dict[int, list[Untouched]] = defaultdict(list)
+    for row in session.execute(
+            select(Submission.id, Submission.user_id, Submission.counted_score,
+                   Submission.max_score, Submission.override_score)
+            .where(Submission.exercise_id == regrade.exercise_id,
+                   Submission.user_id.in_(user_ids))):
+        if row.id not in previewed:
+            others[row.user_id].append(Untouched(row.id, row.counted_score, row.max_score,
+                                                 row.override_score is not None))
+    return others
+
+
+def _replaced(session: Session, regrade: Regrade) -> dict[int, tuple[float | None, float | None]]:
+    """A published regrade: preview run id → the score and maximum of the result it replaced,
+    its submission's latest "done" run before it (runs recorded since runs keep their score)."""
+    runs = session.execute(
+        select(GradingRun.id, GradingRun.submission_id, GradingRun.attempt, GradingRun.score,
+               GradingRun.max_score, GradingRun.regrade_id)
+        .where(GradingRun.status == RunStatus.done.value, GradingRun.submission_id.in_(
+            select(GradingRun.submission_id).where(GradingRun.regrade_id == regrade.id)))
+        .order_by(GradingRun.submission_id, GradingRun.attempt)).all()
+    replaced, before = {}, {}
+    for run in runs:
+        if run.regrade_id == regrade.id:
+            replaced[run.id] = before.get(run.submission_id, (None, None))
+        before[run.submission_id] = (run.score, run.max_score)
+    return replaced
+
+
+def _previewed(run: GradingRun, regrade: Regrade,
+               replaced: dict[int, tuple[float | None, float | None]] | None) -> Previewed:
+    """The run's submission before (as it is; once published, the result the run replaced) and
+    after: the run's score once graded; a failed run, or one not published (its submission was
+    graded again meanwhile), leaves the submission's."""
+    submission = run.submission
+    old_score, old_max = submission.score, submission.max_score
+    if replaced is not None and run.status == RunStatus.done.value:
+        score, old_max = replaced[run.id]
+        old_score = None if score is None else penalised(score, submission.penalty)
+    if run.status == RunStatus.previewing.value:
+        new_score = new_max = None
+    elif run.score is not None and (run.status == RunStatus.done.value or (
+            run.status == RunStatus.preview.value and regrade.published_at is None)):
+        new_score, new_max = penalised(run.score, submission.penalty), run.max_score
+    else:
+        new_score, new_max = submission.score, submission.max_score
+    return Previewed(submission, run, old_score, old_max, new_score, new_max)
+
+
+def _student_row(user: User, previewed: list[Previewed], others: list[Untouched],
+                 set_grade: SetGrade | None, max_points: float | None) -> StudentRow:
+    old, new = Grade(), Grade()
+    for p in previewed:
+        old.add(p.submission.id, p.old, p.old_max, p.adjusted)
+        new.add(p.submission.id, p.new, p.new_max, p.adjusted)
+    for other in others:
+        for grade in (old, new):
+            grade.add(other.id, other.counted_score, other.max_score, other.adjusted)
+    for grade in (old, new):
+        grade.set_by(set_grade, max_points)
+    pending = any(p.pending for p in previewed)
+    return StudentRow(user, tuple(previewed), old, None if pending else new)
+
+
+def summarise(rows: list[StudentRow]) -> Summary:
+    previewed = [p for row in rows for p in row.previewed]
+    finished = [p for p in previewed if not p.pending]
+    graded = [row for row in rows if row.new is not None]
+    changes = [row.change for row in graded if row.change is not None]
+    return Summary(
+        total=len(previewed), graded=len(finished),
+        unchanged=sum(1 for row in graded if not _differ(row.old.score, row.new.score)),
+        up=sum(1 for c in changes if c > SAME_SCORE),
+        down=sum(1 for c in changes if c < -SAME_SCORE),
+        first=sum(1 for row in graded if row.old.score is None and row.new.score is not None),
+        changed=sum(p.changed for p in finished),
+        failed=sum(1 for p in finished if p.run.status == RunStatus.failed.value),
+        mean_change=sum(changes) / len(changes) if changes else None)
+
+
+def stalled(rows: list[StudentRow], now: dt.datetime) -> bool:
+    """Whether runs wait that no worker holds (never claimed, or their worker stopped)."""
+    return any(p.pending and p.run.lease_until < now for row in rows for p in row.previewed)
+
+
+def publish(session: Session, regrade: Regrade, now: dt.datetime) -> tuple[int, int]:
+    """Every graded preview run becomes its submission's result, in this one transaction;
+    (published, skipped: graded again normally since the preview started)."""
+    published = skipped = 0
+    graded = (GradingRun.regrade_id == regrade.id, GradingRun.status == RunStatus.preview.value)
+    runs = session.scalars(select(GradingRun).where(*graded)
+                           .order_by(GradingRun.submission_id)).all()
+    # locked and read again, with their runs: the preview's rows loaded them before a "Grade
+    # again" may have reopened one, and the lock alone keeps the session's stale copy of them
+    submissions = {submission.id: submission for submission in session.scalars(
+        select(Submission).where(Submission.id.in_(select(GradingRun.submission_id)
+                                                   .where(*graded)))
+        .order_by(Submission.id).with_for_update(of=Submission)
+        .options(defer(Submission.code), selectinload(Submission.runs))
+        .execution_options(populate_existing=True))}
+    for run in runs:
+        if graded_since(submissions[run.submission_id], run):
+            skipped += 1
+        else:
+            take(run)
+            published += 1
+    regrade.published_at = now
+    return published, skipped
+
+
+def graded_since(submission: Submission, run: GradingRun) -> bool:
+    """Whether the submission was sent to be graded again, or graded, after the preview run."""
+    return submission.status in WAITING or any(
+        r.status == RunStatus.done.value and r.attempt > run.attempt for r in submission.runs)
+
+
+def run_counts(session: Session, regrade_id: int) -> Counter[str]:
+    """How many of the regrade's runs are at each status."""
+    return Counter(dict(session.execute(
+        select(GradingRun.status, func.count()).where(GradingRun.regrade_id == regrade_id)
+        .group_by(GradingRun.status)).all()))
+
+
+def discard(session: Session, regrade: Regrade, now: dt.datetime) -> None:
+    """The preview is dropped; its runs still waiting are cancelled (a worker grading them
+    stops, and records nothing)."""
+    regrade.discarded_at = now
+    # a run's error is a note for staff, in English like the workers' (worker/grading/preview.py)
+    session.execute(update(GradingRun).where(
+        GradingRun.regrade_id == regrade.id,
+        GradingRun.status == RunStatus.previewing.value).values(
+        status=RunStatus.cancelled.value, error="the preview was discarded", finished_at=now))
