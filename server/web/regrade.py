@@ -13,7 +13,7 @@ from flask import (Blueprint, abort, current_app, flash, g, redirect, render_tem
 from flask_babel import gettext as _, ngettext
 from sqlalchemy import update
 
-from server.core.grades import Grade, take
+from server.core.grades import Grade
 from server.core.models import Exercise, GradingRun, Regrade, RunStatus, Submission, User, utcnow
 from server.core.queue import enqueue
 from server.web.auth import db, staff_required
