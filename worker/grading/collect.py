@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 import time
 from pathlib import Path
 
@@ -57,8 +56,8 @@ class Collecting:
     executor: Executor
     spool: Path
     pilots: Pilots | None
-    pending_limit: float = math.inf
-    poll_every: float = 0.0
+    pending_limit: float  # seconds a job may wait for the cluster to start it
+    poll_every: float  # seconds between two polls of the cluster
 
     def collect(self) -> dict[int, str]:
         """Record the reports the harness said were done, and send back the runs it left; then,
