@@ -66,7 +66,7 @@ def spool_run(python: str, scratch: str, root: Path, number: int) -> float:
     elapsed, _ = timed([python, "-m", "worker.harness", "spool", "--scratch", scratch, str(root),
                         run_id])
     report = spool.read_report(folder)
-    assert report and report["status"] == "graded" and report["score"] == report["max_score"], report
+    assert report and report.status == "graded" and report.score == report.max_score, report
     return elapsed
 
 

@@ -5,7 +5,10 @@ imports torch, runs the submission and its checks in the same process (no sandbo
 The warm path is one `python -m worker.harness serve` grading submission after submission, each in
 a freshly forked, fully sandboxed student process. Both are measured here, in the same run.
 
-    .venv/bin/python bench/warm_vs_fresh.py [--warm 40] [--fresh 5]
+    .venv/bin/python bench/warm_vs_fresh.py [--warm 40] [--fresh 5] [--device cuda]
+
+On a GPU node `--device cuda` grades on the GPU on both sides: each fresh process, and each
+forked student process of the warm harness, initialises CUDA for itself.
 """
 from __future__ import annotations
 
@@ -29,12 +32,13 @@ SUBMISSIONS = [EXERCISE / "reference.py"] + sorted((EXERCISE / "mutants").glob("
 # The same four checks as exercises/autograd-q/checks.py, in the student's own process.
 FRESH_GRADER = """
 import importlib.util, sys, torch
+device = torch.device(sys.argv[2])
 spec = importlib.util.spec_from_file_location("submission", sys.argv[1])
 student = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(student)
 score = 0
 for points, shape in ((3, (4,)), (3, (5,)), (2, (3, 4)), (2, (3,))):
-    a, b, v = (torch.randn(*shape) for _ in range(3))
+    a, b, v = (torch.randn(*shape, device=device) for _ in range(3))
     try:
         ga, gb = student.q_grads(a.clone().requires_grad_(), b.clone().requires_grad_(), v)
         score += points * bool(torch.allclose(ga, 9 * a**2 * v, rtol=1e-4) and torch.allclose(gb, -2 * b * v, rtol=1e-4))
@@ -44,32 +48,35 @@ print(score)
 """
 
 
-def fresh(runs: int) -> list[float]:
+def fresh(runs: int, device: str) -> list[float]:
     with tempfile.NamedTemporaryFile("w", suffix=".py") as grader:
         grader.write(FRESH_GRADER)
         grader.flush()
         times = []
         for i in range(runs):
             started = time.perf_counter()
-            subprocess.run([sys.executable, grader.name, str(SUBMISSIONS[i % len(SUBMISSIONS)])],
+            subprocess.run([sys.executable, grader.name, str(SUBMISSIONS[i % len(SUBMISSIONS)]), device],
                            check=True, capture_output=True)
             times.append(time.perf_counter() - started)
     return times
 
 
-def warm(runs: int) -> tuple[list[float], float, list[str]]:
+def warm(runs: int, device: str) -> tuple[list[float], float, list[str]]:
     info = load_exercise_info(EXERCISE)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch, HarnessProcess(scratch=scratch) as harness:
         start_up = time.perf_counter() - started
         times, layers = [], []
         for i in range(runs):
-            job = info.job(SUBMISSIONS[i % len(SUBMISSIONS)])
+            job = info.job(SUBMISSIONS[i % len(SUBMISSIONS)], device=device)
             t = time.perf_counter()
             report = harness.report_for(job)
             times.append(time.perf_counter() - t)
-            assert report["status"] == "graded", report
-            layers = report["sandbox"]["layers"]
+            assert report.status == "graded", report
+            if i % len(SUBMISSIONS) == 0:  # the reference: a check that raised would show here
+                assert report.score == report.max_score, report.checks
+            assert report.environment["device"].startswith(device), report.environment
+            layers = report.sandbox["layers"]
     return times, start_up, layers
 
 
@@ -77,9 +84,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--warm", type=int, default=40)
     parser.add_argument("--fresh", type=int, default=5)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
-    warm_times, start_up, layers = warm(args.warm)
-    fresh_times = fresh(args.fresh)
+    warm_times, start_up, layers = warm(args.warm, args.device)
+    fresh_times = fresh(args.fresh, args.device)
+    print(f"device                      : {args.device}")
     w, f = statistics.median(warm_times), statistics.median(fresh_times)
     print(f"fresh python per submission : median {f * 1000:7.0f} ms  (n={len(fresh_times)})")
     print(f"warm harness per submission : median {w * 1000:7.1f} ms  p90 "

@@ -74,11 +74,15 @@ def check(wait_seconds: float, probe: bool) -> None:
             continue
         found += unsafe(answer)
         click.echo(f"probe on {answer.get('node')} as {answer.get('user')}: sandbox layers "
-                   f"{', '.join(answer.get('layers', []))}")
+                   f"{', '.join(answer.get('layers', []))}{_cuda(answer)}")
     for problem in found:
         click.echo(f"unsafe: {problem}", err=True)
     if found:
         raise click.ClickException(f"{len(found)} problem(s) with the nodes' sandbox")
+
+
+def _cuda(answer: dict) -> str:
+    return "; CUDA in the student process: ready" if answer.get("cuda") == "ready" else ""
 
 
 @slurm_group.command("prune")
@@ -109,7 +113,7 @@ def sandbox_check() -> None:
     except (ConfigError, ProbeFailed) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"sandbox layers on {answer.get('node')} as {answer.get('user')}: "
-               f"{', '.join(answer.get('layers', []))}")
+               f"{', '.join(answer.get('layers', []))}{_cuda(answer)}")
     found = unsafe(answer)
     for problem in found:
         click.echo(f"unsafe: {problem}", err=True)

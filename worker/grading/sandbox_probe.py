@@ -90,6 +90,9 @@ def unsafe(answer: dict) -> list[str]:
     found = [f"{where}: required sandbox layer {layer} is missing: its grades would all be "
              f"grader errors ({'; '.join(answer.get('missing', [])) or 'no reason given'})"
              for layer in answer.get("absent", [])]
+    if answer.get("cuda", "ready") != "ready":
+        found.append(f"{where}: CUDA cannot start in a confined student process, so every GPU "
+                     f"grade would be a grader error: {answer['cuda']}")
     if answer.get("writable"):
         found.append(f"{where}: the account that runs student code can write the code the jobs "
                      f"run, e.g. {', '.join(answer['writable'][:3])}: make it another account's, "

@@ -236,9 +236,9 @@ def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
     return 0
 
 
-def write_probe(required: tuple[str, ...], code: list[str], out: Path | None) -> int:
+def write_probe(required: tuple[str, ...], code: list[str], device: str, out: Path | None) -> int:
     from worker.harness.probe import probe
-    answer = json.dumps(probe(required, code)) + "\n"
+    answer = json.dumps(probe(required, code, device)) + "\n"
     if out is None:
         sys.stdout.write(answer)
     else:
@@ -269,10 +269,14 @@ def main() -> int:
                               help="the layers that must be raised, comma-separated")
     probe_parser.add_argument("--code", action="append", default=[],
                               help="a folder of code the jobs run (repeat)")
+    probe_parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                              help="cuda (auto: where torch sees a GPU): also start CUDA in the "
+                                   "student process, as a grade on a GPU does")
     probe_parser.add_argument("--out", type=Path, help="write the answer here, not to stdout")
     args = parser.parse_args()
     if args.command == "probe":
-        return write_probe(tuple(filter(None, args.require.split(","))), args.code, args.out)
+        return write_probe(tuple(filter(None, args.require.split(","))), args.code, args.device,
+                           args.out)
     if args.command == "serve":
         return serve(args.scratch)
     if args.command == "pilot":

@@ -69,10 +69,12 @@ def unmount(path: str) -> None:
 
 # --- the student's side: a fresh root --------------------------------------------------------
 
-def enter_fresh_root(scratch: str, read_paths: tuple[str, ...], devices: tuple[str, ...]) -> None:
-    """Pivot into a root holding `read_paths` (read-only), `devices` from /dev and `scratch`
-    (read-write), each at its own path. The new root is a tmpfs mounted on the scratch
-    directory itself, which is reached beforehand through a descriptor."""
+def enter_fresh_root(scratch: str, read_paths: tuple[str, ...], devices: tuple[str, ...],
+                     writable: tuple[str, ...] = ()) -> None:
+    """Pivot into a root holding `read_paths` (read-only), `devices` from /dev, `writable` (paths
+    inside the read paths, bound again read-write) and `scratch` (read-write), each at its own
+    path. The new root is a tmpfs mounted on the scratch directory itself, which is reached
+    beforehand through a descriptor."""
     scratch_fd = os.open(scratch, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         make_mounts_private()
@@ -82,6 +84,8 @@ def enter_fresh_root(scratch: str, read_paths: tuple[str, ...], devices: tuple[s
             _bind(path, new_root + path, read_only=True)
         for name in devices:
             _bind(f"/dev/{name}", f"{new_root}/dev/{name}", read_only=False)
+        for path in writable:
+            _bind(path, new_root + path, read_only=False)
         # not recursive: the new root is mounted on the scratch, so it would come along on top
         _bind(f"/proc/self/fd/{scratch_fd}", new_root + scratch, read_only=False, directory=True,
               recursive=False)

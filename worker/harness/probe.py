@@ -37,32 +37,41 @@ def writable(roots: list[str]) -> list[str]:
     return found
 
 
-def layers(required: tuple[str, ...]) -> dict:
-    """The layers a student process raises here, as a grade would start one."""
-    from worker.harness.remote import Output, StudentProcess  # torch: after the zygote has started
+def layers(required: tuple[str, ...], device: str) -> dict:
+    """The layers a student process raises here, as a grade would start one, and on CUDA
+    (`auto`: where torch sees a GPU, as a grade decides) whether CUDA starts in it."""
     limits = Limits()
     scratch = tempfile.mkdtemp(prefix="hpcgrade-probe-")
     zygote = Zygote(child_environment())
     try:
+        import torch  # after the zygote has started, as the grader does
+        from worker.harness.remote import Output, StudentProcess
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
         confinement = sandbox.Confinement(
             scratch=scratch, memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
-            file_bytes=limits.file_mb << 20, open_files=256,
-            read_paths=sandbox.python_read_paths(), scratch_bytes=limits.scratch_mb << 20)
+            file_bytes=limits.file_mb << 20, open_files=256, device=device,
+            read_paths=sandbox.python_read_paths() + (
+                sandbox.CUDA_READ_PATHS if device == "cuda" else ()),
+            scratch_bytes=limits.scratch_mb << 20)
         process = StudentProcess(zygote, confinement, limits, Output(limits.output_bytes))
         active = process.hello.get("layers", []) + (
             [process.scratch["layer"]] if "layer" in process.scratch else [])
         missing = process.hello.get("missing", []) + (
             [process.scratch["missing"]] if "missing" in process.scratch else [])
+        cuda = process.hello.get("cuda") if device == "cuda" else None
         process.stop()
     finally:
         zygote.close()
         shutil.rmtree(scratch, ignore_errors=True)
-    return {"layers": active, "missing": missing, "absent": sandbox.absent(required, active)}
+    return {"layers": active, "missing": missing, "absent": sandbox.absent(required, active),
+            **({"cuda": cuda or "no answer"} if device == "cuda" else {})}
 
 
-def probe(required: tuple[str, ...], code: list[str]) -> dict:
+def probe(required: tuple[str, ...], code: list[str], device: str = "auto") -> dict:
     harness = str(Path(__file__).resolve().parent)
-    found = layers(required)
+    found = layers(required, device)
     exposed = writable([harness, *code, sys.prefix])
     return {"node": platform.node(), "user": getpass.getuser(), "python": sys.executable,
-            **found, "writable": exposed, "ok": not found["absent"] and not exposed}
+            **found, "writable": exposed,
+            "ok": not found["absent"] and not exposed and found.get("cuda", "ready") == "ready"}

@@ -11,6 +11,7 @@ import errno
 import glob
 import os
 import resource
+import socket
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -46,12 +47,17 @@ def enter_namespaces() -> None:
     mounts.unshare_as_self(mounts.CLONE_NEWNET | mounts.CLONE_NEWNS)
 
 
+def devices(c: Confinement) -> tuple[str, ...]:
+    """What the student process may open in /dev: a few, and on CUDA the NVIDIA devices."""
+    if c.device != "cuda":
+        return mounts.DEVICES
+    return mounts.DEVICES + tuple(sorted(os.path.basename(p) for p in glob.glob("/dev/nvidia*")))
+
+
 def enter_fresh_root(c: Confinement) -> None:
     """The filesystem is the read paths, a few devices and the scratch: see mounts.py."""
-    devices = mounts.DEVICES
-    if c.device == "cuda":
-        devices += tuple(sorted(os.path.basename(p) for p in glob.glob("/dev/nvidia*")))
-    mounts.enter_fresh_root(c.scratch, c.read_paths, devices)
+    mounts.enter_fresh_root(c.scratch, c.read_paths, devices(c),
+                            CUDA_WRITE_PATHS if c.device == "cuda" else ())
 
 
 def make_undumpable() -> None:
@@ -140,10 +146,10 @@ def apply_landlock(c: Confinement) -> list[str]:
         read = FS_READ_FILE | FS_READ_DIR
         for path in c.read_paths:
             _allow(ruleset, path, read, handled_fs)
-        _allow(ruleset, "/dev", read | FS_WRITE_FILE | (FS_IOCTL_DEV if abi >= 5 else 0), handled_fs,
-               only=("null", "zero", "urandom", "random", "nvidiactl", "nvidia-uvm", "nvidia0",
-                     "nvidia1", "nvidia2", "nvidia3", "nvidia4", "nvidia5", "nvidia6", "nvidia7"))
+        _allow(ruleset, "/dev", read | FS_WRITE_FILE | FS_IOCTL_DEV, handled_fs, only=devices(c))
         _allow(ruleset, c.scratch, handled_fs & ~FS_EXECUTE, handled_fs)
+        for path in CUDA_WRITE_PATHS if c.device == "cuda" else ():
+            _allow(ruleset, path, read | FS_WRITE_FILE | FS_TRUNCATE, handled_fs)
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
         _check(_libc.syscall(SYS_landlock_restrict_self, ruleset, 0), "landlock_restrict_self")
     finally:
@@ -164,9 +170,9 @@ def _allow(ruleset: int, path: str, access: int, handled: int, only: tuple[str, 
         except OSError:
             continue
         try:
-            if not os.path.isdir(target):
-                access &= FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
-            rule = _PathBeneath(access & handled, fd)
+            allowed = access if os.path.isdir(target) else access & (
+                FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV)
+            rule = _PathBeneath(allowed & handled, fd)
             _check(_libc.syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH,
                                  ctypes.byref(rule), 0), f"landlock_add_rule({target})")
         finally:
@@ -176,8 +182,8 @@ def _allow(ruleset: int, path: str, access: int, handled: int, only: tuple[str, 
 # --- seccomp ---------------------------------------------------------------------------------
 
 SCMP_ACT_ALLOW = 0x7FFF0000
-SCMP_CMP_MASKED_EQ = 7
-DENIED_SYSCALLS = ("socket", "fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv",
+SCMP_CMP_NE, SCMP_CMP_MASKED_EQ = 1, 7
+DENIED_SYSCALLS = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv",
                    "process_vm_writev", "mount", "umount2", "unshare", "setns", "bpf", "keyctl",
                    "add_key", "request_key", "perf_event_open", "userfaultfd", "kexec_load",
                    "init_module", "finit_module", "reboot", "swapon", "pivot_root", "chroot",
@@ -204,11 +210,13 @@ def load_libseccomp() -> ctypes.CDLL | None:
     return _libseccomp[0]
 
 
-def apply_seccomp() -> list[str]:
-    """EPERM for network sockets, new processes, exec, tracing and kernel administration.
+def apply_seccomp(unix_sockets: bool = False) -> list[str]:
+    """EPERM for sockets, new processes, exec, tracing and kernel administration.
 
     Threads stay allowed (clone with CLONE_THREAD); clone3 answers ENOSYS so libc falls back to
-    clone, whose flags a filter can see.
+    clone, whose flags a filter can see. `unix_sockets` lets Unix sockets through, which the CUDA
+    driver opens as it starts: they reach nothing outside, since abstract ones belong to the
+    network namespace and the fresh root holds no socket file.
     """
     lib = load_libseccomp()
     if lib is None:
@@ -235,6 +243,10 @@ def apply_seccomp() -> list[str]:
 
         for syscall in DENIED_SYSCALLS:
             deny(syscall, errno.EPERM)
+        if unix_sockets:
+            deny("socket", errno.EPERM, _ArgCmp(0, SCMP_CMP_NE, socket.AF_UNIX, 0))
+        else:
+            deny("socket", errno.EPERM)
         deny("clone", errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))
         deny("clone3", errno.ENOSYS)
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
@@ -293,7 +305,8 @@ def confine(c: Confinement) -> tuple[list[str], list[str]]:
         raise_layer("mount-namespace", lambda: enter_fresh_root(c))
     else:
         missing.append("mount-namespace: no user namespace to make it in")
-    for name, layer in (("non-dumpable", make_undumpable), ("seccomp", apply_seccomp),
+    for name, layer in (("non-dumpable", make_undumpable),
+                        ("seccomp", lambda: apply_seccomp(unix_sockets=c.device == "cuda")),
                         ("landlock", lambda: apply_landlock(c))):
         raise_layer(name, layer)
     return active, missing
@@ -303,6 +316,9 @@ def confine(c: Confinement) -> tuple[list[str], list[str]]:
 # "/proc/self" is opened by the student process itself, so it names that process alone.
 CUDA_READ_PATHS = ("/proc/self", "/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices",
                    "/sys/module/nvidia", "/etc/nvidia", "/usr/local/cuda", "/usr/local/nvidia")
+# What it writes there: the names of the threads it starts (task/TID/comm); without them it fails
+# with "Error 304: OS call failed" (seen on an H200 node, driver 580).
+CUDA_WRITE_PATHS = ("/proc/self/task",)
 
 
 def python_read_paths() -> tuple[str, ...]:

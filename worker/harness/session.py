@@ -39,6 +39,14 @@ class SandboxIncomplete(RuntimeError):
                          f"{', '.join(absent)} ({'; '.join(reasons) or 'no reason given'})")
 
 
+class CudaUnavailable(RuntimeError):
+    """CUDA could not start in the confined student process: the grader fails, closed."""
+
+    def __init__(self, answer: str | None):
+        super().__init__(f"CUDA cannot start in a confined student process on {platform.node()}: "
+                         f"{answer or 'no answer'}")
+
+
 class Spawner(Protocol):
     """What starts a session's student processes: the harness, with its warm zygote."""
 
@@ -126,6 +134,9 @@ class Session:
             if absent:
                 self.close_process()
                 raise SandboxIncomplete(absent, self.missing_layers)
+            if self.device.type == "cuda" and self.process.hello.get("cuda") != "ready":
+                self.close_process()
+                raise CudaUnavailable(self.process.hello.get("cuda"))
             loading = time.perf_counter()
             self.timing["start"] += loading - started
             reply = Student(self.process, self.device).request(

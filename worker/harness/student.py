@@ -302,6 +302,17 @@ def _unbuffered(fd: int) -> io.TextIOWrapper:
                             errors="backslashreplace", write_through=True)
 
 
+def start_cuda() -> str:
+    """"ready", or why CUDA cannot start in this confined process. Said before the submission
+    is loaded, so that a driver the sandbox stops is the grader's failure, never an exception
+    charged to the student's code (and its start-up, about 0.6 s, is never a check's time)."""
+    try:
+        torch.zeros(1, device="cuda")
+    except Exception as exc:  # RuntimeError from the driver, AssertionError from a CPU build
+        return f"{type(exc).__name__}: {exc}"
+    return "ready"
+
+
 def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         threads: int, reply_bytes: int) -> None:
     """Entry point of a freshly forked student process; never returns."""
@@ -323,7 +334,10 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         os.chdir(confinement.scratch)
         active, missing = sandbox.confine(confinement)
         torch.set_num_threads(threads)
-        Server(req_fd, rep_fd, reply_bytes).serve({"pid": os.getpid(), "layers": active, "missing": missing})
+        hello = {"pid": os.getpid(), "layers": active, "missing": missing}
+        if confinement.device == "cuda":
+            hello["cuda"] = start_cuda()
+        Server(req_fd, rep_fd, reply_bytes).serve(hello)
     except BaseException:
         code = 70
     finally:

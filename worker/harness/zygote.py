@@ -2,7 +2,11 @@
 
 It is started with `exec`, never forked from the grader, so that no hidden check, reference or
 secret is in the memory its children inherit. It never runs a parallel CPU op (a forked child
-would hang on the first one) and never initialises CUDA (which does not survive fork).
+would hang on the first one), never initialises CUDA (which does not survive fork) and never
+runs autograd's engine: on a node with a GPU, the engine's first backward counts the devices,
+which initialises CUDA, and starts a thread per device, after which every forked child's
+backward refuses to run. So its warm-up imports what a first backward and a first optimizer
+step import lazily, and computes forward only.
 
 Its first act is to enter a user and mount namespace of its own, where it mounts each student's
 scratch as a bounded tmpfs (mounts.py). A process with threads cannot do that, and importing
@@ -26,6 +30,7 @@ def warm_up_autograd() -> None:
     import math, random, tempfile, traceback, linecache  # noqa: F401,E401  (students' usual imports)
     import numpy
     import torch
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401  (what a first backward imports)
     import torch.nn.functional as F
 
     class Square(torch.autograd.Function):
@@ -41,9 +46,8 @@ def warm_up_autograd() -> None:
 
     layer = torch.nn.Linear(3, 2)
     x = torch.randn(4, 3, requires_grad=True)
-    F.mse_loss(layer(Square.apply(x)).softmax(dim=1), torch.zeros(4, 2)).backward()
-    torch.autograd.grad((x.sigmoid() * x).sum(), x)
-    (x * x).backward(gradient=torch.ones(4, 3))  # a cotangent imports sympy
+    F.mse_loss(layer(Square.apply(x)).softmax(dim=1), torch.zeros(4, 2))
+    (x.sigmoid() * x).sum()
     with torch.no_grad():
         layer.eval()(x)
     torch.einsum("bi,oi->bo", x.detach(), layer.weight.detach())
@@ -52,14 +56,16 @@ def warm_up_autograd() -> None:
 
 
 def warm_up_optimizers() -> None:
-    """An optimizer's first use imports torch._dynamo: about 1 s, which a cold single grade
+    """An optimizer's first step imports torch._dynamo: about 1 s, which a cold single grade
     should not wait for. So the zygote pays it once its first student has been reaped, while the
-    grader writes that report; the spare forked before it is replaced at the next spawn.
+    grader writes that report; the spare forked before it is replaced at the next spawn. The
+    gradients are set by hand: a backward would run the engine (see above).
     """
     import torch
     layer = torch.nn.Linear(3, 2)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
-    layer(torch.randn(4, 3)).sum().backward()
+    for parameter in layer.parameters():
+        parameter.grad = torch.ones_like(parameter)
     optimizer.step()
     optimizer.zero_grad()
 
