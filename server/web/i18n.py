@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 from urllib.parse import quote, urlencode
 
 import babel.numbers
@@ -12,6 +13,7 @@ from babel import Locale
 from flask import Flask, request, session
 from flask_babel import (Babel, format_datetime, format_timedelta, get_locale, gettext as _,
                          lazy_gettext as _l)
+from jinja2 import pass_context
 
 from server.core.config import app_settings
 
@@ -38,9 +40,25 @@ def request_language() -> str:
 def init_app(app: Flask) -> None:
     Babel(app, locale_selector=request_language, default_translation_directories=CATALOGUES,
           timezone_selector=lambda: app_settings().timezone)
-    app.jinja_env.filters.update(when=when, due=due, state=state, section=section, points=points,
-                                 out_of=out_of)
+    filters = app.jinja_env.filters
+    by_language = {name: filters[name] for name in BABEL_FILTERS} | dict(
+        when=when, due=due, state=state, section=section, points=points, out_of=out_of)
+    filters.update({name: at_render_time(f) for name, f in by_language.items()})
     app.jinja_env.globals.update(language_url=language_url)
+
+
+BABEL_FILTERS = ("datetimeformat", "dateformat", "timeformat", "timedeltaformat", "numberformat",
+                 "decimalformat", "currencyformat", "percentformat", "scientificformat")
+
+
+def at_render_time(language_filter: Callable) -> Callable:
+    """Jinja applies a filter to a constant (`{{ 1|percentformat }}`) once, as it compiles the
+    template, in the language of whichever request compiled it; a filter that takes the context
+    is applied at each rendering, in the reader's language."""
+    @pass_context
+    def rendered(context, value, *args, **kwargs):
+        return language_filter(value, *args, **kwargs)
+    return rendered
 
 
 def language_url(lang: str) -> str:

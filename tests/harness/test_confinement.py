@@ -199,6 +199,7 @@ def test_the_probe_names_what_is_missing_and_what_the_account_could_write(copy):
     assert answer["absent"] == ["landlock"], answer
     assert "mount-namespace" in answer["layers"]
     assert answer["writable"] and not answer["ok"]  # root may write anything
+    assert "cuda" not in answer  # no GPU here: a grade here runs on the CPU (test_gpu_node.py)
 
 
 def test_the_visible_checks_need_no_layer_on_the_students_own_machine(tmp_path):

@@ -280,3 +280,15 @@ def test_an_empty_course_says_what_to_do_on_the_web_or_the_command_line(app, cat
             '<a href="/staff/roster/">Lista de clase</a>, o ejecuta '
             '<code class="code">hpcgrade users import roster.csv</code>.' in page)
     assert "`" not in page
+
+
+def test_a_page_is_in_the_readers_language_whoever_compiled_its_template(marked_course):
+    """Jinja applies a filter to a constant as it compiles a template: the gradebook's "100 %"
+    stayed in the language of the first reader of the process, for everyone after."""
+    app, _ = marked_course
+    client, _ = logged_in(app, "prof")
+
+    def maximum(lang: str) -> str:
+        page = client.get(f"/staff/grades?lang={lang}").text
+        return cells(re.search(r'<tr class="maximum">.*?</tr>', page, re.S).group(0))[-1]
+    assert (maximum("en"), maximum("es"), maximum("en")) == ("100%", "100 %", "100%")
