@@ -10,12 +10,14 @@ import dataclasses
 import datetime as dt
 import os
 import re
+import subprocess
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.harness.codes import CATALOGUE
-from worker.harness.jobs import HIDDEN_CHECKS, REQUIRED_LAYERS, VISIBLE_CHECKS, Job, Limits
+from worker.harness.jobs import (HIDDEN_CHECKS, REQUIRED_LAYERS, VISIBLE_CHECKS, Job, Limits,
+                                exercise_version)
 
 from server.core.config import ConfigError, Resources
 
@@ -84,8 +86,10 @@ class ExerciseInfo:
     # once, here, for the dispatcher, which asks for them for every queued submission
     run_limits: Limits = field(init=False, repr=False, compare=False)
     slurm_overrides: dict = field(init=False, repr=False, compare=False)
+    version: str = field(init=False, repr=False, compare=False)  # jobs.exercise_version
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "version", exercise_version(self.path))
         where = self.path / "exercise.toml"
         try:
             object.__setattr__(self, "run_limits", Limits.from_dict(self.limits))
@@ -96,6 +100,11 @@ class ExerciseInfo:
                                Resources.parse_overrides(self.slurm, "[slurm]"))
         except ConfigError as exc:
             raise ExerciseConfigError(f"{where}: {exc}") from None
+
+    @property
+    def commit(self) -> str | None:
+        """The last git commit of the folder, where it is a checkout with no change since."""
+        return _last_commit(self.path, self.version)
 
     def statement(self, lang: str) -> str:
         return (self.path / f"statement.{lang if lang in ('en', 'es') else 'en'}.md").read_text()
@@ -119,6 +128,29 @@ class ExerciseInfo:
                    checks=VISIBLE_CHECKS if visible else HIDDEN_CHECKS,
                    wrong_programs={} if visible else self.wrong_programs,
                    required_layers=required_layers)
+
+
+_COMMITS: dict[tuple[Path, str], str] = {}
+
+
+def _last_commit(folder: Path, version: str) -> str | None:
+    """A commit found is kept for these files (a sync asks for every exercise); none found is
+    asked again, since the same files may be committed later."""
+    if (folder, version) in _COMMITS:
+        return _COMMITS[folder, version]
+
+    def git(*arguments: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(folder), *arguments], capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+    commit = git("log", "-1", "--format=%H", "--", ".")
+    if commit and git("status", "--porcelain", "--ignored=no", "--", ".") == "":
+        _COMMITS[folder, version] = commit
+        return commit
+    return None
 
 
 def default_root() -> Path:

@@ -20,16 +20,18 @@ def sync_exercises(session: Session, catalogue: dict[str, ExerciseInfo]) -> dict
                   "section": info.section, "deadline": info.deadline.at,
                   "deadline_policy": info.deadline.policy,
                   "penalty_per_day": float(info.deadline.penalty_per_day),
-                  "max_attempts": info.max_attempts, "position": info.order, "active": True}
+                  "max_attempts": info.max_attempts, "position": info.order, "active": True,
+                  "version": info.version}
         row = rows.get(slug)
         if row is None:
-            session.add(Exercise(slug=slug, synced_at=utcnow(), **values))
+            session.add(row := Exercise(slug=slug, synced_at=utcnow(), **values))
             changes["added"].append(slug)
         elif any(getattr(row, k) != v for k, v in values.items()):
             for key, value in values.items():
                 setattr(row, key, value)
             row.synced_at = utcnow()
             changes["updated"].append(slug)
+        row.commit = info.commit  # the same files committed, or copied out of a checkout
     for slug, row in rows.items():
         if slug not in catalogue and row.active:
             row.active = False

@@ -98,6 +98,10 @@ class Exercise(Base):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     position: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # course order
     synced_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # the files as last synced (jobs.exercise_version) and their git commit, where the folder
+    # is a checkout with no change since it
+    version: Mapped[str | None] = mapped_column(String(64))
+    commit: Mapped[str | None] = mapped_column(String(40))
 
 
 class Submission(Base):
@@ -229,6 +233,10 @@ class GradingRun(Base):
     seed: Mapped[int | None] = mapped_column(BigInteger)  # the harness draws 48 bits
     score: Mapped[float | None] = mapped_column(Float)  # before any late penalty
     max_score: Mapped[float | None] = mapped_column(Float)
+    # the exercise's files it was graded with (the harness's word: jobs.exercise_version), and
+    # their commit where they are those last synced from a checkout
+    exercise_version: Mapped[str | None] = mapped_column(String(64))
+    exercise_commit: Mapped[str | None] = mapped_column(String(40))
     regrade_id: Mapped[int | None] = mapped_column(ForeignKey("regrades.id", ondelete="SET NULL"),
                                                    index=True)  # a preview run's regrade
 

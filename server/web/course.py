@@ -296,6 +296,8 @@ class RunRow:
     max_score: float | None = None
     seed: int | None = None  # the hidden inputs' seed: runs that share it drew the same inputs
     regrade_id: int | None = None  # a preview's run (server/web/regrade.py)
+    exercise_version: str | None = None  # the exercise's files it was graded with
+    exercise_commit: str | None = None
 
 
 def run_rows(submission: Submission) -> list[RunRow]:
@@ -311,5 +313,6 @@ def run_rows(submission: Submission) -> list[RunRow]:
             else device,
             run.started_at,
             max(graded_from - run.started_at.timestamp(), 0.0) if graded_from else None,
-            timing.get("total"), run.score, run.max_score, run.seed, run.regrade_id))
+            timing.get("total"), run.score, run.max_score, run.seed, run.regrade_id,
+            run.exercise_version, run.exercise_commit))
     return rows

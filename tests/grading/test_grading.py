@@ -31,6 +31,24 @@ def test_graded_once_with_checks_and_diagnostics(database, executor, catalogue):
         assert "seccomp" in first.runs[0].sandbox["layers"]
 
 
+def test_a_run_names_the_exercise_files_it_was_graded_with(database, executor, catalogue):
+    """The harness's word on the files it read, and their commit where they are those synced."""
+    info = catalogue["autograd-q"]
+    synced = submit(database, REFERENCE_Q)
+    assert grade(database, executor, catalogue, synced) == "graded"
+    with database.sessions.begin() as session:
+        submission = session.get(Submission, synced)
+        run, exercise = submission.runs[0], submission.exercise
+        assert run.exercise_version == info.version == exercise.version
+        assert run.exercise_commit == exercise.commit == info.commit
+        exercise.version = "0" * 64  # as if synced from other files since
+    since = submit(database, REFERENCE_Q)
+    assert grade(database, executor, catalogue, since) == "graded"
+    with database.sessions() as session:
+        run = session.get(Submission, since).runs[0]
+        assert run.exercise_version == info.version and run.exercise_commit is None
+
+
 def test_a_run_is_taken_over_only_once_its_lease_ran_out_or_its_worker_died(database):
     submission_id = submit(database, REFERENCE_Q)
     now = dt.datetime.now(dt.timezone.utc)

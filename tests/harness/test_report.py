@@ -14,7 +14,8 @@ CHECK = {"name": "grads", "title": "Gradients", "points": 2.0, "max_points": 3.0
 GRADED = {"exercise": "autograd-q", "status": "graded", "score": 2.0, "max_score": 3.0,
           "checks": [CHECK], "notes": [{"kind": "cell-error", "message": "x"}], "output": "hi",
           "environment": {"node": "n1"}, "sandbox": {"layers": ["seccomp"]},
-          "timing": {"total": 1.5}, "seed": 7, "lang": "es", "job_id": "12", "error": None}
+          "timing": {"total": 1.5}, "seed": 7, "lang": "es", "job_id": "12", "error": None,
+          "exercise_version": "5e7a" * 16}
 
 
 def test_a_report_goes_through_json_and_back_unchanged():

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from server.core.catalogue import default_root, load_exercise_info
 from helpers import COURSE_ORDER, REFERENCE_Q, dispatcher, grade, grade_next, logged_in
 from server.core.models import Exercise, Submission, User
 from server.core.users import add_user
@@ -149,6 +150,10 @@ def test_a_run_shows_where_it_went_and_how_long_it_waited_and_ran(graded_course)
     assert cells[1] == "done" and cells[2] == "local" and cells[4].startswith("cpu · torch 2.13")
     wait, run_time = float(cells[6].removesuffix(" s")), float(cells[7].removesuffix(" s"))
     assert 0 <= wait < 60 and 0 < run_time < 60
+    info = load_exercise_info(default_root() / "autograd-q")
+    exercise = cells[-1]  # the exercise's files it was graded with (the score's cell has a class)
+    assert exercise.startswith(info.version[:12])
+    assert exercise.endswith(f"commit {info.commit[:12]}" if info.commit else info.version[:12])
 
 
 def test_stopping_a_submission_asks_the_workers_and_says_when_they_cannot_hear(graded_course):

@@ -160,6 +160,9 @@ def store(run: GradingRun, report: Report, now: dt.datetime) -> bool:
     run.finished_at = now
     run.environment, run.timing = report.environment or None, report.timing or None
     run.seed = report.seed
+    run.exercise_version = report.exercise_version
+    exercise = run.submission.exercise
+    run.exercise_commit = exercise.commit if report.exercise_version == exercise.version else None
     if not report.graded:
         run.error = clip(report.error or "the grader failed")
         return False

@@ -22,7 +22,7 @@ from worker.harness import sandbox, submission
 from worker.harness.checks import CheckSpec, diagnose_exception, student_place
 from worker.harness.codes import LANGUAGES
 from worker.harness.diagnostics import Diagnostic, Fail
-from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits
+from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits, exercise_version
 from worker.harness.launch import Zygote, child_environment
 from worker.harness.remote import Output, StudentDied, StudentError, StudentProcess
 from worker.harness.said_once import SaidOnce
@@ -186,6 +186,8 @@ class Harness:
         exercise = self.exercise(job)
         base = dict(exercise=job.exercise, status=reports.ReportStatus.GRADED, seed=seed,
                     lang=job.lang, job_id=job.id,
+                    # the folder as graded: its modules are reloaded when a .py file changes
+                    exercise_version=exercise_version(job.exercise_dir),
                     max_score=sum(s.points for s in exercise.checks),
                     environment=environment(device))
         try:

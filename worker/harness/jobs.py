@@ -1,7 +1,9 @@
 """A grading job as it crosses from the service to the harness (standard library only)."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # sandbox layers a job may require (see sandbox.py); "filesystem" is either of mount-namespace
 # and landlock. A harness that cannot raise a required one grades nothing (a grader error).
@@ -11,6 +13,21 @@ REQUIRED_LAYERS = ("network-namespace", "seccomp", "rlimits", "filesystem")
 
 HIDDEN_CHECKS = "checks.py"
 VISIBLE_CHECKS = "visible.py"  # the checks students have: fixed inputs, no reference
+
+
+def exercise_version(folder: str | Path) -> str:
+    """The SHA-256 of an exercise's files (names and contents; caches and hidden files left
+    out): what the harness reports it graded with, and what the service synced."""
+    root = Path(folder)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        parts = path.relative_to(root).parts
+        if "__pycache__" in parts or any(part.startswith(".") for part in parts):
+            continue
+        data = path.read_bytes()
+        digest.update(f"{'/'.join(parts)}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
 
 
 @dataclass

@@ -80,6 +80,7 @@ class Report:
     lang: str = "en"
     job_id: str | None = ""
     error: str | None = None  # why the grader failed
+    exercise_version: str | None = None  # jobs.exercise_version of the files it graded with
     cut: bool = False  # strings, or the whole, were cut to fit the bounds (see `bounded`)
 
     @property
