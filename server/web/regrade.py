@@ -17,8 +17,9 @@ from server.core.grades import Grade
 from server.core.models import Exercise, GradingRun, Regrade, RunStatus, Submission, User, utcnow
 from server.core.queue import enqueue
 from server.web.auth import db, staff_required
-from server.web.regrade_preview import (AlreadyOpen, discard, open_regrade, preview_rows, publish,
-                                        run_counts, stalled, start, summarise)
+from server.web.regrade_preview import (AlreadyOpen, discard, exercise_versions, open_regrade,
+                                        preview_rows, publish, run_counts, stalled, start,
+                                        summarise)
 from server.web.results import WAITING
 from server.web.staff import exercise_or_404
 from server.web.submissions import reopen
@@ -88,6 +89,7 @@ def preview(regrade_id: int):
     rows = preview_rows(db(), regrade)
     return render_template("staff/regrade.html", regrade=regrade, rows=rows,
                            summary=summarise(rows), stalled=stalled(rows, utcnow()),
+                           versions=exercise_versions(db(), regrade),
                            exercise=db().get(Exercise, regrade.exercise_id),
                            started_by=db().get(User, regrade.started_by)
                            if regrade.started_by else None)

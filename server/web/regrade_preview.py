@@ -120,6 +120,42 @@ class Summary:
     mean_change: float | None  # of the students' grades
 
 
+@dataclass(frozen=True)
+class ExerciseVersions:
+    """Which files of the exercise gave the grades the preview would replace, and which grade
+    the preview: version (GradingRun.exercise_version) -> submissions, and the commits known."""
+
+    before: dict[str, int]
+    after: dict[str, int]
+    commits: dict[str, str]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.after) and set(self.after) != set(self.before)
+
+
+def exercise_versions(session: Session, regrade: Regrade) -> ExerciseVersions:
+    previewed = select(GradingRun.submission_id).where(GradingRun.regrade_id == regrade.id)
+    runs = session.execute(
+        select(GradingRun.submission_id, GradingRun.regrade_id, GradingRun.status,
+               GradingRun.exercise_version, GradingRun.exercise_commit)
+        .where(GradingRun.submission_id.in_(previewed)).order_by(GradingRun.attempt))
+    before: dict[int, str] = {}  # submission -> the version of its latest grade before the preview
+    after: Counter[str] = Counter()
+    commits: dict[str, str] = {}
+    reached: set[int] = set()  # submissions whose preview run came: later runs are not "before"
+    for run in runs:
+        if run.exercise_commit:
+            commits[run.exercise_version] = run.exercise_commit
+        if run.regrade_id == regrade.id:
+            reached.add(run.submission_id)
+            after.update([run.exercise_version] if run.exercise_version else [])
+        elif run.status == RunStatus.done.value and run.exercise_version \
+                and run.submission_id not in reached:
+            before[run.submission_id] = run.exercise_version
+    return ExerciseVersions(dict(Counter(before.values())), dict(after), commits)
+
+
 def _differ(old: float | None, new: float | None) -> bool:
     if old is None or new is None:
         return old is not new

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import event, select, text, update
 
 from helpers import REFERENCE_Q, dispatcher, grade, grade_next, logged_in
-from server.core.catalogue import load_exercise_info
+from server.core.catalogue import default_root, load_exercise_info
 from server.core.config import app_settings
 from server.core.grades import student_grade
 from server.core.models import Exercise, GradingRun, Regrade, SetGrade, Submission, User, utcnow
@@ -156,6 +156,14 @@ def test_a_preview_changes_nothing_until_it_is_published(graded, executor, chang
     for line in ("1 unchanged", "1 up", "1 down", "Submissions whose score changed: 3 of 4",
                  "Mean change: +0.67"):
         assert line in page
+    # what changed: the exercise's files, the same for all four grades before, the checks' now
+    said = " ".join(re.sub(r"<[^>]+>", " ", re.search(
+        r'<p class="exercise-versions">(.*?)</p>', page, re.S).group(1)).split())
+    old_files, new_files = load_exercise_info(default_root() / "autograd-q"), changed_checks[
+        "autograd-q"]
+    assert said.startswith(f"The exercise's files changed since these grades: before "
+                           f"{old_files.version[:12]}") and "(4 submissions)" in said
+    assert said.endswith(f"now {new_files.version[:12]} .")
     published = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert "The new scores of 4 submissions are published" in client.get(
         published.headers["Location"]).text
@@ -774,6 +782,18 @@ def test_a_preview_run_draws_the_hidden_inputs_of_the_grade_it_would_replace(
         for run in runs:
             replaced = [r for r in run.submission.runs if r.status == "done"][-1]
             assert run.status == "preview" and run.seed == replaced.seed is not None
+
+
+def test_a_preview_with_the_exercise_files_of_the_grades_before_says_so(graded, executor,
+                                                                       catalogue):
+    app, _ = graded
+    regrade_id, _ = start_preview(app)
+    grade_preview(app, executor, catalogue, regrade_id)
+    client, _ = logged_in(app, "prof")
+    page = client.get(f"/staff/regrades/{regrade_id}").text
+    said = re.search(r'<p class="exercise-versions muted">(.*?)</p>', page, re.S).group(1)
+    assert "The same exercise files as the grades before:" in said
+    assert catalogue["autograd-q"].version[:12] in said and "changed since" not in page
 
 
 def test_the_job_a_dead_worker_left_is_cancelled(graded, tmp_path, changed_checks):
