@@ -24,7 +24,7 @@ from worker.harness.codes import LANGUAGES
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits, exercise_version
 from worker.harness.launch import Zygote, child_environment
-from worker.harness.remote import Output, StudentDied, StudentError, StudentProcess
+from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
 from worker.harness.said_once import SaidOnce
 from worker.harness.second_look import SecondLook, run_check
 from worker.harness.session import LOADING, Session

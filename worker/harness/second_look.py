@@ -18,7 +18,7 @@ import torch
 
 from worker.harness.checks import CheckSpec, Context, diagnose_exception
 from worker.harness.diagnostics import Diagnostic, Fail
-from worker.harness.remote import StudentDied, StudentError
+from worker.harness.student_process import StudentDied, StudentError
 from worker.harness.session import Session
 
 # what the student's code does on its own (it raised, hung, died, behaved at random): no wrong

@@ -16,7 +16,8 @@ from worker.harness import sandbox
 from worker.harness.checks import CheckSpec, student_place
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.jobs import REQUIRED_LAYERS, Limits
-from worker.harness.remote import Output, Student, StudentDied, StudentError, StudentProcess
+from worker.harness.remote import Student
+from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
 
 MAX_RESTARTS = 2
 LOADING = {"en": "loading the submission", "es": "la carga de la entrega"}

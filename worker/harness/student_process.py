@@ -1,0 +1,175 @@
+"""The grader's side of a student process: the forked, sandboxed process itself, its pipes and
+its capped output. Every wait has a deadline; a process that dies says how (StudentDied).
+What the grader asks of it goes through worker/harness/remote.py's `Student`.
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import time
+from dataclasses import dataclass, field
+
+from worker.harness import protocol, sandbox
+from worker.harness.jobs import Limits
+from worker.harness.launch import Zygote
+
+
+class StudentError(Exception):
+    """The student's code raised; `info` holds type, message, frames (from the student)."""
+
+    def __init__(self, info: dict):
+        super().__init__(info.get("message", ""))
+        self.info = info
+
+
+class StudentDied(Exception):
+    """The student process is gone: `code` is timeout, memory-limit or crashed."""
+
+    def __init__(self, code: str, details: dict):
+        super().__init__(code)
+        self.code, self.details = code, details
+
+
+@dataclass
+class Output:
+    """The student's stdout and stderr, capped."""
+
+    limit: int
+    data: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        self.data += chunk[:max(room, 0)]
+        self.dropped += max(len(chunk) - max(room, 0), 0)
+
+    @property
+    def full(self) -> bool:
+        return len(self.data) >= self.limit
+
+    def text(self) -> str:
+        """At most `limit` characters, the note of what was dropped included (the report keeps
+        no more than that of the output either)."""
+        if not self.dropped:
+            return self.data.decode("utf-8", "replace")
+        note = f"\n[… {self.dropped} more bytes of output dropped]"
+        return self.data.decode("utf-8", "replace")[:max(self.limit - len(note), 0)] + note
+
+
+class StudentProcess:
+    """One forked, sandboxed student process and its three pipes."""
+
+    def __init__(self, zygote: Zygote, confinement: sandbox.Confinement, limits: Limits,
+                 output: Output):
+        self.zygote, self.limits, self.output = zygote, limits, output
+        spawned, fds = zygote.spawn(confinement, limits)
+        self.pid, (self.req_fd, self.rep_fd, self.out_fd) = spawned["pid"], fds[:3]
+        # the root of its scratch where that is a bounded tmpfs, which only the student's and the
+        # zygote's mount namespaces show at its path: the grader looks at it through this
+        self.scratch_fd: int | None = fds[3] if len(fds) > 3 else None
+        self.scratch = spawned.get("scratch") or {}
+        self.unpacker = protocol.Unpacker(max_bytes=limits.reply_mb << 20)
+        self.alive = True
+        for fd in (self.req_fd, self.rep_fd, self.out_fd):
+            os.set_blocking(fd, False)
+        self.hello, _ = self.exchange(None, [], limits.call_seconds)
+
+    def exchange(self, header: dict | None, buffers: list[bytes], timeout: float) -> tuple[dict, list[bytes]]:
+        """Send one request (or none) and wait for the reply, draining output meanwhile."""
+        if not self.alive:
+            raise StudentDied("crashed", {"reason": "already stopped"})
+        pending = memoryview(protocol.pack(header, buffers)) if header is not None else memoryview(b"")
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.rep_fd, selectors.EVENT_READ)
+            selector.register(self.out_fd, selectors.EVENT_READ)
+            if pending:
+                selector.register(self.req_fd, selectors.EVENT_WRITE)
+            while True:
+                message = self._message()
+                if message is not None:
+                    return message
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.stop()
+                    raise StudentDied("timeout", {"seconds": timeout})
+                for key, _ in selector.select(remaining):
+                    if key.fd == self.req_fd:
+                        try:
+                            pending = pending[os.write(self.req_fd, pending):]
+                        except BrokenPipeError:
+                            pending = memoryview(b"")
+                        if not pending:
+                            selector.unregister(self.req_fd)
+                    elif not self._read(key.fd):
+                        if key.fd == self.out_fd:
+                            selector.unregister(self.out_fd)
+                        else:
+                            raise self._died()
+
+    def _message(self) -> tuple[dict, list[bytes]] | None:
+        try:
+            return self.unpacker.message()
+        except protocol.ProtocolError as exc:
+            raise self._malformed(exc) from None
+
+    def _malformed(self, exc: protocol.ProtocolError) -> StudentDied:
+        self.stop()
+        if isinstance(exc, protocol.MessageTooLarge):
+            return StudentDied("memory-limit", {"reply_limit_mb": self.limits.reply_mb})
+        return StudentDied("crashed", {"reason": str(exc)})
+
+    def _read(self, fd: int) -> bool:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return True
+        if fd == self.out_fd:
+            self.output.add(chunk)
+        else:
+            try:
+                self.unpacker.feed(chunk)
+            except protocol.ProtocolError as exc:
+                raise self._malformed(exc) from None
+        return bool(chunk)
+
+    def _died(self) -> StudentDied:
+        self._drain_output()
+        status = self.stop(grace=1.0)
+        sig = status.get("signal")
+        if sig in (signal.SIGXCPU, signal.SIGKILL) and not status.get("killed"):
+            return StudentDied("timeout", {"signal": signal.Signals(sig).name, "cpu_limit": True})
+        details = {"exit_code": status.get("exit_code")}
+        if sig:
+            details["signal"] = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
+        return StudentDied("crashed", details)
+
+    def _drain_output(self) -> None:
+        """What the student wrote that the grader has not read yet, up to the output's cap (a
+        writer that never stops cannot hold the grader here)."""
+        while not self.output.full:
+            try:
+                chunk = os.read(self.out_fd, 1 << 20)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.output.add(chunk)
+
+    def stop(self, grace: float = 0.0) -> dict:
+        if not self.alive:
+            return {}
+        self.alive = False
+        if grace == 0.0:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        status = self.zygote.reap(self.pid, grace)
+        self._drain_output()  # printed just before the end (or the kill): part of the report
+        for fd in (self.req_fd, self.rep_fd, self.out_fd, self.scratch_fd):
+            if fd is not None:
+                os.close(fd)
+        return status
