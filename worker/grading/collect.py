@@ -59,7 +59,7 @@ class Collecting:
     pending_limit: float  # seconds a job may wait for the cluster to start it
     poll_every: float  # seconds between two polls of the cluster
 
-    def collect(self) -> dict[int, str]:
+    def collect(self) -> dict[int, grading.Settled]:
         """Record the reports the harness said were done, and send back the runs it left; then,
         at most once per SLURM_POLL_SECONDS, look at every run and settle those whose jobs ended
         without a report. Returns the outcome of every run it changed (graded, failed,
@@ -94,7 +94,7 @@ class Collecting:
                         if states[job].outcome != "waiting"})
         return outcomes
 
-    def _take_done(self, run_ids: list[int]) -> dict[int, str]:
+    def _take_done(self, run_ids: list[int]) -> dict[int, grading.Settled]:
         """Record these runs' reports; those a batch job left, its time running out, go back to
         the queue, their attempts unused."""
         outcomes = self._collect_reports(run_ids)
@@ -102,7 +102,7 @@ class Collecting:
                 and spool.is_not_started(spool.run_dir(self.spool, str(run_id)))]
         if left:
             self._release(left)
-            outcomes |= {run_id: "requeued" for run_id in left}
+            outcomes |= {run_id: grading.Settled.requeued for run_id in left}
         return outcomes
 
     def _forget_stale(self, run_ids: set[str]) -> None:
@@ -137,8 +137,8 @@ class Collecting:
                 GradingRun.external_id.is_not(None), GradingRun.job_state.in_(WAITING),
                 GradingRun.finished_at > utcnow() - FINAL_STATE_WINDOW)).all())
 
-    def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, str]:
-        outcomes: dict[int, str] = {}
+    def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, grading.Settled]:
+        outcomes: dict[int, grading.Settled] = {}
         changed: dict[int, JobState] = {}
         overdue = []
         # read before any run's folder goes: which runs their jobs began
@@ -165,7 +165,7 @@ class Collecting:
                 log.warning("run %s goes back to the queue unused: job %s ended %s",
                             run.id, run.external_id, state.state)
                 self._release([run.id])
-                outcomes[run.id] = "requeued"
+                outcomes[run.id] = grading.Settled.requeued
                 continue
             where = f" on {state.node}" if state.node else ""
             reason = (f"{'pilot' if run.executor == 'pilot' else 'Slurm'} job {run.external_id} "
@@ -180,7 +180,7 @@ class Collecting:
         return (state.state == "PENDING" and run.executor != "pilot"
                 and (utcnow() - aware(run.started_at)).total_seconds() > self.pending_limit)
 
-    def _give_up(self, runs: list, states: dict[str, JobState]) -> dict[int, str]:
+    def _give_up(self, runs: list, states: dict[str, JobState]) -> dict[int, grading.Settled]:
         """Runs whose jobs waited past SLURM_PENDING_LIMIT_SECONDS (a node drained, a partition
         down): a grader error, "cluster unavailable" with squeue's reason, never a zero and no
         try used (staff send it again with Retry once the cluster is back). Settled before their

@@ -62,7 +62,7 @@ class Dispatched:
     failed run's next try may be due: send another dispatch), and the seconds until a waiting
     batch is due."""
 
-    outcomes: dict[int, str] = field(default_factory=dict)
+    outcomes: dict[int, grading.Settled] = field(default_factory=dict)
     more: bool = False
     due_in: float | None = None
 
@@ -197,7 +197,7 @@ class Dispatcher(Collecting):
                 claims = [grading.claim(session, i, executor, self.worker, self.lease, now)
                           for i in ids]
                 claimed.append((resources, pilot, [c for c in claims if c is not None]))
-        outcomes: dict[int, str] = {}
+        outcomes: dict[int, grading.Settled] = {}
         resting = None  # seconds the cluster is not taking jobs for, once sbatch said so
         for resources, pilot, claims in claimed:
             if not claims:
@@ -287,7 +287,7 @@ class Dispatcher(Collecting):
         return full, batch
 
     def _send(self, resources: Resources, pilot: str | None,
-              claims: list[grading.Claim]) -> dict[int, str]:
+              claims: list[grading.Claim]) -> dict[int, grading.Settled]:
         """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled. Raises
         NotTakingJobs, its runs queued again, while the cluster takes no jobs."""
         try:
@@ -373,13 +373,13 @@ class Dispatcher(Collecting):
 
     # --- reports and runs, for dispatch and collect (worker/grading/collect.py) ------------
 
-    def _collect_reports(self, run_ids: list[int], wait: float = 0.0) -> dict[int, str]:
+    def _collect_reports(self, run_ids: list[int], wait: float = 0.0) -> dict[int, grading.Settled]:
         reports: dict[int, Report] = {}
         for found in reports_as_they_come(self.executor, dict.fromkeys(run_ids), 0.02, wait):
             reports |= found
         return self._record_reports(reports)
 
-    def _record_reports(self, reports: dict[int, Report]) -> dict[int, str]:
+    def _record_reports(self, reports: dict[int, Report]) -> dict[int, grading.Settled]:
         outcomes = {}
         for run_id, report in reports.items():
             with self.database.sessions.begin() as session:
@@ -387,7 +387,7 @@ class Dispatcher(Collecting):
             spool.remove_run(self.spool, str(run_id))
         return outcomes
 
-    def _settle(self, run_ids: list[int], transition, reason: str) -> dict[int, str]:
+    def _settle(self, run_ids: list[int], transition, reason: str) -> dict[int, grading.Settled]:
         outcomes = {}
         for run_id in run_ids:
             with self.database.sessions.begin() as session:

@@ -10,6 +10,7 @@ submission goes back to `queued` for another run, and only after MAX_RUNS runs t
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import os
 import socket
 from dataclasses import dataclass
@@ -25,6 +26,17 @@ from server.core.models import (CheckResult, DiagnosticResult, GradingRun, RunSt
 from worker.harness.report import Report, clip
 
 MAX_RUNS = 3
+
+
+class Settled(str, enum.Enum):
+    """What settling a run did to it and its submission (record, lose, cancel, refuse)."""
+
+    graded = "graded"  # its report is a grade: the submission's result
+    failed = "failed"  # its report is the grader's error: another run follows, or no grade
+    requeued = "requeued"  # it ended without a report: another run follows
+    error = "error"  # no run follows: the submission is a grader error, never a zero
+    cancelled = "cancelled"  # staff stopped it
+    stale = "stale"  # another run took over, or staff cancelled it: its word stands
 # what the database raises while it is away (stopped, restarting, unreachable): worth waiting for
 DATABASE_AWAY = (OperationalError, InterfaceError)
 DONE = (SubmissionStatus.graded.value, SubmissionStatus.error.value,
@@ -121,35 +133,36 @@ def _current(session: Session, run_id: int) -> GradingRun | None:
     return run
 
 
-def _after_failure(run: GradingRun) -> str:
+def _after_failure(run: GradingRun) -> Settled:
     """A run ended without a grade: the submission waits for another run, or is a grader error."""
     submission = run.submission
     if run.attempt - submission.retry_from < MAX_RUNS:
         submission.status = SubmissionStatus.queued.value
         submission.enqueued_at = None
-        return "requeued"
+        return Settled.requeued
     submission.status = SubmissionStatus.error.value
-    return "error"
+    return Settled.error
 
 
-def _lose(run: GradingRun, reason: str, now: dt.datetime) -> str:
+def _lose(run: GradingRun, reason: str, now: dt.datetime) -> Settled:
     run.status, run.error, run.finished_at = RunStatus.lost.value, reason, now
     return _after_failure(run)
 
 
-def record(session: Session, run_id: int, report: Report, now: dt.datetime | None = None) -> str:
+def record(session: Session, run_id: int, report: Report,
+           now: dt.datetime | None = None) -> Settled:
     """Store a report for a run that is still the submission's current one; returns the outcome:
     graded, failed (the grader failed: another run follows, or the submission is an error), or
     stale (another run took over, or staff cancelled it: its word stands)."""
     run = _current(session, run_id)
     if run is None:
-        return "stale"
+        return Settled.stale
     if not store(run, report, now or utcnow()):
         run.status = RunStatus.failed.value
         _after_failure(run)
-        return "failed"
+        return Settled.failed
     take(run)
-    return "graded"
+    return Settled.graded
 
 
 def store(run: GradingRun, report: Report, now: dt.datetime) -> bool:
@@ -179,21 +192,23 @@ def store(run: GradingRun, report: Report, now: dt.datetime) -> bool:
     return True
 
 
-def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+def lose(session: Session, run_id: int, reason: str,
+         now: dt.datetime | None = None) -> Settled:
     """The run's job ended without its report (failed, timed out, node lost…): another run
     follows (requeued), or after MAX_RUNS the submission is a grader error; or stale."""
     run = _current(session, run_id)
-    return _lose(run, reason, now or utcnow()) if run is not None else "stale"
+    return _lose(run, reason, now or utcnow()) if run is not None else Settled.stale
 
 
-def cancel(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+def cancel(session: Session, run_id: int, reason: str,
+           now: dt.datetime | None = None) -> Settled:
     """The run's job was cancelled: see stop."""
     run = _current(session, run_id)
     if run is None:
-        return "stale"
+        return Settled.stale
     run.status, run.error, run.finished_at = RunStatus.cancelled.value, reason, now or utcnow()
     stop(run.submission)
-    return "cancelled"
+    return Settled.cancelled
 
 
 def stop(submission: Submission) -> None:
@@ -203,16 +218,17 @@ def stop(submission: Submission) -> None:
                          else SubmissionStatus.cancelled.value)
 
 
-def refuse(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> str:
+def refuse(session: Session, run_id: int, reason: str,
+           now: dt.datetime | None = None) -> Settled:
     """The cluster cannot run this run (it asks more than any node has, or its job waited past
     the pending limit): a grader error at once, with the reason, since another run now would
     fail the same way."""
     run = _current(session, run_id)
     if run is None:
-        return "stale"
+        return Settled.stale
     run.status, run.error, run.finished_at = RunStatus.failed.value, reason, now or utcnow()
     run.submission.status = SubmissionStatus.error.value
-    return "error"
+    return Settled.error
 
 
 def release(session: Session, run_ids: list[int]) -> None:
