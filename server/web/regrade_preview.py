@@ -131,7 +131,9 @@ class ExerciseVersions:
 
     @property
     def changed(self) -> bool:
-        return bool(self.after) and set(self.after) != set(self.before)
+        """False too where the grades before say nothing of their files (graded before runs
+        recorded them)."""
+        return bool(self.after and self.before) and set(self.after) != set(self.before)
 
 
 def exercise_versions(session: Session, regrade: Regrade) -> ExerciseVersions:

@@ -794,6 +794,11 @@ def test_a_preview_with_the_exercise_files_of_the_grades_before_says_so(graded, 
     said = re.search(r'<p class="exercise-versions muted">(.*?)</p>', page, re.S).group(1)
     assert "The same exercise files as the grades before:" in said
     assert catalogue["autograd-q"].version[:12] in said and "changed since" not in page
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:  # graded before runs said
+        session.execute(update(GradingRun).where(GradingRun.regrade_id.is_(None))
+                        .values(exercise_version=None))
+    page = client.get(f"/staff/regrades/{regrade_id}").text
+    assert "The preview grades with the exercise's files:" in page and "changed since" not in page
 
 
 def test_the_job_a_dead_worker_left_is_cancelled(graded, tmp_path, changed_checks):
