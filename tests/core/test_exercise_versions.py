@@ -44,3 +44,18 @@ def test_a_sync_stores_the_version_and_says_the_exercise_changed(db_session, tmp
     assert sync_exercises(db_session, {"autograd-q": changed})["updated"] == ["autograd-q"]
     row = db_session.query(Exercise).filter_by(slug="autograd-q").one()
     assert (row.version, row.commit) == (changed.version, None)
+
+
+def test_a_warm_harness_grades_with_the_files_as_they_are_and_says_which(harness, tmp_path):
+    folder = tmp_path / "autograd-q"
+    shutil.copytree(default_root() / "autograd-q", folder,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    reference = folder / "reference.py"
+    first = harness.report_for(load_exercise_info(folder).job(reference, seed=1))
+    assert (first.exercise_version, first.max_score) == (exercise_version(folder), 10)
+    checks = folder / "checks.py"
+    checks.write_text(checks.read_text().replace('@check("grad-a", points=3',
+                                                 '@check("grad-a", points=1'))
+    again = harness.report_for(load_exercise_info(folder).job(reference, seed=1))
+    assert (again.exercise_version, again.max_score) == (exercise_version(folder), 8)
+    assert again.exercise_version != first.exercise_version

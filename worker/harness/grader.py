@@ -135,7 +135,7 @@ class Harness:
         """`zygote`: one started before torch was imported here, so that its start overlapped."""
         self.scratch_root = scratch_root
         self.read_paths = sandbox.python_read_paths()
-        self.exercises: dict[tuple, tuple[float, LoadedExercise]] = {}
+        self.exercises: dict[tuple, tuple[str, LoadedExercise]] = {}
         self.zygote = zygote or Zygote(child_environment())
         try:
             torch.set_num_threads(1)
@@ -165,15 +165,17 @@ class Harness:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def exercise(self, job: Job) -> LoadedExercise:
-        stamp = max(p.stat().st_mtime for p in Path(job.exercise_dir).rglob("*.py"))
+    def exercise(self, job: Job) -> tuple[str, LoadedExercise]:
+        """The exercise's version (jobs.exercise_version) and its modules, loaded again when
+        its files changed."""
+        version = exercise_version(job.exercise_dir)
         key = (job.exercise_dir, job.checks, tuple(job.wrong_programs))
         cached = self.exercises.get(key)
-        if cached is None or cached[0] != stamp:
-            cached = (stamp, load_exercise(job.exercise, job.exercise_dir, job.checks,
-                                           tuple(job.wrong_programs)))
+        if cached is None or cached[0] != version:
+            cached = (version, load_exercise(job.exercise, job.exercise_dir, job.checks,
+                                             tuple(job.wrong_programs)))
             self.exercises[key] = cached
-        return cached[1]
+        return cached
 
     def grade_job(self, job: Job) -> reports.Report:
         """The submission run against the exercise's checks in a student process of its own:
@@ -183,11 +185,9 @@ class Harness:
         device = torch.device("cuda" if job.device == "auto" and torch.cuda.is_available()
                               else ("cpu" if job.device == "auto" else job.device))
         seed = job.seed if job.seed is not None else secrets.randbits(48)
-        exercise = self.exercise(job)
+        version, exercise = self.exercise(job)
         base = dict(exercise=job.exercise, status=reports.ReportStatus.GRADED, seed=seed,
-                    lang=job.lang, job_id=job.id,
-                    # the folder as graded: its modules are reloaded when a .py file changes
-                    exercise_version=exercise_version(job.exercise_dir),
+                    lang=job.lang, job_id=job.id, exercise_version=version,
                     max_score=sum(s.points for s in exercise.checks),
                     environment=environment(device))
         try:
