@@ -54,8 +54,7 @@ def confined(device: str, tmp_path) -> dict:
         try:
             active, missing = sandbox.confine(sandbox.Confinement(
                 scratch=str(scratch), memory_bytes=1 << 30, cpu_seconds=30, file_bytes=1 << 20,
-                open_files=64, read_paths=sandbox.python_read_paths() + (
-                    sandbox.CUDA_READ_PATHS if device == "cuda" else ()), device=device))
+                open_files=64, read_paths=sandbox.python_read_paths(), device=device))
             allowed = {}
             for name, attempt in TRIES.items():
                 try:

@@ -47,6 +47,17 @@ def enter_namespaces() -> None:
     mounts.unshare_as_self(mounts.CLONE_NEWNET | mounts.CLONE_NEWNS)
 
 
+# --- what a device adds: on CUDA, what the driver needs as it starts ---------------------------
+
+# What the CUDA driver reads when a student process initialises it (never the zygote: see zygote.py).
+# "/proc/self" is opened by the student process itself, so it names that process alone.
+CUDA_READ_PATHS = ("/proc/self", "/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices",
+                   "/sys/module/nvidia", "/etc/nvidia", "/usr/local/cuda", "/usr/local/nvidia")
+# What it writes there: the names of the threads it starts (task/TID/comm); without them it fails
+# with "Error 304: OS call failed" (seen on an H200 node, driver 580).
+CUDA_WRITE_PATHS = ("/proc/self/task",)
+
+
 def devices(c: Confinement) -> tuple[str, ...]:
     """What the student process may open in /dev: a few, and on CUDA the NVIDIA devices."""
     if c.device != "cuda":
@@ -54,10 +65,19 @@ def devices(c: Confinement) -> tuple[str, ...]:
     return mounts.DEVICES + tuple(sorted(os.path.basename(p) for p in glob.glob("/dev/nvidia*")))
 
 
+def read_paths(c: Confinement) -> tuple[str, ...]:
+    """The confinement's read paths, and on CUDA what the driver reads."""
+    return c.read_paths + (CUDA_READ_PATHS if c.device == "cuda" else ())
+
+
+def write_paths(c: Confinement) -> tuple[str, ...]:
+    """Paths inside the read paths that the student process may write, beside its scratch."""
+    return CUDA_WRITE_PATHS if c.device == "cuda" else ()
+
+
 def enter_fresh_root(c: Confinement) -> None:
     """The filesystem is the read paths, a few devices and the scratch: see mounts.py."""
-    mounts.enter_fresh_root(c.scratch, c.read_paths, devices(c),
-                            CUDA_WRITE_PATHS if c.device == "cuda" else ())
+    mounts.enter_fresh_root(c.scratch, read_paths(c), devices(c), write_paths(c))
 
 
 def make_undumpable() -> None:
@@ -144,11 +164,11 @@ def apply_landlock(c: Confinement) -> list[str]:
                      "landlock_create_ruleset")
     try:
         read = FS_READ_FILE | FS_READ_DIR
-        for path in c.read_paths:
+        for path in read_paths(c):
             _allow(ruleset, path, read, handled_fs)
         _allow(ruleset, "/dev", read | FS_WRITE_FILE | FS_IOCTL_DEV, handled_fs, only=devices(c))
         _allow(ruleset, c.scratch, handled_fs & ~FS_EXECUTE, handled_fs)
-        for path in CUDA_WRITE_PATHS if c.device == "cuda" else ():
+        for path in write_paths(c):
             _allow(ruleset, path, read | FS_WRITE_FILE | FS_TRUNCATE, handled_fs)
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
         _check(_libc.syscall(SYS_landlock_restrict_self, ruleset, 0), "landlock_restrict_self")
@@ -311,14 +331,6 @@ def confine(c: Confinement) -> tuple[list[str], list[str]]:
         raise_layer(name, layer)
     return active, missing
 
-
-# What the CUDA driver reads when a student process initialises it (never the zygote: see zygote.py).
-# "/proc/self" is opened by the student process itself, so it names that process alone.
-CUDA_READ_PATHS = ("/proc/self", "/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices",
-                   "/sys/module/nvidia", "/etc/nvidia", "/usr/local/cuda", "/usr/local/nvidia")
-# What it writes there: the names of the threads it starts (task/TID/comm); without them it fails
-# with "Error 304: OS call failed" (seen on an H200 node, driver 580).
-CUDA_WRITE_PATHS = ("/proc/self/task",)
 
 
 def python_read_paths() -> tuple[str, ...]:

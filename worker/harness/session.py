@@ -119,8 +119,7 @@ class Session:
         confinement = sandbox.Confinement(
             scratch=self.scratch, memory_bytes=self.limits.memory_mb << 20,
             cpu_seconds=self.limits.cpu_seconds, file_bytes=self.limits.file_mb << 20,
-            open_files=256, device=self.device.type, read_paths=self.harness.read_paths + (
-                sandbox.CUDA_READ_PATHS if self.device.type == "cuda" else ()),
+            open_files=256, device=self.device.type, read_paths=self.harness.read_paths,
             scratch_bytes=self.limits.scratch_mb << 20)
         try:
             started = time.perf_counter()
