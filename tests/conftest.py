@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from jinja2 import BytecodeCache
 from werkzeug.security import generate_password_hash
 
 from helpers import SECRETS, postgres_database
@@ -30,23 +31,19 @@ def quick_password_hashes():
         yield
 
 
-class TemplatesInMemory:
+class TemplatesInMemory(BytecodeCache):
     """Jinja's bytecode cache, kept in memory: keyed by each template's source, so a changed
     template is compiled again."""
 
     def __init__(self):
-        from jinja2 import BytecodeCache
         self.compiled: dict[str, bytes] = {}
-        store = self
 
-        class Cache(BytecodeCache):
-            def load_bytecode(self, bucket):
-                if bucket.key in store.compiled:
-                    bucket.bytecode_from_string(store.compiled[bucket.key])
+    def load_bytecode(self, bucket):
+        if bucket.key in self.compiled:
+            bucket.bytecode_from_string(self.compiled[bucket.key])
 
-            def dump_bytecode(self, bucket):
-                store.compiled[bucket.key] = bucket.bytecode_to_string()
-        self.cache = Cache()
+    def dump_bytecode(self, bucket):
+        self.compiled[bucket.key] = bucket.bytecode_to_string()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -54,7 +51,7 @@ def templates_compiled_once():
     """Each test builds apps of its own, and each app compiled every template it rendered again:
     a sixth of the fast tier's time. The apps of a test run share one compiled copy."""
     import flask
-    cache = TemplatesInMemory().cache
+    cache = TemplatesInMemory()
     create = flask.Flask.create_jinja_environment
 
     def with_shared_cache(self):

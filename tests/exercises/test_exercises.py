@@ -46,12 +46,17 @@ def test_a_worker_reads_the_catalogue_again_only_when_the_folder_changed(tmp_pat
     assert sorted(current_catalogue(root)) == ["autograd-copy", "autograd-q"]
 
 
-def test_bad_exercise_toml_is_explained(tmp_path):
-    folder = tmp_path / "broken-one"
+def empty_exercise(folder):
+    """An exercise's files, empty: its exercise.toml is the test's."""
     folder.mkdir()
     for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
                  "visible.py"):
         (folder / name).write_text("")
+    return folder
+
+
+def test_bad_exercise_toml_is_explained(tmp_path):
+    folder = empty_exercise(tmp_path / "broken-one")
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory = 3\n')
     with pytest.raises(ExerciseConfigError, match=r"\[limits\]: unknown limits: memory"):
         load_exercise_info(folder)
@@ -77,11 +82,7 @@ def test_bad_exercise_toml_is_explained(tmp_path):
 
 
 def test_deadline_is_validated(tmp_path):
-    folder = tmp_path / "late-one"
-    folder.mkdir()
-    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
-                 "visible.py"):
-        (folder / name).write_text("")
+    folder = empty_exercise(tmp_path / "late-one")
     for deadline, message in [
         ('policy = "penalty"', "at must be a date and time with its UTC offset"),
         ('policy = "refuse"\nat = 2027-01-31T23:59:00', "UTC offset"),
@@ -99,11 +100,7 @@ def test_deadline_is_validated(tmp_path):
 
 def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
     from server.core.config import Resources
-    folder = tmp_path / "on-a-gpu"
-    folder.mkdir()
-    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
-                 "visible.py"):
-        (folder / name).write_text("")
+    folder = empty_exercise(tmp_path / "on-a-gpu")
     for slurm, message in [
         ("gpu = 1", r"\[slurm\]: unknown keys gpu; valid keys are partition, account, qos, gpus"),
         ('memory = "a lot"', "memory must be an amount of memory like 4G"),
