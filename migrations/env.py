@@ -24,11 +24,21 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = make_engine(config.get_main_option("sqlalchemy.url"))
     with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # SQLite rebuilds a table it alters (batch mode): dropping the old one would break
+            # every reference to it, so references are checked once, after the migrations. The
+            # pragma only works outside a transaction, hence on the driver's connection.
+            connection.connection.dbapi_connection.execute("PRAGMA foreign_keys=OFF")
         # batch mode lets SQLite, which cannot ALTER most things, follow the same migrations
         context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True,
                           render_item=render_item)
         with context.begin_transaction():
             context.run_migrations()
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"the migration broke references: {broken[:10]}")
     engine.dispose()
 
 

@@ -10,7 +10,7 @@ import pytest
 from jinja2 import BytecodeCache
 from werkzeug.security import generate_password_hash
 
-from helpers import SECRETS, postgres_database
+from helpers import SECRETS, new_course, postgres_database
 from server.core.catalogue import default_root, load_catalogue, load_exercise_info
 from server.core.config import Settings
 from worker.grading.local import LocalExecutor
@@ -162,7 +162,7 @@ def course(app, catalogue):
     from server.core.users import add_user
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
-        sync_exercises(session, catalogue)
+        sync_exercises(session, new_course(session), catalogue)
         add_user(session, "ana", "Ana García", "a@uni.es", "student", "long-password")
         add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
         session.commit()
@@ -185,15 +185,18 @@ def database(empty_database_url, catalogue, migrated_sqlite):
     from server.core import migrate
     from server.core.db import Database
     from server.core.exercises import sync_exercises
-    from server.core.models import User
+    from server.core.models import Enrolment, User
     if empty_database_url.startswith("sqlite:///"):
         shutil.copyfile(migrated_sqlite, empty_database_url.removeprefix("sqlite:///"))
     else:
         migrate.upgrade(empty_database_url)
     database = Database(empty_database_url)
     with database.sessions.begin() as session:
-        sync_exercises(session, catalogue)
-        session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
+        course = new_course(session)
+        sync_exercises(session, course, catalogue)
+        session.add(ana := User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
+        session.flush()
+        session.add(Enrolment(user_id=ana.id, course_id=course.id, role="student"))
     yield database
     database.dispose()
 

@@ -70,6 +70,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# the tests' course, whose exercises are the course's (exercises/)
+COURSE = "pytorch"
+IN_COURSE = f"/courses/{COURSE}"
+
+
+def new_course(session, slug: str = COURSE, **values):
+    """A course of the exercises/ folder (of `values`' exercises_dir) with no one in it."""
+    from server.core.courses import create_course
+    return create_course(session, slug, **{"title_en": "Tensors and autograd",
+                                           "title_es": "Tensores y autograd", **values})
+
+
+def the_course(session):
+    """The tests' course, made the first time it is asked for."""
+    import sqlalchemy as sa
+    from server.core.models import Course
+    return session.scalar(sa.select(Course).where(Course.slug == COURSE)) or new_course(session)
+
+
 def change_settings(app, **changes) -> None:
     """Give a running app other settings, by name (MAIL_PORT=...), parsed as at start-up."""
     import dataclasses
@@ -157,8 +176,8 @@ def logged_in(app, username: str = "ana", password: str = "long-password",
     client = app.test_client()
     assert log_in(client, username, password).status_code == 302
     if lang:
-        client.get(f"/?lang={lang}")
-    return client, CSRF_TOKEN.search(client.get("/").text).group(1)
+        client.get(f"/courses/pytorch/?lang={lang}")
+    return client, CSRF_TOKEN.search(client.get("/courses/pytorch/", follow_redirects=True).text).group(1)
 
 
 # the course's sixteen exercises in course order (../shared/EXERCISES.md, each exercise's `order`)

@@ -37,9 +37,10 @@ class ExerciseConfigError(Exception):
 @dataclass(frozen=True)
 class Deadline:
     """`policy`: none (no deadline), penalty (late work loses penalty_per_day of its score per
-    started day, down to zero) or refuse (late work is not accepted)."""
+    started day, down to zero) or refuse (late work is not accepted); None where `at` is given
+    without one: the course's policy and penalty (Deadline.in_course)."""
 
-    policy: str = "none"
+    policy: str | None = "none"
     at: dt.datetime | None = None
     penalty_per_day: float = 0.0
 
@@ -48,8 +49,10 @@ class Deadline:
         unknown = set(data) - {"policy", "at", "penalty_per_day"}
         if unknown:
             raise ExerciseConfigError(f"{where}: [deadline]: unknown keys {', '.join(sorted(unknown))}")
+        if "at" in data and "policy" not in data:
+            data = {**data, "policy": None}
         deadline = cls(**data)
-        if deadline.policy not in DEADLINE_POLICIES:
+        if deadline.policy is not None and deadline.policy not in DEADLINE_POLICIES:
             raise ExerciseConfigError(f"{where}: [deadline] policy must be one of {DEADLINE_POLICIES}")
         if deadline.policy != "none" and not (isinstance(deadline.at, dt.datetime)
                                               and deadline.at.tzinfo is not None):
@@ -59,6 +62,12 @@ class Deadline:
                 or not 0 <= deadline.penalty_per_day <= 1:
             raise ExerciseConfigError(f"{where}: [deadline] penalty_per_day must be between 0 and 1")
         return deadline
+
+    def in_course(self, policy: str, penalty_per_day: float) -> "Deadline":
+        """This deadline where the course's late policy is `policy` with `penalty_per_day`."""
+        if self.policy is not None:
+            return self
+        return dataclasses.replace(self, policy=policy, penalty_per_day=penalty_per_day)
 
 
 @dataclass(frozen=True)
@@ -310,17 +319,15 @@ def current_catalogue(root: Path | None = None) -> dict[str, ExerciseInfo]:
     except OSError:
         return load_catalogue(root)  # which says what is wrong with the folder
     known = _CATALOGUE.get(root)
-    if known is None or known[0] != stamp:
-        _CATALOGUE.clear()
+    if known is None or known[0] != stamp:  # each course's folder is kept, as the last read
         _CATALOGUE[root] = known = (stamp, load_catalogue(root))
     return known[1]
 
 
-def current_info(slug: str) -> ExerciseInfo | None:
+def current_info(path: Path) -> ExerciseInfo | None:
     """An exercise's folder, read again only when one of its files has changed since the last
     time (a page that shows its maximum points asks on each view); None while it is missing or
     broken."""
-    path = default_root() / slug
     try:
         stamp = signature(path)
     except OSError:

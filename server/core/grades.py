@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.core.catalogue import current_info
+from server.core.courses import exercise_folder
 from server.core.models import (Allowance, Exercise, GradingRun, RunStatus, SetGrade,
                                 Submission, SubmissionStatus)
 
@@ -100,7 +101,7 @@ def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | No
     """exercise id → what the exercise is out of: its checks' points added up, or, where the
     catalogue cannot tell (its folder broken, points not written as numbers), the largest
     maximum any of its submissions was graded out of (None before any was graded)."""
-    known = {exercise.id: info.max_points if (info := current_info(exercise.slug)) else None
+    known = {exercise.id: info.max_points if (info := current_info(exercise_folder(exercise))) else None
              for exercise in of}
     unknown = [exercise_id for exercise_id, points in known.items() if points is None]
     if unknown:

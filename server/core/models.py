@@ -16,10 +16,15 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-class Role(str, enum.Enum):
+class CourseRole(str, enum.Enum):
+    """A user's role in one course (an admin, global, is an instructor of every course)."""
+
     student = "student"
+    ta = "ta"  # grades by hand and grants exceptions; changes no exercise or setting
     instructor = "instructor"
-    admin = "admin"
+
+
+STAFF_ROLES = (CourseRole.ta.value, CourseRole.instructor.value)
 
 
 class SubmissionStatus(str, enum.Enum):
@@ -44,15 +49,45 @@ class RunStatus(str, enum.Enum):
     preview = "preview"  # a regrade's preview run, graded: its new score, until published
 
 
+class Course(Base):
+    """One course in one edition: its exercises' folder, its course venv, its Slurm settings
+    and job names, its default late policy. Archived, it is read-only and still shown."""
+
+    __tablename__ = "courses"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    title_en: Mapped[str] = mapped_column(String(200))
+    title_es: Mapped[str] = mapped_column(String(200))
+    edition: Mapped[str] = mapped_column(String(64), default="", server_default="")
+    timezone: Mapped[str | None] = mapped_column(String(64))  # None: the service's TIMEZONE
+    # None: the service's exercises folder (HPCGRADE_EXERCISES, else exercises/)
+    exercises_dir: Mapped[str | None] = mapped_column(String(1024))
+    course_python: Mapped[str | None] = mapped_column(String(1024))  # None: COURSE_PYTHON
+    # a `[slurm]`-like table over the service's SLURM_* settings; an exercise's goes on top
+    slurm: Mapped[dict] = mapped_column(JSON, default=dict)
+    # the policy and penalty of an exercise whose `[deadline]` names no policy
+    deadline_policy: Mapped[str] = mapped_column(String(16), default="none", server_default="none")
+    penalty_per_day: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # how its Slurm jobs are named and accounted; None: hpcgrade-<slug>, "hpcgrade <slug>", slug
+    job_name: Mapped[str | None] = mapped_column(String(64))
+    job_comment: Mapped[str | None] = mapped_column(String(255))
+    wckey: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    archived_at: Mapped[dt.datetime | None] = mapped_column()
+
+    def title(self, lang: str) -> str:
+        return self.title_es if lang == "es" else self.title_en
+
+
 class User(Base):
     __tablename__ = "users"
-    __table_args__ = (CheckConstraint("role IN ('student', 'instructor', 'admin')", name="role"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     username: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str] = mapped_column(String(200))
     email: Mapped[str] = mapped_column(String(254))
-    role: Mapped[str] = mapped_column(String(16), default=Role.student.value)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     password_hash: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # a session cookie carries the version it was made under: log-out and a new password raise
@@ -62,9 +97,22 @@ class User(Base):
     submissions: Mapped[list["Submission"]] = relationship(back_populates="user",
                                                            foreign_keys="Submission.user_id")
 
-    @property
-    def is_staff(self) -> bool:
-        return self.role in (Role.instructor.value, Role.admin.value)
+
+class Enrolment(Base):
+    """A user's place in a course: the role every page, API route and command checks there."""
+
+    __tablename__ = "enrolments"
+    __table_args__ = (UniqueConstraint("user_id", "course_id"),
+                      CheckConstraint("role IN ('student', 'ta', 'instructor')", name="role"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(16), default=CourseRole.student.value)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    user: Mapped[User] = relationship()
+    course: Mapped[Course] = relationship()
 
 
 class ApiToken(Base):
@@ -82,12 +130,14 @@ class ApiToken(Base):
 
 
 class Exercise(Base):
-    """A row per folder of exercises/, kept in step by `hpcgrade exercises sync`."""
+    """A row per folder of its course's exercises, kept in step by `hpcgrade exercises sync`."""
 
     __tablename__ = "exercises"
+    __table_args__ = (UniqueConstraint("course_id", "slug"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id"), index=True)
+    slug: Mapped[str] = mapped_column(String(64))
     title_en: Mapped[str] = mapped_column(String(200))
     title_es: Mapped[str] = mapped_column(String(200))
     section: Mapped[str] = mapped_column(String(64), default="")
@@ -102,6 +152,8 @@ class Exercise(Base):
     # is a checkout with no change since it
     version: Mapped[str | None] = mapped_column(String(64))
     commit: Mapped[str | None] = mapped_column(String(40))
+
+    course: Mapped[Course] = relationship()
 
 
 class Submission(Base):

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from server.core.links import fingerprint
-from server.core.models import Role, User
+from server.core.models import Course, CourseRole, Enrolment, User
 from server.core.tokens import revoke
 
 USERNAME = re.compile(r"^[a-zA-Z0-9._-]{2,64}$")
@@ -28,7 +28,9 @@ EMAIL_LENGTH = 254
 # a tab, a line break, an escape sequence…: C0 and C1 controls and DEL, which no name or email holds
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 ROSTER_COLUMNS = ("username", "name", "email", "role")
-ROLES = tuple(role.value for role in Role)
+# a roster's and an account's roles: one in a course, or admin (global: every course)
+ADMIN = "admin"
+ROLES = (*(role.value for role in CourseRole), ADMIN)
 MIN_PASSWORD_LENGTH = 8
 # the password hash of an account whose owner has not set a password yet (server/core/links.py): no
 # hash werkzeug makes starts with "!", so no password matches it
@@ -83,7 +85,7 @@ def validate(username: str, name: str, email: str, role: str) -> None:
         raise UserError(_("user %(username)s: “%(email)s” is not an email address",
                           username=username, email=email))
     if role not in ROLES:
-        raise UserError(_("user %(username)s: role must be student, instructor or admin, "
+        raise UserError(_("user %(username)s: role must be student, ta, instructor or admin, "
                           "not “%(role)s”", username=username, role=role))
 
 
@@ -94,18 +96,41 @@ def _check_length(username: str, password: str, minimum: int) -> None:
 
 
 def add_user(session: Session, username: str, name: str, email: str, role: str,
-             password: str | None, *, min_password_length: int = MIN_PASSWORD_LENGTH) -> User:
-    """An account; without a password, one waiting for its owner to set one (its link)."""
+             password: str | None, *, course: Course | None = None,
+             min_password_length: int = MIN_PASSWORD_LENGTH) -> User:
+    """An account, enrolled in `course` with `role` (where the service has one course, that
+    one), or an admin; without a password, one waiting for its owner to set one (its link)."""
     validate(username, name, email, role)
     if password is not None:
         _check_length(username, password, min_password_length)
     if session.scalar(select(User.id).where(User.username == username)) is not None:
         raise UserError(_("user %(username)s already exists", username=username))
-    user = User(username=username, name=name.strip(), email=email, role=role,
+    if role != ADMIN and course is None:
+        course = only_course(session)
+    user = User(username=username, name=name.strip(), email=email, is_admin=role == ADMIN,
                 password_hash=NO_PASSWORD if password is None
                 else generate_password_hash(password))
     session.add(user)
+    session.flush()
+    if role != ADMIN:
+        session.add(Enrolment(user_id=user.id, course_id=course.id, role=role))
     return user
+
+
+def only_course(session: Session) -> Course:
+    """The course where none is named: the service's one open course, else a refusal that
+    names them."""
+    courses = session.scalars(select(Course).where(Course.archived_at.is_(None))
+                              .order_by(Course.slug)).all()
+    if len(courses) != 1:
+        raise UserError(_("name the course: %(courses)s", courses=", ".join(
+            course.slug for course in courses) or _("there is none yet")))
+    return courses[0]
+
+
+def user_role(user: User, enrolment: Enrolment | None) -> str:
+    """The role an account shows in a course's roster: admin, else its enrolment's."""
+    return ADMIN if user.is_admin or enrolment is None else enrolment.role
 
 
 def has_password(user: User) -> bool:
@@ -201,17 +226,21 @@ def _row_problem(row: RosterRow, roles: Collection[str], first_seen: dict[str, i
     return None
 
 
-def create_accounts(session: Session, rows: list[RosterRow]) -> list[User]:
-    """An account for each (checked) row, waiting for its owner to set a password: nothing is
-    hashed, so a course's roster (thousands of rows) takes a moment, not a slow hash a row."""
-    users = [User(username=row.username, name=row.name, email=row.email, role=row.role,
-                  password_hash=NO_PASSWORD) for row in rows]
+def create_accounts(session: Session, rows: list[RosterRow], course: Course) -> list[User]:
+    """An account for each (checked) row, enrolled in the course (an admin row: global),
+    waiting for its owner to set a password: nothing is hashed, so a course's roster
+    (thousands of rows) takes a moment, not a slow hash a row."""
+    users = [User(username=row.username, name=row.name, email=row.email,
+                  is_admin=row.role == ADMIN, password_hash=NO_PASSWORD) for row in rows]
     session.add_all(users)
     session.flush()  # their ids (one INSERT of many rows), which their links name
+    session.add_all([Enrolment(user_id=user.id, course_id=course.id, role=row.role)
+                     for user, row in zip(users, rows) if row.role != ADMIN])
+    session.flush()
     return users
 
 
-def import_roster(session: Session, text: str) -> list[User]:
+def import_roster(session: Session, text: str, course: Course) -> list[User]:
     """Add every row of a roster CSV, or none (an existing account is an error here)."""
     plan = read_roster(session, text)
     problems = plan.errors + [(row.line, _("user %(username)s already exists",
@@ -219,7 +248,7 @@ def import_roster(session: Session, text: str) -> list[User]:
     if problems:
         raise UserError("\n".join(_("line %(line)s: %(problem)s", line=line, problem=problem)
                                   for line, problem in sorted(problems)))
-    return create_accounts(session, plan.new)
+    return create_accounts(session, plan.new, course)
 
 
 @functools.cache

@@ -45,7 +45,7 @@ def set_password_by_link(token: str):
     db().refresh(user)
     start_session(user)
     flash(_("Your password is set: you are logged in."), "ok")
-    return redirect(url_for("portal.index"), 303)
+    return redirect(url_for("courses.home"), 303)
 
 
 def _set_password_form(user: User, status: int = 200):
@@ -99,7 +99,7 @@ def password():
                    "tokens were revoked: log in again with hpcgrade login where you used them.",
                    revoked) if revoked else _("Password changed; your other sessions have ended."),
           "ok")
-    return redirect(url_for("portal.index"), 303)
+    return redirect(url_for("courses.home"), 303)
 
 
 def _refused(message: str, status: int = 400, headers: dict | None = None):

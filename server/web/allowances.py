@@ -23,7 +23,7 @@ from server.web.auth import db, staff_required
 from server.web.i18n import points, when
 from server.web.portal import submission as submission_page
 
-blueprint = Blueprint("allowances", __name__, url_prefix="/staff")
+blueprint = Blueprint("allowances", __name__, url_prefix="/courses/<course>/staff")
 MAX_EXTRA_ATTEMPTS = 100
 COMMENT_LIMIT = 2000
 # what a datetime-local field sends (seconds when the browser adds them); a space for a browser

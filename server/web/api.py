@@ -11,9 +11,10 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from server.core.catalogue import PUBLIC_FILES, current_info
+from server.core.courses import courses_of, exercise_folder, role_in
 from server.core.config import app_settings
 from server.core.grades import Grade
-from server.core.models import ApiToken, Exercise, User, utcnow
+from server.core.models import ApiToken, Course, Exercise, User, utcnow
 from server.core.queue import enqueue
 from server.core.tokens import TokenError, clean_label, digest, issue
 from server.web.auth import db
@@ -36,7 +37,7 @@ class Bearer:
     """Whom a token belongs to, as the database says in this request."""
 
     user_id: int
-    is_staff: bool
+    is_admin: bool
 
 
 def _bearer(reads: Session, token: str) -> Bearer:
@@ -44,18 +45,18 @@ def _bearer(reads: Session, token: str) -> Bearer:
     # expired token and a changed role apply at once; the status poll (each waiting student,
     # every second) stays a read: the token's use is written down at most once a minute
     found = reads.connection().execute(
-        select(ApiToken.id, ApiToken.expires_at, ApiToken.last_used_at, User.id, User.role)
+        select(ApiToken.id, ApiToken.expires_at, ApiToken.last_used_at, User.id, User.is_admin)
         .join(ApiToken.user).where(ApiToken.token_hash == digest(token))).first() if token else None
     if found is None:
         abort(401, _("missing or invalid token: send 'Authorization: Bearer <token>'"))
-    token_id, expires_at, last_used_at, user_id, role = found
+    token_id, expires_at, last_used_at, user_id, is_admin = found
     now = utcnow()
     if expires_at <= now:
         abort(401, _("token expired, run hpcgrade login again"))
     if last_used_at is None or now - last_used_at >= TOKEN_USE_RECORDED_EVERY:
         db().execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
         db().commit()
-    return Bearer(user_id, User(role=role).is_staff)
+    return Bearer(user_id, is_admin)
 
 
 def token_required(view):
@@ -99,16 +100,68 @@ def create_token():
                    expires_at=row.expires_at.isoformat(timespec="seconds")), 201
 
 
+@blueprint.get("/courses")
+@token_required
+def courses():
+    """The user's courses and their role in each."""
+    return jsonify(courses=[_course_dict(course, role) for course, role in
+                            courses_of(db(), _api_user())])
+
+
+def _course_dict(course: Course, role: str) -> dict:
+    return {"slug": course.slug, "title": {"en": course.title_en, "es": course.title_es},
+            "edition": course.edition, "role": role, "archived": course.archived_at is not None}
+
+
 @blueprint.get("/exercises")
 @token_required
 def exercises():
+    """The exercises of the user's courses (of `?course=` alone), each with the user's grade."""
+    user = _api_user()
+    mine = _courses_asked(user, request.args.get("course"))
     return jsonify(exercises=[{
-        "slug": r["exercise"].slug, "title": {"en": r["exercise"].title_en, "es": r["exercise"].title_es},
+        "course": course.slug, "slug": r["exercise"].slug,
+        "title": {"en": r["exercise"].title_en, "es": r["exercise"].title_es},
         "deadline": r["deadline"].isoformat() if r["deadline"] else None,
         "deadline_policy": r["exercise"].deadline_policy, "best_score": r["grade"].score,
         "grade": _grade_dict(r["grade"]),
         "attempts_used": r["attempts_used"], "attempts_left": r["attempts_left"]}
-        for r in exercise_rows(db(), _api_user())])
+        for course, _role in mine for r in exercise_rows(db(), user, course.id)])
+
+
+def _courses_asked(user: User, slug: str | None) -> list[tuple[Course, str]]:
+    """The user's courses, or the one `slug` names; 404 naming theirs when it is not one."""
+    mine = courses_of(db(), user)
+    if slug is None:
+        return mine
+    found = [(course, role) for course, role in mine if course.slug == slug]
+    if not found:
+        abort(404, _("you are not in a course %(course)s; yours: %(courses)s", course=slug,
+                     courses=_named(mine)))
+    return found
+
+
+def _named(courses: list[tuple[Course, str]]) -> str:
+    return ", ".join(course.slug for course, _role in courses) or _("none")
+
+
+def _exercise(user: User, reference: str, course_slug: str | None) -> Exercise:
+    """The active exercise `reference` names (EXERCISE, or COURSE/EXERCISE) among the user's
+    courses; 404 when none has it, 409 naming them when several do."""
+    if "/" in reference:
+        course_slug, reference = reference.split("/", 1)
+    mine = _courses_asked(user, course_slug)
+    found = db().scalars(select(Exercise).where(
+        Exercise.slug == reference, Exercise.active,
+        Exercise.course_id.in_([course.id for course, _role in mine]))).all()
+    if not found:
+        abort(404, _("no exercise %(exercise)s in your courses (%(courses)s)",
+                     exercise=reference, courses=_named(mine)))
+    if len(found) > 1:
+        abort(409, _("exercise %(exercise)s is in several of your courses: name one, as "
+                     "COURSE/%(exercise)s (%(courses)s)", exercise=reference,
+                     courses=", ".join(sorted(exercise.course.slug for exercise in found))))
+    return found[0]
 
 
 def _grade_dict(grade: Grade) -> dict:
@@ -124,11 +177,11 @@ def _grade_dict(grade: Grade) -> dict:
 def exercise_files(slug: str):
     """What students may have of an exercise (starter, visible checks, support code) and its
     limits: `hpcgrade check` runs the visible checks with them, on the student's machine."""
-    exercise = db().scalar(select(Exercise).where(Exercise.slug == slug, Exercise.active))
-    info = current_info(slug) if exercise is not None else None
+    exercise = _exercise(_api_user(), slug, request.args.get("course"))
+    info = current_info(exercise_folder(exercise))
     if info is None:
         return error(404, _("no such exercise"))
-    return jsonify(exercise=slug, limits=info.limits, files={
+    return jsonify(course=exercise.course.slug, exercise=exercise.slug, limits=info.limits, files={
         name: (info.path / name).read_text() for name in PUBLIC_FILES
         if (info.path / name).is_file()})
 
@@ -140,12 +193,16 @@ def create_submission():
     if upload is None or not request.form.get("exercise"):
         return error(400, _("send multipart fields 'exercise' and 'file'"))
     session = db()
-    exercise = session.scalar(select(Exercise).where(Exercise.slug == request.form["exercise"]))
+    user = _api_user()
+    exercise = _exercise(user, request.form["exercise"], request.form.get("course") or None)
+    if exercise.course.archived_at is not None:
+        return error(403, _("course %(course)s is archived: it takes no submissions",
+                            course=exercise.course.slug))
     rules = Rules.from_settings(app_settings())
     try:
         # one byte over the limit is enough to refuse a file (a request may be 32 times larger)
         submission, new = submit_once(
-            session, _api_user(), exercise, upload_name(upload.filename or ""),
+            session, user, exercise, upload_name(upload.filename or ""),
             upload.read((rules.max_upload_kb << 10) + 1), rules, utcnow(),
             idempotency_key(request.headers.get("Idempotency-Key")))
     except Refusal as refusal:
@@ -162,7 +219,8 @@ def create_submission():
 @token_required
 def get_submission(submission_id: int):
     state = submission_state(g.reads, submission_id)
-    if state is None or not may_see(state.user_id, g.bearer.user_id, g.bearer.is_staff):
+    if state is None or state.user_id != g.bearer.user_id and not may_see(
+            state.user_id, g.bearer.user_id, role_in(g.reads, g.bearer.user_id, state.course_id)):
         return error(404, _("no such submission"))
     body = current_app.extensions["hpcgrade.results"].get_or_build(g.reads, state, g.lang)
     return current_app.response_class(body, mimetype="application/json")

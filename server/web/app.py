@@ -48,8 +48,8 @@ def create_app(config: dict | None = None) -> Flask:
     csrf.init_app(app)
     celery_init_app(app)
 
-    from server.web import (account, allowances, api, auth, errors, headers, i18n, portal, regrade,
-                            roster, staff, throttle)
+    from server.web import (account, allowances, api, auth, courses, errors, headers, i18n, portal,
+                            regrade, roster, staff, throttle)
     i18n.init_app(app)
     app.add_template_filter(inline_markdown, "inline_markdown")  # `code`, *em*, **strong** only
     app.add_template_filter(shown_name, "shown_name")  # "pasted code" for code pasted in the form
@@ -59,6 +59,8 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(auth.blueprint)
     app.register_blueprint(account.blueprint)
     app.register_blueprint(portal.blueprint)
+    # after auth (the course needs the user) and the portal (its refusals, the language)
+    app.register_blueprint(courses.blueprint)
     app.register_blueprint(api.blueprint)
     app.register_blueprint(staff.blueprint)
     app.register_blueprint(roster.blueprint)

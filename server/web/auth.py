@@ -12,7 +12,7 @@ from flask import (Blueprint, abort, current_app, flash, g, redirect, render_tem
 from flask_babel import gettext as _
 from sqlalchemy.orm import Session
 
-from server.core.models import User
+from server.core.models import STAFF_ROLES, CourseRole, User
 from server.core.users import end_sessions
 from server.web.throttle import Throttled, check_password
 
@@ -61,17 +61,30 @@ def login_required(view):
 
 
 def staff_required(view):
+    """The course's teaching assistants and instructors (and admins); a student gets 403."""
     @functools.wraps(view)
     @login_required
     def wrapped(*args, **kwargs):
-        if not g.user.is_staff:
+        if g.get("role") not in STAFF_ROLES:
+            abort(403)
+        return view(*args, **kwargs)
+    return wrapped
+
+
+def instructor_required(view):
+    """The course's instructors (and admins): what changes exercises, grades of everyone or
+    settings; a teaching assistant gets 403."""
+    @functools.wraps(view)
+    @login_required
+    def wrapped(*args, **kwargs):
+        if g.get("role") != CourseRole.instructor.value:
             abort(403)
         return view(*args, **kwargs)
     return wrapped
 
 
 def _safe_next(target: str | None) -> str:
-    """A path on this site, or the exercises: never another site, however it is spelled."""
+    """A path on this site, or the user's courses: never another site, however it is spelled."""
     # as browsers do: control characters and spaces around it go, tabs and newlines inside
     # it too, and a backslash is a slash ("/\t/evil.example" and "/\\evil.example" are
     # "//evil.example")
@@ -81,7 +94,7 @@ def _safe_next(target: str | None) -> str:
     if (cleaned.startswith("/") and not cleaned.startswith("//") and not parts.scheme
             and not parts.netloc and cleaned.isprintable()):
         return cleaned
-    return url_for("portal.index")
+    return url_for("courses.home")
 
 
 @blueprint.route("/login", methods=["GET", "POST"])
@@ -98,8 +111,6 @@ def login():
         flash(_("Wrong username or password."), "error")
         return render_template("auth/login.html"), 401
     start_session(user)
-    if not request.args.get("next") and user.is_staff:  # instructors start on the course
-        return redirect(url_for("staff.overview"))
     return redirect(_safe_next(request.args.get("next")))
 
 

@@ -14,14 +14,14 @@ from sqlalchemy.orm import Session
 from worker.harness.report import LOAD_ERROR
 
 from server.core.grades import DONE_RUN, Grade, maximum_points
-from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Role, SetGrade,
+from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, CourseRole, Enrolment, SetGrade,
                      Submission, SubmissionStatus, User)
 from server.web.results import WAITING
 from server.web.submissions import COUNTS_AS_ATTEMPT
 
 FULL_MARKS_SLACK = 1e-9
 # the figures are the students'; what instructors submit to try an exercise out does not count
-STUDENT = User.role == Role.student.value
+STUDENT = User.id.in_(select(Enrolment.user_id).where(Enrolment.role == CourseRole.student.value))
 # why a file did not load, or lacks a function, is no check's diagnostic: the harness says it
 # once, as a note of the run (JSON); this narrows the runs whose notes are read to those that
 # may have one

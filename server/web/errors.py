@@ -96,7 +96,7 @@ def request_too_large():
     flash(message, "error")
     if request.endpoint == "portal.submit":
         return redirect(url_for("portal.exercise", slug=request.view_args["slug"]), 303)
-    return redirect(_page_sent_from() or url_for("portal.index"), 303)
+    return redirect(_page_sent_from() or url_for("courses.home"), 303)
 
 
 def _too_large_message() -> str:

@@ -11,10 +11,11 @@ from markdown.extensions.tables import TableExtension
 from sqlalchemy import select
 from sqlalchemy.orm import defer
 
-from server.core.catalogue import PUBLIC_FILES, default_root
+from server.core.catalogue import PUBLIC_FILES
 from server.core.config import app_settings
+from server.core.courses import exercise_folder
 from server.core.grades import maximum_points, student_grade
-from server.core.models import Exercise, Submission, utcnow
+from server.core.models import STAFF_ROLES, Exercise, Submission, utcnow
 from server.core.queue import enqueue
 from server.web.auth import db, login_required
 from server.web.course import run_rows
@@ -23,7 +24,7 @@ from server.web.results import (WAITING, exercise_rows, may_see, page_view, subm
                       submission_state, waiting)
 from server.web.submissions import PASTED, Refusal, Rules, idempotency_key, submit_once, upload_name
 
-blueprint = Blueprint("portal", __name__)
+blueprint = Blueprint("portal", __name__, url_prefix="/courses/<course>")
 
 
 @blueprint.before_app_request
@@ -41,7 +42,8 @@ def language() -> dict:
 
 
 def _exercise(slug: str) -> Exercise:
-    exercise = db().scalar(select(Exercise).where(Exercise.slug == slug, Exercise.active))
+    exercise = db().scalar(select(Exercise).where(Exercise.course_id == g.course.id,
+                                                  Exercise.slug == slug, Exercise.active))
     if exercise is None:
         abort(404)
     return exercise
@@ -49,14 +51,15 @@ def _exercise(slug: str) -> Exercise:
 
 def _mine(submission_id: int) -> Submission:
     submission = db().get(Submission, submission_id)
-    if submission is None or not may_see(submission.user_id, g.user.id, g.user.is_staff):
+    if submission is None or submission.exercise.course_id != g.course.id \
+            or not may_see(submission.user_id, g.user.id, g.role):
         abort(404)  # not 403: another student's submission does not exist for you
     return submission
 
 
 def _rows() -> list[dict]:
     """exercise_rows (the student's own deadline and attempts), each with its maximum points."""
-    rows = exercise_rows(db(), g.user)
+    rows = exercise_rows(db(), g.user, g.course.id)
     maxima = maximum_points(db(), [row["exercise"] for row in rows])
     for row in rows:
         row["max_points"] = maxima[row["exercise"].id]
@@ -91,7 +94,7 @@ def exercise(slug: str):
 
 
 def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
-    path = default_root() / exercise.slug / f"statement.{g.lang}.md"
+    path = exercise_folder(exercise) / f"statement.{g.lang}.md"
     statement = _focusable_code(markdown.markdown(_without_title(path.read_text()), extensions=[
         "fenced_code", TableExtension(use_align_attribute=True)])) if path.exists() else ""
     submissions = db().scalars(select(Submission).where(
@@ -99,7 +102,7 @@ def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
         .order_by(Submission.id.desc())).all()
     row = next(r for r in _rows() if r["exercise"].id == exercise.id)
     now = utcnow()
-    files = [name for name in PUBLIC_FILES if (default_root() / exercise.slug / name).is_file()]
+    files = [name for name in PUBLIC_FILES if (exercise_folder(exercise) / name).is_file()]
     # each rendering of the form gets its own key: sending it twice stores one submission, and
     # no-store keeps the back button from showing an old form with a used key
     return render_template(
@@ -130,7 +133,7 @@ def download(slug: str, name: str):
     else of the folder."""
     if name not in PUBLIC_FILES:
         abort(404)
-    path = default_root() / _exercise(slug).slug / name
+    path = exercise_folder(_exercise(slug)) / name
     if not path.is_file():
         abort(404)
     return send_file(path, mimetype="text/x-python", as_attachment=True, download_name=name)
@@ -166,8 +169,9 @@ def submit(slug: str):
 @blueprint.route("/submissions")
 @login_required
 def history():
-    submissions = db().scalars(select(Submission).where(Submission.user_id == g.user.id)
-                               .order_by(Submission.id.desc())).all()
+    submissions = db().scalars(select(Submission).join(Exercise).where(
+        Submission.user_id == g.user.id, Exercise.course_id == g.course.id)
+        .order_by(Submission.id.desc())).all()
     return render_template("portal/history.html", submissions=submissions)
 
 
@@ -179,8 +183,8 @@ def submission(submission_id: int):
     return render_template("portal/submission.html", submission=row, result=result,
                            view=page_view(row, result), waiting=row.status in WAITING,
                            grade=student_grade(db(), row.user_id, row.exercise_id),
-                           runs=run_rows(row) if g.user.is_staff else [],
-                           later=_later_submissions(row) if g.user.is_staff else [])
+                           runs=run_rows(row) if g.role in STAFF_ROLES else [],
+                           later=_later_submissions(row) if g.role in STAFF_ROLES else [])
 
 
 def _later_submissions(row: Submission) -> list[Submission]:
@@ -196,7 +200,8 @@ def status(submission_id: int):
     """What the submission page polls every second while it waits."""
     with current_app.extensions["hpcgrade.db"].reads() as reads:
         state = submission_state(reads, submission_id)
-        if state is None or not may_see(state.user_id, g.user.id, g.user.is_staff):
+        if state is None or state.course_id != g.course.id \
+                or not may_see(state.user_id, g.user.id, g.role):
             abort(404)
         return jsonify(status=state.status, **waiting(reads, state, g.lang),
                        score=state.score, counted_score=state.counted_score,

@@ -25,7 +25,7 @@ from server.web.staff import exercise_or_404
 from server.web.submissions import reopen
 
 log = logging.getLogger(__name__)
-blueprint = Blueprint("regrade", __name__, url_prefix="/staff")
+blueprint = Blueprint("regrade", __name__, url_prefix="/courses/<course>/staff")
 @blueprint.before_request
 @staff_required
 def only_staff() -> None:

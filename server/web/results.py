@@ -14,7 +14,7 @@ from worker.harness.submission import Unreadable, read
 
 from server.core.config import app_settings
 from server.core.grades import DONE_RUN, Grade, allowances_of, terms
-from server.core.models import (CheckResult, Exercise, GradingRun, RunStatus, SetGrade,
+from server.core.models import (STAFF_ROLES, CheckResult, Exercise, GradingRun, RunStatus, SetGrade,
                                 Submission, SubmissionStatus, User)
 from server.core.queue import place
 from server.web.submissions import COUNTS_AS_ATTEMPT, shown_name, where
@@ -28,6 +28,7 @@ class SubmissionState(NamedTuple):
     id: int
     user_id: int
     exercise: str
+    course_id: int
     filename: str
     status: str
     submitted_at: dt.datetime
@@ -43,7 +44,8 @@ class SubmissionState(NamedTuple):
 
 
 # built once: composing a statement costs about as much as running it, and polls are many
-_STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Submission.filename,
+_STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Exercise.course_id,
+                 Submission.filename,
                  Submission.status, Submission.submitted_at, Submission.score,
                  Submission.counted_score, Submission.max_score, Submission.late_days,
                  Submission.penalty, DONE_RUN,
@@ -57,9 +59,10 @@ _PENDING = select(GradingRun.id).where(GradingRun.submission_id == bindparam("su
 _CHECKS = (selectinload(GradingRun.checks).selectinload(CheckResult.diagnostics),)
 
 
-def may_see(owner_id: int, viewer_id: int, viewer_is_staff: bool) -> bool:
-    """A submission is its student's and the staff's; to anyone else it does not exist (404)."""
-    return owner_id == viewer_id or viewer_is_staff
+def may_see(owner_id: int, viewer_id: int, viewer_role: str | None) -> bool:
+    """A submission is its student's and its course's staff's (`viewer_role`: the viewer's role
+    in the submission's course); to anyone else it does not exist (404)."""
+    return owner_id == viewer_id or viewer_role in STAFF_ROLES
 
 
 def submission_state(session: Session, submission_id: int) -> SubmissionState | None:
@@ -154,7 +157,7 @@ def _localised(note: dict, lang: str) -> dict:
     return dict(note, **texts) if texts else note
 
 
-def exercise_rows(session: Session, user: User) -> list[dict]:
+def exercise_rows(session: Session, user: User, course_id: int) -> list[dict]:
     """Active exercises in course order with the user's grade (grades.Grade), attempts used and
     left, and the deadline and attempt limit the user has: the exercise's, with their
     allowance."""
@@ -172,7 +175,8 @@ def exercise_rows(session: Session, user: User) -> list[dict]:
         grades[row.exercise_id].set_by(row, None)  # the pages show it out of the exercise's points
     granted = allowances_of(session, user.id)
     rows = []
-    for exercise in session.scalars(select(Exercise).where(Exercise.active)
+    for exercise in session.scalars(select(Exercise).where(Exercise.course_id == course_id,
+                                                           Exercise.active)
                                     .order_by(Exercise.position, Exercise.slug)):
         mine = terms(exercise, granted.get(exercise.id))
         rows.append({"exercise": exercise, "deadline": mine.deadline,

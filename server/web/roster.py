@@ -24,16 +24,16 @@ from server.core.config import app_settings
 from server.core.exercises import sync_exercises
 from server.core.links import make_link
 from server.core.mail import mail_configured, server_problem
-from server.core.models import Role, User
+from server.core.models import CourseRole, User
 from server.core.users import (NO_PASSWORD, ROLES, ROSTER_COLUMNS, UserError, add_user,
                                clear_password, create_accounts, decode_roster, has_password,
                                read_roster)
 from server.web.auth import db, staff_required
+from server.web.courses import ROLE_NAMES
 from server.web.listing import arrange, by_name, by_username, requested_listing
 from server.web.spreadsheet import cell, csv_text, for_excel
 
-blueprint = Blueprint("roster", __name__, url_prefix="/staff/roster")
-ROLE_NAMES = {"student": _l("student"), "instructor": _l("instructor"), "admin": _l("admin")}
+blueprint = Blueprint("roster", __name__, url_prefix="/courses/<course>/staff/roster")
 ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 COLUMNS = {"username": _l("Username"), "name": _l("Name"), "email": _l("Email"),
            "role": _l("Role"), "added": _l("Added")}

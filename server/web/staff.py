@@ -25,7 +25,7 @@ from server.web.listing import Listing, arrange, by_name, by_username, requested
 from server.web.results import WAITING
 from server.web.spreadsheet import PLAIN, Dialect, cell, csv_response, for_excel
 
-blueprint = Blueprint("staff", __name__, url_prefix="/staff")
+blueprint = Blueprint("staff", __name__, url_prefix="/courses/<course>/staff")
 # the gradebook sorts by an exercise as ?sort=ex:<slug>: a slug may be "total" or "name" too
 EXERCISE_SORT = "ex:"
 

@@ -34,7 +34,7 @@ def flashed(page) -> str:
 
 
 def your_grade(page, site) -> str:
-    page.goto(site.url(f"/exercises/{EXERCISE}"))
+    page.goto(site.url(f"/courses/pytorch/exercises/{EXERCISE}"))
     facts = dict(zip(page.locator(".facts dt").all_text_contents(),
                      (" ".join(text.split()) for text in
                       page.locator(".facts dd").all_text_contents())))
@@ -50,7 +50,7 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
         site, desktop, open_page):
     wrong = graded(site, WRONG)
     log_in(desktop, site, "prof")
-    desktop.goto(site.url(f"/submissions/{wrong}"))
+    desktop.goto(site.url(f"/courses/pytorch/submissions/{wrong}"))
     desktop.get_by_text("Adjust this submission's score").click()
     half = OUT_OF / 2
     desktop.fill("input[name=score]", f"{half:g}")
@@ -66,14 +66,14 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
 
     right = graded(site, RIGHT)
     assert your_grade(student, site) == f"{points(OUT_OF)} your best: #{right}"
-    student.goto(site.url(f"/submissions/{wrong}"))
+    student.goto(site.url(f"/courses/pytorch/submissions/{wrong}"))
     assert f"The grade on this exercise is the best submission's: #{right}, {points(OUT_OF)}." in \
         " ".join(student.locator(".counts").text_content().split())
-    desktop.goto(site.url(f"/submissions/{wrong}"))
+    desktop.goto(site.url(f"/courses/pytorch/submissions/{wrong}"))
     later = desktop.locator("section", has_text="Later submissions of this student")
     assert later.get_by_role("link", name=f"#{right}").is_visible()
 
-    desktop.goto(site.url(f"/staff/students/{STUDENT}/exercises/{EXERCISE}"))
+    desktop.goto(site.url(f"/courses/pytorch/staff/students/{STUDENT}/exercises/{EXERCISE}"))
     desktop.get_by_text("Set the grade by hand").click()
     desktop.fill("input[name=score]", "0")
     desktop.get_by_label("Comment for the student (required)").fill(
@@ -82,7 +82,7 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
         desktop.get_by_role("button", name="Save the grade").click()
     assert "is set by hand" in flashed(desktop)
     assert layout_problems(desktop) == {}
-    desktop.goto(site.url("/staff/grades"))
+    desktop.goto(site.url("/courses/pytorch/staff/grades"))
     row = desktop.locator("tr", has_text=f"Student {STUDENT}")
     assert re.search(r"\b0 ✎ \(set by an instructor\)", " ".join(row.text_content().split()))
 
@@ -90,11 +90,11 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
     card = student.locator(".set-grade")
     assert "Your grade is set by your instructor" in card.text_content()
     assert "line for line" in card.text_content()
-    student.goto(site.url(f"/submissions/{right}"))
+    student.goto(site.url(f"/courses/pytorch/submissions/{right}"))
     assert "This submission does not change the grade" in student.locator(".counts").text_content()
     assert layout_problems(student) == {}
 
-    desktop.goto(site.url(f"/staff/students/{STUDENT}/exercises/{EXERCISE}"))
+    desktop.goto(site.url(f"/courses/pytorch/staff/students/{STUDENT}/exercises/{EXERCISE}"))
     desktop.get_by_text("Change the grade set by hand").click()
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Remove it: the best submission counts again").click()

@@ -75,12 +75,12 @@ def stored_score(site, submission_id: int, score: float | None = None) -> float:
 
 def test_an_instructor_lands_on_the_course_and_reads_the_charts(site, desktop, graded):
     log_in(desktop, site, "prof")
-    assert desktop.url == site.url("/staff/")
+    assert desktop.url == site.url("/courses/pytorch/staff/")
     assert desktop.locator("h1").text_content().startswith("Course")
     screenshot(desktop, "instructor-course")
 
     desktop.locator("table.course").get_by_role("link", name=TITLE, exact=True).click()
-    desktop.wait_for_url(site.url(f"/staff/exercises/{EXERCISE}"))
+    desktop.wait_for_url(site.url(f"/courses/pytorch/staff/exercises/{EXERCISE}"))
     histogram = desktop.locator("#charts svg.chart")
     assert histogram.get_attribute("role") == "img"
     # one full mark and two lower scores, said in words too (the chart's <desc>)
@@ -90,7 +90,7 @@ def test_an_instructor_lands_on_the_course_and_reads_the_charts(site, desktop, g
     assert bar.get_attribute("aria-label") == f"{MISTAKE}: 2 students"
 
     bar.click()
-    desktop.wait_for_url(site.url(f"/staff/exercises/{EXERCISE}/diagnostics/{MISTAKE}"))
+    desktop.wait_for_url(site.url(f"/courses/pytorch/staff/exercises/{EXERCISE}/diagnostics/{MISTAKE}"))
     rows = cells(desktop, "table")
     assert [row[0].split()[-1] for row in rows] == ["s01", "s02"]  # "Student s01 s01"
     assert [row[1].split()[0] for row in rows] == [f"#{graded['s01']}", f"#{graded['s02']}"]
@@ -108,10 +108,10 @@ def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone,
     assert settle(site.stack, [wrong], 180)[wrong].status == "graded", site.stack.logs()
     wrong_score = stored_score(site, wrong)
     log_in(desktop, site, "prof")
-    desktop.goto(site.url(f"/staff/exercises/{EXERCISE}"))
+    desktop.goto(site.url(f"/courses/pytorch/staff/exercises/{EXERCISE}"))
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Grade all again").click()
-    assert re.search(r"/staff/regrades/\d+$", desktop.url), flashed(desktop)
+    assert re.search(r"/courses/pytorch/staff/regrades/\d+$", desktop.url), flashed(desktop)
     preview = desktop.url
 
     # the page loads itself again every few seconds until every preview run is graded
@@ -148,7 +148,7 @@ def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone,
 
     student = open_page("desktop")  # s00 reads their new grade, from their first submission
     log_in(student, site, "s00")
-    student.goto(site.url(f"/exercises/{EXERCISE}"))
+    student.goto(site.url(f"/courses/pytorch/exercises/{EXERCISE}"))
     facts = dict(zip(student.locator(".facts dt").all_text_contents(),
                      (" ".join(value.split())
                       for value in student.locator(".facts dd").all_text_contents())))
@@ -159,10 +159,10 @@ def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone,
 
 def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_page, graded):
     log_in(desktop, site, "prof")
-    desktop.goto(site.url("/staff/students/s02"))
+    desktop.goto(site.url("/courses/pytorch/staff/students/s02"))
     exercise_row = desktop.locator("tr", has_text=TITLE)
     exercise_row.get_by_role("link", name="Grant an exception").click()
-    desktop.wait_for_url(site.url(f"/staff/students/s02/exercises/{EXERCISE}"))
+    desktop.wait_for_url(site.url(f"/courses/pytorch/staff/students/s02/exercises/{EXERCISE}"))
     # a month after the exercise's deadline or today, whichever is later; in the course's zone, UTC
     extended = max(exercise_deadline(EXERCISE), dt.datetime.now(dt.timezone.utc)).replace(
         hour=12, minute=0, second=0, microsecond=0) + dt.timedelta(days=30)
@@ -176,7 +176,7 @@ def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_p
 
     student = open_page("desktop")
     log_in(student, site, "s02")
-    student.goto(site.url(f"/exercises/{EXERCISE}"))
+    student.goto(site.url(f"/courses/pytorch/exercises/{EXERCISE}"))
     values = student.locator(".facts dd").all_text_contents()
     facts = dict(zip(student.locator(".facts dt").all_text_contents(),
                      (" ".join(value.split()) for value in values)))
@@ -196,7 +196,7 @@ def course_order() -> list[str]:
 
 def test_the_gradebook_downloads_as_csv(site, desktop, graded):
     log_in(desktop, site, "prof")
-    desktop.goto(site.url("/staff/grades"))
+    desktop.goto(site.url("/courses/pytorch/staff/grades"))
     with desktop.expect_download() as started:
         desktop.get_by_role("link", name="Download CSV").click()
     download = started.value
@@ -218,13 +218,13 @@ def test_the_gradebook_downloads_as_csv(site, desktop, graded):
 # --- every staff page on a phone, and on a desktop -----------------------------------------
 
 STAFF_PAGES = {
-    "course": "/staff/", "exercise": f"/staff/exercises/{EXERCISE}",
-    "diagnostic": f"/staff/exercises/{EXERCISE}/diagnostics/{MISTAKE}",
-    "student": "/staff/students/s01", "submission": "/submissions/{id}",
-    "grade-again": "/staff/submissions/{id}/regrade", "gradebook": "/staff/grades",
-    "roster": "/staff/roster/", "add-user": "/staff/roster/add", "waiting": "/staff/roster/waiting",
-    "allowance": f"/staff/students/s03/exercises/{EXERCISE}",
-    "error": "/staff/exercises/no-such-exercise"}
+    "course": "/courses/pytorch/staff/", "exercise": f"/courses/pytorch/staff/exercises/{EXERCISE}",
+    "diagnostic": f"/courses/pytorch/staff/exercises/{EXERCISE}/diagnostics/{MISTAKE}",
+    "student": "/courses/pytorch/staff/students/s01", "submission": "/courses/pytorch/submissions/{id}",
+    "grade-again": "/courses/pytorch/staff/submissions/{id}/regrade", "gradebook": "/courses/pytorch/staff/grades",
+    "roster": "/courses/pytorch/staff/roster/", "add-user": "/courses/pytorch/staff/roster/add", "waiting": "/courses/pytorch/staff/roster/waiting",
+    "allowance": f"/courses/pytorch/staff/students/s03/exercises/{EXERCISE}",
+    "error": "/courses/pytorch/staff/exercises/no-such-exercise"}
 
 
 @pytest.mark.parametrize("lang", ["en", "es"])
@@ -232,7 +232,7 @@ def test_staff_pages_fit_a_phone_and_pass_axe(site, phone, graded, lang):
     log_in(phone, site, "prof")
     assert walk(phone, site, STAFF_PAGES, lang, id=graded["s01"]) == {}
     if lang == "en":
-        phone.goto(site.url(f"/staff/exercises/{EXERCISE}"))
+        phone.goto(site.url(f"/courses/pytorch/staff/exercises/{EXERCISE}"))
         screenshot(phone, "instructor-exercise-phone")
 
 

@@ -26,7 +26,7 @@ REFERENCE = EXERCISES / EXERCISE / "reference.py"
 MUTANT = EXERCISES / EXERCISE / "mutants" / "plus_b_squared.py"  # grad-sign-flipped
 NONSCALAR = EXERCISES / EXERCISE / "mutants" / "backward_without_gradient.py"  # nonscalar-backward
 REFERENCE_RESHAPE = EXERCISES / "tensors-reshape" / "reference.py"
-SUBMISSION_PAGE = re.compile(r"/submissions/(\d+)$")
+SUBMISSION_PAGE = re.compile(r"/courses/pytorch/submissions/(\d+)$")
 STATES = ("queued", "running", "graded", "grader error", "cancelled")
 
 
@@ -42,7 +42,7 @@ def announced(texts: list[str]) -> list[str]:
 
 def submit(page, site, *, upload=None, paste: str | None = None) -> int:
     """Through the exercise's form, as the student does; the new submission's id."""
-    page.goto(site.url(f"/exercises/{EXERCISE}"))
+    page.goto(site.url(f"/courses/pytorch/exercises/{EXERCISE}"))
     form = page.locator("form:has(textarea[name=code])")
     if upload:
         form.locator("input[name=file]").set_input_files(str(upload))
@@ -57,7 +57,7 @@ def submit(page, site, *, upload=None, paste: str | None = None) -> int:
 
 def test_a_student_submits_and_hears_the_status_change(site, desktop, tmp_path):
     log_in(desktop, site, "s00")
-    desktop.locator(f"main a[href='/exercises/{EXERCISE}']").click()
+    desktop.locator(f"main a[href='/courses/pytorch/exercises/{EXERCISE}']").click()
     desktop.locator("textarea[name=code]").wait_for()
 
     # two other students' slow files hold both grading slots (9 s of loading each, under the
@@ -126,7 +126,7 @@ def send_form(page, *, upload=None, paste: str = "") -> None:
 
 def test_the_exercise_page_states_points_attempts_and_deadline(site, desktop):
     log_in(desktop, site, "s01")
-    desktop.goto(site.url(f"/exercises/{REFUSED}"))
+    desktop.goto(site.url(f"/courses/pytorch/exercises/{REFUSED}"))
     shown = facts(desktop)
     assert shown["Points"] == f"{max_points(EXERCISES / REFUSED / 'checks.py'):g}"
     assert shown["Attempts left"] == "20 of 20"
@@ -138,7 +138,7 @@ def test_the_exercise_page_states_points_attempts_and_deadline(site, desktop):
 
 def test_code_that_cannot_load_is_refused_before_it_costs_an_attempt(site, desktop, tmp_path):
     log_in(desktop, site, "s01")
-    desktop.goto(site.url(f"/exercises/{REFUSED}"))
+    desktop.goto(site.url(f"/courses/pytorch/exercises/{REFUSED}"))
     before = stored_submissions(site, "s01")
 
     send_form(desktop, paste=BROKEN)
@@ -160,7 +160,7 @@ def test_code_that_cannot_load_is_refused_before_it_costs_an_attempt(site, deskt
 def test_an_oversized_upload_states_the_limit_and_keeps_the_pasted_code(site, desktop, tmp_path,
                                                                         size_kb):
     log_in(desktop, site, "s01")
-    desktop.goto(site.url(f"/exercises/{REFUSED}"))
+    desktop.goto(site.url(f"/courses/pytorch/exercises/{REFUSED}"))
     big = tmp_path / "big.py"
     line = "x = 1  # padding\n"
     big.write_text(line * (size_kb * 1024 // len(line) + 1))
@@ -195,7 +195,7 @@ def graded_wrong(site) -> int:
 @pytest.mark.parametrize("lang", ["es"])
 def test_a_student_reads_the_diagnostics_in_spanish(site, desktop, graded_wrong, lang):
     log_in(desktop, site, STUDENT)
-    desktop.goto(site.url(f"/submissions/{graded_wrong}"))
+    desktop.goto(site.url(f"/courses/pytorch/submissions/{graded_wrong}"))
     assert desktop.locator("html").get_attribute("lang") == "es"
     assert desktop.locator("#live").text_content().strip() == "corregida"
     diagnostic = desktop.locator(".check .diagnostic").first
@@ -213,7 +213,7 @@ def test_a_student_reads_the_diagnostics_in_spanish(site, desktop, graded_wrong,
 # --- the language chosen on the log-in page ---------------------------------------------------
 
 def test_the_language_chosen_on_the_log_in_page_survives_logging_in(site, desktop):
-    desktop.goto(site.url("/submissions"))  # not logged in: the log-in page, next=/submissions
+    desktop.goto(site.url("/courses/pytorch/submissions"))  # not logged in: the log-in page, next=/submissions
     desktop.locator("a[hreflang=es]").click()
     desktop.wait_for_url(re.compile(r"lang=es"))
     assert desktop.locator("html").get_attribute("lang") == "es"
@@ -222,7 +222,7 @@ def test_the_language_chosen_on_the_log_in_page_survives_logging_in(site, deskto
     desktop.fill("input[name=password]", site.password("s02"))
     with desktop.expect_navigation():
         desktop.locator("form:has(input[name=password]) [type=submit]").click()
-    assert desktop.url == site.url("/submissions")
+    assert desktop.url == site.url("/courses/pytorch/submissions")
     assert desktop.locator("html").get_attribute("lang") == "es"
     desktop.goto(site.url("/"))
     assert desktop.locator("h1").text_content() == "Ejercicios"
@@ -230,10 +230,10 @@ def test_the_language_chosen_on_the_log_in_page_survives_logging_in(site, deskto
 
 # --- every student page on a phone, and on a desktop -------------------------------------------
 
-STUDENT_PAGES = {"exercises": "/", "exercise": f"/exercises/{EXERCISE}",
-                 "result": "/submissions/{id}", "history": "/submissions",
+STUDENT_PAGES = {"exercises": "/", "exercise": f"/courses/pytorch/exercises/{EXERCISE}",
+                 "result": "/courses/pytorch/submissions/{id}", "history": "/courses/pytorch/submissions",
                  "account": "/account/tokens", "password": "/account/password",
-                 "error": "/exercises/no-such-exercise"}
+                 "error": "/courses/pytorch/exercises/no-such-exercise"}
 
 
 @pytest.mark.parametrize("lang", ["en", "es"])
@@ -242,7 +242,7 @@ def test_student_pages_fit_a_phone_and_pass_axe(site, phone, graded_wrong, lang)
     # the language comes from the browser's Accept-Language: neither ?lang= nor the session chose
     assert walk(phone, site, STUDENT_PAGES, lang, id=graded_wrong) == {}
     if lang == "en":
-        phone.goto(site.url(f"/submissions/{graded_wrong}"))
+        phone.goto(site.url(f"/courses/pytorch/submissions/{graded_wrong}"))
         screenshot(phone, "student-result-phone")
 
 
@@ -250,5 +250,5 @@ def test_student_pages_fit_a_desktop(site, desktop, graded_wrong):
     log_in(desktop, site, STUDENT)
     # axe ran in the phone walks, where narrow columns and scrolling boxes give it most to find
     assert walk(desktop, site, STUDENT_PAGES, "en", axe=False, id=graded_wrong) == {}
-    desktop.goto(site.url(f"/submissions/{graded_wrong}"))
+    desktop.goto(site.url(f"/courses/pytorch/submissions/{graded_wrong}"))
     screenshot(desktop, "student-result")

@@ -109,7 +109,7 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
                                        "csrf_token": _csrf(browser, f"{url}/login")})
     assert "grad-sign-flipped" in browser.get(f"{url}/staff/").text
     submission = f"{url}/submissions/{graded['id']}"
-    regraded = browser.post(f"{submission.replace('/submissions/', '/staff/submissions/')}/regrade",
+    regraded = browser.post(f"{submission.replace('/courses/pytorch/submissions/', '/courses/pytorch/staff/submissions/')}/regrade",
                             data={"csrf_token": _csrf(browser, submission)})
     assert "queued for grading again" in regraded.text
     deadline = time.monotonic() + 60

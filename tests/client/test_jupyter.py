@@ -73,7 +73,7 @@ def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
     monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
     out = _run(kernel, "%hpcgrade submit autograd-q", capsys)
     assert f"{portal}/submissions/" in out and "práctica 1.ipynb: 10 / 10" in out
-    page = re.search(r"/submissions/(\d+)", out).group(1)
+    page = re.search(r"/courses/pytorch/submissions/(\d+)", out).group(1)
     stored = Service().get(f"/api/v1/submissions/{page}")
     assert stored["filename"] == "práctica 1.ipynb"
 

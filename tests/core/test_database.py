@@ -1,4 +1,5 @@
 """Accounts, log-in with CSRF, exercises in the database and the migrations, on SQLite and PostgreSQL."""
+import datetime as dt
 import re
 
 import pytest
@@ -9,6 +10,7 @@ from server.core import migrate
 from server.core.models import User
 from server.core.users import UserError, add_user, import_roster
 from worker.cli.main import main
+from helpers import the_course
 
 
 def csrf_token(client, path="/login") -> str:
@@ -61,7 +63,7 @@ def test_login_logout_and_csrf(app):
         add_user(session, "ana", "Ana García", "ana@uni.es", "student", "long-password")
         session.commit()
     client = app.test_client()
-    assert client.get("/").status_code == 302
+    assert client.get("/courses/pytorch/").status_code == 302
     no_token = client.post("/login", data={"username": "ana", "password": "long-password"})
     assert no_token.status_code == 400 and "CSRF" in no_token.text
     token = csrf_token(client)
@@ -70,10 +72,10 @@ def test_login_logout_and_csrf(app):
     ok = client.post("/login?next=//evil.example/x",
                      data={"username": "ana", "password": "long-password", "csrf_token": token})
     assert ok.status_code == 302 and ok.headers["Location"] == "/"
-    assert "Ana García" in client.get("/").text
+    assert "Ana García" in client.get("/courses/pytorch/").text
     assert client.post("/logout").status_code == 400  # no CSRF token
     assert client.post("/logout", data={"csrf_token": csrf_token(client, "/")}).status_code == 302
-    assert client.get("/").status_code == 302
+    assert client.get("/courses/pytorch/").status_code == 302
 
 
 def test_cli_users_and_db(tmp_path, monkeypatch):
@@ -104,16 +106,16 @@ def test_cli_users_and_db(tmp_path, monkeypatch):
 def test_exercise_sync_adds_updates_and_deactivates(db_session, catalogue):
     from server.core.exercises import sync_exercises
     from server.core.models import Exercise
-    first = sync_exercises(db_session, catalogue)
+    first = sync_exercises(db_session, the_course(db_session), catalogue)
     assert sorted(first["added"]) == sorted(catalogue)
-    assert sync_exercises(db_session, catalogue) == {"added": [], "updated": [], "deactivated": []}
+    assert sync_exercises(db_session, the_course(db_session), catalogue) == {"added": [], "updated": [], "deactivated": []}
     fewer = dict(catalogue)
     gone = fewer.pop("metrics")
-    changed = sync_exercises(db_session, fewer)
+    changed = sync_exercises(db_session, the_course(db_session), fewer)
     assert changed["deactivated"] == ["metrics"]
     row = db_session.scalar(sa.select(Exercise).where(Exercise.slug == "autograd-q"))
     assert row.deadline_policy == "penalty" and row.deadline.year == 2027 and row.max_attempts == 20
-    assert sync_exercises(db_session, dict(fewer, metrics=gone))["updated"] == ["metrics"]
+    assert sync_exercises(db_session, the_course(db_session), dict(fewer, metrics=gone))["updated"] == ["metrics"]
 
 
 def test_models_and_migrations_agree(database_url):
@@ -130,33 +132,29 @@ def test_the_migration_of_grades_set_by_hand_changes_no_grade(empty_database_url
     """Before 0007 the score set by hand last on any submission was the grade; after it the best
     counts, adjusted or not, unless a grade is set: where the rules differ, the score set last
     becomes the grade set by hand, so that every grade shown stays what it was."""
-    import datetime as dt
     from sqlalchemy.orm import Session
     from server.web.course import standings
-    from server.core.models import Exercise, SetGrade, Submission
+    from server.core.models import SetGrade
     migrate.upgrade(empty_database_url, "0006")
     engine = sa.create_engine(empty_database_url)
     noon = dt.datetime(2026, 11, 20, 12, tzinfo=dt.timezone.utc)
     hour = dt.timedelta(hours=1)
     with engine.begin() as connection:
-        users = {name: connection.execute(sa.insert(User.__table__).values(
-            username=name, name=name.title(), email=f"{name}@uni.es", password_hash="x")
-            .returning(User.__table__.c.id)).scalar_one()
-            for name in ("ana", "bea", "carl", "dan", "eva")}
-        exercise = connection.execute(sa.insert(Exercise.__table__).values(
-            slug="autograd-q", title_en="Q", title_es="Q").returning(
-            Exercise.__table__.c.id)).scalar_one()
+        users = {name: insert(connection, "users", username=name, name=name.title(),
+                              email=f"{name}@uni.es", password_hash="x", role="student")
+                 for name in ("ana", "bea", "carl", "dan", "eva")}
+        exercise = insert(connection, "exercises", slug="autograd-q", title_en="Q", title_es="Q")
         for name, score, override, at in (
                 ("ana", 9, 2, noon), ("ana", 10, None, None),  # 2, set last: not the best
                 ("bea", 4, 7, noon),  # 7, set on the best: the same under both rules
                 ("carl", 9, 0, noon), ("carl", 3, 5, noon + hour),  # 5, set last and the best
                 ("dan", 8, 6, noon + hour), ("dan", 2, 9, noon),  # 6, set last, below the 9
                 ("eva", 5, None, None)):
-            connection.execute(sa.insert(Submission.__table__).values(
+            insert(connection, "submissions",
                 user_id=users[name], exercise_id=exercise, filename="w.py", code=b"",
                 sha256="0" * 64, status="graded", score=score, max_score=10,
                 override_score=override, override_comment=override and f"why {name}",
-                override_by=users["eva"] if override is not None else None, override_at=at))
+                override_by=users["eva"] if override is not None else None, override_at=at)
     migrate.upgrade(empty_database_url)
     with Session(engine) as session:
         grades = {name: standings(session)[users[name], exercise].score for name in users}
@@ -167,3 +165,16 @@ def test_the_migration_of_grades_set_by_hand_changes_no_grade(empty_database_url
         (6, "why dan", users["eva"])
     assert kept[users["dan"]].set_at == noon + hour
     engine.dispose()
+
+
+def insert(connection, table: str, **values) -> int:
+    """A row written as an older schema has it (not the models' newest columns); its id."""
+    now = dt.datetime(2026, 11, 20, tzinfo=dt.timezone.utc)
+    defaults = {"users": {"created_at": now, "session_version": 0},
+                "exercises": {"section": "", "deadline_policy": "none", "penalty_per_day": 0,
+                              "active": True, "synced_at": now, "position": 0},
+                "submissions": {"submitted_at": now, "late_days": 0, "penalty": 0,
+                                "retry_from": 0}}.get(table, {})
+    values = {**defaults, **values}
+    rows = sa.table(table, *(sa.column(name) for name in values), sa.column("id"))
+    return connection.execute(sa.insert(rows).values(values).returning(rows.c.id)).scalar_one()

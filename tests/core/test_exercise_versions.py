@@ -6,6 +6,7 @@ from server.core.catalogue import default_root, load_exercise_info
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise
 from worker.harness.jobs import exercise_version
+from helpers import the_course
 
 
 def git(folder, *arguments: str) -> str:
@@ -38,10 +39,10 @@ def test_a_sync_stores_the_version_and_says_the_exercise_changed(db_session, tmp
     folder = tmp_path / "autograd-q"
     shutil.copytree(default_root() / "autograd-q", folder,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    assert sync_exercises(db_session, {"autograd-q": load_exercise_info(folder)})["added"]
+    assert sync_exercises(db_session, the_course(db_session), {"autograd-q": load_exercise_info(folder)})["added"]
     (folder / "checks.py").write_text((folder / "checks.py").read_text() + "\n# a tweak\n")
     changed = load_exercise_info(folder)
-    assert sync_exercises(db_session, {"autograd-q": changed})["updated"] == ["autograd-q"]
+    assert sync_exercises(db_session, the_course(db_session), {"autograd-q": changed})["updated"] == ["autograd-q"]
     row = db_session.query(Exercise).filter_by(slug="autograd-q").one()
     assert (row.version, row.commit) == (changed.version, None)
 

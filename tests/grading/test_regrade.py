@@ -93,7 +93,7 @@ def results(app, ids) -> dict[int, dict]:
 def start_preview(app) -> tuple[int, str]:
     """"Grade all again" on the exercise's page, as prof: the regrade's id, and the page."""
     client, token = logged_in(app, "prof")
-    started = client.post("/staff/exercises/autograd-q/regrade", data={"csrf_token": token})
+    started = client.post("/courses/pytorch/staff/exercises/autograd-q/regrade", data={"csrf_token": token})
     assert started.status_code == 303
     regrade_id = int(started.headers["Location"].rsplit("/", 1)[1])
     return regrade_id, client.get(started.headers["Location"]).text
@@ -145,7 +145,7 @@ def test_a_preview_changes_nothing_until_it_is_published(graded, executor, chang
     assert grade_preview(app, executor, changed_checks, regrade_id) != {}
     assert state(app) == before and results(app, ids) == served
     client, token = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     assert "4 of 4 graded" in page and "Publish these grades" in page
     assert table(page) == {
         "ana": ["10 / 10", "10 / 10", "+0", "0 of 1 changed", "ready"],
@@ -164,7 +164,7 @@ def test_a_preview_changes_nothing_until_it_is_published(graded, executor, chang
     assert said.startswith(f"The exercise's files changed since these grades: before "
                            f"{old_files.version[:12]}") and "(4 submissions)" in said
     assert said.endswith(f"now {new_files.version[:12]} .")
-    published = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    published = client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert "The new scores of 4 submissions are published" in client.get(
         published.headers["Location"]).text
     after = state(app)
@@ -173,10 +173,10 @@ def test_a_preview_changes_nothing_until_it_is_published(graded, executor, chang
     assert after[ids["prof"]] == before[ids["prof"]]  # an instructor's try-out
     checks = {c["name"]: c["max_points"] for c in results(app, ids)[ids["carl"]]["checks"]}
     assert checks["grad-a"] == 1 and checks["grad-b"] == 5  # the result is the new checks'
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     assert "Publish these grades" not in page and "Discard the preview" not in page
     assert table(page)["carl"] == ["3 / 10", "1 / 10", "-2", "1 of 1 changed", "published"]
-    again = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    again = client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert "published already" in client.get(again.headers["Location"]).text
 
 
@@ -188,10 +188,10 @@ def test_publishing_applies_each_submissions_late_penalty(graded, executor, chan
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     assert table(page)["carl"][:3] == ["1.5 / 10", "0.5 / 10", "-1"]
     assert submissions(page)["carl"] == [f"#{ids['carl']} late: −50% 1.5 / 10 → 0.5 / 10 ready"]
-    client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert state(app)[ids["carl"]][:3] == ("graded", 0.5, 10)
 
 
@@ -235,15 +235,15 @@ def test_the_submission_that_makes_a_grade_is_graded_again(graded, executor, cat
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     assert table(page)["dan"] == ["6 / 10", "10 / 10", "+4", "2 of 2 changed", "ready"]
     assert submissions(page)["dan"] == [f"#{best} 6 / 10 → 10 / 10 ready",
                                         f"#{latest} 3 / 10 → 1 / 10 ready"]
     assert grade_of(app, "dan") == (6, best, False)  # nothing changes before publishing
-    client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert grade_of(app, "dan") == (10, best, False)
     dan, _ = logged_in(app, "dan")
-    assert re.search(r"Your grade</dt>\s*<dd>\s*10 / 10", dan.get("/exercises/autograd-q").text)
+    assert re.search(r"Your grade</dt>\s*<dd>\s*10 / 10", dan.get("/courses/pytorch/exercises/autograd-q").text)
 
 
 def test_a_grade_set_by_hand_stays_as_it_is(graded, executor, changed_checks):
@@ -256,12 +256,12 @@ def test_a_grade_set_by_hand_stays_as_it_is(graded, executor, changed_checks):
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     by_hand = "8 / 10 ✎ (set by an instructor)"
     assert table(page)["carl"] == [by_hand, by_hand, "+0", "1 of 1 changed", "ready"]
     assert submissions(page)["carl"] == [f"#{ids['carl']} 3 / 10 → 1 / 10 ready"]
     assert "3 unchanged" in page and "0 down" in page
-    client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert grade_of(app, "carl") == (8, None, True)
     assert state(app)[ids["carl"]][:3] == ("graded", 1, 10)
 
@@ -276,12 +276,12 @@ def test_an_adjusted_score_counts_before_and_after(graded, executor, changed_che
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     adjusted = "5 / 10 ✎ (adjusted by an instructor)"
     assert table(page)["carl"] == [adjusted, adjusted, "+0", "0 of 1 changed", "ready"]
     assert submissions(page)["carl"] == [
         f"#{ids['carl']} {adjusted} → {adjusted} automatic score: 3 / 10 → 1 / 10 ready"]
-    client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert grade_of(app, "carl") == (5, ids["carl"], False)
     assert state(app)[ids["carl"]][:3] == ("graded", 1, 10)
 
@@ -299,7 +299,7 @@ def test_the_summary_counts_students_and_submissions(graded, executor, catalogue
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, changed_checks, regrade_id)
     client, _ = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     assert table(page)["carl"] == ["—", "1 / 10", "—", "1 of 1 changed", "ready"]
     summary = [words(item) for item in re.findall(
         r"<li>(.*?)</li>", re.search(r'<ul class="regrade-summary">(.*?)</ul>', page, re.S)
@@ -339,7 +339,7 @@ def page_queries(app, regrade_id: int) -> list[str]:
         statements.append(statement)
     event.listen(engine, "before_cursor_execute", seen)
     try:
-        assert client.get(f"/staff/regrades/{regrade_id}").status_code == 200
+        assert client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").status_code == 200
     finally:
         event.remove(engine, "before_cursor_execute", seen)
     return statements
@@ -351,11 +351,11 @@ def test_discarding_leaves_every_grade_as_it_was(graded, executor, changed_check
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
-    discarded = client.post(f"/staff/regrades/{regrade_id}/discard", data={"csrf_token": token})
+    discarded = client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/discard", data={"csrf_token": token})
     page = client.get(discarded.headers["Location"]).text
     assert "no grade changed" in page and "Publish these grades" not in page
     assert state(app) == before and results(app, ids) == served
-    refused = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    refused = client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert "discarded already" in client.get(refused.headers["Location"]).text
     assert state(app) == before
     # a new preview can be started once the last one is closed
@@ -366,7 +366,7 @@ def test_discarding_a_preview_being_graded_stops_its_grading(graded, executor, c
     app, ids = graded
     regrade_id, _ = start_preview(app)
     client, token = logged_in(app, "prof")
-    client.post(f"/staff/regrades/{regrade_id}/discard", data={"csrf_token": token})
+    client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/discard", data={"csrf_token": token})
     assert grade_preview(app, executor, changed_checks, regrade_id) == {}
     with app.extensions["hpcgrade.db"].sessions() as session:
         assert {r.status for r in session.scalars(select(GradingRun).where(
@@ -381,12 +381,12 @@ def test_one_preview_at_a_time(graded):
     app, _ = graded
     regrade_id, _ = start_preview(app)
     client, token = logged_in(app, "prof")
-    again = client.post("/staff/exercises/autograd-q/regrade", data={"csrf_token": token})
-    assert again.headers["Location"].endswith(f"/staff/regrades/{regrade_id}")
+    again = client.post("/courses/pytorch/staff/exercises/autograd-q/regrade", data={"csrf_token": token})
+    assert again.headers["Location"].endswith(f"/courses/pytorch/staff/regrades/{regrade_id}")
     assert "already open" in client.get(again.headers["Location"]).text
-    assert client.post("/staff/exercises/nothing/regrade",
+    assert client.post("/courses/pytorch/staff/exercises/nothing/regrade",
                        data={"csrf_token": token}).status_code == 404
-    assert client.get("/staff/regrades/999999").status_code == 404
+    assert client.get("/courses/pytorch/staff/regrades/999999").status_code == 404
 
 
 def test_a_submission_graded_again_meanwhile_keeps_its_newer_grade(graded, executor, catalogue,
@@ -400,7 +400,7 @@ def test_a_submission_graded_again_meanwhile_keeps_its_newer_grade(graded, execu
     assert grade(database, executor, catalogue, ids["carl"]) == "graded"
     newer = state(app)[ids["carl"]]
     client, token = logged_in(app, "prof")
-    published = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    published = client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     page = client.get(published.headers["Location"]).text
     assert "The new scores of 3 submissions are published" in page
     assert "1 submission was graded again since the preview started" in page
@@ -416,7 +416,7 @@ def test_a_submission_waiting_to_be_graded_is_not_published_over(graded, executo
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
         reopen(session.get(Submission, ids["ana"]))
     client, token = logged_in(app, "prof")
-    client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert state(app)[ids["ana"]][0] == "queued"
 
 
@@ -458,14 +458,14 @@ def test_a_preview_whose_worker_died_is_started_again(graded, executor, changed_
             run.worker, run.lease_until = "dead@node:2", now - dt.timedelta(seconds=1)
         held = runs[0].id
     client, token = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     assert "Grading has stopped before the end" in page and "Start grading again" in page
-    resumed = client.post(f"/staff/regrades/{regrade_id}/resume", data={"csrf_token": token})
+    resumed = client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/resume", data={"csrf_token": token})
     assert "grading queue does not answer" in client.get(resumed.headers["Location"]).text
     outcomes = grade_preview(app, executor, changed_checks, regrade_id)
     assert held not in outcomes and set(outcomes.values()) == {"preview"}
-    assert "3 of 4 graded" in client.get(f"/staff/regrades/{regrade_id}").text
-    refused = client.post(f"/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    assert "3 of 4 graded" in client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
+    refused = client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert "still being graded" in client.get(refused.headers["Location"]).text
 
 
@@ -480,7 +480,7 @@ def test_a_preview_on_slurm_goes_out_in_batches(graded, tmp_path, changed_checks
     assert [len(job["runs"]) for job in cluster.jobs.values()] == [3, 1]
     assert sorted(outcomes.values()) == ["failed", "preview", "preview", "preview"]
     client, _ = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     assert "Submissions not graded (grader error): 1" in page
     assert "ended COMPLETED without a report" in page
     with app.extensions["hpcgrade.db"].sessions() as session:
@@ -586,21 +586,21 @@ def graded_report(job) -> Report:
 def test_grading_again_one_submission_asks_first(graded):
     app, ids = graded
     client, token = logged_in(app, "prof")
-    runs = client.get(f"/submissions/{ids['carl']}").text
-    assert f'href="/staff/submissions/{ids["carl"]}/regrade"' in runs
-    asked = client.get(f"/staff/submissions/{ids['carl']}/regrade")
+    runs = client.get(f"/courses/pytorch/submissions/{ids['carl']}").text
+    assert f'href="/courses/pytorch/staff/submissions/{ids["carl"]}/regrade"' in runs
+    asked = client.get(f"/courses/pytorch/staff/submissions/{ids['carl']}/regrade")
     assert asked.status_code == 200 and "Grade submission #" in asked.text
     assert state(app)[ids["carl"]][0] == "graded"  # asking changed nothing
     assert "A preview of this exercise is open" not in asked.text
     start_preview(app)
     assert "A preview of this exercise is open" in client.get(
-        f"/staff/submissions/{ids['carl']}/regrade").text
-    done = client.post(f"/staff/submissions/{ids['carl']}/regrade", data={"csrf_token": token})
+        f"/courses/pytorch/staff/submissions/{ids['carl']}/regrade").text
+    done = client.post(f"/courses/pytorch/staff/submissions/{ids['carl']}/regrade", data={"csrf_token": token})
     assert "queued for grading again" in client.get(done.headers["Location"]).text
     assert state(app)[ids["carl"]][0] == "queued"
-    waiting = client.get(f"/staff/submissions/{ids['carl']}/regrade")
+    waiting = client.get(f"/courses/pytorch/staff/submissions/{ids['carl']}/regrade")
     assert "already waiting" in client.get(waiting.headers["Location"]).text
-    assert client.get("/staff/submissions/999999/regrade").status_code == 404
+    assert client.get("/courses/pytorch/staff/submissions/999999/regrade").status_code == 404
 
 
 def test_every_run_shows_its_score_and_seed(graded):
@@ -609,7 +609,7 @@ def test_every_run_shows_its_score_and_seed(graded):
     with app.extensions["hpcgrade.db"].sessions() as session:
         run = session.get(Submission, ids["carl"]).runs[-1]
         assert (run.score, run.max_score) == (3, 10) and 0 <= run.seed < 2 ** 48
-    page = client.get(f"/submissions/{ids['carl']}").text
+    page = client.get(f"/courses/pytorch/submissions/{ids['carl']}").text
     runs = re.search(r"Grading runs.*?</table>", page, re.S).group(0)
     cells = [re.sub(r"<[^>]+>|\s+", " ", c).strip()
              for c in re.findall(r"<td[^>]*>(.*?)</td>", runs, re.S)]
@@ -620,11 +620,11 @@ def test_students_get_403(graded):
     app, ids = graded
     regrade_id, _ = start_preview(app)
     student, token = logged_in(app, "ana")
-    assert student.get(f"/staff/regrades/{regrade_id}").status_code == 403
-    assert student.get(f"/staff/submissions/{ids['ana']}/regrade").status_code == 403
-    for path in ("/staff/exercises/autograd-q/regrade", f"/staff/regrades/{regrade_id}/publish",
-                 f"/staff/regrades/{regrade_id}/discard", f"/staff/regrades/{regrade_id}/resume",
-                 f"/staff/submissions/{ids['ana']}/regrade"):
+    assert student.get(f"/courses/pytorch/staff/regrades/{regrade_id}").status_code == 403
+    assert student.get(f"/courses/pytorch/staff/submissions/{ids['ana']}/regrade").status_code == 403
+    for path in ("/courses/pytorch/staff/exercises/autograd-q/regrade", f"/courses/pytorch/staff/regrades/{regrade_id}/publish",
+                 f"/courses/pytorch/staff/regrades/{regrade_id}/discard", f"/courses/pytorch/staff/regrades/{regrade_id}/resume",
+                 f"/courses/pytorch/staff/submissions/{ids['ana']}/regrade"):
         assert student.post(path, data={"csrf_token": token}).status_code == 403
     with app.extensions["hpcgrade.db"].sessions() as session:
         regrade = session.get(Regrade, regrade_id)
@@ -636,7 +636,7 @@ def test_the_preview_page_in_spanish(graded, executor, changed_checks):
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, changed_checks, regrade_id)
     client, _ = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}?lang=es").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}?lang=es").text
     assert "Publicar estas notas" in page and "4 de 4 corregidas" in page
 
 
@@ -790,14 +790,14 @@ def test_a_preview_with_the_exercise_files_of_the_grades_before_says_so(graded, 
     regrade_id, _ = start_preview(app)
     grade_preview(app, executor, catalogue, regrade_id)
     client, _ = logged_in(app, "prof")
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     said = re.search(r'<p class="exercise-versions muted">(.*?)</p>', page, re.S).group(1)
     assert "The same exercise files as the grades before:" in said
     assert catalogue["autograd-q"].version[:12] in said and "changed since" not in page
     with app.extensions["hpcgrade.db"].sessions.begin() as session:  # graded before runs said
         session.execute(update(GradingRun).where(GradingRun.regrade_id.is_(None))
                         .values(exercise_version=None))
-    page = client.get(f"/staff/regrades/{regrade_id}").text
+    page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
     assert "The preview grades with the exercise's files:" in page and "changed since" not in page
 
 

@@ -264,7 +264,7 @@ def test_nul_bytes_in_an_upload_are_a_clear_400(stack, exercise, filename):
         return  # the page takes the exercise from its address, not from a field
     browser = Browser(stack.base)
     browser.log_in(NUL, stack.passwords[NUL])
-    body, kind = multipart({"csrf_token": browser.token("/exercises/autograd-q")}, filename,
+    body, kind = multipart({"csrf_token": browser.token("/courses/pytorch/exercises/autograd-q")}, filename,
                            FILES["q-right"][1].read_bytes())
     page = browser.http.post(f"{stack.base}/exercises/{exercise}/submissions", data=body,
                              headers={"Content-Type": kind}, allow_redirects=False, timeout=30)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from helpers import REFERENCE_Q, graded_through_api, logged_in, postgres_database
+from helpers import the_course, REFERENCE_Q, graded_through_api, logged_in, postgres_database
 from server.core import migrate
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise, GradingRun, Submission, User
@@ -34,7 +34,7 @@ def stack(redis_server, catalogue, tmp_path):
         app = create_app(settings)
         database = app.extensions["hpcgrade.db"]
         with database.sessions.begin() as session:
-            sync_exercises(session, catalogue)
+            sync_exercises(session, the_course(session), catalogue)
             session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
         env = dict(os.environ, HPCGRADE_DATABASE_URL=url, HPCGRADE_BROKER_URL=redis_server.url,
                    HPCGRADE_SECRET_KEY="test", HPCGRADE_REQUEUE_AFTER_SECONDS="1",
@@ -123,7 +123,7 @@ def test_the_web_flow_end_to_end(stack):
     with stack.extensions["hpcgrade.db"].sessions.begin() as session:
         add_user(session, "cris", "Cris", "c@uni.es", "student", "long-password")
     client, token = logged_in(stack, "cris")
-    sent = client.post("/exercises/autograd-q/submissions", data={
+    sent = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={
         "csrf_token": token, "code": REFERENCE_Q.replace("- b**2", "+ b**2")})
     deadline = time.monotonic() + 60
     while client.get(sent.headers["Location"] + "/status").json["status"] != "graded":

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
-from helpers import REFERENCE_Q, dispatcher, postgres_database, queue_submission
+from helpers import the_course, REFERENCE_Q, dispatcher, postgres_database, queue_submission
 from server.core import migrate
 from server.core.config import app_settings
 from server.core.exercises import sync_exercises
@@ -85,7 +85,7 @@ def service(redis_server, catalogue):
         app = create_app({"DATABASE_URL": url, "BROKER_URL": redis_server.url,
                           "SECRET_KEY": "test"})
         with app.extensions["hpcgrade.db"].sessions.begin() as session:
-            sync_exercises(session, catalogue)
+            sync_exercises(session, the_course(session), catalogue)
             session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
         env = dict(os.environ, HPCGRADE_DATABASE_URL=url, HPCGRADE_BROKER_URL=redis_server.url,
                    HPCGRADE_SECRET_KEY="test")

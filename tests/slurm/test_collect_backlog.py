@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import slurm_cluster
-from helpers import REFERENCE_Q, queue_submission
+from helpers import the_course, REFERENCE_Q, queue_submission
 from server.core import migrate
 from server.core.catalogue import load_catalogue
 from server.core.config import app_settings, load_settings
@@ -91,7 +91,7 @@ def test_collects_queued_while_no_worker_ran_make_a_couple_of_squeue_calls(tmp_p
         migrate.upgrade(settings["DATABASE_URL"])
         database = Database(settings["DATABASE_URL"])
         with database.sessions.begin() as session:
-            sync_exercises(session, catalogue)
+            sync_exercises(session, the_course(session), catalogue)
             add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
         config = load_settings(settings)
         submission = queue_submission(database, REFERENCE_Q)

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 import slurm_cluster
-from helpers import REFERENCE_Q, graded_through_api, postgres_database, queue_submission
+from helpers import the_course, REFERENCE_Q, graded_through_api, postgres_database, queue_submission
 from server.core import migrate
 from server.core.catalogue import load_catalogue
 from server.core.config import Settings, load_settings
@@ -127,7 +127,7 @@ def service_app(url: str, catalogue: dict, config: dict):
     migrate.upgrade(url)
     app = create_app({**config, "DATABASE_URL": url})
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
-        sync_exercises(session, catalogue)
+        sync_exercises(session, the_course(session), catalogue)
         add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
     return app
 

@@ -27,7 +27,7 @@ def waiting(course):
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     client, token = logged_in(course, "prof")
-    added = client.post("/staff/roster/add", data={"csrf_token": token, "username": "carl",
+    added = client.post("/courses/pytorch/staff/roster/add", data={"csrf_token": token, "username": "carl",
                                                    "name": "Carl", "email": "c@uni.es",
                                                    "role": "student"})
     course.link = links(added.text)["carl"]
@@ -50,7 +50,7 @@ def test_a_link_sets_a_password_once_and_logs_its_owner_in(waiting):
     assert short.status_code == 400 and "at least 8 characters" in short.text
     done = form(client, waiting.link, "chosen-password")
     assert done.status_code == 303 and done.headers["Location"] == "/"
-    assert "Carl" in client.get("/").text  # logged in
+    assert "Carl" in client.get("/courses/pytorch/").text  # logged in
     used = waiting.test_client().get(waiting.link)
     assert used.status_code == 410 and "This link was used already" in used.text
     again = form(client, waiting.link, "another-password")
@@ -92,7 +92,7 @@ def test_an_expired_or_forged_link_is_refused_clearly(waiting, monkeypatch):
 
 def test_a_new_reset_retires_the_earlier_link(waiting):
     client, token = logged_in(waiting, "prof")
-    reset = client.post("/staff/roster/carl/password", data={"csrf_token": token})
+    reset = client.post("/courses/pytorch/staff/roster/carl/password", data={"csrf_token": token})
     newer = links(reset.text)["carl"]
     assert waiting.test_client().get(waiting.link).status_code == 410
     assert set_password(waiting, newer).status_code == 303
@@ -185,7 +185,7 @@ def test_an_import_mails_each_new_account_its_link(staff_with_mail):
     app, recorder = staff_with_mail
     client, token = logged_in(app, "prof")
     roster = HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
-    done = client.post("/staff/roster/import", data={"csrf_token": token, "roster": roster})
+    done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": roster})
     assert "The links are being mailed to their 2 addresses" in done.text
     mailed = sent_links(recorder)
     assert set(mailed) == {"c@uni.es", "d@uni.es"}
@@ -202,7 +202,7 @@ def test_an_address_the_server_refuses_is_reported_to_the_instructor(staff_with_
     app, recorder = staff_with_mail
     client, token = logged_in(app, "prof", lang="es")
     roster = HEADER + f"carl,Carl,c@uni.es,student\nrita,Rita,{REFUSED},student\n"
-    client.post("/staff/roster/import", data={"csrf_token": token, "roster": roster})
+    client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": roster})
     assert set(sent_links(recorder)) == {"c@uni.es"}
     subject, report = mails(recorder)["p@uni.es"]  # in the language prof reads the portal in
     assert subject == "Enlaces para fijar la contraseña no enviados"
@@ -218,7 +218,7 @@ def test_a_mail_server_that_is_away_undoes_nothing_and_is_said(course, monkeypat
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     client, token = logged_in(course, "prof")
-    done = client.post("/staff/roster/import", data={
+    done = client.post("/courses/pytorch/staff/roster/import", data={
         "csrf_token": token, "roster": HEADER + "carl,Carl,c@uni.es,student\n"})
     assert done.status_code == 200 and "The links were not mailed" in done.text
     assert "Connection refused" in done.text and links(done.text)
@@ -233,7 +233,7 @@ def test_the_task_queue_away_is_said_too(staff_with_mail, monkeypatch):
 
     monkeypatch.setattr(app.extensions["celery"], "send_task", broker_away)
     client, token = logged_in(app, "prof")
-    done = client.post("/staff/roster/import", data={
+    done = client.post("/courses/pytorch/staff/roster/import", data={
         "csrf_token": token, "roster": HEADER + "carl,Carl,c@uni.es,student\n"})
     assert "The links were not mailed: the task queue cannot be reached" in done.text
     assert not recorder.messages and "carl" in users(app)

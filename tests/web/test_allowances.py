@@ -23,7 +23,7 @@ from server.web.submissions import Rules, accept
 
 CODE = "def q_grads(a, b, v):\n    return a, b\n"
 ZONE = "Europe/Madrid"
-PAGE = "/staff/students/{}/exercises/autograd-q"
+PAGE = "/courses/pytorch/staff/students/{}/exercises/autograd-q"
 
 
 @contextlib.contextmanager
@@ -59,7 +59,7 @@ def local(moment: dt.datetime) -> str:
 
 
 def submit(client, token):
-    return client.post("/exercises/autograd-q/submissions", data={"csrf_token": token,
+    return client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                                 "code": CODE})
 
 
@@ -98,12 +98,12 @@ def test_only_staff_get_in(staffed):
     student, token = logged_in(staffed, "ana")
     assert student.get(PAGE.format("bea")).status_code == 403
     for path in (PAGE.format("bea"), PAGE.format("bea") + "/remove",
-                 f"/staff/submissions/{submission_id}/override",
-                 f"/staff/submissions/{submission_id}/override/remove"):
+                 f"/courses/pytorch/staff/submissions/{submission_id}/override",
+                 f"/courses/pytorch/staff/submissions/{submission_id}/override/remove"):
         assert student.post(path, data={"csrf_token": token, "extra_attempts": "5",
                                         "score": "10", "comment": "mine"}).status_code == 403
     assert allowances(staffed) == [] and latest(staffed, "bea").override_score is None
-    assert "Adjust this submission" not in student.get(f"/submissions/{graded(staffed, 'ana', 5)}").text
+    assert "Adjust this submission" not in student.get(f"/courses/pytorch/submissions/{graded(staffed, 'ana', 5)}").text
     assert staffed.test_client().get(PAGE.format("ana")).headers["Location"].startswith("/login")
 
 
@@ -158,7 +158,7 @@ def test_extra_attempts_for_one_student(staffed):
     assert "all 3 attempts" in submit(ana, ana_token).text
     assert "your only attempt" in submit(bea, bea_token).text
     assert rows_of(staffed, "bea")["attempts_left"] == 0
-    student_page = prof.get("/staff/students/ana").text
+    student_page = prof.get("/courses/pytorch/staff/students/ana").text
     assert PAGE.format("ana") in student_page and "Exceptions" in student_page
 
     assert prof.post(PAGE.format("ana") + "/remove", data={"csrf_token": token}).status_code == 303
@@ -174,8 +174,8 @@ def test_a_score_set_by_hand_is_shown_and_counts(staffed):
     assert api.get(f"/api/v1/submissions/{submission_id}", headers=bearer).json["override"] is None
 
     prof, token = logged_in(staffed, "prof")
-    assert "Adjust this submission" in prof.get(f"/submissions/{submission_id}").text
-    sent = prof.post(f"/staff/submissions/{submission_id}/override", data={
+    assert "Adjust this submission" in prof.get(f"/courses/pytorch/submissions/{submission_id}").text
+    sent = prof.post(f"/courses/pytorch/staff/submissions/{submission_id}/override", data={
         "csrf_token": token, "score": "8.5", "comment": "The report explains the sign."})
     assert sent.status_code == 303
     stored = latest(staffed, "ana")
@@ -184,20 +184,20 @@ def test_a_score_set_by_hand_is_shown_and_counts(staffed):
     assert utcnow() - stored.override_at < dt.timedelta(minutes=1)
 
     ana, _ = logged_in(staffed, "ana")
-    page = ana.get(f"/submissions/{submission_id}").text
+    page = ana.get(f"/courses/pytorch/submissions/{submission_id}").text
     assert "Score adjusted by the instructors" in page and "8.5 / 10" in page
     assert "automatic score: 4 / 10" in page and "The report explains the sign." in page
     assert "Pilar" not in page and "Adjust this submission" not in page
-    assert "Nota ajustada por el profesorado" in ana.get(f"/submissions/{submission_id}?lang=es").text
-    assert "Pilar" in prof.get(f"/submissions/{submission_id}").text
+    assert "Nota ajustada por el profesorado" in ana.get(f"/courses/pytorch/submissions/{submission_id}?lang=es").text
+    assert "Pilar" in prof.get(f"/courses/pytorch/submissions/{submission_id}").text
     override = api.get(f"/api/v1/submissions/{submission_id}", headers=bearer).json["override"]
     assert override["score"] == 8.5 and override["comment"] == "The report explains the sign."
     assert dt.datetime.fromisoformat(override["at"]) == stored.override_at
     assert rows_of(staffed, "ana")["grade"].score == 8.5
     assert grade_of(prof, "ana") == "8.5" and grade_of(prof, "bea") == "10"
-    assert re.search(rf'/submissions/{submission_id}"[^<]*>8\.5\b', prof.get("/staff/grades").text)
+    assert re.search(rf'/courses/pytorch/submissions/{submission_id}"[^<]*>8\.5\b', prof.get("/courses/pytorch/staff/grades").text)
 
-    removed = prof.post(f"/staff/submissions/{submission_id}/override/remove",
+    removed = prof.post(f"/courses/pytorch/staff/submissions/{submission_id}/override/remove",
                         data={"csrf_token": token})
     assert removed.status_code == 303
     assert latest(staffed, "ana").override_score is None and grade_of(prof, "ana") == "4"
@@ -206,7 +206,7 @@ def test_a_score_set_by_hand_is_shown_and_counts(staffed):
 
 def grade_of(client, username) -> str:
     """The student's cell for autograd-q in the gradebook's CSV."""
-    rows = list(csv.reader(io.StringIO(client.get("/staff/grades.csv").text.lstrip("\ufeff"))))
+    rows = list(csv.reader(io.StringIO(client.get("/courses/pytorch/staff/grades.csv").text.lstrip("\ufeff"))))
     column = next(row for row in rows if "autograd-q" in row).index("autograd-q")
     return next(row for row in rows if row[0] == username)[column]
 
@@ -259,7 +259,7 @@ def test_an_exercise_without_deadline_or_limit_has_nothing_to_extend(staffed):
 def test_bad_scores_are_refused_and_store_nothing(staffed, form, message):
     submission_id = graded(staffed, "ana", 4)
     prof, token = logged_in(staffed, "prof")
-    reply = prof.post(f"/staff/submissions/{submission_id}/override",
+    reply = prof.post(f"/courses/pytorch/staff/submissions/{submission_id}/override",
                       data={"csrf_token": token, **form})
     assert reply.status_code == 400 and message in reply.text
     if form.get("comment") == "why":  # what was typed stays in the form
@@ -272,16 +272,16 @@ def test_a_submission_not_yet_graded_gets_no_score_by_hand(staffed):
     submit(ana, ana_token)
     queued = latest(staffed, "ana").id
     prof, token = logged_in(staffed, "prof")
-    reply = prof.post(f"/staff/submissions/{queued}/override",
+    reply = prof.post(f"/courses/pytorch/staff/submissions/{queued}/override",
                       data={"csrf_token": token, "score": "5", "comment": "fine"})
     assert reply.status_code == 400 and "Only a graded submission" in reply.text
     assert latest(staffed, "ana").override_score is None
-    removed = prof.post(f"/staff/submissions/{queued}/override/remove",
+    removed = prof.post(f"/courses/pytorch/staff/submissions/{queued}/override/remove",
                         data={"csrf_token": token}, follow_redirects=True)
     assert "has no score set by hand" in removed.text
-    assert prof.post("/staff/submissions/999999/override", data={"csrf_token": token}
+    assert prof.post("/courses/pytorch/staff/submissions/999999/override", data={"csrf_token": token}
                      ).status_code == 404
-    assert prof.get("/staff/students/nobody/exercises/autograd-q").status_code == 404
+    assert prof.get("/courses/pytorch/staff/students/nobody/exercises/autograd-q").status_code == 404
 
 
 def graded_late(app, username, run_score, submitted_at) -> int:
@@ -356,7 +356,7 @@ def test_a_grant_that_races_another_becomes_a_change_of_it(staffed, monkeypatch)
 
 
 def override(client, token, submission_id, score, comment="why"):
-    assert client.post(f"/staff/submissions/{submission_id}/override", data={
+    assert client.post(f"/courses/pytorch/staff/submissions/{submission_id}/override", data={
         "csrf_token": token, "score": score, "comment": comment}).status_code == 303
 
 
@@ -371,13 +371,13 @@ def test_an_adjusted_score_competes_with_the_later_submissions(staffed):
     grade = rows_of(staffed, "ana")["grade"]
     assert (grade.score, grade.submission_id, grade.set_by_hand) == (10, correct, False)
     assert grade_of(prof, "ana") == "10"
-    assert re.search(rf'/submissions/{correct}">10</a>', prof.get("/staff/grades").text)
+    assert re.search(rf'/courses/pytorch/submissions/{correct}">10</a>', prof.get("/courses/pytorch/staff/grades").text)
     ana, _ = logged_in(staffed, "ana")
-    page = ana.get("/exercises/autograd-q").text
-    assert re.search(rf'10 / 10\s*<small class="muted under">your best: <a href="/submissions/{correct}">#{correct}</a>', page)
-    assert "This is the best submission: its score is the grade" in ana.get(f"/submissions/{correct}").text
-    assert re.search(rf"The grade on this exercise is the best submission's: <a href=\"/submissions/{correct}\">#{correct}</a>, 10 / 10",
-                     ana.get(f"/submissions/{early}").text)
+    page = ana.get("/courses/pytorch/exercises/autograd-q").text
+    assert re.search(rf'10 / 10\s*<small class="muted under">your best: <a href="/courses/pytorch/submissions/{correct}">#{correct}</a>', page)
+    assert "This is the best submission: its score is the grade" in ana.get(f"/courses/pytorch/submissions/{correct}").text
+    assert re.search(rf"The grade on this exercise is the best submission's: <a href=\"/courses/pytorch/submissions/{correct}\">#{correct}</a>, 10 / 10",
+                     ana.get(f"/courses/pytorch/submissions/{early}").text)
     # a deduction on the best one lowers it below another: that other is then the best
     override(prof, token, correct, "2", "Copied the loop from the statement's example.")
     assert rows_of(staffed, "ana")["grade"].submission_id == early and grade_of(prof, "ana") == "2.5"
@@ -397,25 +397,25 @@ def test_a_grade_set_by_hand_holds_whatever_is_submitted_until_removed(staffed):
     assert (grade.score, grade.submission_id, grade.best_id) == (0, None, later)
     assert grade.set_grade.set_by == prof_id(staffed)
     assert grade_of(prof, "ana") == "0"
-    gradebook = prof.get("/staff/grades").text
-    assert re.search(r'/staff/students/ana/exercises/autograd-q">0</a> <span class="by-hand" '
+    gradebook = prof.get("/courses/pytorch/staff/grades").text
+    assert re.search(r'/courses/pytorch/staff/students/ana/exercises/autograd-q">0</a> <span class="by-hand" '
                      r'title="set by an instructor"', gradebook)
 
     ana, _ = logged_in(staffed, "ana")
-    page = ana.get("/exercises/autograd-q").text
+    page = ana.get("/courses/pytorch/exercises/autograd-q").text
     assert "Your grade is set by your instructor" in page and "Copied from another student." in page
     assert re.search(r'0 / 10\s*<span class="by-hand" title="set by an instructor"', page)
     assert "This submission does not change the grade: an instructor set the grade on this " \
-           "exercise (0 / 10)" in ana.get(f"/submissions/{later}").text
-    assert re.search(r'0 / 10\s*<span class="by-hand"', ana.get("/").text)
+           "exercise (0 / 10)" in ana.get(f"/courses/pytorch/submissions/{later}").text
+    assert re.search(r'0 / 10\s*<span class="by-hand"', ana.get("/courses/pytorch/").text)
     exercises = staffed.test_client().get("/api/v1/exercises", headers=bearer(staffed, "ana")).json
     (listed,) = [e for e in exercises["exercises"] if e["slug"] == "autograd-q"]
     assert listed["best_score"] == 0 and listed["grade"]["submission_id"] is None
     assert listed["grade"]["set_by_instructor"]["comment"] == "Copied from another student."
-    assert "Tu nota la ha puesto tu profesorado" in ana.get("/exercises/autograd-q?lang=es").text
+    assert "Tu nota la ha puesto tu profesorado" in ana.get("/courses/pytorch/exercises/autograd-q?lang=es").text
 
     staff_page = prof.get(PAGE.format("ana")).text
-    assert "set by Pilar" in staff_page and f"best submission's: <a href=\"/submissions/{later}\">" in staff_page
+    assert "set by Pilar" in staff_page and f"best submission's: <a href=\"/courses/pytorch/submissions/{later}\">" in staff_page
     assert set_grade(prof, token, "ana", "11").status_code == 400  # out of 10
     assert set_grade(prof, token, "ana", "5", " ").status_code == 400  # no reason given
     assert rows_of(staffed, "ana")["grade"].score == 0
@@ -436,11 +436,11 @@ def test_a_grade_set_for_a_student_who_never_submitted_counts(staffed):
 def test_the_staff_page_of_a_submission_lists_the_later_ones(staffed):
     first, second, third = (graded(staffed, "ana", score) for score in (3, 5, 7))
     prof, _ = logged_in(staffed, "prof")
-    page = prof.get(f"/submissions/{first}").text
-    assert f'href="/submissions/{second}">#{second}' in page and f'href="/submissions/{third}">#{third}' in page
-    assert "None: this is the latest." in prof.get(f"/submissions/{third}").text
+    page = prof.get(f"/courses/pytorch/submissions/{first}").text
+    assert f'href="/courses/pytorch/submissions/{second}">#{second}' in page and f'href="/courses/pytorch/submissions/{third}">#{third}' in page
+    assert "None: this is the latest." in prof.get(f"/courses/pytorch/submissions/{third}").text
     ana, _ = logged_in(staffed, "ana")
-    assert "Later submissions" not in ana.get(f"/submissions/{first}").text
+    assert "Later submissions" not in ana.get(f"/courses/pytorch/submissions/{first}").text
 
 
 def test_every_page_shows_the_score_that_counts_marked_when_set_by_hand(staffed):
@@ -449,13 +449,13 @@ def test_every_page_shows_the_score_that_counts_marked_when_set_by_hand(staffed)
     override(prof, token, submission_id, "7.5", "The report explains it.")
     marked = re.compile(r"7\.5 / 10\s*<span class=\"by-hand\" title=\"adjusted by an instructor\"")
     ana, _ = logged_in(staffed, "ana")
-    for path in (f"/submissions/{submission_id}", "/submissions", "/exercises/autograd-q", "/"):
+    for path in (f"/courses/pytorch/submissions/{submission_id}", "/courses/pytorch/submissions", "/courses/pytorch/exercises/autograd-q", "/"):
         assert marked.search(ana.get(path).text), path
-    assert re.search(r'<strong class="score">7\.5 / 10', ana.get(f"/submissions/{submission_id}").text)
-    spanish = ana.get("/submissions?lang=es").text
+    assert re.search(r'<strong class="score">7\.5 / 10', ana.get(f"/courses/pytorch/submissions/{submission_id}").text)
+    spanish = ana.get("/courses/pytorch/submissions?lang=es").text
     assert "7,5 / 10" in spanish and "ajustada por el profesorado" in spanish
-    assert "7,5 / 10" in ana.get(f"/submissions/{submission_id}?lang=es").text
-    poll = ana.get(f"/submissions/{submission_id}/status").json
+    assert "7,5 / 10" in ana.get(f"/courses/pytorch/submissions/{submission_id}?lang=es").text
+    poll = ana.get(f"/courses/pytorch/submissions/{submission_id}/status").json
     assert (poll["score"], poll["counted_score"]) == (4, 7.5)
     answer = staffed.test_client().get(f"/api/v1/submissions/{submission_id}",
                                        headers=bearer(staffed, "ana")).json
@@ -466,10 +466,10 @@ def test_every_page_shows_the_score_that_counts_marked_when_set_by_hand(staffed)
 
     page = prof.get(PAGE.format("ana")).text
     assert marked.search(page) and re.search(r"<td>4 / 10</td>", page)  # and the automatic one
-    gradebook = prof.get("/staff/grades").text
-    assert re.search(rf'/submissions/{submission_id}">7\.5</a> <span class="by-hand" '
+    gradebook = prof.get("/courses/pytorch/staff/grades").text
+    assert re.search(rf'/courses/pytorch/submissions/{submission_id}">7\.5</a> <span class="by-hand" '
                      r'title="adjusted by an instructor"', gradebook)
-    assert ">7,5</a>" in prof.get("/staff/grades?lang=es").text
+    assert ">7,5</a>" in prof.get("/courses/pytorch/staff/grades?lang=es").text
 
 
 def test_attempts_left_against_a_limit_lowered_below_those_used(staffed):
@@ -477,7 +477,7 @@ def test_attempts_left_against_a_limit_lowered_below_those_used(staffed):
     for _ in range(3):
         assert submit(ana, token).status_code == 303
     set_exercise(staffed, max_attempts=2)
-    page = ana.get("/exercises/autograd-q").text
+    page = ana.get("/courses/pytorch/exercises/autograd-q").text
     assert "0 of 2" in page and "You have used all 2 attempts" in page
 
 

@@ -21,7 +21,7 @@ def csrf(page: str) -> str:
 def ana(course):
     client = course.test_client()
     log_in(client)
-    return client, csrf(client.get("/exercises/autograd-q").text)
+    return client, csrf(client.get("/courses/pytorch/exercises/autograd-q").text)
 
 
 @pytest.fixture
@@ -50,11 +50,11 @@ def test_nul_bytes_in_page_fields_are_a_400(ana, course):
     client, token = ana
     for data in [{"file": (io.BytesIO(b"x = 1\n"), "work\x00.py")},
                  {"code": "x = 1\x00\n"}, {"code": "x = 1\n", "idempotency_key": "k\x00"}]:
-        reply = client.post("/exercises/autograd-q/submissions", data={"csrf_token": token, **data})
+        reply = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, **data})
         assert reply.status_code == 400 and "NUL byte" in reply.text, data
-    for path in ["/exercises/autograd-q%00", "/submissions?lang=%00", "/staff/students/ana%00"]:
+    for path in ["/courses/pytorch/exercises/autograd-q%00", "/courses/pytorch/submissions?lang=%00", "/courses/pytorch/staff/students/ana%00"]:
         assert client.get(path).status_code == 400, path
-    posted = client.post("/exercises/%00/submissions", data={"csrf_token": token, "code": "x = 1"})
+    posted = client.post("/courses/pytorch/exercises/%00/submissions", data={"csrf_token": token, "code": "x = 1"})
     assert posted.status_code == 400
     assert stored(course) == 0
 
@@ -69,7 +69,7 @@ def test_nul_bytes_in_log_in_fields_are_a_400(course):
 
 def paste(client, token, code: str):
     # as a browser sends the form: multipart, with the file field left empty
-    return client.post("/exercises/autograd-q/submissions", data={
+    return client.post("/courses/pytorch/exercises/autograd-q/submissions", data={
         "csrf_token": token, "code": code, "file": (io.BytesIO(b""), "")})
 
 
@@ -78,7 +78,7 @@ def test_a_paste_as_large_as_the_upload_limit_is_accepted(ana, course):
     code = "x = 1\n" + "#" * (LIMIT - 7) + "\n"
     assert len(code.encode()) == LIMIT and len(code) > 500_000  # beyond Werkzeug's own 500 kB
     reply = paste(client, token, code)
-    assert reply.status_code == 303 and "/submissions/" in reply.headers["Location"]
+    assert reply.status_code == 303 and "/courses/pytorch/submissions/" in reply.headers["Location"]
     assert stored(course) == 1
 
 
@@ -89,7 +89,7 @@ def test_a_paste_over_the_limit_is_refused_with_the_limit_and_kept(ana, course):
     reply = paste(client, token, code)
     assert reply.status_code == 413 and "The pasted code is larger than 1024 KB." in reply.text
     assert "x = &#39;kept&#39;\n###" in reply.text  # back in the form, to be cut down
-    spanish = client.post("/exercises/autograd-q/submissions?lang=es", data={
+    spanish = client.post("/courses/pytorch/exercises/autograd-q/submissions?lang=es", data={
         "csrf_token": token, "code": code, "file": (io.BytesIO(b""), "")})
     assert "El código pegado supera los 1024 KB." in spanish.text
     far_over = paste(client, token, "#" * (2 * LIMIT))  # still read: back with the limit

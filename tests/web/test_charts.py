@@ -87,7 +87,7 @@ def test_each_diagnostic_bar_links_to_its_submissions(app):
 def test_the_exercise_page_draws_both_charts_inline(marked_course):
     app, _ = marked_course
     client, _ = logged_in(app, "prof")
-    page = client.get("/staff/exercises/autograd-q").text
+    page = client.get("/courses/pytorch/staff/exercises/autograd-q").text
     charts = re.findall(r"<svg .*?</svg>", page, re.S)
     assert len(charts) == 2
     scores, codes = map(parsed, charts)
@@ -95,31 +95,31 @@ def test_the_exercise_page_draws_both_charts_inline(marked_course):
     assert scores.find(f"{SVG}desc").text == \
         "The best scores of 2 students: 1 student with 6; 1 student with 10."
     assert [a.get("href") for a in codes.findall(f"{SVG}a")] == [
-        "/staff/exercises/autograd-q/diagnostics/grad-sign-flipped",
-        "/staff/exercises/autograd-q/diagnostics/missing-function"]
+        "/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped",
+        "/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function"]
     # what the CSP allows: no script, no style attribute or element
     assert "<script" not in page and "style=" not in page and "<style" not in page
-    empty = client.get("/staff/exercises/tensors-reshape").text
+    empty = client.get("/courses/pytorch/staff/exercises/tensors-reshape").text
     assert "<svg" not in empty and "No student has a graded submission yet." in empty
 
 
 def test_a_diagnostic_lists_the_submissions_behind_it(marked_course):
     app, ids = marked_course
     client, _ = logged_in(app, "prof")
-    page = client.get("/staff/exercises/autograd-q/diagnostics/grad-sign-flipped").text
+    page = client.get("/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped").text
     rows = re.findall(r"<tr><td>.*?</tr>", page, re.S)
     assert len(rows) == 2  # ana's first submission and bea's; not the instructor's
-    assert "Ana García" in rows[0] and f'/submissions/{ids["ana-q-1"]}"' in rows[0]
+    assert "Ana García" in rows[0] and f'/courses/pytorch/submissions/{ids["ana-q-1"]}"' in rows[0]
     assert "4 / 10" in rows[0] and "23 Nov 2026, 17:00" in rows[0]
     assert "Bea" in rows[1] and "6 / 10" in rows[1]  # the override
     assert "<code>grad-sign-flipped</code> in English" in rows[1]  # its inline Markdown
     assert "2 submissions got this diagnostic" in page
-    spanish = client.get("/staff/exercises/autograd-q/diagnostics/missing-function?lang=es").text
+    spanish = client.get("/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function?lang=es").text
     assert "<code>missing-function</code> en español" in spanish
     assert "1 entrega recibió este diagnóstico" in spanish
-    nobody = client.get("/staff/exercises/autograd-q/diagnostics/timeout?lang=en").text
+    nobody = client.get("/courses/pytorch/staff/exercises/autograd-q/diagnostics/timeout?lang=en").text
     assert "No student's submission of this exercise has this diagnostic." in nobody
-    assert client.get("/staff/exercises/nothing/diagnostics/timeout").status_code == 404
+    assert client.get("/courses/pytorch/staff/exercises/nothing/diagnostics/timeout").status_code == 404
 
 
 def test_a_mistake_said_once_is_listed_once(marked_course):
@@ -133,5 +133,5 @@ def test_a_mistake_said_once_is_listed_once(marked_course):
                                           code="grad-sign-flipped", message="same as all", hint="",
                                           details={"same_as": "all"}, translations={})]))
     client, _ = logged_in(app, "prof")
-    page = client.get("/staff/exercises/autograd-q/diagnostics/grad-sign-flipped").text
+    page = client.get("/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped").text
     assert "same as all" not in page and "<code>grad-sign-flipped</code> in English" in page

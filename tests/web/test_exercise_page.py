@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from werkzeug.serving import make_server
 
-from helpers import COURSE_ORDER, REFERENCE_Q, logged_in
+from helpers import the_course, COURSE_ORDER, REFERENCE_Q, logged_in
 from server.core.catalogue import ExerciseConfigError, load_exercise_info
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise, Submission
@@ -54,7 +54,7 @@ def visible_text(page: str) -> str:
 
 
 def upload(client, token, size: int, lang: str = "en"):
-    return client.post(f"/exercises/autograd-q/submissions?lang={lang}", data={
+    return client.post(f"/courses/pytorch/exercises/autograd-q/submissions?lang={lang}", data={
         "csrf_token": token, "code": PASTED,
         "file": (io.BytesIO(b"x = 1\n" + b"#" * (size - 6)), "big.ipynb")})
 
@@ -79,17 +79,17 @@ def test_an_oversized_file_gets_the_page_with_the_limit_and_the_pasted_code(ana,
 def test_a_request_over_the_cap_is_read_to_its_end_then_answered(ana, course, lang):
     client, token = ana
     size = CAP + MB
-    reply = client.post(f"/exercises/autograd-q/submissions?lang={lang}", data={
+    reply = client.post(f"/courses/pytorch/exercises/autograd-q/submissions?lang={lang}", data={
         "csrf_token": token, "code": PASTED, "file": (io.BytesIO(b"#" * size), "big.py")})
     # over the cap the body is not parsed: back to the exercise, with the limit
     assert reply.status_code == 303
-    assert reply.headers["Location"].endswith("/exercises/autograd-q")
+    assert reply.headers["Location"].endswith("/courses/pytorch/exercises/autograd-q")
     page = client.get(reply.headers["Location"])
     assert TOO_LARGE[lang][0] in visible_text(page.text)
     assert stored(course) == 0
     # ...and read to its end first, as a browser needs
     body = io.BytesIO(b"#" * size)
-    client.post("/exercises/autograd-q/submissions", input_stream=body, content_length=size,
+    client.post("/courses/pytorch/exercises/autograd-q/submissions", input_stream=body, content_length=size,
                 content_type="multipart/form-data; boundary=x")
     assert body.tell() == size
 
@@ -137,37 +137,37 @@ def test_the_page_shows_points_attempts_deadline_and_files(ana, course):
     client, _token = ana
     now = dt.datetime.now(dt.timezone.utc)
     change_exercise(course, "autograd-q", deadline=now + dt.timedelta(days=3, hours=1))
-    page = client.get("/exercises/autograd-q")
+    page = client.get("/courses/pytorch/exercises/autograd-q")
     text = visible_text(page.text)
     assert "<title>Gradients of a non-scalar function · hpcgrade</title>" in page.text
     assert page.text.count("Gradients of a non-scalar function</h1>") == 1  # the statement's own is dropped
     assert re.search(r"Points\s+10\b", text) and re.search(r"Attempts left\s+20 of 20", text)
     assert "due in 3 days" in text
     assert (now + dt.timedelta(days=3, hours=1)).strftime("%-d %b %Y") in text
-    assert 'href="/exercises/autograd-q/files/starter.py"' in page.text
+    assert 'href="/courses/pytorch/exercises/autograd-q/files/starter.py"' in page.text
     assert "support.py" not in page.text  # autograd-q has none
     assert "If you choose a file and also paste code, the file is graded" in text
-    assert 'href="/exercises/autograd-q/files/visible.py"' in page.text
+    assert 'href="/courses/pytorch/exercises/autograd-q/files/visible.py"' in page.text
     assert ("Check your work first with the visible checks (no attempt is used): in Jupyter, "
             "%load_ext hpcgrade then %hpcgrade check autograd-q ; in a terminal, "
             "hpcgrade check autograd-q work.py .") in " ".join(text.split())
-    spanish = visible_text(client.get("/exercises/autograd-q?lang=es").text)
+    spanish = visible_text(client.get("/courses/pytorch/exercises/autograd-q?lang=es").text)
     assert re.search(r"Intentos restantes\s+20 de 20", spanish) and "vence dentro de 3 días" in spanish
     assert "en una terminal, hpcgrade check autograd-q work.py ." in " ".join(spanish.split())
-    support = client.get("/exercises/autograd-accumulation").text
-    assert 'href="/exercises/autograd-accumulation/files/support.py"' in support
+    support = client.get("/courses/pytorch/exercises/autograd-accumulation").text
+    assert 'href="/courses/pytorch/exercises/autograd-accumulation/files/support.py"' in support
 
 
 def test_a_closed_exercise_says_why_and_keeps_what_was_pasted(ana, course):
     client, token = ana
-    form = client.get("/exercises/autograd-q").text  # opened before the deadline
+    form = client.get("/courses/pytorch/exercises/autograd-q").text  # opened before the deadline
     assert 'name="code"' in form
     yesterday = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
     change_exercise(course, "autograd-q", deadline=yesterday, deadline_policy="refuse")
-    page = client.get("/exercises/autograd-q")
+    page = client.get("/courses/pytorch/exercises/autograd-q")
     assert "The deadline for this exercise passed" in page.text and "late work is not accepted" in page.text
     assert 'name="code"' not in page.text and "Submit for grading" not in page.text
-    late = client.post("/exercises/autograd-q/submissions", data={"csrf_token": token, "code": PASTED})
+    late = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, "code": PASTED})
     assert late.status_code == 403
     assert "return &#39;the pasted code&#39;" in late.text  # to copy: it was not submitted
     assert stored(course) == 0
@@ -177,32 +177,32 @@ def test_no_attempts_left_closes_the_form(ana, course):
     client, token = ana
     change_exercise(course, "autograd-q", max_attempts=2)
     for _ in range(2):
-        sent = client.post("/exercises/autograd-q/submissions", data={"csrf_token": token,
+        sent = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                                      "code": REFERENCE_Q})
         assert sent.status_code == 303
-    page = client.get("/exercises/autograd-q")
+    page = client.get("/courses/pytorch/exercises/autograd-q")
     text = visible_text(page.text)
     assert "You have used all 2 attempts for this exercise." in text
     assert re.search(r"Attempts left\s+0 of 2", text) and 'name="code"' not in page.text
-    assert "Has agotado los 2 intentos" in client.get("/exercises/autograd-q?lang=es").text
-    assert "0 of 2" in visible_text(client.get("/?lang=en").text)
+    assert "Has agotado los 2 intentos" in client.get("/courses/pytorch/exercises/autograd-q?lang=es").text
+    assert "0 of 2" in visible_text(client.get("/courses/pytorch/?lang=en").text)
 
 
 def test_a_file_and_pasted_code_grade_the_file_and_say_so(ana, course):
     client, token = ana
-    sent = client.post("/exercises/autograd-q/submissions", follow_redirects=True, data={
+    sent = client.post("/courses/pytorch/exercises/autograd-q/submissions", follow_redirects=True, data={
         "csrf_token": token, "code": PASTED, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
     assert "The file work.py was graded; the pasted code was not." in sent.text
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         assert session.scalar(sa.select(Submission.filename)) == "work.py"
-    alone = client.post("/exercises/autograd-q/submissions", follow_redirects=True, data={
+    alone = client.post("/courses/pytorch/exercises/autograd-q/submissions", follow_redirects=True, data={
         "csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
     assert alone.status_code == 200 and "pasted code was not" not in alone.text
 
 
 def test_refused_code_stays_in_the_form(ana, course):
     client, token = ana
-    reply = client.post("/exercises/autograd-q/submissions", data={
+    reply = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={
         "csrf_token": token, "code": PASTED, "file": (io.BytesIO(b"x = 1"), "work.txt")})
     assert reply.status_code == 400 and "Upload a .py file" in reply.text
     assert "return &#39;the pasted code&#39;" in reply.text
@@ -210,20 +210,20 @@ def test_refused_code_stays_in_the_form(ana, course):
 
 def test_only_the_starter_visible_checks_and_support_files_can_be_downloaded(ana, course):
     client, _token = ana
-    starter = client.get("/exercises/autograd-q/files/starter.py")
+    starter = client.get("/courses/pytorch/exercises/autograd-q/files/starter.py")
     assert starter.status_code == 200
     assert starter.headers["Content-Disposition"] == "attachment; filename=starter.py"
     assert starter.data == (ROOT / "exercises" / "autograd-q" / "starter.py").read_bytes()
-    support = client.get("/exercises/autograd-accumulation/files/support.py")
+    support = client.get("/courses/pytorch/exercises/autograd-accumulation/files/support.py")
     assert support.status_code == 200 and "attachment" in support.headers["Content-Disposition"]
-    visible = client.get("/exercises/autograd-q/files/visible.py")
+    visible = client.get("/courses/pytorch/exercises/autograd-q/files/visible.py")
     assert visible.data == (ROOT / "exercises" / "autograd-q" / "visible.py").read_bytes()
     for path in ["autograd-q/files/support.py", "autograd-q/files/checks.py",
                  "autograd-q/files/reference.py", "autograd-q/files/exercise.toml",
                  "autograd-q/files/statement.en.md", "autograd-q/files/mutants/plus_b_squared.py",
                  "autograd-q/files/..%2Fautograd-q%2Fchecks.py", "no-such-one/files/starter.py"]:
-        assert client.get(f"/exercises/{path}").status_code == 404, path
-    anonymous = course.test_client().get("/exercises/autograd-q/files/starter.py")
+        assert client.get(f"/courses/pytorch/exercises/{path}").status_code == 404, path
+    anonymous = course.test_client().get("/courses/pytorch/exercises/autograd-q/files/starter.py")
     assert anonymous.status_code == 302 and "/login" in anonymous.headers["Location"]
 
 
@@ -231,18 +231,18 @@ def test_only_the_starter_visible_checks_and_support_files_can_be_downloaded(ana
 
 def test_exercises_are_listed_in_course_order(ana):
     client, _token = ana
-    page = client.get("/").text
-    slugs = re.findall(r'href="/exercises/([a-z0-9-]+)"', page)
+    page = client.get("/courses/pytorch/").text
+    slugs = re.findall(r'href="/courses/pytorch/exercises/([a-z0-9-]+)"', page)
     assert slugs == COURSE_ORDER
 
 
 def test_scores_read_out_of_the_maximum_and_dates_in_words(ana, course):
     client, token = ana
-    client.post("/exercises/autograd-q/submissions", data={"csrf_token": token, "code": REFERENCE_Q})
+    client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, "code": REFERENCE_Q})
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         session.execute(sa.update(Submission).values(status="graded", score=8.0, max_score=10.0))
         session.commit()
-    for path in ["/", "/exercises/autograd-q", "/submissions", "/?lang=es", "/submissions?lang=es"]:
+    for path in ["/", "/courses/pytorch/exercises/autograd-q", "/courses/pytorch/submissions", "/?lang=es", "/courses/pytorch/submissions?lang=es"]:
         page = client.get(path).text
         assert re.search(r">\s*8 / 10\s*<", page), path
         assert not re.search(r"\d{4}-\d\d-\d\d", visible_text(page)), path  # no raw ISO
@@ -268,7 +268,7 @@ def test_course_order_is_validated_and_synced(tmp_path, db_session):
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\norder = 30\n')
     info = load_exercise_info(folder)
     assert (info.order, info.max_points) == (30, 3.5)
-    sync_exercises(db_session, {info.slug: info})
+    sync_exercises(db_session, the_course(db_session), {info.slug: info})
     row = db_session.scalar(sa.select(Exercise).where(Exercise.slug == "ordered-one"))
     assert row.position == 30
 

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 from sqlalchemy import update
 
-from helpers import log_in, logged_in
+from helpers import the_course, log_in, logged_in
 from server.core.catalogue import load_catalogue
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise
@@ -34,7 +34,7 @@ def body_rows(page: str) -> dict[str, list[str]]:
 
 def course_row(page: str, slug: str) -> list[str]:
     """An exercise's row on the course page."""
-    return cells(re.search(f'<tr>\\s*<th scope="row"><a href="/staff/exercises/{slug}">.*?</tr>',
+    return cells(re.search(f'<tr>\\s*<th scope="row"><a href="/courses/pytorch/staff/exercises/{slug}">.*?</tr>',
                            page, re.S).group(0))
 
 
@@ -53,7 +53,7 @@ def test_staff_land_on_the_course_and_students_on_their_exercises(course):
         session = course.extensions["hpcgrade.db"].sessions()
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
-    assert log_in(course.test_client(), "prof").headers["Location"] == "/staff/"
+    assert log_in(course.test_client(), "prof").headers["Location"] == "/courses/pytorch/staff/"
     asked = log_in(course.test_client(), "prof", path="/login?next=/history")
     assert asked.headers["Location"] == "/history"
     assert log_in(course.test_client(), "ana").headers["Location"] == "/"
@@ -68,9 +68,9 @@ def test_gradebook_columns_in_course_order_with_points_totals_and_percentages(ma
         session.execute(update(Exercise).where(Exercise.slug == "metrics").values(position=999))
     expected = [slug for slug in load_catalogue() if slug in kept] + ["metrics"]  # course order
     client, _ = logged_in(app, "prof")
-    page = client.get("/staff/grades?lang=es").text
+    page = client.get("/courses/pytorch/staff/grades?lang=es").text
     head = re.search(r"<thead>.*?</thead>", page, re.S).group(0)
-    sorts = re.findall(r'<th[^>]*><a href="/staff/grades\?(?:sort=([\w:-]+))?', head)
+    sorts = re.findall(r'<th[^>]*><a href="/courses/pytorch/staff/grades\?(?:sort=([\w:-]+))?', head)
     # the student column sorts by name, the default
     assert sorts == ["", *(f"ex:{slug}" for slug in expected), "total"]
     assert "Gradientes de una función no escalar" in head and "Exactitud" in head
@@ -88,7 +88,7 @@ def test_grades_csv_has_a_maximum_row_totals_and_an_excel_variant(marked_course)
     app, _ = marked_course
     only(app, "autograd-q", "metrics")
     client, _ = logged_in(app, "prof")
-    plain = client.get("/staff/grades.csv")
+    plain = client.get("/courses/pytorch/staff/grades.csv")
     assert plain.mimetype == "text/csv"
     assert "hpcgrade-grades.csv" in plain.headers["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(plain.text)))
@@ -97,7 +97,7 @@ def test_grades_csv_has_a_maximum_row_totals_and_an_excel_variant(marked_course)
     assert rows[2:] == [["ana", "Ana García", "a@uni.es", "5", "10", "15", "75.0"],
                         ["bea", "Bea", "b@uni.es", "", "6", "6", "30.0"],
                         ["carl", "Carl Ruiz", "carl@example.org", "", "", "0", "0.0"]]
-    excel = client.get("/staff/grades-excel.csv")
+    excel = client.get("/courses/pytorch/staff/grades-excel.csv")
     assert excel.headers["Content-Type"] == "text/csv; charset=utf-8"
     assert "hpcgrade-grades-excel.csv" in excel.headers["Content-Disposition"]
     assert excel.data.startswith(b"\xef\xbb\xbf")  # the byte order mark: Excel then reads UTF-8
@@ -108,40 +108,40 @@ def test_search_sort_and_filter_the_gradebook(marked_course):
     app, _ = marked_course
     only(app, "autograd-q", "metrics")
     client, _ = logged_in(app, "prof")
-    assert usernames(client.get("/staff/grades").text) == ["ana", "bea", "carl"]  # by name
-    assert usernames(client.get("/staff/grades?q=garcia").text) == ["ana"]  # accents aside
-    assert usernames(client.get("/staff/grades?q=EXAMPLE.org").text) == ["carl"]  # the email
-    assert usernames(client.get("/staff/grades?q=be").text) == ["bea"]  # the username
-    assert "No student matches the search." in client.get("/staff/grades?q=zzz").text
-    by_total = client.get("/staff/grades?sort=total&order=desc").text
+    assert usernames(client.get("/courses/pytorch/staff/grades").text) == ["ana", "bea", "carl"]  # by name
+    assert usernames(client.get("/courses/pytorch/staff/grades?q=garcia").text) == ["ana"]  # accents aside
+    assert usernames(client.get("/courses/pytorch/staff/grades?q=EXAMPLE.org").text) == ["carl"]  # the email
+    assert usernames(client.get("/courses/pytorch/staff/grades?q=be").text) == ["bea"]  # the username
+    assert "No student matches the search." in client.get("/courses/pytorch/staff/grades?q=zzz").text
+    by_total = client.get("/courses/pytorch/staff/grades?sort=total&order=desc").text
     assert usernames(by_total) == ["ana", "bea", "carl"]
     sorted_header = re.search(r'<th aria-sort="descending"><a href="([^"]+)">Total', by_total)
-    assert sorted_header.group(1) == "/staff/grades?sort=total"  # a second click: ascending
+    assert sorted_header.group(1) == "/courses/pytorch/staff/grades?sort=total"  # a second click: ascending
     # no score sorts last, whichever the order
-    assert usernames(client.get("/staff/grades?sort=ex:autograd-q").text) == ["bea", "ana", "carl"]
-    assert usernames(client.get("/staff/grades?sort=ex:autograd-q&order=desc").text) == \
+    assert usernames(client.get("/courses/pytorch/staff/grades?sort=ex:autograd-q").text) == ["bea", "ana", "carl"]
+    assert usernames(client.get("/courses/pytorch/staff/grades?sort=ex:autograd-q&order=desc").text) == \
         ["ana", "bea", "carl"]
-    missing = client.get("/staff/grades?filter=missing&q=a").text
+    missing = client.get("/courses/pytorch/staff/grades?filter=missing&q=a").text
     assert usernames(missing) == ["bea", "carl"] and "2 of 3 students" in missing
     assert 'value="missing" selected' in missing and 'value="a"' in missing
-    assert usernames(client.get("/staff/grades?filter=below").text) == ["bea", "carl"]
+    assert usernames(client.get("/courses/pytorch/staff/grades?filter=below").text) == ["bea", "carl"]
 
 
 def test_what_the_query_string_gets_wrong_is_said_and_left_at_its_default(marked_course):
     app, _ = marked_course
     client, _ = logged_in(app, "prof")
-    page = client.get("/staff/grades?sort=height&order=up&filter=tall")
+    page = client.get("/courses/pytorch/staff/grades?sort=height&order=up&filter=tall")
     assert page.status_code == 200 and usernames(page.text) == ["ana", "bea", "carl"]
     assert "cannot be sorted by “height”" in page.text and "not “up”" in page.text
     assert "There is no filter “tall”" in page.text
-    spanish = client.get("/staff/grades?sort=height&lang=es").text
+    spanish = client.get("/courses/pytorch/staff/grades?sort=height&lang=es").text
     assert "no se puede ordenar por “height”" in spanish
 
 
 def test_the_course_page_per_exercise(marked_course):
     app, _ = marked_course
     client, _ = logged_in(app, "prof")
-    page = client.get("/staff/").text
+    page = client.get("/courses/pytorch/staff/").text
     assert "3 students" in page
     catalogue = load_catalogue()
     titles = [catalogue[slug].title["en"] for slug in sorted(
@@ -151,34 +151,34 @@ def test_the_course_page_per_exercise(marked_course):
     # exercise, deadline, students, submissions, mean best (the override counts), full marks
     assert row[1:7] == ["31 Jan 2027, 22:59", "2 / 3", "3", "8 / 10", "1", "—"]
     assert row[7] == "grad-sign-flipped 2 students missing-function 1 student"
-    assert '/staff/exercises/autograd-q/diagnostics/missing-function"' in page
-    assert '/staff/exercises/autograd-q#charts"' in page
+    assert '/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function"' in page
+    assert '/courses/pytorch/staff/exercises/autograd-q#charts"' in page
     assert course_row(page, "metrics")[6] == "1 waiting"
-    spanish = client.get("/staff/?lang=es").text
+    spanish = client.get("/courses/pytorch/staff/?lang=es").text
     assert "3 estudiantes" in spanish and "1 estudiante<" in spanish and "1 en espera" in spanish
 
 
 def test_search_sort_and_filter_an_exercises_students(marked_course):
     app, ids = marked_course
     client, _ = logged_in(app, "prof")
-    page = client.get("/staff/exercises/autograd-q").text
+    page = client.get("/courses/pytorch/staff/exercises/autograd-q").text
     rows = body_rows(page)
     assert rows["ana"][1:3] == ["2", "10 / 10"] and "23 Nov 2026, 17:05" in rows["ana"][3]
     assert rows["bea"][2] == "6 / 10 ✎ (adjusted by an instructor)"
     assert rows["carl"][3] == "nothing submitted"
     assert "out of 10 points" in page
-    assert usernames(client.get("/staff/exercises/autograd-q?sort=best&order=desc").text) == \
+    assert usernames(client.get("/courses/pytorch/staff/exercises/autograd-q?sort=best&order=desc").text) == \
         ["ana", "bea", "carl"]
-    assert usernames(client.get("/staff/exercises/autograd-q?filter=missing").text) == ["carl"]
-    below = client.get("/staff/exercises/autograd-q?filter=below&q=r").text
+    assert usernames(client.get("/courses/pytorch/staff/exercises/autograd-q?filter=missing").text) == ["carl"]
+    below = client.get("/courses/pytorch/staff/exercises/autograd-q?filter=below&q=r").text
     assert usernames(below) == ["carl"] and "1 of 3 students" in below
-    assert 'aria-sort="ascending"><a href="/staff/exercises/autograd-q?order=desc">Student' in page
+    assert 'aria-sort="ascending"><a href="/courses/pytorch/staff/exercises/autograd-q?order=desc">Student' in page
 
 
 def test_the_latest_submission_of_each_student_as_a_zip(marked_course):
     app, _ = marked_course
     client, _ = logged_in(app, "prof")
-    sent = client.get("/staff/exercises/autograd-q/submissions.zip")
+    sent = client.get("/courses/pytorch/staff/exercises/autograd-q/submissions.zip")
     assert sent.is_streamed and sent.mimetype == "application/zip"
     assert "autograd-q-submissions.zip" in sent.headers["Content-Disposition"]
     archive = zipfile.ZipFile(io.BytesIO(sent.data))
@@ -188,17 +188,17 @@ def test_the_latest_submission_of_each_student_as_a_zip(marked_course):
     assert archive.read("ana.py") == b"ana = 2\n"
     assert archive.getinfo("ana.py").date_time == (2026, 11, 23, 17, 5, 0)
     notebooks = zipfile.ZipFile(io.BytesIO(
-        client.get("/staff/exercises/metrics/submissions.zip").data))
+        client.get("/courses/pytorch/staff/exercises/metrics/submissions.zip").data))
     assert sorted(notebooks.namelist()) == ["ana.py", "bea.ipynb"]
-    nothing = client.get("/staff/exercises/tensors-reshape/submissions.zip")
+    nothing = client.get("/courses/pytorch/staff/exercises/tensors-reshape/submissions.zip")
     assert nothing.status_code == 303
     assert "Nobody has submitted this exercise yet" in client.get(nothing.headers["Location"]).text
-    assert client.get("/staff/exercises/nothing/submissions.zip").status_code == 404
+    assert client.get("/courses/pytorch/staff/exercises/nothing/submissions.zip").status_code == 404
 
 
-@pytest.mark.parametrize("path", ["/staff/grades-excel.csv", "/staff/grades?sort=total",
-                                  "/staff/exercises/autograd-q/submissions.zip",
-                                  "/staff/exercises/autograd-q/diagnostics/grad-sign-flipped"])
+@pytest.mark.parametrize("path", ["/courses/pytorch/staff/grades-excel.csv", "/courses/pytorch/staff/grades?sort=total",
+                                  "/courses/pytorch/staff/exercises/autograd-q/submissions.zip",
+                                  "/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped"])
 def test_students_cannot_get_in(marked_course, path):
     app, _ = marked_course
     student, _ = logged_in(app, "ana")
@@ -211,7 +211,7 @@ def test_an_exercise_whose_folder_broke_is_out_of_its_best_graded_maximum(marked
     only(app, "autograd-q")
     monkeypatch.setenv("HPCGRADE_EXERCISES", str(tmp_path))  # no exercise folder at all
     client, _ = logged_in(app, "prof")
-    rows = list(csv.reader(io.StringIO(client.get("/staff/grades.csv").text)))
+    rows = list(csv.reader(io.StringIO(client.get("/courses/pytorch/staff/grades.csv").text)))
     assert rows[1] == ["", "max_points", "", "10", "10", "100"]
 
 
@@ -223,15 +223,15 @@ def test_an_exercise_named_like_a_column_sorts_by_its_own_scores(marked_course):
     with app.extensions["hpcgrade.db"].sessions.begin() as session:  # metrics: ana 5, bea queued
         session.execute(update(Exercise).where(Exercise.slug == "metrics").values(slug="total"))
     client, _ = logged_in(app, "prof")
-    page = client.get("/staff/grades").text
-    assert 'href="/staff/grades?sort=ex:total"' in page
-    assert 'href="/staff/grades?sort=total"' in page
+    page = client.get("/courses/pytorch/staff/grades").text
+    assert 'href="/courses/pytorch/staff/grades?sort=ex:total"' in page
+    assert 'href="/courses/pytorch/staff/grades?sort=total"' in page
     # by the total: ana 15, bea 6, carl 0; by the exercise: only ana has a score
-    by_total = usernames(client.get("/staff/grades?sort=total&order=desc").text)
+    by_total = usernames(client.get("/courses/pytorch/staff/grades?sort=total&order=desc").text)
     assert by_total == ["ana", "bea", "carl"]
-    assert usernames(client.get("/staff/grades?sort=total").text) == ["carl", "bea", "ana"]
-    assert usernames(client.get("/staff/grades?sort=ex:total&order=desc").text)[0] == "ana"
-    assert "cannot be sorted" not in client.get("/staff/grades?sort=ex:total").text
+    assert usernames(client.get("/courses/pytorch/staff/grades?sort=total").text) == ["carl", "bea", "ana"]
+    assert usernames(client.get("/courses/pytorch/staff/grades?sort=ex:total&order=desc").text)[0] == "ana"
+    assert "cannot be sorted" not in client.get("/courses/pytorch/staff/grades?sort=ex:total").text
 
 
 def test_usernames_sort_alike_on_every_list(marked_course):
@@ -241,9 +241,9 @@ def test_usernames_sort_alike_on_every_list(marked_course):
         add_user(session, "Bob", "Bob", "bob@uni.es", "student", "long-password")
     client, _ = logged_in(app, "prof")
     expected = ["ana", "bea", "Bob", "carl"]
-    assert usernames(client.get("/staff/grades?sort=username").text) == expected
-    assert usernames(client.get("/staff/exercises/autograd-q?sort=username").text) == expected
-    roster = client.get("/staff/roster/?sort=username&filter=student").text
+    assert usernames(client.get("/courses/pytorch/staff/grades?sort=username").text) == expected
+    assert usernames(client.get("/courses/pytorch/staff/exercises/autograd-q?sort=username").text) == expected
+    roster = client.get("/courses/pytorch/staff/roster/?sort=username&filter=student").text
     assert re.findall(r'<th scope="row"><a [^>]*>([\w.-]+)', roster) == expected
 
 
@@ -253,31 +253,31 @@ def test_the_excel_variant_in_spanish_has_semicolons_and_decimal_commas(marked_c
     app, _ = marked_course
     only(app, "autograd-q", "metrics")
     client, _ = logged_in(app, "prof")
-    spanish = client.get("/staff/grades-excel.csv?lang=es")
+    spanish = client.get("/courses/pytorch/staff/grades-excel.csv?lang=es")
     assert spanish.data.startswith(b"\xef\xbb\xbf")
     rows = list(csv.reader(io.StringIO(spanish.data.decode("utf-8-sig")), delimiter=";"))
     assert rows[0] == ["username", "name", "email", "metrics", "autograd-q", "total", "percent"]
     assert rows[2] == ["ana", "Ana García", "a@uni.es", "5", "10", "15", "75,0"]
-    plain = client.get("/staff/grades.csv?lang=es").text
+    plain = client.get("/courses/pytorch/staff/grades.csv?lang=es").text
     assert plain.startswith("username,") and "75.0" in plain  # the records' file is the same
-    english = client.get("/staff/grades-excel.csv?lang=en").data.decode("utf-8-sig")
-    assert english == client.get("/staff/grades.csv").text
+    english = client.get("/courses/pytorch/staff/grades-excel.csv?lang=en").data.decode("utf-8-sig")
+    assert english == client.get("/courses/pytorch/staff/grades.csv").text
 
 
 def test_an_empty_course_says_what_to_do_on_the_web_or_the_command_line(app, catalogue):
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
     client, _ = logged_in(app, "prof")
-    overview = client.get("/staff/").text
-    assert ('No exercises yet: use “<a href="/staff/roster/#exercises">Sync the exercises</a>” '
+    overview = client.get("/courses/pytorch/staff/").text
+    assert ('No exercises yet: use “<a href="/courses/pytorch/staff/roster/#exercises">Sync the exercises</a>” '
             'on the roster page, or run <code class="code">hpcgrade exercise sync</code>.'
             in overview)
     assert "`" not in overview
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
-        sync_exercises(session, catalogue)
-    page = client.get("/staff/exercises/autograd-q?lang=es").text
+        sync_exercises(session, the_course(session), catalogue)
+    page = client.get("/courses/pytorch/staff/exercises/autograd-q?lang=es").text
     assert ('Aún no hay estudiantes: importa una lista en la página '
-            '<a href="/staff/roster/">Lista de clase</a>, o ejecuta '
+            '<a href="/courses/pytorch/staff/roster/">Lista de clase</a>, o ejecuta '
             '<code class="code">hpcgrade users import roster.csv</code>.' in page)
     assert "`" not in page
 
@@ -289,6 +289,6 @@ def test_a_page_is_in_the_readers_language_whoever_compiled_its_template(marked_
     client, _ = logged_in(app, "prof")
 
     def maximum(lang: str) -> str:
-        page = client.get(f"/staff/grades?lang={lang}").text
+        page = client.get(f"/courses/pytorch/staff/grades?lang={lang}").text
         return cells(re.search(r'<tr class="maximum">.*?</tr>', page, re.S).group(0))[-1]
     assert (maximum("en"), maximum("es"), maximum("en")) == ("100%", "100 %", "100%")

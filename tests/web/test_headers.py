@@ -75,14 +75,14 @@ def staff(course):
 def test_every_page_has_the_headers_and_no_inline_code(course, staff):
     anonymous = course.test_client()
     login = anonymous.get("/login")
-    sent = staff.post("/exercises/autograd-q/submissions", data={
-        "csrf_token": csrf(staff.get("/exercises/autograd-q").text), "code": REFERENCE_Q})
+    sent = staff.post("/courses/pytorch/exercises/autograd-q/submissions", data={
+        "csrf_token": csrf(staff.get("/courses/pytorch/exercises/autograd-q").text), "code": REFERENCE_Q})
     waiting = staff.get(sent.headers["Location"])
     assert 'data-waiting="yes"' in waiting.text and "/static/submission.js" in waiting.text
-    pages = [login, waiting, anonymous.get("/"), anonymous.get("/no-such-page")] + [
-        staff.get(path) for path in ("/", "/exercises/autograd-q", "/submissions", "/staff/",
-                                     "/staff/exercises/autograd-q", "/staff/students/prof",
-                                     "/staff/grades", "/nothing-here", "/staff/students/nobody")]
+    pages = [login, waiting, anonymous.get("/courses/pytorch/"), anonymous.get("/no-such-page")] + [
+        staff.get(path) for path in ("/", "/courses/pytorch/exercises/autograd-q", "/courses/pytorch/submissions", "/courses/pytorch/staff/",
+                                     "/courses/pytorch/staff/exercises/autograd-q", "/courses/pytorch/staff/students/prof",
+                                     "/courses/pytorch/staff/grades", "/nothing-here", "/courses/pytorch/staff/students/nobody")]
     for reply in pages:
         assert_secured(reply)
         if reply.mimetype == "text/html":
@@ -96,7 +96,7 @@ def test_json_files_and_downloads_have_the_headers_too(course, staff):
     created = api.post("/api/v1/submissions", headers=headers, data={
         "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
     for reply in [created, api.get(created.json["url"], headers=headers),
-                  api.get("/api/v1/exercises"), staff.get("/staff/grades.csv"),
+                  api.get("/api/v1/exercises"), staff.get("/courses/pytorch/staff/grades.csv"),
                   staff.get("/static/hpcgrade.css"), staff.get("/static/submission.js")]:
         assert_secured(reply)
 
@@ -108,8 +108,8 @@ def test_the_status_script_is_a_file_that_writes_text_only():
 
 
 def test_the_waiting_page_has_a_live_region_for_the_state(course, staff):
-    sent = staff.post("/exercises/autograd-q/submissions?lang=es", data={
-        "csrf_token": csrf(staff.get("/exercises/autograd-q").text), "code": REFERENCE_Q})
+    sent = staff.post("/courses/pytorch/exercises/autograd-q/submissions?lang=es", data={
+        "csrf_token": csrf(staff.get("/courses/pytorch/exercises/autograd-q").text), "code": REFERENCE_Q})
     page = staff.get(sent.headers["Location"]).text
     assert re.search(r'id="live" role="status" aria-live="polite"', page)
     assert 'id="wait-note"' in page and 'data-label-running="corrigiendo"' in page

@@ -43,7 +43,7 @@ def staffed(course):
 
 def test_spanish_chosen_on_the_login_page_survives_logging_in_and_next(course):
     client = course.test_client()
-    asked = client.get("/exercises/autograd-q")
+    asked = client.get("/courses/pytorch/exercises/autograd-q")
     assert asked.status_code == 302 and asked.headers["Location"] == \
         "/login?next=/exercises/autograd-q"
     login = client.get(asked.headers["Location"])
@@ -53,10 +53,10 @@ def test_spanish_chosen_on_the_login_page_survives_logging_in_and_next(course):
     assert html_lang(spanish_login.text) == "es" and "Entrar" in spanish_login.text
     # the form has no action: a browser sends it to the page's own address, query included
     landed = log_in(client, path=href)
-    assert landed.status_code == 302 and landed.headers["Location"] == "/exercises/autograd-q"
+    assert landed.status_code == 302 and landed.headers["Location"] == "/courses/pytorch/exercises/autograd-q"
     page = client.get(landed.headers["Location"])
     assert html_lang(page.text) == "es" and "Gradientes de una función no escalar" in page.text
-    assert switch_link(page.text) == ("/exercises/autograd-q?lang=en", "en")
+    assert switch_link(page.text) == ("/courses/pytorch/exercises/autograd-q?lang=en", "en")
     # logging out forgets the user, not the language
     token = CSRF_TOKEN.search(page.text).group(1)
     client.post("/logout", data={"csrf_token": token})
@@ -66,10 +66,10 @@ def test_spanish_chosen_on_the_login_page_survives_logging_in_and_next(course):
 def test_the_switch_link_keeps_the_page_and_its_query(course):
     client = course.test_client()
     log_in(client)
-    page = client.get("/submissions?lang=es&sort=date&sort=score")
+    page = client.get("/courses/pytorch/submissions?lang=es&sort=date&sort=score")
     assert html_lang(page.text) == "es"
-    assert switch_link(page.text) == ("/submissions?sort=date&sort=score&lang=en", "en")
-    assert html_lang(client.get("/submissions").text) == "es"  # remembered
+    assert switch_link(page.text) == ("/courses/pytorch/submissions?sort=date&sort=score&lang=en", "en")
+    assert html_lang(client.get("/courses/pytorch/submissions").text) == "es"  # remembered
     english = client.get(switch_link(page.text)[0])
     assert html_lang(english.text) == "en" and "My submissions" in english.text
 
@@ -78,9 +78,9 @@ def test_the_switch_link_keeps_the_page_and_its_query(course):
 def test_every_page_says_its_language(staffed, lang):
     client = staffed.test_client()
     log_in(client, username="prof")
-    client.get(f"/?lang={lang}")
-    for url in ["/", "/submissions", "/exercises/autograd-q", "/account/tokens",
-                "/account/password", "/staff/", "/no-such-page"]:
+    client.get(f"/courses/pytorch/?lang={lang}")
+    for url in ["/", "/courses/pytorch/submissions", "/courses/pytorch/exercises/autograd-q", "/account/tokens",
+                "/account/password", "/courses/pytorch/staff/", "/no-such-page"]:
         page = client.get(url)
         assert html_lang(page.text) == lang, url
         assert switch_link(page.text)[1] == ("es" if lang == "en" else "en"), url
@@ -93,7 +93,7 @@ def test_every_page_says_its_language(staffed, lang):
 def test_not_found_is_a_page_of_the_site(course, lang, title, back):
     client = course.test_client()
     log_in(client)
-    for url in ["/no-such-page", "/exercises/no-such-exercise", "/submissions/999999"]:
+    for url in ["/no-such-page", "/courses/pytorch/exercises/no-such-exercise", "/courses/pytorch/submissions/999999"]:
         page = client.get(f"{url}?lang={lang}")
         assert page.status_code == 404 and page.mimetype == "text/html"
         assert f"<h1>{title}</h1>" in page.text
@@ -105,14 +105,14 @@ def test_not_found_is_a_page_of_the_site(course, lang, title, back):
 def test_forbidden_method_and_bad_request_pages(course):
     client = course.test_client()
     log_in(client)
-    forbidden = client.get("/staff/?lang=es")
+    forbidden = client.get("/courses/pytorch/staff/?lang=es")
     assert forbidden.status_code == 403 and "Acceso no permitido" in forbidden.text
     assert "Ir a los ejercicios" in forbidden.text and "Ir al curso" not in forbidden.text
     not_here = client.get("/logout?lang=es")
     assert not_here.status_code == 405 and "POST" in not_here.headers["Allow"]
     assert "Aquí no se puede hacer eso" in not_here.text and html_lang(not_here.text) == "es"
     # raised with its own message, in the reader's language: that one is shown
-    nul = client.get("/submissions?lang=es&q=a%00b")
+    nul = client.get("/courses/pytorch/submissions?lang=es&q=a%00b")
     assert nul.status_code == 400 and "No se entendió la petición" in nul.text
     assert "byte NUL" in nul.text and html_lang(nul.text) == "es"
 
@@ -131,7 +131,7 @@ def test_server_error_page(course, monkeypatch):
     monkeypatch.setitem(course.view_functions, "portal.history", broken)
     client = course.test_client()
     log_in(client)
-    page = client.get("/submissions?lang=es")
+    page = client.get("/courses/pytorch/submissions?lang=es")
     assert page.status_code == 500 and "Algo ha fallado por nuestra parte" in page.text
     assert html_lang(page.text) == "es" and "Ir a los ejercicios" in page.text
 
@@ -140,7 +140,7 @@ def test_an_unreachable_database_is_said_in_the_readers_language(course):
     def database_down():  # before every other hook, as when loading the user fails
         raise OperationalError("SELECT 1", {}, Exception("connection refused"))
     course.before_request_funcs.setdefault(None, []).insert(0, database_down)
-    page = course.test_client().get("/?lang=es")
+    page = course.test_client().get("/courses/pytorch/?lang=es")
     assert page.status_code == 503 and html_lang(page.text) == "es"
     assert "No se puede acceder a la base de datos" in page.text
 
@@ -187,18 +187,18 @@ def test_run_states_and_sections_are_translated(course):
                         "fallida|perdida|Tensores|Autograd|other")
     client = course.test_client()
     log_in(client)
-    listed = client.get("/?lang=es").text
+    listed = client.get("/courses/pytorch/?lang=es").text
     assert "Tensores" in listed and ">tensors<" not in listed
     token = CSRF_TOKEN.search(listed).group(1)
-    client.post("/exercises/autograd-q/submissions",
+    client.post("/courses/pytorch/exercises/autograd-q/submissions",
                 data={"csrf_token": token, "code": "def q_grads(a, b, v):\n    pass\n"})
-    assert "en cola" in client.get("/submissions").text
+    assert "en cola" in client.get("/courses/pytorch/submissions").text
 
 
 def test_counts_agree_with_their_nouns(staffed):
     client = staffed.test_client()
     log_in(client, username="prof")
-    assert "2 estudiantes" in client.get("/staff/?lang=es").text
+    assert "2 estudiantes" in client.get("/courses/pytorch/staff/?lang=es").text
     with staffed.test_request_context("/?lang=es"):
         one = render_template_string('{{ ngettext("%(num)s student", "%(num)s students", 1) }}')
     assert one == "1 estudiante"
@@ -211,12 +211,12 @@ def test_a_single_attempt_is_not_all_1_attempts(course):
         session.commit()
     client = course.test_client()
     log_in(client)
-    token = CSRF_TOKEN.search(client.get("/?lang=es").text).group(1)
+    token = CSRF_TOKEN.search(client.get("/courses/pytorch/?lang=es").text).group(1)
     code = {"csrf_token": token, "code": "def q_grads(a, b, v):\n    pass\n"}
-    assert client.post("/exercises/autograd-q/submissions", data=code).status_code == 303
-    again = client.post("/exercises/autograd-q/submissions", data=code, follow_redirects=True)
+    assert client.post("/courses/pytorch/exercises/autograd-q/submissions", data=code).status_code == 303
+    again = client.post("/courses/pytorch/exercises/autograd-q/submissions", data=code, follow_redirects=True)
     assert "Ya has usado el único intento de este ejercicio." in again.text
-    assert "Ya has usado el único intento" in client.get("/exercises/autograd-q").text
+    assert "Ya has usado el único intento" in client.get("/courses/pytorch/exercises/autograd-q").text
 
 
 def test_the_grader_says_which_checks_stopped_and_why_this_one_did_not_run():

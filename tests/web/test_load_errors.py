@@ -27,7 +27,7 @@ def test_a_misnamed_function_counts_among_the_exercises_diagnostics(course, exec
     with database.sessions.begin() as session:
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
     ana, token = logged_in(course, "ana")
-    sent = ana.post("/exercises/autograd-q/submissions", data={"csrf_token": token,
+    sent = ana.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                               "code": MISNAMED})
     assert sent.status_code == 303
     assert grade_next(database, executor, catalogue)[1] == "graded"
@@ -35,9 +35,9 @@ def test_a_misnamed_function_counts_among_the_exercises_diagnostics(course, exec
         q = session.scalar(select(Exercise).where(Exercise.slug == "autograd-q"))
         assert diagnostic_counts(session, q.id) == {q.id: [("missing-function", 1, 1)]}
     prof, _ = logged_in(course, "prof")
-    assert "missing-function" in prof.get("/staff/").text
-    link = "/staff/exercises/autograd-q/diagnostics/missing-function"
-    assert f'href="{link}"' in prof.get("/staff/exercises/autograd-q").text  # its bar
+    assert "missing-function" in prof.get("/courses/pytorch/staff/").text
+    link = "/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function"
+    assert f'href="{link}"' in prof.get("/courses/pytorch/staff/exercises/autograd-q").text  # its bar
     page = prof.get(link).text
     assert "Ana García" in page and "<code>q_grads</code> is not defined." in page
     assert "1 submission got this diagnostic" in page

@@ -6,12 +6,12 @@ from helpers import REFERENCE_Q, logged_in
 
 def test_student_flow(course):
     client, token = logged_in(course)
-    index = client.get("/")
+    index = client.get("/courses/pytorch/")
     assert "Gradients of a non-scalar function" in index.text and "20" in index.text
-    spanish = client.get("/exercises/autograd-q?lang=es")
+    spanish = client.get("/courses/pytorch/exercises/autograd-q?lang=es")
     assert "Gradientes de una función no escalar" in spanish.text and "Enviar a corregir" in spanish.text
     assert "<code>Q.backward(gradient=v)</code>" in spanish.text  # the statement's Markdown rendered
-    sent = client.post("/exercises/autograd-q/submissions", data={
+    sent = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={
         "csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
     assert sent.status_code == 303
     page = client.get(sent.headers["Location"])
@@ -19,10 +19,10 @@ def test_student_flow(course):
     status = client.get(sent.headers["Location"] + "/status").json
     assert status == {"status": "queued", "queue_position": 1, "waiting_for_cluster": False,
                       "note": None, "score": None, "counted_score": None, "max_score": None}
-    pasted = client.post("/exercises/autograd-q/submissions", data={"csrf_token": token,
+    pasted = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                                    "code": REFERENCE_Q})
     assert pasted.status_code == 303
-    history = client.get("/submissions")
+    history = client.get("/courses/pytorch/submissions")
     assert history.text.count("Gradientes de una función no escalar") == 2
 
 
@@ -33,21 +33,21 @@ def test_refusals_are_shown_not_stored(course):
         ({"file": (io.BytesIO(b"\x00\x01"), "work.py")}, "The file is binary"),
         ({"code": ""}, "The file is empty"),
     ]:
-        reply = client.post("/exercises/autograd-q/submissions", data={"csrf_token": token, **data},
+        reply = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, **data},
                             follow_redirects=True)
         assert message in reply.text
-    too_big = client.post("/exercises/autograd-q/submissions", follow_redirects=True, data={
+    too_big = client.post("/courses/pytorch/exercises/autograd-q/submissions", follow_redirects=True, data={
         "csrf_token": token, "file": (io.BytesIO(b"#" * (2 << 20)), "big.py")})
     assert "is larger than 1024 KB" in too_big.text
-    assert client.get("/exercises/no-such-one").status_code == 404
-    no_csrf = client.post("/exercises/autograd-q/submissions", data={"code": REFERENCE_Q})
+    assert client.get("/courses/pytorch/exercises/no-such-one").status_code == 404
+    no_csrf = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"code": REFERENCE_Q})
     assert no_csrf.status_code == 400
-    assert "Nothing submitted yet" in client.get("/submissions").text
+    assert "Nothing submitted yet" in client.get("/courses/pytorch/submissions").text
 
 
 def test_another_students_submission_is_404(course):
     ana, token = logged_in(course, "ana")
-    sent = ana.post("/exercises/autograd-q/submissions", data={"csrf_token": token,
+    sent = ana.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                               "code": REFERENCE_Q})
     bea, _ = logged_in(course, "bea")
     assert bea.get(sent.headers["Location"]).status_code == 404
@@ -56,6 +56,6 @@ def test_another_students_submission_is_404(course):
 
 def test_pages_need_login(course):
     client = course.test_client()
-    for path in ("/", "/exercises/autograd-q", "/submissions", "/submissions/1"):
+    for path in ("/", "/courses/pytorch/exercises/autograd-q", "/courses/pytorch/submissions", "/courses/pytorch/submissions/1"):
         reply = client.get(path)
         assert reply.status_code == 302 and "/login" in reply.headers["Location"]

@@ -33,7 +33,7 @@ def send(client, token, code: str, filename: str | None = "work.py"):
         data["code"] = code
     else:
         data["file"] = (io.BytesIO(code.encode()), filename)
-    return client.post("/exercises/autograd-q/submissions", data=data)
+    return client.post("/courses/pytorch/exercises/autograd-q/submissions", data=data)
 
 
 def stored(app) -> int:
@@ -154,7 +154,7 @@ def test_a_graded_file_shows_checks_diagnostics_and_score_in_the_readers_languag
 
 
 def page_url(page: str) -> str:
-    return "/submissions/" + re.search(r"· #(\d+)</h1>", page).group(1)
+    return "/courses/pytorch/submissions/" + re.search(r"· #(\d+)</h1>", page).group(1)
 
 
 def test_a_notebook_cell_that_raised_is_a_note_with_its_cell_and_line(grading):

@@ -38,7 +38,7 @@ def users(app) -> dict[str, User]:
 
 def upload(client, token, data: bytes, filename="roster.csv", lang="en"):
     """The preview, or the roster page that a refused file leads back to."""
-    return client.post(f"/staff/roster/upload?lang={lang}", follow_redirects=True, data={
+    return client.post(f"/courses/pytorch/staff/roster/upload?lang={lang}", follow_redirects=True, data={
         "csrf_token": token, "roster": (io.BytesIO(data), filename)})
 
 
@@ -72,38 +72,38 @@ def wrong_lines(page: str) -> dict[str, str]:
 
 def test_students_get_403_and_strangers_the_login(staffed):
     student, token = logged_in(staffed, "ana")
-    for path in ("/staff/roster/", "/staff/roster/add", "/staff/roster/bea/password"):
+    for path in ("/courses/pytorch/staff/roster/", "/courses/pytorch/staff/roster/add", "/courses/pytorch/staff/roster/bea/password"):
         assert student.get(path).status_code == 403
-    for path in ("/staff/roster/upload", "/staff/roster/import", "/staff/roster/add",
-                 "/staff/roster/bea/password", "/staff/roster/exercises/sync"):
+    for path in ("/courses/pytorch/staff/roster/upload", "/courses/pytorch/staff/roster/import", "/courses/pytorch/staff/roster/add",
+                 "/courses/pytorch/staff/roster/bea/password", "/courses/pytorch/staff/roster/exercises/sync"):
         assert student.post(path, data={"csrf_token": token}).status_code == 403
-    assert "/staff/roster/" not in student.get("/").text
-    stranger = staffed.test_client().get("/staff/roster/")
+    assert "/courses/pytorch/staff/roster/" not in student.get("/courses/pytorch/").text
+    stranger = staffed.test_client().get("/courses/pytorch/staff/roster/")
     assert stranger.status_code == 302 and stranger.headers["Location"].startswith("/login")
 
 
 def test_staff_reach_the_roster_from_the_navigation_and_the_course(staffed):
     client, _ = logged_in(staffed, "prof")
-    assert 'href="/staff/roster/"' in client.get("/").text
-    assert 'href="/staff/roster/"' in client.get("/staff/").text
+    assert 'href="/courses/pytorch/staff/roster/"' in client.get("/courses/pytorch/").text
+    assert 'href="/courses/pytorch/staff/roster/"' in client.get("/courses/pytorch/staff/").text
     # every user reaches the page that changes their own password from their account page
     assert 'href="/account/password"' in client.get("/account/tokens").text
 
 
 def test_the_roster_is_searched_sorted_and_filtered(staffed):
     client, _ = logged_in(staffed, "prof")
-    page = client.get("/staff/roster/").text
+    page = client.get("/courses/pytorch/staff/roster/").text
     assert listed(page) == ["ana", "bea", "prof", "root"]  # students first, then staff
     assert page.index("Students") < page.index("a@uni.es") < page.index("Staff")
-    assert '<th aria-sort="ascending"><a href="/staff/roster/?order=desc">Name</a>' in page
-    by_email = client.get("/staff/roster/?sort=email&order=desc").text
+    assert '<th aria-sort="ascending"><a href="/courses/pytorch/staff/roster/?order=desc">Name</a>' in page
+    by_email = client.get("/courses/pytorch/staff/roster/?sort=email&order=desc").text
     assert listed(by_email) == ["bea", "ana", "root", "prof"]
     assert by_email.count("aria-sort=") == 2 and 'aria-sort="descending"' in by_email
-    found = client.get("/staff/roster/?q=GARCIA").text  # Ana García, whatever the case and accent
+    found = client.get("/courses/pytorch/staff/roster/?q=GARCIA").text  # Ana García, whatever the case and accent
     assert listed(found) == ["ana"] and "1 account shown" in found and "Staff" not in found
-    assert listed(client.get("/staff/roster/?q=uni.es&filter=instructor").text) == ["prof"]
-    assert "No account matches" in client.get("/staff/roster/?q=50%25_").text
-    assert "Lista de clase" in client.get("/staff/roster/?lang=es").text
+    assert listed(client.get("/courses/pytorch/staff/roster/?q=uni.es&filter=instructor").text) == ["prof"]
+    assert "No account matches" in client.get("/courses/pytorch/staff/roster/?q=50%25_").text
+    assert "Lista de clase" in client.get("/courses/pytorch/staff/roster/?lang=es").text
 
 
 def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
@@ -117,7 +117,7 @@ def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
     assert "<td>5</td><td>dani</td>" in preview.text  # the file's own line numbers
     assert set(users(staffed)) == {"ana", "bea", "prof", "root"}  # nothing stored yet
     text = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text, re.S).group(1))
-    done = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text})
+    done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text})
     assert done.status_code == 200 and "2 accounts added" in done.text
     assert done.headers["Cache-Control"] == "no-store"  # the links are as good as passwords
     shown = links(done.text)
@@ -133,7 +133,7 @@ def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
     chosen = set_password(staffed, shown["carl"])
     assert chosen.status_code == 303
     logged_in(staffed, "carl", "chosen-password")
-    again = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text},
+    again = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text},
                         follow_redirects=True)
     assert "exists already: nothing to add" in again.text and not links(again.text)
 
@@ -147,7 +147,7 @@ def test_a_course_roster_is_imported_at_once_without_hashing_a_password(staffed,
                         lambda *args: hashed.append(1) or "never-used")
     client, token = logged_in(staffed, "root")
     rows = "".join(f"s{n:04},Student {n},s{n}@uni.es,student\n" for n in range(2000))
-    done = client.post("/staff/roster/import", data={"csrf_token": token,
+    done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token,
                                                      "roster": HEADER + rows})
     assert done.status_code == 200 and "2000 accounts added" in done.text
     assert not hashed and len(links(done.text)) == 2000
@@ -172,7 +172,7 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
     assert "only an admin may add instructors and admins" in errors["5"]  # prof is an instructor
     assert "expected 4 columns" in errors["6"]
     assert "4 wrong lines" in preview.text and "Import the 2 valid rows" in preview.text
-    done = client.post("/staff/roster/import", data={"csrf_token": token, "roster": text})
+    done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text})
     assert done.status_code == 200 and "2 accounts added" in done.text
     assert set(links(done.text)) == {"carl", "gil"}
     assert "4 wrong lines were left out" in done.text
@@ -182,7 +182,7 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
     assert set(wrong_lines(upload(admin, admin_token, text.encode()).text)) == {"3", "4", "6"}
     only_wrong = HEADER + "hugo,Hugo,nope,student\n"
     preview = upload(client, token, only_wrong.encode())
-    assert "/staff/roster/import" not in preview.text  # nothing to import
+    assert "/courses/pytorch/staff/roster/import" not in preview.text  # nothing to import
 
 
 @pytest.mark.parametrize("data, filename, message", [
@@ -204,7 +204,7 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
 def test_bad_files_are_refused_with_a_clear_message(staffed, data, filename, message):
     client, token = logged_in(staffed, "prof")
     reply = upload(client, token, data, filename)
-    assert reply.request.path == "/staff/roster/" and message in html.unescape(reply.text)
+    assert reply.request.path == "/courses/pytorch/staff/roster/" and message in html.unescape(reply.text)
     assert len(users(staffed)) == 4
 
 
@@ -214,10 +214,10 @@ def test_refusals_in_spanish_and_a_missing_file(staffed):
     assert "No se importó nada: la cabecera de la lista de clase debe ser" in spanish.text
     wrong = upload(client, token, (HEADER + "dani,Dani,nope,student\n").encode(), lang="es")
     assert "no es una dirección de correo" in html.unescape(wrong.text)
-    missing = client.post("/staff/roster/upload", data={"csrf_token": token},
+    missing = client.post("/courses/pytorch/staff/roster/upload", data={"csrf_token": token},
                           follow_redirects=True)  # still Spanish
     assert "Elige el archivo CSV de la lista de clase" in missing.text
-    assert client.post("/staff/roster/upload", data={
+    assert client.post("/courses/pytorch/staff/roster/upload", data={
         "roster": (io.BytesIO(HEADER.encode()), "r.csv")}).status_code == 400  # no CSRF token
 
 
@@ -230,9 +230,9 @@ def test_a_spreadsheet_csv_with_semicolons_and_a_bom_is_read(staffed):
 
 def test_adding_an_account(staffed):
     client, token = logged_in(staffed, "prof")
-    form = client.get("/staff/roster/add").text
+    form = client.get("/courses/pytorch/staff/roster/add").text
     assert 'name="role" value="student"' in form and "<select" not in form
-    added = client.post("/staff/roster/add", data={
+    added = client.post("/courses/pytorch/staff/roster/add", data={
         "csrf_token": token, "username": "carl", "name": "Carl", "email": "c@uni.es",
         "role": "student"})
     assert added.status_code == 200 and added.headers["Cache-Control"] == "no-store"
@@ -240,43 +240,43 @@ def test_adding_an_account(staffed):
     logged_in(staffed, "carl", "chosen-password")
     admin = {"csrf_token": token, "username": "boss", "name": "Boss", "email": "x@uni.es",
              "role": "admin"}
-    refused = client.post("/staff/roster/add", data=admin)
+    refused = client.post("/courses/pytorch/staff/roster/add", data=admin)
     assert refused.status_code == 403 and "Only an admin may add" in refused.text
     assert "boss" not in users(staffed)
-    bad = client.post("/staff/roster/add", data={**admin, "role": "student", "email": "x"})
+    bad = client.post("/courses/pytorch/staff/roster/add", data={**admin, "role": "student", "email": "x"})
     assert bad.status_code == 400 and "is not an email address" in html.unescape(bad.text)
     assert 'value="boss"' in bad.text  # what was typed stays
-    taken = client.post("/staff/roster/add", data={**admin, "username": "ana", "role": "student"})
+    taken = client.post("/courses/pytorch/staff/roster/add", data={**admin, "username": "ana", "role": "student"})
     assert taken.status_code == 400 and "user ana already exists" in taken.text
     root, root_token = logged_in(staffed, "root")
-    assert "<select" in root.get("/staff/roster/add").text
-    added_admin = root.post("/staff/roster/add", data={**admin, "csrf_token": root_token})
+    assert "<select" in root.get("/courses/pytorch/staff/roster/add").text
+    added_admin = root.post("/courses/pytorch/staff/roster/add", data={**admin, "csrf_token": root_token})
     assert added_admin.status_code == 200
     assert users(staffed)["boss"].role == "admin"
 
 
 def test_a_password_reset_ends_the_users_sessions(staffed):
     bea, _ = logged_in(staffed, "bea")
-    assert bea.get("/").status_code == 200
+    assert bea.get("/courses/pytorch/").status_code == 200
     client, token = logged_in(staffed, "prof")
-    confirm = client.get("/staff/roster/bea/password")
+    confirm = client.get("/courses/pytorch/staff/roster/bea/password")
     assert confirm.status_code == 200 and "Every session of theirs ends" in confirm.text
-    reset = client.post("/staff/roster/bea/password", data={"csrf_token": token})
+    reset = client.post("/courses/pytorch/staff/roster/bea/password", data={"csrf_token": token})
     assert reset.status_code == 200 and reset.headers["Cache-Control"] == "no-store"
     link = links(reset.text)["bea"]
-    assert bea.get("/").headers["Location"].startswith("/login")  # her session has ended
+    assert bea.get("/courses/pytorch/").headers["Location"].startswith("/login")  # her session has ended
     assert log_in(staffed.test_client(), "bea").status_code == 401
     assert set_password(staffed, link).status_code == 303
     logged_in(staffed, "bea", "chosen-password")
     # an instructor resets students only; an admin anyone; nobody their own from here
-    assert client.post("/staff/roster/root/password", data={"csrf_token": token}).status_code == 403
-    assert client.get("/staff/roster/nobody/password").status_code == 404
-    own = client.post("/staff/roster/prof/password", data={"csrf_token": token})
+    assert client.post("/courses/pytorch/staff/roster/root/password", data={"csrf_token": token}).status_code == 403
+    assert client.get("/courses/pytorch/staff/roster/nobody/password").status_code == 404
+    own = client.post("/courses/pytorch/staff/roster/prof/password", data={"csrf_token": token})
     assert own.headers["Location"] == "/account/password"
     root, root_token = logged_in(staffed, "root")
-    assert root.post("/staff/roster/prof/password",
+    assert root.post("/courses/pytorch/staff/roster/prof/password",
                      data={"csrf_token": root_token}).status_code == 200
-    assert client.get("/staff/roster/").headers["Location"].startswith("/login")
+    assert client.get("/courses/pytorch/staff/roster/").headers["Location"].startswith("/login")
 
 
 @pytest.fixture
@@ -294,8 +294,8 @@ def test_exercises_are_synced_from_the_web(staffed, exercises_copy):
     shutil.rmtree(exercises_copy / "autograd-no-track")
     toml = exercises_copy / "tensors-reshape" / "exercise.toml"
     toml.write_text(re.sub(r'en = "[^"]*"', 'en = "Reshaping, renamed"', toml.read_text(), 1))
-    assert "Sync the exercises" in client.get("/staff/roster/").text
-    synced = client.post("/staff/roster/exercises/sync", data={"csrf_token": token})
+    assert "Sync the exercises" in client.get("/courses/pytorch/staff/roster/").text
+    synced = client.post("/courses/pytorch/staff/roster/exercises/sync", data={"csrf_token": token})
     assert synced.status_code == 303
     page = client.get(synced.headers["Location"]).text
     assert "Added: metrics-two" in page and "Updated: tensors-reshape" in page
@@ -311,12 +311,12 @@ def test_a_broken_exercise_is_named_and_nothing_changes(staffed, exercises_copy)
     client, token = logged_in(staffed, "prof")
     shutil.rmtree(exercises_copy / "autograd-no-track")
     (exercises_copy / "metrics" / "exercise.toml").write_text("title = [broken\n")
-    page = client.post("/staff/roster/exercises/sync?lang=es", data={"csrf_token": token},
+    page = client.post("/courses/pytorch/staff/roster/exercises/sync?lang=es", data={"csrf_token": token},
                        follow_redirects=True).text
     assert "Los ejercicios no se sincronizaron, nada cambió" in page and "metrics" in page
     with staffed.extensions["hpcgrade.db"].sessions() as session:
         assert session.scalar(select(func.count()).where(Exercise.active)) == len(COURSE_ORDER)
-    assert client.post("/staff/roster/exercises/sync").status_code == 400  # no CSRF token
+    assert client.post("/courses/pytorch/staff/roster/exercises/sync").status_code == 400  # no CSRF token
 
 
 def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
@@ -371,14 +371,14 @@ def test_a_name_or_email_too_long_or_with_a_control_character_is_a_wrong_line(st
     assert "user fede: the email address holds a control character" in errors["5"]
     form = {"csrf_token": token, "username": "hana", "name": "H" * 300, "email": "h@uni.es",
             "role": "student"}
-    refused = client.post("/staff/roster/add", data=form)
+    refused = client.post("/courses/pytorch/staff/roster/add", data=form)
     assert refused.status_code == 400
     assert "Not added: user hana: the name has 300 characters; at most 200 fit" in refused.text
-    refused = client.post("/staff/roster/add", data={**form, "name": "Hana", "email": long_email})
+    refused = client.post("/courses/pytorch/staff/roster/add", data={**form, "name": "Hana", "email": long_email})
     assert refused.status_code == 400 and "257 characters" in refused.text
-    spanish = client.post("/staff/roster/add?lang=es", data={**form, "name": "Ha\x1bna"})
+    spanish = client.post("/courses/pytorch/staff/roster/add?lang=es", data={**form, "name": "Ha\x1bna"})
     assert "el nombre contiene un carácter de control" in spanish.text
-    added = client.post("/staff/roster/add", data={**form, "name": "H" * 200})
+    added = client.post("/courses/pytorch/staff/roster/add", data={**form, "name": "H" * 200})
     assert added.status_code == 200 and users(staffed)["hana"].name == "H" * 200
 
 
@@ -389,7 +389,7 @@ def test_the_links_csv_runs_no_formula_and_suits_a_spanish_excel(staffed):
     text = HEADER + f'carl,"{hostile.replace(chr(34), chr(34) * 2)}",c@uni.es,student\n'
     preview = upload(client, token, text.encode(), lang="es")
     roster = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text).group(1))
-    done = client.post("/staff/roster/import?lang=es", data={"csrf_token": token,
+    done = client.post("/courses/pytorch/staff/roster/import?lang=es", data={"csrf_token": token,
                                                              "roster": roster})
     sheet = csv_download(done.text)
     assert sheet.startswith("\ufeffusername;name;email;link\r\n")  # Excel set to Spanish
@@ -403,20 +403,20 @@ def test_a_roster_far_over_the_limit_is_named_as_a_roster(staffed):
     a notebook's outputs, and leads back to the roster."""
     client, token = logged_in(staffed, "prof")
     size = 33 << 20
-    reply = client.post("/staff/roster/upload", headers={"Referer": "http://localhost/staff/roster/"},
+    reply = client.post("/courses/pytorch/staff/roster/upload", headers={"Referer": "http://localhost/staff/roster/"},
                         data={"csrf_token": token,
                               "roster": (io.BytesIO(b"x" * size), "roster.csv")})
-    assert reply.status_code == 303 and reply.headers["Location"] == "/staff/roster/"
-    page = client.get("/staff/roster/").text
+    assert reply.status_code == 303 and reply.headers["Location"] == "/courses/pytorch/staff/roster/"
+    page = client.get("/courses/pytorch/staff/roster/").text
     assert "The roster file is larger than 1024 KB." in page and "notebook" not in page
 
 
 def test_the_roster_is_searched_with_the_staff_pages_form(staffed):
     client, _ = logged_in(staffed, "prof")
-    page = client.get("/staff/roster/?q=zzz&filter=student").text
+    page = client.get("/courses/pytorch/staff/roster/?q=zzz&filter=student").text
     assert 'placeholder="Name, username or email"' in page  # as on the gradebook
     assert '<option value="student" selected>' in page
-    assert '<a href="/staff/roster/">Show every account</a>' in page
+    assert '<a href="/courses/pytorch/staff/roster/">Show every account</a>' in page
 
 
 def test_a_password_reset_revokes_the_students_api_tokens(staffed):
@@ -426,31 +426,31 @@ def test_a_password_reset_revokes_the_students_api_tokens(staffed):
     tokens = {name: {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
         "username": name, "password": "long-password"}).json["token"]} for name in ("bea", "ana")}
     client, token = logged_in(staffed, "prof")
-    reset = client.post("/staff/roster/bea/password", data={"csrf_token": token})
+    reset = client.post("/courses/pytorch/staff/roster/bea/password", data={"csrf_token": token})
     assert api.get("/api/v1/exercises", headers=tokens["bea"]).status_code == 401
     assert api.get("/api/v1/exercises", headers=tokens["ana"]).status_code == 200
     assert "1 API token of bea was revoked." in reset.text
-    assert "their API tokens are revoked" in client.get("/staff/roster/bea/password").text
+    assert "their API tokens are revoked" in client.get("/courses/pytorch/staff/roster/bea/password").text
 
 
 def test_the_links_of_accounts_waiting_for_a_password_are_shown_again(staffed):
     """A link handed out and lost: staff show it again while its account has no password; an
     instructor sees the students' links only."""
     client, token = logged_in(staffed, "root")
-    client.post("/staff/roster/import", data={"csrf_token": token, "roster": (
+    client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": (
         HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
         "ines,Inés,i@uni.es,instructor\n")})
     prof, _ = logged_in(staffed, "prof")
-    roster = prof.get("/staff/roster/").text
+    roster = prof.get("/courses/pytorch/staff/roster/").text
     assert "2 accounts are waiting for a password" in roster
-    assert 'href="/staff/roster/waiting"' in roster
-    waiting = prof.get("/staff/roster/waiting")
+    assert 'href="/courses/pytorch/staff/roster/waiting"' in roster
+    waiting = prof.get("/courses/pytorch/staff/roster/waiting")
     assert waiting.status_code == 200 and waiting.headers["Cache-Control"] == "no-store"
     shown = links(waiting.text)
     assert set(shown) == {"carl", "dani"}  # not the instructor's
-    assert set(links(client.get("/staff/roster/waiting").text)) == {"carl", "dani", "ines"}
+    assert set(links(client.get("/courses/pytorch/staff/roster/waiting").text)) == {"carl", "dani", "ines"}
     set_password(staffed, shown["carl"])
-    assert set(links(prof.get("/staff/roster/waiting").text)) == {"dani"}
-    assert "1 account is waiting for a password" in prof.get("/staff/roster/").text
+    assert set(links(prof.get("/courses/pytorch/staff/roster/waiting").text)) == {"dani"}
+    assert "1 account is waiting for a password" in prof.get("/courses/pytorch/staff/roster/").text
     student, _ = logged_in(staffed, "ana")
-    assert student.get("/staff/roster/waiting").status_code == 403
+    assert student.get("/courses/pytorch/staff/roster/waiting").status_code == 403

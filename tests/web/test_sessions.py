@@ -25,7 +25,7 @@ def log_in(client, username="ana", password="long-password", next_=None, address
 
 
 def logged_in(client) -> bool:
-    return client.get("/").status_code == 200
+    return client.get("/courses/pytorch/").status_code == 200
 
 
 def limited(app, **settings):
@@ -52,7 +52,7 @@ def test_log_out_ends_a_copied_cookie(course):
     assert log_in(browser).status_code == 302
     thief.set_cookie("session", browser.get_cookie("session").value)
     assert logged_in(browser) and logged_in(thief)
-    assert browser.post("/logout", data={"csrf_token": csrf(browser, "/")}).status_code == 302
+    assert browser.post("/logout", data={"csrf_token": csrf(browser, "/courses/pytorch/")}).status_code == 302
     assert not logged_in(thief) and not logged_in(browser)
     assert log_in(browser).status_code == 302 and logged_in(browser)  # a new session works
 
@@ -126,8 +126,8 @@ def test_the_issues_redirect_and_a_good_one(course):
                        data={"username": "ana", "password": "long-password",
                              "csrf_token": csrf(client)})
     assert evil.headers["Location"] == "/"
-    good = log_in(course.test_client(), next_="/submissions?lang=es")
-    assert good.headers["Location"] == "/submissions?lang=es"
+    good = log_in(course.test_client(), next_="/courses/pytorch/submissions?lang=es")
+    assert good.headers["Location"] == "/courses/pytorch/submissions?lang=es"
 
 
 def test_failed_log_ins_are_throttled_per_account_before_hashing(course, hashes):

@@ -45,37 +45,37 @@ def graded_course(course, executor, catalogue):
 def test_only_staff_get_in(graded_course):
     app, ids = graded_course
     student, token = logged_in(app, "ana")
-    for path in ("/staff/", "/staff/grades", "/staff/grades.csv", "/staff/exercises/autograd-q",
-                 "/staff/students/bea"):
+    for path in ("/courses/pytorch/staff/", "/courses/pytorch/staff/grades", "/courses/pytorch/staff/grades.csv", "/courses/pytorch/staff/exercises/autograd-q",
+                 "/courses/pytorch/staff/students/bea"):
         assert student.get(path).status_code == 403
-    assert student.post(f"/staff/submissions/{ids[0]}/regrade",
+    assert student.post(f"/courses/pytorch/staff/submissions/{ids[0]}/regrade",
                         data={"csrf_token": token}).status_code == 403
-    assert "Course" not in student.get("/").text
-    assert app.test_client().get("/staff/").headers["Location"].startswith("/login")
+    assert "Course" not in student.get("/courses/pytorch/").text
+    assert app.test_client().get("/courses/pytorch/staff/").headers["Location"].startswith("/login")
 
 
 def test_the_course_at_a_glance(graded_course):
     app, _ = graded_course
     client, _ = logged_in(app, "prof")
-    overview = client.get("/staff/").text
+    overview = client.get("/courses/pytorch/staff/").text
     row = re.search(r"Gradients of a non-scalar function.*?</tr>", overview, re.S).group(0)
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
     # deadline, students, submissions, mean best, full marks, waiting / errors
     assert [c.strip() for c in cells[:6]] == \
         ["31 Jan 2027, 22:59", "2 / 3", "3", "10 / 10", "2", "—"]
-    assert "/staff/exercises/autograd-q/diagnostics/grad-sign-flipped" in cells[6]
+    assert "/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped" in cells[6]
     assert "1 student<" in cells[6]
-    page = client.get("/staff/exercises/autograd-q").text
+    page = client.get("/courses/pytorch/staff/exercises/autograd-q").text
     assert re.search(r"grad-sign-flipped</code></a></td><td>1</td><td>1</td>", page)
     assert "Carl" in page and "nothing submitted" in page
-    assert client.get("/staff/exercises/no-such-thing").status_code == 404
-    assert "Curso" in client.get("/staff/?lang=es").text
+    assert client.get("/courses/pytorch/staff/exercises/no-such-thing").status_code == 404
+    assert "Curso" in client.get("/courses/pytorch/staff/?lang=es").text
 
 
 def test_gradebook_and_csv(graded_course):
     app, ids = graded_course
     client, _ = logged_in(app, "prof")
-    rows = list(csv.reader(io.StringIO(client.get("/staff/grades.csv").text)))
+    rows = list(csv.reader(io.StringIO(client.get("/courses/pytorch/staff/grades.csv").text)))
     header, maximum = rows[:2]
     assert header[:3] == ["username", "name", "email"] and "autograd-q" in header
     assert header[-2:] == ["total", "percent"]
@@ -85,32 +85,32 @@ def test_gradebook_and_csv(graded_course):
     assert grades == {"ana": "10", "bea": "10", "carl": ""}
     assert len(header) == 3 + len(COURSE_ORDER) + 2  # every exercise, even one nobody submitted
     assert all(cell == "" for row in rows[2:] for i, cell in enumerate(row[3:-2], 3) if i != column)
-    grid = client.get("/staff/grades").text
-    assert f'/submissions/{ids[2]}">10<' in grid
+    grid = client.get("/courses/pytorch/staff/grades").text
+    assert f'/courses/pytorch/submissions/{ids[2]}">10<' in grid
 
 
 def test_staff_see_any_submission_with_its_code_and_runs(graded_course):
     app, ids = graded_course
     client, _ = logged_in(app, "prof")
-    page = client.get(f"/submissions/{ids[1]}").text
+    page = client.get(f"/courses/pytorch/submissions/{ids[1]}").text
     assert "Bea" in page and "3 * a**3 + b**2" in page and "Grading runs" in page
     assert "grad-sign-flipped" in page
     student, _ = logged_in(app, "ana")
-    own = student.get(f"/submissions/{ids[0]}").text
+    own = student.get(f"/courses/pytorch/submissions/{ids[0]}").text
     assert "The code submitted" in own and "Grading runs" not in own
-    assert client.get("/staff/students/bea").text.count("/submissions/") >= 2
-    assert client.get("/staff/students/nobody").status_code == 404
+    assert client.get("/courses/pytorch/staff/students/bea").text.count("/courses/pytorch/submissions/") >= 2
+    assert client.get("/courses/pytorch/staff/students/nobody").status_code == 404
 
 
 def test_regrade_queues_again_and_grades_once_more(graded_course, executor, catalogue):
     app, ids = graded_course
     client, token = logged_in(app, "prof")
-    assert client.post(f"/staff/submissions/{ids[1]}/regrade").status_code == 400  # no CSRF token
+    assert client.post(f"/courses/pytorch/staff/submissions/{ids[1]}/regrade").status_code == 400  # no CSRF token
     api = app.test_client()
     bearer = {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
         "username": "bea", "password": "long-password"}).json["token"]}
     assert api.get(f"/api/v1/submissions/{ids[1]}", headers=bearer).json["status"] == "graded"
-    sent = client.post(f"/staff/submissions/{ids[1]}/regrade", data={"csrf_token": token})
+    sent = client.post(f"/courses/pytorch/staff/submissions/{ids[1]}/regrade", data={"csrf_token": token})
     assert sent.status_code == 303
     # the graded result the API served before is not served again from its cache
     assert api.get(f"/api/v1/submissions/{ids[1]}", headers=bearer).json["status"] == "queued"
@@ -119,7 +119,7 @@ def test_regrade_queues_again_and_grades_once_more(graded_course, executor, cata
     database = app.extensions["hpcgrade.db"]
     with database.sessions() as session:
         assert session.get(Submission, ids[1]).status == "queued"
-    again = client.post(f"/staff/submissions/{ids[1]}/regrade", data={"csrf_token": token})
+    again = client.post(f"/courses/pytorch/staff/submissions/{ids[1]}/regrade", data={"csrf_token": token})
     assert "already waiting" in client.get(again.headers["Location"]).text
     assert grade(database, executor, catalogue, ids[1]) == "graded"
     with database.sessions() as session:
@@ -144,7 +144,7 @@ def test_check_titles_in_the_students_language(graded_course):
 def test_a_run_shows_where_it_went_and_how_long_it_waited_and_ran(graded_course):
     app, ids = graded_course
     client, _ = logged_in(app, "prof")
-    page = client.get(f"/submissions/{ids[1]}").text
+    page = client.get(f"/courses/pytorch/submissions/{ids[1]}").text
     runs = re.search(r"Grading runs.*?</table>", page, re.S).group(0)
     cells = [re.sub(r"<[^>]+>|\s+", " ", c).strip() for c in re.findall(r"<td>(.*?)</td>", runs, re.S)]
     assert cells[1] == "done" and cells[2] == "local" and cells[4].startswith("cpu · torch 2.13")
@@ -159,12 +159,12 @@ def test_a_run_shows_where_it_went_and_how_long_it_waited_and_ran(graded_course)
 def test_stopping_a_submission_asks_the_workers_and_says_when_they_cannot_hear(graded_course):
     app, ids = graded_course
     client, token = logged_in(app, "prof")
-    done = client.post(f"/staff/submissions/{ids[0]}/cancel", data={"csrf_token": token})
+    done = client.post(f"/courses/pytorch/staff/submissions/{ids[0]}/cancel", data={"csrf_token": token})
     assert "not waiting to be graded" in client.get(done.headers["Location"]).text
-    client.post(f"/staff/submissions/{ids[0]}/regrade", data={"csrf_token": token})
-    page = client.get(f"/submissions/{ids[0]}").text
+    client.post(f"/courses/pytorch/staff/submissions/{ids[0]}/regrade", data={"csrf_token": token})
+    page = client.get(f"/courses/pytorch/submissions/{ids[0]}").text
     assert "Stop grading" in page and "Grade again" not in page
-    stopped = client.post(f"/staff/submissions/{ids[0]}/cancel", data={"csrf_token": token})
+    stopped = client.post(f"/courses/pytorch/staff/submissions/{ids[0]}/cancel", data={"csrf_token": token})
     # this app's broker is not there: the submission is left as it was, and staff are told
     assert "grading queue does not answer" in client.get(stopped.headers["Location"]).text
     with app.extensions["hpcgrade.db"].sessions() as session:
@@ -206,7 +206,7 @@ def test_gradebook_csv_cells_never_run_as_formulas(graded_course):
                              password_hash="x") for username, name in hostile.items())
         session.commit()
     client, _ = logged_in(app, "prof")
-    rows = {row[0]: row for row in csv.reader(io.StringIO(client.get("/staff/grades.csv").text))}
+    rows = {row[0]: row for row in csv.reader(io.StringIO(client.get("/courses/pytorch/staff/grades.csv").text))}
     assert {username: rows[username][1] for username in hostile} == \
         {username: "'" + name for username, name in hostile.items()}
     assert rows["ana"][1] == "Ana García" and rows["bea"][1] == "Bea"

@@ -39,7 +39,7 @@ def test_a_file_named_like_pasted_code_keeps_its_name(course):
     reply = {}
     for name, data in [("pasted", {"code": REFERENCE_Q}),
                        ("pasted.py", {"file": (io.BytesIO(REFERENCE_Q.encode()), "pasted.py")})]:
-        reply[name] = client.post("/exercises/autograd-q/submissions",
+        reply[name] = client.post("/courses/pytorch/exercises/autograd-q/submissions",
                                   data={"csrf_token": token, **data})
         assert reply[name].status_code == 303
     api = course.test_client()
@@ -55,14 +55,14 @@ def test_a_file_named_like_pasted_code_keeps_its_name(course):
         client.get(reply["pasted"].headers["Location"]).text)
     uploaded = text_of(client.get(reply["pasted.py"].headers["Location"]).text)
     assert "The code submitted (pasted.py)" in uploaded and "pasted code" not in uploaded
-    listed = client.get("/exercises/autograd-q").text
+    listed = client.get("/courses/pytorch/exercises/autograd-q").text
     assert "<td>pasted code</td>" in listed and "<td>pasted.py</td>" in listed
 
 
 def test_a_notebooks_notes_are_whole_sentences_in_the_readers_language(
         course, executor, catalogue):
     client, token = logged_in(course, lang="es")
-    sent = client.post("/exercises/autograd-q/submissions", data={"csrf_token": token, "file": (
+    sent = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, "file": (
         io.BytesIO(notebook("%matplotlib inline\nimport torch", "!ls\n%pwd\nx = 1",
                             "raise ValueError('no')", REFERENCE_Q).encode()), "work.ipynb")})
     assert grade_next(course.extensions["hpcgrade.db"], executor, catalogue)[1] == "graded"
