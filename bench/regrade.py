@@ -43,7 +43,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 from server.core.grades import PREVIEWING  # noqa: E402
 from server.core.models import Exercise, GradingRun, Regrade, Submission, User, utcnow  # noqa: E402
 from server.core.users import add_user  # noqa: E402
-from server.web.course import STUDENT  # noqa: E402
+from server.web.course import by_students  # noqa: E402
 from server.web.regrade_preview import FINISHED  # noqa: E402
 from service import client, running, submit_and_wait  # noqa: E402
 from slurm import Service  # noqa: E402
@@ -95,7 +95,8 @@ class Course(Service):
             prof = session.scalar(sa.select(User).where(User.username == "prof"))
             latest = (sa.select(sa.func.max(Submission.id)).join(User, Submission.user_id == User.id)
                       .where(Submission.exercise_id == exercise.id,
-                             Submission.status.in_(FINISHED), STUDENT)
+                             Submission.status.in_(FINISHED),
+                             by_students(exercise.course_id, exercise.id))
                       .group_by(Submission.user_id))
             attempts = session.execute(
                 sa.select(GradingRun.submission_id, sa.func.max(GradingRun.attempt))

@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from click.testing import CliRunner  # noqa: E402
 from werkzeug.security import generate_password_hash  # noqa: E402
 
-from helpers import logged_in, postgres_database  # noqa: E402
+from helpers import logged_in, new_course, postgres_database  # noqa: E402
 from server.core.users import add_user  # noqa: E402
 from server.web.app import create_app, migrate  # noqa: E402
 from worker.cli.main import main as cli  # noqa: E402
@@ -53,10 +53,11 @@ def through_the_page(url: str, rows: int) -> float:
     app = create_app({"DATABASE_URL": url, "SECRET_KEY": SECRET_KEY,
                       "BROKER_URL": "redis://127.0.0.1:1/0", "LOGIN_LIMITS_STORAGE": "memory://"})
     with app.app_context(), app.extensions["hpcgrade.db"].sessions.begin() as session:
+        new_course(session, "bench")
         add_user(session, "root", "Rosa", "r@uni.es", "admin", "bench-password")
     client, token = logged_in(app, "root", "bench-password")
     started = time.perf_counter()
-    reply = client.post("/staff/roster/import", data={"csrf_token": token,
+    reply = client.post("/courses/bench/staff/roster/import", data={"csrf_token": token,
                                                        "roster": roster("web", rows)})
     elapsed = time.perf_counter() - started
     assert reply.status_code == 200 and f"{rows} accounts added" in reply.text, reply.status

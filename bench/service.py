@@ -38,7 +38,7 @@ from server.core.exercises import sync_exercises  # noqa: E402
 from server.core.users import add_user  # noqa: E402
 from worker.cli.demo import wait_for_port, write_config  # noqa: E402
 from warm_vs_fresh import fresh  # noqa: E402
-from server.core.catalogue import load_catalogue  # noqa: E402
+from server.core.courses import course_catalogue, create_course  # noqa: E402
 
 BROKER = "redis://127.0.0.1:6379/13"
 PORT = 8765
@@ -118,7 +118,8 @@ def main() -> None:
         migrate.upgrade(database_url)
         database = Database(database_url)
         with database.sessions.begin() as session:
-            sync_exercises(session, load_catalogue())
+            course = create_course(session, "bench")
+            sync_exercises(session, course, course_catalogue(course))
             for n in range(students):
                 add_user(session, f"bench{n}", "Bench", "bench@example.org", "student", "bench-password")
         database.dispose()

@@ -44,8 +44,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 from cold_start import import_torch, spool_run  # noqa: E402
 from helpers import postgres_database  # noqa: E402
 from server.core import migrate  # noqa: E402
-from server.core.catalogue import load_catalogue  # noqa: E402
 from server.core.config import Settings, load_settings  # noqa: E402
+from server.core.courses import course_catalogue, create_course  # noqa: E402
 from server.core.db import Database  # noqa: E402
 from server.core.exercises import sync_exercises  # noqa: E402
 from server.core.models import GradingRun, Submission  # noqa: E402
@@ -118,15 +118,16 @@ class Service:
         self.database_url = stack.enter_context(contextmanager(postgres_database)())
         migrate.upgrade(self.database_url)
         self.database = Database(self.database_url)
+        self.course = f"bench{uuid.uuid4().hex[:6]}"  # its jobs' names: this run's own
         with self.database.sessions.begin() as session:
-            sync_exercises(session, load_catalogue())
+            course = create_course(session, self.course)
+            sync_exercises(session, course, course_catalogue(course))
             users = [add_user(session, f"bench{n}", "Bench", "bench@example.org", "student",
-                              None) for n in range(students)]
+                              None, course=course) for n in range(students)]
             session.flush()
             self.tokens = [issue(session, user, "bench", 1)[0] for user in users]
         redis.Redis.from_url(BROKER).flushdb()
         self.wrappers = logged_slurm(folder)
-        self.course = f"bench{uuid.uuid4().hex[:6]}"
         self.env = self.configure()
         portal = stack.enter_context(running(
             [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{PORT}", "--workers", "1",
@@ -266,7 +267,7 @@ def main() -> None:
 
         pilot_env = service.configure()
         started = subprocess.run([str(ROOT / ".venv" / "bin" / "hpcgrade"), "pilot", "start",
-                                  "--hours", "1"], env=pilot_env, capture_output=True, text=True,
+                                  "--course", service.course, "--hours", "1"], env=pilot_env, capture_output=True, text=True,
                                  check=True, cwd=ROOT).stdout.split()[1]
         while not (folder / "spool" / "pilots" / started / "heartbeat.json").exists():
             time.sleep(0.1)

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from helpers import REFERENCE_Q, postgres_database  # noqa: E402
+from helpers import REFERENCE_Q, new_course, postgres_database  # noqa: E402
 from server.core import migrate  # noqa: E402
 from server.core.catalogue import load_catalogue  # noqa: E402
 from server.core.exercises import sync_exercises  # noqa: E402
@@ -50,7 +50,7 @@ def main() -> None:
                           "BROKER_URL": "redis://127.0.0.1:1/0",
                           "LOGIN_LIMITS_STORAGE": "memory://"})
         with app.app_context(), app.extensions["hpcgrade.db"].sessions.begin() as session:
-            sync_exercises(session, load_catalogue())
+            sync_exercises(session, new_course(session, "bench"), load_catalogue())
             add_user(session, "ana", "Ana", "a@uni.es", "student", "bench-password")
         client = app.test_client()
         token = client.post("/api/v1/tokens",

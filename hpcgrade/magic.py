@@ -1,6 +1,9 @@
-"""`%hpcgrade login`, `%hpcgrade check SLUG` and `%hpcgrade submit SLUG [NOTEBOOK]` in Jupyter.
+"""`%hpcgrade login`, `%hpcgrade check [COURSE/]SLUG`, `%hpcgrade submit [COURSE/]SLUG [NOTEBOOK]`
+and `%hpcgrade my-courses` in Jupyter.
 
-`login` asks for the username and password and keeps a token, as `hpcgrade login` does. `check`
+`login` asks for the username and password and keeps a token, as `hpcgrade login` does, and
+lists the user's courses, as `my-courses` does: an exercise in several of them is named with its
+course, COURSE/SLUG or --course COURSE. `check`
 runs the exercise's visible checks on the cells this kernel has run, in order, as the grader
 runs a notebook's cells: what the notebook defines now, without saving it. `submit` sends the
 kernel's own notebook file, as last saved, to the service with that token, and shows the result
@@ -22,7 +25,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from hpcgrade.client_file import default_server
-from hpcgrade.service import Service, ServiceError, log_in
+from hpcgrade.service import Service, ServiceError, course_and_exercise, listed_courses, log_in
 from hpcgrade.summary import summary
 from hpcgrade.visible import run_visible_checks
 from worker.harness.runner import HarnessFailed
@@ -33,10 +36,11 @@ OWN_LINE = re.compile(r"^\s*%(?:load_ext\s+hpcgrade|hpcgrade)\b.*$", re.MULTILIN
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="%hpcgrade", exit_on_error=False, add_help=False)
-    parser.add_argument("action", choices=("login", "check", "submit"))
-    parser.add_argument("exercise", nargs="?")
+    parser.add_argument("action", choices=("login", "check", "submit", "my-courses"))
+    parser.add_argument("exercise", nargs="?", help="EXERCISE, or COURSE/EXERCISE")
     parser.add_argument("notebook", nargs="?", help="submit: the notebook's file, when the "
                                                     "kernel cannot tell")
+    parser.add_argument("--course", help="the exercise's course, where it is in several of yours")
     parser.add_argument("--lang", choices=("en", "es"), default="en")
     parser.add_argument("--timeout", type=int, default=600, help="submit: seconds to wait")
     parser.add_argument("--server", help="login: the portal's URL")
@@ -45,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 USAGE = ("%hpcgrade login [--server URL] [--username NAME]  |  "
-         "%hpcgrade check EXERCISE [--lang es]  |  "
-         "%hpcgrade submit EXERCISE [NOTEBOOK.ipynb] [--lang es] [--timeout SECONDS]")
+         "%hpcgrade check [COURSE/]EXERCISE [--course COURSE] [--lang es]  |  "
+         "%hpcgrade submit [COURSE/]EXERCISE [NOTEBOOK.ipynb] [--course COURSE] [--lang es] "
+         "[--timeout SECONDS]  |  %hpcgrade my-courses")
 
 
 @magics_class
@@ -54,18 +59,22 @@ class HpcgradeMagics(Magics):
     @line_magic
     def hpcgrade(self, line: str) -> None:
         try:
-            args = _parser().parse_args(shlex.split(line))
+            args = _parser().parse_intermixed_args(shlex.split(line))
         except (argparse.ArgumentError, SystemExit, ValueError) as exc:
             raise UsageError(f"{exc}\nusage: {USAGE}") from None
-        if args.action != "login" and not args.exercise:
+        if args.action in ("check", "submit") and not args.exercise:
             raise UsageError(f"which exercise?\nusage: {USAGE}")
         try:
             if args.action == "login":
                 self.login(args.server, args.username)
-            elif args.action == "check":
-                self.check(args.exercise, args.lang)
+            elif args.action == "my-courses":
+                print(listed_courses(Service().courses(), args.lang))
             else:
-                self.submit(args.exercise, args.notebook, args.lang, args.timeout)
+                course, exercise = course_and_exercise(args.exercise, args.course)
+                if args.action == "check":
+                    self.check(exercise, course, args.lang)
+                else:
+                    self.submit(exercise, course, args.notebook, args.lang, args.timeout)
         except (ServiceError, ValueError, HarnessFailed) as exc:
             raise UsageError(str(exc)) from None
 
@@ -76,8 +85,9 @@ class HpcgradeMagics(Magics):
         answer = log_in(server, username or input("username: "), getpass.getpass("password: "))
         print(f"logged in to {server} as {answer['username']} (valid until "
               f"{answer.get('expires_at', '?')})")
+        print(f"your courses:\n{listed_courses(Service(server, answer['token']).courses())}")
 
-    def check(self, exercise: str, lang: str) -> None:
+    def check(self, exercise: str, course: str | None, lang: str) -> None:
         # [0] is IPython's empty entry; this extension's lines are left out (blank, so that
         # each cell keeps its line numbers)
         history = [OWN_LINE.sub("", code) for code in self.shell.history_manager.input_hist_raw[1:]]
@@ -88,18 +98,19 @@ class HpcgradeMagics(Magics):
             notebook = Path(folder) / "this-notebook.ipynb"
             notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
                                             "nbformat_minor": 5}))
-            report = run_visible_checks(exercise, notebook, lang)
+            report = run_visible_checks(exercise, notebook, lang, course)
         print(summary(notebook.name, report, lang))
 
-    def submit(self, exercise: str, given: str | None, lang: str, timeout: int) -> None:
+    def submit(self, exercise: str, course: str | None, given: str | None, lang: str,
+               timeout: int) -> None:
         path = Path(given) if given else self.notebook_file()
         if not path.is_file():
             raise ValueError(f"{path}: no such file")
         service = Service()
         saved = dt.datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
-        created = service.submit(exercise, path.name, path.read_bytes(), lang)
-        print(f"submitted {path.name} as saved at {saved} (unsaved changes are not sent): "
-              f"{service.page(created['id'])}")
+        created = service.submit(exercise, path.name, path.read_bytes(), lang, course)
+        print(f"submitted {path.name} for {created['course']}/{exercise} as saved at {saved} "
+              f"(unsaved changes are not sent): {service.page(created)}")
         shown = None
 
         def progress(status: dict, _seconds: float) -> None:
@@ -111,7 +122,7 @@ class HpcgradeMagics(Magics):
         status = service.wait_for_grade(created, lang, timeout, progress)
         if status is None:
             print(f"no grade after {timeout} s; the submission stays queued: "
-                  f"{service.page(created['id'])}")
+                  f"{service.page(created)}")
             return
         print(summary(path.name, status, lang))
 

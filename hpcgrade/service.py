@@ -6,7 +6,8 @@ Where the server is and the token come from the environment (HPCGRADE_SERVER, HP
 the client file that logging in writes (client_file.py). The token goes to that server alone: an
 address an answer names is followed by its path only, and a redirect to another host or from
 https to http is refused. Here: Service (requests, their retries, waiting for a grade), log_in,
-and the advice a student is given in the words of where the client runs (Advice).
+the advice a student is given in the words of where the client runs (Advice), and the user's
+courses: an exercise is named EXERCISE, or COURSE/EXERCISE where it is in several of them.
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ RETRIED_STATUSES = (500, 502, 503, 504)
 RETRIED_WITH_RETRY_AFTER = (413, 429, 503)
 
 NOT_LOGGED_IN, REFUSED, UNREACHABLE = "not logged in", "refused", "unreachable"
+AMBIGUOUS = 409  # the exercise is in several of the user's courses: the server names them
+ROLE_NAMES = {"student": "student", "ta": "teaching assistant", "instructor": "instructor"}
 
 
 class ServiceError(Exception):
@@ -51,10 +54,12 @@ class Advice:
     """What a student is told, in the words of where the client runs: when it is not logged in,
     and when the server refuses the token (`{reason}`: the server's words) that the client file
     holds or that HPCGRADE_TOKEN holds (logging in again does not help while HPCGRADE_TOKEN,
-    which comes first, holds the old one)."""
+    which comes first, holds the old one), and how to name a course when the exercise is in
+    several of theirs."""
     not_logged_in: str
     saved_token_refused: str
     environment_token_refused: str
+    name_a_course: str
 
 
 IN_JUPYTER = Advice(
@@ -64,7 +69,29 @@ IN_JUPYTER = Advice(
                         "of password for instance, or expired): `%hpcgrade login` again in "
                         "Jupyter, or `hpcgrade login` in a terminal",
     environment_token_refused="{reason} — the token in HPCGRADE_TOKEN is not valid (revoked, "
-                              "expired or mistyped): set a new one, or unset it and log in again")
+                              "expired or mistyped): set a new one, or unset it and log in again",
+    name_a_course="name one: COURSE/EXERCISE, or --course COURSE (`%hpcgrade my-courses` lists "
+                  "your courses)")
+
+
+def course_and_exercise(reference: str, course: str | None = None) -> tuple[str | None, str]:
+    """(course or None, exercise) of EXERCISE or COURSE/EXERCISE, with `course` the one a
+    --course option names. Raises ValueError when the two name different courses."""
+    named, slash, exercise = reference.rpartition("/")
+    if not slash:
+        return course or None, reference
+    if course and course != named:
+        raise ValueError(f"{reference} names another course than --course {course}: name one")
+    return named, exercise
+
+
+def listed_courses(courses: list[dict], lang: str = "en") -> str:
+    """The user's courses, one a line: slug, role, title and edition, the archived said so."""
+    lines = [f"{course['slug']:<24} {ROLE_NAMES.get(course['role'], course['role']):<19} "
+             f"{course['title'].get(lang) or course['title']['en']}"
+             f"{' (' + course['edition'] + ')' if course.get('edition') else ''}"
+             f"{' [archived]' if course.get('archived') else ''}" for course in courses]
+    return "\n".join(lines) or "you are in no course yet: ask its instructors to enrol you"
 
 
 def token_label() -> str:
@@ -125,27 +152,37 @@ class Service:
         from_environment = token is None and os.environ.get("HPCGRADE_TOKEN")
         self.token_refused = (advice.environment_token_refused if from_environment
                               else advice.saved_token_refused)
+        self.name_a_course = advice.name_a_course
         if not self.server or self.token is None:
             raise ServiceError(advice.not_logged_in, NOT_LOGGED_IN)
 
-    def page(self, submission_id: int) -> str:
-        """The submission's web page (not its address in the API)."""
-        return f"{self.server}/submissions/{submission_id}"
+    def page(self, created: dict) -> str:
+        """The submission's web page in its course (not its address in the API), from the
+        answer to the submission."""
+        return on_server(self.server, created["page"])
 
     def get(self, path: str, **params: str) -> dict:
         return self.request("GET", path, params)
 
-    def submit(self, exercise: str, filename: str, data: bytes, lang: str = "en") -> dict:
-        """The API's answer: id, url (the status's address), status. One idempotency key for
-        every try: the server stores the submission once."""
+    def courses(self) -> list[dict]:
+        """The user's courses: each slug, title (en, es), edition, role, archived."""
+        return self.get("/api/v1/courses")["courses"]
+
+    def submit(self, exercise: str, filename: str, data: bytes, lang: str = "en",
+               course: str | None = None) -> dict:
+        """The API's answer: id, url (the status's address), page, course, status. `course`:
+        the exercise's, where the user has several courses with it (None: the server finds
+        it). One idempotency key for every try: the server stores the submission once."""
         boundary = uuid.uuid4().hex
         # the name as UTF-8 (as browsers send it: práctica.ipynb stays so), quotes escaped
         quoted = (filename.replace("\\", "\\\\").replace('"', '\\"')
                   .replace("\r", "").replace("\n", ""))
-        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="exercise"\r\n\r\n'
-                f"{exercise}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
-                f'filename="{quoted}"\r\nContent-Type: application/octet-stream\r\n\r\n'
-                ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        fields = {"exercise": exercise, **({"course": course} if course else {})}
+        body = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'
+                       f"{value}\r\n" for name, value in fields.items()).encode() + (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{quoted}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+            ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
         return self.request("POST", "/api/v1/submissions", {"lang": lang}, body, {
             "Content-Type": f"multipart/form-data; boundary={boundary}",
             "Idempotency-Key": str(uuid.uuid4())})
@@ -198,6 +235,8 @@ class Service:
         if exc.code == 401:
             return ServiceError(self.token_refused.format(reason=reason) if self.token
                                 else reason, NOT_LOGGED_IN)
+        if exc.code == AMBIGUOUS:  # the server's words name the courses; these say how to pick
+            return ServiceError(f"{reason}\n{self.name_a_course}", REFUSED)
         return ServiceError(reason, UNREACHABLE if exc.code >= 500 else REFUSED)
 
 

@@ -1,9 +1,9 @@
 """An exercise's visible checks, run on a student's file by the grader's own harness, on the
 student's machine: no server needed to grade, no attempt used.
 
-The exercise's public files come from the local exercises folder when it has them (an
-instructor, a checkout), otherwise from the service (`GET /api/v1/exercises/SLUG/files`), into a
-folder of this run's own.
+The exercise's public files come from the local exercises folder when it has them and no course
+is named (an instructor, a checkout), otherwise from the service (`GET
+/api/v1/exercises/SLUG/files?course=COURSE`), into a folder of this run's own.
 """
 from __future__ import annotations
 
@@ -15,16 +15,18 @@ from server.core.catalogue import (PUBLIC_FILES, SLUG, ExerciseConfigError, defa
 from worker.harness.jobs import VISIBLE_CHECKS, Job
 from worker.harness.runner import HarnessProcess
 
-from hpcgrade.service import Service
+from hpcgrade.service import IN_JUPYTER, Advice, Service
 
 
-def run_visible_checks(slug: str, file: Path, lang: str = "en",
-                       service: Service | None = None) -> dict:
+def run_visible_checks(slug: str, file: Path, lang: str = "en", course: str | None = None,
+                       advice: Advice = IN_JUPYTER) -> dict:
     """The report of the visible checks on `file` (a .py or .ipynb), as `hpcgrade grade --json`
-    gives one. Raises ServiceError when the exercise must be fetched and cannot be, ValueError
-    for an unknown exercise, HarnessFailed when the harness itself fails."""
+    gives one; `course`: the exercise's, where it is in several of the user's courses.
+    Raises ServiceError when the exercise must be fetched and cannot be (`advice`: in the words
+    of where the client runs), ValueError for an unknown exercise, HarnessFailed when the
+    harness itself fails."""
     with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch:
-        folder, limits = exercise_files(slug, Path(scratch) / slug, service)
+        folder, limits = exercise_files(slug, Path(scratch) / slug, course, advice)
         # the student's own code and public checks on the student's own machine: no layer is
         # required (a node without user namespaces still runs them), each is raised where it can be
         job = Job(exercise=slug, exercise_dir=str(folder), submission=str(file.resolve()),
@@ -34,18 +36,23 @@ def run_visible_checks(slug: str, file: Path, lang: str = "en",
             return harness.report_for(job).to_dict()
 
 
-def exercise_files(slug: str, fetched: Path, service: Service | None = None) -> tuple[Path, dict]:
+def exercise_files(slug: str, fetched: Path, course: str | None = None,
+                   advice: Advice = IN_JUPYTER) -> tuple[Path, dict]:
     """The folder holding the exercise's public files (the local one, or `fetched`, where they
     are written from the service), and its limits."""
     if not SLUG.match(slug):
         raise ValueError(f"{slug!r} is not an exercise's name (like autograd-q)")
+    if course is not None and not SLUG.match(course):
+        raise ValueError(f"{course!r} is not a course's name (like pytorch)")
     local = default_root() / slug
-    if (local / VISIBLE_CHECKS).is_file():
+    # the local folder is one course's: a course named is the server's to say
+    if course is None and (local / VISIBLE_CHECKS).is_file():
         try:
             return local, load_exercise_info(local).limits
         except ExerciseConfigError as exc:
             raise ValueError(str(exc)) from None
-    published = (service or Service()).get(f"/api/v1/exercises/{slug}/files")
+    published = Service(advice=advice).get(f"/api/v1/exercises/{slug}/files",
+                                            **({"course": course} if course else {}))
     files, limits = published.get("files"), published.get("limits")
     if not isinstance(files, dict) or not isinstance(limits, dict) \
             or not isinstance(files.get(VISIBLE_CHECKS), str):

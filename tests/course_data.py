@@ -10,6 +10,7 @@ from sqlalchemy import select
 from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Submission,
                                 User, utcnow)
 from server.core.users import add_user
+from helpers import the_course
 
 START = dt.datetime(2026, 11, 23, 17, 0, tzinfo=dt.timezone.utc)
 
@@ -53,10 +54,14 @@ def marked_course(course):
     notebook, still queued. Returns the app and the submissions by name."""
     database = course.extensions["hpcgrade.db"]
     with database.sessions.begin() as session:
-        add_user(session, "carl", "Carl Ruiz", "carl@example.org", "student", "long-password")
-        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
+        pytorch = the_course(session)
+        add_user(session, "carl", "Carl Ruiz", "carl@example.org", "student", "long-password",
+                 course=pytorch)
+        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password",
+                 course=pytorch)
         users = {u.username: u for u in session.scalars(select(User))}
-        exercises = {e.slug: e for e in session.scalars(select(Exercise))}
+        exercises = {e.slug: e for e in session.scalars(select(Exercise).where(
+            Exercise.course_id == pytorch.id))}
         q, metrics = exercises["autograd-q"], exercises["metrics"]
         made = {
             "ana-q-1": submit(session, users["ana"], q, 4, codes=["grad-sign-flipped"]),

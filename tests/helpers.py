@@ -186,3 +186,33 @@ COURSE_ORDER = ["tensors-create", "tensors-reshape", "tensors-combine", "tensors
                 "autograd-no-track", "autograd-graph", "autograd-accumulation",
                 "autograd-custom-function", "autograd-saved-hooks", "autograd-finetune",
                 "training-step"]
+
+
+# a second edition of the tests' course, with one exercise of the first (autograd-q)
+SECOND_COURSE = "pytorch-2027"
+
+
+def second_edition(app, folder: Path) -> None:
+    """Course pytorch-2027 beside the tests' course (the `course` fixture), its exercises a copy
+    of autograd-q alone, in `folder`: ana is a student of both, bea of pytorch alone; ines is an
+    instructor of pytorch, olga of pytorch-2027 (passwords long-password)."""
+    import shutil
+
+    import sqlalchemy as sa
+    from server.core.catalogue import default_root, load_catalogue
+    from server.core.courses import enrol
+    from server.core.exercises import sync_exercises
+    from server.core.models import User
+    from server.core.users import add_user
+    shutil.copytree(default_root() / "autograd-q", folder / "autograd-q",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with app.app_context(), app.extensions["hpcgrade.db"].sessions() as session:
+        second = new_course(session, SECOND_COURSE, edition="2027", exercises_dir=str(folder))
+        sync_exercises(session, second, load_catalogue(folder))
+        enrol(session, session.scalar(sa.select(User).where(User.username == "ana")), second,
+              "student")
+        add_user(session, "ines", "Inés", "i@uni.es", "instructor", "long-password",
+                 course=the_course(session))
+        add_user(session, "olga", "Olga", "o@uni.es", "instructor", "long-password",
+                 course=second)
+        session.commit()

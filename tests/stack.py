@@ -249,6 +249,14 @@ http {{
 """
 
 
+COURSES = ("pytorch", "lab")
+
+
+def roster(usernames: list[str]) -> str:
+    return "username,name,email,role\n" + "".join(
+        f"{name},Student {name},{name}@uni.example,student\n" for name in usernames)
+
+
 class Stack:
     """The service, started in `__enter__`; `base` is nginx's address, `portal` gunicorn's."""
 
@@ -330,12 +338,23 @@ class Stack:
         return done.stdout
 
     def _deploy_steps(self) -> None:
+        """Two courses, as one installation serves them: COURSES[0] with every student, and
+        COURSES[1] with its own course venv (a python of its own, which runs the same one) and
+        the first ten students, who are in both."""
         self.hpcgrade("db", "upgrade")
+        python = self.folder / "lab-python"
+        python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        python.chmod(0o755)
+        self.hpcgrade("courses", "create", COURSES[0], "--title-en", "Tensors and autograd",
+                      "--title-es", "Tensores y autograd")
+        self.hpcgrade("courses", "create", COURSES[1], "--title-en", "Autograd lab",
+                      "--title-es", "Laboratorio de autograd", "--python", str(python))
         self.hpcgrade("exercise", "sync")
-        roster = "username,name,email,role\n" + "".join(
-            f"{name},Student {name},{name}@uni.example,student\n" for name in self.students())
-        lines = self.hpcgrade("users", "import", "-", stdin=roster).splitlines()[1:]
+        lines = self.hpcgrade("users", "import", "--course", COURSES[0], "-",
+                              stdin=roster(self.students())).splitlines()[1:]
         self.links = dict(line.split(",", 1) for line in lines)  # paths: no PUBLIC_URL here
+        self.hpcgrade("users", "import", "--course", COURSES[1], "-",
+                      stdin=roster(self.students()[:10]))
 
     def _set_passwords(self) -> None:
         """Each student follows their link and sets a password of their own."""
@@ -399,10 +418,10 @@ class Api:
         self.http.headers["Authorization"] = f"Bearer {answer.json()['token']}"
 
     def submit(self, exercise: str, code: str, key: str | None = None,
-               filename: str = "work.py") -> requests.Response:
+               filename: str = "work.py", course: str | None = None) -> requests.Response:
         headers = {"Idempotency-Key": key} if key else {}
         return self.http.post(f"{self.base}/api/v1/submissions", headers=headers, timeout=30,
-                              data={"exercise": exercise},
+                              data={"exercise": exercise, **({"course": course} if course else {})},
                               files={"file": (filename, code.encode())})
 
     def status(self, submission_id: int) -> dict:
@@ -422,6 +441,7 @@ class Sent:
     username: str
     kind: str
     phase: str
+    course: str
     id: int | None = None
     answers: list[int] = field(default_factory=list)  # HTTP statuses, retries included
 
@@ -445,19 +465,21 @@ class Ledger:
         self._turn = 0
 
     def submit(self, phase: str, kind: str, load_seconds: float = 0, retry_for: float = 60) -> Sent:
-        """One submission, from the next student in turn; a client that gets an error or no
-        answer sends it again with the same key, as `hpcgrade submit` does."""
+        """One submission, from the next student in turn, to each course in turn; a client that
+        gets an error or no answer sends it again with the same key, as `hpcgrade submit` does."""
         username = self.students[self._turn % len(self.students)]
+        course = COURSES[self._turn // len(self.students) % len(COURSES)]
         self._turn += 1
         exercise, path = FILES[kind]
         code = path.read_text()
-        sent = Sent(uuid.uuid4().hex, username, kind, phase)
+        sent = Sent(uuid.uuid4().hex, username, kind, phase, course)
         self.sent.append(sent)
         deadline = time.monotonic() + retry_for
         while True:
             try:
                 answer = self.apis[username].submit(
-                    exercise, slow(code, load_seconds) if load_seconds else code, key=sent.key)
+                    exercise, slow(code, load_seconds) if load_seconds else code, key=sent.key,
+                    course=course)
                 sent.answers.append(answer.status_code)
                 if answer.status_code == 202:
                     sent.id = answer.json()["id"]

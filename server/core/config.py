@@ -96,8 +96,8 @@ class Settings:
     broker_transport_options: dict = setting(
         {"max_retries": 0}, table, "kombu's transport options (a TOML table).", SERVICE)
     timezone: str = setting(
-        "UTC", time_zone, "The course's time zone (e.g. `Europe/Madrid`): deadlines and times are "
-        "shown in it, stored in UTC.", SERVICE)
+        "UTC", time_zone, "The time zone (e.g. `Europe/Madrid`) of the courses that name none: "
+        "deadlines and times are shown in it, stored in UTC.", SERVICE)
     public_url: str | None = setting(
         None, optional(web_address), "The portal's address as people reach it (e.g. "
         "`https://grader.uni.es`), for set-password links; unset, a page builds them from the "
@@ -155,12 +155,14 @@ class Settings:
                             "Where runs are graded: `local` or `slurm`.", GRADING)
     course_python: str | None = setting(
         None, optional(text), "The course venv's python as workers and compute nodes see it "
-        "(torch and numpy); "
+        "(torch and numpy), for the courses that name none of their own; "
         "the portal checks a submission's syntax with its own Python, so that should be the "
         "course's version or newer.", GRADING)
     course: str = setting(
-        "hpcgrade", word, "The course's name: in job names, `--wckey` and `--comment`, and the "
-        "log-in counters' keys.", GRADING)
+        "hpcgrade", word, "The slug of the course an installation of one course becomes at its "
+        "upgrade to many (`hpcgrade db upgrade`, migration 0010), and the log-in counters' keys; "
+        "each course has its own job names, `--wckey` and `--comment` (`hpcgrade courses …`).",
+        GRADING)
     grading_lease_seconds: int = setting(
         900, whole(1), "A run claimed this long ago and not ended goes back to the queue (its "
         "worker is taken for dead).", GRADING)

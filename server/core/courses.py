@@ -108,7 +108,7 @@ def create_course(session: Session, slug: str, **values: Any) -> Course:
         raise CourseError(f"course {slug} already exists")
     values = checked({"title_en": slug, **values})
     values.setdefault("title_es", values["title_en"])
-    course = Course(slug=slug, slurm={}, **values)
+    course = Course(slug=slug, **{"slurm": {}, **values})
     session.add(course)
     session.flush()
     return course

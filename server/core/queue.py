@@ -11,7 +11,7 @@ from sqlalchemy import bindparam, func, nulls_first, or_, select, update
 from sqlalchemy.orm import Session
 
 from server.core.config import app_settings
-from server.core.models import GradingRun, Submission, SubmissionStatus, utcnow
+from server.core.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 30.0
@@ -27,10 +27,12 @@ def _turns():
     """Each queued submission's turn and place in the queue. Its turn counts the submissions of
     its student that would be in flight with it (those running, those queued before it, itself);
     a turn beyond MAX_RUNNING_PER_STUDENT waits for the student's earlier ones. The queue goes
-    by turn, then round-robin between students (the one whose last run started longest ago,
-    or who never had one, first; a regrade's preview run serves no student, so it does not
-    count), then by age: a student with ten files does not delay one with one, whatever the
-    number of grading slots."""
+    by turn, then round-robin between courses (the course whose last run started longest ago,
+    or that never had one, first), then round-robin between the course's students (the one
+    whose last run started longest ago, or who never had one, first), then by age; a
+    regrade's preview run serves no student, so it does not count. One course's 400 files do
+    not delay another course's first, and a student with ten files does not delay one with
+    one, whatever the number of grading slots."""
     waiting = Submission.status == SubmissionStatus.queued.value
     running = (select(Submission.user_id, func.count().label("running"))
                .where(Submission.status == SubmissionStatus.running.value)
@@ -40,13 +42,31 @@ def _turns():
               .where(Submission.user_id.in_(select(Submission.user_id).where(waiting)),
                      GradingRun.regrade_id.is_(None))
               .group_by(Submission.user_id).subquery())
+    waiting_courses = select(Exercise.course_id).join(Submission).where(waiting)
+    course_served = (select(Exercise.course_id, func.max(GradingRun.started_at).label("at"))
+                     .join(Submission, Submission.exercise_id == Exercise.id)
+                     .join(GradingRun, GradingRun.submission_id == Submission.id)
+                     .where(Exercise.course_id.in_(waiting_courses),
+                            GradingRun.regrade_id.is_(None))
+                     .group_by(Exercise.course_id).subquery())
     rank = func.row_number().over(partition_by=Submission.user_id, order_by=Submission.id)
-    queued = select(Submission.id, Submission.user_id, rank.label("rank")).where(waiting).subquery()
+    queued = (select(Submission.id, Submission.user_id, Exercise.course_id, rank.label("rank"))
+              .join(Exercise).where(waiting).subquery())
     turn = queued.c.rank + func.coalesce(running.c.running, 0)
-    position = func.row_number().over(order_by=(turn, nulls_first(served.c.at), queued.c.id))
-    return (select(queued.c.id, turn.label("turn"), position.label("position"))
-            .outerjoin(running, running.c.user_id == queued.c.user_id)
-            .outerjoin(served, served.c.user_id == queued.c.user_id).subquery("turns"))
+    turns = (select(queued.c.id, queued.c.course_id, turn.label("turn"),
+                    served.c.at.label("served"))
+             .outerjoin(running, running.c.user_id == queued.c.user_id)
+             .outerjoin(served, served.c.user_id == queued.c.user_id).subquery())
+    # a window cannot order another: the place among the course's students is a column first
+    in_course = func.row_number().over(partition_by=(turns.c.course_id, turns.c.turn),
+                                       order_by=(nulls_first(turns.c.served), turns.c.id))
+    ranked = select(turns, in_course.label("in_course")).subquery()
+    position = func.row_number().over(order_by=(ranked.c.turn, ranked.c.in_course,
+                                                nulls_first(course_served.c.at),
+                                                ranked.c.course_id))
+    return (select(ranked.c.id, ranked.c.turn, position.label("position"))
+            .outerjoin(course_served, course_served.c.course_id == ranked.c.course_id)
+            .subquery("turns"))
 
 
 TURNS = _turns()

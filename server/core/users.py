@@ -12,12 +12,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from flask_babel import gettext as _
-from sqlalchemy import select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from server.core.courses import enrol
 from server.core.links import fingerprint
-from server.core.models import Course, CourseRole, Enrolment, User
+from server.core.models import STAFF_ROLES, Course, CourseRole, Enrolment, User
 from server.core.tokens import revoke
 
 USERNAME = re.compile(r"^[a-zA-Z0-9._-]{2,64}$")
@@ -53,10 +54,12 @@ class RosterRow:
 
 @dataclass
 class RosterPlan:
-    """What a roster would change: the accounts to add, those that exist already (left as they
-    are) and the wrong lines, as (line number, problem)."""
+    """What a roster would change in a course: the accounts to add (and enrol), the existing
+    accounts to enrol with their row's role, those in the course already (left as they are)
+    and the wrong lines, as (line number, problem)."""
 
     new: list[RosterRow] = field(default_factory=list)
+    enrol: list[RosterRow] = field(default_factory=list)
     existing: list[RosterRow] = field(default_factory=list)
     errors: list[tuple[int, str]] = field(default_factory=list)
 
@@ -117,6 +120,25 @@ def add_user(session: Session, username: str, name: str, email: str, role: str,
     return user
 
 
+def add_or_enrol(session: Session, username: str, name: str, email: str, role: str,
+                 password: str | None, *, course: Course) -> tuple[User, bool]:
+    """A new account in the course, or the existing account of that username enrolled in it
+    (its name, email and password stay as they are: a student of two courses is one account);
+    (the account, whether it is new)."""
+    user = session.scalar(select(User).where(User.username == username))
+    if user is None:
+        return add_user(session, username, name, email, role, password, course=course), True
+    validate(username, name, email, role)
+    if role == ADMIN:
+        raise UserError(_("user %(username)s already exists", username=username))
+    enrolment = session.scalar(select(Enrolment).where(Enrolment.user_id == user.id,
+                                                       Enrolment.course_id == course.id))
+    if enrolment is not None:
+        raise UserError(_("user %(username)s is in this course already", username=username))
+    enrol(session, user, course, role)
+    return user, False
+
+
 def only_course(session: Session) -> Course:
     """The course where none is named: the service's one open course, else a refusal that
     names them."""
@@ -131,6 +153,22 @@ def only_course(session: Session) -> Course:
 def user_role(user: User, enrolment: Enrolment | None) -> str:
     """The role an account shows in a course's roster: admin, else its enrolment's."""
     return ADMIN if user.is_admin or enrolment is None else enrolment.role
+
+
+def members(course: Course) -> Select:
+    """The ids of the accounts enrolled in the course."""
+    return select(Enrolment.user_id).where(Enrolment.course_id == course.id)
+
+
+def students_only(course: Course) -> Select:
+    """The ids of the course's students who are nothing more anywhere: staff of no course and
+    not admin. Theirs are the passwords an instructor may reset: one who could reset a
+    teaching assistant's of another course, or an admin's, could take over that account."""
+    staff_anywhere = select(Enrolment.user_id).where(Enrolment.role.in_(STAFF_ROLES))
+    return (select(User.id).join(Enrolment, Enrolment.user_id == User.id)
+            .where(Enrolment.course_id == course.id,
+                   Enrolment.role == CourseRole.student.value,
+                   User.is_admin.is_(False), User.id.not_in(staff_anywhere)))
 
 
 def has_password(user: User) -> bool:
@@ -153,10 +191,11 @@ def decode_roster(data: bytes) -> str:
                           line=data[:exc.start].count(b"\n") + 1)) from None
 
 
-def read_roster(session: Session, text: str, roles: Collection[str] = ROLES) -> RosterPlan:
+def read_roster(session: Session, text: str, course: Course,
+                roles: Collection[str] = ROLES) -> RosterPlan:
     """Read a roster CSV (username,name,email,role; commas or semicolons) against the accounts
-    there are (the text as decode_roster gives it). A row whose role is not in `roles` is an
-    error (who may add what)."""
+    there are and the course's (the text as decode_roster gives it). A row whose role is not
+    in `roles` is an error (who may add what)."""
     if not text.strip():
         raise UserError(_("the file is empty"))
     first_line = text.split("\n", 1)[0]
@@ -185,11 +224,29 @@ def read_roster(session: Session, text: str, roles: Collection[str] = ROLES) -> 
         first_seen.setdefault(values.username, line)
     if not rows and not plan.errors:
         raise UserError(_("the roster lists no accounts"))
-    there = set(session.scalars(select(User.username).where(
-        User.username.in_([row.username for row in rows]))))
-    for row in rows:
-        (plan.existing if row.username in there else plan.new).append(row)
+    _sort_rows(session, rows, course, plan)
+    plan.errors.sort()
     return plan
+
+
+def _sort_rows(session: Session, rows: list[RosterRow], course: Course, plan: RosterPlan) -> None:
+    """Each valid row into the plan: a new account, one to enrol, or one left as it is."""
+    there = {user.username: (user, enrolled) for user, enrolled in session.execute(
+        select(User, Enrolment.id).outerjoin(Enrolment, (Enrolment.user_id == User.id)
+                                             & (Enrolment.course_id == course.id))
+        .where(User.username.in_([row.username for row in rows])))}
+    for row in rows:
+        user, enrolled = there.get(row.username, (None, None))
+        if user is None:
+            plan.new.append(row)
+        elif enrolled is not None or (row.role == ADMIN and user.is_admin):
+            plan.existing.append(row)
+        elif row.role == ADMIN:
+            plan.errors.append((row.line, _(
+                "user %(username)s exists already and is not an admin: a roster makes no "
+                "existing account an admin", username=row.username)))
+        else:
+            plan.enrol.append(row)
 
 
 def _rows(reader: csv.DictReader):
@@ -221,9 +278,16 @@ def _row_problem(row: RosterRow, roles: Collection[str], first_seen: dict[str, i
     except UserError as exc:
         return str(exc)
     if row.role not in roles:
-        return _("user %(username)s: only an admin may add instructors and admins",
-                 username=row.username)
+        return _("user %(username)s: %(problem)s", username=row.username,
+                 problem=role_refused(row.role))
     return None
+
+
+def role_refused(role: str) -> str:
+    """Why a role given in a course's roster page is refused."""
+    if role == ADMIN:
+        return _("admins are added with the command line only")
+    return _("only an admin may add instructors")
 
 
 def create_accounts(session: Session, rows: list[RosterRow], course: Course) -> list[User]:
@@ -240,15 +304,27 @@ def create_accounts(session: Session, rows: list[RosterRow], course: Course) -> 
     return users
 
 
-def import_roster(session: Session, text: str, course: Course) -> list[User]:
-    """Add every row of a roster CSV, or none (an existing account is an error here)."""
-    plan = read_roster(session, text)
-    problems = plan.errors + [(row.line, _("user %(username)s already exists",
-                                           username=row.username)) for row in plan.existing]
-    if problems:
+def enrol_accounts(session: Session, rows: list[RosterRow], course: Course) -> list[User]:
+    """The existing account of each (checked) row enrolled in the course with its row's role."""
+    accounts = {user.username: user for user in session.scalars(
+        select(User).where(User.username.in_([row.username for row in rows])))}
+    session.add_all([Enrolment(user_id=accounts[row.username].id, course_id=course.id,
+                               role=row.role) for row in rows])
+    session.flush()
+    return [accounts[row.username] for row in rows]
+
+
+def import_roster(session: Session, text: str, course: Course) -> tuple[list[User], RosterPlan]:
+    """Every row of a roster CSV into the course, or none where a line is wrong: new accounts
+    added, existing ones enrolled, the course's own left as they are; (the new accounts, the
+    plan)."""
+    plan = read_roster(session, text, course)
+    if plan.errors:
         raise UserError("\n".join(_("line %(line)s: %(problem)s", line=line, problem=problem)
-                                  for line, problem in sorted(problems)))
-    return create_accounts(session, plan.new, course)
+                                  for line, problem in plan.errors))
+    created = create_accounts(session, plan.new, course)
+    enrol_accounts(session, plan.enrol, course)
+    return created, plan
 
 
 @functools.cache

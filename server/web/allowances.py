@@ -1,7 +1,10 @@
 """Per-student exceptions: an extension of an exercise's deadline or extra attempts for one
-student (an allowance), a grade an instructor sets for the student on the exercise (SetGrade),
-and an instructor's adjustment of one submission's score (an override), kept beside the
-automatic one. The rules that apply them are in grades.py (`terms`, `lateness`, `Grade`)."""
+student (an allowance), a grade the staff set for the student on the exercise (SetGrade),
+and the staff's adjustment of one submission's score (an override), kept beside the
+automatic one. The rules that apply them are in grades.py (`terms`, `lateness`, `Grade`).
+
+Teaching assistants grade by hand and grant exceptions as instructors do; a student, exercise
+or submission of another course is not found (404)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,19 +12,20 @@ import math
 import re
 import zoneinfo
 
-from flask import (Blueprint, abort, flash, g, redirect, render_template, request,
+from flask import (Blueprint, flash, g, redirect, render_template, request,
                    url_for)
 from flask_babel import gettext as _
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from server.core.config import app_settings
 from server.core.grades import (Terms, allowances_of, maximum_points, reassess_lateness,
                                 student_grade, student_terms, terms)
 from server.core.models import Allowance, Exercise, SetGrade, Submission, User, utcnow
 from server.web.auth import db, staff_required
-from server.web.i18n import points, when
+from server.web.course import exercises
+from server.web.i18n import points, time_zone, when
 from server.web.portal import submission as submission_page
+from server.web.staff import exercise_or_404, student_or_404, submission_or_404
 
 blueprint = Blueprint("allowances", __name__, url_prefix="/courses/<course>/staff")
 MAX_EXTRA_ATTEMPTS = 100
@@ -36,23 +40,21 @@ LOCAL_MOMENT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")
 @blueprint.before_request
 @staff_required
 def only_staff() -> None:
-    """Every page here is for instructors and admins; a student gets 403."""
+    """Every page here is for the course's teaching assistants and instructors (and admins);
+    a student gets 403."""
 
 
 @blueprint.app_template_global()
 def exceptions_of(student: User) -> list[tuple[Exercise, Terms]]:
-    """For the staff's student page: each active exercise with the student's terms there."""
+    """For the staff's student page: each active exercise of the course with the student's
+    terms there."""
     granted = allowances_of(db(), student.id)
-    return [(exercise, terms(exercise, granted.get(exercise.id))) for exercise in db().scalars(
-        select(Exercise).where(Exercise.active).order_by(Exercise.position, Exercise.slug))]
+    return [(exercise, terms(exercise, granted.get(exercise.id)))
+            for exercise in exercises(db(), g.course.id)]
 
 
 def _student_and_exercise(username: str, slug: str) -> tuple[User, Exercise]:
-    student = db().scalar(select(User).where(User.username == username))
-    exercise = db().scalar(select(Exercise).where(Exercise.slug == slug))
-    if student is None or exercise is None:
-        abort(404)
-    return student, exercise
+    return student_or_404(username), exercise_or_404(slug)
 
 
 @blueprint.route("/students/<username>/exercises/<slug>", methods=["GET", "POST"])
@@ -79,7 +81,7 @@ def _allowance_page(student: User, exercise: Exercise, status: int):
     granter = db().get(User, row.granted_by) if row is not None and row.granted_by else None
     return render_template(
         "staff/allowance.html", student=student, exercise=exercise, terms=granted,
-        granter=granter, submissions=submissions, zone=app_settings().timezone,
+        granter=granter, submissions=submissions, zone=time_zone(),
         grade=student_grade(db(), student.id, exercise.id),
         max_points=maximum_points(db(), [exercise])[exercise.id],
         form=request.form if request.method == "POST" else {
@@ -160,13 +162,13 @@ def _parse_local(text: str) -> dt.datetime:
     except ValueError:
         raise ValueError(_("The new deadline must be a date and a time, such as %(example)s.",
                            example="2027-02-05 18:00")) from None
-    zone = zoneinfo.ZoneInfo(app_settings().timezone)
+    zone = zoneinfo.ZoneInfo(time_zone())
     return local.replace(tzinfo=zone).astimezone(dt.timezone.utc)
 
 
 def _local_input(moment: dt.datetime) -> str:
     """A stored moment as a datetime-local field shows it: in the course's time zone."""
-    zone = zoneinfo.ZoneInfo(app_settings().timezone)
+    zone = zoneinfo.ZoneInfo(time_zone())
     return moment.astimezone(zone).strftime("%Y-%m-%dT%H:%M")
 
 
@@ -243,17 +245,10 @@ def remove_set_grade(username: str, slug: str):
     return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
 
 
-def _submission(submission_id: int) -> Submission:
-    submission = db().get(Submission, submission_id)
-    if submission is None:
-        abort(404)
-    return submission
-
-
 @blueprint.post("/submissions/<int:submission_id>/override")
 def override(submission_id: int):
     """An instructor's score for a submission, with the reason the student reads."""
-    submission = _submission(submission_id)
+    submission = submission_or_404(submission_id)
     errors = _override_errors(submission)
     if errors:
         for message in errors:
@@ -300,7 +295,7 @@ def _number(text: str) -> float | None:
 
 @blueprint.post("/submissions/<int:submission_id>/override/remove")
 def remove_override(submission_id: int):
-    submission = _submission(submission_id)
+    submission = submission_or_404(submission_id)
     if submission.override_score is None:
         flash(_("This submission has no score set by hand."), "error")
     else:

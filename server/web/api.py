@@ -118,7 +118,7 @@ def _course_dict(course: Course, role: str) -> dict:
 def exercises():
     """The exercises of the user's courses (of `?course=` alone), each with the user's grade."""
     user = _api_user()
-    mine = _courses_asked(user, request.args.get("course"))
+    mine = _courses_asked(user, request.args.get("course") or None)
     return jsonify(exercises=[{
         "course": course.slug, "slug": r["exercise"].slug,
         "title": {"en": r["exercise"].title_en, "es": r["exercise"].title_es},
@@ -147,9 +147,13 @@ def _named(courses: list[tuple[Course, str]]) -> str:
 
 def _exercise(user: User, reference: str, course_slug: str | None) -> Exercise:
     """The active exercise `reference` names (EXERCISE, or COURSE/EXERCISE) among the user's
-    courses; 404 when none has it, 409 naming them when several do."""
+    courses, or in `course_slug`; 404 when none has it, 409 naming them when several do."""
     if "/" in reference:
-        course_slug, reference = reference.split("/", 1)
+        named, reference = reference.split("/", 1)
+        if course_slug not in (None, named):
+            abort(400, _("%(course)s/%(exercise)s names another course than %(other)s: name one",
+                         course=named, exercise=reference, other=course_slug))
+        course_slug = named
     mine = _courses_asked(user, course_slug)
     found = db().scalars(select(Exercise).where(
         Exercise.slug == reference, Exercise.active,
@@ -157,6 +161,9 @@ def _exercise(user: User, reference: str, course_slug: str | None) -> Exercise:
     if not found:
         abort(404, _("no exercise %(exercise)s in your courses (%(courses)s)",
                      exercise=reference, courses=_named(mine)))
+    still_open = [exercise for exercise in found if exercise.course.archived_at is None]
+    if still_open:  # an archived edition's exercise does not stand in the way of the open one
+        found = still_open
     if len(found) > 1:
         abort(409, _("exercise %(exercise)s is in several of your courses: name one, as "
                      "COURSE/%(exercise)s (%(courses)s)", exercise=reference,
@@ -177,7 +184,7 @@ def _grade_dict(grade: Grade) -> dict:
 def exercise_files(slug: str):
     """What students may have of an exercise (starter, visible checks, support code) and its
     limits: `hpcgrade check` runs the visible checks with them, on the student's machine."""
-    exercise = _exercise(_api_user(), slug, request.args.get("course"))
+    exercise = _exercise(_api_user(), slug, request.args.get("course") or None)
     info = current_info(exercise_folder(exercise))
     if info is None:
         return error(404, _("no such exercise"))
@@ -210,8 +217,11 @@ def create_submission():
     if new or submission.enqueued_at is None:  # a replay of a request that failed before this
         enqueue(current_app.extensions["celery"], session, [submission.id])
     url = url_for("api.get_submission", submission_id=submission.id, _external=True)
+    page = url_for("portal.submission", course=exercise.course.slug, submission_id=submission.id,
+                   _external=True)
     # a retry with the key of a stored submission gets the same answer, said to be a replay
-    return jsonify(id=submission.id, url=url, status=submission.status), 202, \
+    return jsonify(id=submission.id, url=url, status=submission.status,
+                   course=exercise.course.slug, page=page), 202, \
         {"Location": url, "Idempotent-Replayed": "false" if new else "true"}
 
 

@@ -1,6 +1,10 @@
-"""The course as instructors see it: every student's grade per exercise (grades.Grade: the
+"""The course as its staff see it: every student's grade per exercise (grades.Grade: the
 best score, unless an instructor set the grade), what each exercise is out of, and which
-diagnostics the students hit, as plain data for the staff pages and the grade export."""
+diagnostics the students hit, as plain data for the staff pages and the grade export.
+
+Every figure is one course's: its students (users enrolled in it as students) on its exercises.
+A student of two courses counts in each with that course's submissions only; what the staff
+submit to try an exercise out counts nowhere."""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,20 +12,18 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from sqlalchemy import Row, Select, Text, cast, func, select
+from sqlalchemy import ColumnElement, Row, Select, Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from worker.harness.report import LOAD_ERROR
 
 from server.core.grades import DONE_RUN, Grade, maximum_points
-from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, CourseRole, Enrolment, SetGrade,
-                     Submission, SubmissionStatus, User)
+from server.core.models import (CheckResult, CourseRole, DiagnosticResult, Enrolment, Exercise,
+                                GradingRun, SetGrade, Submission, SubmissionStatus, User)
 from server.web.results import WAITING
 from server.web.submissions import COUNTS_AS_ATTEMPT
 
 FULL_MARKS_SLACK = 1e-9
-# the figures are the students'; what instructors submit to try an exercise out does not count
-STUDENT = User.id.in_(select(Enrolment.user_id).where(Enrolment.role == CourseRole.student.value))
 # why a file did not load, or lacks a function, is no check's diagnostic: the harness says it
 # once, as a note of the run (JSON); this narrows the runs whose notes are read to those that
 # may have one
@@ -61,24 +63,50 @@ class ExerciseSummary:
     diagnostics: list[tuple[str, int]] = field(default_factory=list)
 
 
-def students(session: Session) -> list[User]:
-    return list(session.scalars(select(User).where(STUDENT).order_by(User.username)))
+def student_ids(course_id: int) -> Select:
+    """The ids of the users enrolled in the course as students: the figures are theirs."""
+    return select(Enrolment.user_id).where(Enrolment.course_id == course_id,
+                                           Enrolment.role == CourseRole.student.value)
 
 
-def exercises(session: Session) -> list[Exercise]:
-    """The active exercises in course order."""
-    return list(session.scalars(select(Exercise).where(Exercise.active)
+def exercise_ids(course_id: int) -> Select:
+    return select(Exercise.id).where(Exercise.course_id == course_id)
+
+
+def by_students(course_id: int, exercise_id: int | None = None) -> ColumnElement[bool]:
+    """A submission that counts in the course's figures: a student's of the course, to one of
+    its exercises (to `exercise_id`, where given)."""
+    counted = Submission.exercise_id.in_(exercise_ids(course_id)) \
+        & Submission.user_id.in_(student_ids(course_id))
+    return counted if exercise_id is None else counted & (Submission.exercise_id == exercise_id)
+
+
+def students(session: Session, course_id: int) -> list[User]:
+    return list(session.scalars(select(User).where(User.id.in_(student_ids(course_id)))
+                                .order_by(User.username)))
+
+
+def student_or_none(session: Session, course_id: int, username: str) -> User | None:
+    """The user, if a student of the course: to its staff, anyone else is nobody."""
+    return session.scalar(select(User).where(User.username == username,
+                                             User.id.in_(student_ids(course_id))))
+
+
+def exercises(session: Session, course_id: int) -> list[Exercise]:
+    """The course's active exercises in course order."""
+    return list(session.scalars(select(Exercise).where(Exercise.course_id == course_id,
+                                                       Exercise.active)
                                 .order_by(Exercise.position, Exercise.slug)))
 
 
-def standings(session: Session, exercise_id: int | None = None) -> dict[tuple[int, int], Standing]:
-    """(user id, exercise id) → the student's standing; one pass over the submissions."""
+def standings(session: Session, course_id: int, exercise_id: int | None = None
+              ) -> dict[tuple[int, int], Standing]:
+    """(user id, exercise id) → the course's students' standings (on one of its exercises);
+    one pass over the submissions."""
     query = select(Submission.id, Submission.user_id, Submission.exercise_id, Submission.status,
                    Submission.counted_score, Submission.max_score, Submission.override_score,
                    Submission.submitted_at, COUNTS_AS_ATTEMPT.label("counts")) \
-        .join(User, Submission.user_id == User.id).where(STUDENT).order_by(Submission.id)
-    if exercise_id is not None:
-        query = query.where(Submission.exercise_id == exercise_id)
+        .where(by_students(course_id, exercise_id)).order_by(Submission.id)
     table: dict[tuple[int, int], Standing] = defaultdict(Standing)
     for row in session.execute(query):
         standing = table[(row.user_id, row.exercise_id)]
@@ -87,7 +115,8 @@ def standings(session: Session, exercise_id: int | None = None) -> dict[tuple[in
             row.id, row.status, row.submitted_at
         standing.grade.add(row.id, row.counted_score, row.max_score,
                            row.override_score is not None)
-    set_by_hand = select(SetGrade).join(User, SetGrade.user_id == User.id).where(STUDENT)
+    set_by_hand = select(SetGrade).where(SetGrade.user_id.in_(student_ids(course_id)),
+                                         SetGrade.exercise_id.in_(exercise_ids(course_id)))
     if exercise_id is not None:
         set_by_hand = set_by_hand.where(SetGrade.exercise_id == exercise_id)
     rows = session.scalars(set_by_hand).all()
@@ -98,14 +127,12 @@ def standings(session: Session, exercise_id: int | None = None) -> dict[tuple[in
     return dict(table)
 
 
-def _current_runs(*columns, exercise_id: int | None = None) -> Select:
-    """`columns` of the students' submissions (of one exercise) that have a finished run: their
-    diagnostics are those of the latest (DONE_RUN), the one the student reads (a regrade
-    preview's runs are not "done" until they are published)."""
-    query = (select(*columns).select_from(Submission)
-             .where(DONE_RUN.is_not(None))
-             .join(User, Submission.user_id == User.id).where(STUDENT))
-    return query if exercise_id is None else query.where(Submission.exercise_id == exercise_id)
+def _current_runs(*columns, course_id: int, exercise_id: int | None = None) -> Select:
+    """`columns` of the course's students' submissions (of one exercise) that have a finished
+    run: their diagnostics are those of the latest (DONE_RUN), the one the student reads (a
+    regrade preview's runs are not "done" until they are published)."""
+    return (select(*columns).select_from(Submission)
+            .where(DONE_RUN.is_not(None), by_students(course_id, exercise_id)))
 
 
 def _check_diagnostics(query: Select) -> Select:
@@ -125,15 +152,16 @@ def _load_errors(session: Session, query: Select) -> Iterator[tuple[Row, dict]]:
                 yield row, note
 
 
-def diagnostic_counts(session: Session, exercise_id: int | None = None
+def diagnostic_counts(session: Session, course_id: int, exercise_id: int | None = None
                       ) -> dict[int, list[tuple[str, int, int]]]:
     """exercise id → [(code, students, submissions)], most students first: the checks'
     diagnostics and the load errors of the runs' notes."""
     columns = (Submission.exercise_id, Submission.user_id, Submission.id)
+    which = {"course_id": course_id, "exercise_id": exercise_id}
     diagnosed = [*session.execute(_check_diagnostics(
-        _current_runs(*columns, DiagnosticResult.code, exercise_id=exercise_id)).distinct()),
+        _current_runs(*columns, DiagnosticResult.code, **which)).distinct()),
                  *((*row[:3], note["code"]) for row, note in _load_errors(
-                     session, _current_runs(*columns, GradingRun.notes, exercise_id=exercise_id)))]
+                     session, _current_runs(*columns, GradingRun.notes, **which)))]
     # sets, not a sum of two counts: a student may get a code both ways (a check's import
     # error on a restart, say)
     who: dict[tuple[int, str], tuple[set[int], set[int]]] = defaultdict(lambda: (set(), set()))
@@ -149,15 +177,14 @@ def diagnostic_counts(session: Session, exercise_id: int | None = None
     return dict(counts)
 
 
-def summaries(session: Session) -> list[ExerciseSummary]:
-    table = standings(session)
-    codes = diagnostic_counts(session)
+def summaries(session: Session, course_id: int) -> list[ExerciseSummary]:
+    table = standings(session, course_id)
+    codes = diagnostic_counts(session, course_id)
     status_counts = {(exercise_id, status): n for exercise_id, status, n in session.execute(
         select(Submission.exercise_id, Submission.status, func.count())
-        .join(User, Submission.user_id == User.id).where(STUDENT)
-        .group_by(Submission.exercise_id, Submission.status))}
+        .where(by_students(course_id)).group_by(Submission.exercise_id, Submission.status))}
     result = []
-    active = exercises(session)
+    active = exercises(session, course_id)
     maxima = maximum_points(session, active)
     for exercise in active:
         mine = [s for (_, exercise_id), s in table.items() if exercise_id == exercise.id]
@@ -202,15 +229,16 @@ class GradebookRow:
         return any(cell is None or cell.score is None for cell in self.cells)
 
 
-def gradebook(session: Session) -> tuple[list[Column], list[GradebookRow]]:
-    """Every student (even one who never submitted) against every active exercise."""
-    table = standings(session)
-    active = exercises(session)
+def gradebook(session: Session, course_id: int) -> tuple[list[Column], list[GradebookRow]]:
+    """Every student of the course (even one who never submitted) against every active exercise
+    of it."""
+    table = standings(session, course_id)
+    active = exercises(session, course_id)
     maxima = maximum_points(session, active)
     columns = [Column(e, maxima[e.id]) for e in active]
     out_of = sum(column.max_points or 0 for column in columns)
     rows = []
-    for student in students(session):
+    for student in students(session, course_id):
         cells = [table.get((student.id, column.exercise.id)) for column in columns]
         rows.append(GradebookRow(student, cells, sum(c.score for c in cells if c and c.score),
                                  out_of))
@@ -229,20 +257,22 @@ class DiagnosedSubmission:
     messages: list[str]
 
 
-def diagnosed_submissions(session: Session, exercise_id: int, code: str, lang: str
-                          ) -> list[DiagnosedSubmission]:
-    """The students' submissions of an exercise that got the diagnostic `code` (from a check,
-    or as the load error of its run's notes), by student."""
+def diagnosed_submissions(session: Session, course_id: int, exercise_id: int, code: str,
+                          lang: str) -> list[DiagnosedSubmission]:
+    """The course's students' submissions of an exercise that got the diagnostic `code` (from a
+    check, or as the load error of its run's notes), by student."""
     columns = (User, Submission.id, Submission.submitted_at, Submission.counted_score,
                Submission.max_score)
+    which = {"course_id": course_id, "exercise_id": exercise_id}
     checks = (_check_diagnostics(_current_runs(
         *columns, DiagnosticResult.message, DiagnosticResult.translations,
-        DiagnosticResult.details, exercise_id=exercise_id))
+        DiagnosticResult.details, **which).join(User, Submission.user_id == User.id))
         .where(DiagnosticResult.code == code)
         .order_by(Submission.id, CheckResult.position, DiagnosticResult.id))
     said = [*((row[:5], note["message"], note.get("translations"))
               for row, note in _load_errors(session, _current_runs(
-                  *columns, GradingRun.notes, exercise_id=exercise_id)) if note["code"] == code),
+                  *columns, GradingRun.notes, **which).join(User, Submission.user_id == User.id))
+              if note["code"] == code),
             # a later check's "the same mistake as in …" adds nothing to the first's words
             *((row[:5], row.message, row.translations) for row in session.execute(checks)
               if "same_as" not in (row.details or {}))]
@@ -265,10 +295,11 @@ class LatestSubmission:
     submitted_at: dt.datetime
 
 
-def latest_submissions(session: Session, exercise_id: int) -> list[LatestSubmission]:
-    """Each student's latest submission of an exercise (without its code, which can be large)."""
-    latest = (select(func.max(Submission.id)).join(User, Submission.user_id == User.id)
-              .where(Submission.exercise_id == exercise_id, STUDENT)
+def latest_submissions(session: Session, course_id: int, exercise_id: int
+                       ) -> list[LatestSubmission]:
+    """Each of the course's students' latest submission of an exercise (without its code, which
+    can be large)."""
+    latest = (select(func.max(Submission.id)).where(by_students(course_id, exercise_id))
               .group_by(Submission.user_id))
     return [LatestSubmission(*row) for row in session.execute(
         select(User.username, Submission.id, Submission.filename, Submission.submitted_at)

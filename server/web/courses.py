@@ -10,7 +10,7 @@ from flask_babel import gettext as _, lazy_gettext as _l
 from sqlalchemy import select
 
 from server.core.courses import courses_of, role_in
-from server.core.models import STAFF_ROLES, Course, CourseRole
+from server.core.models import STAFF_ROLES, Course, CourseRole, Exercise, Submission
 from server.web.auth import db, login_required
 
 blueprint = Blueprint("courses", __name__)
@@ -28,9 +28,11 @@ def take_course(_endpoint: str | None, values: dict | None) -> None:
 @blueprint.app_url_defaults
 def keep_course(endpoint: str, values: dict) -> None:
     """A link from a course's page to another of its pages names the same course."""
-    if COURSE not in values and g.get("course") is not None \
+    # the URL's slug, which a refusal made before the course is loaded (a request too large)
+    # has too
+    if COURSE not in values and g.get("course_slug") is not None \
             and blueprint_needs_course(endpoint):
-        values[COURSE] = g.course.slug
+        values[COURSE] = g.course_slug
 
 
 def blueprint_needs_course(endpoint: str) -> bool:
@@ -83,3 +85,31 @@ def landing(course: Course, role: str) -> str:
     exercises."""
     endpoint = "staff.overview" if role in STAFF_ROLES else "portal.index"
     return url_for(endpoint, course=course.slug)
+
+
+# the pages' addresses before a service had courses, in bookmarks, mails and the terminal
+# clients of older course venvs: each goes to its page in the course it is now in
+@blueprint.route("/submissions/<int:submission_id>")
+@login_required
+def old_submission(submission_id: int):
+    submission = db().get(Submission, submission_id)
+    if submission is None:
+        abort(404)
+    course_id = submission.exercise.course_id
+    if submission.user_id != g.user.id and role_in(db(), g.user.id, course_id) not in STAFF_ROLES:
+        abort(404)
+    return redirect(url_for("portal.submission", course=submission.exercise.course.slug,
+                            submission_id=submission_id), 301)
+
+
+@blueprint.route("/exercises/<slug>")
+@login_required
+def old_exercise(slug: str):
+    """The exercise in the user's one course that has it; the list of courses where several do."""
+    mine = {course.id: course for course, _role in courses_of(db(), g.user)}
+    found = db().scalars(select(Exercise).where(Exercise.slug == slug, Exercise.active,
+                                                Exercise.course_id.in_(mine))).all()
+    if len(found) != 1:
+        return redirect(url_for("courses.home")) if found else abort(404)
+    return redirect(url_for("portal.exercise", course=mine[found[0].course_id].slug, slug=slug),
+                    301)

@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 
 import babel.numbers
 from babel import Locale
-from flask import Flask, request, session
+from flask import Flask, g, request, session
 from flask_babel import (Babel, format_datetime, format_timedelta, get_locale, gettext as _,
                          lazy_gettext as _l)
 from jinja2 import pass_context
@@ -37,9 +37,15 @@ def request_language() -> str:
         session.get("lang") or request.accept_languages.best_match(LANGS) or "en")
 
 
+def time_zone() -> str:
+    """The time zone of the request's course, else the service's (TIMEZONE)."""
+    course = g.get("course")
+    return course.timezone if course is not None and course.timezone else app_settings().timezone
+
+
 def init_app(app: Flask) -> None:
     Babel(app, locale_selector=request_language, default_translation_directories=CATALOGUES,
-          timezone_selector=lambda: app_settings().timezone)
+          timezone_selector=time_zone)
     filters = app.jinja_env.filters
     by_language = {name: filters[name] for name in BABEL_FILTERS} | dict(
         when=when, due=due, state=state, section=section, points=points, out_of=out_of)

@@ -3,6 +3,10 @@ every finished submission of every student into preview runs that change nothing
 (worker/grading/preview.py), shows each student's grade (grades.Grade) old → new with how many
 went up or down, and publishes on confirmation, or is discarded (the preview as data:
 server/web/regrade_preview.py). Grading one submission again asks for confirmation first.
+
+The course's staff read a preview; only its instructors (and admins) start, publish, discard or
+resume one, or grade a submission again: teaching assistants grade by hand. A regrade or a
+submission of another course is not found (404).
 """
 from __future__ import annotations
 
@@ -13,23 +17,24 @@ from flask import (Blueprint, abort, current_app, flash, g, redirect, render_tem
 from flask_babel import gettext as _, ngettext
 from sqlalchemy import update
 
-from server.core.grades import Grade
-from server.core.models import Exercise, GradingRun, Regrade, RunStatus, Submission, User, utcnow
+from server.core.models import Exercise, GradingRun, Regrade, RunStatus, User, utcnow
 from server.core.queue import enqueue
-from server.web.auth import db, staff_required
+from server.web.auth import db, instructor_required, staff_required
 from server.web.regrade_preview import (AlreadyOpen, discard, exercise_versions, open_regrade,
                                         preview_rows, publish, run_counts, stalled, start,
                                         summarise)
 from server.web.results import WAITING
-from server.web.staff import exercise_or_404
+from server.web.staff import exercise_or_404, submission_or_404
 from server.web.submissions import reopen
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("regrade", __name__, url_prefix="/courses/<course>/staff")
+
+
 @blueprint.before_request
 @staff_required
 def only_staff() -> None:
-    """Every page here is for instructors and admins; a student gets 403."""
+    """The course's teaching assistants and instructors (and admins); a student gets 403."""
 
 
 def send(regrade_id: int) -> bool:
@@ -46,13 +51,15 @@ def send(regrade_id: int) -> bool:
 # --- the pages --------------------------------------------------------------------------------
 
 def _regrade(regrade_id: int, lock: bool = False) -> Regrade:
+    """A regrade of one of the course's exercises."""
     row = db().get(Regrade, regrade_id, with_for_update=lock)
-    if row is None:
+    if row is None or db().get(Exercise, row.exercise_id).course_id != g.course.id:
         abort(404)
     return row
 
 
 @blueprint.post("/exercises/<slug>/regrade")
+@instructor_required
 def start_preview(slug: str):
     """"Grade all again": a preview, graded by the workers, published only on confirmation."""
     exercise = exercise_or_404(slug)
@@ -105,6 +112,7 @@ def _why_closed(regrade: Regrade) -> str | None:
 
 
 @blueprint.post("/regrades/<int:regrade_id>/publish")
+@instructor_required
 def publish_preview(regrade_id: int):
     regrade = _regrade(regrade_id, lock=True)
     back = redirect(url_for("regrade.preview", regrade_id=regrade_id), 303)
@@ -134,6 +142,7 @@ def publish_preview(regrade_id: int):
 
 
 @blueprint.post("/regrades/<int:regrade_id>/discard")
+@instructor_required
 def discard_preview(regrade_id: int):
     regrade = _regrade(regrade_id, lock=True)
     if closed := _why_closed(regrade):
@@ -146,6 +155,7 @@ def discard_preview(regrade_id: int):
 
 
 @blueprint.post("/regrades/<int:regrade_id>/resume")
+@instructor_required
 def resume_preview(regrade_id: int):
     """A preview that stopped moving (its worker died, or the broker was away) is sent again:
     a worker takes over the runs nobody holds."""
@@ -160,12 +170,11 @@ def resume_preview(regrade_id: int):
 
 
 @blueprint.route("/submissions/<int:submission_id>/regrade", methods=["GET", "POST"])
+@instructor_required
 def submission(submission_id: int):
     """Grade one submission again: the page asks, the form's POST confirms. Its grade stands
     until the new one replaces it."""
-    row = db().get(Submission, submission_id, with_for_update=request.method == "POST")
-    if row is None:
-        abort(404)
+    row = submission_or_404(submission_id, lock=request.method == "POST")
     if row.status in WAITING:
         flash(_("This submission is already waiting to be graded."), "error")
         return redirect(url_for("portal.submission", submission_id=submission_id), 303)

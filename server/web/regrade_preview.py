@@ -19,7 +19,7 @@ from server.core.config import app_settings
 from server.core.grades import Grade, maximum_points, penalised, take
 from server.core.models import (Exercise, GradingRun, Regrade, RunStatus, SetGrade,
                                 Submission, SubmissionStatus, User)
-from server.web.course import STUDENT
+from server.web.course import by_students
 from server.web.results import WAITING
 
 SAME_SCORE = 1e-9
@@ -181,7 +181,7 @@ class AlreadyOpen(Exception):
 
 def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) -> Regrade | None:
     """A regrade of the exercise with a preview run for every finished submission of every
-    student (a grade may come from any of them), waiting for a worker; None when there is
+    student of its course (a grade may come from any of them), waiting for a worker; None when there is
     nothing to grade. The exercise is locked before its open preview is looked for, so that two
     instructors clicking at once open one preview, not two: the second waits for the first's
     commit, then finds its preview (AlreadyOpen). The submissions are locked so that no "Grade
@@ -190,9 +190,8 @@ def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) ->
     already = open_regrade(session, exercise.id)
     if already is not None:
         raise AlreadyOpen(already)
-    finished = (select(Submission.id).join(User, Submission.user_id == User.id)
-                .where(Submission.exercise_id == exercise.id, Submission.status.in_(FINISHED),
-                       STUDENT))
+    finished = select(Submission.id).where(by_students(exercise.course_id, exercise.id),
+                                           Submission.status.in_(FINISHED))
     submission_ids = session.scalars(finished.order_by(Submission.id)
                                      .with_for_update(of=Submission)).all()
     if not submission_ids:

@@ -158,20 +158,23 @@ def _localised(note: dict, lang: str) -> dict:
 
 
 def exercise_rows(session: Session, user: User, course_id: int) -> list[dict]:
-    """Active exercises in course order with the user's grade (grades.Grade), attempts used and
-    left, and the deadline and attempt limit the user has: the exercise's, with their
-    allowance."""
+    """The course's active exercises in course order with the user's grade (grades.Grade),
+    attempts used and left, and the deadline and attempt limit the user has: the exercise's,
+    with their allowance. What they sent to another course's exercises is not read."""
     grades: dict[int, Grade] = defaultdict(Grade)
     used: dict[int, int] = defaultdict(int)
+    of_course = select(Exercise.id).where(Exercise.course_id == course_id)
     for row in session.execute(
             select(Submission.exercise_id, Submission.id, Submission.counted_score,
                    Submission.max_score, Submission.override_score,
                    COUNTS_AS_ATTEMPT.label("counts"))
-            .where(Submission.user_id == user.id).order_by(Submission.id)):
+            .where(Submission.user_id == user.id, Submission.exercise_id.in_(of_course))
+            .order_by(Submission.id)):
         grades[row.exercise_id].add(row.id, row.counted_score, row.max_score,
                                     row.override_score is not None)
         used[row.exercise_id] += bool(row.counts)
-    for row in session.scalars(select(SetGrade).where(SetGrade.user_id == user.id)):
+    for row in session.scalars(select(SetGrade).where(SetGrade.user_id == user.id,
+                                                      SetGrade.exercise_id.in_(of_course))):
         grades[row.exercise_id].set_by(row, None)  # the pages show it out of the exercise's points
     granted = allowances_of(session, user.id)
     rows = []

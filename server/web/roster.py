@@ -1,16 +1,22 @@
-"""Accounts and exercises from the web, for instructors and admins: the roster (searched, sorted,
-filtered), a roster CSV imported after a preview, one account added, a password reset, and the
-exercises synced with their folder: what `hpcgrade users …` and `hpcgrade exercise sync` do.
+"""A course's people and exercises from the web: its roster (searched, sorted, filtered), a
+roster CSV imported after a preview, one account added or enrolled, a password reset, and the
+course's exercises synced with their folder: what `hpcgrade users …` and `hpcgrade exercise
+sync` do.
 
 A new account, and one whose password is reset, waits for its owner to set a password with its
 set-password link (server/core/links.py): shown here, mailed where mail is set up, and shown again
-while the account waits.
+while the account waits. An existing account added to a course is enrolled in it: a student of
+two courses is one account.
 
-Admins add and reset any account; instructors students only: one who could make an admin, or
-set an instructor's password with its link, could become one."""
+Who may do what, in the course: an admin adds any course role and resets anyone's password; an
+instructor adds students and teaching assistants, and resets the passwords of students who are
+nothing more anywhere (one who could set a teaching assistant's password with its link, or an
+admin's, could become one); a teaching assistant reads the roster and changes nothing. Admins
+are made with the command line only."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
@@ -19,54 +25,95 @@ from flask_babel import gettext as _, lazy_gettext as _l, ngettext
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from server.core.catalogue import ExerciseConfigError, load_catalogue
+from server.core.catalogue import ExerciseConfigError
 from server.core.config import app_settings
+from server.core.courses import COURSE_ROLES, course_catalogue
 from server.core.exercises import sync_exercises
 from server.core.links import make_link
 from server.core.mail import mail_configured, server_problem
-from server.core.models import CourseRole, User
-from server.core.users import (NO_PASSWORD, ROLES, ROSTER_COLUMNS, UserError, add_user,
-                               clear_password, create_accounts, decode_roster, has_password,
-                               read_roster)
-from server.web.auth import db, staff_required
+from server.core.models import CourseRole, Enrolment, User
+from server.core.users import (NO_PASSWORD, ROLES, ROSTER_COLUMNS, UserError, add_or_enrol,
+                               clear_password, create_accounts, decode_roster, enrol_accounts,
+                               has_password, members, read_roster, role_refused, students_only,
+                               user_role)
+from server.web.auth import db, instructor_required, staff_required
 from server.web.courses import ROLE_NAMES
 from server.web.listing import arrange, by_name, by_username, requested_listing
 from server.web.spreadsheet import cell, csv_text, for_excel
 
 blueprint = Blueprint("roster", __name__, url_prefix="/courses/<course>/staff/roster")
+
+
+@dataclass(frozen=True)
+class Member:
+    """An account of the course's roster, with its role there (admin for an admin)."""
+
+    user: User
+    role: str
+
+
 ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 COLUMNS = {"username": _l("Username"), "name": _l("Name"), "email": _l("Email"),
            "role": _l("Role"), "added": _l("Added")}
-SORT_KEYS = {"name": by_name, "username": by_username,
-             "email": lambda user: user.email.casefold(),
-             "role": lambda user: (ROLE_RANK.get(user.role, len(ROLES)), by_name(user)),
-             "added": lambda user: user.created_at}
-FILTERS = {role: (lambda user, role=role: user.role == role) for role in ROLES}
+SORT_KEYS = {"name": lambda member: by_name(member.user),
+             "username": lambda member: by_username(member.user),
+             "email": lambda member: member.user.email.casefold(),
+             "role": lambda member: (ROLE_RANK[member.role], by_name(member.user)),
+             "added": lambda member: member.user.created_at}
+FILTERS = {role: (lambda member, role=role: member.role == role) for role in COURSE_ROLES}
 
 
 @blueprint.before_request
 @staff_required
 def only_staff() -> None:
-    """Every page here is for instructors and admins; a student gets 403."""
+    """Every page here is for the course's staff; a student gets 403. What changes anything is
+    for its instructors (instructor_required), a teaching assistant gets 403 there."""
 
 
 def addable_roles() -> tuple[str, ...]:
-    return ROLES if g.user.role == Role.admin.value else (Role.student.value,)
+    """The roles the user may give in this course."""
+    if g.user.is_admin:
+        return COURSE_ROLES
+    if g.role == CourseRole.instructor.value:
+        return CourseRole.student.value, CourseRole.ta.value
+    return ()
+
+
+def course_members() -> list[Member]:
+    found = db().execute(select(User, Enrolment).join(Enrolment, Enrolment.user_id == User.id)
+                         .where(Enrolment.course_id == g.course.id))
+    return [Member(user, user_role(user, enrolment)) for user, enrolment in found]
+
+
+def resettable() -> set[int]:
+    """The ids of the accounts whose password the user may reset from this course's roster."""
+    if g.user.is_admin:
+        ids = set(db().scalars(members(g.course)))
+    elif g.role == CourseRole.instructor.value:
+        ids = set(db().scalars(students_only(g.course)))
+    else:
+        ids = set()
+    return ids - {g.user.id}
 
 
 @blueprint.get("/")
 def roster():
-    """Every account, searched, filtered by role and sorted as the gradebook's students are
-    (server/web/listing.py): the students first, then the staff."""
+    """The course's people, searched, filtered by role and sorted as the gradebook's students
+    are (server/web/listing.py): the students first, then the staff."""
     listing = requested_listing(SORT_KEYS, FILTERS)
-    everyone = db().scalars(select(User)).all()
-    shown = arrange(everyone, listing, lambda user: user, SORT_KEYS, FILTERS)
-    sections = [(_("Students"), [user for user in shown if user.role == Role.student.value]),
-                (_("Staff"), [user for user in shown if user.role != Role.student.value])]
-    waiting = sum(not has_password(user) and user.role in addable_roles() for user in everyone)
+    everyone = course_members()
+    shown = arrange(everyone, listing, lambda member: member.user, SORT_KEYS, FILTERS)
+    student = CourseRole.student.value
+    sections = [(_("Students"), [member for member in shown if member.role == student]),
+                (_("Staff"), [member for member in shown if member.role != student])]
+    may_reset = resettable()
+    waiting = sum(not has_password(member.user) and member.user.id in may_reset
+                  for member in everyone)
     return render_template("staff/roster.html", listing=listing, columns=COLUMNS,
                            sections=sections, shown=len(shown), total=len(everyone),
-                           role_names=ROLE_NAMES, addable=addable_roles(), limit_kb=_limit_kb(),
+                           role_names=ROLE_NAMES, filters={
+                               role: ROLE_NAMES[role] for role in COURSE_ROLES},
+                           addable=addable_roles(), resettable=may_reset, limit_kb=_limit_kb(),
                            waiting=waiting)
 
 
@@ -77,6 +124,7 @@ def _limit_kb() -> int:
 
 
 @blueprint.post("/upload")
+@instructor_required
 def upload():
     """A roster file, read and checked: the preview of what importing it would change."""
     file = request.files.get("roster")
@@ -87,7 +135,7 @@ def upload():
         return _refused(too_large(_limit_kb()))
     try:
         text = decode_roster(data)
-        plan = read_roster(db(), text, addable_roles())
+        plan = read_roster(db(), text, g.course, addable_roles())
     except UserError as exc:
         return _refused(_("Nothing was imported: %(problem)s.", problem=str(exc)))
     return render_template("staff/roster_preview.html", plan=plan, text=text,
@@ -105,41 +153,55 @@ def _refused(message: str):
 
 
 @blueprint.post("/import")
+@instructor_required
 def apply():
-    """The previewed roster, checked again: its new accounts added in one transaction, its wrong
-    lines left out (and listed again)."""
+    """The previewed roster, checked again: its new accounts added and its existing ones
+    enrolled in one transaction, its wrong lines left out (and listed again)."""
     text = request.form.get("roster", "")
     try:
-        plan = read_roster(db(), text, addable_roles())
+        plan = read_roster(db(), text, g.course, addable_roles())
     except UserError as exc:
         return _refused(_("Nothing was imported: %(problem)s.", problem=str(exc)))
-    if not plan.new:
+    if not plan.new and not plan.enrol:
         flash(_("No line of the roster adds a valid account: nothing was imported.")
               if plan.errors else
-              _("Every account of the roster exists already: nothing to add."), "info")
+              _("Every account of the roster is in this course already: nothing to add."), "info")
         return redirect(url_for(".roster"), 303)
     try:
-        created = create_accounts(db(), plan.new)
+        created = create_accounts(db(), plan.new, g.course)
+        enrolled = enrol_accounts(db(), plan.enrol, g.course)
         db().commit()
-    except IntegrityError:  # an account of the roster was added since it was checked
+    except IntegrityError:  # an account of the roster was added or enrolled since it was checked
         db().rollback()
         return _refused(_("Some of these accounts were added meanwhile: nothing was imported. "
                           "Upload the roster again."))
+    if enrolled:
+        _say_enrolled(enrolled)
+    if not created:
+        return redirect(url_for(".roster"), 303)
     return _links(created, ngettext("%(num)s account added", "%(num)s accounts added",
                                     len(created)), mailed=True, left_out=plan.errors)
 
 
+def _say_enrolled(users: list[User]) -> None:
+    flash(ngettext("%(num)s existing account was enrolled in this course: %(usernames)s",
+                   "%(num)s existing accounts were enrolled in this course: %(usernames)s",
+                   len(users), usernames=", ".join(user.username for user in users)), "ok")
+
+
 @blueprint.route("/add", methods=["GET", "POST"])
+@instructor_required
 def add():
+    """One account added to the course, or an existing one enrolled in it."""
     if request.method == "GET":
-        return _add_form({"role": Role.student.value})
+        return _add_form({"role": CourseRole.student.value})
     form = {column: request.form.get(column, "").strip() for column in ROSTER_COLUMNS}
-    if form["role"] not in addable_roles():
-        flash(_("Only an admin may add instructors and admins."), "error")
+    if form["role"] in ROLES and form["role"] not in addable_roles():  # else a UserError
+        flash(_("Not added: %(problem)s.", problem=role_refused(form["role"])), "error")
         return _add_form(form, 403)
     try:
-        user = add_user(db(), form["username"], form["name"], form["email"], form["role"],
-                        password=None)
+        user, created = add_or_enrol(db(), form["username"], form["name"], form["email"],
+                                     form["role"], password=None, course=g.course)
         db().commit()
     except UserError as exc:
         db().rollback()
@@ -150,6 +212,11 @@ def add():
         flash(_("Not added: %(problem)s.", problem=_("user %(username)s already exists",
                                                        username=form["username"])), "error")
         return _add_form(form, 409)
+    if not created:
+        flash(_("%(username)s had an account already: it is enrolled in this course as "
+                "%(role)s, its name, email and password unchanged.", username=user.username,
+                role=ROLE_NAMES[form["role"]]), "ok")
+        return redirect(url_for(".roster"), 303)
     return _links([user], _("Account added"), mailed=True)
 
 
@@ -159,16 +226,18 @@ def _add_form(form: dict, status: int = 200):
 
 
 @blueprint.route("/<username>/password", methods=["GET", "POST"])
+@instructor_required
 def reset_password(username: str):
     """For someone who lost their password: it stops working, every session of theirs ends,
-    their API tokens are revoked, and they set a new one with the link this gives."""
+    their API tokens are revoked, and they set a new one with the link this gives. An account
+    outside the course is not there for its instructors (404)."""
     user = db().scalar(select(User).where(User.username == username))
-    if user is None:
+    if user is None or not (g.user.is_admin or _in_course(user)):
         abort(404)
     if user.id == g.user.id:
         flash(_("Change your own password here."), "info")
         return redirect(url_for("account.password"), 303)
-    if user.role not in addable_roles():
+    if user.id not in resettable():
         abort(403)
     if request.method == "GET":
         return render_template("staff/roster_reset.html", user=user)
@@ -181,12 +250,17 @@ def reset_password(username: str):
                   mailed=True)
 
 
+def _in_course(user: User) -> bool:
+    return db().scalar(members(g.course).where(Enrolment.user_id == user.id)) is not None
+
+
 @blueprint.get("/waiting")
+@instructor_required
 def waiting():
-    """The links of the accounts whose owners have not set a password yet, made again (one
-    handed out and lost, or never mailed)."""
+    """The links of the course's accounts whose owners have not set a password yet, made again
+    (one handed out and lost, or never mailed): those whose password the user may reset."""
     users = db().scalars(select(User).where(User.password_hash == NO_PASSWORD,
-                                            User.role.in_(addable_roles()))
+                                            User.id.in_(resettable()))
                          .order_by(User.username)).all()
     return _links(users, _("Accounts waiting for a password"))
 
@@ -235,15 +309,17 @@ def _mail_links(user_ids: list[int], base_url: str) -> tuple[str, str]:
 
 
 @blueprint.post("/exercises/sync")
+@instructor_required
 def sync():
-    """The exercises brought in step with their folder, as `hpcgrade exercise sync` does."""
+    """The course's exercises brought in step with its folder, as `hpcgrade exercise sync`
+    does."""
     try:
-        catalogue = load_catalogue()
+        catalogue = course_catalogue(g.course)
     except ExerciseConfigError as exc:
         flash(_("The exercises were not synced, nothing changed: %(problem)s",
                 problem=str(exc)), "error")
         return redirect(url_for(".roster"), 303)
-    changes = sync_exercises(db(), catalogue)
+    changes = sync_exercises(db(), g.course, catalogue)
     db().commit()
     changed = {kind: ", ".join(slugs) for kind, slugs in changes.items() if slugs}
     if "added" in changed:

@@ -1,7 +1,11 @@
-"""The instructors' pages: the course at a glance, one exercise (its pictures, the submissions
-behind a diagnostic, every student's latest submission as a zip), one student, the gradebook (and
-its CSV for the university's records), and stopping a submission's grading (grading again is
-server/web/regrade.py)."""
+"""The staff's pages of a course: the course at a glance, one exercise (its pictures, the
+submissions behind a diagnostic, every student's latest submission as a zip), one student, the
+gradebook (and its CSV for the university's records), and stopping a submission's grading
+(grading again is server/web/regrade.py).
+
+For its teaching assistants and instructors. Everything here is the course's (`g.course`): an
+exercise, a student or a submission of another course is not found (404), as it would not be
+for a user who cannot see that course at all."""
 from __future__ import annotations
 
 import zipfile
@@ -13,14 +17,15 @@ from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, 
 from flask_babel import gettext as _
 from sqlalchemy import select
 
-from server.core.config import app_settings
 from server.core.grades import maximum_points
 from server.core.models import Exercise, Submission, User, utcnow
 from server.core.queue import cancel_grading
 from server.web import charts
 from server.web.auth import db, staff_required
-from server.web.course import (LatestSubmission, Standing, diagnosed_submissions, diagnostic_counts,
-                     gradebook, latest_submissions, standings, students, summaries)
+from server.web.course import (LatestSubmission, Standing, diagnosed_submissions,
+                               diagnostic_counts, gradebook, latest_submissions, standings,
+                               student_or_none, students, summaries)
+from server.web.i18n import time_zone
 from server.web.listing import Listing, arrange, by_name, by_username, requested_listing
 from server.web.results import WAITING
 from server.web.spreadsheet import PLAIN, Dialect, cell, csv_response, for_excel
@@ -33,21 +38,39 @@ EXERCISE_SORT = "ex:"
 @blueprint.before_request
 @staff_required
 def only_staff() -> None:
-    """Every page here is for instructors and admins; a student gets 403."""
+    """Every page here is for the course's teaching assistants and instructors (and admins);
+    a student gets 403."""
 
 
 @blueprint.route("/")
 def overview():
-    return render_template("staff/overview.html", summaries=summaries(db()),
-                           student_count=len(students(db())))
+    return render_template("staff/overview.html", summaries=summaries(db(), g.course.id),
+                           student_count=len(students(db(), g.course.id)))
 
 
 def exercise_or_404(slug: str) -> Exercise:
-    """The exercise, active or not: staff still read the results of a retired one."""
-    row = db().scalar(select(Exercise).where(Exercise.slug == slug))
+    """The course's exercise, active or not: staff still read the results of a retired one."""
+    row = db().scalar(select(Exercise).where(Exercise.course_id == g.course.id,
+                                             Exercise.slug == slug))
     if row is None:
         abort(404)
     return row
+
+
+def student_or_404(username: str) -> User:
+    """A student of the course; another course's, or its staff, are not found here."""
+    user = student_or_none(db(), g.course.id, username)
+    if user is None:
+        abort(404)
+    return user
+
+
+def submission_or_404(submission_id: int, lock: bool = False) -> Submission:
+    """A submission to one of the course's exercises (locked for update, where asked)."""
+    submission = db().get(Submission, submission_id, with_for_update=lock)
+    if submission is None or submission.exercise.course_id != g.course.id:
+        abort(404)
+    return submission
 
 
 def _below_half(score: float | None, out_of: float | None) -> bool:
@@ -57,11 +80,12 @@ def _below_half(score: float | None, out_of: float | None) -> bool:
 @blueprint.route("/exercises/<slug>")
 def exercise(slug: str):
     row = exercise_or_404(slug)
-    table = standings(db(), row.id)
+    table = standings(db(), g.course.id, row.id)
     out_of = maximum_points(db(), [row])[row.id]
-    everyone = [(student, table.get((student.id, row.id))) for student in students(db())]
+    everyone = [(student, table.get((student.id, row.id)))
+                for student in students(db(), g.course.id)]
     listing, shown = _arranged_standings(everyone, out_of)
-    diagnostics = diagnostic_counts(db(), row.id).get(row.id, [])
+    diagnostics = diagnostic_counts(db(), g.course.id, row.id).get(row.id, [])
     bests = [s.score for s in table.values() if s.score is not None]
     return render_template(
         "staff/exercise.html", exercise=row, now=utcnow(), max_points=out_of, rows=shown,
@@ -92,7 +116,7 @@ def diagnostic(slug: str, code: str):
     """The submissions behind one diagnostic of an exercise (a bar of its chart)."""
     row = exercise_or_404(slug)
     return render_template("staff/diagnostic.html", exercise=row, code=code,
-                           rows=diagnosed_submissions(db(), row.id, code, g.lang))
+                           rows=diagnosed_submissions(db(), g.course.id, row.id, code, g.lang))
 
 
 @blueprint.route("/exercises/<slug>/submissions.zip")
@@ -100,7 +124,7 @@ def submissions_zip(slug: str):
     """Each student's latest submission of the exercise, named by username, streamed as a zip
     (the codes are read one at a time, never all held at once)."""
     row = exercise_or_404(slug)
-    latest = latest_submissions(db(), row.id)
+    latest = latest_submissions(db(), g.course.id, row.id)
     if not latest:
         flash(_("Nobody has submitted this exercise yet: there is nothing to download."), "error")
         return redirect(url_for("staff.exercise", slug=slug), 303)
@@ -128,7 +152,7 @@ class _Chunks:
 
 
 def _zipped(latest: list[LatestSubmission]) -> Iterator[bytes]:
-    zone = ZoneInfo(app_settings().timezone)
+    zone = ZoneInfo(time_zone())
     out = _Chunks()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for item in latest:
@@ -144,17 +168,16 @@ def _zipped(latest: list[LatestSubmission]) -> Iterator[bytes]:
 
 @blueprint.route("/students/<username>")
 def student(username: str):
-    user = db().scalar(select(User).where(User.username == username))
-    if user is None:
-        abort(404)
-    submissions = db().scalars(select(Submission).where(Submission.user_id == user.id)
-                               .order_by(Submission.id.desc())).all()
+    user = student_or_404(username)
+    submissions = db().scalars(select(Submission).join(Exercise).where(
+        Submission.user_id == user.id, Exercise.course_id == g.course.id)
+        .order_by(Submission.id.desc())).all()
     return render_template("staff/student.html", student=user, submissions=submissions)
 
 
 @blueprint.route("/grades")
 def grades():
-    columns, everyone = gradebook(db())
+    columns, everyone = gradebook(db(), g.course.id)
     filters = {"missing": lambda r: r.missing,
                "below": lambda r: r.percent is not None and r.percent < 50}
     keys = {"name": lambda r: by_name(r.student), "username": lambda r: by_username(r.student),
@@ -190,7 +213,7 @@ def grades_excel_csv():
 def _grades_rows(dialect: Dialect) -> list[list[str]]:
     """username, name, email, a column per exercise (course order), total and percent; the
     second row holds each column's maximum points."""
-    columns, rows = gradebook(db())
+    columns, rows = gradebook(db(), g.course.id)
     out_of = sum(column.max_points or 0 for column in columns)
     return [
         ["username", "name", "email", *(cell(column.exercise.slug) for column in columns),
@@ -206,9 +229,7 @@ def _grades_rows(dialect: Dialect) -> list[list[str]]:
 def cancel(submission_id: int):
     """Stop grading a submission: the workers cancel its run, and its Slurm job once no other
     submission's run is left in it."""
-    submission = db().get(Submission, submission_id)
-    if submission is None:
-        abort(404)
+    submission = submission_or_404(submission_id)
     if submission.status not in WAITING:
         flash(_("This submission is not waiting to be graded."), "error")
     elif cancel_grading(current_app.extensions["celery"], [submission.id]):

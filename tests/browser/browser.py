@@ -63,12 +63,14 @@ class Site:
 
 @contextmanager
 def running_site(students: int = 4) -> Iterator[Site]:
-    """The whole service, with `students` student accounts and one instructor, `prof`."""
-    from stack import Stack
+    """The whole service, with `students` student accounts, each in both courses (stack.COURSES),
+    and one instructor of the first, `prof`."""
+    from stack import COURSES, Stack
     with Stack(students=students) as stack:
         username, password = INSTRUCTOR
         stack.hpcgrade("users", "add", username, "--name", "Pilar Prof", "--email",
-                       "prof@uni.example", "--role", "instructor", "--password", password)
+                       "prof@uni.example", "--role", "instructor", "--course", COURSES[0],
+                       "--password", password)
         yield Site(stack, dict(stack.passwords))
 
 

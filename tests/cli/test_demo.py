@@ -16,8 +16,11 @@ import requests
 
 import slurm_cluster
 from helpers import alive, descendants, free_port
+import sqlalchemy as sa
+
+from server.core import migrate
 from server.core.db import Database
-from server.core.models import User
+from server.core.models import Course, Enrolment, Exercise, User
 from server.core.users import authenticate
 from worker.cli.demo import prepare
 
@@ -25,16 +28,53 @@ ROOT = Path(__file__).parents[2]
 HPCGRADE = [sys.executable, "-m", "worker.cli"]
 
 
-def test_prepare_twice_keeps_one_set_of_accounts(tmp_path):
+# the demo's two courses: who is what in each (an admin is in every course without enrolment)
+ROLES = [("instructor", "pytorch-2026", "instructor"), ("student", "pytorch-2025", "student"),
+         ("student", "pytorch-2026", "student"), ("ta", "pytorch-2025", "ta")]
+
+
+def roles(session) -> list[tuple[str, str, str]]:
+    return sorted(session.execute(sa.select(User.username, Course.slug, Enrolment.role)
+                                  .join(Enrolment.user).join(Course)))
+
+
+def test_prepare_twice_keeps_one_set_of_accounts_in_two_courses(tmp_path):
     prepare(tmp_path)
     config = prepare(tmp_path)
     assert 'broker_url = "filesystem://localhost/"' in config.read_text()
     assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
     database = Database(f"sqlite:///{tmp_path / 'hpcgrade.sqlite'}")
     with database.sessions() as session:
-        assert authenticate(session, "student", "student").role == "student"
-        assert authenticate(session, "instructor", "instructor").role == "instructor"
-        assert session.query(User).count() == 2
+        for username in ("student", "instructor", "ta", "admin"):
+            assert authenticate(session, username, username) is not None
+        assert session.scalar(sa.select(User.username).where(User.is_admin)) == "admin"
+        assert session.query(User).count() == 4
+        assert roles(session) == ROLES
+        assert sorted(session.execute(
+            sa.select(Course.slug, Course.archived_at, sa.func.count(Exercise.id))
+            .join(Exercise).group_by(Course.slug))) == [
+            ("pytorch-2025", None, 16), ("pytorch-2026", None, 16)]
+    database.dispose()
+
+
+def test_an_older_demos_accounts_and_exercises_land_in_its_first_course(tmp_path):
+    """A demo folder from before courses: migration 0010 makes it pytorch-2026, then the
+    demo adds the other edition and its roles."""
+    url = f"sqlite:///{tmp_path / 'hpcgrade.sqlite'}"
+    migrate.upgrade(url, "0009")
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.text(
+            "INSERT INTO users (username, name, email, role, password_hash, created_at) "
+            "VALUES ('student', 'Old Student', 's@example.org', 'student', 'x', "
+            "CURRENT_TIMESTAMP)"))
+    engine.dispose()
+    prepare(tmp_path)
+    database = Database(url)
+    with database.sessions() as session:
+        assert session.scalar(sa.select(User.name).where(User.username == "student")) \
+            == "Old Student"  # kept, not made again
+        assert roles(session) == ROLES
     database.dispose()
 
 
@@ -67,6 +107,14 @@ def _csrf(browser, page: str) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', browser.get(page).text).group(1)
 
 
+def browsing(url: str, username: str) -> requests.Session:
+    """A browser logged in as one of the demo's accounts (its password is its username)."""
+    browser = requests.Session()
+    browser.post(f"{url}/login", data={"username": username, "password": username,
+                                       "csrf_token": _csrf(browser, f"{url}/login")})
+    return browser
+
+
 def client(tmp_path, *args, **env):
     return subprocess.run(HPCGRADE + list(args), cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, HPCGRADE_CLIENT_CONFIG=str(tmp_path / "client.toml"),
@@ -75,41 +123,45 @@ def client(tmp_path, *args, **env):
 
 def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
     process, url = demo
-    assert client(tmp_path, "submit", "autograd-q", "README.md").returncode == 2  # no server yet
+    assert client(tmp_path, "submit", "pytorch-2026/autograd-q", "README.md").returncode == 2
     logged_in = client(tmp_path, "login", "--server", url, "--username", "student",
                        "--password", "student")
     assert logged_in.returncode == 0, logged_in.stderr
     assert (tmp_path / "client.toml").stat().st_mode & 0o777 == 0o600
 
-    correct = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py", "--json")
+    ambiguous = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py")
+    assert ambiguous.returncode != 0  # in both of the student's courses: they name one
+    assert "pytorch-2025" in ambiguous.stderr and "pytorch-2026" in ambiguous.stderr
+    correct = client(tmp_path, "submit", "pytorch-2026/autograd-q",
+                     "examples/autograd-q/alice_correct.py", "--json")
     assert correct.returncode == 0, correct.stderr
     graded = json.loads(correct.stdout)
     assert (graded["status"], graded["score"], graded["max_score"]) == ("graded", 10, 10)
     assert "queued" in correct.stderr or "running" in correct.stderr
 
-    wrong = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/carol_notebook.ipynb",
-                   "--lang", "es")
+    wrong = client(tmp_path, "submit", "pytorch-2026/autograd-q",
+                   "examples/autograd-q/carol_notebook.ipynb", "--lang", "es")
     assert wrong.returncode == 0 and "3 / 10" in wrong.stdout
     assert "grad-sign-flipped: b.grad tiene el signo contrario" in wrong.stdout
 
     unknown = client(tmp_path, "submit", "nope", "examples/autograd-q/alice_correct.py")
-    assert unknown.returncode == 3 and "no such exercise" in unknown.stderr.lower()  # refused
-    refused = client(tmp_path, "submit", "autograd-q", "README.md")
+    assert unknown.returncode == 3  # refused, naming where it looked
+    assert "no exercise nope in your courses (pytorch-2025, pytorch-2026)" in unknown.stderr
+    refused = client(tmp_path, "submit", "pytorch-2026/autograd-q", "README.md")
     assert refused.returncode == 3 and ".py" in refused.stderr
-    forged = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py",
-                    HPCGRADE_TOKEN="forged")
+    forged = client(tmp_path, "submit", "pytorch-2026/autograd-q",
+                    "examples/autograd-q/alice_correct.py", HPCGRADE_TOKEN="forged")
     assert forged.returncode == 2 and "hpcgrade login" in forged.stderr  # not logged in
     wrong_password = client(tmp_path, "login", "--server", url, "--username", "instructor",
                             "--password", "student")
     assert wrong_password.returncode == 2 and "wrong username or password" in wrong_password.stderr
 
     # the instructor, in a browser: the course page, then a regrade followed by the page's polls
-    browser = requests.Session()
-    browser.post(f"{url}/login", data={"username": "instructor", "password": "instructor",
-                                       "csrf_token": _csrf(browser, f"{url}/login")})
-    assert "grad-sign-flipped" in browser.get(f"{url}/staff/").text
-    submission = f"{url}/submissions/{graded['id']}"
-    regraded = browser.post(f"{submission.replace('/courses/pytorch/submissions/', '/courses/pytorch/staff/submissions/')}/regrade",
+    browser = browsing(url, "instructor")
+    assert "grad-sign-flipped" in browser.get(f"{url}/courses/pytorch-2026/staff/").text
+    assert browser.get(f"{url}/courses/pytorch-2025/staff/").status_code == 404  # not theirs
+    submission = f"{url}/courses/pytorch-2026/submissions/{graded['id']}"
+    regraded = browser.post(f"{url}/courses/pytorch-2026/staff/submissions/{graded['id']}/regrade",
                             data={"csrf_token": _csrf(browser, submission)})
     assert "queued for grading again" in regraded.text
     deadline = time.monotonic() + 60
@@ -117,6 +169,15 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
         assert time.monotonic() < deadline, status.text
         time.sleep(0.2)
     assert status.json()["score"] == 10 and browser.get(submission).text.count("<td>done</td>") == 2
+
+    ta = browsing(url, "ta")
+    assert ta.get(f"{url}/courses/pytorch-2025/staff/").status_code == 200
+    assert ta.get(f"{url}/courses/pytorch-2026/staff/").status_code == 404
+    assert ta.get(submission).status_code == 404
+    home = browsing(url, "student").get(f"{url}/").text  # a student of two courses picks one
+    assert "/courses/pytorch-2026/" in home and "/courses/pytorch-2025/" in home
+    admin = browsing(url, "admin").get(f"{url}/admin/courses/").text
+    assert ">pytorch-2026</a>" in admin and ">pytorch-2025</a>" in admin
 
     children = descendants(process.pid, depth=1)
     assert len(children) == 3  # gunicorn, the Celery worker and beat
@@ -147,15 +208,13 @@ def test_the_demo_grades_on_slurm_as_the_readme_says(tmp_path):
     with running_demo(tmp_path / "demo", "--executor", "slurm") as (process, url):
         assert client(tmp_path, "login", "--server", url, "--username", "student",
                       "--password", "student").returncode == 0
-        graded = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py",
-                        "--json", "--timeout", "120")
+        graded = client(tmp_path, "submit", "pytorch-2026/autograd-q",
+                        "examples/autograd-q/alice_correct.py", "--json", "--timeout", "120")
         assert graded.returncode == 0, graded.stderr
         result = json.loads(graded.stdout)
         assert (result["status"], result["score"]) == ("graded", 10)
-        browser = requests.Session()
-        browser.post(f"{url}/login", data={"username": "instructor", "password": "instructor",
-                                           "csrf_token": _csrf(browser, f"{url}/login")})
-        runs = browser.get(f"{url}/submissions/{result['id']}").text
+        browser = browsing(url, "instructor")
+        runs = browser.get(f"{url}/courses/pytorch-2026/submissions/{result['id']}").text
         job = re.search(r"slurm · job (\d+)", runs).group(1)
         # the grade is stored as soon as the job's report is written; the job itself ends after
         deadline = time.monotonic() + 60

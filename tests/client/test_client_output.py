@@ -12,14 +12,14 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from werkzeug.serving import make_server
 
-from helpers import REFERENCE_Q
+from helpers import REFERENCE_Q, SECOND_COURSE, second_edition
 from hpcgrade.service import REFUSED as REFUSED_KIND
 from hpcgrade.service import Service, ServiceError, log_in
 from hpcgrade.summary import summary
 from server.core.models import ApiToken, Submission
 from worker.cli import client
 from worker.cli.client import (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE,
-                           login, submit)
+                           login, my_courses, submit)
 from worker.grading.settle import claim, record
 from worker.harness.report import Report
 
@@ -58,10 +58,11 @@ def failed_at_once(_celery, session, ids):
     session.commit()
 
 
-def run_submit(tmp_path, code: str, *args: str, name: str = "work.py", env: dict | None = None):
+def run_submit(tmp_path, code: str, *args: str, name: str = "work.py", env: dict | None = None,
+               exercise: str = "autograd-q"):
     work = tmp_path / name
     work.write_text(code)
-    return CliRunner().invoke(submit, ["autograd-q", str(work), *args], env=env)
+    return CliRunner().invoke(submit, [exercise, str(work), *args], env=env)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,8 @@ def test_a_graded_file_prints_the_page_and_the_result_without_markdown_marks(
                         graded_at_once(Report.from_dict(misnamed_report)))
     result = run_submit(tmp_path, MISNAMED, "--lang", "es")
     assert result.exit_code == GRADED, result.output
-    assert re.search(rf"{portal}/submissions/\d+\n", result.stderr) and "/api/" not in result.output
+    assert re.search(rf"{portal}/courses/pytorch/submissions/\d+\n", result.stderr)
+    assert "/api/" not in result.output
     out = result.stdout
     assert out.count("q_grads no está definida.") == 1 and "`" not in out  # said once, plainly
     assert "Las comprobaciones no se pudieron ejecutar" in out
@@ -90,9 +92,9 @@ def test_a_graded_file_prints_the_page_and_the_result_without_markdown_marks(
 def test_no_wait_prints_the_page_address(portal, tmp_path):
     result = run_submit(tmp_path, REFERENCE_Q, "--no-wait")
     assert result.exit_code == GRADED, result.output
-    assert re.fullmatch(rf"{portal}/submissions/\d+", result.stdout.strip())
+    assert re.fullmatch(rf"{portal}/courses/pytorch/submissions/\d+", result.stdout.strip())
     as_json = json.loads(run_submit(tmp_path, REFERENCE_Q, "--no-wait", "--json").stdout)
-    assert as_json["page"] == f"{portal}/submissions/{as_json['id']}"
+    assert as_json["page"] == f"{portal}/courses/pytorch/submissions/{as_json['id']}"
 
 
 def test_a_grader_error_is_its_own_exit_status(portal, monkeypatch, tmp_path):
@@ -105,7 +107,8 @@ def test_a_grader_error_is_its_own_exit_status(portal, monkeypatch, tmp_path):
 def test_no_grade_within_the_timeout_is_its_own_exit_status(portal, tmp_path):
     result = run_submit(tmp_path, REFERENCE_Q, "--timeout", "1", "--lang", "es")
     assert result.exit_code == TIMED_OUT, result.output
-    assert re.search(rf"la entrega sigue en la cola: {portal}/submissions/\d+", result.stderr)
+    assert re.search(rf"la entrega sigue en la cola: {portal}/courses/pytorch/submissions/\d+",
+                     result.stderr)
     assert "en cola · posición en la cola: 1" in result.stderr  # the progress, in Spanish
 
 
@@ -114,7 +117,8 @@ def test_a_refused_file_is_its_own_exit_status_and_says_the_line(portal, tmp_pat
     assert result.exit_code == REFUSED
     assert "The code is not valid Python: expected ':' (mine.py, line 1)" in result.stderr
     unknown = CliRunner().invoke(submit, ["no-such", __file__])
-    assert unknown.exit_code == REFUSED and "no such exercise" in unknown.stderr
+    assert unknown.exit_code == REFUSED
+    assert "no exercise no-such in your courses (pytorch)" in unknown.stderr
 
 
 def test_not_logged_in_and_bad_arguments_share_an_exit_status(portal, tmp_path, monkeypatch):
@@ -145,6 +149,50 @@ def test_a_saved_token_that_no_longer_works_says_to_log_in_again(portal, course,
     from_environment = run_submit(tmp_path, REFERENCE_Q, env={"HPCGRADE_TOKEN": "forged"})
     assert from_environment.exit_code == NOT_LOGGED_IN
     assert "The token in HPCGRADE_TOKEN" in from_environment.stderr  # logging in again won't do
+
+
+def test_an_exercise_in_two_courses_is_submitted_to_the_one_named(portal, course, tmp_path):
+    second_edition(course, tmp_path / "exercises")
+    both = run_submit(tmp_path, REFERENCE_Q, "--no-wait")
+    assert both.exit_code == REFUSED
+    assert both.stderr == ("Error: exercise autograd-q is in several of your courses: name one, as "
+                           f"COURSE/autograd-q (pytorch, {SECOND_COURSE})\nName one: "
+                           "COURSE/EXERCISE, or --course COURSE (`hpcgrade my-courses` lists "
+                           "your courses)\n")
+    for args in (["--course", SECOND_COURSE], ["--course", SECOND_COURSE, "--json"]):
+        named = run_submit(tmp_path, REFERENCE_Q, "--no-wait", *args)
+        assert named.exit_code == GRADED, named.output
+        assert f"for {SECOND_COURSE}/autograd-q: {portal}/courses/{SECOND_COURSE}/submissions/" \
+            in named.stderr
+    in_the_name = run_submit(tmp_path, REFERENCE_Q, "--no-wait", exercise="pytorch/autograd-q")
+    assert re.fullmatch(rf"{portal}/courses/pytorch/submissions/\d+", in_the_name.stdout.strip())
+    clash = run_submit(tmp_path, REFERENCE_Q, "--course", SECOND_COURSE,
+                       exercise="pytorch/autograd-q")
+    assert clash.exit_code == NOT_LOGGED_IN and "names another course" in clash.stderr  # bad args
+    alone = run_submit(tmp_path, REFERENCE_Q, "--no-wait", exercise="autograd-vjp")
+    assert alone.exit_code == GRADED, alone.output  # in one of ana's courses: no course needed
+
+
+def test_my_courses_and_logging_in_list_the_users_courses_and_role(portal, course, tmp_path,
+                                                                    monkeypatch):
+    second_edition(course, tmp_path / "exercises")
+    listed = CliRunner().invoke(my_courses, [])
+    assert listed.exit_code == 0, listed.output
+    assert re.fullmatch(rf"{SECOND_COURSE} +student +Tensors and autograd \(2027\)\n"
+                        r"pytorch +student +Tensors and autograd\n", listed.stdout)
+    spanish = CliRunner().invoke(my_courses, ["--lang", "es"]).stdout
+    assert "Tensores y autograd (2027)" in spanish
+    as_json = json.loads(CliRunner().invoke(my_courses, ["--json"]).stdout)
+    assert [(c["slug"], c["role"]) for c in as_json] == [(SECOND_COURSE, "student"),
+                                                         ("pytorch", "student")]
+    monkeypatch.delenv("HPCGRADE_TOKEN")
+    logged_in = CliRunner().invoke(login, ["--username", "olga", "--password", "long-password"])
+    assert logged_in.exit_code == 0, logged_in.output
+    assert re.search(rf"your courses:\n{SECOND_COURSE} +instructor ", logged_in.stdout)
+    assert CliRunner().invoke(my_courses, []).stdout.startswith(f"{SECOND_COURSE} ")
+    monkeypatch.setenv("HPCGRADE_CLIENT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("HPCGRADE_SERVER")
+    assert CliRunner().invoke(my_courses, []).exit_code == NOT_LOGGED_IN
 
 
 @pytest.fixture

@@ -8,12 +8,15 @@ import pytest
 from click.testing import CliRunner
 from IPython.core.interactiveshell import InteractiveShell
 
-from hpcgrade.service import Service
+from helpers import SECOND_COURSE, second_edition
+from hpcgrade.service import IN_JUPYTER, REFUSED as REFUSED_KIND
+from hpcgrade.service import Service, ServiceError
+from hpcgrade.visible import exercise_files
 from sqlalchemy import delete
 
 from server.core.catalogue import default_root
 from server.core.models import ApiToken
-from worker.cli.client import NOT_LOGGED_IN
+from worker.cli.client import NOT_LOGGED_IN, REFUSED
 from worker.cli.main import main
 from test_client_output import graded_at_once, portal  # noqa: F401 - a fixture
 
@@ -72,7 +75,7 @@ def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
     monkeypatch.setattr("hpcgrade.service.POLL_SECONDS", 0.05)
     monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
     out = _run(kernel, "%hpcgrade submit autograd-q", capsys)
-    assert f"{portal}/submissions/" in out and "práctica 1.ipynb: 10 / 10" in out
+    assert f"{portal}/courses/pytorch/submissions/" in out and "práctica 1.ipynb: 10 / 10" in out
     page = re.search(r"/courses/pytorch/submissions/(\d+)", out).group(1)
     stored = Service().get(f"/api/v1/submissions/{page}")
     assert stored["filename"] == "práctica 1.ipynb"
@@ -108,6 +111,50 @@ def test_a_saved_token_the_server_no_longer_takes_says_to_log_in_again(
     monkeypatch.setenv("HPCGRADE_TOKEN", "forged")
     refused = str(kernel.run_cell("%hpcgrade submit autograd-q q.ipynb").error_in_exec)
     assert "the token in HPCGRADE_TOKEN is not valid" in refused
+
+
+def test_an_exercise_in_two_courses_is_named_with_its_course_in_jupyter(
+        kernel, capsys, portal, course, tmp_path):  # noqa: F811
+    second_edition(course, tmp_path / "exercises")
+    notebook = tmp_path / "q.ipynb"
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "source": REFERENCE, "metadata": {}, "outputs": [],
+         "execution_count": 1}]}))
+    both = str(kernel.run_cell("%hpcgrade submit autograd-q q.ipynb").error_in_exec)
+    assert both == ("exercise autograd-q is in several of your courses: name one, as "
+                    f"COURSE/autograd-q (pytorch, {SECOND_COURSE})\nname one: COURSE/EXERCISE, "
+                    "or --course COURSE (`%hpcgrade my-courses` lists your courses)")
+    for named in (f"{SECOND_COURSE}/autograd-q", f"autograd-q --course {SECOND_COURSE}"):
+        out = _run(kernel, f"%hpcgrade submit {named} q.ipynb --timeout 0", capsys)
+        assert f"q.ipynb for {SECOND_COURSE}/autograd-q as saved" in out
+        assert ("no grade after 0 s; the submission stays queued: "
+                f"{portal}/courses/{SECOND_COURSE}/submissions/") in out
+    listed = _run(kernel, "%hpcgrade my-courses", capsys)
+    assert re.match(rf"{SECOND_COURSE} +student .*\npytorch +student ", listed)
+    _run(kernel, REFERENCE, capsys)
+    checked = _run(kernel, f"%hpcgrade check {SECOND_COURSE}/autograd-q", capsys)
+    assert "✔" in checked and "✘" not in checked
+
+
+def test_check_fetches_the_public_files_of_the_course_named(portal, course, tmp_path,
+                                                            monkeypatch):  # noqa: F811
+    second_edition(course, tmp_path / "exercises")
+    starter = tmp_path / "exercises" / "autograd-q" / "starter.py"
+    starter.write_text(starter.read_text() + "# the 2027 edition's\n")
+    folder, limits = exercise_files("autograd-q", tmp_path / "fetched", SECOND_COURSE)
+    assert folder == tmp_path / "fetched" and (folder / "starter.py").read_text() == \
+        starter.read_text()  # the local folder is the other course's: not used
+    monkeypatch.setattr("hpcgrade.visible.default_root", lambda: tmp_path / "none")
+    with pytest.raises(ServiceError, match="several of your courses") as both:
+        exercise_files("autograd-q", tmp_path / "again", None, IN_JUPYTER)
+    assert both.value.kind == REFUSED_KIND and "%hpcgrade my-courses" in str(both.value)
+    work = tmp_path / "work.py"
+    work.write_text(WRONG)
+    refused = CliRunner().invoke(main, ["check", "autograd-q", str(work)])
+    assert refused.exit_code == REFUSED and "`hpcgrade my-courses`" in refused.output
+    clash = CliRunner().invoke(main, ["check", "pytorch/autograd-q", str(work), "--course",
+                                      SECOND_COURSE])
+    assert clash.exit_code == NOT_LOGGED_IN and "names another course" in clash.output
 
 
 def test_submit_without_a_notebook_or_a_login_says_what_to_do(kernel, capsys, monkeypatch, tmp_path):

@@ -73,7 +73,7 @@ def test_a_course_of_one_installation_becomes_the_course_its_setting_names(empty
         assert {u.username for u in session.scalars(sa.select(User).where(User.is_admin))} == \
             {"root"}
         grades = {(user, exercise): standing.score
-                  for (user, exercise), standing in standings(session).items()}
+                  for (user, exercise), standing in standings(session, course.id).items()}
         assert grades == {(ids["ana"], ids["autograd-q"]): 7, (ids["bea"], ids["metrics"]): 3,
                           (ids["bea"], ids["autograd-q"]): 8}
         assert session.scalar(sa.select(sa.func.count()).select_from(Allowance)) == 1

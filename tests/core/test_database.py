@@ -7,10 +7,12 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from server.core import migrate
-from server.core.models import User
-from server.core.users import UserError, add_user, import_roster
+from server.core.courses import role_in
+from server.core.db import Database
+from server.core.models import Course, Enrolment, User
+from server.core.users import UserError, add_or_enrol, add_user, has_password, import_roster
 from worker.cli.main import main
-from helpers import the_course
+from helpers import new_course, the_course
 
 
 def csrf_token(client, path="/login") -> str:
@@ -30,7 +32,9 @@ def test_migrations_upgrade_an_empty_database_and_downgrade_cleanly(empty_databa
 
 
 def test_add_user_validates(db_session):
-    add_user(db_session, "ana", "Ana García", "ana@uni.es", "student", "long-password")
+    course = the_course(db_session)
+    add_user(db_session, "ana", "Ana García", "ana@uni.es", "student", "long-password",
+             course=course)
     db_session.flush()
     for args, message in [
         (("ana", "Ana", "a@b.es", "student", "long-password"), "already exists"),
@@ -40,27 +44,71 @@ def test_add_user_validates(db_session):
         (("bea", "Bea", "b@uni.es", "student", "short"), "at least 8"),
     ]:
         with pytest.raises(UserError, match=message):
-            add_user(db_session, *args)
+            add_user(db_session, *args, course=course)
+
+
+def test_a_course_role_needs_a_course_where_there_are_several(db_session):
+    with pytest.raises(UserError, match="name the course: there is none yet"):
+        add_user(db_session, "ana", "Ana", "a@uni.es", "student", None)
+    add_user(db_session, "root", "Rosa", "r@uni.es", "admin", None)  # in every course
+    the_course(db_session)
+    new_course(db_session, "mpi")
+    with pytest.raises(UserError, match="name the course: mpi, pytorch"):
+        add_user(db_session, "ana", "Ana", "a@uni.es", "student", None)
+    assert db_session.scalar(sa.select(User).where(User.username == "root")).is_admin
+
+
+def test_an_existing_account_is_enrolled_not_added_again(db_session):
+    """A student of two courses is one account: adding her to the second enrols her there."""
+    pytorch, mpi = the_course(db_session), new_course(db_session, "mpi")
+    ana = add_user(db_session, "ana", "Ana", "a@uni.es", "student", "long-password",
+                   course=pytorch)
+    user, created = add_or_enrol(db_session, "ana", "Another", "x@uni.es", "ta", None,
+                                 course=mpi)
+    assert user is ana and not created and ana.name == "Ana" and has_password(ana)
+    assert (role_in(db_session, ana.id, pytorch.id), role_in(db_session, ana.id, mpi.id)) == \
+        ("student", "ta")
+    with pytest.raises(UserError, match="user ana is in this course already"):
+        add_or_enrol(db_session, "ana", "Ana", "a@uni.es", "instructor", None, course=mpi)
+    with pytest.raises(UserError, match="user ana already exists"):
+        add_or_enrol(db_session, "ana", "Ana", "a@uni.es", "admin", None, course=mpi)
+    assert role_in(db_session, ana.id, mpi.id) == "ta" and not ana.is_admin
 
 
 def test_roster_import_is_all_or_nothing(db_session):
-    created = import_roster(db_session, "username,name,email,role\nana,Ana,a@uni.es,student\n"
-                                        "pilar,Pilar,p@uni.es,instructor\n")
+    pytorch, mpi = the_course(db_session), new_course(db_session, "mpi")
+    created, _plan = import_roster(db_session, "username,name,email,role\nana,Ana,a@uni.es,"
+                                   "student\npilar,Pilar,p@uni.es,instructor\n", pytorch)
     assert [user.username for user in created] == ["ana", "pilar"]
     db_session.flush()
-    with pytest.raises(UserError, match="line 3: user ana already exists"):
+    with pytest.raises(UserError, match="line 3: user ana: “nope” is not an email address"):
         import_roster(db_session, "username,name,email,role\nbea,Bea,b@uni.es,student\n"
-                                  "ana,Ana,a@uni.es,student\n")
+                                  "ana,Ana,nope,student\n", mpi)
+    assert db_session.scalar(sa.select(User).where(User.username == "bea")) is None
+    created, plan = import_roster(db_session, "username,name,email,role\nbea,Bea,b@uni.es,"
+                                  "student\nana,Ana,a@uni.es,ta\n", mpi)
+    assert [user.username for user in created] == ["bea"]
+    assert [row.username for row in plan.enrol] == ["ana"] and not plan.existing
+    ana = db_session.scalar(sa.select(User).where(User.username == "ana"))
+    assert role_in(db_session, ana.id, mpi.id) == "ta"
+    _created, again = import_roster(db_session, "username,name,email,role\n"
+                                    "ana,Ana,a@uni.es,instructor\n", mpi)
+    assert not _created and not again.enrol and [row.username for row in again.existing] == ["ana"]
+    assert role_in(db_session, ana.id, mpi.id) == "ta"  # members are left as they are
+    with pytest.raises(UserError, match="line 2: user pilar exists already and is not an admin"):
+        import_roster(db_session, "username,name,email,role\npilar,P,p@uni.es,admin\n", mpi)
     with pytest.raises(UserError, match="header must be"):
-        import_roster(db_session, "user,name\nx,y\n")
+        import_roster(db_session, "user,name\nx,y\n", mpi)
     with pytest.raises(UserError, match="line 2: expected 4 columns"):
-        import_roster(db_session, "username,name,email,role\nbea,Bea,b@uni.es,student,extra\n")
+        import_roster(db_session, "username,name,email,role\nbea,Bea,b@uni.es,student,extra\n",
+                      mpi)
 
 
 def test_login_logout_and_csrf(app):
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
-        add_user(session, "ana", "Ana García", "ana@uni.es", "student", "long-password")
+        add_user(session, "ana", "Ana García", "ana@uni.es", "student", "long-password",
+                 course=the_course(session))
         session.commit()
     client = app.test_client()
     assert client.get("/courses/pytorch/").status_code == 302
@@ -74,8 +122,23 @@ def test_login_logout_and_csrf(app):
     assert ok.status_code == 302 and ok.headers["Location"] == "/"
     assert "Ana García" in client.get("/courses/pytorch/").text
     assert client.post("/logout").status_code == 400  # no CSRF token
-    assert client.post("/logout", data={"csrf_token": csrf_token(client, "/")}).status_code == 302
+    assert client.post("/logout", data={"csrf_token": csrf_token(client, "/courses/pytorch/")}
+                       ).status_code == 302
     assert client.get("/courses/pytorch/").status_code == 302
+
+
+def roles_in_courses(url: str) -> dict[tuple[str, str], str]:
+    """(username, course) → role, as the database holds them; (username, "*") for an admin."""
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        found = {(username, slug): role for username, slug, role in connection.execute(
+            sa.select(User.username, Course.slug, Enrolment.role)
+            .join(Enrolment, Enrolment.user_id == User.id)
+            .join(Course, Course.id == Enrolment.course_id))}
+        found |= {(username, "*"): "admin" for username in connection.scalars(
+            sa.select(User.username).where(User.is_admin))}
+    engine.dispose()
+    return found
 
 
 def test_cli_users_and_db(tmp_path, monkeypatch):
@@ -86,17 +149,64 @@ def test_cli_users_and_db(tmp_path, monkeypatch):
     assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
     roster = tmp_path / "roster.csv"
     roster.write_text("username,name,email,role\nana,Ana,a@uni.es,student\n")
-    result = runner.invoke(main, ["users", "import", str(roster)])
+    no_course = runner.invoke(main, ["users", "import", str(roster)])
+    assert no_course.exit_code == 1
+    assert "name the course: there is none yet (with --course)" in no_course.output
+    database = Database(url)
+    with database.sessions.begin() as session:
+        new_course(session, "pytorch")
+    database.dispose()
+    result = runner.invoke(main, ["users", "import", str(roster)])  # the one course
     assert result.exit_code == 0 and result.stdout.startswith("username,link\nana,")
-    again = runner.invoke(main, ["users", "import", str(roster)])
-    assert again.exit_code == 1 and "line 2: user ana already exists" in again.output
+    again = runner.invoke(main, ["users", "import", str(roster), "--course", "pytorch"])
+    assert again.exit_code == 0 and again.stdout == "username,link\n"
+    assert "in the course already, left as they are: ana" in again.stderr
     added = runner.invoke(main, ["users", "add", "pilar", "--name", "Pilar", "--email", "p@uni.es",
                                  "--role", "instructor", "--password", "long-password"])
-    assert added.exit_code == 0, added.output
-    engine = sa.create_engine(url)
-    with engine.connect() as connection:
-        assert connection.scalar(sa.select(sa.func.count()).select_from(User.__table__)) == 2
-    engine.dispose()
+    assert added.exit_code == 0 and added.output == "added pilar (instructor in pytorch)\n"
+    admin = runner.invoke(main, ["users", "add", "root", "--name", "Rosa", "--email", "r@uni.es",
+                                 "--role", "admin", "--password", "long-password"])
+    assert admin.exit_code == 0 and admin.output == "added root (admin)\n"
+    database = Database(url)
+    with database.sessions.begin() as session:
+        new_course(session, "mpi")
+    database.dispose()
+    ambiguous = runner.invoke(main, ["users", "add", "bea", "--name", "Bea", "--email",
+                                     "b@uni.es", "--password", "long-password"])
+    assert ambiguous.exit_code == 1 and "name the course: mpi, pytorch" in ambiguous.output
+    unknown = runner.invoke(main, ["users", "add", "bea", "--name", "Bea", "--email", "b@uni.es",
+                                   "--course", "mpy", "--password", "long-password"])
+    assert unknown.exit_code == 1
+    assert "no course mpy; the courses are: mpi, pytorch" in unknown.output
+    taken = runner.invoke(main, ["users", "add", "ana", "--name", "Ana", "--email", "a@uni.es"])
+    assert taken.exit_code == 1 and "name the course with --course" in taken.output
+    # an existing account with --course is enrolled, and asked for no password
+    enrolled = runner.invoke(main, ["users", "add", "ana", "--name", "Ana", "--email", "a@uni.es",
+                                    "--role", "ta", "--course", "mpi"])
+    assert enrolled.exit_code == 0 and enrolled.output == "enrolled ana (ta in mpi)\n"
+    more = tmp_path / "more.csv"
+    more.write_text("username,name,email,role\nana,Ana,a@uni.es,student\n"
+                    "pilar,Pilar,p@uni.es,instructor\ncarl,Carl,c@uni.es,student\n")
+    imported = runner.invoke(main, ["users", "import", str(more), "--course", "mpi"])
+    assert imported.exit_code == 0 and re.fullmatch(r"username,link\ncarl,\S+\n", imported.stdout)
+    assert "existing accounts enrolled: pilar" in imported.stderr
+    assert "left as they are: ana" in imported.stderr
+    changed = runner.invoke(main, ["users", "enrol", "ana", "--course", "pytorch", "--role", "ta"])
+    assert changed.exit_code == 0 and changed.output == "ana in pytorch: student -> ta\n"
+    new = runner.invoke(main, ["users", "enrol", "root", "--course", "mpi", "--role", "student"])
+    assert new.exit_code == 0 and new.output == "enrolled root in mpi as student\n"
+    for wrong, message in ((["users", "enrol", "nobody", "--course", "mpi", "--role", "ta"],
+                            "no user nobody"),
+                           (["users", "enrol", "ana", "--course", "nope", "--role", "ta"],
+                            "no course nope; the courses are: mpi, pytorch")):
+        refused = runner.invoke(main, wrong)
+        assert refused.exit_code == 1 and message in refused.output
+    assert runner.invoke(main, ["users", "enrol", "ana", "--course", "mpi",
+                                "--role", "admin"]).exit_code == 2  # admin is no course role
+    assert roles_in_courses(url) == {
+        ("ana", "pytorch"): "ta", ("ana", "mpi"): "ta", ("pilar", "pytorch"): "instructor",
+        ("pilar", "mpi"): "instructor", ("carl", "mpi"): "student", ("root", "*"): "admin",
+        ("root", "mpi"): "student"}
     monkeypatch.setenv("HPCGRADE_DATABASE_URL", "sqlite:////nonexistent-dir/x.sqlite")
     broken = runner.invoke(main, ["users", "add", "x1", "--name", "X", "--email", "x@y.es",
                                   "--password", "long-password"])
@@ -157,7 +267,9 @@ def test_the_migration_of_grades_set_by_hand_changes_no_grade(empty_database_url
                 override_by=users["eva"] if override is not None else None, override_at=at)
     migrate.upgrade(empty_database_url)
     with Session(engine) as session:
-        grades = {name: standings(session)[users[name], exercise].score for name in users}
+        course_id = session.scalar(sa.select(sa.text("course_id FROM exercises")))
+        grades = {name: standings(session, course_id)[users[name], exercise].score
+                  for name in users}
         kept = {row.user_id: row for row in session.scalars(sa.select(SetGrade))}
     assert grades == {"ana": 2, "bea": 7, "carl": 5, "dan": 6, "eva": 5}
     assert set(kept) == {users["ana"], users["dan"]}

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from helpers import REFERENCE_Q, dispatcher, queue_submission
-from server.core.models import GradingRun, Submission
+from server.core.models import Course, GradingRun, Submission
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
 from worker.grading.settle import MAX_RUNS
 from worker.harness import spool
@@ -92,6 +92,13 @@ def states(database):
                 for s in session.scalars(sa.select(Submission).order_by(Submission.id))}
 
 
+def shape_of(database, grading, slug="autograd-q"):
+    """The shape of the tests' course's runs of this exercise."""
+    with database.sessions() as session:
+        course_id = session.scalar(sa.select(Course.id))
+    return grading.exercise(course_id, slug)[1]
+
+
 def run_error(database, submission_id, attempt):
     with database.sessions() as session:
         return session.scalar(sa.select(GradingRun.error).where(
@@ -101,7 +108,8 @@ def run_error(database, submission_id, attempt):
 def test_runs_are_packed_into_one_job_per_shape(database, cluster, catalogue, grading):
     on_a_gpu = dataclasses.replace(catalogue["autograd-q"], slurm={"gpus": 1})
     small = dataclasses.replace(catalogue["metrics"], slurm={"gpus": 0, "memory": "2G"})
-    grading.catalogue = dict(catalogue, metrics=small, **{"autograd-q": on_a_gpu})
+    changed = dict(catalogue, metrics=small, **{"autograd-q": on_a_gpu})
+    grading.exercises = lambda course: changed
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(5)]
     ids += [queue_submission(database, "def accuracy(): pass", "metrics") for _ in range(2)]
     grading.dispatch(ids[:1])
@@ -288,6 +296,8 @@ def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     pilot = Pilot(cluster.spool, "77", minutes=30)
+    shape = shape_of(database, grading)
+    grading.pilots.belong("77", shape)
     serving = threading.Thread(target=pilot.serve,
                                args=(lambda run: spool.write_report(run, report),), daemon=True)
     serving.start()
@@ -297,7 +307,7 @@ def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
     assert states(database)[submission_id] == ("graded", 10, [("done", "77")])
     (cluster.spool / "pilots" / "77" / "stop").touch()
     serving.join(timeout=10)
-    assert grading.pilots.choose(grading.resources) is None  # stopping: it takes no more runs
+    assert grading.pilots.choose(shape) is None  # stopping: it takes no more runs
 
     # a pilot that holds a run and falls silent (Slurm says it runs, its last heartbeat is a
     # minute old): the run goes back to the queue, then to sbatch

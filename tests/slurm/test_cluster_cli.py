@@ -9,7 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 import slurm_cluster
-from test_slurm import config_file, exercises_folder, settings, shared  # noqa: F401
+from helpers import new_course
+from server.core.courses import course_catalogue
+from server.core.exercises import sync_exercises
+from test_slurm import (config_file, empty_database_url, exercises_folder,  # noqa: F401
+                        own_jobs, settings, shared)
 from worker.cli.main import main
 from worker.harness import spool
 
@@ -19,9 +23,9 @@ pytestmark = [pytest.mark.slurm,
 
 
 @pytest.fixture
-def config(shared):
-    """The settings of a course of its own."""
-    return settings(shared)
+def config(database, shared):
+    """The settings of a course of its own (the tests' course, its jobs named after COURSE)."""
+    return own_jobs(database, settings(shared))
 
 
 @pytest.fixture
@@ -125,3 +129,32 @@ def test_pilot_stop_cancels_a_pilot_slurm_has_not_started(hpcgrade, drained):
         assert job_state(second) == "CANCELLED"
     finally:
         subprocess.run(["scancel", first, second], check=True)
+
+
+def test_slurm_check_and_pilots_take_each_course_with_its_own_account(database, hpcgrade, config,
+                                                                     shared):
+    """A second course whose Slurm settings the cluster refuses (its accounting is off, so
+    sbatch takes any account: a feature it does not have stands in for an unknown account) and
+    job names of its own: `slurm check` names it and passes the tests' course; a pilot is
+    started for the course named, with its job name and comment."""
+    with database.sessions.begin() as session:
+        second = new_course(session, "second", exercises_dir=str(shared / "exercises"),
+                            slurm={"account": "second-lab", "extra": ["--constraint=nonexistent"]},
+                            job_name=f"second-{config.course}", wckey="second")
+        sync_exercises(session, second, course_catalogue(second))
+    checked = hpcgrade("slurm", "check", "--no-probe")
+    assert checked.exit_code == 1
+    assert "cannot run: course second (its [slurm] over SLURM_*): sbatch refuses it" in checked.output
+    assert "cannot run: course pytorch" not in checked.output, checked.output
+    assert hpcgrade("pilot", "start").exit_code == 2  # which course's?
+    started = hpcgrade("pilot", "start", "--course", "pytorch", "--hours", "0.2")
+    assert started.exit_code == 0, started.output
+    pilot = started.output.split()[1]
+    try:
+        fields = subprocess.run(["squeue", "-h", "-j", pilot, "-o", "%j|%k"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        assert fields == f"hpcgrade-{config.course}-pilot|hpcgrade {config.course} pilot"
+        assert json.loads((spool.make_folder(config.spool_dir, "pilots", pilot)
+                           / "course.json").read_text())["course"] == "pytorch"
+    finally:
+        subprocess.run(["scancel", pilot], check=True)

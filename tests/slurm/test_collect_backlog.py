@@ -16,7 +16,6 @@ import pytest
 import slurm_cluster
 from helpers import the_course, REFERENCE_Q, queue_submission
 from server.core import migrate
-from server.core.catalogue import load_catalogue
 from server.core.config import app_settings, load_settings
 from server.core.db import Database
 from server.core.exercises import sync_exercises
@@ -95,8 +94,7 @@ def test_collects_queued_while_no_worker_ran_make_a_couple_of_squeue_calls(tmp_p
             add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
         config = load_settings(settings)
         submission = queue_submission(database, REFERENCE_Q)
-        Dispatcher.from_settings(database, SlurmExecutor(config), load_catalogue(),
-                                 config).dispatch([submission])
+        Dispatcher.from_settings(database, SlurmExecutor(config), config).dispatch([submission])
         write_config(folder / "hpcgrade.toml", settings)
         log, wrapper = folder / "squeue.log", folder / "bin" / "squeue"
         wrapper.parent.mkdir()

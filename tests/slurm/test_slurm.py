@@ -17,12 +17,14 @@ import pytest
 import sqlalchemy as sa
 
 import slurm_cluster
-from helpers import the_course, REFERENCE_Q, graded_through_api, postgres_database, queue_submission
+from helpers import (COURSE, REFERENCE_Q, graded_through_api, new_course, postgres_database,
+                     queue_submission, the_course)
 from server.core import migrate
 from server.core.catalogue import load_catalogue
 from server.core.config import Settings, load_settings
+from server.core.courses import course_catalogue, edit_course, find_course
 from server.core.exercises import sync_exercises
-from server.core.models import GradingRun, Regrade, RunStatus, Submission, utcnow
+from server.core.models import Exercise, GradingRun, Regrade, RunStatus, Submission, User, utcnow
 from server.core.users import add_user
 from server.web.app import create_app
 from server.web.course import run_rows
@@ -93,8 +95,22 @@ def exercises_folder(shared: Path, slug: str, slurm: str) -> Path:
 
 
 def make_dispatcher(database, config, catalogue=None) -> Dispatcher:
-    return Dispatcher.from_settings(database, SlurmExecutor(config),
-                                    catalogue or load_catalogue(), config)
+    """The dispatcher of the tests' course, its jobs named after config's COURSE (this test's
+    own); `catalogue`: its exercises (default: its folder's)."""
+    own_jobs(database, config)
+    return Dispatcher.from_settings(database, SlurmExecutor(config), config,
+                                    exercises=catalogue or course_catalogue)
+
+
+def own_jobs(database, config: Settings, course: str = COURSE) -> Settings:
+    """The course's job names made of config's COURSE, so that its jobs are this test's own;
+    returns the settings on the test's database, where the course is (for `hpcgrade`'s
+    commands)."""
+    with database.sessions.begin() as session:
+        edit_course(session, find_course(session, course), job_name=f"hpcgrade-{config.course}",
+                    job_comment=f"hpcgrade {config.course}", wckey=config.course)
+    return dataclasses.replace(config, database_url=database.engine.url.render_as_string(
+        hide_password=False))
 
 
 def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
@@ -145,6 +161,44 @@ def test_a_terminal_grades_files_in_one_slurm_job(shared, tmp_path):
     assert [(r["file"], r["score"]) for r in reports] == [(str(good), 10), (str(wrong), 3)]
     assert reports[0]["environment"]["slurm_job"] == reports[1]["environment"]["slurm_job"]
     assert not any((shared / "spool" / "runs").iterdir())
+
+
+def test_two_courses_runs_go_to_jobs_of_their_own_with_each_courses_options(database, shared):
+    """A second course with its own account, job name, comment, exercises and venv (a wrapper
+    that notes it ran, then runs the grading account's venv). Accounting is off on this cluster,
+    so Slurm takes any account as given: what is checked is that each job carries its
+    course's."""
+    config = settings(shared)
+    grading = make_dispatcher(database, config)
+    marker, python = shared / "second-python-ran", shared / "second-python"
+    python.write_text(f'#!/bin/sh\ntouch {marker}\nexec {config.course_python} "$@"\n')
+    python.chmod(0o755)
+    with database.sessions.begin() as session:
+        second = new_course(session, "second", exercises_dir=str(
+            exercises_folder(shared, "autograd-q", "gpus = 0")), course_python=str(python),
+            slurm={"account": "second-lab"}, job_name=f"second-{config.course}",
+            job_comment="second course", wckey="second")
+        sync_exercises(session, second, course_catalogue(second))
+        add_user(session, "sam", "Sam", "s@uni.es", "student", None, course=second)
+    ids = [queue_submission(database, REFERENCE_Q)]
+    with database.sessions.begin() as session:
+        sam = session.scalar(sa.select(User).where(User.username == "sam"))
+        exercise = session.scalar(sa.select(Exercise).where(Exercise.course_id == second.id))
+        session.add(submission := Submission(user=sam, exercise=exercise, filename="work.py",
+                                             code=REFERENCE_Q.encode(), sha256="x",
+                                             status="queued", submitted_at=utcnow()))
+        session.flush()
+        ids.append(submission.id)
+    done = settle(grading, ids)
+    assert [s.score for s in done.values()] == [10, 10]
+    jobs = [done[i].runs[0].external_id for i in ids]
+    shown = [subprocess.run(["squeue", "-h", "--states=all", "-j", job, "-o", "%j|%a|%k"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+             for job in jobs]
+    assert [line.split(" batch ")[0] for line in shown] == [
+        f"hpcgrade-{config.course}|(null)|hpcgrade {config.course}",
+        f"second-{config.course}|second-lab|second course"]
+    assert marker.exists()
 
 
 def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
@@ -433,7 +487,8 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared
         assert "asks 4 CPUs, the largest node of partition grading has" in submission.runs[0].error
     assert slurm_cluster.jobs() == []
     # and at start-up: the dispatcher's unit runs `hpcgrade slurm check` before it starts
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml",
+                                                           own_jobs(database, config))),
                HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0\ncpus = 4")))
     checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check"], env=env,
                              capture_output=True, text=True, cwd=ROOT)
@@ -441,14 +496,16 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared
     assert "autograd-q: asks 4 CPUs, the largest node of partition grading has" in checked.stderr
 
 
-def test_slurm_check_probes_the_sandbox_of_a_node(shared, tmp_path):
+def test_slurm_check_probes_the_sandbox_of_a_node(database, shared, tmp_path):
     """A probe job starts a student process on a node as a grade does: every layer is raised
     there, and the check refuses a checkout the job's account may write (root may write all)."""
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", settings(shared))),
+    config = own_jobs(database, settings(shared))
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
                HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")))
     checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--wait", "120"],
                              env=env, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    probed = [line for line in checked.stdout.splitlines() if line.startswith("probe on ")]
+    probed = [line for line in checked.stdout.splitlines()
+              if line.startswith(f"course {COURSE}, partition grading: probe on ")]
     assert probed and "mount-namespace" in probed[0] and "seccomp" in probed[0], checked.stdout + checked.stderr
     assert checked.returncode == 1
     assert "can write the code the jobs run" in checked.stderr, checked.stderr
@@ -460,11 +517,15 @@ def test_slurm_check_probes_the_sandbox_of_a_node(shared, tmp_path):
 def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, shared, tmp_path):
     config = settings(shared)
     grading = make_dispatcher(database, config, exercise_with("autograd-q", limits=SLOW_LOADS))
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)))
-    started = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "start", "--hours", "0.2"],
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml",
+                                                           own_jobs(database, config))))
+    started = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "start", "--course",
+                              COURSE, "--hours", "0.2"],
                              env=env, capture_output=True, text=True, cwd=ROOT, check=True)
     pilot = started.stdout.split()[1]
-    shape = load_catalogue()["autograd-q"].resources(grading.resources)
+    with database.sessions() as session:
+        course_id = find_course(session, COURSE).id
+    shape = grading.exercise(course_id, "autograd-q")[1]
     deadline = time.monotonic() + 60
     while grading.pilots.choose(shape) != pilot:
         assert time.monotonic() < deadline, "the pilot never took runs"

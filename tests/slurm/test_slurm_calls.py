@@ -97,7 +97,7 @@ def held_job(name: str, spool: Path) -> str:
 
 def test_a_poll_asks_squeue_for_the_jobs_it_follows_alone(spool, squeue_calls):
     slurm = SlurmExecutor(settings(spool))
-    mine, other = held_job(slurm.job_name, spool), held_job("someone-else", spool)
+    mine, other = held_job(slurm.default.job_name, spool), held_job("someone-else", spool)
     try:
         for _ in range(3):
             assert slurm.poll([mine]) == {mine: JobState("PENDING", None, "JobHeldUser")}

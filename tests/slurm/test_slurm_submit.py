@@ -15,7 +15,7 @@ import slurm_cluster
 from helpers import REFERENCE_Q, queue_submission
 from server.core.models import Submission
 from test_slurm import (ROOT, config_file, empty_database_url, exercise_with,  # noqa: F401
-                        exercises_folder, make_dispatcher, settings, settle, shared)
+                        exercises_folder, make_dispatcher, own_jobs, settings, settle, shared)
 from worker.grading import slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.services,
@@ -99,14 +99,15 @@ def test_a_transient_sbatch_error_backs_off_and_the_runs_stay_queued(database, s
     assert (done[submission_id].status, done[submission_id].score) == ("graded", 10)
 
 
-def test_slurm_check_tries_every_exercises_shape_with_sbatch_test_only(shared, tmp_path):
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", settings(shared))),
+def test_slurm_check_tries_every_exercises_shape_with_sbatch_test_only(database, shared, tmp_path):
+    config = own_jobs(database, settings(shared))
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
                HPCGRADE_EXERCISES=str(exercises_folder(
                    shared, "autograd-q", 'gpus = 0\nextra = ["--constraint=nonexistent"]')))
     checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
                              env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert checked.returncode == 1
-    assert "autograd-q: sbatch refuses it" in checked.stderr
+    assert "course pytorch, exercise autograd-q: sbatch refuses it" in checked.stderr
     assert "Invalid feature specification" in checked.stderr
 
 
@@ -138,7 +139,8 @@ def test_a_full_spool_sends_nothing_until_space_is_made(database, shared, small_
         assert (submission.status, submission.runs) == ("queued", [])  # no try used
     assert course_jobs(config.course) == []
     assert f"spool full: 0 MB free on {small_spool}, SPOOL_MIN_FREE_MB is 1" in caplog.text
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
+    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml",
+                                                           own_jobs(database, config))),
                HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")))
     checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
                              env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)

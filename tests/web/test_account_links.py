@@ -11,7 +11,8 @@ from aiosmtpd.controller import Controller
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from helpers import CSRF_TOKEN, change_settings, free_port, logged_in
+from helpers import CSRF_TOKEN, change_settings, free_port, logged_in, new_course
+from server.core.db import Database
 from server.core.models import User
 from test_roster import HEADER, links, set_password, users
 from worker.cli.main import main
@@ -184,7 +185,8 @@ def staff_with_mail(course, smtp_server, monkeypatch):
 def test_an_import_mails_each_new_account_its_link(staff_with_mail):
     app, recorder = staff_with_mail
     client, token = logged_in(app, "prof")
-    roster = HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
+    roster = (HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
+              "bea,Bea,b@uni.es,student\n")  # in the course already, with her password
     done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": roster})
     assert "The links are being mailed to their 2 addresses" in done.text
     mailed = sent_links(recorder)
@@ -247,9 +249,15 @@ def test_the_cli_mails_the_links_too(tmp_path, monkeypatch, smtp_server):
         monkeypatch.setenv(f"HPCGRADE_{name}", str(value))
     runner = CliRunner()
     assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
+    database = Database(f"sqlite:///{tmp_path / 'cli.sqlite'}")
+    with database.sessions.begin() as session:
+        new_course(session)
+        new_course(session, "mpi")
+    database.dispose()
     roster = tmp_path / "roster.csv"
     roster.write_text(HEADER + f"carl,Carl,c@uni.es,student\nrita,Rita,{REFUSED},student\n")
-    done = runner.invoke(main, ["users", "import", str(roster), "--lang", "es"])
+    done = runner.invoke(main, ["users", "import", str(roster), "--lang", "es",
+                                "--course", "pytorch"])
     assert done.exit_code == 0, done.output
     printed = dict(line.split(",") for line in done.stdout.splitlines()[1:])
     assert sent_links(recorder) == {"c@uni.es": printed["carl"]}

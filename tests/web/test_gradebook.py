@@ -53,10 +53,14 @@ def test_staff_land_on_the_course_and_students_on_their_exercises(course):
         session = course.extensions["hpcgrade.db"].sessions()
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
-    assert log_in(course.test_client(), "prof").headers["Location"] == "/courses/pytorch/staff/"
-    asked = log_in(course.test_client(), "prof", path="/login?next=/history")
-    assert asked.headers["Location"] == "/history"
-    assert log_in(course.test_client(), "ana").headers["Location"] == "/"
+    prof = course.test_client()
+    assert log_in(prof, "prof").headers["Location"] == "/"
+    assert prof.get("/").headers["Location"] == "/courses/pytorch/staff/"
+    asked = log_in(course.test_client(), "prof", path="/login?next=/courses/pytorch/submissions")
+    assert asked.headers["Location"] == "/courses/pytorch/submissions"
+    ana = course.test_client()
+    assert log_in(ana, "ana").headers["Location"] == "/"
+    assert ana.get("/").headers["Location"] == "/courses/pytorch/"
 
 
 def test_gradebook_columns_in_course_order_with_points_totals_and_percentages(marked_course):
@@ -266,7 +270,8 @@ def test_the_excel_variant_in_spanish_has_semicolons_and_decimal_commas(marked_c
 
 def test_an_empty_course_says_what_to_do_on_the_web_or_the_command_line(app, catalogue):
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
-        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
+        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password",
+                 course=the_course(session))
     client, _ = logged_in(app, "prof")
     overview = client.get("/courses/pytorch/staff/").text
     assert ('No exercises yet: use “<a href="/courses/pytorch/staff/roster/#exercises">Sync the exercises</a>” '

@@ -9,7 +9,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from helpers import the_course, REFERENCE_Q, free_port, log_in, postgres_database
+from helpers import IN_COURSE, REFERENCE_Q, free_port, log_in, postgres_database, the_course
 from server.core.models import Exercise, Submission, User
 from server.web.submissions import Rules, submit_once
 
@@ -107,7 +107,7 @@ def test_api_errors_are_json_for_every_status(client):
 
 
 def page_key(client, slug="autograd-q") -> tuple[str, str]:
-    page = client.get(f"/courses/pytorch/exercises/{slug}").text
+    page = client.get(f"{IN_COURSE}/exercises/{slug}").text
     return (re.search(r'name="csrf_token" value="([^"]+)"', page).group(1),
             re.search(r'name="idempotency_key" value="([^"]+)"', page).group(1))
 
@@ -117,14 +117,15 @@ def test_the_form_sent_twice_stores_one_submission(course):
     log_in(client)
     csrf, key = page_key(client)
     assert page_key(client)[1] != key  # a fresh key each time the page is shown
-    assert client.get("/courses/pytorch/exercises/autograd-q").headers["Cache-Control"] == "no-store"
+    assert client.get(f"{IN_COURSE}/exercises/autograd-q").headers["Cache-Control"] == "no-store"
     form = {"csrf_token": csrf, "idempotency_key": key, "code": REFERENCE_Q}
-    first = client.post("/courses/pytorch/exercises/autograd-q/submissions", data=form)
-    again = client.post("/courses/pytorch/exercises/autograd-q/submissions", data=form)
+    first = client.post(f"{IN_COURSE}/exercises/autograd-q/submissions", data=form)
+    again = client.post(f"{IN_COURSE}/exercises/autograd-q/submissions", data=form)
     assert first.status_code == again.status_code == 303
     assert again.headers["Location"] == first.headers["Location"]
     assert len(stored(course)) == 1
-    bad = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={**form, "idempotency_key": "k" * 129})
+    bad = client.post(f"{IN_COURSE}/exercises/autograd-q/submissions",
+                      data={**form, "idempotency_key": "k" * 129})
     assert bad.status_code == 400 and "128 printable ASCII" in bad.text
 
 
@@ -271,5 +272,6 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(course,
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         rows = session.execute(sa.select(Submission.id, Submission.idempotency_key)).all()
     assert len(rows) == 1 and uuid.UUID(rows[0].idempotency_key)
-    assert result.stdout.strip().endswith(f"/courses/pytorch/submissions/{rows[0].id}")  # the web page's address
+    # the web page's address, in the submission's course
+    assert result.stdout.strip().endswith(f"{IN_COURSE}/submissions/{rows[0].id}")
     assert "/api/" not in result.stdout

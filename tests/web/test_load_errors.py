@@ -33,7 +33,7 @@ def test_a_misnamed_function_counts_among_the_exercises_diagnostics(course, exec
     assert grade_next(database, executor, catalogue)[1] == "graded"
     with database.sessions() as session:
         q = session.scalar(select(Exercise).where(Exercise.slug == "autograd-q"))
-        assert diagnostic_counts(session, q.id) == {q.id: [("missing-function", 1, 1)]}
+        assert diagnostic_counts(session, q.course_id, q.id) == {q.id: [("missing-function", 1, 1)]}
     prof, _ = logged_in(course, "prof")
     assert "missing-function" in prof.get("/courses/pytorch/staff/").text
     link = "/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function"

@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from helpers import COURSE_ORDER, CSRF_TOKEN, log_in, logged_in
+from helpers import COURSE_ORDER, CSRF_TOKEN, log_in, logged_in, new_course
 from server.core.catalogue import default_root
-from server.core.models import Exercise, User
+from server.core.db import Database
+from server.core.models import Course, Enrolment, Exercise, User
 from server.core.users import add_user
 from worker.cli.main import main
 
@@ -36,9 +37,17 @@ def users(app) -> dict[str, User]:
         return {user.username: user for user in session.scalars(select(User))}
 
 
-def upload(client, token, data: bytes, filename="roster.csv", lang="en"):
+def roles(app, course: str = "pytorch") -> dict[str, str]:
+    """username → role in the course, of everyone enrolled in it."""
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        return dict(session.execute(
+            select(User.username, Enrolment.role).join(Enrolment, Enrolment.user_id == User.id)
+            .join(Course, Course.id == Enrolment.course_id).where(Course.slug == course)).all())
+
+
+def upload(client, token, data: bytes, filename="roster.csv", lang="en", course="pytorch"):
     """The preview, or the roster page that a refused file leads back to."""
-    return client.post(f"/courses/pytorch/staff/roster/upload?lang={lang}", follow_redirects=True, data={
+    return client.post(f"/courses/{course}/staff/roster/upload?lang={lang}", follow_redirects=True, data={
         "csrf_token": token, "roster": (io.BytesIO(data), filename)})
 
 
@@ -93,11 +102,11 @@ def test_staff_reach_the_roster_from_the_navigation_and_the_course(staffed):
 def test_the_roster_is_searched_sorted_and_filtered(staffed):
     client, _ = logged_in(staffed, "prof")
     page = client.get("/courses/pytorch/staff/roster/").text
-    assert listed(page) == ["ana", "bea", "prof", "root"]  # students first, then staff
+    assert listed(page) == ["ana", "bea", "prof"]  # students first, then staff; no admin
     assert page.index("Students") < page.index("a@uni.es") < page.index("Staff")
     assert '<th aria-sort="ascending"><a href="/courses/pytorch/staff/roster/?order=desc">Name</a>' in page
     by_email = client.get("/courses/pytorch/staff/roster/?sort=email&order=desc").text
-    assert listed(by_email) == ["bea", "ana", "root", "prof"]
+    assert listed(by_email) == ["bea", "ana", "prof"]
     assert by_email.count("aria-sort=") == 2 and 'aria-sort="descending"' in by_email
     found = client.get("/courses/pytorch/staff/roster/?q=GARCIA").text  # Ana García, whatever the case and accent
     assert listed(found) == ["ana"] and "1 account shown" in found and "Staff" not in found
@@ -113,7 +122,7 @@ def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
               "dani,Dani,d@uni.es,student\n").encode()
     preview = upload(client, token, roster)
     assert preview.status_code == 200
-    assert "2 new accounts" in preview.text and "1 account exists already" in preview.text
+    assert "2 new accounts" in preview.text and "1 account is in this course already" in preview.text
     assert "<td>5</td><td>dani</td>" in preview.text  # the file's own line numbers
     assert set(users(staffed)) == {"ana", "bea", "prof", "root"}  # nothing stored yet
     text = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text, re.S).group(1))
@@ -128,14 +137,13 @@ def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
     sheet = csv_download(done.text)
     assert sheet.startswith("\ufeffusername,name,email,link\r\n")
     assert f"carl,Carl Núñez,c@uni.es,{shown['carl']}" in sheet
-    accounts = users(staffed)
-    assert accounts["carl"].role == "student" and accounts["ana"].name == "Ana García"
+    assert roles(staffed)["carl"] == "student" and users(staffed)["ana"].name == "Ana García"
     chosen = set_password(staffed, shown["carl"])
     assert chosen.status_code == 303
     logged_in(staffed, "carl", "chosen-password")
     again = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text},
                         follow_redirects=True)
-    assert "exists already: nothing to add" in again.text and not links(again.text)
+    assert "is in this course already: nothing to add" in again.text and not links(again.text)
 
 
 def test_a_course_roster_is_imported_at_once_without_hashing_a_password(staffed, monkeypatch):
@@ -161,7 +169,7 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
     text = (HEADER + "carl,Carl,c@uni.es,student\n"
             "dani,Dani,not-an-email,student\n"
             "carl,Carl again,c2@uni.es,student\n"
-            "eva,Eva,e@uni.es,admin\n"
+            "eva,Eva,e@uni.es,instructor\n"
             "fede,Fede,f@uni.es\n"
             "gil,Gil,g@uni.es,student\n")
     preview = upload(client, token, text.encode())
@@ -169,7 +177,7 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
     assert set(errors) == {"3", "4", "5", "6"}
     assert "is not an email address" in html.unescape(errors["3"])
     assert "appears twice (first on line 2)" in errors["4"]
-    assert "only an admin may add instructors and admins" in errors["5"]  # prof is an instructor
+    assert "user eva: only an admin may add instructors" in errors["5"]  # prof is an instructor
     assert "expected 4 columns" in errors["6"]
     assert "4 wrong lines" in preview.text and "Import the 2 valid rows" in preview.text
     done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text})
@@ -178,7 +186,7 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
     assert "4 wrong lines were left out" in done.text
     assert set(wrong_lines(done.text)) == {"3", "4", "5", "6"}
     assert {"carl", "gil"} <= set(users(staffed)) and "dani" not in users(staffed)
-    admin, admin_token = logged_in(staffed, "root")  # an admin may add admins
+    admin, admin_token = logged_in(staffed, "root")  # an admin may add instructors
     assert set(wrong_lines(upload(admin, admin_token, text.encode()).text)) == {"3", "4", "6"}
     only_wrong = HEADER + "hugo,Hugo,nope,student\n"
     preview = upload(client, token, only_wrong.encode())
@@ -231,7 +239,7 @@ def test_a_spreadsheet_csv_with_semicolons_and_a_bom_is_read(staffed):
 def test_adding_an_account(staffed):
     client, token = logged_in(staffed, "prof")
     form = client.get("/courses/pytorch/staff/roster/add").text
-    assert 'name="role" value="student"' in form and "<select" not in form
+    assert re.findall(r'<option value="(\w+)"', form) == ["student", "ta"]
     added = client.post("/courses/pytorch/staff/roster/add", data={
         "csrf_token": token, "username": "carl", "name": "Carl", "email": "c@uni.es",
         "role": "student"})
@@ -241,18 +249,26 @@ def test_adding_an_account(staffed):
     admin = {"csrf_token": token, "username": "boss", "name": "Boss", "email": "x@uni.es",
              "role": "admin"}
     refused = client.post("/courses/pytorch/staff/roster/add", data=admin)
-    assert refused.status_code == 403 and "Only an admin may add" in refused.text
+    assert refused.status_code == 403
+    assert "Not added: admins are added with the command line only." in refused.text
+    refused = client.post("/courses/pytorch/staff/roster/add", data={**admin, "role": "instructor"})
+    assert refused.status_code == 403
+    assert "Not added: only an admin may add instructors." in refused.text
     assert "boss" not in users(staffed)
     bad = client.post("/courses/pytorch/staff/roster/add", data={**admin, "role": "student", "email": "x"})
     assert bad.status_code == 400 and "is not an email address" in html.unescape(bad.text)
     assert 'value="boss"' in bad.text  # what was typed stays
     taken = client.post("/courses/pytorch/staff/roster/add", data={**admin, "username": "ana", "role": "student"})
-    assert taken.status_code == 400 and "user ana already exists" in taken.text
+    assert taken.status_code == 400 and "user ana is in this course already" in taken.text
     root, root_token = logged_in(staffed, "root")
-    assert "<select" in root.get("/courses/pytorch/staff/roster/add").text
-    added_admin = root.post("/courses/pytorch/staff/roster/add", data={**admin, "csrf_token": root_token})
-    assert added_admin.status_code == 200
-    assert users(staffed)["boss"].role == "admin"
+    options = re.findall(r'<option value="(\w+)"', root.get("/courses/pytorch/staff/roster/add").text)
+    assert options == ["student", "ta", "instructor"]  # an admin is made on the command line
+    assert root.post("/courses/pytorch/staff/roster/add", data={
+        **admin, "csrf_token": root_token}).status_code == 403
+    added = root.post("/courses/pytorch/staff/roster/add", data={
+        **admin, "role": "instructor", "csrf_token": root_token})
+    assert added.status_code == 200
+    assert roles(staffed)["boss"] == "instructor" and not users(staffed)["boss"].is_admin
 
 
 def test_a_password_reset_ends_the_users_sessions(staffed):
@@ -268,8 +284,9 @@ def test_a_password_reset_ends_the_users_sessions(staffed):
     assert log_in(staffed.test_client(), "bea").status_code == 401
     assert set_password(staffed, link).status_code == 303
     logged_in(staffed, "bea", "chosen-password")
-    # an instructor resets students only; an admin anyone; nobody their own from here
-    assert client.post("/courses/pytorch/staff/roster/root/password", data={"csrf_token": token}).status_code == 403
+    # an instructor resets students only (root is in no course: not there for prof); an admin
+    # anyone; nobody their own from here
+    assert client.post("/courses/pytorch/staff/roster/root/password", data={"csrf_token": token}).status_code == 404
     assert client.get("/courses/pytorch/staff/roster/nobody/password").status_code == 404
     own = client.post("/courses/pytorch/staff/roster/prof/password", data={"csrf_token": token})
     assert own.headers["Location"] == "/account/password"
@@ -324,6 +341,10 @@ def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
     monkeypatch.delenv("HPCGRADE_SECRET_KEY", raising=False)  # the harness fixture sets one
     runner = CliRunner()
     assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
+    database = Database(f"sqlite:///{tmp_path / 'cli.sqlite'}")
+    with database.sessions.begin() as session:
+        new_course(session)
+    database.dispose()
     good = tmp_path / "good.csv"
     good.write_text(HEADER + "ana,Ana,a@uni.es,student\nbea,Bea,b@uni.es,student\n")
     no_key = runner.invoke(main, ["users", "import", str(good)])
@@ -403,7 +424,7 @@ def test_a_roster_far_over_the_limit_is_named_as_a_roster(staffed):
     a notebook's outputs, and leads back to the roster."""
     client, token = logged_in(staffed, "prof")
     size = 33 << 20
-    reply = client.post("/courses/pytorch/staff/roster/upload", headers={"Referer": "http://localhost/staff/roster/"},
+    reply = client.post("/courses/pytorch/staff/roster/upload", headers={"Referer": "http://localhost/courses/pytorch/staff/roster/"},
                         data={"csrf_token": token,
                               "roster": (io.BytesIO(b"x" * size), "roster.csv")})
     assert reply.status_code == 303 and reply.headers["Location"] == "/courses/pytorch/staff/roster/"
@@ -454,3 +475,188 @@ def test_the_links_of_accounts_waiting_for_a_password_are_shown_again(staffed):
     assert "1 account is waiting for a password" in prof.get("/courses/pytorch/staff/roster/").text
     student, _ = logged_in(staffed, "ana")
     assert student.get("/courses/pytorch/staff/roster/waiting").status_code == 403
+
+
+
+@pytest.fixture
+def two_courses(staffed, tmp_path):
+    """pytorch (ana, bea; prof its instructor, tina its teaching assistant) and mpi, of a folder
+    of its own with one exercise: otto its instructor, tom its teaching assistant, mia its
+    student, and bea a student of both."""
+    from server.core.courses import enrol
+    folder = tmp_path / "mpi-exercises"
+    shutil.copytree(default_root() / "metrics", folder / "metrics")
+    with staffed.app_context():
+        session = staffed.extensions["hpcgrade.db"].sessions()
+        pytorch = session.scalar(select(Course).where(Course.slug == "pytorch"))
+        mpi = new_course(session, "mpi", exercises_dir=str(folder))
+        for username, role, course in (("tina", "ta", pytorch), ("otto", "instructor", mpi),
+                                       ("tom", "ta", mpi), ("mia", "student", mpi)):
+            add_user(session, username, username.title(), f"{username}@uni.es", role,
+                     "long-password", course=course)
+        enrol(session, session.scalar(select(User).where(User.username == "bea")), mpi, "student")
+        session.commit()
+    return staffed
+
+
+ROSTER_ROUTES = [("get", "/"), ("get", "/add"), ("get", "/waiting"), ("get", "/bea/password"),
+                 ("post", "/upload"), ("post", "/import"), ("post", "/add"),
+                 ("post", "/bea/password"), ("post", "/exercises/sync")]
+
+
+def in_course(app, username: str, course: str = "mpi"):
+    """A test client logged in, and its CSRF token, read from the course's page."""
+    client = app.test_client()
+    assert log_in(client, username).status_code == 302
+    page = client.get(f"/courses/{course}/", follow_redirects=True).text
+    return client, CSRF_TOKEN.search(page).group(1)
+
+
+def tried(client, token, course: str = "pytorch") -> dict[tuple[str, str], int]:
+    """(method, path) → status, for every route of the course's roster."""
+    return {(method, path): getattr(client, method)(f"/courses/{course}/staff/roster{path}",
+                                                    data={"csrf_token": token}).status_code
+            for method, path in ROSTER_ROUTES}
+
+
+def test_another_courses_people_get_404_on_every_roster_route(two_courses):
+    """pytorch's roster does not exist for mpi's instructor, teaching assistant or student
+    (bea, a student of both, gets 403 there as pytorch's student)."""
+    for username in ("otto", "tom", "mia"):
+        client, token = in_course(two_courses, username)
+        assert set(tried(client, token).values()) == {404}, username
+    client, token = in_course(two_courses, "otto")
+    assert client.get("/courses/mpi/staff/roster/").status_code == 200  # their own is there
+    assert set(tried(*in_course(two_courses, "bea")).values()) == {403}
+
+
+def test_a_teaching_assistant_reads_the_roster_and_changes_nothing(two_courses):
+    client, token = in_course(two_courses, "tina", "pytorch")
+    page = client.get("/courses/pytorch/staff/roster/").text
+    assert listed(page) == ["ana", "bea", "prof", "tina"]
+    for form in ("Import a roster", "/staff/roster/add", "/staff/roster/waiting", ">Reset<",
+                 "/exercises/sync"):
+        assert form not in page, form
+    statuses = tried(client, token)
+    assert statuses.pop(("get", "/")) == 200 and set(statuses.values()) == {403}
+    added = client.post("/courses/pytorch/staff/roster/add", data={
+        "csrf_token": token, "username": "carl", "name": "Carl", "email": "c@uni.es",
+        "role": "student"})
+    assert added.status_code == 403 and "carl" not in users(two_courses)
+
+
+def test_the_roster_lists_the_courses_people_with_their_role_there(two_courses):
+    client, _ = in_course(two_courses, "prof", "pytorch")
+    page = client.get("/courses/pytorch/staff/roster/").text
+    assert listed(page) == ["ana", "bea", "prof", "tina"]  # not mpi's, nor root (no course)
+    assert "<td>teaching assistant</td>" in page and "3 accounts" not in page
+    assert re.findall(r'<option value="(\w*)"', page) == ["", "student", "ta", "instructor"]
+    assert listed(client.get("/courses/pytorch/staff/roster/?filter=ta").text) == ["tina"]
+    assert listed(client.get("/courses/pytorch/staff/roster/?sort=role").text) == \
+        ["ana", "bea", "tina", "prof"]
+    otto, _ = in_course(two_courses, "otto")
+    assert listed(otto.get("/courses/mpi/staff/roster/").text) == ["bea", "mia", "otto", "tom"]
+    root, root_token = in_course(two_courses, "root")
+    root.post("/courses/mpi/staff/roster/add", data={
+        "csrf_token": root_token, "username": "root", "name": "Rosa", "email": "r@uni.es",
+        "role": "ta"})
+    assert "root" in listed(otto.get("/courses/mpi/staff/roster/").text)  # enrolled now
+
+
+def test_an_existing_username_is_enrolled_not_refused(two_courses):
+    """A student of two courses is one account: adding tom (mpi's teaching assistant) to
+    pytorch enrols him there with the role given, his account as it was."""
+    client, token = in_course(two_courses, "prof", "pytorch")
+    form = {"csrf_token": token, "username": "tom", "name": "Someone Else",
+            "email": "else@uni.es", "role": "student"}
+    enrolled = client.post("/courses/pytorch/staff/roster/add", data=form)
+    assert enrolled.status_code == 303 and enrolled.headers["Location"] == "/courses/pytorch/staff/roster/"
+    page = client.get(enrolled.headers["Location"]).text
+    assert "tom had an account already: it is enrolled in this course as student" in page
+    assert roles(two_courses)["tom"] == "student" and roles(two_courses, "mpi")["tom"] == "ta"
+    assert (users(two_courses)["tom"].name, users(two_courses)["tom"].email) == ("Tom", "tom@uni.es")
+    again = client.post("/courses/pytorch/staff/roster/add", data=form)
+    assert again.status_code == 400 and "user tom is in this course already" in again.text
+    ta = client.post("/courses/pytorch/staff/roster/add", data={
+        **form, "username": "carl", "name": "Carl", "role": "ta"})
+    assert ta.status_code == 200 and roles(two_courses)["carl"] == "ta"
+    otto = client.post("/courses/pytorch/staff/roster/add", data={
+        **form, "username": "otto", "role": "instructor"})
+    assert otto.status_code == 403 and "otto" not in roles(two_courses)
+
+
+def test_an_import_enrols_existing_accounts_and_leaves_the_members(two_courses):
+    client, token = in_course(two_courses, "otto")
+    text = (HEADER + "ana,Ana,a@uni.es,student\n"  # pytorch's: enrolled
+            "bea,Bea,b@uni.es,ta\n"  # mpi's student already: left as she is
+            "prof,Pilar,p@uni.es,ta\n"  # pytorch's instructor: mpi's teaching assistant
+            "carl,Carl,c@uni.es,student\n")  # new
+    preview = upload(client, token, text.encode(), course="mpi")
+    assert "1 new account" in preview.text
+    assert "2 existing accounts to enrol in this course" in preview.text
+    assert "1 account is in this course already and stays as it is" in preview.text
+    assert "Enrol 3 accounts" in preview.text
+    assert roles(two_courses, "mpi") == {"bea": "student", "otto": "instructor", "tom": "ta",
+                                         "mia": "student"}  # nothing stored yet
+    done = client.post("/courses/mpi/staff/roster/import", data={"csrf_token": token,
+                                                                 "roster": text})
+    assert done.status_code == 200 and "1 account added" in done.text
+    assert set(links(done.text)) == {"carl"}  # the existing keep their passwords
+    assert "2 existing accounts were enrolled in this course: ana, prof" in done.text
+    assert roles(two_courses, "mpi") == {"bea": "student", "otto": "instructor", "tom": "ta",
+                                         "mia": "student", "ana": "student", "prof": "ta",
+                                         "carl": "student"}
+    assert roles(two_courses)["prof"] == "instructor"
+    only_members = client.post("/courses/mpi/staff/roster/import", data={
+        "csrf_token": token, "roster": text}, follow_redirects=True)
+    assert "Every account of the roster is in this course already" in only_members.text
+    enrol_only = client.post("/courses/mpi/staff/roster/import", data={
+        "csrf_token": token, "roster": HEADER + "tina,Tina,t@uni.es,student\n"})
+    assert enrol_only.status_code == 303 and roles(two_courses, "mpi")["tina"] == "student"
+
+
+def test_an_instructor_cannot_take_over_the_staff_of_another_course(two_courses):
+    """prof enrols tom, mpi's teaching assistant, as a student of pytorch: were prof to reset
+    his password, its link would make prof mpi's teaching assistant. An instructor resets
+    only the passwords of students who are nothing more anywhere."""
+    client, token = in_course(two_courses, "prof", "pytorch")
+    client.post("/courses/pytorch/staff/roster/add", data={
+        "csrf_token": token, "username": "tom", "name": "Tom", "email": "tom@uni.es",
+        "role": "student"})
+    root, root_token = in_course(two_courses, "root")
+    root.post("/courses/pytorch/staff/roster/add", data={
+        "csrf_token": root_token, "username": "root", "name": "Rosa", "email": "r@uni.es",
+        "role": "student"})
+    for username in ("tom", "tina", "root"):  # staff elsewhere, staff here, an admin
+        assert client.get(f"/courses/pytorch/staff/roster/{username}/password").status_code == 403
+        assert client.post(f"/courses/pytorch/staff/roster/{username}/password",
+                           data={"csrf_token": token}).status_code == 403, username
+    page = client.get("/courses/pytorch/staff/roster/").text
+    assert re.findall(r'roster/(\w+)/password">Reset', page) == ["ana", "bea"]
+    assert users(two_courses)["tom"].password_hash != "!no-password"
+    otto, otto_token = in_course(two_courses, "otto")
+    assert otto.post("/courses/mpi/staff/roster/tom/password",
+                     data={"csrf_token": otto_token}).status_code == 403  # his own TA too
+    assert otto.post("/courses/mpi/staff/roster/tina/password",
+                     data={"csrf_token": otto_token}).status_code == 404  # not in mpi
+    assert otto.post("/courses/mpi/staff/roster/bea/password",
+                     data={"csrf_token": otto_token}).status_code == 200  # a student of both
+    # an admin resets anyone: tom now waits for a password, and only root sees his link
+    assert "tom" in links(root.post("/courses/pytorch/staff/roster/tom/password",
+                                    data={"csrf_token": root_token}).text)
+    assert set(links(client.get("/courses/pytorch/staff/roster/waiting").text)) == {"bea"}
+    assert set(links(otto.get("/courses/mpi/staff/roster/waiting").text)) == {"bea"}
+    assert set(links(root.get("/courses/pytorch/staff/roster/waiting").text)) == {"bea", "tom"}
+
+
+def test_a_courses_exercises_are_synced_from_its_own_folder(two_courses):
+    client, token = in_course(two_courses, "otto")
+    synced = client.post("/courses/mpi/staff/roster/exercises/sync", data={"csrf_token": token})
+    assert synced.status_code == 303
+    page = client.get(synced.headers["Location"]).text
+    assert "Added: metrics" in page and "1 exercise is in step with its folder" in page
+    with two_courses.extensions["hpcgrade.db"].sessions() as session:
+        slugs = dict(session.execute(select(Course.slug, func.count(Exercise.id))
+                                     .join(Exercise, Exercise.course_id == Course.id)
+                                     .group_by(Course.slug)).all())
+    assert slugs == {"mpi": 1, "pytorch": len(COURSE_ORDER)}

@@ -9,8 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from server.core.catalogue import default_root, load_exercise_info
-from helpers import COURSE_ORDER, REFERENCE_Q, dispatcher, grade, grade_next, logged_in
-from server.core.models import Exercise, Submission, User
+from helpers import (COURSE_ORDER, REFERENCE_Q, dispatcher, grade, grade_next, logged_in,
+                     the_course)
+from server.core.models import Enrolment, Exercise, Submission, User
 from server.core.users import add_user
 from server.web.submissions import Rules, accept, reopen
 
@@ -202,8 +203,13 @@ def test_gradebook_csv_cells_never_run_as_formulas(graded_course):
                "gus": "-2+3", "hal": "@SUM(1+1)", "ida": "\tTab", "joe": "\rReturn"}
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
-        session.add_all(User(username=username, name=name, email=f"{username}@uni.es",
-                             password_hash="x") for username, name in hostile.items())
+        # as rows: add_user would strip the names' whitespace
+        users = [User(username=username, name=name, email=f"{username}@uni.es",
+                      password_hash="x") for username, name in hostile.items()]
+        session.add_all(users)
+        session.flush()
+        session.add_all(Enrolment(user_id=user.id, course_id=the_course(session).id,
+                                  role="student") for user in users)
         session.commit()
     client, _ = logged_in(app, "prof")
     rows = {row[0]: row for row in csv.reader(io.StringIO(client.get("/courses/pytorch/staff/grades.csv").text))}

@@ -5,6 +5,7 @@ import pytest
 from flask import Flask
 from flask_babel import force_locale
 
+from helpers import the_course
 from server.core.config import SETTINGS_KEY, Settings
 from server.core.models import Exercise, Submission, User
 from server.web import i18n
@@ -27,13 +28,14 @@ def request_context():
 
 @pytest.fixture
 def student(db_session):
-    user = User(username="ana", name="Ana", email="a@uni.es", role="student", password_hash="x")
+    user = User(username="ana", name="Ana", email="a@uni.es", password_hash="x")
     db_session.add(user)
     return user
 
 
 def exercise(db_session, **fields):
-    row = Exercise(slug=fields.pop("slug", "autograd-q"), title_en="Q", title_es="Q", **fields)
+    row = Exercise(course_id=the_course(db_session).id, slug=fields.pop("slug", "autograd-q"),
+                   title_en="Q", title_es="Q", **fields)
     db_session.add(row)
     db_session.flush()
     return row

@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from helpers import REFERENCE_Q, change_settings, log_in
-from server.core.models import ApiToken, User
+from helpers import REFERENCE_Q, change_settings, log_in, new_course
+from server.core.models import ApiToken, Enrolment, User
 from worker.cli.main import main
 
 
@@ -59,6 +59,8 @@ def test_token_requests_that_make_no_sense_are_400(course):
 
 
 def test_a_demoted_instructor_loses_staff_reads_at_once(course):
+    """Her role is her enrolment's in the course: changed there, her token reads as it says
+    at once (a token holds no role)."""
     from server.core.users import add_user
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         add_user(session, "ines", "Inés", "i@uni.es", "instructor", "long-password")
@@ -68,10 +70,12 @@ def test_a_demoted_instructor_loses_staff_reads_at_once(course):
         "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")}).json
     staff = new_token(client, "ines")
     assert client.get(created["url"], headers=staff).status_code == 200
-    change(course, sa.update(User).where(User.username == "ines").values(role="student"))
-    assert client.get(created["url"], headers=staff).status_code == 404
-    change(course, sa.update(User).where(User.username == "ines").values(role="instructor"))
-    assert client.get(created["url"], headers=staff).status_code == 200
+    ines = sa.select(User.id).where(User.username == "ines").scalar_subquery()
+    for role, status in (("student", 404), ("ta", 200), ("instructor", 200)):
+        change(course, sa.update(Enrolment).where(Enrolment.user_id == ines).values(role=role))
+        assert client.get(created["url"], headers=staff).status_code == status, role
+    change(course, sa.delete(Enrolment).where(Enrolment.user_id == ines))
+    assert client.get(created["url"], headers=staff).status_code == 404  # out of the course
 
 
 def test_the_account_page_lists_and_revokes_ones_own_tokens(course):
@@ -109,8 +113,10 @@ def cli_database(tmp_path, monkeypatch):
     assert CliRunner().invoke(main, ["db", "upgrade"]).exit_code == 0
     database = Database(url)
     with database.sessions.begin() as session:
+        course = new_course(session)
         for name in ("ana", "bea"):
-            user = add_user(session, name, name.title(), f"{name}@uni.es", "student", "long-password")
+            user = add_user(session, name, name.title(), f"{name}@uni.es", "student",
+                            "long-password", course=course)
             issue(session, user, f"{name}@laptop", 120)
             issue(session, user, f"{name}@login1", 120)
     yield database
@@ -157,11 +163,14 @@ def test_cli_sets_a_password_and_ends_the_sessions(cli_database):
 def test_hpcgrade_login_sends_a_label(monkeypatch, tmp_path):
     from hpcgrade.service import Service
     sent = {}
+
+    def answer(self, method, path, params, body=None, headers=None, retries=None):
+        if path != "/api/v1/tokens":  # the courses it lists once logged in
+            return {"courses": []}
+        sent.update(json.loads(body))
+        return {"token": "t", "username": "ana", "expires_at": "2030-01-01T00:00:00+00:00"}
     monkeypatch.setenv("HPCGRADE_CLIENT_CONFIG", str(tmp_path / "client.toml"))
-    monkeypatch.setattr(Service, "request", lambda self, method, path, params, body, headers,
-                        retries: sent.update(json.loads(body)) or {
-                            "token": "t", "username": "ana",
-                            "expires_at": "2030-01-01T00:00:00+00:00"})
+    monkeypatch.setattr(Service, "request", answer)
     result = CliRunner().invoke(main, ["login", "--server", "http://x", "--username", "ana",
                                        "--password", "p"])
     assert result.exit_code == 0, result.output

@@ -3,7 +3,6 @@ accounts, API tokens, exercises."""
 from __future__ import annotations
 
 import getpass
-import json
 from pathlib import Path
 
 import click
@@ -14,11 +13,12 @@ from server.core import migrate
 from server.core.catalogue import ExerciseConfigError, load_catalogue
 from server.core.config import ConfigError, app_settings, load_settings
 from server.core.configuration_doc import markdown
+from server.core.courses import COURSE_ROLES, CourseError, enrol, find_course
 from server.core.db import Database
-from server.core.exercises import sync_exercises
-from server.core.models import User, utcnow
+from server.core.models import Enrolment, User, utcnow
 from server.core.tokens import TokenError, listed, revoke
-from server.core.users import UserError, add_user, decode_roster, import_roster, set_password
+from server.core.users import (ROLES, UserError, add_or_enrol, add_user, decode_roster,
+                               import_roster, only_course, set_password)
 
 
 def _database_url() -> str:
@@ -65,7 +65,7 @@ def _in_transaction(action, database: Database | None = None):
     try:
         with database.sessions.begin() as session:
             return action(session)
-    except (UserError, TokenError) as exc:
+    except (UserError, TokenError, CourseError) as exc:
         raise click.ClickException(str(exc)) from None
     except OperationalError as exc:
         raise click.ClickException(f"database error (did you run `hpcgrade db upgrade`?): "
@@ -74,27 +74,80 @@ def _in_transaction(action, database: Database | None = None):
         database.dispose()
 
 
+def _course(session, slug: str | None):
+    """The course --course names, else the service's one open course."""
+    if slug is not None:
+        return find_course(session, slug)
+    try:
+        return only_course(session)
+    except UserError as exc:
+        raise UserError(f"{exc} (with --course)") from None
+
+
+COURSE_OPTION = click.option("--course", "course_slug", metavar="SLUG",
+                             help="The course (default: the service's one open course).")
+
+
 @users_group.command("add")
 @click.argument("username")
 @click.option("--name", required=True)
 @click.option("--email", required=True)
-@click.option("--role", type=click.Choice(["student", "instructor", "admin"]), default="student",
-              show_default=True)
+@click.option("--role", type=click.Choice(ROLES), default="student", show_default=True,
+              help="The role in the course; admin is global (every course).")
+@COURSE_OPTION
 @click.option("--password", envvar="HPCGRADE_NEW_PASSWORD",
               help="Default: asked for (or HPCGRADE_NEW_PASSWORD).")
-def users_add(username: str, name: str, email: str, role: str, password: str | None) -> None:
-    """Add one account."""
-    password = password or getpass.getpass(f"password for {username}: ")
-    _in_transaction(lambda s: add_user(s, username, name, email, role, password))
-    click.echo(f"added {username} ({role})")
+def users_add(username: str, name: str, email: str, role: str, course_slug: str | None,
+              password: str | None) -> None:
+    """Add one account; with --course, an existing account is enrolled in that course
+    instead."""
+    exists = _in_transaction(lambda s: s.scalar(select(User.id).where(
+        User.username == username)) is not None)
+    if exists and course_slug is None:
+        raise click.ClickException(f"user {username} already exists; to enrol it in a course, "
+                                   f"name the course with --course")
+    if not exists:
+        password = password or getpass.getpass(f"password for {username}: ")
+
+    def add(session) -> str:
+        if role == "admin":
+            if course_slug is not None:
+                raise UserError("an admin is in every course: leave --course out")
+            add_user(session, username, name, email, role, password)
+            return f"added {username} (admin)"
+        course = _course(session, course_slug)
+        created = add_or_enrol(session, username, name, email, role, password,
+                               course=course)[1]
+        return f"{'added' if created else 'enrolled'} {username} ({role} in {course.slug})"
+    click.echo(_in_transaction(add))
+
+
+@users_group.command("enrol")
+@click.argument("username")
+@click.option("--course", "course_slug", metavar="SLUG", required=True)
+@click.option("--role", type=click.Choice(COURSE_ROLES), required=True)
+def users_enrol(username: str, course_slug: str, role: str) -> None:
+    """Enrol an account in a course with a role, or change its role there."""
+    def change(session) -> str:
+        user, course = _user(session, username), find_course(session, course_slug)
+        before = session.scalar(select(Enrolment.role).where(
+            Enrolment.user_id == user.id, Enrolment.course_id == course.id))
+        enrol(session, user, course, role)
+        if before is None:
+            return f"enrolled {username} in {course.slug} as {role}"
+        return f"{username} in {course.slug}: {before} -> {role}"
+    click.echo(_in_transaction(change))
 
 
 @users_group.command("import")
 @click.argument("roster", type=click.File("rb"))
+@COURSE_OPTION
 @click.option("--lang", type=click.Choice(["en", "es"]), default="en", show_default=True,
               help="The language of the messages and of the mails.")
-def users_import(roster, lang: str) -> None:
-    """Add every account of a CSV roster (username,name,email,role), or none.
+def users_import(roster, course_slug: str | None, lang: str) -> None:
+    """Bring a CSV roster (username,name,email,role) into a course, or nothing of it where a
+    line is wrong: new accounts are added, existing ones enrolled with their row's role, the
+    course's own left as they are.
 
     Prints username,link for each new account: the link sets its password, once, within
     SET_PASSWORD_LINK_DAYS (the roster page shows it again until then). Where mail is set up
@@ -105,15 +158,22 @@ def users_import(roster, lang: str) -> None:
     from server.core.links import make_link
     app = _app()
     base_url = app_settings(app).public_url or ""
+
+    def bring_in(session):
+        created, plan = import_roster(session, decode_roster(roster.read()),
+                                      _course(session, course_slug))
+        return ([(user.id, user.username, make_link(user, base_url)) for user in created],
+                [row.username for row in plan.enrol], [row.username for row in plan.existing])
     with app.app_context(), force_locale(lang):
-        created = _in_transaction(lambda s: [
-            (user.id, user.username, make_link(user, base_url))
-            for user in import_roster(s, decode_roster(roster.read()))],
-            app.extensions["hpcgrade.db"])
+        created, enrolled, kept = _in_transaction(bring_in, app.extensions["hpcgrade.db"])
         click.echo("username,link")
         for _id, username, link in created:
             click.echo(f"{username},{link}")
-        if not base_url:
+        if enrolled:
+            click.echo(f"existing accounts enrolled: {', '.join(enrolled)}", err=True)
+        if kept:
+            click.echo(f"in the course already, left as they are: {', '.join(kept)}", err=True)
+        if not base_url and created:
             click.echo("HPCGRADE_PUBLIC_URL is not set: each link is a path on the portal; put "
                        "the portal's address before it", err=True)
         _mail_links(app, [user_id for user_id, _username, _link in created], base_url, lang)
@@ -216,33 +276,6 @@ def catalogue() -> dict:
         return load_catalogue()
     except ExerciseConfigError as exc:
         raise click.ClickException(f"bad exercise: {exc}") from None
-
-
-@click.command("sync")
-def exercises_sync() -> None:
-    """Bring the database's exercises in step with the exercises folder."""
-    exercises = catalogue()
-    changes = _in_transaction(lambda s: sync_exercises(s, exercises))
-    for kind, slugs in changes.items():
-        if slugs:
-            click.echo(f"{kind}: {', '.join(slugs)}")
-    click.echo(f"{len(exercises)} exercises in step")
-
-
-@click.command("exercises")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--lang", type=click.Choice(["en", "es"]), default="en", show_default=True)
-def list_exercises(as_json: bool, lang: str) -> None:
-    """List the exercises."""
-    exercises = catalogue()
-    if as_json:
-        click.echo(json.dumps([{"slug": e.slug, "title": e.title, "section": e.section,
-                                "deadline": e.deadline.at.isoformat() if e.deadline.at else None,
-                                "deadline_policy": e.deadline.policy}
-                               for e in exercises.values()]))
-        return
-    for e in exercises.values():
-        click.echo(f"{e.slug:28} {e.section:10} {e.title[lang]}")
 
 
 @click.command("settings")

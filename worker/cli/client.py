@@ -1,4 +1,4 @@
-"""`hpcgrade login` and `hpcgrade submit`: the JSON API from a terminal.
+"""`hpcgrade login`, `hpcgrade submit` and `hpcgrade my-courses`: the JSON API from a terminal.
 
 The requests are hpcgrade/service.py's (the client the Jupyter extension uses too: where the
 server and the token come from, the client file, retries, waiting for a grade); here are the
@@ -16,7 +16,8 @@ from pathlib import Path
 import click
 
 from hpcgrade import client_file, service
-from hpcgrade.service import Advice, Service, ServiceError, log_in
+from hpcgrade.service import (Advice, Service, ServiceError, course_and_exercise, listed_courses,
+                              log_in)
 from hpcgrade.summary import summary, translator
 
 LANGS = click.Choice(["en", "es"])
@@ -37,7 +38,9 @@ IN_A_TERMINAL = Advice(
                         "run `hpcgrade login` again",
     environment_token_refused="{reason}\nThe token in HPCGRADE_TOKEN is not valid (revoked, "
                               "expired or mistyped): set a new one, or unset it and run "
-                              "`hpcgrade login`")
+                              "`hpcgrade login`",
+    name_a_course="Name one: COURSE/EXERCISE, or --course COURSE (`hpcgrade my-courses` lists "
+                  "your courses)")
 
 
 class NotLoggedIn(click.ClickException):
@@ -75,10 +78,28 @@ def login(server: str | None, username: str, password: str) -> None:
             raise click.UsageError("which server? give --server URL, set HPCGRADE_SERVER, "
                                    "or run `hpcgrade login --server URL` once")
         answer = log_in(server, username, password)
+        click.echo(f"logged in to {server} as {answer['username']}; token kept in "
+                   f"{client_file.path()} (valid until {answer.get('expires_at', '?')})")
+        courses = Service(server, answer["token"], IN_A_TERMINAL).courses()
     except (ServiceError, ValueError) as exc:
         raise ended(exc) from None
-    click.echo(f"logged in to {server} as {answer['username']}; token kept in "
-               f"{client_file.path()} (valid until {answer.get('expires_at', '?')})")
+    click.echo(f"your courses:\n{listed_courses(courses)}")
+
+
+@click.command("my-courses", epilog=f"""\b
+Exit status: {GRADED} listed; {NOT_LOGGED_IN} not logged in; {UNREACHABLE} the server could not
+be reached.""")
+@click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
+@click.option("--json", "as_json", is_flag=True, help="Print the courses as JSON.")
+@click.option("--lang", type=LANGS, default="en", show_default=True, help="The titles' language.")
+def my_courses(server: str | None, as_json: bool, lang: str) -> None:
+    """List your courses and your role in each: an exercise in several of them is named
+    COURSE/EXERCISE (or with --course) to `hpcgrade submit` and `hpcgrade check`."""
+    try:
+        courses = Service(server, advice=IN_A_TERMINAL).courses()
+    except (ServiceError, ValueError) as exc:
+        raise ended(exc) from None
+    click.echo(json.dumps(courses) if as_json else listed_courses(courses, lang))
 
 
 def _progress(status: dict, seconds: float, _: Callable[[str], str]) -> str:
@@ -98,23 +119,28 @@ def styled_output() -> bool:
 @click.command(epilog=EXIT_STATUSES)
 @click.argument("exercise")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--course", help="The exercise's course, where it is in several of yours (or "
+                                "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.")
 @click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the grade.")
 @click.option("--timeout", default=600, show_default=True, type=click.IntRange(1),
               help="Seconds to wait for the grade.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--lang", type=LANGS, default="en", show_default=True)
-def submit(exercise: str, file: Path, server: str | None, wait: bool, timeout: int,
-           as_json: bool, lang: str) -> None:
-    """Submit FILE (.py or .ipynb) for EXERCISE and wait for its grade; prints the address of
-    the submission's page, and the result."""
+def submit(exercise: str, file: Path, course: str | None, server: str | None, wait: bool,
+           timeout: int, as_json: bool, lang: str) -> None:
+    """Submit FILE (.py or .ipynb) for EXERCISE ([COURSE/]EXERCISE: the course, where the
+    exercise is in several of yours) and wait for its grade; prints the address of the
+    submission's page, and the result."""
     _ = translator(lang).gettext
     try:
+        course, exercise = course_and_exercise(exercise, course)
         api = Service(server, advice=IN_A_TERMINAL)
-        created = api.submit(exercise, file.name, file.read_bytes(), lang)
-        page = api.page(created["id"])
-        click.echo(_("submitted %(file)s for %(exercise)s: %(url)s")
-                   % {"file": file.name, "exercise": exercise, "url": page}, err=True)
+        created = api.submit(exercise, file.name, file.read_bytes(), lang, course)
+        page = api.page(created)
+        click.echo(_("submitted %(file)s for %(exercise)s: %(url)s") % {
+            "file": file.name, "exercise": f"{created['course']}/{exercise}", "url": page},
+            err=True)
         if not wait:
             click.echo(json.dumps(dict(created, page=page)) if as_json else page)
             return

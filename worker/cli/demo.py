@@ -5,6 +5,10 @@ the portal, one Celery worker grading with the local executor (or dispatching to
 Slurm, `--executor slurm`) and Celery beat for the schedule, as its own process: whatever is
 killed, there is never more than one scheduler. Everything lives in one folder, so a
 second run finds the accounts and submissions of the first.
+
+Two courses, this PyTorch course in two editions: pytorch-2026, and pytorch-2025 still open for
+its resits. The demo's accounts show what each role sees: a student of both, the instructor of
+one, a teaching assistant of the other and an admin.
 """
 from __future__ import annotations
 
@@ -21,17 +25,26 @@ from pathlib import Path
 import click
 from sqlalchemy import select
 
-from server.core.catalogue import load_catalogue
-
 from server.core import migrate
 from server.core.config import ROOT
+from server.core.course_admin import sync_course
+from server.core.courses import create_course, enrol
 from server.core.db import Database
-from server.core.exercises import sync_exercises
-from server.core.models import User
+from server.core.models import Course, User
 from server.core.users import add_user
 
-DEMO_ACCOUNTS = (("student", "Demo Student", "student@example.org", "student"),
-                 ("instructor", "Demo Instructor", "instructor@example.org", "instructor"))
+# (slug, edition); the first is the course an older demo's data becomes (migration 0010)
+DEMO_COURSES = (("pytorch-2026", "2026"), ("pytorch-2025", "2025 (resits)"))
+TITLES = {"title_en": "Deep learning with PyTorch: tensors and autograd",
+          "title_es": "Aprendizaje profundo con PyTorch: tensores y autograd"}
+# username (its password too), name, and its role in each course, or "admin" (every course)
+DEMO_ACCOUNTS = (
+    ("student", "Demo Student", {"pytorch-2026": "student", "pytorch-2025": "student"}),
+    ("instructor", "Demo Instructor", {"pytorch-2026": "instructor"}),
+    ("ta", "Demo Teaching Assistant", {"pytorch-2025": "ta"}),
+    ("admin", "Demo Admin", "admin"),
+)
+ROLE_WORDS = {"student": "student", "ta": "teaching assistant", "instructor": "instructor"}
 
 
 def demo_settings(folder: Path, executor: str = "local") -> dict:
@@ -68,24 +81,51 @@ def write_config(path: Path, settings: dict) -> None:
 
 
 def prepare(folder: Path, executor: str = "local") -> Path:
-    """Database at the newest migration, exercises synced, demo accounts; returns the config file."""
+    """Database at the newest migration, the demo's courses with their exercises synced, its
+    accounts enrolled; returns the config file."""
     folder.mkdir(parents=True, exist_ok=True)
     settings = demo_settings(folder, executor)
     for key in ("data_folder_in", "control_folder"):
         Path(settings["BROKER_TRANSPORT_OPTIONS"][key]).mkdir(parents=True, exist_ok=True)
     config = folder / "hpcgrade.toml"
     write_config(config, settings)
-    migrate.upgrade(settings["DATABASE_URL"])
+    migrate.upgrade(settings["DATABASE_URL"], course=DEMO_COURSES[0][0])
     database = Database(settings["DATABASE_URL"])
     with database.sessions.begin() as session:
-        sync_exercises(session, load_catalogue())
-        existing = set(session.scalars(select(User.username)))
-        for username, name, email, role in DEMO_ACCOUNTS:
-            if username not in existing:
-                add_user(session, username, name, email, role, password=username,
-                         min_password_length=1)
+        courses = {slug: demo_course(session, slug, edition) for slug, edition in DEMO_COURSES}
+        for course in courses.values():
+            sync_course(session, course)
+        for username, name, roles in DEMO_ACCOUNTS:
+            demo_account(session, username, name, roles, courses)
     database.dispose()
     return config
+
+
+def demo_course(session, slug: str, edition: str) -> Course:
+    return session.scalar(select(Course).where(Course.slug == slug)) \
+        or create_course(session, slug, edition=edition, **TITLES)
+
+
+def demo_account(session, username: str, name: str, roles: dict[str, str] | str,
+                 courses: dict[str, Course]) -> None:
+    """The account (its password its username), in the roles the demo gives it."""
+    user = session.scalar(select(User).where(User.username == username))
+    if user is None:
+        first, role = ("", roles) if roles == "admin" else next(iter(roles.items()))
+        user = add_user(session, username, name, f"{username}@example.org", role,
+                        password=username, course=courses.get(first), min_password_length=1)
+    for slug, role in ({} if roles == "admin" else roles).items():
+        enrol(session, user, courses[slug], role)
+
+
+def accounts_text() -> str:
+    """Who to log in as, for the demo's first lines."""
+    def what(roles: dict[str, str] | str) -> str:
+        if roles == "admin":
+            return "admin: every course, and the courses' settings at /admin/courses"
+        return "; ".join(f"{ROLE_WORDS[role]} of {slug}" for slug, role in roles.items())
+    return "\n".join(f"    {username:11} {what(roles)}"
+                     for username, _name, roles in DEMO_ACCOUNTS)
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -123,8 +163,8 @@ def _interrupt(_signum, _frame) -> None:
               show_default=True,
               help="slurm: each grade runs in a job of this machine's Slurm (scripts/slurm).")
 def demo(port: int, host: str, folder: Path, executor: str) -> None:
-    """Run the portal and a grading worker here, with demo accounts student/student and
-    instructor/instructor."""
+    """Run the portal and a grading worker here, with two courses (pytorch-2026 and
+    pytorch-2025) and the accounts student, instructor, ta and admin (each its own password)."""
     if not _port_free(host, port):
         raise click.ClickException(f"port {port} is in use; choose another with --port")
     config = prepare(folder.resolve(), executor)
@@ -150,7 +190,9 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
         if not wait_for_port(host, port, portal, 30):
             raise click.ClickException("the portal did not start; see the messages above")
         click.echo(f"\nhpcgrade demo: http://{host}:{port}/\n"
-                   "  log in as student / student, or instructor / instructor\n"
+                   f"  courses: {', '.join(slug for slug, _edition in DEMO_COURSES)}\n"
+                   "  log in as (the password is the username):\n"
+                   f"{accounts_text()}\n"
                    f"  data in {folder}; Ctrl-C stops\n")
         while all(p.poll() is None for p in processes.values()):
             time.sleep(0.5)

@@ -1,10 +1,11 @@
 """The `hpcgrade` command (the console script), and its subcommands that run the harness here:
 `grade`, `check`, `exercise new` and `exercise check`.
 
-The others are in admin.py (`db`, `users`, `tokens`, `exercises`, `exercise sync`), client.py
-(`login`, `submit`), cluster.py (`slurm`, `pilot`, `sandbox`) and demo.py (`demo`), each module
-imported only when its subcommand runs (click's lazy-group pattern), so that `hpcgrade grade` on
-a compute node loads neither Flask, SQLAlchemy nor Celery.
+The others are in admin.py (`db`, `users`, `tokens`, `exercises`, `exercise sync`), courses.py
+(`courses`), client.py (`login`, `submit`, `my-courses`), cluster.py (`slurm`, `pilot`,
+`sandbox`) and demo.py (`demo`), each module imported only when its subcommand runs (click's
+lazy-group pattern), so that `hpcgrade grade` on a compute node loads neither Flask, SQLAlchemy
+nor Celery.
 """
 from __future__ import annotations
 
@@ -49,8 +50,10 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, lazy={
     "db": "worker.cli.admin:db_group", "users": "worker.cli.admin:users_group",
     "tokens": "worker.cli.admin:tokens_group",
-    "exercises": "worker.cli.admin:list_exercises", "demo": "worker.cli.demo:demo",
+    "exercises": "worker.cli.courses:list_exercises", "demo": "worker.cli.demo:demo",
+    "courses": "worker.cli.courses:courses_group",
     "login": "worker.cli.client:login", "submit": "worker.cli.client:submit",
+    "my-courses": "worker.cli.client:my_courses",
     "slurm": "worker.cli.cluster:slurm_group", "pilot": "worker.cli.cluster:pilot_group",
     "sandbox": "worker.cli.cluster:sandbox_group",
     "settings": "worker.cli.admin:settings_reference"})
@@ -58,7 +61,7 @@ def main() -> None:
     """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
 
 
-@main.group("exercise", cls=LazyGroup, lazy={"sync": "worker.cli.admin:exercises_sync"})
+@main.group("exercise", cls=LazyGroup, lazy={"sync": "worker.cli.courses:exercises_sync"})
 def exercise_group() -> None:
     """Work on exercises."""
 
@@ -66,10 +69,11 @@ def exercise_group() -> None:
 TEMPLATE = Path(__file__).resolve().parents[2] / "server" / "exercise_template"
 
 
-def _exercise(slug: str) -> ExerciseInfo:
-    path = default_root() / slug
+def _exercise(slug: str, root: Path | None = None) -> ExerciseInfo:
+    root = root or default_root()
+    path = root / slug
     if not SLUG.match(slug) or not (path / "exercise.toml").is_file():
-        known = sorted(p.parent.name for p in default_root().glob("*/exercise.toml"))
+        known = sorted(p.parent.name for p in root.glob("*/exercise.toml"))
         raise click.UsageError(f"unknown exercise {slug!r}; known: {', '.join(known)}")
     try:
         return load_exercise_info(path)
@@ -141,18 +145,22 @@ def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[Report]:
 @main.command()
 @click.argument("exercise")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--course", help="The exercise's course, where it is in several of yours (or "
+                                "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.")
 @click.option("--lang", type=LANGS, default="en", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def check(exercise: str, file: Path, lang: str, as_json: bool) -> None:
-    """Run EXERCISE's visible checks on FILE (.py or .ipynb) here, in the grader's sandbox: no
-    attempt is used, and the hidden checks of the grade are others. The exercise's public files
-    come from the server you logged in to (or the local exercises folder, when it has them).
-    Exit status as `hpcgrade submit`'s (see its --help)."""
-    from hpcgrade.service import ServiceError
+def check(exercise: str, file: Path, course: str | None, lang: str, as_json: bool) -> None:
+    """Run the visible checks of EXERCISE ([COURSE/]EXERCISE) on FILE (.py or .ipynb) here, in
+    the grader's sandbox: no attempt is used, and the hidden checks of the grade are others. The
+    exercise's public files come from the server you logged in to (or, when no course is named,
+    the local exercises folder, when it has them). Exit status as `hpcgrade submit`'s (see its
+    --help)."""
+    from hpcgrade.service import ServiceError, course_and_exercise
     from hpcgrade.visible import run_visible_checks
-    from worker.cli.client import NO_GRADE, ended, styled_output
+    from worker.cli.client import IN_A_TERMINAL, NO_GRADE, ended, styled_output
     try:
-        report = run_visible_checks(exercise, file, lang)
+        course, exercise = course_and_exercise(exercise, course)
+        report = run_visible_checks(exercise, file, lang, course=course, advice=IN_A_TERMINAL)
     except ServiceError as exc:
         raise ended(exc) from None
     except ValueError as exc:
@@ -164,32 +172,52 @@ def check(exercise: str, file: Path, lang: str, as_json: bool) -> None:
     sys.exit(0 if report.get("status") == "graded" else NO_GRADE)
 
 
+COURSE_OPTION = click.option("--course", "course_slug", metavar="SLUG",
+                             help="Course SLUG's exercises folder (default: the service's).")
+
+
+def _course_root(course_slug: str | None) -> Path | None:
+    """The course's exercises folder, from the database; None: the service's folder."""
+    if course_slug is None:
+        return None
+    from worker.cli.courses import course_folder  # not at import: `grade` loads no database
+    return course_folder(course_slug)
+
+
 @exercise_group.command("new")
 @click.argument("slug")
-def new_exercise(slug: str) -> None:
+@COURSE_OPTION
+def new_exercise(slug: str, course_slug: str | None) -> None:
     """Start exercise SLUG in the exercises folder from a template that passes its own check."""
     import shutil
     if not SLUG.match(slug):
         raise click.UsageError(f"{slug!r}: an exercise's name is lower-case words joined by "
                                "hyphens, like autograd-q")
-    target = default_root() / slug
+    target = (_course_root(course_slug) or default_root()) / slug
     if target.exists():
         raise click.ClickException(f"{target} already exists")
     shutil.copytree(TEMPLATE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    course = f" --course {course_slug}" if course_slug else ""
     click.echo(f"created {target}: write its files as docs/writing-an-exercise.md says, "
-               f"then run `hpcgrade exercise check {slug}`")
+               f"then run `hpcgrade exercise check {slug}{course}`")
 
 
 @exercise_group.command("check")
 @click.argument("slugs", nargs=-1)
 @click.option("--seed", "seeds", type=int, multiple=True,
               help="Fix the hidden inputs; repeat for several runs (default: three fresh seeds).")
-def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...]) -> None:
+@COURSE_OPTION
+def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...],
+                    course_slug: str | None) -> None:
     """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
     with its code; a known wrong program must be named, and lose the same points on every seed),
     and each forged variant (must score no more than the mutant it forges)."""
-    from worker.cli.admin import catalogue  # not at import: `hpcgrade grade` stays light
-    infos = [_exercise(s) for s in slugs] if slugs else list(catalogue().values())
+    # not at import: `hpcgrade grade` stays light
+    from worker.cli.admin import catalogue
+    from worker.cli.courses import course_exercises
+    root = _course_root(course_slug)
+    every = (lambda: course_exercises(course_slug)) if course_slug else catalogue
+    infos = [_exercise(s, root) for s in slugs] if slugs else list(every().values())
     problems = 0
     with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
             _harness(None, scratch) as harness:

@@ -1,11 +1,14 @@
 """Dispatch: queued submissions become runs on an executor; reports become grades.
 
 `dispatch` claims queued submissions in their queue's order (server/core/queue.py: each student's
-earlier files first, round-robin between students, at most MAX_RUNNING_PER_STUDENT of a
-student's in flight) and hands them to the executor. A synchronous executor (local) grades
+earlier files first, round-robin between courses, then between a course's students, at most
+MAX_RUNNING_PER_STUDENT of a student's in flight) and hands them to the executor. A run's
+exercise is its slug among its course's exercises (two courses may have exercises of the same
+slug), and its job's shape is its course's (worker/grading/shapes.py): runs of two courses never
+share a job, nor a pilot. A synchronous executor (local) grades
 the first before it returns, and records it at once, waiting for a database that is away
-rather than dropping the report. With Slurm, runs that fit a live pilot go to it at once; the
-others are packed by resource shape into batches, each sent as one job when it is full
+rather than dropping the report. With Slurm, runs that fit a live pilot of their course go to it
+at once; the others are packed by shape into batches, each sent as one job when it is full
 (SLURM_BATCH_SIZE), when no job of ours waits to start, or when its oldest submission has waited
 SLURM_BATCH_WAIT seconds.
 
@@ -30,17 +33,19 @@ from typing import Callable
 
 from sqlalchemy import exists, func, select, update
 
-from server.core.catalogue import ExerciseInfo
+from server.core.catalogue import ExerciseConfigError, ExerciseInfo
 from server.core.config import Resources, Settings
+from server.core.courses import course_catalogue
 from server.core.db import Database
-from server.core.models import (Exercise, GradingRun, RunStatus, Submission, SubmissionStatus,
-                                utcnow)
+from server.core.models import (Course, Exercise, GradingRun, RunStatus, Submission,
+                                SubmissionStatus, utcnow)
 from server.core.queue import TURNS
 from worker.grading import settle as grading
 from worker.grading.collect import Collecting, aware
 from worker.grading.executor import (ClusterError, Executor, ImpossibleRequest, JobState,
                                      NotTakingJobs, SubmitError, reports_as_they_come)
 from worker.grading.pilots import Pilots
+from worker.grading.shapes import Shape, course_shape
 from worker.harness import spool
 from worker.harness.jobs import REQUIRED_LAYERS, Job, Limits
 from worker.harness.report import Report
@@ -53,6 +58,18 @@ RECORD_BACKOFF = (0.25, 4.0)
 # of a batch job's time limit, what goes before its first run (the queue's start, the modules,
 # the harness's own start): the rest is shared out between its runs by their exercises' budgets
 JOB_START_SECONDS = 120
+# a course's exercises by slug, as its folder holds them
+Exercises = Callable[[Course], dict[str, ExerciseInfo]]
+
+
+@dataclass(frozen=True)
+class CourseGrading:
+    """What grading a course's runs needs: its exercises, and its shape before theirs."""
+
+    exercises: dict[str, ExerciseInfo]
+    shape: Shape
+    # why its exercises folder cannot be read: its runs wait, lest they hold back other courses'
+    unread: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,9 +88,11 @@ class Dispatched:
 class Dispatcher(Collecting):
     database: Database
     executor: Executor
-    catalogue: dict[str, ExerciseInfo]
+    # how a course's exercises are read; a fixed catalogue (tests, a tool grading one folder)
+    # stands for every course's
+    exercises: Exercises | dict[str, ExerciseInfo]
     spool: Path
-    resources: Resources
+    resources: Resources  # the SLURM_* settings, under each course's own
     worker: str
     lease: dt.timedelta
     batch_size: int = 1
@@ -84,13 +103,21 @@ class Dispatcher(Collecting):
     spool_min_free_mb: int = 0
     pending_limit: float = math.inf  # seconds a job may wait for the cluster to start it
     poll_every: float = 0.0  # seconds between two polls of the cluster by collect
+    # each course's exercises and shape, read once by this dispatcher (a task's)
+    _courses: dict[int, CourseGrading] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.exercises, dict):
+            fixed = self.exercises
+            self.exercises = lambda course: fixed
 
     @classmethod
-    def from_settings(cls, database: Database, executor: Executor,
-                      catalogue: dict[str, ExerciseInfo], settings: Settings,
-                      node: str | None = None) -> "Dispatcher":
+    def from_settings(cls, database: Database, executor: Executor, settings: Settings,
+                      node: str | None = None,
+                      exercises: Exercises | dict[str, ExerciseInfo] = course_catalogue
+                      ) -> "Dispatcher":
         """`node`: the Celery node this worker process belongs to, recorded on its runs."""
-        return cls(database, executor, catalogue, Path(settings.spool_dir),
+        return cls(database, executor, exercises, Path(settings.spool_dir),
                    settings.slurm_resources, grading.worker_name(node),
                    dt.timedelta(seconds=settings.grading_lease_seconds),
                    settings.slurm_batch_size, settings.slurm_batch_wait,
@@ -146,7 +173,7 @@ class Dispatcher(Collecting):
             job, report = None, Report.grader_error(f"cannot write the spool: {exc}")
         else:
             if job is not None:
-                self.executor.submit([job], self.resources)
+                self.executor.submit([job], self.exercise(claimed.course_id, claimed.exercise)[1])
             report = self._report(claimed, job)
         outcome = self._record_patiently(claimed.run_id, report, lease_ends)
         spool.remove_run(self.spool, str(claimed.run_id))
@@ -180,33 +207,57 @@ class Dispatcher(Collecting):
         An exercise whose shape has no GPU is graded on the CPU, whatever the node has. The
         hidden inputs are drawn from `seed`; without one, the harness draws a fresh seed for
         the run (a preview run reuses its submission's last one), and reports it."""
-        info = self.catalogue.get(claimed.exercise)
+        info, shape = self.exercise(claimed.course_id, claimed.exercise)
         if info is None:
             return None
         job = info.job(None, filename=claimed.filename, seed=seed, job_id=str(claimed.run_id),
-                       device="cpu" if info.resources(self.resources).gpus == 0 else "auto",
+                       device="cpu" if shape.gpus == 0 else "auto",
                        required_layers=self.required_layers)
         return spool.write_run(self.spool, job, claimed.code)
 
+    def exercise(self, course_id: int, slug: str, session=None
+                 ) -> tuple[ExerciseInfo | None, Shape]:
+        """The course's exercise of this slug (None: not installed) and the shape of its runs:
+        its course's, with its `[slurm]` on top."""
+        course = self._course(course_id, session)
+        info = course.exercises.get(slug)
+        return info, info.resources(course.shape) if info else course.shape
+
+    def _course(self, course_id: int, session=None) -> CourseGrading:
+        if course_id not in self._courses:
+            if session is None:
+                with self.database.sessions() as own:
+                    return self._course(course_id, own)
+            course = session.get(Course, course_id)
+            shape = course_shape(course, self.resources)
+            try:
+                self._courses[course_id] = CourseGrading(self.exercises(course), shape)
+            except (ExerciseConfigError, OSError) as exc:
+                log.error("course %s: its runs wait, its exercises cannot be read: %s",
+                          course.slug, exc)
+                self._courses[course_id] = CourseGrading({}, shape, str(exc))
+        return self._courses[course_id]
+
     def _dispatch_batches(self, now: dt.datetime) -> Dispatched:
         with self.database.sessions.begin() as session:
-            batches, due_in = self._plan(self._queued(session), now, self._job_waiting(session))
+            batches, due_in = self._plan(session, self._queued(session), now,
+                                         self._job_waiting(session))
             claimed = []
-            for resources, pilot, ids in batches:
+            for shape, pilot, ids in batches:
                 executor = "pilot" if pilot else self.executor.name
                 claims = [grading.claim(session, i, executor, self.worker, self.lease, now)
                           for i in ids]
-                claimed.append((resources, pilot, [c for c in claims if c is not None]))
+                claimed.append((shape, pilot, [c for c in claims if c is not None]))
         outcomes: dict[int, grading.Settled] = {}
         resting = None  # seconds the cluster is not taking jobs for, once sbatch said so
-        for resources, pilot, claims in claimed:
+        for shape, pilot, claims in claimed:
             if not claims:
                 continue
             if resting is not None and not pilot:  # sbatch would fail the same way
                 self._release([c.run_id for c in claims])
                 continue
             try:
-                sent = self._send(resources, pilot, claims)
+                sent = self._send(shape, pilot, claims)
             except NotTakingJobs as exc:
                 resting = exc.retry_in
                 continue
@@ -217,21 +268,28 @@ class Dispatcher(Collecting):
         return Dispatched(outcomes, False, due_in)
 
     def _queued(self, session, most: int = MOST_PER_CYCLE,
-                lock: bool = True) -> list[tuple[int, str, dt.datetime]]:
-        """(id, exercise, queued since) of the queued submissions that may be claimed now, in
-        the queue's order; locked for us (others skip them) unless `lock` is False.
-        One whose previous run is still on (a regrade asked meanwhile) waits for it."""
+                lock: bool = True) -> list[tuple[int, int, str, dt.datetime]]:
+        """(id, course, exercise, queued since) of the queued submissions that may be claimed
+        now, in the queue's order; locked for us (others skip them) unless `lock` is False.
+        One whose previous run is still on (a regrade asked meanwhile) waits for it, and so do
+        those of a course whose exercises cannot be read."""
+        while True:
+            unread = [course for course, grading in self._courses.items() if grading.unread]
+            rows = session.execute(self._queue(most, lock, unread)).all()
+            # a course read for the first time may turn out unreadable: ask again without it
+            if not any(self._course(course, session).unread for _, course, _, _ in rows):
+                return [(i, course, slug, aware(when)) for i, course, slug, when in rows]
+
+    def _queue(self, most: int, lock: bool, unread: list[int]):
         since = func.coalesce(Submission.enqueued_at, Submission.submitted_at)
         running = exists().where(GradingRun.submission_id == Submission.id,
                                  GradingRun.status == RunStatus.running.value)
-        query = (select(Submission.id, Exercise.slug, since).join(Exercise)
+        query = (select(Submission.id, Exercise.course_id, Exercise.slug, since).join(Exercise)
                  .join(TURNS, TURNS.c.id == Submission.id)
                  .where(Submission.status == SubmissionStatus.queued.value, ~running,
-                        TURNS.c.turn <= self.per_student)
+                        TURNS.c.turn <= self.per_student, Exercise.course_id.not_in(unread))
                  .order_by(TURNS.c.position).limit(most))
-        if lock:
-            query = query.with_for_update(of=Submission, skip_locked=True)
-        return [(i, slug, aware(when)) for i, slug, when in session.execute(query)]
+        return query.with_for_update(of=Submission, skip_locked=True) if lock else query
 
     def _job_waiting(self, session) -> bool:
         """Whether a job of ours waits for the cluster to start it (as last polled)."""
@@ -239,30 +297,30 @@ class Dispatcher(Collecting):
             GradingRun.status == RunStatus.running.value, GradingRun.executor == self.executor.name,
             GradingRun.job_state == "PENDING")))
 
-    def _plan(self, queued: list, now: dt.datetime, job_waiting: bool
-              ) -> tuple[list[tuple[Resources, str | None, list[int]]], float | None]:
+    def _plan(self, session, queued: list, now: dt.datetime, job_waiting: bool
+              ) -> tuple[list[tuple[Shape, str | None, list[int]]], float | None]:
         """Batches to send now, as (shape, pilot or None, submission ids), and the seconds until
         the next partial batch is due. A partial batch goes at once while no job of ours waits
         to start: waiting for more runs would only delay it; while one waits, the runs that
         come meanwhile gather into one job, for SLURM_BATCH_WAIT at most (as Nagle's algorithm
         holds small packets while one is unacknowledged)."""
-        by_shape: dict[Resources, list[tuple[int, dt.datetime, float]]] = defaultdict(list)
-        for submission_id, slug, since in queued:
-            info = self.catalogue.get(slug)
-            by_shape[info.resources(self.resources) if info else self.resources].append(
+        by_shape: dict[Shape, list[tuple[int, dt.datetime, float]]] = defaultdict(list)
+        for submission_id, course_id, slug, since in queued:
+            info, shape = self.exercise(course_id, slug, session)
+            by_shape[shape].append(
                 (submission_id, since, spool.run_seconds(info.run_limits if info else Limits())))
         batches, due_in = [], math.inf
-        for resources, rows in by_shape.items():
-            pilot = self.pilots.choose(resources) if self.pilots else None
+        for shape, rows in by_shape.items():
+            pilot = self.pilots.choose(shape) if self.pilots else None
             if pilot is not None:
-                batches.append((resources, pilot, [i for i, _, _ in rows]))
+                batches.append((shape, pilot, [i for i, _, _ in rows]))
                 continue
-            full, rows = self.pack(resources, rows)
-            batches += [(resources, None, ids) for ids in full]
+            full, rows = self.pack(shape, rows)
+            batches += [(shape, None, ids) for ids in full]
             if rows:
                 waited = (now - min(since for _, since, _ in rows)).total_seconds()
                 if waited >= self.batch_wait or not job_waiting:
-                    batches.append((resources, None, [i for i, _, _ in rows]))
+                    batches.append((shape, None, [i for i, _, _ in rows]))
                 else:
                     due_in = min(due_in, self.batch_wait - waited)
         return batches, (due_in if due_in != math.inf else None)
@@ -286,7 +344,7 @@ class Dispatcher(Collecting):
             batch = []
         return full, batch
 
-    def _send(self, resources: Resources, pilot: str | None,
+    def _send(self, shape: Shape, pilot: str | None,
               claims: list[grading.Claim]) -> dict[int, grading.Settled]:
         """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled. Raises
         NotTakingJobs, its runs queued again, while the cluster takes no jobs."""
@@ -304,7 +362,7 @@ class Dispatcher(Collecting):
         run_ids = [int(job.id) for job in sendable]
         try:
             ids = (self.pilots.assign(pilot, sendable) if pilot
-                   else self.executor.submit(sendable, resources))
+                   else self.executor.submit(sendable, shape))
         except ImpossibleRequest as exc:
             log.error("runs %s refused: %s", run_ids, exc)
             return outcomes | self._settle(run_ids, grading.refuse,

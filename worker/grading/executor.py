@@ -3,7 +3,8 @@
 A run's files are in the spool (worker/harness/spool.py) before it reaches an executor, and its
 report comes back there, written by the trusted grader (the local executor, whose grader answers
 on a pipe, keeps it in memory). An executor
-- `submit(jobs, resources)` starts grading them and returns an external id per job (runs packed
+- `submit(jobs, shape)` starts grading them with the shape's course python (and, on a cluster,
+  its Slurm options: worker/grading/shapes.py) and returns an external id per job (runs packed
   into one cluster job share it), or raises SubmitError, carrying the raw output, having started
   nothing (ImpossibleRequest: never will; NotTakingJobs: not for a while);
 - `poll(ids)` says what became of those ids, in one call to the cluster whatever their number;
@@ -12,7 +13,7 @@ on a pipe, keeps it in memory). An executor
 - `cancel(ids)` stops them;
 - `log_tail(id)` is the end of a job's log, for staff when a job ended without reports.
 `reports_as_they_come` is the one loop that waits for reports (dispatch, a regrade's preview and
-`submit_and_wait(executor, jobs, resources)`, for the terminal, all wait with it).
+`submit_and_wait(executor, jobs, shape)`, for the terminal, all wait with it).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from collections.abc import Iterator, MutableMapping
 from typing import Protocol
 
-from server.core.config import Resources
+from worker.grading.shapes import Shape
 from worker.harness.jobs import Job
 from worker.harness.report import Report
 
@@ -81,7 +82,7 @@ class Executor(Protocol):
     name: str
     synchronous: bool  # submit returns with the reports written
 
-    def submit(self, jobs: list[Job], resources: Resources) -> list[str]: ...
+    def submit(self, jobs: list[Job], shape: Shape) -> list[str]: ...
 
     def poll(self, ids: list[str]) -> dict[str, JobState]: ...
 
@@ -122,12 +123,12 @@ def reports_as_they_come(executor: Executor, waiting: MutableMapping, interval: 
         time.sleep(interval)
 
 
-def submit_and_wait(executor: Executor, jobs: list[Job], resources: Resources,
+def submit_and_wait(executor: Executor, jobs: list[Job], shape: Shape,
                     poll_seconds: float = 1.0) -> list[Report]:
     """Submit the jobs together and wait for their reports, in their order (`hpcgrade grade
     --executor slurm`); a job that ended without one gets the grader's error report."""
     by_id = {job.id: job for job in jobs}
-    waiting = dict(zip(by_id, executor.submit(jobs, resources)))  # job id → external id
+    waiting = dict(zip(by_id, executor.submit(jobs, shape)))  # job id → external id
     reports: dict[str, Report] = {}
     for found in reports_as_they_come(executor, waiting, poll_seconds):
         reports |= found

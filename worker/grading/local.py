@@ -1,4 +1,5 @@
-"""The local executor: grades on the worker's own node with one warm harness per worker process.
+"""The local executor: grades on the worker's own node with one warm harness per course python in
+each worker process (a course whose venv differs grades with its own).
 
 Its submit returns once the reports are in, so its runs never wait for a poll. They stay in
 this process, where the task that submitted reads them: the spool holds the run's files only. A
@@ -9,15 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.core.config import Resources, Settings
+from server.core.config import Settings
 from worker.grading.executor import JobState
+from worker.grading.shapes import Shape
 from worker.harness.jobs import Job
 from worker.harness.report import Report
 from worker.harness.runner import HarnessFailed, HarnessProcess
 
 
 class LocalExecutor:
-    """A warm harness in a child process, started by the first job and again if it died."""
+    """A warm harness in a child process per python, started by its first job and again if it
+    died."""
 
     name = "local"
     synchronous = True
@@ -25,19 +28,22 @@ class LocalExecutor:
     def __init__(self, settings: Settings):
         self.spool = Path(settings.spool_dir)
         self.python = settings.course_python
-        self._harness: HarnessProcess | None = None
+        self._harnesses: dict[str | None, HarnessProcess] = {}  # by python (None: ours)
         self._reports: dict[str, Report] = {}  # run id → its report, until read
 
-    def submit(self, jobs: list[Job], resources: Resources | None = None) -> list[str]:
+    def submit(self, jobs: list[Job], shape: Shape | None = None) -> list[str]:
+        """`shape`: whose python grades them (its course's; without one, COURSE_PYTHON)."""
+        python = (shape.python if shape else None) or self.python
         for job in jobs:
-            self._reports[job.id] = self._grade(job)
+            self._reports[job.id] = self._grade(job, python)
         return [f"local-{job.id}" for job in jobs]
 
-    def _grade(self, job: Job) -> Report:
+    def _grade(self, job: Job, python: str | None) -> Report:
         try:
-            if self._harness is None or self._harness.process.poll() is not None:
-                self._harness = HarnessProcess(python=self.python)
-            return self._harness.report_for(job)
+            harness = self._harnesses.get(python)
+            if harness is None or harness.process.poll() is not None:
+                harness = self._harnesses[python] = HarnessProcess(python=python)
+            return harness.report_for(job)
         except HarnessFailed as exc:
             return Report.grader_error(str(exc), job.exercise)
 
@@ -54,6 +60,5 @@ class LocalExecutor:
         return ""
 
     def close(self) -> None:
-        if self._harness is not None:
-            self._harness.close()
-            self._harness = None
+        while self._harnesses:
+            self._harnesses.popitem()[1].close()

@@ -1,22 +1,28 @@
 """The service's side of the pilots (see worker/harness/pilot.py): which are alive, who gets a run.
 
 A pilot is alive while its heartbeat is fresh and it takes runs until its allocation nears its
-end. The dispatcher gives a shape's runs to the least busy live pilot that fits it, and grades
-the rest with sbatch. A pilot that falls silent is taken for dead, and its runs without a report
+end. A pilot belongs to a course: `hpcgrade pilot start --course SLUG` starts it with the
+course's python and Slurm options and writes SPOOL/pilots/<name>/course.json (the course and its
+python), and it takes runs of that course alone. The dispatcher gives a shape's runs to the
+least busy live pilot of its course that fits it, and grades the rest with sbatch. A pilot that falls silent is taken for dead, and its runs without a report
 are dispatched again.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 
 from server.core.config import Resources
 from worker.grading.executor import JobState
+from worker.grading.shapes import Shape
 from worker.harness import pilot as layout
+from worker.harness import spool
 from worker.harness.jobs import Job
 
 SILENT_SECONDS = 15.0  # a heartbeat this old: the pilot is dead or hung
+COURSE_FILE = "course.json"
 
 
 class Pilots:
@@ -36,14 +42,30 @@ class Pilots:
         now = now or time.time()
         return beat is not None and now - float(beat.get("beat", 0)) < SILENT_SECONDS
 
-    def choose(self, resources: Resources) -> str | None:
-        """The least busy live pilot that can grade runs of this shape, or None."""
+    def choose(self, shape: Shape) -> str | None:
+        """The least busy live pilot of the shape's course (and python) that can grade runs of
+        this shape, or None."""
         now = time.time()
         fitting = [name for name, beat in self.heartbeats().items()
                    if self.alive(beat, now) and not beat.get("stopping")
                    and not (layout.pilot_dir(self.spool, name) / "stop").exists()
-                   and float(beat.get("until", 0)) > now and _fits(beat, resources)]
+                   and float(beat.get("until", 0)) > now and _fits(beat, shape)
+                   and self.course_of(name) == {"course": shape.course, "python": shape.python}]
         return min(fitting, key=self._load, default=None)
+
+    def belong(self, name: str, shape: Shape) -> None:
+        """The pilot `name` (its Slurm job id) is the shape's course's: it takes that course's
+        runs alone. Written as soon as sbatch answers; until then, it takes none."""
+        folder = spool.make_folder(self.spool, "pilots", name)
+        spool.write_atomically(folder / COURSE_FILE, json.dumps(
+            {"course": shape.course, "python": shape.python}).encode())
+
+    def course_of(self, name: str) -> dict | None:
+        """{"course": slug, "python": its python or None}; None for a pilot of no course."""
+        try:
+            return json.loads((layout.pilot_dir(self.spool, name) / COURSE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
 
     def _load(self, name: str) -> int:
         return len(os.listdir(layout.inbox(self.spool, name)))
@@ -68,10 +90,10 @@ class Pilots:
         return state
 
     def stop(self, name: str) -> bool:
-        """Ask the pilot to stop; False if it has no folder yet (not started: it cannot read
-        the request)."""
+        """Ask the pilot to stop; False if it has left no heartbeat yet (not started: it cannot
+        read the request; its folder may hold its course alone)."""
         folder = layout.pilot_dir(self.spool, name)
-        if not folder.is_dir():
+        if layout.read_heartbeat(folder) is None:
             return False
         (folder / "stop").touch()
         return True

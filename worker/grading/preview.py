@@ -8,7 +8,8 @@ progress moves; on Slurm packed into jobs as dispatch packs them, at most SLURM_
 no more than the job's time limit holds at the exercise's budget, then waited for with one poll
 every SLURM_POLL_SECONDS; runs a job left "not started" are sent again in a later job), and
 records each report as it comes: "preview", with its checks and
-score, or "failed". Pilots are left to the students: a preview is nobody's wait. Each run is
+score, or "failed". The exercise is the regrade's course's, and the jobs are of that course's
+shape (its python, account, job name…), as its students' runs are. Pilots are left to the students: a preview is nobody's wait. Each run is
 graded with the seed of the run whose grade it would replace, so that old → new shows what the
 checks changed, not another draw of a flaky submission's hidden inputs. A failed run's error is
 a note for staff, in English like every worker's: it quotes exceptions and Slurm's own words.
@@ -64,9 +65,11 @@ class PreviewClaim:
     exercise: str
     filename: str
     seed: int | None
+    course_id: int
 
     def with_code(self, code: bytes) -> grading.Claim:
-        return grading.Claim(self.run_id, self.submission_id, self.exercise, self.filename, code)
+        return grading.Claim(self.run_id, self.submission_id, self.exercise, self.filename, code,
+                             self.course_id)
 
 
 @dataclass
@@ -112,10 +115,9 @@ class PreviewGrader:
             return [[c] for c in claims]
         if not claims:
             return []
-        info = self.dispatcher.catalogue.get(claims[0].exercise)
-        resources = info.resources(self.dispatcher.resources) if info else self.dispatcher.resources
+        info, shape = self.dispatcher.exercise(claims[0].course_id, claims[0].exercise)
         seconds = spool.run_seconds(info.run_limits if info else Limits())
-        full, rest = self.dispatcher.pack(resources, [(c, None, seconds) for c in claims])
+        full, rest = self.dispatcher.pack(shape, [(c, None, seconds) for c in claims])
         return full + ([[c for c, _, _ in rest]] if rest else [])
 
     def _not_started(self, waiting: dict[int, str]) -> list[int]:
@@ -184,9 +186,9 @@ class PreviewGrader:
             return self._fail(run_ids, f"cannot write the spool: {exc}")
         if None in jobs:
             return self._fail(run_ids, f"exercise {claims[0].exercise} is not installed")
-        info = self.dispatcher.catalogue[claims[0].exercise]
         try:
-            ids = self.executor.submit(jobs, info.resources(self.dispatcher.resources))
+            ids = self.executor.submit(
+                jobs, self.dispatcher.exercise(claims[0].course_id, claims[0].exercise)[1])
         except (SubmitError, OSError) as exc:
             return self._fail(run_ids, f"the job was not sent: {exc}")
         waiting |= dict(zip(run_ids, ids))
@@ -280,4 +282,4 @@ def _claim_of(run: GradingRun) -> PreviewClaim:
     submission = run.submission
     result = [r for r in submission.runs if r.status == RunStatus.done.value]
     return PreviewClaim(run.id, submission.id, submission.exercise.slug, submission.filename,
-                        result[-1].seed if result else None)
+                        result[-1].seed if result else None, submission.exercise.course_id)

@@ -2,7 +2,9 @@
 
 A node that lacks a required layer grades nothing (each of its grades is a grader error naming
 the layer); an admin learns it here first: `hpcgrade sandbox check` probes this machine (the
-demo, the local executor) and `hpcgrade slurm check` a node of each partition the exercises use.
+demo, the local executor) with each course's python, and `hpcgrade slurm check` a node of each
+partition each course's exercises use, with that course's python and Slurm options. The code the
+probe must find read-only is the course's exercises folder.
 """
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
-from server.core.catalogue import default_root
-from server.core.config import Resources, Settings
+from server.core.config import Settings
 from worker.grading.executor import ClusterError
+from worker.grading.shapes import Shape
 from worker.grading.slurm import SlurmExecutor
 from worker.grading.slurm_text import job_script, parse_sbatch
 from worker.harness import spool
@@ -27,14 +30,16 @@ class ProbeFailed(Exception):
     """The probe could not run, or gave no answer; the message says why."""
 
 
-def probe_arguments(settings: Settings) -> list[str]:
+def probe_arguments(settings: Settings, code: Path) -> list[str]:
     return ["probe", "--require", ",".join(settings.sandbox_required_layers),
-            "--code", str(default_root())]
+            "--code", str(code)]
 
 
-def probe_here(settings: Settings) -> dict:
-    command = [settings.course_python or sys.executable, "-m", "worker.harness",
-               *probe_arguments(settings)]
+def probe_here(settings: Settings, python: str | None, code: Path) -> dict:
+    """The probe run by `python` (None: COURSE_PYTHON, else this one), with the exercises
+    folder `code`."""
+    command = [python or settings.course_python or sys.executable, "-m", "worker.harness",
+               *probe_arguments(settings, code)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_SECONDS,
                               env=harness_environment(), cwd=PACKAGE_ROOT)
@@ -43,15 +48,15 @@ def probe_here(settings: Settings) -> dict:
     return _answer(done.stdout, done.stdout + done.stderr)
 
 
-def probe_on_slurm(slurm: SlurmExecutor, resources: Resources, settings: Settings,
+def probe_on_slurm(slurm: SlurmExecutor, shape: Shape, code: Path, settings: Settings,
                    wait_seconds: float) -> dict:
-    """Submit a probe job of this shape and wait for its answer in the spool."""
+    """Submit a probe job of this shape (its course's python and options) and wait for its
+    answer in the spool; `code`: the course's exercises folder."""
     folder = spool.make_folder(slurm.spool, "probes")
     out = folder / f"{uuid.uuid4().hex}.json"
-    options = slurm.options(resources, slurm.job_name, f"hpcgrade {slurm.course} sandbox probe",
-                            requeue=False)
-    script = job_script(options, python=slurm.python, checkout=PACKAGE_ROOT,
-                        harness=[*probe_arguments(settings), "--out", str(out)],
+    options = slurm.options(shape, "sandbox probe", requeue=False)
+    script = job_script(options, python=slurm.python_of(shape), checkout=PACKAGE_ROOT,
+                        harness=[*probe_arguments(settings, code), "--out", str(out)],
                         modules=slurm.modules, what="probes the sandbox of a node")
     try:
         job_id = parse_sbatch(slurm.commands.run(["sbatch", "--parsable"], stdin=script))

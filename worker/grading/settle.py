@@ -50,6 +50,7 @@ class Claim:
     exercise: str
     filename: str
     code: bytes
+    course_id: int  # the exercise is the slug among this course's
 
 
 def claim(session: Session, submission_id: int, executor: str, worker: str,
@@ -75,7 +76,7 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
     session.add(run)
     session.flush()
     return Claim(run.id, submission.id, submission.exercise.slug, submission.filename,
-                 submission.code)
+                 submission.code, submission.exercise.course_id)
 
 
 def worker_name(node: str | None = None) -> str:

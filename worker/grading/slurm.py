@@ -9,6 +9,9 @@ partition could ever hold is refused before sbatch, which would accept it and le
 for good; the cluster's limits come from scontrol and sinfo, and are read again every few
 minutes. `hpcgrade slurm check` also names the partitions in use that run nothing now, and
 their nodes that take no jobs.
+
+A job's shape (worker/grading/shapes.py) names its course: the job runs that course's python,
+with its account, partition, QoS, job name, `--comment` and `--wckey`.
 """
 from __future__ import annotations
 
@@ -20,9 +23,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.core.catalogue import ExerciseInfo
 from server.core.config import Resources, Settings
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, NotTakingJobs
+from worker.grading.shapes import Shape, service_shape
 from worker.grading.slurm_text import (PartitionLimits, job_script, late_job_id, limits,
                                        parse_comments, parse_nodes, parse_partition_nodes,
                                        parse_partitions, parse_sacct, parse_sbatch, parse_squeue,
@@ -103,14 +106,12 @@ class SlurmExecutor:
         self.spool = Path(settings.spool_dir)
         self.spool_min_free_mb = settings.spool_min_free_mb
         self.logs = self.spool / "jobs"
-        self.course = settings.course
-        self.python = settings.course_python or "python3"
+        self.python = settings.course_python or "python3"  # where a course names none
         self.python_unset = settings.course_python is None
         self.modules = settings.slurm_modules
-        self.default = settings.slurm_resources
+        self.default = service_shape(settings)  # of jobs of no course
         self.commands = SlurmCommands(settings.slurm_submit_host, settings.slurm_ssh_options,
                                       self._ssh_sockets() if settings.slurm_submit_host else None)
-        self.job_name, self.pilot_name = f"hpcgrade-{self.course}", f"hpcgrade-{self.course}-pilot"
         self._limits: dict[str | None, tuple[float, PartitionLimits]] = {}
         self._sacct = ["sacct"]
         self._squeue_json: bool | None = None  # whether this Slurm's squeue --json serves; unknown
@@ -125,27 +126,30 @@ class SlurmExecutor:
 
     # --- the executor interface -------------------------------------------------------------
 
-    def submit(self, jobs: list[Job], resources: Resources) -> list[str]:
+    def submit(self, jobs: list[Job], shape: Shape) -> list[str]:
         if self.backoff.left():
             raise NotTakingJobs("the cluster is not taking jobs just now", "",
                                 self.backoff.left())
-        self.refuse_impossible(resources)
+        self.refuse_impossible(shape)
         run_ids = [job.id for job in jobs]
         # the batch's tag finds its job when sbatch made it but did not say so in time
         batch = uuid.uuid4().hex[:16]
-        options = self.options(resources, self.job_name, f"hpcgrade {self.course} batch {batch} "
-                                                         f"runs {','.join(run_ids)}")
+        options = self.options(shape, f"batch {batch} runs {','.join(run_ids)}")
         # the harness starts no run that could not end before the job's time limit, and none
         # once Slurm warns it (SIGUSR1) that the longest of them could not: those go back to
         # the queue without using an attempt
-        script = job_script(options, python=self.python, checkout=PACKAGE_ROOT,
+        script = job_script(options, python=self.python_of(shape), checkout=PACKAGE_ROOT,
                             harness=["spool", str(self.spool), *run_ids], modules=self.modules,
-                            minutes=resources.time, stop_seconds=int(max(
+                            minutes=shape.time, stop_seconds=int(max(
                                 spool.run_seconds(Limits.from_dict(job.limits))
                                 for job in jobs)) + STOP_MARGIN)
-        return [self._sbatch(script, batch)] * len(jobs)
+        return [self._sbatch(script, batch, shape.job_name)] * len(jobs)
 
-    def _sbatch(self, script: str, batch: str) -> str:
+    def python_of(self, shape: Shape) -> str:
+        """The python a job of this shape runs: its course's, else COURSE_PYTHON's."""
+        return shape.python or self.python
+
+    def _sbatch(self, script: str, batch: str, job_name: str) -> str:
         """The new job's id. sbatch that answers late may have made the job: its id is read from
         what it printed, or found by the batch's tag, lest the runs go out twice (a controller so
         slow that it makes the job after the look-up still could). A refusal that would come
@@ -153,7 +157,7 @@ class SlurmExecutor:
         try:
             job_id = parse_sbatch(self.commands.run(["sbatch", "--parsable"], stdin=script))
         except Unanswered as exc:
-            job_id = late_job_id(exc.output) or self._tagged(batch)
+            job_id = late_job_id(exc.output) or self._tagged(batch, job_name)
             if job_id is None:
                 raise self._not_taking(exc) from None
             log.warning("%s; its job %s is kept", exc.message, job_id)
@@ -167,12 +171,12 @@ class SlurmExecutor:
     def _not_taking(self, exc: ClusterError) -> NotTakingJobs:
         return NotTakingJobs(exc.message, exc.output, self.backoff.failed())
 
-    def _tagged(self, batch: str) -> str | None:
+    def _tagged(self, batch: str, job_name: str) -> str | None:
         """The job of this batch, by the tag in its comment; None if Slurm lists none (or cannot
         say)."""
         try:
             comments = parse_comments(self.commands.run(
-                ["squeue", "--me", "--noheader", "--states=all", f"--name={self.job_name}",
+                ["squeue", "--me", "--noheader", "--states=all", f"--name={job_name}",
                  "--format=%i|%k"]))
         except ClusterError as exc:
             log.warning("cannot look up batch %s's job: %s", batch, exc)
@@ -180,16 +184,21 @@ class SlurmExecutor:
         return next((job_id for job_id, comment in comments.items()
                      if f" batch {batch} " in comment), None)
 
-    def options(self, resources: Resources, job_name: str, comment: str,
-                requeue: bool = True) -> list[str]:
+    def options(self, shape: Shape, what: str, requeue: bool = True,
+                job_name: str | None = None) -> list[str]:
+        """sbatch's options for a job of this shape: its course's job name (or `job_name`),
+        its comment followed by `what`, its wckey."""
         spool.make_folder(self.spool, "jobs")  # the jobs' logs: sbatch would not make it
-        return sbatch_options(resources, job_name=job_name, comment=comment, wckey=self.course,
+        return sbatch_options(shape, job_name=job_name or shape.job_name,
+                              comment=f"{shape.comment} {what}", wckey=shape.wckey,
                               log=str(self.logs / "%j.out"), requeue=requeue)
 
-    def pilot_jobs(self) -> dict[str, JobState]:
-        """The course's pilot jobs Slurm still lists, started or not, in one squeue call."""
+    def pilot_jobs(self, shapes: list[Shape]) -> dict[str, JobState]:
+        """The pilot jobs of these shapes' courses that Slurm still lists, started or not, in
+        one squeue call."""
+        names = sorted({shape.pilot_name for shape in shapes})
         return parse_squeue(self.commands.run(
-            ["squeue", "--me", "--noheader", "--states=all", f"--name={self.pilot_name}",
+            ["squeue", "--me", "--noheader", "--states=all", f"--name={','.join(names)}",
              "--format=%i|%T|%N|%r"]))
 
     def poll(self, ids: list[str]) -> dict[str, JobState]:
@@ -286,31 +295,32 @@ class SlurmExecutor:
         if problems:
             raise ImpossibleRequest("; ".join(problems))
 
-    def check(self, catalogue: dict[str, ExerciseInfo]) -> tuple[list[str], list[str]]:
-        """Problems: every shape this service would ask for that the cluster could never run, or
-        that sbatch refuses, and every partition they use that runs nothing now (and why the
-        cluster could not be asked, if it could not). Warnings: those partitions' nodes that take
-        no jobs while others do."""
-        shapes = {"the default (SLURM_*)": self.default,
-                  **{slug: info.resources(self.default) for slug, info in catalogue.items()}}
-        problems = ["COURSE_PYTHON is not set: jobs would run python3 from the node's PATH"
-                    ] if self.python_unset else []
+    def check(self, shapes: dict[str, Shape]) -> tuple[list[str], list[str]]:
+        """Problems: every shape this service would ask for (`shapes`, each named by who asks
+        for it: a course, an exercise of a course) that the cluster could never run, or that
+        sbatch refuses (with its course's account, QoS, wckey…), and every partition they use
+        that runs nothing now (and why the cluster could not be asked, if it could not).
+        Warnings: those partitions' nodes that take no jobs while others do."""
+        unset = sorted({shape.course for shape in shapes.values() if shape.python is None})
+        problems = [f"course {course}: neither the course's python nor COURSE_PYTHON is set: "
+                    "jobs would run python3 from the node's PATH"
+                    for course in unset] if self.python_unset else []
         free = spool.free_mb(self.spool)
         if free is not None and free < self.spool_min_free_mb:
             problems.append(f"the spool {self.spool} is full: {free} MB free, less than "
                             f"SPOOL_MIN_FREE_MB ({self.spool_min_free_mb}); nothing is sent")
         partitions: dict[str, list[str]] = {}  # why each partition in use runs nothing now
         warnings = []
-        for who, resources in shapes.items():
+        for who, shape in shapes.items():
             try:
-                fits = self.limits(resources.partition)
+                fits = self.limits(shape.partition)
                 if fits.partition not in partitions:
                     partitions[fits.partition], some_down = self.availability(fits.partition)
                     warnings += some_down
                 # where no node takes jobs, sbatch --test-only refuses every shape ("Requested
                 # node configuration is not available"): the partition's problem says why
-                found = fits.refuse(resources) or (
-                    [] if partitions[fits.partition] else self._test_only(resources))
+                found = fits.refuse(shape) or (
+                    [] if partitions[fits.partition] else self._test_only(shape))
             except ClusterError as exc:
                 found = [str(exc)]
             problems += [f"{who}: {problem}" for problem in found]
@@ -340,10 +350,10 @@ class SlurmExecutor:
                 f"{'?' if free is None else free} MB free (SPOOL_MIN_FREE_MB: "
                 f"{self.spool_min_free_mb})")
 
-    def _test_only(self, resources: Resources) -> list[str]:
+    def _test_only(self, shape: Shape) -> list[str]:
         """What sbatch says of a job of this shape without making it (--test-only): an account,
         QoS, feature… the cluster does not know, which the limits cannot tell."""
-        options = self.options(resources, self.job_name, f"hpcgrade {self.course} check")
+        options = self.options(shape, "check")
         try:
             self.commands.run(["sbatch", "--test-only", *options], stdin="#!/bin/bash\ntrue\n")
         except Unanswered:  # no refusal: the check names the cluster not answering

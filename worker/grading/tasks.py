@@ -15,7 +15,6 @@ from typing import Callable, ContextManager
 from celery import shared_task
 from flask import current_app
 
-from server.core.catalogue import current_catalogue
 from server.core.config import app_settings
 from server.core.mail import MailAway, report_refused, send_links
 from server.core.models import User
@@ -40,10 +39,10 @@ MAIL_RETRY_SECONDS = 60  # a mail server that is away is tried again this often,
 
 
 def dispatcher(node: str | None = None) -> Dispatcher:
-    """The exercises are read again when their folder changed, so edits apply without a
-    restart."""
+    """Each course's exercises are read again when its folder changed, so edits apply without
+    a restart."""
     return Dispatcher.from_settings(current_app.extensions["hpcgrade.db"], worker_executor(),
-                                    current_catalogue(), app_settings(), node)
+                                    app_settings(), node)
 
 
 def worker_executor() -> Executor:
