@@ -418,10 +418,10 @@ class Api:
         self.http.headers["Authorization"] = f"Bearer {answer.json()['token']}"
 
     def submit(self, exercise: str, code: str, key: str | None = None,
-               filename: str = "work.py", course: str | None = None) -> requests.Response:
+               filename: str = "work.py", course: str = COURSES[0]) -> requests.Response:
         headers = {"Idempotency-Key": key} if key else {}
         return self.http.post(f"{self.base}/api/v1/submissions", headers=headers, timeout=30,
-                              data={"exercise": exercise, **({"course": course} if course else {})},
+                              data={"exercise": exercise, "course": course},
                               files={"file": (filename, code.encode())})
 
     def status(self, submission_id: int) -> dict:
@@ -502,12 +502,14 @@ def now() -> dt.datetime:
 
 
 def submissions(stack: "Stack", ids: list[int]):
-    from server.core.models import Submission
+    from server.core.models import Exercise, Submission
     database = stack.database()
     try:
         with database.sessions() as session:
             found = session.scalars(sa.select(Submission).where(Submission.id.in_(ids))
-                                    .options(selectinload(Submission.runs))).all()
+                                    .options(selectinload(Submission.runs),
+                                             selectinload(Submission.exercise)
+                                             .selectinload(Exercise.course))).all()
             for submission in found:
                 for run in submission.runs:
                     run.checks  # loaded before the session closes

@@ -56,7 +56,8 @@ def submit(page, site, *, upload=None, paste: str | None = None) -> int:
 
 
 def test_a_student_submits_and_hears_the_status_change(site, desktop, tmp_path):
-    log_in(desktop, site, "s00")
+    log_in(desktop, site, "s00")  # in both courses: she picks one
+    desktop.locator("main a[href='/courses/pytorch/']").click()
     desktop.locator(f"main a[href='/courses/pytorch/exercises/{EXERCISE}']").click()
     desktop.locator("textarea[name=code]").wait_for()
 
@@ -225,13 +226,15 @@ def test_the_language_chosen_on_the_log_in_page_survives_logging_in(site, deskto
     assert desktop.url == site.url("/courses/pytorch/submissions")
     assert desktop.locator("html").get_attribute("lang") == "es"
     desktop.goto(site.url("/"))
-    assert desktop.locator("h1").text_content() == "Ejercicios"
+    assert desktop.locator("h1").text_content() == "Mis cursos"
 
 
 # --- every student page on a phone, and on a desktop -------------------------------------------
 
-STUDENT_PAGES = {"exercises": "/", "exercise": f"/courses/pytorch/exercises/{EXERCISE}",
-                 "result": "/courses/pytorch/submissions/{id}", "history": "/courses/pytorch/submissions",
+STUDENT_PAGES = {"courses": "/", "exercises": "/courses/pytorch/",
+                 "exercise": f"/courses/pytorch/exercises/{EXERCISE}",
+                 "result": "/courses/pytorch/submissions/{id}",
+                 "history": "/courses/pytorch/submissions",
                  "account": "/account/tokens", "password": "/account/password",
                  "error": "/courses/pytorch/exercises/no-such-exercise"}
 

@@ -2,7 +2,8 @@
 Redis of their own, gunicorn (2 sync workers) behind nginx with the deploy's proxy settings, one
 Celery worker, Celery beat on its own.
 
-100 submissions go in through the API while beat is killed, Redis restarts, the worker's pool
+100 submissions go in through the API, to two courses in turn (the second with a course venv of
+its own), while beat is killed, Redis restarts, the worker's pool
 process and then its main process are killed, and the database stops for 10 s. Each fault test
 asserts its recovery goal on recorded times (a run's finished_at against the moment the fault
 ended), never by sleeping; the last asserts every submission graded exactly once with the score
@@ -167,6 +168,9 @@ def test_every_submission_graded_exactly_once_with_the_right_score(stack, ledger
             problems.append(f"{sent.phase}/{sent.kind} #{sent.id}: "
                             f"{submission.status if submission else 'missing'}, runs "
                             f"{[r.status for r in submission.runs] if submission else []}")
+        elif submission.exercise.course.slug != sent.course:
+            problems.append(f"{sent.phase}/{sent.kind} #{sent.id}: in course "
+                            f"{submission.exercise.course.slug}, sent to {sent.course}")
         elif submission.score != expected[sent.kind]:
             problems.append(f"{sent.phase}/{sent.kind} #{sent.id}: score {submission.score}, "
                             f"expected {expected[sent.kind]}")
