@@ -147,6 +147,12 @@ def find_course(session: Session, slug: str) -> Course:
     return course
 
 
+def open_courses(session: Session) -> list[Course]:
+    """Every course not archived, by slug."""
+    return list(session.scalars(select(Course).where(Course.archived_at.is_(None))
+                                .order_by(Course.slug)))
+
+
 def enrol(session: Session, user: User, course: Course, role: str) -> Enrolment:
     """The user's role in the course, added or changed."""
     if role not in COURSE_ROLES:

@@ -16,7 +16,7 @@ from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from server.core.courses import enrol
+from server.core.courses import enrol, open_courses
 from server.core.links import fingerprint
 from server.core.models import STAFF_ROLES, Course, CourseRole, Enrolment, User
 from server.core.tokens import revoke
@@ -142,8 +142,7 @@ def add_or_enrol(session: Session, username: str, name: str, email: str, role: s
 def only_course(session: Session) -> Course:
     """The course where none is named: the service's one open course, else a refusal that
     names them."""
-    courses = session.scalars(select(Course).where(Course.archived_at.is_(None))
-                              .order_by(Course.slug)).all()
+    courses = open_courses(session)
     if len(courses) != 1:
         raise UserError(_("name the course: %(courses)s", courses=", ".join(
             course.slug for course in courses) or _("there is none yet")))

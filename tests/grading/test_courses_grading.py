@@ -209,15 +209,22 @@ def test_a_pilot_takes_runs_of_its_own_course_alone(database, mpi, tmp_path):
     assert pilots.choose(changed) is None  # started with the venv the course left
 
 
-def test_the_local_executor_grades_each_course_with_its_own_python(database, mpi, tmp_path):
-    """Course mpi's python is a wrapper that notes each start, then runs this venv's: its runs
-    start it once (a warm harness of its own); the other course's runs never do."""
+def noting_python(database, tmp_path):
+    """Course mpi's python becomes a wrapper that notes its arguments at each start, then runs
+    this venv's; the file of its notes."""
     started = tmp_path / "started"
     wrapper = tmp_path / "mpi-python"
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {started}\nexec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     with database.sessions.begin() as session:
         edit_course(session, find_course(session, "mpi"), course_python=str(wrapper))
+    return started
+
+
+def test_the_local_executor_grades_each_course_with_its_own_python(database, mpi, tmp_path):
+    """Course mpi's python is a wrapper that notes each start, then runs this venv's: its runs
+    start it once (a warm harness of its own); the other course's runs never do."""
+    started = noting_python(database, tmp_path)
     add_student(database, "carl", "mpi")
     add_student(database, "dora", "mpi")
     local = LocalExecutor(Settings(spool_dir=str(tmp_path / "spool"), course_python=None))
@@ -278,12 +285,7 @@ def test_the_queue_goes_round_robin_between_courses_then_their_students(database
 def test_sandbox_check_probes_each_courses_python_naming_the_course(database, mpi, tmp_path):
     """The service's python and folder are checked for pytorch (it names neither); mpi's
     wrapper python is started for mpi, with its own exercises folder."""
-    started = tmp_path / "started"
-    wrapper = tmp_path / "mpi-python"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {started}\nexec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
-    with database.sessions.begin() as session:
-        edit_course(session, find_course(session, "mpi"), course_python=str(wrapper))
+    started = noting_python(database, tmp_path)
     config = tmp_path / "h.toml"
     write_config(config, {"DATABASE_URL": database.engine.url.render_as_string(hide_password=False)})
     checked = CliRunner().invoke(main, ["sandbox", "check"], env={"HPCGRADE_CONFIG": str(config)})

@@ -28,7 +28,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from stack import FILES, ROOT, Ledger, Stack, done_run, late, running_run, settle
+from stack import COURSES, FILES, ROOT, Ledger, Stack, done_run, late, running_run, settle
 
 pytestmark = [pytest.mark.faults, pytest.mark.services]
 
@@ -222,11 +222,12 @@ def test_a_session_cookie_replayed_after_log_out_is_refused(stack):
     browser = Browser(stack.base)
     assert browser.log_in(COOKIE, stack.passwords[COOKIE]).status_code in (302, 303)
     copied = dict(browser.http.cookies)
-    before = requests.get(stack.base + "/", cookies=copied, allow_redirects=False, timeout=30)
+    page = f"{stack.base}/courses/{COURSES[0]}/"  # the student's exercises
+    before = requests.get(page, cookies=copied, allow_redirects=False, timeout=30)
     assert before.status_code == 200  # the copy works while its session lasts
-    token = browser.token("/")
+    token = browser.token(f"/courses/{COURSES[0]}/")
     browser.http.post(stack.base + "/logout", data={"csrf_token": token}, allow_redirects=False)
-    replayed = requests.get(stack.base + "/", cookies=copied, allow_redirects=False, timeout=30)
+    replayed = requests.get(page, cookies=copied, allow_redirects=False, timeout=30)
     assert replayed.status_code in (302, 303, 401), replayed.status_code
     if replayed.status_code != 401:
         assert urlsplit(replayed.headers["Location"]).path == "/login"

@@ -16,7 +16,8 @@ from server.core.users import add_user
 @pytest.fixture
 def two_courses(course, catalogue):
     """`course` (pytorch: ana and bea students) and mpi (the same exercises' folder): ana in
-    both, carl in mpi only, dan in none, prof an instructor of mpi; a submission of ana's in each."""
+    both, carl in mpi only, dan in none, prof an instructor and tara a teaching assistant of
+    mpi; a submission of ana's in each."""
     database = course.extensions["hpcgrade.db"]
     with database.sessions.begin() as session:
         mpi = new_course(session, "mpi", title_en="MPI", title_es="MPI", edition="2026")
@@ -25,6 +26,7 @@ def two_courses(course, catalogue):
         enrol(session, users["ana"], mpi, "student")
         add_user(session, "carl", "Carl", "c@uni.es", "student", "long-password", course=mpi)
         add_user(session, "prof", "Prof", "p@uni.es", "instructor", "long-password", course=mpi)
+        add_user(session, "tara", "Tara", "t@uni.es", "ta", "long-password", course=mpi)
         session.add(User(username="dan", name="Dan", email="d@uni.es",
                          password_hash=users["ana"].password_hash))
     ids = {}
@@ -83,9 +85,12 @@ def test_another_courses_pages_do_not_exist_for_a_user_not_in_it(two_courses):
     for method, path in paths:
         reply = carl.open(path, method=method, data={"csrf_token": token})
         assert reply.status_code == 404, (method, path, reply.status_code)
-    prof, token = logged_in(app, "prof")  # an instructor of mpi is no one in pytorch
-    for method, path in paths:
-        assert prof.open(path, method=method, data={"csrf_token": token}).status_code == 404
+    for staff in ("prof", "tara"):  # mpi's instructor and teaching assistant: no one in pytorch
+        client, token = logged_in(app, staff)
+        for method, path in paths:
+            reply = client.open(path, method=method, data={"csrf_token": token})
+            assert reply.status_code == 404, (staff, method, path, reply.status_code)
+    prof, _ = logged_in(app, "prof")
     assert prof.get(f"/courses/mpi/submissions/{ids['mpi']}").status_code == 200  # his course's
     assert logged_in(app, "ana")[0].get("/courses/no-such-course/").status_code == 404
 

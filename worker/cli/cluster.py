@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import click
-from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from server.core.catalogue import ExerciseConfigError, default_root
 from server.core.config import ConfigError, Resources, Settings, load_settings
-from server.core.courses import CourseError, course_catalogue, exercises_path, find_course
+from server.core.courses import (CourseError, course_catalogue, exercises_path, find_course,
+                                 open_courses)
 from server.core.db import Database
 from server.core.models import Course
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState
@@ -38,15 +38,14 @@ def slurm_executor() -> SlurmExecutor:
         raise click.ClickException(str(exc)) from None
 
 
-def open_courses(settings: Settings, slug: str | None = None) -> list[Course]:
+def courses_of_the_service(settings: Settings, slug: str | None = None) -> list[Course]:
     """The open courses (or the course named), or a clear refusal."""
     database = Database(settings.database_url)
     try:
         with database.sessions() as session:
             if slug:
                 return [find_course(session, slug)]
-            found = list(session.scalars(select(Course).where(Course.archived_at.is_(None))
-                                         .order_by(Course.slug)))
+            found = open_courses(session)
     except CourseError as exc:
         raise click.ClickException(str(exc)) from None
     except SQLAlchemyError as exc:
@@ -90,7 +89,7 @@ def check(wait_seconds: float, probe: bool) -> None:
     the dispatcher's unit runs it before starting."""
     slurm, settings = slurm_executor(), load_settings()
     click.echo(slurm.spool_space())
-    courses = open_courses(settings)
+    courses = courses_of_the_service(settings)
     shapes, problems = {}, []
     for course in courses:
         found_shapes, unread = course_shapes(course, settings)
@@ -177,7 +176,7 @@ def sandbox_check() -> None:
         raise click.ClickException(str(exc)) from None
     probed: dict[tuple[str | None, Path], list[str]] = {(None, default_root()): []}
     try:
-        courses = open_courses(settings)
+        courses = courses_of_the_service(settings)
     except click.ClickException as exc:
         click.echo(f"warning: {exc.message}: COURSE_PYTHON alone is checked", err=True)
         courses = []
@@ -250,7 +249,7 @@ def start(course_slug: str | None, hours: float, gpus: int | None,
 
 def _one_course(settings: Settings, slug: str | None) -> Course:
     """The course named, or the only open one."""
-    courses = open_courses(settings, slug)
+    courses = courses_of_the_service(settings, slug)
     if len(courses) > 1:
         raise click.UsageError(f"name the pilot's course with --course: one of "
                                f"{', '.join(course.slug for course in courses)}")
@@ -303,7 +302,7 @@ def list_pilots(every: bool) -> None:
 
 
 def _course_shapes(settings: Settings) -> list[Shape]:
-    return [course_shape(course, settings.slurm_resources) for course in open_courses(settings)]
+    return [course_shape(course, settings.slurm_resources) for course in courses_of_the_service(settings)]
 
 
 def _pilot_line(name: str, course: str, beat: dict | None, state: JobState | None,

@@ -18,7 +18,7 @@ from server.core.course_admin import (SLURM_KEYS, counts, pairs, slurm_text, slu
                                       sync_course)
 from server.core.courses import (CourseError, archive_course, copy_course, course_catalogue,
                                  course_settings, create_course, edit_course, exercises_path,
-                                 find_course, job_names)
+                                 find_course, job_names, open_courses)
 from server.core.models import Course
 from worker.cli.admin import _in_transaction, catalogue
 
@@ -199,15 +199,6 @@ def course_exercises(slug: str) -> dict:
     return in_transaction(lambda session: course_catalogue(find_course(session, slug)))
 
 
-def open_courses(session) -> list[Course]:
-    """Every course not archived; none is a refusal that says how to add one."""
-    courses = session.scalars(select(Course).where(Course.archived_at.is_(None))
-                              .order_by(Course.slug)).all()
-    if not courses:
-        raise CourseError("no open course: add one with `hpcgrade courses create SLUG`")
-    return courses
-
-
 @click.command("sync")
 @click.option("--course", "course_slug", metavar="SLUG",
               help="Only this course (default: every open course).")
@@ -216,6 +207,8 @@ def exercises_sync(course_slug: str | None) -> None:
     exercise stops it, with nothing synced."""
     def action(session):
         courses = [find_course(session, course_slug)] if course_slug else open_courses(session)
+        if not courses:
+            raise CourseError("no open course: add one with `hpcgrade courses create SLUG`")
         for course in courses:
             refuse_archived(course)
         return [(course.slug, synced(session, course)) for course in courses]
