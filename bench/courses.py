@@ -116,8 +116,9 @@ def measure(courses: int, students: int, seconds: int) -> dict[str, float | str]
         token = requests.post(f"{base}/api/v1/tokens", json={
             "username": f"s{last}-0", "password": PASSWORD}).json()["token"]
         with Database(database_url).sessions() as session:
-            mine = session.scalar(sa.select(sa.func.max(Submission.id)).join(User).where(
-                User.username == f"s{last}-0"))
+            mine = session.scalar(sa.select(sa.func.max(Submission.id))
+                                  .join(User, Submission.user_id == User.id)
+                                  .where(User.username == f"s{last}-0"))
         rps, p99 = wrk(f"{base}/api/v1/submissions/{mine}", seconds, token)
     return {"page_p50": statistics.median(page), "page_p95": percentile(page, 95),
             "status_rps": rps, "status_p99": p99}
