@@ -38,6 +38,7 @@ class Resources:
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
+    reservation: str | None = None  # a lab session's, or a course's nodes set aside
     gpus: int = 1
     cpus: int = 2
     memory: int = 4096  # MB
@@ -60,7 +61,7 @@ class Resources:
 
 RESOURCE_PARSERS: dict[str, Parser] = {
     "partition": optional(word), "account": optional(word), "qos": optional(word),
-    "gpus": whole(0), "cpus": whole(1), "memory": memory_mb, "time": minutes,
+    "reservation": optional(word), "gpus": whole(0), "cpus": whole(1), "memory": memory_mb, "time": minutes,
     "extra": sbatch_options,
 }
 
@@ -195,10 +196,14 @@ class Settings:
 
     slurm_partition: str | None = setting(
         Resources.partition, RESOURCE_PARSERS["partition"], "The partition (Slurm's default "
-        "if unset); an exercise's `[slurm]` table overrides this and the next seven.", SLURM)
+        "if unset); a course's Slurm settings, then an exercise's `[slurm]` table, override this "
+        "and the next eight.", SLURM)
     slurm_account: str | None = setting(
         Resources.account, RESOURCE_PARSERS["account"], "The account jobs are charged to.", SLURM)
     slurm_qos: str | None = setting(Resources.qos, RESOURCE_PARSERS["qos"], "The QOS.", SLURM)
+    slurm_reservation: str | None = setting(
+        Resources.reservation, RESOURCE_PARSERS["reservation"], "The reservation jobs run in "
+        "(`scontrol create reservation`), e.g. a lab session's nodes.", SLURM)
     slurm_gpus: int = setting(Resources.gpus, RESOURCE_PARSERS["gpus"],
                               "GPUs per job; 0: CPU only, holds no GPU.", SLURM)
     slurm_cpus: int = setting(Resources.cpus, RESOURCE_PARSERS["cpus"], "CPUs per job.", SLURM)

@@ -36,8 +36,10 @@ from worker.harness.runner import PACKAGE_ROOT
 
 RECORDED = Path(__file__).parent / "recorded" / "slurm"
 GOLDEN = Path(__file__).parent / "golden"
-# the second course: another account, partition, QoS, venv, job name, comment and wckey
-MPI = dict(slurm={"account": "mpi-lab", "partition": "grading", "qos": "teaching"},
+# the second course: another account, partition, QoS, reservation, venv, job name, comment and
+# wckey
+MPI = dict(slurm={"account": "mpi-lab", "partition": "grading", "qos": "teaching",
+                  "reservation": "mpi-lab-tuesday"},
            job_name="mpi-grading", job_comment="MPI course 2026", wckey="mpi26",
            course_python="/shared/mpi-venv/bin/python")
 GRADED = Report.from_dict({"status": "graded", "score": 1.0, "max_score": 1.0, "checks": []})

@@ -22,7 +22,7 @@ def sbatch_options(resources: Resources, *, job_name: str, comment: str, wckey: 
                f"--mem={resources.memory}M", f"--time={resources.time}",
                f"--output={log}", "--open-mode=append",
                "--requeue" if requeue else "--no-requeue"]
-    for name in ("partition", "account", "qos"):
+    for name in ("partition", "account", "qos", "reservation"):
         if getattr(resources, name):
             options.append(f"--{name}={getattr(resources, name)}")
     if resources.gpus:

@@ -14,6 +14,7 @@
 #SBATCH --partition=grading
 #SBATCH --account=mpi-lab
 #SBATCH --qos=teaching
+#SBATCH --reservation=mpi-lab-tuesday
 #SBATCH --signal=B:USR1@135
 #SBATCH --export=NONE
 set -e
