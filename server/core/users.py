@@ -160,14 +160,15 @@ def members(course: Course) -> Select:
 
 
 def students_only(course: Course) -> Select:
-    """The ids of the course's students who are nothing more anywhere: staff of no course and
-    not admin. Theirs are the passwords an instructor may reset: one who could reset a
-    teaching assistant's of another course, or an admin's, could take over that account."""
-    staff_anywhere = select(Enrolment.user_id).where(Enrolment.role.in_(STAFF_ROLES))
+    """The ids of the course's students who are in no other course and not admin. Theirs are
+    the passwords an instructor may reset: one who could reset the password of someone of
+    another course (a student of it, whom they could enrol in their own first, or its staff)
+    could take over that account there."""
+    elsewhere = select(Enrolment.user_id).where(Enrolment.course_id != course.id)
     return (select(User.id).join(Enrolment, Enrolment.user_id == User.id)
             .where(Enrolment.course_id == course.id,
                    Enrolment.role == CourseRole.student.value,
-                   User.is_admin.is_(False), User.id.not_in(staff_anywhere)))
+                   User.is_admin.is_(False), User.id.not_in(elsewhere)))
 
 
 def has_password(user: User) -> bool:

@@ -43,22 +43,24 @@ def blueprint_needs_course(endpoint: str) -> bool:
 
 
 @blueprint.before_app_request
-def load_course() -> None:
+def load_course():
     """After auth.load_user: the course the URL names, and the user's role in it."""
     g.course, g.role = None, None
     slug = g.get("course_slug")
     if slug is None:
-        return
+        return None
+    if g.user is None:  # before the course is looked up: which ones exist is no one's business
+        return redirect(url_for("auth.login", next=request.full_path if request.query_string
+                                else request.path))
     g.course = db().scalar(select(Course).where(Course.slug == slug))
     if g.course is None:
         abort(404)
-    if g.user is None:
-        return  # login_required sends them to log in
     g.role = role_in(db(), g.user.id, g.course.id)
     if g.role is None:
         abort(404)
     if g.course.archived_at is not None and request.method not in READS:
         abort(403, _("This course is archived: it can be read, not changed."))
+    return None
 
 
 @blueprint.app_context_processor
@@ -98,8 +100,9 @@ def old_submission(submission_id: int):
     course_id = submission.exercise.course_id
     if submission.user_id != g.user.id and role_in(db(), g.user.id, course_id) not in STAFF_ROLES:
         abort(404)
+    # not 301: browsers keep those, and where it leads depends on who asks
     return redirect(url_for("portal.submission", course=submission.exercise.course.slug,
-                            submission_id=submission_id), 301)
+                            submission_id=submission_id))
 
 
 @blueprint.route("/exercises/<slug>")
@@ -111,5 +114,4 @@ def old_exercise(slug: str):
                                                 Exercise.course_id.in_(mine))).all()
     if len(found) != 1:
         return redirect(url_for("courses.home")) if found else abort(404)
-    return redirect(url_for("portal.exercise", course=mine[found[0].course_id].slug, slug=slug),
-                    301)
+    return redirect(url_for("portal.exercise", course=mine[found[0].course_id].slug, slug=slug))

@@ -93,6 +93,11 @@ def test_another_courses_pages_do_not_exist_for_a_user_not_in_it(two_courses):
     prof, _ = logged_in(app, "prof")
     assert prof.get(f"/courses/mpi/submissions/{ids['mpi']}").status_code == 200  # his course's
     assert logged_in(app, "ana")[0].get("/courses/no-such-course/").status_code == 404
+    for slug in ("pytorch", "no-such-course"):  # to someone not logged in, alike
+        anonymous = app.test_client().get(f"/courses/{slug}/exercises/autograd-q")
+        assert anonymous.status_code == 302
+        assert anonymous.headers["Location"] == \
+            f"/login?next=/courses/{slug}/exercises/autograd-q"
 
 
 def test_an_archived_course_is_read_not_changed(two_courses):
@@ -113,7 +118,7 @@ def test_the_addresses_of_before_courses_lead_to_the_page_in_its_course(two_cour
     app, ids = two_courses
     ana, _ = logged_in(app, "ana")
     moved = ana.get(f"/submissions/{ids['mpi']}")
-    assert moved.status_code == 301 and moved.headers["Location"] == \
+    assert moved.status_code == 302 and moved.headers["Location"] == \
         f"/courses/mpi/submissions/{ids['mpi']}"
     assert ana.get("/exercises/autograd-q").headers["Location"] == "/"  # in both: she picks
     bea, _ = logged_in(app, "bea")
@@ -122,5 +127,5 @@ def test_the_addresses_of_before_courses_lead_to_the_page_in_its_course(two_cour
     assert bea.get(f"/submissions/{ids['mpi']}").status_code == 404  # not hers, not her course
     assert bea.get("/exercises/no-such-one").status_code == 404
     prof, _ = logged_in(app, "prof")  # staff of mpi
-    assert prof.get(f"/submissions/{ids['mpi']}").status_code == 301
+    assert prof.get(f"/submissions/{ids['mpi']}").status_code == 302
     assert prof.get(f"/submissions/{ids['pytorch']}").status_code == 404

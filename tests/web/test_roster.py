@@ -616,9 +616,10 @@ def test_an_import_enrols_existing_accounts_and_leaves_the_members(two_courses):
 
 
 def test_an_instructor_cannot_take_over_the_staff_of_another_course(two_courses):
-    """prof enrols tom, mpi's teaching assistant, as a student of pytorch: were prof to reset
-    his password, its link would make prof mpi's teaching assistant. An instructor resets
-    only the passwords of students who are nothing more anywhere."""
+    """prof enrols tom, mpi's teaching assistant, and mia, a student of mpi, as students of
+    pytorch: were prof to reset their passwords, the links would make prof tom (mpi's teaching
+    assistant) or mia (reading and submitting her mpi work). An instructor resets only the
+    passwords of students in no other course."""
     client, token = in_course(two_courses, "prof", "pytorch")
     client.post("/courses/pytorch/staff/roster/add", data={
         "csrf_token": token, "username": "tom", "name": "Tom", "email": "tom@uni.es",
@@ -627,12 +628,16 @@ def test_an_instructor_cannot_take_over_the_staff_of_another_course(two_courses)
     root.post("/courses/pytorch/staff/roster/add", data={
         "csrf_token": root_token, "username": "root", "name": "Rosa", "email": "r@uni.es",
         "role": "student"})
-    for username in ("tom", "tina", "root"):  # staff elsewhere, staff here, an admin
+    client.post("/courses/pytorch/staff/roster/add", data={
+        "csrf_token": token, "username": "mia", "name": "Mia", "email": "mia@uni.es",
+        "role": "student"})
+    # staff elsewhere, staff here, an admin, a student of another course, a student of both
+    for username in ("tom", "tina", "root", "mia", "bea"):
         assert client.get(f"/courses/pytorch/staff/roster/{username}/password").status_code == 403
         assert client.post(f"/courses/pytorch/staff/roster/{username}/password",
                            data={"csrf_token": token}).status_code == 403, username
     page = client.get("/courses/pytorch/staff/roster/").text
-    assert re.findall(r'roster/(\w+)/password">Reset', page) == ["ana", "bea"]
+    assert re.findall(r'roster/(\w+)/password">Reset', page) == ["ana"]
     assert users(two_courses)["tom"].password_hash != "!no-password"
     otto, otto_token = in_course(two_courses, "otto")
     assert otto.post("/courses/mpi/staff/roster/tom/password",
@@ -640,12 +645,14 @@ def test_an_instructor_cannot_take_over_the_staff_of_another_course(two_courses)
     assert otto.post("/courses/mpi/staff/roster/tina/password",
                      data={"csrf_token": otto_token}).status_code == 404  # not in mpi
     assert otto.post("/courses/mpi/staff/roster/bea/password",
-                     data={"csrf_token": otto_token}).status_code == 200  # a student of both
-    # an admin resets anyone: tom now waits for a password, and only root sees his link
-    assert "tom" in links(root.post("/courses/pytorch/staff/roster/tom/password",
-                                    data={"csrf_token": root_token}).text)
-    assert set(links(client.get("/courses/pytorch/staff/roster/waiting").text)) == {"bea"}
-    assert set(links(otto.get("/courses/mpi/staff/roster/waiting").text)) == {"bea"}
+                     data={"csrf_token": otto_token}).status_code == 403  # a student of both
+    # an admin resets anyone: tom and bea now wait for a password, and only root sees their
+    # links (bea's would let either instructor into her other course)
+    for username in ("tom", "bea"):
+        assert username in links(root.post(f"/courses/pytorch/staff/roster/{username}/password",
+                                           data={"csrf_token": root_token}).text)
+    assert set(links(client.get("/courses/pytorch/staff/roster/waiting").text)) == set()
+    assert set(links(otto.get("/courses/mpi/staff/roster/waiting").text)) == set()
     assert set(links(root.get("/courses/pytorch/staff/roster/waiting").text)) == {"bea", "tom"}
 
 
