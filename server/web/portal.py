@@ -13,9 +13,9 @@ from sqlalchemy.orm import defer
 
 from server.core.catalogue import PUBLIC_FILES
 from server.core.config import app_settings
-from server.core.courses import exercise_folder
+from server.core.courses import exercise_folder, role_in
 from server.core.grades import maximum_points, student_grade
-from server.core.models import STAFF_ROLES, Exercise, Submission, utcnow
+from server.core.models import STAFF_ROLES, CourseRole, Exercise, Submission, utcnow
 from server.core.queue import enqueue
 from server.web.auth import db, login_required
 from server.web.course import run_rows
@@ -184,7 +184,10 @@ def submission(submission_id: int):
                            view=page_view(row, result), waiting=row.status in WAITING,
                            grade=student_grade(db(), row.user_id, row.exercise_id),
                            runs=run_rows(row) if g.role in STAFF_ROLES else [],
-                           later=_later_submissions(row) if g.role in STAFF_ROLES else [])
+                           later=_later_submissions(row) if g.role in STAFF_ROLES else [],
+                           # staff's own files have no student page, nor exceptions
+                           of_a_student=role_in(db(), row.user_id, g.course.id)
+                           == CourseRole.student.value)
 
 
 def _later_submissions(row: Submission) -> list[Submission]:

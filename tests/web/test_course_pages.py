@@ -129,3 +129,15 @@ def test_the_addresses_of_before_courses_lead_to_the_page_in_its_course(two_cour
     prof, _ = logged_in(app, "prof")  # staff of mpi
     assert prof.get(f"/submissions/{ids['mpi']}").status_code == 302
     assert prof.get(f"/submissions/{ids['pytorch']}").status_code == 404
+
+
+def test_staff_find_the_student_page_of_a_students_file_and_none_of_their_own(two_courses):
+    app, ids = two_courses
+    prof, token = logged_in(app, "prof")
+    sent = prof.post("/courses/mpi/exercises/autograd-q/submissions", data={
+        "csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+    own = prof.get(sent.headers["Location"]).text
+    assert "/staff/students/prof" not in own and "/staff/students/prof/exercises" not in own
+    students = prof.get(f"/courses/mpi/submissions/{ids['mpi']}").text
+    assert 'href="/courses/mpi/staff/students/ana"' in students
+    assert 'href="/courses/mpi/staff/students/ana/exercises/autograd-q"' in students
