@@ -45,10 +45,10 @@ def test_spanish_chosen_on_the_login_page_survives_logging_in_and_next(course):
     client = course.test_client()
     asked = client.get("/courses/pytorch/exercises/autograd-q")
     assert asked.status_code == 302 and asked.headers["Location"] == \
-        "/login?next=/exercises/autograd-q"
+        "/login?next=/courses/pytorch/exercises/autograd-q"
     login = client.get(asked.headers["Location"])
     href, hreflang = switch_link(login.text)
-    assert hreflang == "es" and href == "/login?next=/exercises/autograd-q&lang=es"
+    assert hreflang == "es" and href == "/login?next=/courses/pytorch/exercises/autograd-q&lang=es"
     spanish_login = client.get(href)
     assert html_lang(spanish_login.text) == "es" and "Entrar" in spanish_login.text
     # the form has no action: a browser sends it to the page's own address, query included
@@ -79,27 +79,33 @@ def test_every_page_says_its_language(staffed, lang):
     client = staffed.test_client()
     log_in(client, username="prof")
     client.get(f"/courses/pytorch/?lang={lang}")
-    for url in ["/", "/courses/pytorch/submissions", "/courses/pytorch/exercises/autograd-q", "/account/tokens",
-                "/account/password", "/courses/pytorch/staff/", "/no-such-page"]:
+    for url in ["/courses/pytorch/", "/courses/pytorch/submissions",
+                "/courses/pytorch/exercises/autograd-q", "/account/tokens", "/account/password",
+                "/courses/pytorch/staff/", "/no-such-page"]:
         page = client.get(url)
         assert html_lang(page.text) == lang, url
         assert switch_link(page.text)[1] == ("es" if lang == "en" else "en"), url
 
 
-@pytest.mark.parametrize("lang, title, back", [
-    ("en", "Page not found", "Go to the exercises"),
-    ("es", "Página no encontrada", "Ir a los ejercicios"),
+@pytest.mark.parametrize("lang, title, courses, exercises", [
+    ("en", "Page not found", "Go to my courses", "Go to the exercises"),
+    ("es", "Página no encontrada", "Ir a mis cursos", "Ir a los ejercicios"),
 ])
-def test_not_found_is_a_page_of_the_site(course, lang, title, back):
+def test_not_found_is_a_page_of_the_site(course, lang, title, courses, exercises):
+    """Outside a course, the way back is the user's courses; in one, its exercises."""
     client = course.test_client()
     log_in(client)
-    for url in ["/no-such-page", "/courses/pytorch/exercises/no-such-exercise", "/courses/pytorch/submissions/999999"]:
+    for url, back in [("/no-such-page", f'<a href="/">{courses}</a>'),
+                      ("/courses/pytorch/exercises/no-such-exercise",
+                       f'<a href="/courses/pytorch/">{exercises}</a>'),
+                      ("/courses/pytorch/submissions/999999",
+                       f'<a href="/courses/pytorch/">{exercises}</a>')]:
         page = client.get(f"{url}?lang={lang}")
         assert page.status_code == 404 and page.mimetype == "text/html"
         assert f"<h1>{title}</h1>" in page.text
         assert f"<title>{title} · hpcgrade</title>" in page.text
         assert html_lang(page.text) == lang and 'class="bar"' in page.text  # base.html's layout
-        assert f'<a href="/">{back}</a>' in page.text
+        assert back in page.text, url
 
 
 def test_forbidden_method_and_bad_request_pages(course):
