@@ -18,7 +18,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from server.core.courses import enrol, open_courses
 from server.core.links import fingerprint
-from server.core.models import STAFF_ROLES, Course, CourseRole, Enrolment, User
+from server.core.models import Course, CourseRole, Enrolment, User
 from server.core.tokens import revoke
 
 USERNAME = re.compile(r"^[a-zA-Z0-9._-]{2,64}$")

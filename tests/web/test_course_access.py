@@ -207,7 +207,8 @@ def test_a_teaching_assistant_grades_by_hand_but_does_not_grade_again(two_course
 
 def test_a_teaching_assistant_is_not_shown_what_only_instructors_do(two_courses):
     app, ids = two_courses
-    pages = (f"/courses/pytorch/staff/exercises/autograd-q", f"/courses/pytorch/submissions/{ids['stua']}",
+    pages = ("/courses/pytorch/staff/exercises/autograd-q",
+             f"/courses/pytorch/submissions/{ids['stua']}",
              f"/courses/pytorch/staff/regrades/{ids['regrade-pytorch']}")
     buttons = ("Grade all again</button>", "/regrade\">Grade again", "Publish these grades",
                "Discard the preview")
