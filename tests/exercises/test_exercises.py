@@ -102,7 +102,7 @@ def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
     from server.core.config import Resources
     folder = empty_exercise(tmp_path / "on-a-gpu")
     for slurm, message in [
-        ("gpu = 1", r"\[slurm\]: unknown keys gpu; valid keys are partition, account, qos, gpus"),
+        ("gpu = 1", r"\[slurm\]: unknown keys gpu; valid keys are partition, account, qos, reservation, gpus"),
         ('memory = "a lot"', "memory must be an amount of memory like 4G"),
         ('extra = ["constraint=a100"]', "is not an sbatch option"),
         ("cpus = 0", "cpus must be positive"),
