@@ -33,6 +33,10 @@ from server.web.spreadsheet import PLAIN, Dialect, cell, csv_response, for_excel
 blueprint = Blueprint("staff", __name__, url_prefix="/courses/<course>/staff")
 # the gradebook sorts by an exercise as ?sort=ex:<slug>: a slug may be "total" or "name" too
 EXERCISE_SORT = "ex:"
+# what Canvas's gradebook import requires before the assignments, and its row of points (as
+# Canvas's own export writes it)
+CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+CANVAS_POINTS = "    Points Possible"
 
 
 @blueprint.before_request
@@ -208,6 +212,34 @@ def grades_excel_csv():
     (server/web/spreadsheet.py says why not a `sep=` line)."""
     return csv_response(_grades_rows(for_excel(g.lang)), "hpcgrade-grades-excel.csv",
                         for_excel(g.lang))
+
+
+@blueprint.route("/grades-moodle.csv")
+def grades_moodle_csv():
+    """For Moodle's grade import (CSV): a student a row, no row of maximum points (Moodle would
+    read it as a student), each exercise a column to map to a grade item; the students are
+    matched by username or email."""
+    columns, rows = gradebook(db(), g.course.id)
+    return csv_response([
+        ["username", "email", *(cell(column.exercise.slug) for column in columns)],
+        *([cell(row.student.username), cell(row.student.email),
+           *(PLAIN.number(item and item.score) for item in row.cells)] for row in rows)],
+        f"{g.course.slug}-moodle.csv")
+
+
+@blueprint.route("/grades-canvas.csv")
+def grades_canvas_csv():
+    """For Canvas's gradebook import: the columns Canvas requires before the assignments, its
+    "Points Possible" row (which it reads as each new assignment's points, not as a student),
+    and the students matched by their SIS Login ID, the username."""
+    columns, rows = gradebook(db(), g.course.id)
+    return csv_response([
+        [*CANVAS_COLUMNS, *(cell(column.exercise.slug) for column in columns)],
+        [CANVAS_POINTS, "", "", "", "",
+         *(PLAIN.number(column.max_points) for column in columns)],
+        *([cell(row.student.name), "", "", cell(row.student.username), "",
+           *(PLAIN.number(item and item.score) for item in row.cells)] for row in rows)],
+        f"{g.course.slug}-canvas.csv")
 
 
 def _grades_rows(dialect: Dialect) -> list[list[str]]:

@@ -108,6 +108,33 @@ def test_grades_csv_has_a_maximum_row_totals_and_an_excel_variant(marked_course)
     assert excel.data.decode("utf-8-sig") == plain.data.decode("utf-8")
 
 
+def test_grades_for_moodle_and_canvas_as_their_imports_read_them(marked_course):
+    """No row of maximum points for Moodle, which would read it as a student without a
+    username; Canvas's required columns and its own "Points Possible" row, the students named
+    by their SIS Login ID."""
+    app, _ = marked_course
+    only(app, "autograd-q", "metrics")
+    client, _ = logged_in(app, "prof")
+    grades = client.get("/courses/pytorch/staff/grades").text
+    assert 'href="/courses/pytorch/staff/grades-moodle.csv">CSV for Moodle' in grades
+    assert 'href="/courses/pytorch/staff/grades-canvas.csv">CSV for Canvas' in grades
+    moodle = client.get("/courses/pytorch/staff/grades-moodle.csv")
+    assert "pytorch-moodle.csv" in moodle.headers["Content-Disposition"]
+    assert list(csv.reader(io.StringIO(moodle.text))) == [
+        ["username", "email", "metrics", "autograd-q"],
+        ["ana", "a@uni.es", "5", "10"], ["bea", "b@uni.es", "", "6"],
+        ["carl", "carl@example.org", "", ""]]
+    canvas = client.get("/courses/pytorch/staff/grades-canvas.csv")
+    assert "pytorch-canvas.csv" in canvas.headers["Content-Disposition"]
+    assert list(csv.reader(io.StringIO(canvas.text))) == [
+        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "metrics", "autograd-q"],
+        ["    Points Possible", "", "", "", "", "10", "10"],
+        ["Ana García", "", "", "ana", "", "5", "10"], ["Bea", "", "", "bea", "", "", "6"],
+        ["Carl Ruiz", "", "", "carl", "", "", ""]]
+    student, _ = logged_in(app, "ana")
+    assert student.get("/courses/pytorch/staff/grades-canvas.csv").status_code == 403
+
+
 def test_search_sort_and_filter_the_gradebook(marked_course):
     app, _ = marked_course
     only(app, "autograd-q", "metrics")
