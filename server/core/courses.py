@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from server.core.catalogue import (DEADLINE_POLICIES, SLUG, ExerciseInfo, current_catalogue,
                                    default_root)
-from server.core.config import ConfigError, Resources, Settings
+from server.core.config import ConfigError, Resources
 from server.core.models import STAFF_ROLES, Course, CourseRole, Enrolment, Exercise, User, utcnow
 from server.core.setting_values import time_zone, word
 
@@ -38,12 +38,6 @@ def exercise_folder(exercise: Exercise) -> Path:
 def course_catalogue(course: Course) -> dict[str, ExerciseInfo]:
     """The course's exercises as its folder holds them (read again only after a change)."""
     return current_catalogue(exercises_path(course))
-
-
-def course_resources(settings: Settings, course: Course) -> Resources:
-    """The job shape of the course's runs before an exercise's `[slurm]`: the service's SLURM_*
-    settings with the course's own on top."""
-    return settings.slurm_resources.override(course.slurm or {}, f"course {course.slug} slurm")
 
 
 def job_names(course: Course) -> tuple[str, str, str]:

@@ -50,12 +50,17 @@ def start_session(user: User) -> None:
     session.permanent = True  # it ends SESSION_LIFETIME_HOURS after its last request
 
 
+def log_in_first():
+    """To the log-in page, which comes back here."""
+    return redirect(url_for("auth.login", next=request.full_path if request.query_string
+                            else request.path))
+
+
 def login_required(view):
     @functools.wraps(view)
     def wrapped(*args, **kwargs):
         if g.user is None:
-            return redirect(url_for("auth.login", next=request.full_path if request.query_string
-                                    else request.path))
+            return log_in_first()
         return view(*args, **kwargs)
     return wrapped
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from server.core.courses import courses_of, role_in
 from server.core.models import STAFF_ROLES, Course, CourseRole, Exercise, Submission
-from server.web.auth import db, login_required
+from server.web.auth import db, log_in_first, login_required
 
 blueprint = Blueprint("courses", __name__)
 COURSE = "course"  # the URL value that names a course
@@ -50,8 +50,7 @@ def load_course():
     if slug is None:
         return None
     if g.user is None:  # before the course is looked up: which ones exist is no one's business
-        return redirect(url_for("auth.login", next=request.full_path if request.query_string
-                                else request.path))
+        return log_in_first()
     g.course = db().scalar(select(Course).where(Course.slug == slug))
     if g.course is None:
         abort(404)

@@ -33,8 +33,7 @@ class Shape(Resources):
 
 def course_shape(course: Course, default: Resources) -> Shape:
     """The course's shape before an exercise's `[slurm]`: `default` (the SLURM_* settings) with
-    the course's table on top (as courses.course_resources), its python, job name, comment and
-    wckey."""
+    the course's table on top, its python, job name, comment and wckey."""
     name, comment, wckey = job_names(course)
     return with_resources(default.override(course.slurm or {}, f"course {course.slug} slurm"),
                           course=course.slug, python=course.course_python, job_name=name,
