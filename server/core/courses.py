@@ -20,7 +20,8 @@ from server.core.setting_values import time_zone, word
 COURSE_ROLES = tuple(role.value for role in CourseRole)
 # what an admin sets of a course, beside its slug; a copy into a new edition takes them all
 SETTINGS = ("title_en", "title_es", "edition", "timezone", "exercises_dir", "course_python",
-            "slurm", "deadline_policy", "penalty_per_day", "job_name", "job_comment", "wckey")
+            "slurm", "deadline_policy", "penalty_per_day", "job_name", "job_comment", "wckey",
+            "directory_groups")
 
 
 class CourseError(ValueError):
@@ -76,6 +77,8 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
                                for key, value in parsed.items()}
     except ConfigError as exc:
         raise CourseError(str(exc)) from None
+    if "directory_groups" in values:
+        values["directory_groups"] = checked_groups(values["directory_groups"] or {})
     if values.get("exercises_dir") and not Path(values["exercises_dir"]).is_dir():
         raise CourseError(f"exercises_dir: {values['exercises_dir']} is not a folder here")
     if "deadline_policy" in values and values["deadline_policy"] not in DEADLINE_POLICIES:
@@ -95,6 +98,19 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+def checked_groups(value: object) -> dict[str, list[str]]:
+    """A course's `directory_groups`, checked: role → the group names whose members it enrols
+    in that role (server/core/directory.py)."""
+    if not isinstance(value, dict) or not set(value) <= set(COURSE_ROLES) or not all(
+            isinstance(names, (list, tuple)) and all(
+                isinstance(name, str) and name.strip() and name.isprintable() for name in names)
+            for names in value.values()):
+        raise CourseError("directory_groups: a table of role (student, ta, instructor) → a list "
+                          "of group names, e.g. {student = [\"pytorch-students\"]}")
+    return {role: sorted({name.strip() for name in names}) for role, names in value.items()
+            if names}
+
+
 def create_course(session: Session, slug: str, **values: Any) -> Course:
     if not isinstance(slug, str) or not SLUG.match(slug) or len(slug) > 64:
         raise CourseError(f"course “{slug}”: use lower-case letters, digits and single dashes")
@@ -102,7 +118,7 @@ def create_course(session: Session, slug: str, **values: Any) -> Course:
         raise CourseError(f"course {slug} already exists")
     values = checked({"title_en": slug, **values})
     values.setdefault("title_es", values["title_en"])
-    course = Course(slug=slug, **{"slurm": {}, **values})
+    course = Course(slug=slug, **{"slurm": {}, "directory_groups": {}, **values})
     session.add(course)
     session.flush()
     return course

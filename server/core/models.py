@@ -27,6 +27,14 @@ class CourseRole(str, enum.Enum):
 STAFF_ROLES = (CourseRole.ta.value, CourseRole.instructor.value)
 
 
+class AuthSource(str, enum.Enum):
+    """Who vouches for a user at log-in; a user has one, never two."""
+
+    local = "local"  # a password of hpcgrade's own (the demo, guests, break-glass admins)
+    ldap = "ldap"  # a bind as the user against the centre's directory
+    oidc = "oidc"  # the centre's OpenID Connect provider
+
+
 class SubmissionStatus(str, enum.Enum):
     queued = "queued"
     running = "running"
@@ -73,6 +81,8 @@ class Course(Base):
     job_name: Mapped[str | None] = mapped_column(String(64))
     job_comment: Mapped[str | None] = mapped_column(String(255))
     wckey: Mapped[str | None] = mapped_column(String(64))
+    # role → the directory's (or the OpenID provider's) group names whose members it enrols
+    directory_groups: Mapped[dict] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     archived_at: Mapped[dt.datetime | None] = mapped_column()
 
@@ -82,6 +92,8 @@ class Course(Base):
 
 class User(Base):
     __tablename__ = "users"
+    __table_args__ = (CheckConstraint("auth_source IN ('local', 'ldap', 'oidc')",
+                                      name="auth_source"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     username: Mapped[str] = mapped_column(String(64), unique=True)
@@ -89,6 +101,8 @@ class User(Base):
     email: Mapped[str] = mapped_column(String(254))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     password_hash: Mapped[str] = mapped_column(String(255))
+    auth_source: Mapped[str] = mapped_column(String(8), default=AuthSource.local.value,
+                                             server_default=AuthSource.local.value)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # a session cookie carries the version it was made under: log-out and a new password raise
     # it, which ends every session of the user at once (a copied cookie included)
@@ -109,6 +123,9 @@ class Enrolment(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
     role: Mapped[str] = mapped_column(String(16), default=CourseRole.student.value)
+    # made from the course's directory groups: the next reading of them may change or end it;
+    # one made by hand (roster, command line) they never touch
+    from_directory: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     user: Mapped[User] = relationship()

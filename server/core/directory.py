@@ -1,0 +1,108 @@
+"""Accounts the centre vouches for (its LDAP directory, its OpenID Connect provider) and the
+enrolments its groups make.
+
+Whoever checked the person (server/web/ldap_login.py, server/web/oidc_login.py, `hpcgrade
+users sync`) hands over what it learnt: a username, a name, an address and group names. An
+account belongs to one source for good: a local account (the demo's, a guest's, a break-glass
+admin's) is never taken over by a directory entry of the same name, nor the other way round.
+
+A course names, per role, the groups whose members it enrols (`directory_groups`). The highest
+role a person's groups give wins. Enrolments made that way follow the groups (a role changes, a
+person who left every group leaves the course); one made by hand is never touched."""
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.core.courses import COURSE_ROLES
+from server.core.models import AuthSource, Course, CourseRole, Enrolment, User
+from server.core.users import NO_PASSWORD, USERNAME, UserError, validate
+
+
+class DirectoryError(ValueError):
+    """The person cannot have an account here this way; the message says why, in words."""
+
+
+@dataclass(frozen=True)
+class Person:
+    """What the directory or the provider says of someone it vouches for."""
+
+    username: str
+    name: str
+    email: str
+    groups: frozenset[str]
+
+
+@dataclass(frozen=True)
+class EnrolmentChange:
+    course: str
+    username: str
+    old_role: str | None  # None: not in the course before
+    new_role: str | None  # None: left it
+
+
+def account_for(session: Session, person: Person, source: AuthSource) -> User:
+    """The account of this person, made on their first log-in, its name and address kept up
+    to date; a DirectoryError where the username is not one hpcgrade takes or belongs to an
+    account of another source."""
+    if not USERNAME.fullmatch(person.username):
+        raise DirectoryError(f"the username {person.username!r} is not one hpcgrade takes "
+                             "(2 to 64 letters, digits, '.', '_', '-')")
+    name = person.name.strip() or person.username
+    try:
+        validate(person.username, name, person.email, CourseRole.student.value)
+    except UserError as exc:
+        raise DirectoryError(str(exc)) from None
+    user = session.scalar(select(User).where(User.username == person.username))
+    if user is None:
+        user = User(username=person.username, name=name, email=person.email,
+                    password_hash=NO_PASSWORD, auth_source=source.value)
+        session.add(user)
+        session.flush()
+    elif user.auth_source != source.value:
+        raise DirectoryError(f"the account {person.username} here is a {user.auth_source} "
+                             f"one, not the {source.value} one: ask an admin")
+    else:
+        user.name, user.email = name, person.email
+    return user
+
+
+def role_from_groups(course: Course, groups: Collection[str]) -> str | None:
+    """The highest role the course's `directory_groups` give these groups; None: none."""
+    found = None
+    for role in COURSE_ROLES:  # lowest first: a member of the student and TA groups is a TA
+        if set(course.directory_groups.get(role, ())) & set(groups):
+            found = role
+    return found
+
+
+def apply_groups(session: Session, user: User, groups: Collection[str]) -> list[EnrolmentChange]:
+    """Enrol the user as their groups say in every open course that names groups; the changes
+    made (for a log or a sync's report)."""
+    changes = []
+    courses = session.scalars(select(Course).where(Course.archived_at.is_(None))).all()
+    enrolments = {enrolment.course_id: enrolment for enrolment in session.scalars(
+        select(Enrolment).where(Enrolment.user_id == user.id))}
+    for course in courses:
+        if not course.directory_groups:
+            continue
+        role, enrolment = role_from_groups(course, groups), enrolments.get(course.id)
+        if enrolment is not None and not enrolment.from_directory:
+            continue  # made by hand
+        old = enrolment.role if enrolment is not None else None
+        if role == old:
+            continue
+        if enrolment is None:
+            session.add(Enrolment(user_id=user.id, course_id=course.id, role=role,
+                                  from_directory=True))
+        elif role is None:
+            session.delete(enrolment)
+        else:
+            enrolment.role = role
+        changes.append(EnrolmentChange(course.slug, user.username, old, role))
+    session.flush()
+    return changes
+
