@@ -3,7 +3,9 @@ of the API, used by the Jupyter extension (magic.py) and by `hpcgrade login`, `s
 `check` (worker/cli/client.py, the terminal's words and exit statuses over it).
 
 Where the server is and the token come from the environment (HPCGRADE_SERVER, HPCGRADE_TOKEN) or
-the client file that logging in writes (client_file.py). The token goes to that server alone: an
+the client file that logging in writes (client_file.py). With no token, on a node of a cluster
+whose service takes MUNGE credentials, each request carries a new one that `munge` makes, bound
+to it (its method, path and body's hash: server/core/munge.py): no log-in at all. The token goes to that server alone: an
 address an answer names is followed by its path only, and a redirect to another host or from
 https to http is refused. Here: Service (requests, their retries, waiting for a grade), log_in,
 the advice a student is given in the words of where the client runs (Advice), and the user's
@@ -12,10 +14,13 @@ courses: an exercise is named EXERCISE, or COURSE/EXERCISE where it is in severa
 from __future__ import annotations
 
 import getpass
+import hashlib
 import http.client
 import json
 import os
+import shutil
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -35,6 +40,7 @@ WAITING = ("queued", "running")
 RETRIES, CONNECT_RETRIES, BACKOFF_SECONDS = 5, 2, 0.5
 RETRIED_STATUSES = (500, 502, 503, 504)
 RETRIED_WITH_RETRY_AFTER = (413, 429, 503)
+MUNGE_TTL_SECONDS = 60  # a credential is used at once; the service refuses an old one anyway
 
 NOT_LOGGED_IN, REFUSED, UNREACHABLE = "not logged in", "refused", "unreachable"
 AMBIGUOUS = 409  # the exercise is in several of the user's courses: the server names them
@@ -149,11 +155,14 @@ class Service:
         self.server = self.server.rstrip("/")
         self.token = token if token is not None else (
             os.environ.get("HPCGRADE_TOKEN") or config.get("token"))
+        # no token: the cluster vouches for its user, where munge is installed
+        self.munge = shutil.which("munge") if self.token is None else None
         from_environment = token is None and os.environ.get("HPCGRADE_TOKEN")
         self.token_refused = (advice.environment_token_refused if from_environment
                               else advice.saved_token_refused)
+        self.not_logged_in = advice.not_logged_in
         self.name_a_course = advice.name_a_course
-        if not self.server or self.token is None:
+        if not self.server or (self.token is None and self.munge is None):
             raise ServiceError(advice.not_logged_in, NOT_LOGGED_IN)
 
     def page(self, created: dict) -> str:
@@ -209,11 +218,11 @@ class Service:
         url = on_server(self.server, path)
         if params:
             url += "?" + urllib.parse.urlencode(params)
-        request = urllib.request.Request(url, body, method=method, headers={
-            "Accept": "application/json", **(headers or {}),
-            **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
         tries = _Tries(RETRIES if retries is None else retries)
-        while True:
+        while True:  # a new request each try: a MUNGE credential serves once
+            request = urllib.request.Request(url, body, method=method, headers={
+                "Accept": "application/json", **(headers or {}),
+                **self._authorization(method, url, body)})
             try:
                 with _OPENER.open(request, timeout=REQUEST_SECONDS) as reply:
                     answer = _json_object(reply.read())
@@ -229,10 +238,36 @@ class Service:
                                "object): is the server's URL right?", UNREACHABLE)
         return answer
 
+    def _authorization(self, method: str, url: str, body: bytes | None) -> dict[str, str]:
+        if self.token:
+            return {"Authorization": f"Bearer {self.token}"}
+        if self.munge:
+            parts = urllib.parse.urlsplit(url)
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            return {"Authorization": f"MUNGE {self._munge_credential(method, path, body or b'')}"}
+        return {}
+
+    def _munge_credential(self, method: str, path: str, body: bytes) -> str:
+        """A credential of this user, for this request alone (its binding as the service
+        computes it)."""
+        binding = f"hpcgrade-api-v1 {method} {path} {hashlib.sha256(body).hexdigest()}"
+        try:
+            made = subprocess.run([self.munge, "-s", binding, "-t", str(MUNGE_TTL_SECONDS)],
+                                  capture_output=True, text=True, timeout=REQUEST_SECONDS)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            made = subprocess.CompletedProcess([], 1, "", str(exc))
+        if made.returncode != 0 or not made.stdout.startswith("MUNGE:"):
+            raise ServiceError(f"munge cannot vouch for you here ({made.stderr.strip()}): log in "
+                               "with `hpcgrade login --server URL` instead", NOT_LOGGED_IN)
+        return made.stdout.strip()
+
     def _refusal(self, exc: urllib.error.HTTPError, url: str) -> ServiceError:
         with exc:  # the connection closed, whoever keeps the exception
             reason = (_json_object(exc.read()) or {}).get("error") or f"HTTP {exc.code} from {url}"
         if exc.code == 401:
+            schemes = " ".join(exc.headers.get_all("WWW-Authenticate") or []).lower()
+            if self.munge and "munge" not in schemes:
+                return ServiceError(self.not_logged_in, NOT_LOGGED_IN)  # it takes tokens alone
             return ServiceError(self.token_refused.format(reason=reason) if self.token
                                 else reason, NOT_LOGGED_IN)
         if exc.code == AMBIGUOUS:  # the server's words name the courses; these say how to pick

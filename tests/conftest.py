@@ -211,6 +211,18 @@ def redis_server(tmp_path):
 
 
 @pytest.fixture
+def smtp_server():
+    """A real SMTP server on loopback (aiosmtpd): (port, helpers.Recorder of what it got)."""
+    from aiosmtpd.controller import Controller
+    from helpers import Recorder, free_port
+    recorder = Recorder()
+    controller = Controller(recorder, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    yield controller.port, recorder
+    controller.stop()
+
+
+@pytest.fixture
 def listener():
     """A TCP listener on loopback that records what reaches it: (port, received)."""
     server = socket.socket()

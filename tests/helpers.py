@@ -216,3 +216,46 @@ def second_edition(app, folder: Path) -> None:
         add_user(session, "olga", "Olga", "o@uni.es", "instructor", "long-password",
                  course=second)
         session.commit()
+
+
+# --- mail: a real SMTP server (aiosmtpd) the tests run; the fixture smtp_server (conftest.py) ---
+
+REFUSED = "refused@uni.es"  # the mail server answers 550 for this address
+
+
+class Recorder:
+    """An SMTP server's handler that keeps what it is sent and refuses REFUSED."""
+
+    def __init__(self):
+        self.messages = []
+
+    async def handle_RCPT(self, server, session, envelope, address, options):
+        if address == REFUSED:
+            return "550 5.1.1 no such mailbox"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append((envelope.rcpt_tos, envelope.content.decode()))
+        return "250 Message accepted"
+
+
+def mail_settings(port: int) -> dict:
+    return {"MAIL_SERVER": "127.0.0.1", "MAIL_PORT": port,
+            "MAIL_FROM": "hpcgrade <noreply@uni.es>"}
+
+
+def received(recorder) -> list[tuple[str, str, str]]:
+    """(address, subject, body) of every mail the server got, in order."""
+    import email
+    import email.policy
+    found = []
+    for recipients, content in recorder.messages:
+        message = email.message_from_string(content, policy=email.policy.default)
+        found += [(address, message["Subject"], message.get_content()) for address in recipients]
+    return found
+
+
+def mails(recorder) -> dict[str, tuple[str, str]]:
+    """address → (subject, body) of the (last) mail it got."""
+    return {address: (subject, body) for address, subject, body in received(recorder)}

@@ -28,6 +28,7 @@ import requests
 import sqlalchemy as sa
 from sqlalchemy.orm import selectinload
 
+import oidc_provider
 from helpers import alive, descendants, free_port
 from worker.cli.demo import write_config
 
@@ -293,7 +294,10 @@ class Stack:
                     "SECRET_KEY": uuid.uuid4().hex, "SUBMISSIONS_PER_WINDOW": 100000,
                     "SPOOL_DIR": str(self.folder / "spool"),
                     # nginx in front, as deployed, but speaking http, not https
-                    "TRUSTED_PROXIES": 1, "SESSION_COOKIE_SECURE": False}
+                    "TRUSTED_PROXIES": 1, "SESSION_COOKIE_SECURE": False,
+                    # the log-in through scripts/oidc's provider where it runs: the processes
+                    # read no HPCGRADE_* variable of the tests, only this file
+                    **oidc_provider.settings()}
         self.settings = {**settings, **self.extra_settings}
         self.config = self.folder / "hpcgrade.toml"
         write_config(self.config, self.settings)

@@ -13,11 +13,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from server.core.setting_values import (ConfigError, Parser, choice, flag, mail_address, memory_mb,
-                                        minutes, optional, rate_limits, sandbox_layers,
-                                        sbatch_options, seconds, strings, table, text,
-                                        time_zone, web_address, whole, word)
+from server.core.setting_values import (ConfigError, Parser, choice, choices, flag, ldap_address,
+                                        mail_address, memory_mb, minutes, optional, rate_limits,
+                                        sandbox_layers, sbatch_options, seconds, strings, table,
+                                        text, time_zone, web_address, whole, word)
 from worker.harness.jobs import REQUIRED_LAYERS
 
 if TYPE_CHECKING:
@@ -77,6 +78,10 @@ def setting(default: Any, parse: Parser, about: str, group: str) -> Any:
 
 SERVICE, SUBMITTING, LOG_IN, MAIL = "The service", "Submitting", "Log-in and sessions", "Mail"
 GRADING, SPOOL, SLURM = "Grading", "The spool", "Slurm"
+MUNGE = "Submitting from the cluster (MUNGE)"
+AUTH_SOURCES = ("local", "ldap", "oidc")  # models.AuthSource
+DIRECTORY = "Directory (LDAP)"
+SINGLE_SIGN_ON = "Single sign-on (OpenID Connect)"
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,9 @@ class Settings:
         "deadlines and times are shown in it, stored in UTC.", SERVICE)
     public_url: str | None = setting(
         None, optional(web_address), "The portal's address as people reach it (e.g. "
-        "`https://grader.uni.es`), for set-password links; unset, a page builds them from the "
-        "address its request came to, and `hpcgrade users import` prints paths.", SERVICE)
+        "`https://grader.uni.es`), for set-password links and the links in notices; unset, a page "
+        "builds them from the address its request came to, and `hpcgrade users import` and "
+        "notices give paths.", SERVICE)
     trusted_proxies: int = setting(
         0, whole(0), "Proxies in front that set X-Forwarded-For (1 behind nginx).", SERVICE)
 
@@ -142,8 +148,8 @@ class Settings:
         "works once, and for this long.", LOG_IN)
 
     mail_server: str | None = setting(
-        None, optional(text), "The SMTP host that mails set-password links; unset, nothing is "
-        "mailed.", MAIL)
+        None, optional(text), "The SMTP host that mails set-password links and notices (a "
+        "worker consuming the `mail` queue sends them); unset, nothing is mailed.", MAIL)
     mail_port: int = setting(25, whole(1), "The SMTP port.", MAIL)
     mail_from: str | None = setting(
         None, optional(mail_address), "The address mail comes from, e.g. "
@@ -151,6 +157,75 @@ class Settings:
     mail_username: str | None = setting(None, optional(text), "The SMTP log-in, if any.", MAIL)
     mail_password: str | None = setting(None, optional(text), "Its password.", MAIL)
     mail_starttls: bool = setting(False, flag, "STARTTLS before logging in.", MAIL)
+
+    ldap_url: str | None = setting(
+        None, optional(ldap_address), "The centre's directory, `ldaps://ldap.uni.es` or "
+        "`ldap://ldap.uni.es` with LDAP_START_TLS; unset, only local accounts log in. A username "
+        "of a local account always logs in with its local password.", DIRECTORY)
+    ldap_start_tls: bool = setting(False, flag, "StartTLS on an `ldap://` LDAP_URL.", DIRECTORY)
+    # passwords in the clear: only for a directory on the same host
+    ldap_allow_plain: bool = setting(
+        False, flag, "Allow an `ldap://` LDAP_URL without StartTLS (passwords cross the network "
+        "in the clear).", DIRECTORY)
+    ldap_ca_file: str | None = setting(
+        None, optional(text), "The CA certificates (PEM) the directory's certificate is checked "
+        "against; unset, the system's.", DIRECTORY)
+    ldap_bind_dn: str | None = setting(
+        None, optional(text), "The service account that searches for a user's entry, e.g. "
+        "`cn=hpcgrade,ou=services,dc=uni,dc=es`; unset, an anonymous search.", DIRECTORY)
+    ldap_bind_password: str | None = setting(None, optional(text), "Its password.", DIRECTORY)
+    ldap_user_base: str | None = setting(
+        None, optional(text), "Where people are searched, e.g. `ou=people,dc=uni,dc=es`; "
+        "required with LDAP_URL.", DIRECTORY)
+    ldap_user_filter: str = setting(
+        "(&(objectClass=inetOrgPerson)(uid={username}))", text, "The filter that finds the "
+        "entry of `{username}` (escaped), and of every person with `*`.", DIRECTORY)
+    ldap_username_attribute: str = setting("uid", word, "The attribute of the username.",
+                                           DIRECTORY)
+    ldap_name_attribute: str = setting("cn", word, "The attribute of the full name.", DIRECTORY)
+    ldap_email_attribute: str = setting("mail", word, "The attribute of the email address.",
+                                        DIRECTORY)
+    ldap_group_base: str | None = setting(
+        None, optional(text), "Where groups are searched, e.g. `ou=groups,dc=uni,dc=es`; unset, "
+        "no groups are read and no one is enrolled from them.", DIRECTORY)
+    ldap_group_filter: str = setting(
+        "(|(member={dn})(uniqueMember={dn})(memberUid={username}))", text, "The filter that "
+        "finds a person's groups, of their entry's `{dn}` or `{username}` (escaped).",
+        DIRECTORY)
+    ldap_group_name_attribute: str = setting(
+        "cn", word, "The attribute of a group's name, as courses' `directory_groups` name it.",
+        DIRECTORY)
+    ldap_timeout_seconds: int = setting(
+        5, whole(1), "How long the directory may take to answer; longer, a log-in says it "
+        "cannot be reached (503).", DIRECTORY)
+    ldap_sync_minutes: int = setting(
+        60, whole(1), "How often beat runs `hpcgrade users sync` (enrolments from groups), "
+        "while LDAP_URL is set.", DIRECTORY)
+
+    oidc_issuer: str | None = setting(
+        None, optional(web_address), "The centre's OpenID Connect provider (its issuer, e.g. "
+        "`https://sso.uni.es/realms/uni`; http only on 127.0.0.1 or localhost); set, the log-in "
+        "page offers it beside local accounts. The client's redirect URI to register there: "
+        "the portal's address and `/login/oidc/callback`.", SINGLE_SIGN_ON)
+    oidc_client_id: str | None = setting(
+        None, optional(text), "hpcgrade's client id at the provider; required with OIDC_ISSUER.",
+        SINGLE_SIGN_ON)
+    oidc_client_secret: str | None = setting(
+        None, optional(text), "Its client secret; required with OIDC_ISSUER.", SINGLE_SIGN_ON)
+    oidc_username_claim: str = setting(
+        "preferred_username", text, "The claim that is the username here (an account is made "
+        "at the first log-in; a local account of that name is never taken over).",
+        SINGLE_SIGN_ON)
+    oidc_groups_claim: str = setting(
+        "groups", text, "The claim listing the person's groups, as courses' "
+        "`directory_groups` name them (a role's groups enrol their members).", SINGLE_SIGN_ON)
+    oidc_scopes: tuple[str, ...] = setting(
+        ("openid", "profile", "email"), strings, "The scopes asked for; `openid` among them, and "
+        "the one that brings the groups claim where the provider needs one.", SINGLE_SIGN_ON)
+    oidc_label: str | None = setting(
+        None, optional(text), "What the log-in button calls the provider's accounts, e.g. "
+        "`\"UCM account\"` (\"Log in with UCM account\"); unset, \"University account\", "
+        "translated.", SINGLE_SIGN_ON)
 
     executor: str = setting("local", choice(EXECUTOR_NAMES),
                             "Where runs are graded: `local` or `slurm`.", GRADING)
@@ -243,6 +318,24 @@ class Settings:
         "\"ControlPath=/run/hpcgrade/%C\"]` moves the socket where SPOOL_DIR is too long for a "
         "socket's address, about 90 bytes with `%C`'s 40).", SLURM)
 
+    munge_login: bool = setting(
+        False, flag, "Take a MUNGE credential of the cluster in place of a token: on a login or "
+        "compute node, `hpcgrade submit`, `check` and `%hpcgrade` need no log-in (the client "
+        "makes one credential per request, bound to it).", MUNGE)
+    munge_accounts: tuple[str, ...] = setting(
+        ("ldap",), choices(AUTH_SOURCES), "The accounts a cluster user is, by the name the "
+        "decoding host gives their uid and by how the account logs in: the directory's (`ldap`) "
+        "are the cluster's; add `oidc` or `local` only where those usernames are the cluster's "
+        "too.", MUNGE)
+    munge_min_uid: int = setting(
+        1000, whole(0), "Credentials of lower uids (root, system accounts) are refused.", MUNGE)
+    munge_max_age_seconds: int = setting(
+        120, whole(1), "A credential made longer ago than this (or by a clock this far ahead) is "
+        "refused, whatever TTL it was given.", MUNGE)
+    munge_socket: str | None = setting(
+        None, optional(text), "The munged socket unmunge asks (`unmunge -S`); unset, munge's "
+        "default. unmunge runs on SLURM_SUBMIT_HOST where that is set.", MUNGE)
+
     def to_dict(self) -> dict:
         """Every setting by name, as load_settings takes them back (written to a TOML file for
         processes of their own)."""
@@ -277,7 +370,43 @@ def load_settings(overrides: dict | None = None) -> Settings:
                            for name, field in FIELDS.items() if name in raw})
     if settings.mail_server and not settings.mail_from:
         raise ConfigError("MAIL_SERVER is set: set MAIL_FROM too (the address mail comes from)")
+    _check_directory(settings)
+    _check_single_sign_on(settings)
     return settings
+
+
+def _check_single_sign_on(settings: Settings) -> None:
+    if not settings.oidc_issuer:
+        if settings.oidc_client_id or settings.oidc_client_secret:
+            raise ConfigError("OIDC_CLIENT_ID or OIDC_CLIENT_SECRET is set: set OIDC_ISSUER too")
+        return
+    if not (settings.oidc_client_id and settings.oidc_client_secret):
+        raise ConfigError("OIDC_ISSUER is set: set OIDC_CLIENT_ID and OIDC_CLIENT_SECRET too")
+    issuer = urlsplit(settings.oidc_issuer)
+    # tokens and the client secret cross this connection: plain http only on this machine
+    if issuer.scheme != "https" and issuer.hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise ConfigError(f"OIDC_ISSUER must be an https address, not {settings.oidc_issuer!r}")
+    if "openid" not in settings.oidc_scopes:
+        raise ConfigError("OIDC_SCOPES must include openid")
+
+
+def _check_directory(settings: Settings) -> None:
+    if not settings.ldap_url:
+        return
+    if not settings.ldap_user_base:
+        raise ConfigError("LDAP_URL is set: set LDAP_USER_BASE too (where people are searched)")
+    if "{username}" not in settings.ldap_user_filter:
+        raise ConfigError("LDAP_USER_FILTER must hold {username}, e.g. "
+                          "(&(objectClass=inetOrgPerson)(uid={username}))")
+    if settings.ldap_url.startswith("ldap://") and not (settings.ldap_start_tls
+                                                         or settings.ldap_allow_plain):
+        raise ConfigError("LDAP_URL is ldap:// without LDAP_START_TLS: passwords would cross "
+                          "the network in the clear; use ldaps://, set LDAP_START_TLS = true, or "
+                          "LDAP_ALLOW_PLAIN = true for a directory on this host")
+    if settings.ldap_url.startswith("ldaps://") and settings.ldap_start_tls:
+        raise ConfigError("LDAP_START_TLS is for an ldap:// LDAP_URL; ldaps:// is TLS already")
+    if bool(settings.ldap_bind_dn) != bool(settings.ldap_bind_password):
+        raise ConfigError("LDAP_BIND_DN and LDAP_BIND_PASSWORD go together")
 
 
 def _read_file(path: str) -> dict:

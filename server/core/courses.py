@@ -197,7 +197,7 @@ def courses_of(session: Session, user: User) -> list[tuple[Course, str]]:
     else:
         found = list(session.execute(
             select(Course, Enrolment.role).join(Enrolment, Enrolment.course_id == Course.id)
-            .where(Enrolment.user_id == user.id)).tuples())
+            .where(Enrolment.user_id == user.id)))
     return sorted(found, key=lambda pair: (pair[0].archived_at is not None,
                                            -pair[0].created_at.timestamp(), pair[0].slug))
 

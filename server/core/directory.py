@@ -79,11 +79,14 @@ def role_from_groups(course: Course, groups: Collection[str]) -> str | None:
     return found
 
 
-def apply_groups(session: Session, user: User, groups: Collection[str]) -> list[EnrolmentChange]:
-    """Enrol the user as their groups say in every open course that names groups; the changes
-    made (for a log or a sync's report)."""
+def apply_groups(session: Session, user: User, groups: Collection[str],
+                 courses: Collection[Course] | None = None) -> list[EnrolmentChange]:
+    """Enrol the user as their groups say in every open course that names groups (or in
+    `courses`, where a sync reads the groups of some only); the changes made (for a log or a
+    sync's report)."""
     changes = []
-    courses = session.scalars(select(Course).where(Course.archived_at.is_(None))).all()
+    if courses is None:
+        courses = session.scalars(select(Course).where(Course.archived_at.is_(None))).all()
     enrolments = {enrolment.course_id: enrolment for enrolment in session.scalars(
         select(Enrolment).where(Enrolment.user_id == user.id))}
     for course in courses:

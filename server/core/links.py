@@ -11,7 +11,7 @@ import hashlib
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 
 from server.core.config import app_settings
-from server.core.models import User
+from server.core.models import AuthSource, User
 
 SALT = "hpcgrade set-password link"
 PATH = "/account/set-password/"
@@ -37,7 +37,11 @@ def _serializer() -> URLSafeTimedSerializer:
 
 def make_link(user: User, base_url: str = "") -> str:
     """The user's link: base_url (the portal's address, no trailing slash) and the path; a
-    path alone without base_url."""
+    path alone without base_url. An account of the directory or of single sign-on has no
+    password here, so no link (ValueError)."""
+    if user.auth_source != AuthSource.local.value:
+        raise ValueError(f"{user.username} logs in through {user.auth_source}: no set-password "
+                         "link")
     return base_url + PATH + _serializer().dumps([user.id, fingerprint(user)])
 
 

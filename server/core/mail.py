@@ -1,4 +1,5 @@
-"""Mail: each new account's set-password link, sent through one SMTP connection (smtplib).
+"""Mail: each new account's set-password link, and batches of notices
+(server/core/notices.py), each sent through one SMTP connection (smtplib).
 
 Nothing is mailed unless MAIL_SERVER is set. The portal checks that the server answers, then
 leaves the sending to a worker (the task hpcgrade.mail_links), so that a roster of thousands
@@ -68,7 +69,7 @@ def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _message(to: str, subject: str, body: str) -> EmailMessage:
+def message(to: str, subject: str, body: str) -> EmailMessage:
     message = EmailMessage()
     message["From"], message["To"], message["Subject"] = app_settings().mail_from, to, subject
     message.set_content(body)
@@ -82,7 +83,7 @@ def _link_message(user: User, base_url: str) -> EmailMessage:
              "%(days)s days; it works once:\n\n%(link)s\n\nIf the link has expired, ask your "
              "instructor for a new one.\n", name=user.name, username=user.username, days=days,
              link=make_link(user, base_url))
-    return _message(user.email, _("Your hpcgrade account"), body)
+    return message(user.email, _("Your hpcgrade account"), body)
 
 
 def send_links(session: Session, user_ids: list[int], base_url: str,
@@ -108,6 +109,24 @@ def send_links(session: Session, user_ids: list[int], base_url: str,
     return refused
 
 
+def send_batch(batch: list[tuple[int, EmailMessage]]) -> list[int]:
+    """Send each (key, message) through one connection; the keys whose address the server
+    refused (the session goes on past them). MailAway when the server cannot be reached,
+    naming the keys not sent yet."""
+    refused, done = [], 0
+    try:
+        with connection() as smtp:
+            for key, mail in batch:
+                try:
+                    smtp.send_message(mail)
+                except smtplib.SMTPRecipientsRefused:
+                    refused.append(key)
+                done += 1
+    except (OSError, smtplib.SMTPException) as exc:
+        raise MailAway(_reason(exc), [key for key, _mail in batch[done:]]) from exc
+    return refused
+
+
 def report_refused(staff: User, refused: list[tuple[User, str]], lang: str) -> None:
     """Tell the staff member who imported which links did not go out, so that they hand them
     out themselves (the roster's page of accounts waiting for a password has them)."""
@@ -116,9 +135,9 @@ def report_refused(staff: User, refused: list[tuple[User, str]], lang: str) -> N
         body = _("The mail server refused these addresses, so their accounts did not get their "
                  "set-password links. Hand them their links yourself: on the Roster page, "
                  "Accounts waiting for a password.\n\n%(lines)s\n", lines=lines)
-        message = _message(staff.email, _("Set-password links not mailed"), body)
+        report = message(staff.email, _("Set-password links not mailed"), body)
     try:
         with connection() as smtp:
-            smtp.send_message(message)
+            smtp.send_message(report)
     except (OSError, smtplib.SMTPException) as exc:
         raise MailAway(_reason(exc), []) from exc

@@ -107,6 +107,10 @@ class User(Base):
     # a session cookie carries the version it was made under: log-out and a new password raise
     # it, which ends every session of the user at once (a copied cookie included)
     session_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # the language mail reaches them in: the last one they chose on a page (None: English)
+    language: Mapped[str | None] = mapped_column(String(8))
+    # notice kind → on/off, for the kinds they changed; the others keep notices.DEFAULTS
+    notices: Mapped[dict] = mapped_column(JSON, default=dict)
 
     submissions: Mapped[list["Submission"]] = relationship(back_populates="user",
                                                            foreign_keys="Submission.user_id")
@@ -255,6 +259,18 @@ class SetGrade(Base):
     setter: Mapped[User | None] = relationship(foreign_keys=[set_by])
 
 
+class DeadlineReminder(Base):
+    """A student was reminded of an exercise's deadline: the reminder goes once."""
+
+    __tablename__ = "deadline_reminders"
+    __table_args__ = (UniqueConstraint("user_id", "exercise_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"))
+    sent_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class Regrade(Base):
     """"Grade all again" for one exercise: its runs are a preview until an instructor publishes
     them (or discards them)."""
@@ -308,6 +324,8 @@ class GradingRun(Base):
     exercise_commit: Mapped[str | None] = mapped_column(String(40))
     regrade_id: Mapped[int | None] = mapped_column(ForeignKey("regrades.id", ondelete="SET NULL"),
                                                    index=True)  # a preview run's regrade
+    # when the course's instructors were mailed that it failed (server/core/notice_rounds.py)
+    failure_noticed_at: Mapped[dt.datetime | None] = mapped_column()
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     checks: Mapped[list["CheckResult"]] = relationship(
@@ -346,3 +364,13 @@ class DiagnosticResult(Base):
     translations: Mapped[dict] = mapped_column(JSON)
 
     check: Mapped[CheckResult] = relationship(back_populates="diagnostics")
+
+
+class MungeCredential(Base):
+    """A MUNGE credential a request used (its hash), kept until it could no longer pass: a
+    second use is a replay (server/core/munge.py)."""
+
+    __tablename__ = "munge_credentials"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[dt.datetime] = mapped_column(index=True)

@@ -11,7 +11,9 @@ from sqlalchemy import bindparam, func, nulls_first, or_, select, update
 from sqlalchemy.orm import Session
 
 from server.core.config import app_settings
+from server.core.mail import mail_configured
 from server.core.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
+from server.core.notice_rounds import FAILURE_ROUND_SECONDS, REMIND_SECONDS
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 30.0
@@ -19,8 +21,12 @@ PRUNE_SECONDS = 3600.0
 # the students' submissions go on Celery's default queue (its name kept, so that messages
 # queued before an upgrade are still consumed); a regrade's preview (worker/grading/tasks.py,
 # preview)
-# grades a whole exercise in one task: on a queue of its own it does not wait behind them
-SUBMISSIONS, PREVIEWS = "celery", "previews"
+# grades a whole exercise in one task: on a queue of its own it does not wait behind them; mail
+# (notices, set-password links) too, so that a slow mail server holds no grading slot, and a
+# grading rush delays no mail
+SUBMISSIONS, PREVIEWS, MAIL = "celery", "previews", "mail"
+MAIL_TASKS = ("hpcgrade.notify", "hpcgrade.mail_links", "hpcgrade.remind_deadlines",
+              "hpcgrade.report_failures")
 
 
 def _turns():
@@ -100,15 +106,21 @@ def celery_init_app(app: Flask) -> Celery:
         broker_connection_retry_on_startup=True,
         # a worker started without -Q consumes every queue named here; each its own routing key,
         # or the default exchange would copy every message into both
-        task_queues=[Queue(name, routing_key=name) for name in (SUBMISSIONS, PREVIEWS)],
-        task_routes={"hpcgrade.preview": {"queue": PREVIEWS}},
+        task_queues=[Queue(name, routing_key=name) for name in (SUBMISSIONS, PREVIEWS, MAIL)],
+        task_routes={"hpcgrade.preview": {"queue": PREVIEWS},
+                     **{task: {"queue": MAIL} for task in MAIL_TASKS}},
         # a scheduled task expires once the next is due: those queued while no worker ran
         # are dropped, not run in a burst at its restart
         beat_schedule={name: {"task": task, "schedule": period, "options": {"expires": period}}
                        for name, task, period in (
                            ("reconcile", "hpcgrade.reconcile", RECONCILE_SECONDS),
                            ("prune", "hpcgrade.prune_spool", PRUNE_SECONDS),
-                           ("collect", "hpcgrade.collect", settings.collect_seconds))},
+                           *([("directory sync", "hpcgrade.users_sync",
+                               settings.ldap_sync_minutes * 60.0)] if settings.ldap_url else []),
+                           ("collect", "hpcgrade.collect", settings.collect_seconds),
+                           ("deadline reminders", "hpcgrade.remind_deadlines", REMIND_SECONDS),
+                           ("grader failures", "hpcgrade.report_failures",
+                            FAILURE_ROUND_SECONDS))},
     )
     celery.set_default()
     app.extensions["celery"] = celery
@@ -131,6 +143,20 @@ def enqueue(celery: Celery, session: Session, submission_ids: list[int]) -> list
                         .values(enqueued_at=utcnow()))
         session.commit()
     return sent
+
+
+def send_notice(celery: Celery, event: str, ids: list[int]) -> bool:
+    """Ask a worker to mail what changed (server/core/notices.py), once the change is
+    committed: a request never waits for the mail server. A broker that is away loses the
+    notice, never the change; False then (and when there is nothing to send, or no mail)."""
+    if not ids or not mail_configured():
+        return False
+    try:
+        celery.send_task("hpcgrade.notify", args=[event, ids], retry=False)
+    except Exception as exc:  # kombu raises many types for a broker that is away
+        log.warning("notice %s of %s not sent: broker unavailable (%s)", event, ids, exc)
+        return False
+    return True
 
 
 def cancel_grading(celery: Celery, submission_ids: list[int]) -> bool:

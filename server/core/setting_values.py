@@ -160,6 +160,27 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return accepts(" or ".join(f"`{option}`" for option in options))(parse)
 
 
+def choices(options: tuple[str, ...]) -> Callable[[str, Any], tuple[str, ...]]:
+    def parse(name: str, value: Any) -> tuple[str, ...]:
+        picked = strings(name, value)
+        wrong = [item for item in picked if item not in options]
+        if wrong or not picked:
+            raise ConfigError(f"{name} must list one or more of {', '.join(options)}, not "
+                              f"{value!r}")
+        return picked
+    return accepts("list of " + ", ".join(f"`{option}`" for option in options))(parse)
+
+
+@accepts("LDAP URL")
+def ldap_address(name: str, value: Any) -> str:
+    """ldap://host[:port] or ldaps://host[:port], nothing after it."""
+    parts = urlsplit(text(name, value))
+    if parts.scheme not in ("ldap", "ldaps") or not parts.hostname or parts.path.strip("/") \
+            or parts.query or parts.fragment:
+        raise ConfigError(f"{name} must be an address like ldaps://ldap.uni.es, not {value!r}")
+    return value.rstrip("/")
+
+
 @accepts("true or false")
 def flag(name: str, value: Any) -> bool:
     """true or false; in the environment also 1/0, yes/no, on/off."""

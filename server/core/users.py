@@ -18,7 +18,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from server.core.courses import enrol, open_courses
 from server.core.links import fingerprint
-from server.core.models import Course, CourseRole, Enrolment, User
+from server.core.models import AuthSource, Course, CourseRole, Enrolment, User
 from server.core.tokens import revoke
 
 USERNAME = re.compile(r"^[a-zA-Z0-9._-]{2,64}$")
@@ -343,6 +343,12 @@ def authenticate(session: Session, username: str, password: str) -> User | None:
     return user if usable else None
 
 
+def spend_a_password_check(password: str) -> None:
+    """The work of checking a password, for a log-in checked elsewhere (the directory): its
+    time must not tell it from a local account's."""
+    check_password_hash(_unknown_user_hash(), password)
+
+
 def end_sessions(session: Session, user_id: int) -> None:
     """Every session cookie of the user stops working (see User.session_version)."""
     session.execute(update(User).where(User.id == user_id)
@@ -352,6 +358,7 @@ def end_sessions(session: Session, user_id: int) -> None:
 def set_password(session: Session, user: User, password: str) -> int:
     """A new password, which ends every session of the user and revokes their API tokens
     (whoever learnt the old password may have made one): returns how many tokens went."""
+    _local_only(user)
     _check_length(user.username, password, MIN_PASSWORD_LENGTH)
     user.password_hash = generate_password_hash(password)
     end_sessions(session, user.id)
@@ -361,11 +368,22 @@ def set_password(session: Session, user: User, password: str) -> int:
 def clear_password(session: Session, user: User) -> int:
     """A staff reset: the account waits for its owner to set a password (its link) as a new
     one does; every session ends and the API tokens are revoked (how many)."""
+    _local_only(user)
     user.password_hash = NO_PASSWORD
     end_sessions(session, user.id)
     session.flush()
     session.refresh(user)  # the new session version, which its link carries
     return revoke(session, user_id=user.id)
+
+
+def _local_only(user: User) -> None:
+    """A password here is a local account's: a directory's (or single sign-on's) account
+    would otherwise gain a second way in, which its owner's directory password no longer
+    governs."""
+    if user.auth_source != AuthSource.local.value:
+        raise UserError(_("user %(username)s logs in through the centre's directory or single "
+                          "sign-on: its password is changed there, not here",
+                          username=user.username))
 
 
 def set_password_once(session: Session, user: User, made_for: str, password: str) -> bool:

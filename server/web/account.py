@@ -1,18 +1,29 @@
 """A user's own account: setting the password with the link a new account gets (no log-in
-needed), changing it, listing and revoking their API tokens."""
+needed), changing it, listing and revoking their API tokens, the mail notices they get."""
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
-from flask_babel import gettext as _, ngettext
+from flask_babel import gettext as _, lazy_gettext as _l, ngettext
 
 from server.core.links import LinkExpired, LinkInvalid, fingerprint, read_token
-from server.core.models import User, utcnow
+from server.core.models import AuthSource, User, utcnow
+from server.core.notices import Kind, choose, kinds_for, wants
 from server.core.tokens import listed, revoke
 from server.core.users import MIN_PASSWORD_LENGTH, set_password, set_password_once
 from server.web.auth import db, login_required, start_session
 from server.web.throttle import Throttled, check_password
 
 blueprint = Blueprint("account", __name__, url_prefix="/account")
+# what each notice tells, as its page says it
+NOTICES = {
+    Kind.score_set: _l("Staff set my grade on an exercise, or a submission's score, by hand"),
+    Kind.exception: _l("Staff grant me an exception (a later deadline, extra attempts)"),
+    Kind.regrade: _l("An exercise is graded again and my grade changes"),
+    Kind.graded: _l("A submission of mine is graded"),
+    Kind.deadline: _l("A day before a deadline, if I have sent nothing to it yet"),
+    Kind.grading_failed: _l("The grader fails on submissions of a course I teach (one mail "
+                            "every few minutes at most, listing them)"),
+}
 
 
 @blueprint.route("/set-password/<token>", methods=["GET", "POST"])
@@ -77,6 +88,10 @@ def _new_password_problem() -> str | None:
 @blueprint.route("/password", methods=["GET", "POST"])
 @login_required
 def password():
+    if g.user.auth_source != AuthSource.local.value:  # never a second, local password
+        flash(_("You log in through the centre's directory or single sign-on: change your "
+                "password there."), "info")
+        return redirect(url_for("courses.home"), 303)
     if request.method == "GET":
         return render_template("auth/password.html", minimum=MIN_PASSWORD_LENGTH)
     problem = _new_password_problem()
@@ -121,3 +136,17 @@ def revoke_token(token_id: int):
     db().commit()
     flash(_("Token revoked: it works no more."), "ok")
     return redirect(url_for("account.tokens"), 303)
+
+
+@blueprint.route("/notices", methods=["GET", "POST"])
+@login_required
+def notices():
+    """Which mail notices the user gets: each kind of theirs on or off."""
+    kinds = kinds_for(db(), g.user)
+    if request.method == "POST":
+        choose(g.user, {kind: kind.value in request.form for kind in kinds})
+        db().commit()
+        flash(_("Your notice settings are saved."), "ok")
+        return redirect(url_for("account.notices"), 303)
+    return render_template("auth/notices.html", notices=[
+        (kind.value, NOTICES[kind], wants(g.user, kind)) for kind in kinds])

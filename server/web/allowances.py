@@ -12,7 +12,7 @@ import math
 import re
 import zoneinfo
 
-from flask import (Blueprint, flash, g, redirect, render_template, request,
+from flask import (Blueprint, current_app, flash, g, redirect, render_template, request,
                    url_for)
 from flask_babel import gettext as _
 from sqlalchemy import delete, select
@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from server.core.grades import (Terms, allowances_of, maximum_points, reassess_lateness,
                                 student_grade, student_terms, terms)
 from server.core.models import Allowance, Exercise, SetGrade, Submission, User, utcnow
+from server.core.queue import send_notice
 from server.web.auth import db, staff_required
 from server.web.course import exercises
 from server.web.i18n import points, time_zone, when
@@ -65,6 +66,7 @@ def allowance(username: str, slug: str):
     if request.method == "POST":
         errors = _save(student, exercise)
         if not errors:
+            _tell("exception", student_terms(db(), student.id, exercise).allowance.id)
             flash(_("The exception for %(name)s is saved.", name=student.name), "info")
             return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
         for message in errors:
@@ -212,15 +214,21 @@ def set_grade(username: str, slug: str):
             flash(message, "error")
         return _allowance_page(student, exercise, 400)
     try:
-        _store_set_grade(student, exercise)
+        set_grade_id = _store_set_grade(student, exercise)
     except IntegrityError:  # another instructor set one at the same moment: this one replaces it
         db().rollback()
-        _store_set_grade(student, exercise)
+        set_grade_id = _store_set_grade(student, exercise)
+    _tell("grade_set", set_grade_id)
     flash(_("The grade of %(name)s on this exercise is set by hand.", name=student.name), "info")
     return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
 
 
-def _store_set_grade(student: User, exercise: Exercise) -> None:
+def _tell(event: str, row_id: int) -> None:
+    """The student is mailed what changed, by a worker, once it is committed."""
+    send_notice(current_app.extensions["celery"], event, [row_id])
+
+
+def _store_set_grade(student: User, exercise: Exercise) -> int:
     row = db().scalar(select(SetGrade).where(SetGrade.user_id == student.id,
                                              SetGrade.exercise_id == exercise.id)) \
         or SetGrade(user_id=student.id, exercise_id=exercise.id)
@@ -229,6 +237,7 @@ def _store_set_grade(student: User, exercise: Exercise) -> None:
     row.set_by, row.set_at = g.user.id, utcnow()
     db().add(row)
     db().commit()
+    return row.id
 
 
 @blueprint.post("/students/<username>/exercises/<slug>/grade/remove")
@@ -258,6 +267,7 @@ def override(submission_id: int):
     submission.override_comment = request.form["comment"].strip()
     submission.override_by, submission.override_at = g.user.id, utcnow()
     db().commit()
+    _tell("score_adjusted", submission.id)
     flash(_("The score of submission #%(id)s is adjusted by hand.", id=submission.id), "info")
     return redirect(url_for("portal.submission", submission_id=submission_id), 303)
 

@@ -1,20 +1,28 @@
-"""The JSON API under /api/v1/, with bearer tokens for scripts and `hpcgrade submit`."""
+"""The JSON API under /api/v1/, with bearer tokens for scripts and `hpcgrade submit`, or a MUNGE
+credential of the cluster per request (server/core/munge.py)."""
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 from dataclasses import dataclass
+from typing import NoReturn
 
 from flask import Blueprint, abort, current_app, g, jsonify, request, url_for
 from flask_babel import gettext as _
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
+from werkzeug.datastructures import WWWAuthenticate
+from werkzeug.exceptions import Unauthorized
 
 from server.core.catalogue import PUBLIC_FILES, current_info
 from server.core.courses import courses_of, exercise_folder, role_in
+from server.core.directory import DirectoryError
+from server.core.ldap_directory import DirectoryUnavailable
 from server.core.config import app_settings
 from server.core.grades import Grade
 from server.core.models import ApiToken, Course, Exercise, User, utcnow
+from server.core.munge import MungeRefused, MungeUnavailable, binding, vouched_user
 from server.core.queue import enqueue
 from server.core.tokens import TokenError, clean_label, digest, issue
 from server.web.auth import db
@@ -25,6 +33,7 @@ from server.web.throttle import Throttled, check_password
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
 TOKEN_USE_RECORDED_EVERY = dt.timedelta(minutes=1)
+log = logging.getLogger(__name__)
 csrf.exempt(blueprint)  # bearer tokens, not cookies: nothing for a forged form to ride on
 
 
@@ -40,6 +49,13 @@ class Bearer:
     is_admin: bool
 
 
+def _refuse(message: str) -> NoReturn:
+    """401, naming the schemes this service takes: a client with no token tells by it whether
+    a MUNGE credential could have served."""
+    schemes = ["Bearer", *(["MUNGE"] if app_settings().munge_login else [])]
+    raise Unauthorized(message, www_authenticate=[WWWAuthenticate(name) for name in schemes])
+
+
 def _bearer(reads: Session, token: str) -> Bearer:
     # read afresh on every request, token and user in one indexed query, so that a revoked or
     # expired token and a changed role apply at once; the status poll (each waiting student,
@@ -48,15 +64,36 @@ def _bearer(reads: Session, token: str) -> Bearer:
         select(ApiToken.id, ApiToken.expires_at, ApiToken.last_used_at, User.id, User.is_admin)
         .join(ApiToken.user).where(ApiToken.token_hash == digest(token))).first() if token else None
     if found is None:
-        abort(401, _("missing or invalid token: send 'Authorization: Bearer <token>'"))
+        _refuse(_("missing or invalid token: send 'Authorization: Bearer <token>'"))
     token_id, expires_at, last_used_at, user_id, is_admin = found
     now = utcnow()
     if expires_at <= now:
-        abort(401, _("token expired, run hpcgrade login again"))
+        _refuse(_("token expired, run hpcgrade login again"))
     if last_used_at is None or now - last_used_at >= TOKEN_USE_RECORDED_EVERY:
         db().execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
         db().commit()
     return Bearer(user_id, is_admin)
+
+
+def _munge_bearer(credential: str) -> Bearer:
+    """Whom the cluster vouches for, by a MUNGE credential made for this very request."""
+    settings = app_settings()
+    if not settings.munge_login:
+        _refuse(_("this service takes no MUNGE credentials: run hpcgrade login"))
+    path = request.script_root + request.path
+    if request.query_string:
+        path += f"?{request.query_string.decode()}"
+    # the body read once, kept for the view's form parsing
+    expected = binding(request.method, path, request.get_data(cache=True))
+    try:
+        user = vouched_user(db(), settings, credential, expected)
+    except MungeRefused as refused:
+        _refuse(_("MUNGE credential refused: %(reason)s", reason=str(refused)))
+    except MungeUnavailable as away:
+        log.error("MUNGE credentials cannot be checked: %s\n%s", away, away.output)
+        abort(503, _("the service cannot check MUNGE credentials just now: try again later, "
+                     "or log in with hpcgrade login"))
+    return Bearer(user.id, user.is_admin)
 
 
 def token_required(view):
@@ -66,7 +103,8 @@ def token_required(view):
     def wrapped(*args, **kwargs):
         scheme, _space, token = request.headers.get("Authorization", "").partition(" ")
         with current_app.extensions["hpcgrade.db"].reads() as g.reads:
-            g.bearer = _bearer(g.reads, token if scheme == "Bearer" else "")
+            g.bearer = _munge_bearer(token) if scheme == "MUNGE" else \
+                _bearer(g.reads, token if scheme == "Bearer" else "")
             return view(*args, **kwargs)
     return wrapped
 
@@ -74,7 +112,7 @@ def token_required(view):
 def _api_user() -> User:
     user = db().get(User, g.bearer.user_id)
     if user is None:  # deleted after this request read its token
-        abort(401, _("the account of this token no longer exists"))
+        _refuse(_("the account of this token no longer exists"))
     return user
 
 
@@ -92,6 +130,13 @@ def create_token():
         return error(400, str(exc))
     except Throttled as throttled:
         return jsonify(error=throttled.message), 429, throttled.headers
+    except DirectoryUnavailable as away:  # ours to fix, not the user's password
+        log.error("log-in through the directory failed: %s", away)
+        return error(503, _("the centre's directory cannot be reached just now: try again in a "
+                            "few minutes"))
+    except DirectoryError:
+        return error(403, _("this directory account cannot log in here: an account of that "
+                            "name exists already; ask an admin"))
     if user is None:
         return error(401, _("wrong username or password"))
     token, row = issue(db(), user, label, app_settings().token_lifetime_days)

@@ -57,6 +57,8 @@ def create_app(config: dict | None = None) -> Flask:
     errors.register(app)
     headers.register(app)
     app.register_blueprint(auth.blueprint)
+    from server.web.oidc_login import blueprint as single_sign_on
+    app.register_blueprint(single_sign_on)
     app.register_blueprint(account.blueprint)
     app.register_blueprint(portal.blueprint)
     # after auth (the course needs the user) and the portal (its refusals, the language)

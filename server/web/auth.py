@@ -5,6 +5,7 @@ ends every session of the user at once, a copied cookie included."""
 from __future__ import annotations
 
 import functools
+import logging
 from urllib.parse import urlsplit
 
 from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
@@ -12,11 +13,14 @@ from flask import (Blueprint, abort, current_app, flash, g, redirect, render_tem
 from flask_babel import gettext as _
 from sqlalchemy.orm import Session
 
+from server.core.directory import DirectoryError
+from server.core.ldap_directory import DirectoryUnavailable
 from server.core.models import STAFF_ROLES, CourseRole, User
 from server.core.users import end_sessions
 from server.web.throttle import Throttled, check_password
 
 blueprint = Blueprint("auth", __name__)
+log = logging.getLogger(__name__)
 
 
 def db() -> Session:
@@ -112,6 +116,16 @@ def login():
     except Throttled as throttled:
         flash(throttled.message, "error")
         return render_template("auth/login.html"), 429, throttled.headers
+    except DirectoryUnavailable as away:  # ours to fix, not the user's password
+        log.error("log-in through the directory failed: %s", away)
+        flash(_("The centre's directory cannot be reached just now, so your password cannot "
+                "be checked; try again in a few minutes."), "error")
+        return render_template("auth/login.html"), 503
+    except DirectoryError as refused:
+        log.warning("a directory log-in refused: %s", refused)
+        flash(_("Your directory account cannot log in here: an account of that name exists "
+                "already. Ask an admin."), "error")
+        return render_template("auth/login.html"), 403
     if user is None:
         flash(_("Wrong username or password."), "error")
         return render_template("auth/login.html"), 401

@@ -192,6 +192,10 @@ def _page_sent_from() -> str | None:
 def refuse_nul_bytes() -> None:
     """A NUL byte reaches no database: PostgreSQL refuses it in text (a DataError, a 500)."""
     fields = [*(request.view_args or {}).items(), *request.args.items(multi=True)]
+    if request.headers.get("Authorization", "").startswith("MUNGE "):
+        # the body as sent is kept before the form is parsed: its hash binds the credential
+        # (server/web/api.py)
+        request.get_data(cache=True)
     if request.mimetype in ("multipart/form-data", "application/x-www-form-urlencoded"):
         fields += [*request.form.items(multi=True),
                    *((name, upload.filename or "") for name, upload in request.files.items(multi=True))]

@@ -33,6 +33,11 @@ def choose_language() -> None:
     if request.args.get("lang") in LANGS:
         session["lang"] = request.args["lang"]
     g.lang = request_language()
+    chosen = session.get("lang")
+    if g.get("user") is not None and chosen and g.user.language != chosen:
+        # the language chosen on a page (the log-in page's too) is the one mail reaches them in
+        g.user.language = chosen
+        db().commit()
 
 
 @blueprint.app_context_processor

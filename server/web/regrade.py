@@ -18,7 +18,7 @@ from flask_babel import gettext as _, ngettext
 from sqlalchemy import update
 
 from server.core.models import Exercise, GradingRun, Regrade, RunStatus, User, utcnow
-from server.core.queue import enqueue
+from server.core.queue import enqueue, send_notice
 from server.web.auth import db, instructor_required, staff_required
 from server.web.regrade_preview import (AlreadyOpen, discard, exercise_versions, open_regrade,
                                         preview_rows, publish, run_counts, stalled, start,
@@ -126,6 +126,7 @@ def publish_preview(regrade_id: int):
         return back
     published, skipped = publish(db(), regrade, utcnow())
     db().commit()
+    _tell_changed_grades(regrade)
     flash(ngettext("The new score of %(num)s submission is published.",
                    "The new scores of %(num)s submissions are published.", published), "info")
     if skipped:
@@ -139,6 +140,14 @@ def publish_preview(regrade_id: int):
                        "%(num)s submissions could not be graded in the preview: they keep their "
                        "grades.", failed), "info")
     return back
+
+
+def _tell_changed_grades(regrade: Regrade) -> None:
+    """Each student whose grade the published preview changed is mailed, by a worker, about
+    the submission that gives it now."""
+    ids = [row.new.submission_id for row in preview_rows(db(), regrade)
+           if row.grade_changed and row.new.submission_id is not None]
+    send_notice(current_app.extensions["celery"], "regraded", ids)
 
 
 @blueprint.post("/regrades/<int:regrade_id>/discard")

@@ -102,6 +102,11 @@ class StudentRow:
         return sum(p.changed for p in self.previewed)
 
     @property
+    def grade_changed(self) -> bool:
+        """Whether the preview gives them another grade on the exercise (once all is graded)."""
+        return self.new is not None and _differ(self.old.score, self.new.score)
+
+    @property
     def statuses(self) -> list[str]:
         """What their submissions' runs are at, each said once (template: staff/regrade.html)."""
         return list(dict.fromkeys(p.run.status for p in self.previewed))

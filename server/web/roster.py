@@ -31,7 +31,7 @@ from server.core.courses import COURSE_ROLES, course_catalogue
 from server.core.exercises import sync_exercises
 from server.core.links import make_link
 from server.core.mail import mail_configured, server_problem
-from server.core.models import CourseRole, Enrolment, User
+from server.core.models import AuthSource, CourseRole, Enrolment, User
 from server.core.users import (NO_PASSWORD, ROLES, ROSTER_COLUMNS, UserError, add_or_enrol,
                                clear_password, create_accounts, decode_roster, enrol_accounts,
                                has_password, members, read_roster, role_refused, students_only,
@@ -86,14 +86,17 @@ def course_members() -> list[Member]:
 
 
 def resettable() -> set[int]:
-    """The ids of the accounts whose password the user may reset from this course's roster."""
+    """The ids of the accounts whose password the user may reset from this course's roster
+    (local accounts: a directory's password is not ours to reset)."""
     if g.user.is_admin:
-        ids = set(db().scalars(members(g.course)))
+        found = members(g.course)
     elif g.role == CourseRole.instructor.value:
-        ids = set(db().scalars(students_only(g.course)))
+        found = students_only(g.course)
     else:
-        ids = set()
-    return ids - {g.user.id}
+        return set()
+    local = found.where(Enrolment.user_id.in_(
+        select(User.id).where(User.auth_source == AuthSource.local.value)))
+    return set(db().scalars(local)) - {g.user.id}
 
 
 @blueprint.get("/")
@@ -237,6 +240,10 @@ def reset_password(username: str):
     if user.id == g.user.id:
         flash(_("Change your own password here."), "info")
         return redirect(url_for("account.password"), 303)
+    if user.auth_source != AuthSource.local.value:
+        flash(_("%(username)s logs in through the centre's directory or single sign-on: their "
+                "password is changed there, not here.", username=user.username), "info")
+        return redirect(url_for(".roster"), 303)
     if user.id not in resettable():
         abort(403)
     if request.method == "GET":

@@ -3,7 +3,8 @@ cannot pass the limit together) and failures per client address, with the `limit
 (Flask-Limiter's engine) on Redis; over a limit, an attempt is refused with 429 and Retry-After
 before any password is hashed, so one client's guessing costs the portal at most the address
 limits' worth of hashing. A threaded worker also checks at most PASSWORD_CHECKS_PER_PROCESS
-passwords at once (a sync worker checks one by construction)."""
+passwords at once (a sync worker checks one by construction). A log-in through the directory
+(server/web/ldap_login.py) counts against the same limits."""
 from __future__ import annotations
 
 import ipaddress
@@ -11,6 +12,8 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
@@ -24,7 +27,8 @@ from sqlalchemy.orm import Session
 
 from server.core.config import ConfigError, app_settings
 from server.core.models import User
-from server.core.users import authenticate
+from server.core.users import authenticate, spend_a_password_check
+from server.web.ldap_login import directory_user, through_directory
 
 CHECK_WAIT_SECONDS = 0.5  # for a free password check, before refusing as busy
 REDIS_SECONDS = 0.5  # a Redis that does not answer delays a log-in this long, then memory counts
@@ -142,11 +146,26 @@ def check_password(session: Session, username: str, password: str) -> User | Non
         raise Throttled(wait)
     if not throttle.take_account_try(keys):  # another try took the last room meanwhile
         raise Throttled(max(1, throttle.wait_seconds(keys)))
+    if through_directory(session, username):
+        # a hash's work as a local log-in does, then the directory, outside the bounded checks:
+        # a slow directory must not hold every check of the process (a local admin's too)
+        with _password_check(throttle):
+            spend_a_password_check(password)
+        user = directory_user(session, username, password)  # an outage is no failed guess
+    else:
+        with _password_check(throttle):
+            user = authenticate(session, username, password)
+    throttle.record(keys, failed=user is None)
+    return user
+
+
+@contextmanager
+def _password_check(throttle: LoginThrottle) -> Iterator[None]:
+    """One of the password checks this process runs at once; Throttled (busy) if none is
+    free."""
     if not throttle.checks.acquire(timeout=CHECK_WAIT_SECONDS):
         raise Throttled(1, busy=True)
     try:
-        user = authenticate(session, username, password)
+        yield
     finally:
         throttle.checks.release()
-    throttle.record(keys, failed=user is None)
-    return user

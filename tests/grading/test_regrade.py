@@ -18,7 +18,7 @@ from server.core.catalogue import default_root, load_exercise_info
 from server.core.config import app_settings
 from server.core.grades import student_grade
 from server.core.models import Exercise, GradingRun, Regrade, SetGrade, Submission, User, utcnow
-from server.core.queue import PREVIEWS, SUBMISSIONS, place
+from server.core.queue import MAIL, PREVIEWS, SUBMISSIONS, place
 from server.core.users import add_user
 from server.web.app import create_app
 from server.web.regrade_preview import (PREVIEW_PICKUP_SECONDS, AlreadyOpen, preview_rows,
@@ -749,12 +749,13 @@ def test_a_preview_run_does_not_cost_a_student_their_turn(graded):
         assert place(session, new["bea"].id) == (2, 1)
 
 
-def test_a_preview_goes_on_a_queue_of_its_own_that_every_worker_consumes(app):
+def test_a_preview_and_mail_go_on_queues_of_their_own_that_every_worker_consumes(app):
     celery = app.extensions["celery"]
     assert celery.amqp.router.route({}, "hpcgrade.preview")["queue"].name == PREVIEWS
     assert celery.amqp.router.route({}, "hpcgrade.dispatch")["queue"].name == SUBMISSIONS
     queues = celery.amqp.queues.consume_from  # a worker started without -Q
-    assert set(queues) == {SUBMISSIONS, PREVIEWS}
+    assert set(queues) == {SUBMISSIONS, PREVIEWS, MAIL}
+    assert celery.amqp.router.route({}, "hpcgrade.notify")["queue"].name == MAIL
     # each queue its own routing key: the default exchange copies no message into both
     assert all(queue.routing_key == name for name, queue in queues.items())
 

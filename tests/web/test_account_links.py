@@ -1,23 +1,19 @@
 """Set-password links: a new account (or one whose password staff reset) has no password until
 its owner follows its link, which works once and expires; where mail is set up, each link is
 mailed to its account, through a real SMTP server here (aiosmtpd)."""
-import email
-import email.policy
 import re
 import time
 
 import pytest
-from aiosmtpd.controller import Controller
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from helpers import CSRF_TOKEN, change_settings, free_port, logged_in, new_course
+from helpers import (CSRF_TOKEN, REFUSED, change_settings, free_port, logged_in, mail_settings,
+                     mails, new_course)
 from server.core.db import Database
 from server.core.models import User
 from test_roster import HEADER, links, set_password, users
 from worker.cli.main import main
-
-REFUSED = "refused@uni.es"  # the mail server answers 550 for this address
 
 
 @pytest.fixture
@@ -115,46 +111,6 @@ def test_an_account_waiting_for_a_password_cannot_log_in(waiting, monkeypatch):
 
 
 # --- mail -------------------------------------------------------------------------------------
-
-class Recorder:
-    """An SMTP server's handler that keeps what it is sent and refuses REFUSED."""
-
-    def __init__(self):
-        self.messages = []
-
-    async def handle_RCPT(self, server, session, envelope, address, options):
-        if address == REFUSED:
-            return "550 5.1.1 no such mailbox"
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append((envelope.rcpt_tos, envelope.content.decode()))
-        return "250 Message accepted"
-
-
-@pytest.fixture
-def smtp_server():
-    recorder = Recorder()
-    controller = Controller(recorder, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield controller.port, recorder
-    controller.stop()
-
-
-def mail_settings(port: int) -> dict:
-    return {"MAIL_SERVER": "127.0.0.1", "MAIL_PORT": port,
-            "MAIL_FROM": "hpcgrade <noreply@uni.es>"}
-
-
-def mails(recorder) -> dict[str, tuple[str, str]]:
-    """address → (subject, body) of the mail it got."""
-    found = {}
-    for recipients, content in recorder.messages:
-        message = email.message_from_string(content, policy=email.policy.default)
-        found[recipients[0]] = (message["Subject"], message.get_content())
-    return found
-
 
 def sent_links(recorder) -> dict[str, str]:
     """address → the link its mail holds."""

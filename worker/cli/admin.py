@@ -19,6 +19,7 @@ from server.core.models import Enrolment, User, utcnow
 from server.core.tokens import TokenError, listed, revoke
 from server.core.users import (ROLES, UserError, add_or_enrol, add_user, decode_roster,
                                import_roster, only_course, set_password)
+from worker.cli.users_sync import users_sync
 
 
 def _database_url() -> str:
@@ -58,6 +59,9 @@ def db_downgrade(revision: str) -> None:
 @click.group("users")
 def users_group() -> None:
     """Accounts."""
+
+
+users_group.add_command(users_sync)
 
 
 def _in_transaction(action, database: Database | None = None):

@@ -60,15 +60,24 @@ def setting_options(command):
         click.option("--job-name", help="Its Slurm jobs' name (default: hpcgrade-SLUG)."),
         click.option("--job-comment", help="Its jobs' --comment (default: \"hpcgrade SLUG\")."),
         click.option("--wckey", help="Its jobs' --wckey (default: SLUG)."),
+        click.option("--groups", "groups", multiple=True, metavar="ROLE=GROUP,…",
+                     help="The directory's (or single sign-on's) groups whose members it "
+                     "enrols as ROLE, repeatable; ROLE= enrols no one that way."),
     ]
     return functools.reduce(lambda wrapped, option: option(wrapped), reversed(options), command)
 
 
-def settings_given(course_slurm: dict, slurm: tuple[str, ...], **given: str | None) -> dict:
+def settings_given(course: Course | None, slurm: tuple[str, ...], groups: tuple[str, ...],
+                   **given: str | None) -> dict:
     """The settings the options name (an option left out is not changed)."""
     values = {OPTIONS[name]: value for name, value in given.items() if value is not None}
     if slurm:
-        values["slurm"] = slurm_with(course_slurm, pairs(slurm))
+        values["slurm"] = slurm_with(course.slurm or {} if course else {}, pairs(slurm))
+    if groups:
+        values["directory_groups"] = {
+            **(course.directory_groups if course else {}),
+            **{role.strip(): [name for name in names.split(",") if name.strip()]
+               for role, _equals, names in (pair.partition("=") for pair in groups)}}
     return values
 
 
@@ -87,10 +96,10 @@ def courses_group() -> None:
 @courses_group.command("create")
 @click.argument("slug")
 @setting_options
-def create(slug: str, slurm: tuple[str, ...], **given: str | None) -> None:
+def create(slug: str, slurm: tuple[str, ...], groups: tuple[str, ...], **given: str | None) -> None:
     """Add course SLUG (lower-case letters, digits and dashes) and sync its exercises."""
     def action(session):
-        course = create_course(session, slug, **settings_given({}, slurm, **given))
+        course = create_course(session, slug, **settings_given(None, slurm, groups, **given))
         return synced(session, course)
     click.echo(f"created course {slug}: {in_transaction(action)}")
 
@@ -98,13 +107,13 @@ def create(slug: str, slurm: tuple[str, ...], **given: str | None) -> None:
 @courses_group.command("edit")
 @click.argument("slug")
 @setting_options
-def edit(slug: str, slurm: tuple[str, ...], **given: str | None) -> None:
+def edit(slug: str, slurm: tuple[str, ...], groups: tuple[str, ...], **given: str | None) -> None:
     """Change course SLUG's settings (an empty value: the service's default again) and sync
     its exercises, whose default late policy may have changed."""
     def action(session):
         course = find_course(session, slug)
         refuse_archived(course)
-        edit_course(session, course, **settings_given(course.slurm or {}, slurm, **given))
+        edit_course(session, course, **settings_given(course, slurm, groups, **given))
         return synced(session, course)
     click.echo(f"course {slug} changed: {in_transaction(action)}")
 
@@ -119,7 +128,8 @@ def refuse_archived(course: Course) -> None:
 @click.argument("slug")
 @click.argument("new_slug")
 @setting_options
-def copy(slug: str, new_slug: str, slurm: tuple[str, ...], **given: str | None) -> None:
+def copy(slug: str, new_slug: str, slurm: tuple[str, ...], groups: tuple[str, ...],
+         **given: str | None) -> None:
     """Copy course SLUG into a new edition NEW_SLUG (give its --edition): its settings (the
     options change them), its staff and its exercises; no student and no submission."""
     if not given.get("edition"):
@@ -128,7 +138,7 @@ def copy(slug: str, new_slug: str, slurm: tuple[str, ...], **given: str | None) 
     def action(session):
         course = find_course(session, slug)
         copied = copy_course(session, course, new_slug,
-                             **settings_given(course.slurm or {}, slurm, **given))
+                             **settings_given(course, slurm, groups, **given))
         said = synced(session, copied)
         return f"{course_counts(counts(session), copied)['staff']} staff, {said}"
     click.echo(f"copied course {slug} into {new_slug}: {in_transaction(action)}")

@@ -232,6 +232,18 @@ def refuse(session: Session, run_id: int, reason: str,
     return Settled.error
 
 
+def submission_outcomes(sessions: sessionmaker, run_outcomes: dict[int, Settled]
+                        ) -> dict[int, Settled]:
+    """Outcomes by run (collect's) as outcomes by submission (dispatch's)."""
+    if not run_outcomes:
+        return {}
+    with sessions() as session:
+        submission_of = dict(session.execute(select(GradingRun.id, GradingRun.submission_id)
+                                             .where(GradingRun.id.in_(list(run_outcomes)))).all())
+    return {submission_of[run_id]: outcome for run_id, outcome in run_outcomes.items()
+            if run_id in submission_of}
+
+
 def release(session: Session, run_ids: list[int]) -> None:
     """Runs whose submissions never reached the executor (sbatch failed): as if never claimed."""
     submissions = session.scalars(select(Submission).join(GradingRun).where(

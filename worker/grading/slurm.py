@@ -1,7 +1,6 @@
 """The Slurm executor: a batch of runs is one sbatch job that grades them from the spool.
 
-Slurm's commands run here, or on a submit host over ssh where the service runs on a machine
-without them (as Open OnDemand's Slurm adapter does), over one shared connection; always as
+Slurm's commands run here, or on a submit host over ssh (server/core/submit_host.py); always as
 argument lists. One squeue call per poll asks for the jobs followed, by id (in JSON where squeue
 can), and one sacct call for those squeue has forgotten (`sacct -c`, from the job-completion
 log, where accounting is off). A shape that no node of the
@@ -16,7 +15,6 @@ with its account, partition, QoS, job name, `--comment` and `--wckey`.
 from __future__ import annotations
 
 import logging
-import shlex
 import subprocess
 import time
 import uuid
@@ -24,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server.core.config import Resources, Settings
+from server.core.submit_host import command_prefix, remote_command
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, NotTakingJobs
 from worker.grading.shapes import Shape, service_shape
 from worker.grading.slurm_text import (PartitionLimits, job_script, late_job_id, limits,
@@ -40,7 +39,6 @@ COMMAND_SECONDS = 60
 SUBMIT_BACKOFF = (5.0, 300.0)  # first and longest wait after sbatch failed in a way that passes
 LIMITS_SECONDS = 300
 LOG_TAIL_BYTES = 2000
-SSH_PERSIST_SECONDS = 60  # an idle shared ssh connection closes after this long
 STOP_MARGIN = 30  # seconds between the last run's worst end and the job's time limit
 
 
@@ -72,17 +70,12 @@ class Backoff:
 class SlurmCommands:
     """Runs a Slurm command here, or on the submit host over ssh, and returns its stdout."""
 
-    def __init__(self, submit_host: str | None = None, ssh_options: tuple[str, ...] = (),
-                 control_dir: Path | None = None):
-        # one connection for every command (a new one costs about 0.2 s): ssh takes the first
-        # value given for an option, so SLURM_SSH_OPTIONS, first, override these
-        shared = ["-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir}/%C",
-                  "-o", f"ControlPersist={SSH_PERSIST_SECONDS}"] if control_dir else []
-        self.prefix = ["ssh", *ssh_options, *shared, submit_host] if submit_host else []
+    def __init__(self, prefix: list[str]):
+        self.prefix = prefix  # server/core/submit_host.py
 
     def run(self, args: list[str], stdin: str | None = None) -> str:
         # ssh hands the remote shell one string: quote each argument for it
-        command = [*self.prefix, shlex.join(args)] if self.prefix else args
+        command = remote_command(self.prefix, args)
         try:
             done = subprocess.run(command, input=stdin, capture_output=True, text=True,
                                   timeout=COMMAND_SECONDS)
@@ -110,19 +103,11 @@ class SlurmExecutor:
         self.python_unset = settings.course_python is None
         self.modules = settings.slurm_modules
         self.default = service_shape(settings)  # of jobs of no course
-        self.commands = SlurmCommands(settings.slurm_submit_host, settings.slurm_ssh_options,
-                                      self._ssh_sockets() if settings.slurm_submit_host else None)
+        self.commands = SlurmCommands(command_prefix(settings))
         self._limits: dict[str | None, tuple[float, PartitionLimits]] = {}
         self._sacct = ["sacct"]
         self._squeue_json: bool | None = None  # whether this Slurm's squeue --json serves; unknown
         self.backoff = Backoff(*SUBMIT_BACKOFF)  # the executor lives as long as its worker
-
-    def _ssh_sockets(self) -> Path:
-        """The folder of ssh's shared connection: the service's account alone may use it."""
-        folder = self.spool / "ssh"
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        folder.chmod(0o700)  # the spool's folders are the group's (2770): this one is not
-        return folder
 
     # --- the executor interface -------------------------------------------------------------
 

@@ -16,9 +16,12 @@ from celery import shared_task
 from flask import current_app
 
 from server.core.config import app_settings
+from server.core.ldap_directory import DirectoryUnavailable
+from server.core.ldap_sync import describe, sync_enrolments
+from server.core import notice_rounds, notices
 from server.core.mail import MailAway, report_refused, send_links
-from server.core.models import User
-from server.core.queue import enqueue, stuck
+from server.core.models import User, utcnow
+from server.core.queue import enqueue, send_notice, stuck
 from worker.grading import settle as grading
 from worker.grading import spool_prune
 from worker.grading.dispatch import Dispatcher
@@ -79,6 +82,7 @@ def _dispatch(node: str | None, submission_ids: list[int]) -> dict[int, str]:
     grading_here.recover(grading.gone_here(node))
     done = grading_here.dispatch(submission_ids)
     _follow_up(done.more, done.due_in)
+    _tell_graded(done.outcomes)
     return done.outcomes
 
 
@@ -100,6 +104,8 @@ def collect(self) -> dict[int, str]:
         # which would then wait for the next collect
         done = grading_here.dispatch([])
     _follow_up(done.more, done.due_in)
+    _tell_graded(done.outcomes | grading.submission_outcomes(grading_here.database.sessions,
+                                                             outcomes))
     return outcomes
 
 
@@ -138,6 +144,39 @@ def mail_links(self, user_ids: list[int], base_url: str, lang: str, staff_id: in
     return len(refused)
 
 
+@shared_task(name="hpcgrade.notify", bind=True, **RETRY_WHILE_AWAY)
+def notify(self, event: str, ids: list[int]) -> int:
+    """Mail what `event` tells about these rows to whom it concerns (server/core/notices.py),
+    sent once their change was committed. A mail server that is away is tried again, for the
+    rows not mailed yet. Returns how many mails went out."""
+    with current_app.extensions["hpcgrade.db"].sessions() as session:
+        try:
+            return notices.notify(session, event, ids)
+        except MailAway as away:
+            log.warning("mail server away (%s): %s notices %s wait", away, event, away.left)
+            raise self.retry(args=[event, away.left], exc=away, countdown=MAIL_RETRY_SECONDS)
+
+
+@shared_task(name="hpcgrade.remind_deadlines")
+def remind_deadlines() -> int:
+    """Hourly: a day before a deadline, the students who sent nothing to it yet and want to be
+    reminded are, once (server/core/notice_rounds.py)."""
+    with current_app.extensions["hpcgrade.db"].sessions() as session:
+        return notice_rounds.remind_deadlines(session, utcnow())
+
+
+@shared_task(name="hpcgrade.report_failures")
+def report_failures() -> int:
+    """Every few minutes: each course's new grader failures, one mail to each instructor
+    (server/core/notice_rounds.py). A mail server that is away leaves them to the next round."""
+    with current_app.extensions["hpcgrade.db"].sessions() as session:
+        try:
+            return notice_rounds.report_failures(session, utcnow())
+        except MailAway as away:
+            log.warning("mail server away (%s): grader failures wait for the next round", away)
+            return 0
+
+
 @shared_task(name="hpcgrade.reconcile")
 def reconcile() -> list[int]:
     """Runs whose worker died go back to the queue (the workers are asked which tasks they are
@@ -158,6 +197,23 @@ def prune_spool() -> str:
     pruned = spool_prune.prune_spool(app_settings(), current_app.extensions["hpcgrade.db"])
     log.info("spool pruned: %s", pruned)
     return str(pruned)
+
+
+@shared_task(name="hpcgrade.users_sync", **RETRY_WHILE_AWAY)
+def users_sync() -> int:
+    """Every LDAP_SYNC_MINUTES: enrolments from the directory's groups (server/core/ldap_sync.py);
+    a directory that cannot be read is read at the next one. How many enrolments changed."""
+    try:
+        with current_app.extensions["hpcgrade.db"].sessions.begin() as session:
+            report = sync_enrolments(session, app_settings())
+    except DirectoryUnavailable as away:
+        log.warning("enrolments not synced from the directory: %s", away)
+        return 0
+    for change in report.changes:
+        log.info("from the directory's groups: %s", describe(change))
+    for username, why in report.refused:
+        log.warning("no account for the directory's %s: %s", username, why)
+    return len(report.changes)
 
 
 def dead_workers(celery) -> Callable[[str | None], bool]:
@@ -191,6 +247,14 @@ def _busy(celery, node: str) -> set[int] | None:
         if node in replies:
             break
     return {task.get("worker_pid") for task in replies.get(node, [])}
+
+
+def _tell_graded(outcomes: dict[int, str]) -> None:
+    """The students who asked to be told when a submission is graded are, once the grade is
+    committed (settle.py commits each run's)."""
+    graded = [submission_id for submission_id, outcome in outcomes.items()
+              if outcome == grading.Settled.graded]
+    send_notice(current_app.extensions["celery"], "graded", graded)
 
 
 def _follow_up(more: bool, due_in: float | None) -> None:
