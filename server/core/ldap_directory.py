@@ -70,6 +70,16 @@ def checked_person(settings: Settings, username: str, password: str) -> Person |
         return _person(entry, _groups_of(connection, settings, entry))
 
 
+def known_usernames(settings: Settings, usernames: Collection[str]) -> set[str]:
+    """Those of these usernames the directory has an entry of (none while LDAP_URL is unset):
+    a roster's new accounts that are the directory's people, who log in with its password."""
+    if not settings.ldap_url or not usernames:
+        return set()
+    with _service_connection(settings) as connection:
+        entries = _entries_by_username(connection, settings, sorted(usernames))
+    return {entry.username for entry in entries} & set(usernames)
+
+
 def group_members(settings: Settings, group_names: Collection[str]) -> list[Person]:
     """Every member of these groups with the names of the ones (of these) they are in: one
     search for the groups, then their members' entries (by username, many in a search)."""

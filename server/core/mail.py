@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from server.core.config import app_settings
 from server.core.links import make_link
-from server.core.models import User
+from server.core.models import AuthSource, User
 from server.core.users import NO_PASSWORD
 
 TIMEOUT_SECONDS = 10.0  # each exchange with the mail server
@@ -92,7 +92,8 @@ def send_links(session: Session, user_ids: list[int], base_url: str,
     one connection; returns the accounts whose address the server refused, with its answer.
     MailAway when the server cannot be reached, naming the ids not mailed yet."""
     users = session.scalars(select(User).where(User.id.in_(user_ids),
-                                               User.password_hash == NO_PASSWORD)
+                                               User.password_hash == NO_PASSWORD,
+                                               User.auth_source == AuthSource.local.value)
                             .order_by(User.id)).all()
     refused, done = [], 0
     try:

@@ -8,7 +8,7 @@ import functools
 import io
 import re
 import secrets
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from flask_babel import gettext as _
@@ -100,9 +100,11 @@ def _check_length(username: str, password: str, minimum: int) -> None:
 
 def add_user(session: Session, username: str, name: str, email: str, role: str,
              password: str | None, *, course: Course | None = None,
-             min_password_length: int = MIN_PASSWORD_LENGTH) -> User:
+             min_password_length: int = MIN_PASSWORD_LENGTH,
+             auth_source: AuthSource = AuthSource.local) -> User:
     """An account, enrolled in `course` with `role` (where the service has one course, that
-    one), or an admin; without a password, one waiting for its owner to set one (its link)."""
+    one), or an admin; without a password, one waiting for its owner to set one (its link), or
+    one of the directory's people (`auth_source`), who log in with its password."""
     validate(username, name, email, role)
     if password is not None:
         _check_length(username, password, min_password_length)
@@ -112,7 +114,7 @@ def add_user(session: Session, username: str, name: str, email: str, role: str,
         course = only_course(session)
     user = User(username=username, name=name.strip(), email=email, is_admin=role == ADMIN,
                 password_hash=NO_PASSWORD if password is None
-                else generate_password_hash(password))
+                else generate_password_hash(password), auth_source=auth_source.value)
     session.add(user)
     session.flush()
     if role != ADMIN:
@@ -121,13 +123,15 @@ def add_user(session: Session, username: str, name: str, email: str, role: str,
 
 
 def add_or_enrol(session: Session, username: str, name: str, email: str, role: str,
-                 password: str | None, *, course: Course) -> tuple[User, bool]:
+                 password: str | None, *, course: Course,
+                 auth_source: AuthSource = AuthSource.local) -> tuple[User, bool]:
     """A new account in the course, or the existing account of that username enrolled in it
     (its name, email and password stay as they are: a student of two courses is one account);
     (the account, whether it is new)."""
     user = session.scalar(select(User).where(User.username == username))
     if user is None:
-        return add_user(session, username, name, email, role, password, course=course), True
+        return add_user(session, username, name, email, role, password, course=course,
+                        auth_source=auth_source), True
     validate(username, name, email, role)
     if role == ADMIN:
         raise UserError(_("user %(username)s already exists", username=username))
@@ -290,12 +294,16 @@ def role_refused(role: str) -> str:
     return _("only an admin may add instructors")
 
 
-def create_accounts(session: Session, rows: list[RosterRow], course: Course) -> list[User]:
+def create_accounts(session: Session, rows: list[RosterRow], course: Course,
+                    in_directory: Collection[str] = ()) -> list[User]:
     """An account for each (checked) row, enrolled in the course (an admin row: global),
-    waiting for its owner to set a password: nothing is hashed, so a course's roster
-    (thousands of rows) takes a moment, not a slow hash a row."""
+    waiting for its owner to set a password, or, for the usernames `in_directory`, one of the
+    directory's people: nothing is hashed, so a course's roster (thousands of rows) takes a
+    moment, not a slow hash a row."""
     users = [User(username=row.username, name=row.name, email=row.email,
-                  is_admin=row.role == ADMIN, password_hash=NO_PASSWORD) for row in rows]
+                  is_admin=row.role == ADMIN, password_hash=NO_PASSWORD,
+                  auth_source=(AuthSource.ldap if row.username in in_directory
+                               else AuthSource.local).value) for row in rows]
     session.add_all(users)
     session.flush()  # their ids (one INSERT of many rows), which their links name
     session.add_all([Enrolment(user_id=user.id, course_id=course.id, role=row.role)
@@ -314,15 +322,18 @@ def enrol_accounts(session: Session, rows: list[RosterRow], course: Course) -> l
     return [accounts[row.username] for row in rows]
 
 
-def import_roster(session: Session, text: str, course: Course) -> tuple[list[User], RosterPlan]:
+def import_roster(session: Session, text: str, course: Course,
+                  known_to_directory: Callable[[list[str]], set[str]] = lambda _names: set()
+                  ) -> tuple[list[User], RosterPlan]:
     """Every row of a roster CSV into the course, or none where a line is wrong: new accounts
-    added, existing ones enrolled, the course's own left as they are; (the new accounts, the
-    plan)."""
+    added (those whose usernames `known_to_directory` finds, as the directory's), existing
+    ones enrolled, the course's own left as they are; (the new accounts, the plan)."""
     plan = read_roster(session, text, course)
     if plan.errors:
         raise UserError("\n".join(_("line %(line)s: %(problem)s", line=line, problem=problem)
                                   for line, problem in plan.errors))
-    created = create_accounts(session, plan.new, course)
+    created = create_accounts(session, plan.new, course,
+                              known_to_directory([row.username for row in plan.new]))
     enrol_accounts(session, plan.enrol, course)
     return created, plan
 

@@ -15,6 +15,7 @@ admin's, could become one); a teaching assistant reads the roster and changes no
 are made with the command line only."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -29,6 +30,7 @@ from server.core.catalogue import ExerciseConfigError
 from server.core.config import app_settings
 from server.core.courses import COURSE_ROLES, course_catalogue
 from server.core.exercises import sync_exercises
+from server.core.ldap_directory import DirectoryUnavailable, known_usernames
 from server.core.links import make_link
 from server.core.mail import mail_configured, server_problem
 from server.core.models import AuthSource, CourseRole, Enrolment, User
@@ -41,6 +43,7 @@ from server.web.courses import ROLE_NAMES
 from server.web.listing import arrange, by_name, by_username, requested_listing
 from server.web.spreadsheet import cell, csv_text, for_excel
 
+log = logging.getLogger(__name__)
 blueprint = Blueprint("roster", __name__, url_prefix="/courses/<course>/staff/roster")
 
 
@@ -171,7 +174,13 @@ def apply():
               _("Every account of the roster is in this course already: nothing to add."), "info")
         return redirect(url_for(".roster"), 303)
     try:
-        created = create_accounts(db(), plan.new, g.course)
+        in_directory = known_usernames(app_settings(), [row.username for row in plan.new])
+    except DirectoryUnavailable as away:
+        log.error("a roster import could not ask the directory: %s", away)
+        return _refused(_("Nothing was imported: the centre's directory cannot be reached to "
+                          "tell its people from guests. Try again in a few minutes."))
+    try:
+        created = create_accounts(db(), plan.new, g.course, in_directory)
         enrolled = enrol_accounts(db(), plan.enrol, g.course)
         db().commit()
     except IntegrityError:  # an account of the roster was added or enrolled since it was checked
@@ -203,8 +212,18 @@ def add():
         flash(_("Not added: %(problem)s.", problem=role_refused(form["role"])), "error")
         return _add_form(form, 403)
     try:
+        in_directory = known_usernames(app_settings(), [form["username"]])
+    except DirectoryUnavailable as away:
+        log.error("adding an account could not ask the directory: %s", away)
+        flash(_("Not added: the centre's directory cannot be reached to tell whether "
+                "%(username)s is one of its people. Try again in a few minutes.",
+                username=form["username"]), "error")
+        return _add_form(form, 503)
+    source = AuthSource.ldap if in_directory else AuthSource.local
+    try:
         user, created = add_or_enrol(db(), form["username"], form["name"], form["email"],
-                                     form["role"], password=None, course=g.course)
+                                     form["role"], password=None, course=g.course,
+                                     auth_source=source)
         db().commit()
     except UserError as exc:
         db().rollback()
@@ -277,7 +296,18 @@ def _links(users: list[User], heading: str, *, mailed: bool = False,
     """Each account's set-password link (and a CSV of them made inside the page): a link is as
     good as a password while it works, so this response is not to be stored anywhere. The CSV is
     for a spreadsheet (server/web/spreadsheet.py): Excel's, in the reader's language; no name in it
-    runs as a formula. `mailed`: each account is mailed its link too, where mail is set up."""
+    runs as a formula. `mailed`: each account is mailed its link too, where mail is set up. The
+    directory's people need none: they are named, as logging in with its password."""
+    directory_people = [user for user in users if user.auth_source != AuthSource.local.value]
+    if directory_people:
+        flash(ngettext("%(usernames)s logs in with the password of the centre's directory: no "
+                       "link to hand out.",
+                       "%(num)s accounts log in with the password of the centre's directory: "
+                       "no link to hand out (%(usernames)s).", len(directory_people),
+                       usernames=", ".join(user.username for user in directory_people)), "ok")
+        users = [user for user in users if user.auth_source == AuthSource.local.value]
+        if not users:
+            return redirect(url_for(".roster"), 303)
     base_url = app_settings().public_url or request.url_root.rstrip("/")
     accounts = [(user, make_link(user, base_url)) for user in users]
     sheet = csv_text([["username", "name", "email", "link"],

@@ -293,3 +293,52 @@ def test_a_roster_naming_a_directory_account_enrols_it(ldap_app):
     assert "existing account was enrolled" in done.text and "/account/set-password/" not in done.text
     assert account(ldap_app, "nadia")[0] == "ldap"
     assert account(ldap_app, "nadia")[3] == {"pytorch": ("student", False)}
+
+
+def test_a_rosters_new_directory_people_log_in_with_its_password_and_guests_get_links(ldap_app):
+    """A roster imported before anyone logged in: the usernames the directory knows become its
+    accounts (no link, which would make them local and lock them out of their directory log-in);
+    the others are guests, with links."""
+    from server.core.users import add_user
+    with ldap_app.app_context():
+        session = ldap_app.extensions["hpcgrade.db"].sessions()
+        add_user(session, "ines", "Ines", "i@uni.es", "instructor", "long-password",
+                 course=the_course(session))
+        session.commit()
+    staff, token = logged_in(ldap_app, "ines")
+    done = staff.post("/courses/pytorch/staff/roster/import", data={
+        "csrf_token": token, "roster": "username,name,email,role\nnadia,N,n@uni.es,student\n"
+                                       "guest7,Guest,g@uni.es,student\n"})
+    assert done.status_code == 200
+    assert "/account/set-password/" in done.text and "guest7" in done.text
+    assert "nadia logs in with the password of the centre&#39;s directory" in done.text
+    assert account(ldap_app, "nadia")[0] == "ldap" and account(ldap_app, "guest7")[0] == "local"
+    assert log_in(ldap_app.test_client(), "nadia", "nadia-pw-2026").status_code == 302
+    added = staff.post("/courses/pytorch/staff/roster/add", data={
+        "csrf_token": token, "username": "tomas", "name": "T", "email": "t@uni.es",
+        "role": "student"}, follow_redirects=True)
+    assert "tomas logs in with the password of the centre&#39;s directory" in added.text
+    assert account(ldap_app, "tomas")[0] == "ldap"
+    change_settings(ldap_app, LDAP_URL=DOWN)
+    refused = staff.post("/courses/pytorch/staff/roster/import", data={
+        "csrf_token": token, "roster": "username,name,email,role\nluis,L,l@uni.es,student\n"},
+        follow_redirects=True)
+    assert "directory cannot be reached" in refused.text and account(ldap_app, "luis") is None
+
+
+def test_the_command_line_import_makes_the_directorys_people_its_accounts(synced_database,
+                                                                           tmp_path):
+    from worker.cli.main import main
+    _database, env = synced_database
+    roster = tmp_path / "roster.csv"
+    roster.write_text("username,name,email,role\nluis,L,l@uni.es,student\nguest7,G,g@uni.es,"
+                      "student\n")
+    env = {**env, "HPCGRADE_SECRET_KEY": "test"}  # which signs the guests' links
+    done = CliRunner().invoke(main, ["users", "import", str(roster)], env=env)
+    assert done.exit_code == 0, done.output
+    assert [line.split(",")[0] for line in done.stdout.splitlines()] == ["username", "guest7"]
+    assert "log in with its password (no link): luis" in done.stderr
+    roster.write_text("username,name,email,role\nnadia,N,n@uni.es,student\n")
+    down = CliRunner().invoke(main, ["users", "import", str(roster)],
+                              env={**env, **environment(directory_settings(DOWN))})
+    assert down.exit_code == 1 and "nothing was added" in down.output

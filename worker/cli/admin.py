@@ -3,6 +3,7 @@ accounts, API tokens, exercises."""
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -11,22 +12,27 @@ from sqlalchemy.exc import OperationalError
 
 from server.core import migrate
 from server.core.catalogue import ExerciseConfigError, load_catalogue
-from server.core.config import ConfigError, app_settings, load_settings
+from server.core.config import ConfigError, Settings, app_settings, load_settings
 from server.core.configuration_doc import markdown
 from server.core.courses import COURSE_ROLES, CourseError, enrol, find_course
 from server.core.db import Database
-from server.core.models import Enrolment, User, utcnow
+from server.core.ldap_directory import DirectoryUnavailable, known_usernames
+from server.core.models import AuthSource, Enrolment, User, utcnow
 from server.core.tokens import TokenError, listed, revoke
 from server.core.users import (ROLES, UserError, add_or_enrol, add_user, decode_roster,
                                import_roster, only_course, set_password)
 from worker.cli.users_sync import users_sync
 
 
-def _database_url() -> str:
+def _settings() -> Settings:
     try:
-        return load_settings().database_url
+        return load_settings()
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _database_url() -> str:
+    return _settings().database_url
 
 
 @click.group("db")
@@ -110,7 +116,10 @@ def users_add(username: str, name: str, email: str, role: str, course_slug: str 
     if exists and course_slug is None:
         raise click.ClickException(f"user {username} already exists; to enrol it in a course, "
                                    f"name the course with --course")
-    if not exists:
+    source = AuthSource.local
+    if not exists and role != "admin" and _directory(_settings())([username]):
+        source, password = AuthSource.ldap, None  # one of the directory's people: its password
+    elif not exists:
         password = password or getpass.getpass(f"password for {username}: ")
 
     def add(session) -> str:
@@ -121,8 +130,9 @@ def users_add(username: str, name: str, email: str, role: str, course_slug: str 
             return f"added {username} (admin)"
         course = _course(session, course_slug)
         created = add_or_enrol(session, username, name, email, role, password,
-                               course=course)[1]
-        return f"{'added' if created else 'enrolled'} {username} ({role} in {course.slug})"
+                               course=course, auth_source=source)[1]
+        return (f"{'added' if created else 'enrolled'} {username} ({role} in {course.slug}"
+                f"{', logs in with the directory' if created and source != AuthSource.local else ''})")
     click.echo(_in_transaction(add))
 
 
@@ -165,14 +175,21 @@ def users_import(roster, course_slug: str | None, lang: str) -> None:
 
     def bring_in(session):
         created, plan = import_roster(session, decode_roster(roster.read()),
-                                      _course(session, course_slug))
-        return ([(user.id, user.username, make_link(user, base_url)) for user in created],
+                                      _course(session, course_slug),
+                                      _directory(app_settings(app)))
+        local = [user for user in created if user.auth_source == AuthSource.local.value]
+        return ([(user.id, user.username, make_link(user, base_url)) for user in local],
+                [user.username for user in created if user not in local],
                 [row.username for row in plan.enrol], [row.username for row in plan.existing])
     with app.app_context(), force_locale(lang):
-        created, enrolled, kept = _in_transaction(bring_in, app.extensions["hpcgrade.db"])
+        created, directory_people, enrolled, kept = _in_transaction(
+            bring_in, app.extensions["hpcgrade.db"])
         click.echo("username,link")
         for _id, username, link in created:
             click.echo(f"{username},{link}")
+        if directory_people:
+            click.echo("the directory's people, who log in with its password (no link): "
+                       f"{', '.join(directory_people)}", err=True)
         if enrolled:
             click.echo(f"existing accounts enrolled: {', '.join(enrolled)}", err=True)
         if kept:
@@ -181,6 +198,17 @@ def users_import(roster, course_slug: str | None, lang: str) -> None:
             click.echo("HPCGRADE_PUBLIC_URL is not set: each link is a path on the portal; put "
                        "the portal's address before it", err=True)
         _mail_links(app, [user_id for user_id, _username, _link in created], base_url, lang)
+
+
+def _directory(settings: Settings) -> Callable[[list[str]], set[str]]:
+    """Which usernames the centre's directory knows (none while LDAP_URL is unset)."""
+    def known(usernames: list[str]) -> set[str]:
+        try:
+            return known_usernames(settings, usernames)
+        except DirectoryUnavailable as away:
+            raise click.ClickException(f"the directory cannot be reached to tell its people "
+                                       f"from guests ({away}): nothing was added") from None
+    return known
 
 
 def _app():
