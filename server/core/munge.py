@@ -86,7 +86,8 @@ def decode(settings: Settings, credential: str) -> Decoded:
     args = ["unmunge", *(["-S", settings.munge_socket] if settings.munge_socket else [])]
     try:
         done = subprocess.run(remote_command(command_prefix(settings), args), input=credential,
-                              capture_output=True, text=True, timeout=UNMUNGE_SECONDS)
+                              capture_output=True, text=True, errors="replace",
+                              timeout=UNMUNGE_SECONDS)
     except subprocess.TimeoutExpired:
         raise MungeUnavailable(f"unmunge did not answer in {UNMUNGE_SECONDS} s") from None
     except OSError as exc:

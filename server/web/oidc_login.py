@@ -26,7 +26,7 @@ from sqlalchemy import select
 from server.core.config import app_settings
 from server.core.directory import DirectoryError, Person, account_for, apply_groups
 from server.core.models import AuthSource, User
-from server.web.auth import _safe_next, db, start_session
+from server.web.auth import db, safe_next, start_session
 
 blueprint = Blueprint("oidc_login", __name__)
 CLIENT = "centre"
@@ -54,7 +54,7 @@ def single_sign_on_button() -> dict:
 @blueprint.get("/login/oidc")
 def start():
     provider = _client()
-    session[NEXT_KEY] = _safe_next(request.args.get("next"))
+    session[NEXT_KEY] = safe_next(request.args.get("next"))
     try:
         _check_issuer(provider)
         return provider.authorize_redirect(url_for(".callback", _external=True))
@@ -74,7 +74,7 @@ def callback():
         return _refused(refused)
     next_page = session.get(NEXT_KEY)
     start_session(user)
-    return redirect(_safe_next(next_page))
+    return redirect(safe_next(next_page))
 
 
 def _client():
@@ -165,8 +165,9 @@ def _account(person: Person) -> User:
         session_.rollback()
         current_app.logger.warning("single sign-on of %s refused: %s", person.username, refusal)
         taken = session_.scalar(select(User.id).where(User.username == person.username))
-        raise LoginRefused(_("The username %(username)s belongs to a local account here: log "
-                             "in with its password, or ask an administrator.",
+        raise LoginRefused(_("The username %(username)s belongs to an account here that logs "
+                             "in another way (its own password, or the centre's directory): "
+                             "log in that way, or ask an administrator.",
                              username=person.username) if taken is not None
                            else _("Your username at the single sign-on service, %(username)s, "
                                   "is not one hpcgrade takes: ask the administrators.",

@@ -204,7 +204,7 @@ def test_a_local_account_of_the_same_username_is_refused_and_untouched(sso_app):
     person = new_person(username="ana")
     client = sso_app.test_client()
     answer = oidc_log_in(client, person)
-    assert answer.status_code == 403 and shows(answer, "belongs to a local account here")
+    assert answer.status_code == 403 and shows(answer, "belongs to an account here that logs in another way")
     after = account(sso_app, "ana")
     assert (after.auth_source, after.name, after.email, after.password_hash) == (
         "local", before.name, before.email, before.password_hash)
