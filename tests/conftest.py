@@ -223,6 +223,25 @@ def smtp_server():
 
 
 @pytest.fixture
+def mailing(course, smtp_server, monkeypatch):
+    """The course with mail set up, prof its instructor and tina its teaching assistant; the
+    tasks the app sends are recorded, not run: (app, the SMTP server's recorder, the tasks
+    sent, as (name, args))."""
+    from helpers import change_settings, mail_settings
+    from server.core.users import add_user
+    port, recorder = smtp_server
+    change_settings(course, **mail_settings(port), PUBLIC_URL="https://grader.uni.es")
+    sent = []
+    monkeypatch.setattr(course.extensions["celery"], "send_task",
+                        lambda name, args, **options: sent.append((name, args)))
+    with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
+        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
+        add_user(session, "tina", "Tina", "t@uni.es", "ta", "long-password")
+        session.commit()
+    return course, recorder, sent
+
+
+@pytest.fixture
 def listener():
     """A TCP listener on loopback that records what reaches it: (port, received)."""
     server = socket.socket()

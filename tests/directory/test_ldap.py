@@ -253,15 +253,22 @@ def test_beat_syncs_while_a_directory_is_set(tmp_path):
 
 # --- no password here for a directory account -----------------------------------------------
 
-def test_a_directory_account_gets_no_set_password_link_nor_password(ldap_app):
-    from server.core.links import make_link
-    from server.core.models import User
-    from server.core.users import UserError, add_user, clear_password, set_password
+@pytest.fixture
+def ines(ldap_app):
+    """ldap_app with ines, a local instructor of its course."""
+    from server.core.users import add_user
     with ldap_app.app_context():
         session = ldap_app.extensions["hpcgrade.db"].sessions()
         add_user(session, "ines", "Ines", "i@uni.es", "instructor", "long-password",
                  course=the_course(session))
         session.commit()
+    return ldap_app
+
+
+def test_a_directory_account_gets_no_set_password_link_nor_password(ldap_app, ines):
+    from server.core.links import make_link
+    from server.core.models import User
+    from server.core.users import UserError, clear_password, set_password
     luis, _token = logged_in(ldap_app, "luis", "luis-pw-2026")
     staff, token = logged_in(ldap_app, "ines")
     reset = staff.post("/courses/pytorch/staff/roster/luis/password", data={"csrf_token": token},
@@ -278,13 +285,7 @@ def test_a_directory_account_gets_no_set_password_link_nor_password(ldap_app):
                 refused()
 
 
-def test_a_roster_naming_a_directory_account_enrols_it(ldap_app):
-    from server.core.users import add_user
-    with ldap_app.app_context():
-        session = ldap_app.extensions["hpcgrade.db"].sessions()
-        add_user(session, "ines", "Ines", "i@uni.es", "instructor", "long-password",
-                 course=the_course(session))
-        session.commit()
+def test_a_roster_naming_a_directory_account_enrols_it(ldap_app, ines):
     assert log_in(ldap_app.test_client(), "nadia", "nadia-pw-2026").status_code == 302
     staff, token = logged_in(ldap_app, "ines")
     done = staff.post("/courses/pytorch/staff/roster/import", data={
@@ -295,16 +296,11 @@ def test_a_roster_naming_a_directory_account_enrols_it(ldap_app):
     assert account(ldap_app, "nadia")[3] == {"pytorch": ("student", False)}
 
 
-def test_a_rosters_new_directory_people_log_in_with_its_password_and_guests_get_links(ldap_app):
+def test_a_rosters_new_directory_people_log_in_with_its_password_and_guests_get_links(ldap_app,
+                                                                                     ines):
     """A roster imported before anyone logged in: the usernames the directory knows become its
     accounts (no link, which would make them local and lock them out of their directory log-in);
     the others are guests, with links."""
-    from server.core.users import add_user
-    with ldap_app.app_context():
-        session = ldap_app.extensions["hpcgrade.db"].sessions()
-        add_user(session, "ines", "Ines", "i@uni.es", "instructor", "long-password",
-                 course=the_course(session))
-        session.commit()
     staff, token = logged_in(ldap_app, "ines")
     done = staff.post("/courses/pytorch/staff/roster/import", data={
         "csrf_token": token, "roster": "username,name,email,role\nnadia,N,n@uni.es,student\n"

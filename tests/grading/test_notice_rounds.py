@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import select, update
 
-from helpers import change_settings, mail_settings, queue_submission, received
+from helpers import change_settings, queue_submission, received
 from server.core.models import Exercise, GradingRun, Submission, User, utcnow
 from server.core.notices import Kind, choose
 from server.core.users import add_user
@@ -16,22 +16,6 @@ from worker.harness.report import Report
 
 SLUG, OTHER = "autograd-q", "autograd-accumulation"
 TITLE = {"en": "Gradients of a non-scalar function", "es": "Gradientes de una función no escalar"}
-
-
-@pytest.fixture
-def mailing(course, smtp_server, monkeypatch):
-    """The course with mail set up, prof its instructor and tina its teaching assistant; the
-    tasks sent are recorded: (app, the SMTP server's recorder, the tasks sent)."""
-    port, recorder = smtp_server
-    change_settings(course, **mail_settings(port), PUBLIC_URL="https://grader.uni.es")
-    sent = []
-    monkeypatch.setattr(course.extensions["celery"], "send_task",
-                        lambda name, args, **options: sent.append((name, args)))
-    with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
-        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
-        add_user(session, "tina", "Tina", "t@uni.es", "ta", "long-password")
-        session.commit()
-    return course, recorder, sent
 
 
 def database(app):

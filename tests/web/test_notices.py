@@ -6,27 +6,11 @@ account's page."""
 import pytest
 from sqlalchemy import select
 
-from helpers import IN_COURSE, change_settings, logged_in, mail_settings, received
+from helpers import IN_COURSE, change_settings, logged_in, received
 from server.core.models import Exercise, GradingRun, SetGrade, User, utcnow
-from server.core.users import add_user
 
 SLUG = "autograd-q"
 TITLE = {"en": "Gradients of a non-scalar function", "es": "Gradientes de una función no escalar"}
-
-
-@pytest.fixture
-def mailing(course, smtp_server, monkeypatch):
-    """The course with mail set up and prof, its instructor; the tasks the pages send are
-    recorded, not run: (app, the SMTP server's recorder, the tasks sent)."""
-    port, recorder = smtp_server
-    change_settings(course, **mail_settings(port), PUBLIC_URL="https://grader.uni.es")
-    sent = []
-    monkeypatch.setattr(course.extensions["celery"], "send_task",
-                        lambda name, args, **options: sent.append((name, args)))
-    with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
-        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
-        session.commit()
-    return course, recorder, sent
 
 
 def run_sent(app, sent) -> None:
