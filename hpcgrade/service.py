@@ -40,7 +40,9 @@ WAITING = ("queued", "running")
 RETRIES, CONNECT_RETRIES, BACKOFF_SECONDS = 5, 2, 0.5
 RETRIED_STATUSES = (500, 502, 503, 504)
 RETRIED_WITH_RETRY_AFTER = (413, 429, 503)
-MUNGE_TTL_SECONDS = 60  # a credential is used at once; the service refuses an old one anyway
+# a credential is used at once; a request kept waiting in a loaded service's backlog must not
+# outlive it (the service refuses those older than its MUNGE_MAX_AGE_SECONDS, 120 by default)
+MUNGE_TTL_SECONDS = 120
 
 NOT_LOGGED_IN, REFUSED, UNREACHABLE = "not logged in", "refused", "unreachable"
 AMBIGUOUS = 409  # the exercise is in several of the user's courses: the server names them

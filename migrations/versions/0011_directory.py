@@ -1,5 +1,5 @@
-"""users.auth_source (local, ldap or oidc), courses.directory_groups, enrolments.from_directory:
-log-in through the centre's directory or OpenID provider, enrolment from its groups
+"""users.auth_source (local, ldap or oidc) and subject, courses.directory_groups,
+enrolments.from_directory: log-in through the centre's directory or OpenID provider, enrolment from its groups
 
 Revision ID: 0011
 Revises: 0010
@@ -20,6 +20,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('auth_source', sa.String(length=8), server_default='local',
                                       nullable=False))
         batch_op.create_check_constraint('auth_source', "auth_source IN ('local', 'ldap', 'oidc')")
+        batch_op.add_column(sa.Column('subject', sa.String(length=255), nullable=True))
     with op.batch_alter_table('courses', schema=None) as batch_op:
         batch_op.add_column(sa.Column('directory_groups', sa.JSON(), nullable=True))
     op.execute("UPDATE courses SET directory_groups = '{}'")
@@ -36,5 +37,6 @@ def downgrade() -> None:
     with op.batch_alter_table('courses', schema=None) as batch_op:
         batch_op.drop_column('directory_groups')
     with op.batch_alter_table('users', schema=None) as batch_op:
+        batch_op.drop_column('subject')
         batch_op.drop_constraint('auth_source', type_='check')
         batch_op.drop_column('auth_source')

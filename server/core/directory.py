@@ -2,9 +2,12 @@
 enrolments its groups make.
 
 Whoever checked the person (server/web/ldap_login.py, server/web/oidc_login.py, `hpcgrade
-users sync`) hands over what it learnt: a username, a name, an address and group names. An
-account belongs to one source for good: a local account (the demo's, a guest's, a break-glass
-admin's) is never taken over by a directory entry of the same name, nor the other way round.
+users sync`) hands over what it learnt: a username, a name, an address (perhaps none), group
+names and, from the provider, its `sub`. A local account (the demo's, a guest's, a break-glass
+admin's) is never taken over by the centre's person of the same name, nor the other way round;
+the directory and the provider are the same centre, so one person may log in by either (the
+account keeps the source it was made by). An account that logged in through the provider is
+that `sub`'s alone: a username the provider gives to someone else later is refused.
 
 A course names, per role, the groups whose members it enrols (`directory_groups`). The highest
 role a person's groups give wins. Enrolments made that way follow the groups (a role changes, a
@@ -14,16 +17,23 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from flask_babel import gettext as _
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.courses import COURSE_ROLES
 from server.core.models import AuthSource, Course, CourseRole, Enrolment, User
-from server.core.users import NO_PASSWORD, USERNAME, UserError, validate
+from server.core.users import NO_PASSWORD, UserError, validate
 
 
 class DirectoryError(ValueError):
-    """The person cannot have an account here this way; the message says why, in words."""
+    """The person cannot have an account here this way; the message says why, in the
+    reader's words."""
+
+
+class AnotherOwner(DirectoryError):
+    """The username belongs to an account that is not this person's (a local one, or another
+    subject's at the provider)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,7 @@ class Person:
     name: str
     email: str
     groups: frozenset[str]
+    subject: str | None = None  # the provider's `sub`; None from the directory
 
 
 @dataclass(frozen=True)
@@ -46,27 +57,29 @@ class EnrolmentChange:
 
 def account_for(session: Session, person: Person, source: AuthSource) -> User:
     """The account of this person, made on their first log-in, its name and address kept up
-    to date; a DirectoryError where the username is not one hpcgrade takes or belongs to an
-    account of another source."""
-    if not USERNAME.fullmatch(person.username):
-        raise DirectoryError(f"the username {person.username!r} is not one hpcgrade takes "
-                             "(2 to 64 letters, digits, '.', '_', '-')")
+    to date; DirectoryError where their entry cannot make an account (AnotherOwner where the
+    username is another's)."""
     name = person.name.strip() or person.username
     try:
-        validate(person.username, name, person.email, CourseRole.student.value)
+        validate(person.username, name, person.email, CourseRole.student.value,
+                 email_required=False)
     except UserError as exc:
         raise DirectoryError(str(exc)) from None
     user = session.scalar(select(User).where(User.username == person.username))
     if user is None:
         user = User(username=person.username, name=name, email=person.email,
-                    password_hash=NO_PASSWORD, auth_source=source.value)
+                    password_hash=NO_PASSWORD, auth_source=source.value, subject=person.subject)
         session.add(user)
         session.flush()
-    elif user.auth_source != source.value:
-        raise DirectoryError(f"the account {person.username} here is a {user.auth_source} "
-                             f"one, not the {source.value} one: ask an admin")
-    else:
-        user.name, user.email = name, person.email
+        return user
+    if user.auth_source == AuthSource.local.value or (
+            person.subject is not None and user.subject not in (None, person.subject)):
+        raise AnotherOwner(_("the account %(username)s here is another person's (a local "
+                             "account, or another at the single sign-on service)",
+                             username=person.username))
+    user.name, user.email = name, person.email or user.email
+    if person.subject is not None:
+        user.subject = person.subject
     return user
 
 

@@ -31,6 +31,7 @@ GROUP_MEMBER_ATTRIBUTES = ("member", "uniqueMember", "memberUid")  # groupOfName
 # a bind of an unknown name goes to this entry, which no one has: an unknown name costs the
 # round trips a wrong password does
 NOBODY = "cn=hpcgrade-no-such-person"
+INVALID_CREDENTIALS = 49  # RFC 4511's resultCode
 SEARCH_CHUNK = 100  # usernames per search when many members are read
 
 
@@ -80,13 +81,16 @@ def known_usernames(settings: Settings, usernames: Collection[str]) -> set[str]:
     return {entry.username for entry in entries} & set(usernames)
 
 
-def group_members(settings: Settings, group_names: Collection[str]) -> list[Person]:
-    """Every member of these groups with the names of the ones (of these) they are in: one
-    search for the groups, then their members' entries (by username, many in a search)."""
+def group_members(settings: Settings,
+                  group_names: Collection[str]) -> tuple[list[Person], set[str]]:
+    """Every member of these groups with the names of the ones (of these) they are in, and the
+    groups whose members could be read (a group missing, renamed, or whose members the service
+    account may not read is not among them): one search for the groups, then their members'
+    entries (by username, many in a search)."""
     if not group_names or not settings.ldap_group_base:
-        return []
+        return [], set()
     with _service_connection(settings) as connection:
-        groups_of_dn, groups_of_username = _members(connection, settings, group_names)
+        groups_of_dn, groups_of_username, read = _members(connection, settings, group_names)
         usernames = {_username_in(dn, settings) for dn in groups_of_dn} | set(groups_of_username)
         usernames.discard(None)
         entries = _entries_by_username(connection, settings, sorted(usernames))
@@ -101,7 +105,7 @@ def group_members(settings: Settings, group_names: Collection[str]) -> list[Pers
             entry.username, set())
         if groups:  # an entry found by username but not a member: another person of that uid
             people[entry.username] = _person(entry, groups)
-    return sorted(people.values(), key=lambda person: person.username)
+    return sorted(people.values(), key=lambda person: person.username), read
 
 
 @contextmanager
@@ -133,10 +137,13 @@ def _rebind(connection: Connection, dn: str | None, password: str | None,
         bound = connection.rebind(authentication=ANONYMOUS)
     else:
         bound = connection.rebind(user=dn, password=password, authentication=SIMPLE)
-    if service and not bound:
-        raise DirectoryUnavailable(f"the service account's bind was refused: "
-                                   f"{connection.result.get('description')}")
-    return bound
+    if bound:
+        return True
+    # only invalidCredentials says the password is wrong; busy, unavailable, unwilling… say
+    # that the directory cannot tell now
+    if service or connection.result.get("result") != INVALID_CREDENTIALS:
+        raise DirectoryUnavailable(f"a bind was refused: {connection.result.get('description')}")
+    return False
 
 
 def _user_filter(settings: Settings, username: str) -> str:
@@ -173,25 +180,31 @@ def _groups_of(connection: Connection, settings: Settings, entry: Entry) -> set[
             for value in _all(found["attributes"], name)}
 
 
-def _members(connection: Connection, settings: Settings,
-             group_names: Collection[str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """The groups' members: (member DN in lower case → group names, memberUid → group names)."""
+def _members(connection: Connection, settings: Settings, group_names: Collection[str]
+             ) -> tuple[dict[str, set[str]], dict[str, set[str]], set[str]]:
+    """The groups' members: (member DN in lower case → group names, memberUid → group names,
+    the groups found with members the service account could read)."""
     name = settings.ldap_group_name_attribute
     wanted = "".join(f"({name}={escape_filter_chars(group)})" for group in sorted(group_names))
     _search(connection, settings.ldap_group_base, f"(|{wanted})",
             [name, *GROUP_MEMBER_ATTRIBUTES])
     by_dn: dict[str, set[str]] = {}
     by_username: dict[str, set[str]] = {}
+    read: set[str] = set()
     for found in connection.response or ():
         if found.get("type") != "searchResEntry":
             continue
         values = found["attributes"]
         names = set(_all(values, name)) & set(group_names)
-        for dn in _all(values, "member") + _all(values, "uniqueMember"):
+        member_dns = _all(values, "member") + _all(values, "uniqueMember")
+        member_uids = _all(values, "memberUid")
+        if member_dns or member_uids:
+            read |= names
+        for dn in member_dns:
             by_dn.setdefault(dn.lower(), set()).update(names)
-        for username in _all(values, "memberUid"):
+        for username in member_uids:
             by_username.setdefault(username, set()).update(names)
-    return by_dn, by_username
+    return by_dn, by_username, read
 
 
 def _entries_by_username(connection: Connection, settings: Settings,

@@ -103,6 +103,9 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     auth_source: Mapped[str] = mapped_column(String(8), default=AuthSource.local.value,
                                              server_default=AuthSource.local.value)
+    # the OpenID provider's `sub` of the person, once they logged in through it: a username
+    # the provider gives to someone else later (renamed, reissued) is not this account
+    subject: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # a session cookie carries the version it was made under: log-out and a new password raise
     # it, which ends every session of the user at once (a copied cookie included)

@@ -18,6 +18,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from flask_babel import gettext as _
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -28,7 +29,12 @@ from server.core.submit_host import command_prefix, remote_command
 
 UNMUNGE_SECONDS = 10
 FIELD = re.compile(r"^([A-Z_]+):\s+(.*)$")
-NAMED_NUMBER = re.compile(r"^(?:(\S+) )?\((\d+)\)$")  # "alice (1001)", or "(1001)" unnamed
+NAMED_NUMBER = re.compile(r"^(?:(\S+) )?\((\d+)\)$")  # "alice (1001)"; "??? (1001)" unnamed
+UNNAMED = "???"
+CREDENTIAL = re.compile(r"MUNGE:([A-Za-z0-9+/=]+):")
+# unmunge's exit statuses that are the service's trouble (munge.h: EMUNGE_SNAFU, _OVERFLOW,
+# _NO_MEMORY, _SOCKET, _TIMEOUT); the others say what is wrong with the credential
+SERVICE_TROUBLE = {1, 4, 5, 6, 7}
 
 
 class MungeRefused(ValueError):
@@ -81,8 +87,8 @@ def parse_unmunge(output: str) -> Decoded:
 
 def decode(settings: Settings, credential: str) -> Decoded:
     """unmunge's reading of the credential (here, or on the submit host)."""
-    if not re.fullmatch(r"MUNGE:[A-Za-z0-9+/=]+:", credential):
-        raise MungeRefused("not a MUNGE credential")
+    if not CREDENTIAL.fullmatch(credential):
+        raise MungeRefused(_("not a MUNGE credential"))
     args = ["unmunge", *(["-S", settings.munge_socket] if settings.munge_socket else [])]
     try:
         done = subprocess.run(remote_command(command_prefix(settings), args), input=credential,
@@ -94,33 +100,41 @@ def decode(settings: Settings, credential: str) -> Decoded:
         raise MungeUnavailable(f"cannot run unmunge: {exc.strerror}") from None
     if done.stdout.startswith("STATUS:"):  # decoded or refused: unmunge says which
         return parse_unmunge(done.stdout)
-    if "Invalid credential" in done.stderr or "armor" in done.stderr:
-        raise MungeRefused("not a MUNGE credential of this cluster")
-    raise MungeUnavailable(f"unmunge failed (exit {done.returncode})", done.stdout + done.stderr)
+    if done.returncode in SERVICE_TROUBLE or done.returncode > 18:  # 255: ssh failed
+        raise MungeUnavailable(f"unmunge failed (exit {done.returncode})",
+                               done.stdout + done.stderr)
+    raise MungeRefused(_("not a MUNGE credential of this cluster"))
 
 
 def vouched_user(session: Session, settings: Settings, credential: str, expected: str) -> User:
     """The account the credential proves its sender is, for the request whose binding is
     `expected`; MungeRefused (the client's), MungeUnavailable (the service's)."""
     decoded = decode(settings, credential)
+    if decoded.status == "Rewound credential":
+        raise MungeRefused(_("the credential was made in the future: this node's clock is "
+                             "ahead of the service's"))
     if decoded.status != "Success":
-        raise MungeRefused(f"{decoded.status.lower()}: each request needs a new credential, "
-                           "made just before it")
+        raise MungeRefused(_("%(status)s: each request needs a new credential, made just "
+                             "before it", status=decoded.status.lower()))
     if decoded.payload != expected:
-        raise MungeRefused("the credential was made for another request (another file, "
-                           "exercise or course)")
+        raise MungeRefused(_("the credential was made for another request (another file, "
+                             "exercise or course)"))
     now = utcnow()
     age = settings.munge_max_age_seconds
     if not now - dt.timedelta(seconds=age) <= decoded.encoded_at <= now + dt.timedelta(seconds=age):
-        raise MungeRefused(f"the credential was made more than {age} s from now (is this "
-                           "node's clock right?)")
-    if decoded.uid < settings.munge_min_uid or decoded.user_name is None:
-        raise MungeRefused(f"uid {decoded.uid} may not submit with MUNGE")
+        raise MungeRefused(_("the credential was made more than %(seconds)s s from now (is "
+                             "this node's clock right?)", seconds=age))
+    if decoded.uid < settings.munge_min_uid:
+        raise MungeRefused(_("uid %(uid)s may not submit with MUNGE", uid=decoded.uid))
+    if decoded.user_name in (None, UNNAMED):
+        raise MungeRefused(_("the service cannot name uid %(uid)s (it is no user of its "
+                             "directory)", uid=decoded.uid))
     user = session.scalar(select(User).where(User.username == decoded.user_name,
                                              User.auth_source.in_(settings.munge_accounts)))
     if user is None:
-        raise MungeRefused(f"the cluster user {decoded.user_name} has no account here that "
-                           "MUNGE vouches for: log in with `hpcgrade login`")
+        raise MungeRefused(_("the cluster user %(username)s has no account here that MUNGE "
+                             "vouches for: log in with `hpcgrade login`",
+                             username=decoded.user_name))
     _spend(session, credential, decoded.encoded_at + dt.timedelta(seconds=age))
     return user
 
@@ -128,11 +142,13 @@ def vouched_user(session: Session, settings: Settings, credential: str, expected
 def _spend(session: Session, credential: str, expires_at: dt.datetime) -> None:
     """Remember the credential until it could no longer pass; a second use is refused."""
     session.execute(delete(MungeCredential).where(MungeCredential.expires_at < utcnow()))
+    # munged writes and reads one text per credential (base64 without spare bits or padding)
     session.add(MungeCredential(digest=hashlib.sha256(credential.encode()).hexdigest(),
                                 expires_at=expires_at))
     try:
         session.commit()
     except IntegrityError:
         session.rollback()
-        raise MungeRefused("replayed credential: each request needs a new credential, made "
-                           "just before it") from None
+        raise MungeRefused(_("replayed credential: each request needs a new credential, made "
+                             "just before it")) from None
+

@@ -64,8 +64,11 @@ class RosterPlan:
     errors: list[tuple[int, str]] = field(default_factory=list)
 
 
-def validate(username: str, name: str, email: str, role: str) -> None:
-    if not USERNAME.match(username):
+def validate(username: str, name: str, email: str, role: str, *,
+             email_required: bool = True) -> None:
+    """A username, name, address and role an account may have (the centre's people may have
+    no address: `email_required`)."""
+    if not USERNAME.fullmatch(username):  # not match: "$" also matches before a final "\n"
         raise UserError(_("username “%(username)s”: use 2 to 64 letters, digits, “.”, “_” or “-”",
                           username=username))
     if not name.strip():
@@ -84,7 +87,7 @@ def validate(username: str, name: str, email: str, role: str) -> None:
     if CONTROL.search(email):
         raise UserError(_("user %(username)s: the email address holds a control character (a "
                           "tab, a line break…); remove it", username=username))
-    if not EMAIL.match(email):
+    if (email or email_required) and not EMAIL.match(email):
         raise UserError(_("user %(username)s: “%(email)s” is not an email address",
                           username=username, email=email))
     if role not in ROLES:

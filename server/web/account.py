@@ -5,10 +5,11 @@ from __future__ import annotations
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
 from flask_babel import gettext as _, lazy_gettext as _l, ngettext
 
+from server.core.config import app_settings
 from server.core.links import LinkExpired, LinkInvalid, fingerprint, read_token
 from server.core.models import AuthSource, User, utcnow
 from server.core.notices import Kind, choose, kinds_for, wants
-from server.core.tokens import listed, revoke
+from server.core.tokens import TokenError, issue, listed, revoke
 from server.core.users import MIN_PASSWORD_LENGTH, set_password, set_password_once
 from server.web.auth import db, login_required, start_session
 from server.web.throttle import Throttled, check_password
@@ -126,6 +127,24 @@ def _refused(message: str, status: int = 400, headers: dict | None = None):
 @login_required
 def tokens():
     return render_template("auth/tokens.html", tokens=listed(db(), g.user.id), now=utcnow())
+
+
+@blueprint.post("/tokens")
+@login_required
+def new_token():
+    """A token made here, for those who have no password to give `hpcgrade login` (they log in
+    through single sign-on): shown once, never stored in the page's cache."""
+    try:
+        token, _row = issue(db(), g.user, request.form.get("label", ""),
+                            app_settings().token_lifetime_days)
+    except TokenError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("account.tokens"), 303)
+    db().commit()
+    server = app_settings().public_url or request.url_root.rstrip("/")
+    page = render_template("auth/tokens.html", tokens=listed(db(), g.user.id), now=utcnow(),
+                           new_token=token, server=server)
+    return page, 201, {"Cache-Control": "no-store"}
 
 
 @blueprint.post("/tokens/<int:token_id>/revoke")

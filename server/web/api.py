@@ -134,9 +134,9 @@ def create_token():
         log.error("log-in through the directory failed: %s", away)
         return error(503, _("the centre's directory cannot be reached just now: try again in a "
                             "few minutes"))
-    except DirectoryError:
-        return error(403, _("this directory account cannot log in here: an account of that "
-                            "name exists already; ask an admin"))
+    except DirectoryError as refused:
+        return error(403, _("this directory account cannot log in here: %(reason)s; ask an "
+                            "admin", reason=str(refused)))
     if user is None:
         return error(401, _("wrong username or password"))
     token, row = issue(db(), user, label, app_settings().token_lifetime_days)

@@ -123,8 +123,8 @@ def login():
         return render_template("auth/login.html"), 503
     except DirectoryError as refused:
         log.warning("a directory log-in refused: %s", refused)
-        flash(_("Your directory account cannot log in here: an account of that name exists "
-                "already. Ask an admin."), "error")
+        flash(_("Your directory account cannot log in here: %(reason)s. Ask an admin.",
+                reason=str(refused)), "error")
         return render_template("auth/login.html"), 403
     if user is None:
         flash(_("Wrong username or password."), "error")

@@ -14,6 +14,7 @@ from server.core.config import app_settings
 from server.core.directory import account_for, apply_groups
 from server.core.ldap_directory import checked_person
 from server.core.models import AuthSource, User
+from server.core.users import USERNAME
 
 
 def through_directory(session: Session, username: str) -> bool:
@@ -30,6 +31,10 @@ def directory_user(session: Session, username: str, password: str) -> User | Non
     log-in, their enrolments as their groups say now, committed; None: the directory says
     no. Raises DirectoryUnavailable (the directory cannot tell) and DirectoryError (the person
     may not have an account here this way)."""
+    # the directory folds case, width and some invisible characters: the name hpcgrade would
+    # take, or the per-account throttle would count each spelling apart
+    if not USERNAME.fullmatch(username):
+        return None
     person = checked_person(app_settings(), username, password)
     if person is None:
         return None

@@ -21,7 +21,6 @@ from flask import (Blueprint, abort, current_app, flash, redirect, render_templa
 from flask_babel import gettext as _
 from joserfc.errors import JoseError
 from requests import RequestException
-from sqlalchemy import select
 
 from server.core.config import app_settings
 from server.core.directory import DirectoryError, Person, account_for, apply_groups
@@ -153,7 +152,8 @@ def _from_claims(provider, token: dict, claims: dict) -> Person:
         groups = [groups]
     return Person(username=username, name=str(claims.get("name") or ""),
                   email=str(claims.get("email") or ""),
-                  groups=frozenset(group for group in groups if isinstance(group, str)))
+                  groups=frozenset(group for group in groups if isinstance(group, str)),
+                  subject=str(claims["sub"]))
 
 
 def _account(person: Person) -> User:
@@ -164,14 +164,9 @@ def _account(person: Person) -> User:
     except DirectoryError as refusal:
         session_.rollback()
         current_app.logger.warning("single sign-on of %s refused: %s", person.username, refusal)
-        taken = session_.scalar(select(User.id).where(User.username == person.username))
-        raise LoginRefused(_("The username %(username)s belongs to an account here that logs "
-                             "in another way (its own password, or the centre's directory): "
-                             "log in that way, or ask an administrator.",
-                             username=person.username) if taken is not None
-                           else _("Your username at the single sign-on service, %(username)s, "
-                                  "is not one hpcgrade takes: ask the administrators.",
-                                  username=person.username), 403) from None
+        raise LoginRefused(_("Your account at the single sign-on service cannot log in here: "
+                             "%(reason)s. Ask the administrators.", reason=str(refusal)),
+                           403) from None
     session_.commit()
     return user
 

@@ -140,7 +140,7 @@ def test_a_local_account_wins_over_the_directory_and_is_never_taken_over(ldap_ap
     assert log_in(ldap_app.test_client(), "ana", "ana-pw-2026").status_code == 401
     # another spelling finds the directory's ana, whose account here is the local one
     refused = log_in(ldap_app.test_client(), "ANA", "ana-pw-2026")
-    assert refused.status_code == 403 and "exists already" in refused.text
+    assert refused.status_code == 403 and "is another person&#39;s" in refused.text
     assert log_in(ldap_app.test_client(), "ana", "long-password").status_code == 302
     assert account(ldap_app, "ana") == before
 
@@ -338,3 +338,35 @@ def test_the_command_line_import_makes_the_directorys_people_its_accounts(synced
     down = CliRunner().invoke(main, ["users", "import", str(roster)],
                               env={**env, **environment(directory_settings(DOWN))})
     assert down.exit_code == 1 and "nothing was added" in down.output
+
+
+def test_a_course_whose_group_the_directory_does_not_give_is_left_as_it_is(synced_database):
+    """A group renamed (or its members hidden from the service account) reads as no members:
+    the sync must not take the whole class out of its course for it."""
+    from server.core.models import Enrolment
+    from worker.cli.main import main
+    database, env = synced_database
+    assert CliRunner().invoke(main, ["users", "sync"], env=env).exit_code == 0
+    with database.sessions.begin() as session:
+        the_course(session).directory_groups = {**GROUPS, "student": ["pytorch-students-2027"]}
+    renamed = CliRunner().invoke(main, ["users", "sync"], env=env)
+    assert renamed.exit_code == 0 and renamed.stdout == ""
+    assert "pytorch left as it is: the directory gave no members of pytorch-students-2027" \
+        in renamed.stderr
+    with database.sessions() as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(Enrolment).where(
+            Enrolment.from_directory)) == 3
+
+
+@pytest.mark.parametrize("variant", ["luis\u00ad", "luis\u200b", "ｌｕｉｓ", "LUİS"])
+def test_spellings_the_directory_folds_never_reach_it(ldap_app, variant):
+    """The directory would match them to luis: each would get a throttle count of its own."""
+    assert log_in(ldap_app.test_client(), variant, "luis-pw-2026").status_code == 401
+    assert account(ldap_app, "luis") is None
+
+
+def test_an_entry_without_an_address_logs_in(ldap_app):
+    with group_changed("pytorch-students", add=("nomail",)):
+        answer = log_in(ldap_app.test_client(), "nomail", "nomail-pw-2026")
+    assert answer.status_code == 302, answer.text
+    assert account(ldap_app, "nomail") == ("ldap", "No Mail", "", {"pytorch": ("student", True)})

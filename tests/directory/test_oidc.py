@@ -204,12 +204,34 @@ def test_a_local_account_of_the_same_username_is_refused_and_untouched(sso_app):
     person = new_person(username="ana")
     client = sso_app.test_client()
     answer = oidc_log_in(client, person)
-    assert answer.status_code == 403 and shows(answer, "belongs to an account here that logs in another way")
+    assert answer.status_code == 403 and shows(answer, "the account ana here is another person's")
     after = account(sso_app, "ana")
     assert (after.auth_source, after.name, after.email, after.password_hash) == (
         "local", before.name, before.email, before.password_hash)
     assert client.get("http://127.0.0.1/courses/pytorch/").status_code == 302
     assert log_in(sso_app.test_client()).status_code == 302  # her own password still works
+
+
+@pytest.mark.services
+def test_a_username_the_provider_gives_to_someone_else_later_is_not_their_account(sso_app):
+    """Usernames at a provider change and come back (a renamed or reissued UPN); the `sub` is
+    the person. The directory's account of the same person may log in either way."""
+    first = new_person(username="reused")
+    assert oidc_log_in(sso_app.test_client(), first).status_code == 302
+    assert account(sso_app, "reused").subject == first["login"]
+    later = new_person(username="reused")
+    answer = oidc_log_in(sso_app.test_client(), later)
+    assert answer.status_code == 403 and shows(answer, "the account reused here is another "
+                                                       "person's")
+    with sso_app.app_context():
+        session = sso_app.extensions["hpcgrade.db"].sessions()
+        session.add(User(username="dirk", name="Dirk", email="d@uni.es", password_hash="!",
+                         auth_source="ldap"))
+        session.commit()
+    directory_person = new_person(username="dirk")
+    assert oidc_log_in(sso_app.test_client(), directory_person).status_code == 302
+    dirk = account(sso_app, "dirk")
+    assert (dirk.auth_source, dirk.subject) == ("ldap", directory_person["login"])
 
 
 @pytest.mark.services

@@ -117,7 +117,12 @@ def test_a_replay_to_another_portal_whose_munged_never_saw_it_is_refused(cluster
                             headers={"Authorization": header})
         assert again.status_code == 401 and "replayed credential" in again.json["error"]
     finally:
-        subprocess.run(["kill", (folder / "pid").read_text().strip()], timeout=10)
+        pid = (folder / "pid").read_text().strip()
+        subprocess.run(["kill", pid], timeout=10)
+        for _ in range(100):  # gone, with its socket, before its folder is removed
+            if not Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.05)
 
 
 def test_a_credential_bound_to_another_file_is_refused(cluster):
@@ -168,6 +173,13 @@ def test_system_accounts_garbage_and_a_service_without_munge_are_refused(cluster
     assert garbage.status_code == 401
     assert "not a MUNGE credential of this cluster" in garbage.json["error"]
     assert submit(client, "MUNGE x").json["error"].endswith("not a MUNGE credential")
+    body, content_type = encoded(client, form())
+    unnamed = subprocess.run(  # root may make one for any uid: one this host has no name for
+        ["munge", "-U", "4242", "-s", binding("POST", PATH, body)], capture_output=True,
+        text=True, check=True, timeout=10).stdout.strip()
+    refused = client.post(PATH, data=body, content_type=content_type,
+                          headers={"Authorization": f"MUNGE {unnamed}"})
+    assert refused.status_code == 401 and "cannot name uid 4242" in refused.json["error"]
     change_settings(cluster, MUNGE_LOGIN=False)
     off = submit(client, None)
     assert off.status_code == 401 and off.headers.getlist("WWW-Authenticate") == ["Bearer"]

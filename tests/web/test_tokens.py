@@ -205,3 +205,28 @@ def test_the_token_page_shows_times_in_the_courses_time_zone(course):
     assert "23 Nov 2026, 18:00" in page and "24 Nov 2026, 09:30" in page
     assert "24 Mar 2027, 00:30" in page  # the next day in Madrid
     assert "UTC" not in page
+
+
+def test_a_token_made_on_the_page_works_once_shown_and_never_cached(course):
+    """For an account with no password to give `hpcgrade login` (single sign-on's)."""
+    with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
+        session.add(User(username="sso", name="Sso", email="s@uni.es", password_hash="!no-password",
+                         auth_source="oidc"))
+        session.commit()
+        user_id = session.scalar(sa.select(User.id).where(User.username == "sso"))
+    client = course.test_client()
+    with client.session_transaction() as cookie:
+        cookie.update(user_id=user_id, version=0)
+    made = client.post("/account/tokens", data={"csrf_token": csrf(client, "/account/tokens"),
+                                                 "label": "laptop"})
+    assert made.status_code == 201 and made.headers["Cache-Control"] == "no-store"
+    token = re.search(r"export HPCGRADE_TOKEN=([\w-]+)", made.text).group(1)
+    assert "export HPCGRADE_SERVER=http://localhost" in made.text
+    courses = client.get("/api/v1/courses", headers={"Authorization": f"Bearer {token}"})
+    assert courses.status_code == 200
+    listed = client.get("/account/tokens").text
+    assert "laptop" in listed and token not in listed
+    assert client.post("/account/tokens", data={"label": "x"}).status_code == 400  # no CSRF
+    bad = client.post("/account/tokens", data={"csrf_token": csrf(client, "/account/tokens"),
+                                                "label": "x" * 101}, follow_redirects=True)
+    assert "up to 100 printable characters" in bad.text

@@ -41,4 +41,7 @@ def users_sync(course_slug: str | None) -> None:
         click.echo(describe(change))
     for username, why in report.refused:
         click.echo(f"no account for {username}: {why}", err=True)
+    for slug, groups in report.unread:
+        click.echo(f"{slug} left as it is: the directory gave no members of "
+                   f"{', '.join(groups)} (missing, renamed, empty or hidden)", err=True)
     click.echo(f"{len(report.changes)} change{'s' if len(report.changes) != 1 else ''}", err=True)

@@ -213,6 +213,9 @@ def users_sync() -> int:
         log.info("from the directory's groups: %s", describe(change))
     for username, why in report.refused:
         log.warning("no account for the directory's %s: %s", username, why)
+    for slug, groups in report.unread:
+        log.error("%s not synced: the directory gave no members of %s (missing, renamed, "
+                  "empty or hidden from the service account)", slug, ", ".join(groups))
     return len(report.changes)
 
 
