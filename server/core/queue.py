@@ -10,6 +10,7 @@ from kombu import Queue
 from sqlalchemy import bindparam, func, nulls_first, or_, select, update
 from sqlalchemy.orm import Session
 
+from server.core import redis_broker
 from server.core.config import app_settings
 from server.core.mail import mail_configured
 from server.core.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
@@ -97,6 +98,8 @@ def celery_init_app(app: Flask) -> Celery:
     settings = app_settings(app)
     celery.conf.update(
         broker_url=settings.broker_url,
+        broker_transport=(redis_broker.TRANSPORT if settings.broker_url.startswith("redis://")
+                          else None),
         broker_transport_options=settings.broker_transport_options,
         task_ignore_result=True,
         # a message is acknowledged when its task ends, so a killed worker's task comes back
