@@ -21,21 +21,30 @@ TRANSPORT = f"{__name__}:Transport"  # Celery's broker_transport, for a redis://
 class QoS(redis.QoS):
     def ack(self, delivery_tag):
         if self._closed():
+            _left()
             return
         super().ack(delivery_tag)
 
     def reject(self, delivery_tag, requeue=False):
         if self._closed():
+            _left()
             return
         super().reject(delivery_tag, requeue)
 
+    def restore_unacked(self, client=None):
+        """At the worker's exit too: nothing to restore through a closed connection."""
+        if self._closed():
+            return None
+        return super().restore_unacked(client)
+
     def _closed(self) -> bool:
         transport = self.channel.connection
-        if transport is not None and transport.client is None:
-            log.warning("a message of a connection to Redis that was closed is left as it is "
-                        "(its task ended after Redis was lost and found again)")
-            return True
-        return False
+        return transport is not None and transport.client is None
+
+
+def _left() -> None:
+    log.warning("a message of a connection to Redis that was closed is left as it is (its "
+                "task ended after Redis was lost and found again)")
 
 
 class Channel(redis.Channel):

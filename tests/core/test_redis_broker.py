@@ -30,8 +30,10 @@ def message_of_a_closed_connection(transport: str):
 
 
 def test_kombus_own_transport_raises_on_such_an_ack():
+    message = message_of_a_closed_connection("redis")
+    message.channel.qos.restore_at_shutdown = False  # it would raise again, at exit
     with pytest.raises(AttributeError):
-        message_of_a_closed_connection("redis").ack()
+        message.ack()
 
 
 def test_ours_leaves_the_message_and_says_so(caplog):
