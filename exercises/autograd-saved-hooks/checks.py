@@ -203,8 +203,9 @@ def files_for_large_tensors(ctx: Context) -> None:
         call(ctx, "pack_hook", ctx.student.put(t))  # what it returns stays alive until counted
         found = ctx.files_left()
         en, es = _about(t)
-        _count(found, expected, {"en": f"Files written by `pack_hook(t)` (t: {en})",
-                                 "es": f"Archivos que escribió `pack_hook(t)` (t: {es})"},
+        _count(found, expected, {"en": f"The number of files `pack_hook(t)` wrote (t: {en})",
+                                 "es": f"El número de archivos que escribió `pack_hook(t)` "
+                                       f"(t: {es})"},
                _count_hint(len(found), expected))
     for x in [ctx.randn(1500, dtype=torch.float64), ctx.randn(THRESHOLD, dtype=torch.float32),
               _random_input(ctx, 10, 3000)]:

@@ -28,6 +28,8 @@ DEADLINE_POLICIES = ("none", "penalty", "refuse")
 # what a student may have of an exercise's folder (docs/writing-an-exercise.md): never its hidden
 # checks, reference or mutants
 PUBLIC_FILES = ("starter.py", "support.py", VISIBLE_CHECKS)
+# a download named as the code imports it: `import exercise_support`, never `import support`
+DOWNLOAD_NAMES = {"support.py": "exercise_support.py"}
 
 
 class ExerciseConfigError(Exception):

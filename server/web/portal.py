@@ -11,7 +11,7 @@ from markdown.extensions.tables import TableExtension
 from sqlalchemy import select
 from sqlalchemy.orm import defer
 
-from server.core.catalogue import PUBLIC_FILES
+from server.core.catalogue import DOWNLOAD_NAMES, PUBLIC_FILES
 from server.core.config import app_settings
 from server.core.courses import exercise_folder, role_in
 from server.core.grades import maximum_points, student_grade
@@ -113,6 +113,7 @@ def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
     return render_template(
         "portal/exercise.html", exercise=exercise, row=row, statement=statement,
         title=exercise.title_es if g.lang == "es" else exercise.title_en, files=files,
+        download_names=DOWNLOAD_NAMES,
         submissions=submissions, now=now, closed=_closed_because(row, now), pasted=pasted,
         idempotency_key=uuid.uuid4().hex), status, {"Cache-Control": "no-store"}
 
@@ -141,7 +142,8 @@ def download(slug: str, name: str):
     path = exercise_folder(_exercise(slug)) / name
     if not path.is_file():
         abort(404)
-    return send_file(path, mimetype="text/x-python", as_attachment=True, download_name=name)
+    return send_file(path, mimetype="text/x-python", as_attachment=True,
+                     download_name=DOWNLOAD_NAMES.get(name, name))
 
 
 @blueprint.post("/exercises/<slug>/submissions")

@@ -133,3 +133,16 @@ def test_cli_lists_exercises():
     result = run_cli("exercises", "--json")
     slugs = [e["slug"] for e in json.loads(result.stdout)]
     assert "autograd-q" in slugs
+
+
+def test_a_module_that_cannot_be_imported_is_named_in_the_hint(grade):
+    """The support code keeps the name the exercise's code imports (`exercise_support`); a
+    module the course's environment lacks is said so, in both languages."""
+    support = grade("autograd-q", "import support\n" + REFERENCE_Q)
+    (load_error,) = [n for n in support["notes"] if n["kind"] == "load-error"]
+    assert "`import exercise_support`" in load_error["hint"]
+    assert "`import exercise_support`" in load_error["translations"]["es"]["hint"]
+    other = grade("autograd-q", "import matplotlib.pyplot as plt\n" + REFERENCE_Q)
+    (load_error,) = [n for n in other["notes"] if n["kind"] == "load-error"]
+    assert "has no module `matplotlib`" in load_error["hint"]
+    assert "no tiene el módulo `matplotlib`" in load_error["translations"]["es"]["hint"]

@@ -155,7 +155,8 @@ def test_the_page_shows_points_attempts_deadline_and_files(ana, course):
     assert re.search(r"Intentos restantes\s+20 de 20", spanish) and "vence dentro de 3 días" in spanish
     assert "en una terminal, hpcgrade check autograd-q work.py ." in " ".join(spanish.split())
     support = client.get("/courses/pytorch/exercises/autograd-accumulation").text
-    assert 'href="/courses/pytorch/exercises/autograd-accumulation/files/support.py"' in support
+    assert ('href="/courses/pytorch/exercises/autograd-accumulation/files/support.py" '
+            'download>exercise_support.py</a>') in support  # named as the code imports it
 
 
 def test_a_closed_exercise_says_why_and_keeps_what_was_pasted(ana, course):
@@ -215,7 +216,8 @@ def test_only_the_starter_visible_checks_and_support_files_can_be_downloaded(ana
     assert starter.headers["Content-Disposition"] == "attachment; filename=starter.py"
     assert starter.data == (ROOT / "exercises" / "autograd-q" / "starter.py").read_bytes()
     support = client.get("/courses/pytorch/exercises/autograd-accumulation/files/support.py")
-    assert support.status_code == 200 and "attachment" in support.headers["Content-Disposition"]
+    assert support.status_code == 200
+    assert support.headers["Content-Disposition"] == "attachment; filename=exercise_support.py"
     visible = client.get("/courses/pytorch/exercises/autograd-q/files/visible.py")
     assert visible.data == (ROOT / "exercises" / "autograd-q" / "visible.py").read_bytes()
     for path in ["autograd-q/files/support.py", "autograd-q/files/checks.py",

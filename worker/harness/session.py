@@ -3,6 +3,7 @@ stopped for good after too many; what the grader and its second look both run ch
 from __future__ import annotations
 
 import platform
+import re
 import shutil
 import tempfile
 import time
@@ -169,7 +170,28 @@ class Session:
 
 
 def _import_error(info: dict) -> Diagnostic:
-    """The student's exception that stopped the file loading, at its last line of theirs."""
+    """The student's exception that stopped the file loading, at its last line of theirs; a
+    module it could not import is named in the hint."""
     file, line = student_place(info.get("frames"))
     error = f"{reports.clip(info.get('type'), 200)}: {reports.clip(info.get('message'), 500)}"
-    return Diagnostic("import-error", {"error": error, "file": file, "line": line})
+    details = {"error": error, "file": file, "line": line}
+    missing = re.fullmatch(r"No module named '([\w.]+)'", str(info.get("message") or ""))
+    if info.get("type") == "ModuleNotFoundError" and missing:
+        details["hint"] = _missing_module_hint(missing[1].split(".")[0])
+    return Diagnostic("import-error", details)
+
+
+def _missing_module_hint(module: str) -> dict:
+    if module == "support":  # the file the portal once gave, or its name in the statement
+        return {"en": f"The exercise's support code is the module `exercise_support`: import "
+                      f"it as `import exercise_support` or `from exercise_support import …`, "
+                      f"not as `{module}`.",
+                "es": f"El código de apoyo del ejercicio es el módulo `exercise_support`: "
+                      f"impórtalo con `import exercise_support` o `from exercise_support "
+                      f"import …`, no como `{module}`."}
+    return {"en": f"The course's environment has no module `{module}`: your file runs with "
+                  f"torch, numpy and the exercise's `exercise_support` only. Remove that "
+                  f"import, or what uses it.",
+            "es": f"El entorno del curso no tiene el módulo `{module}`: tu archivo se ejecuta "
+                  f"solo con torch, numpy y el `exercise_support` del ejercicio. Quita ese "
+                  f"import, o lo que lo usa."}
