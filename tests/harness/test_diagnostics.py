@@ -6,8 +6,10 @@ import torch
 
 from server.core.catalogue import default_root
 from worker.harness.checks import diagnose_exception
-from worker.harness.codes import (BACKWARD_ON, CATALOGUE, DETACHED_BACKWARD, GRAD_CLEARED,
-                                  LEAF_IN_PLACE)
+from worker.harness.codes import (BACKWARD_ON, CATALOGUE, DETACHED_BACKWARD, EINSUM_SUBSCRIPTS,
+                                  GRAD_CLEARED, LEAF_IN_PLACE, NUMPY_LEAVES_THE_GRAPH,
+                                  ONE_ELEMENT_ONLY, PERMUTE_DIMENSIONS, SAME_DEVICE, SAME_DTYPE,
+                                  VIEW_SIZE, VIEW_STRIDES)
 from worker.harness.diagnostics import Diagnostic, compare_grad, compare_values
 
 EXPECTED = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]], dtype=torch.float64)
@@ -133,6 +135,63 @@ def test_autograd_exceptions_get_their_code_and_hint(message, code, hint):
     assert (diagnostic.code, diagnostic.details.get("hint")) == (code, hint)
     assert diagnostic.details["line"] == 5  # the student's last frame
     assert "optimizer" not in diagnostic.text("en")[1]
+
+
+def _raised(make) -> dict:
+    """The exception PyTorch itself raises for `make`, as the student process reports it."""
+    try:
+        make()
+    except Exception as exc:  # whatever torch raises is the point
+        return {"type": type(exc).__name__, "message": str(exc),
+                "frames": [{"file": "submission.py", "line": 4}]}
+    raise AssertionError("torch raised nothing")
+
+
+W = torch.ones(2, 3, requires_grad=True)
+
+
+@pytest.mark.parametrize("make, code, hint, en, es", [
+    (lambda: (W * 2).numpy(), "detached-output", NUMPY_LEAVES_THE_GRAPH, "NumPy", "NumPy"),
+    (lambda: (W * 2).item(), "exception", ONE_ELEMENT_ONLY, "one element", "un solo elemento"),
+    (lambda: float(W * 2), "exception", ONE_ELEMENT_ONLY, "one element", "un solo elemento"),
+    (lambda: torch.einsum("ij,jk->ik", W, torch.ones(3)), "exception", EINSUM_SUBSCRIPTS,
+     "one letter per dimension", "una letra por dimensión"),
+    (lambda: torch.einsum("ij,jk->ik", W, torch.ones(4, 2)), "exception", EINSUM_SUBSCRIPTS,
+     "one letter per dimension", "una letra por dimensión"),
+    (lambda: W.permute(0, 2, 1), "exception", PERMUTE_DIMENSIONS, "x.dim()", "x.dim()"),
+    (lambda: W.view(4, 2), "exception", VIEW_SIZE, "x.numel()", "x.numel()"),
+    (lambda: W.T.view(6), "exception", VIEW_STRIDES, "reshape", "reshape"),
+    (lambda: W @ torch.ones(3, 2, dtype=torch.float64), "exception", SAME_DTYPE,
+     "dtype=x.dtype", "dtype=x.dtype"),
+])
+def test_pytorchs_own_errors_are_said_in_the_courses_terms(make, code, hint, en, es):
+    """Raised by PyTorch itself, not written here: a new release's wording shows up as a
+    failure. Leaving the graph is `detached-output`, whatever error it surfaced as."""
+    diagnostic = diagnose_exception(_raised(make), "`f`")
+    assert (diagnostic.code, diagnostic.details.get("hint")) == (code, hint)
+    assert en in diagnostic.text("en")[1] and es in diagnostic.text("es")[1]
+    assert diagnostic.details["line"] == 4
+
+
+def test_a_student_who_computes_in_numpy_is_told_they_left_the_graph(grade):
+    """A wrong program of a student's (not a mutant): Q in NumPy, then back into torch."""
+    report = grade("autograd-q", "import numpy as np\nimport torch\n\n\n"
+                   "def q_grads(a, b, v):\n"
+                   "    Q = torch.tensor(3 * a.numpy() ** 3 - b.numpy() ** 2)\n"
+                   "    Q.backward(gradient=v)\n    return a.grad, b.grad\n")
+    diagnostics = [d for check in report["checks"] for d in check["diagnostics"]]
+    assert diagnostics and {d["code"] for d in diagnostics} == {"detached-output"}
+    assert "left PyTorch for NumPy" in diagnostics[0]["hint"]
+    assert "salió de PyTorch hacia NumPy" in diagnostics[0]["translations"]["es"]["hint"]
+    assert diagnostics[0]["details"]["line"] == 6
+
+
+def test_a_device_mismatch_is_said_in_the_courses_terms():
+    message = ("Expected all tensors to be on the same device, but found at least two devices, "
+               "cuda:0 and cpu!")  # PyTorch's words: no GPU here to make it raise them
+    diagnostic = diagnose_exception({"type": "RuntimeError", "message": message}, "`f`")
+    assert diagnostic.details["hint"] is SAME_DEVICE
+    assert "device=x.device" in diagnostic.text("es")[1]
 
 
 def test_an_output_built_from_item_is_detached_not_an_exception():

@@ -17,7 +17,10 @@ from typing import Any, Callable
 
 import torch
 
-from worker.harness.codes import BACKWARD_ON, DETACHED_BACKWARD, LEAF_IN_PLACE
+from worker.harness.codes import (BACKWARD_ON, DETACHED_BACKWARD, EINSUM_SUBSCRIPTS,
+                                  LEAF_IN_PLACE, NUMPY_LEAVES_THE_GRAPH, ONE_ELEMENT_ONLY,
+                                  PERMUTE_DIMENSIONS, SAME_DEVICE, SAME_DTYPE, VIEW_SIZE,
+                                  VIEW_STRIDES)
 from worker.harness.diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
 from worker.harness.remote import RemoteObject, RemoteTensor, Student, StudentError
 
@@ -146,6 +149,21 @@ EXCEPTION_PATTERNS = (
      LEAF_IN_PLACE),
     ("can't allocate memory", "memory-limit", None),
     ("out of memory", "memory-limit", None),
+    ("Can't call numpy() on Tensor that requires grad", "detached-output",
+     NUMPY_LEAVES_THE_GRAPH),
+    ("only one element tensors can be converted to Python scalars", "exception",
+     ONE_ELEMENT_ONLY),
+    ("cannot be converted to Scalar", "exception", ONE_ELEMENT_ONLY),
+    ("einsum():", "exception", EINSUM_SUBSCRIPTS),
+    ("does not match the length of the desired ordering of dimensions", "exception",
+     PERMUTE_DIMENSIONS),
+    ("is invalid for input of size", "exception", VIEW_SIZE),
+    ("view size is not compatible with input tensor's size and stride", "exception",
+     VIEW_STRIDES),
+    ("Expected all tensors to be on the same device", "exception", SAME_DEVICE),
+    ("expected scalar type", "exception", SAME_DTYPE),
+    ("must have the same dtype", "exception", SAME_DTYPE),
+    ("to have the same dtype", "exception", SAME_DTYPE),
 )
 
 
@@ -174,7 +192,7 @@ def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
         return Diagnostic("memory-limit", details)
     for pattern, code, hint in EXCEPTION_PATTERNS:
         if pattern in message:
-            if code == "detached-output":  # the subject is the tensor, not the function
+            if hint is DETACHED_BACKWARD:  # the subject is the tensor, not the function
                 details["what"] = {lang: BACKWARD_ON[lang].format(
                     what=what.get(lang, what.get("en")) if isinstance(what, dict) else what)
                     for lang in BACKWARD_ON}

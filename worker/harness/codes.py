@@ -189,6 +189,62 @@ LEAF_IN_PLACE = {
           "hoja que requiere gradiente: una actualización de parámetros va dentro de "
           "`with torch.no_grad():`; en el cálculo que derivas, usa una operación que cree un "
           "tensor nuevo (`y = w - …`)."}
+# PyTorch's own errors of this course, said in its terms (PyTorch's advice can mislead: "use
+# tensor.detach().numpy()" takes a student who left the graph further from it)
+NUMPY_LEAVES_THE_GRAPH = {
+    "en": "`.numpy()` on a tensor that requires grad: the computation left PyTorch for NumPy, "
+          "where autograd cannot follow it, so no gradient can flow back. Do not `.detach()` it "
+          "as PyTorch suggests (the gradient would be lost all the same): write that part with "
+          "torch operations (`torch.exp`, `@`, `.sum()`…).",
+    "es": "`.numpy()` sobre un tensor que requiere gradiente: el cálculo salió de PyTorch hacia "
+          "NumPy, donde autograd no puede seguirlo, así que ningún gradiente puede volver. No lo "
+          "arregles con `.detach()` como sugiere PyTorch (el gradiente se perdería igual): "
+          "escribe esa parte con operaciones de torch (`torch.exp`, `@`, `.sum()`…)."}
+ONE_ELEMENT_ONLY = {
+    "en": "`.item()`, `float()` and `int()` take a tensor of one element, and this one has "
+          "several: reduce it first (`.sum()`, `.mean()`), or keep the tensor (a number leaves "
+          "the autograd graph).",
+    "es": "`.item()`, `float()` e `int()` admiten un tensor de un solo elemento y este tiene "
+          "varios: redúcelo antes (`.sum()`, `.mean()`), o quédate con el tensor (un número sale "
+          "del grafo de autograd)."}
+EINSUM_SUBSCRIPTS = {
+    "en": "The einsum equation gives each operand one letter per dimension, in order: count the "
+          "letters before each comma against that tensor's `.dim()`, and give dimensions that "
+          "meet the same letter only where their sizes agree.",
+    "es": "La ecuación de einsum da a cada operando una letra por dimensión, en orden: cuenta las "
+          "letras antes de cada coma frente al `.dim()` de ese tensor, y repite una letra solo en "
+          "dimensiones del mismo tamaño."}
+PERMUTE_DIMENSIONS = {
+    "en": "`permute` names every dimension of the tensor once: as many numbers as `x.dim()` (an "
+          "input of another rank than you assumed? the statement says which ranks come).",
+    "es": "`permute` nombra cada dimensión del tensor una vez: tantos números como `x.dim()` "
+          "(¿una entrada de otro rango del que suponías? el enunciado dice qué rangos llegan)."}
+VIEW_SIZE = {
+    "en": "The new shape must hold exactly as many elements as the tensor (`x.numel()`): compute "
+          "its sizes from `x.shape`, or let one be `-1`, rather than fixing numbers.",
+    "es": "La forma nueva debe tener exactamente tantos elementos como el tensor (`x.numel()`): "
+          "calcula sus tamaños a partir de `x.shape`, o deja uno en `-1`, en vez de fijar números."}
+VIEW_STRIDES = {
+    "en": "`view` only regroups a tensor whose elements lie in memory in the new order; after "
+          "`permute`, `transpose` or `.T` they do not. `reshape` (which copies when it must), or "
+          "`.contiguous().view(...)`.",
+    "es": "`view` solo reagrupa un tensor cuyos elementos están en memoria en el orden nuevo; "
+          "después de `permute`, `transpose` o `.T` no lo están. Usa `reshape` (que copia cuando "
+          "hace falta) o `.contiguous().view(...)`."}
+SAME_DEVICE = {
+    "en": "Tensors of one operation must be on one device: the grader may run your code on a "
+          "GPU, so make new tensors where the inputs are (`torch.zeros(n, device=x.device)`, "
+          "`torch.zeros_like(x)`), never on a fixed device.",
+    "es": "Los tensores de una operación deben estar en el mismo dispositivo: el corrector puede "
+          "ejecutar tu código en una GPU, así que crea los tensores nuevos donde están las "
+          "entradas (`torch.zeros(n, device=x.device)`, `torch.zeros_like(x)`), nunca en uno fijo."}
+SAME_DTYPE = {
+    "en": "The tensors of one operation must share a dtype: make new ones with the inputs' "
+          "(`dtype=x.dtype`, `torch.zeros_like(x)`); `torch.tensor([...])` of Python floats is "
+          "float32 whatever the inputs are.",
+    "es": "Los tensores de una operación deben tener el mismo dtype: crea los nuevos con el de las "
+          "entradas (`dtype=x.dtype`, `torch.zeros_like(x)`); `torch.tensor([...])` con floats de "
+          "Python es float32 sean como sean las entradas."}
 # `detached-output` raised by backward() itself: the subject and the two ways to get there
 BACKWARD_ON = {"en": "the tensor that `backward()` ran on in {what}",
                "es": "el tensor sobre el que se ejecutó `backward()` en {what}"}
