@@ -45,6 +45,32 @@ TOO_FEW = {
     "es": "Menos archivos que tensores guardados con al menos `SAVE_ON_DISK_THRESHOLD` elementos: un "
           "tensor con exactamente esos también va a disco, y cada uno necesita un archivo propio "
           "(un nombre nuevo cada vez, como `str(uuid.uuid4())`)."}
+# the causes the grader can tell from what it counts itself (a probe of its own when needed)
+COUNTED_LEN = {
+    "en": "No file for this tensor of {numel} elements, though your `pack_hook` writes one for a "
+          "1-D tensor of as many: the size test counts its first dimension (`len(t)`, "
+          "`t.shape[0]`, here {rows}) rather than its elements. Compare `t.numel()`.",
+    "es": "Ningún archivo para este tensor de {numel} elementos, aunque tu `pack_hook` escribe uno "
+          "para un tensor 1-D con los mismos: la prueba del tamaño cuenta su primera dimensión "
+          "(`len(t)`, `t.shape[0]`, aquí {rows}) en vez de sus elementos. Compara `t.numel()`."}
+ONE_NAME = {
+    "en": "Two tensors packed one after the other left one file: both were written to the same "
+          "name, so the second overwrote the first (whose `unpack_hook` reads the wrong tensor), "
+          "and deleting one deletes the other's. Give each file a new name, such as "
+          "`str(uuid.uuid4())`.",
+    "es": "Dos tensores empaquetados uno tras otro dejaron un solo archivo: los dos se "
+          "escribieron con el mismo nombre, así que el segundo sobrescribió al primero (cuyo "
+          "`unpack_hook` lee el tensor equivocado) y borrar uno borra el del otro. Da a cada "
+          "archivo un nombre nuevo, como `str(uuid.uuid4())`."}
+DELETED_TOO_EARLY = {
+    "en": "`unpack_hook` found no file: it was deleted before the backward pass read it. A file "
+          "must live until `unpack_hook` has loaded it: delete it there, after `torch.load`, or "
+          "when the object `pack_hook` returned is freed (`__del__`), not in `pack_hook` nor when "
+          "a `with` block inside it ends.",
+    "es": "`unpack_hook` no encontró el archivo: se borró antes de que el paso hacia atrás lo "
+          "leyera. Un archivo debe existir hasta que `unpack_hook` lo haya cargado: bórralo ahí, "
+          "después de `torch.load`, o cuando se libere el objeto que devolvió `pack_hook` "
+          "(`__del__`), no en `pack_hook` ni al terminar un bloque `with` dentro de él."}
 HOOKS_INACTIVE = {
     "en": "Your `pack_hook` writes files when called, but none came from `grad_with_offload`: "
           "tensors are packed when the forward pass saves them, so call `fn(x)` inside "
@@ -149,12 +175,23 @@ def _kept_what(x: torch.Tensor) -> dict:
                   f"`fn` conservando aún una rama (x: {es})"}
 
 
-def _expect_kept(found: list[str], expected: int, x: torch.Tensor) -> None:
+def _expect_kept(ctx: Context, found: list[str], expected: int, x: torch.Tensor) -> None:
     """At least the files of the kept branch, its saved tensors packed to disk and still there,
     and none where the kept branch has none (what is left beyond them is no-file-left's)."""
     if len(found) < expected or (found and not expected):
-        _count(found, expected, _kept_what(x),
-               HOOKS_INACTIVE if not found else _count_hint(len(found), expected))
+        hint = HOOKS_INACTIVE if not found else _count_hint(len(found), expected)
+        if 0 < len(found) < expected and _files_for(ctx, x.clone(), x.clone()) == 1:
+            hint = ONE_NAME
+        _count(found, expected, _kept_what(x), hint)
+
+
+def _files_for(ctx: Context, *tensors: torch.Tensor) -> int:
+    """The grader's probe: the files the student's `pack_hook` leaves for these tensors, all
+    packed and alive at once, counted by the grader."""
+    _clean_start(ctx)
+    for t in tensors:
+        call(ctx, "pack_hook", ctx.student.put(t))
+    return len(ctx.files_left())
 
 
 @check("round-trip", points=2, uses=("pack_hook", "unpack_hook"),
@@ -183,10 +220,23 @@ def same_gradient(ctx: Context) -> None:
         with _grader_tempdir():
             expected = _reference_grad(ctx, x)
         en, es = _about(x)
-        expect_grad(_student_grad(ctx, x), expected,
-                    {"en": f"`grad_with_offload(OffloadExample(), x)` (x: {en})",
-                     "es": f"`grad_with_offload(OffloadExample(), x)` (x: {es})"},
+        try:
+            grad = _student_grad(ctx, x)
+        except Fail as failure:
+            raise Fail(*(_with_cause(ctx, d) for d in failure.diagnostics)) from None
+        expect_grad(grad, expected, {"en": f"`grad_with_offload(OffloadExample(), x)` (x: {en})",
+                                     "es": f"`grad_with_offload(OffloadExample(), x)` (x: {es})"},
                     **TOLERANCES[x.dtype])
+
+
+def _with_cause(ctx: Context, diagnostic: Diagnostic) -> Diagnostic:
+    """A file missing when the backward pass unpacks is one deleted too early, or one that
+    another tensor's file of the same name took with it (the grader's probe tells which)."""
+    if diagnostic.details.get("type") != "FileNotFoundError":
+        return diagnostic
+    shared = _files_for(ctx, ctx.randn(THRESHOLD), ctx.randn(THRESHOLD)) == 1
+    return Diagnostic(diagnostic.code, dict(diagnostic.details,
+                                            hint=ONE_NAME if shared else DELETED_TOO_EARLY))
 
 
 @check("files-for-large-tensors", points=3, uses=("pack_hook", "grad_with_offload"),
@@ -203,13 +253,16 @@ def files_for_large_tensors(ctx: Context) -> None:
         call(ctx, "pack_hook", ctx.student.put(t))  # what it returns stays alive until counted
         found = ctx.files_left()
         en, es = _about(t)
+        hint = _count_hint(len(found), expected)
+        if not found and expected and t.dim() > 1 and _files_for(ctx, t.reshape(-1)):
+            hint = {lang: text.format(numel=t.numel(), rows=t.shape[0])
+                    for lang, text in COUNTED_LEN.items()}
         _count(found, expected, {"en": f"The number of files `pack_hook(t)` wrote (t: {en})",
                                  "es": f"El número de archivos que escribió `pack_hook(t)` "
-                                       f"(t: {es})"},
-               _count_hint(len(found), expected))
+                                       f"(t: {es})"}, hint)
     for x in [ctx.randn(1500, dtype=torch.float64), ctx.randn(THRESHOLD, dtype=torch.float32),
               _random_input(ctx, 10, 3000)]:
-        _expect_kept(*_kept_files(ctx, x), x)
+        _expect_kept(ctx, *_kept_files(ctx, x), x)
 
 
 @check("no-file-left", points=2, uses="grad_with_offload",
@@ -218,7 +271,7 @@ def files_for_large_tensors(ctx: Context) -> None:
 def no_file_left(ctx: Context) -> None:
     for x in [ctx.randn(1500, dtype=torch.float32), _random_input(ctx, THRESHOLD, 3000)]:
         found, expected = _kept_files(ctx, x)
-        _expect_kept(found, expected, x)  # no file written: nothing shown to be deleted
+        _expect_kept(ctx, found, expected, x)  # no file written: nothing shown to be deleted
         if len(found) > expected:
             raise Fail(Diagnostic("temp-file-leak", {
                 "what": "`grad_with_offload(OffloadExample(), x)`", "count": len(found) - expected}))

@@ -365,3 +365,49 @@ def test_an_error_in_a_backward_the_check_calls_names_the_line_that_made_the_ten
     (modified,) = [d for c in report["checks"] for d in c["diagnostics"]]
     assert modified["code"] == "inplace-modified"
     assert (modified["details"]["file"], modified["details"]["line"]) == ("submission.py", 2)
+
+
+SAVED_HOOKS = (default_root() / "autograd-saved-hooks" / "reference.py").read_text()
+
+
+def _hints(report: dict, check: str, lang: str = "en") -> list[str]:
+    (found,) = [c for c in report["checks"] if c["name"] == check]
+    return [d["hint"] if lang == "en" else d["translations"]["es"]["hint"]
+            for d in found["diagnostics"]]
+
+
+def test_saved_hooks_names_a_size_test_that_counts_the_first_dimension(grade):
+    """A student's wrong program (not a mutant): `len(tensor)` for the number of elements."""
+    report = grade("autograd-saved-hooks", SAVED_HOOKS.replace(
+        "if tensor.numel() < SAVE_ON_DISK_THRESHOLD:", "if len(tensor) < SAVE_ON_DISK_THRESHOLD:"))
+    (hint,) = _hints(report, "files-for-large-tensors")
+    assert "counts its first dimension (`len(t)`, `t.shape[0]`, here 25)" in hint
+    assert "cuenta su primera dimensión" in _hints(report, "files-for-large-tensors", "es")[0]
+
+
+def test_saved_hooks_names_files_that_share_a_name(grade):
+    """A student's wrong program: files named by their tensor's size, which the three saved
+    tensors of x's size share."""
+    report = grade("autograd-saved-hooks", SAVED_HOOKS.replace(
+        "str(uuid.uuid4())", "f'saved-{tensor.numel()}.pt'").replace(
+        "temp_file = SelfDeletingTempFile()", "temp_file = SelfDeletingTempFile(tensor)").replace(
+        "def __init__(self):", "def __init__(self, tensor):").replace(
+        "    def __del__(self):\n        os.remove(self.name)",
+        "    def __del__(self):\n        if os.path.exists(self.name):\n            os.remove(self.name)"))
+    (hint,) = _hints(report, "same-gradient")  # one file deleted took the others' with it
+    assert "both were written to the same name" in hint
+    assert "mismo nombre" in _hints(report, "same-gradient", "es")[0]
+
+
+def test_saved_hooks_names_a_file_deleted_before_the_backward_pass_read_it(grade):
+    """A student's wrong program: the file is made in a `with` block that deletes it."""
+    report = grade("autograd-saved-hooks", SAVED_HOOKS.replace(
+        '''    temp_file = SelfDeletingTempFile()
+    torch.save(tensor, temp_file.name)
+    return temp_file''', '''    with tempfile.NamedTemporaryFile(suffix=".pt") as f:
+        torch.save(tensor, f.name)
+        return f.name''').replace(
+        "return torch.load(packed.name)", "return torch.load(packed)"))
+    (hint,) = _hints(report, "same-gradient")
+    assert "it was deleted before the backward pass read it" in hint
+    assert "se borró antes" in _hints(report, "same-gradient", "es")[0]
