@@ -95,33 +95,25 @@ def send_links(session: Session, user_ids: list[int], base_url: str,
                                                User.password_hash == NO_PASSWORD,
                                                User.auth_source == AuthSource.local.value)
                             .order_by(User.id)).all()
-    refused, done = [], 0
-    try:
-        with connection() as smtp, force_locale(lang):
-            for user in users:
-                try:
-                    smtp.send_message(_link_message(user, base_url))
-                except smtplib.SMTPRecipientsRefused as exc:  # the session goes on
-                    code, answer = exc.recipients[user.email]
-                    refused.append((user, f"{code} {answer.decode(errors='replace')}"))
-                done += 1
-    except (OSError, smtplib.SMTPException) as exc:
-        raise MailAway(_reason(exc), [user.id for user in users[done:]]) from exc
-    return refused
+    with force_locale(lang):
+        batch = [(user.id, _link_message(user, base_url)) for user in users]
+    by_id = {user.id: user for user in users}
+    return [(by_id[user_id], answer) for user_id, answer in send_batch(batch)]
 
 
-def send_batch(batch: list[tuple[int, EmailMessage]]) -> list[int]:
+def send_batch(batch: list[tuple[int, EmailMessage]]) -> list[tuple[int, str]]:
     """Send each (key, message) through one connection; the keys whose address the server
-    refused (the session goes on past them). MailAway when the server cannot be reached,
-    naming the keys not sent yet."""
+    refused, with its answer (the session goes on past them). MailAway when the server cannot
+    be reached, naming the keys not sent yet."""
     refused, done = [], 0
     try:
         with connection() as smtp:
             for key, mail in batch:
                 try:
                     smtp.send_message(mail)
-                except smtplib.SMTPRecipientsRefused:
-                    refused.append(key)
+                except smtplib.SMTPRecipientsRefused as exc:
+                    code, answer = next(iter(exc.recipients.values()))
+                    refused.append((key, f"{code} {answer.decode(errors='replace')}"))
                 done += 1
     except (OSError, smtplib.SMTPException) as exc:
         raise MailAway(_reason(exc), [key for key, _mail in batch[done:]]) from exc

@@ -15,7 +15,7 @@ from flask_babel import gettext as _, ngettext
 from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
 
-from server.core.grades import terms
+from server.core.grades import student_terms
 from server.core.mail import MailAway, mail_configured
 from server.core.models import (Allowance, Course, CourseRole, DeadlineReminder, Enrolment,
                                 Exercise, GradingRun, RunStatus, Submission, SubmissionStatus,
@@ -43,7 +43,7 @@ def remind_deadlines(session: Session, now: dt.datetime) -> int:
     soon = now + REMIND_BEFORE
     due = [(user, exercise, deadline) for user, exercise in _unreminded(session, now, soon)
            if wants(user, Kind.deadline)
-           and now < (deadline := _deadline(session, user, exercise)) <= soon]
+           and now < (deadline := student_terms(session, user.id, exercise).deadline) <= soon]
     notices = [_reminder(n, *row) for n, row in enumerate(due)]
     try:
         deliver(notices)
@@ -75,13 +75,6 @@ def _unreminded(session: Session, now: dt.datetime, soon: dt.datetime
                ~exists().where(DeadlineReminder.user_id == User.id,
                                DeadlineReminder.exercise_id == Exercise.id))
         .order_by(User.id, Exercise.id)))
-
-
-def _deadline(session: Session, user: User, exercise: Exercise) -> dt.datetime:
-    """The student's own deadline: the exercise's, or their extension's."""
-    allowance = session.scalar(select(Allowance).where(Allowance.user_id == user.id,
-                                                       Allowance.exercise_id == exercise.id))
-    return terms(exercise, allowance).deadline
 
 
 def _reminder(about: int, user: User, exercise: Exercise, deadline: dt.datetime) -> Notice:

@@ -37,7 +37,7 @@ def form(code: str = REFERENCE_Q) -> dict:
     return {"exercise": "autograd-q", "file": (io.BytesIO(code.encode()), "work.py")}
 
 
-def encoded(_client, data: dict) -> tuple[bytes, str]:
+def encoded(data: dict) -> tuple[bytes, str]:
     """The body and content type of this form as a client sends it, to bind a credential."""
     request = EnvironBuilder(method="POST", data=data).get_request()
     return request.get_data(), request.content_type
@@ -46,7 +46,7 @@ def encoded(_client, data: dict) -> tuple[bytes, str]:
 def submit(client, header: str | None, code: str = REFERENCE_Q, path: str = PATH,
            user: str = CLUSTER_USER, **made):
     """A submission of `code` with a MUNGE credential bound to it (or `header` as it is)."""
-    body, content_type = encoded(client, form(code))
+    body, content_type = encoded(form(code))
     if header is None:
         header = "MUNGE " + credential(binding("POST", path, body), user, **made)
     return client.post(PATH, data=body, content_type=content_type,
@@ -75,7 +75,7 @@ def submitter(app, reply) -> str:
 
 def test_a_credential_submits_as_the_cluster_user_and_serves_once(cluster):
     client = cluster.test_client()
-    body, content_type = encoded(client, form())
+    body, content_type = encoded(form())
     header = "MUNGE " + credential(binding("POST", PATH, body))
     created = client.post(PATH, data=body, content_type=content_type,
                           headers={"Authorization": header})
@@ -107,7 +107,7 @@ def test_a_replay_to_another_portal_whose_munged_never_saw_it_is_refused(cluster
                     "--seed-file", str(folder / "seed")], check=True, timeout=10)
     try:
         client = cluster.test_client()
-        body, content_type = encoded(client, form())
+        body, content_type = encoded(form())
         header = "MUNGE " + credential(binding("POST", PATH, body))
         first = client.post(PATH, data=body, content_type=content_type,
                             headers={"Authorization": header})
@@ -127,7 +127,7 @@ def test_a_replay_to_another_portal_whose_munged_never_saw_it_is_refused(cluster
 
 def test_a_credential_bound_to_another_file_is_refused(cluster):
     client = cluster.test_client()
-    other_body, _type = encoded(client, form(REFERENCE_Q + "\n# another file\n"))
+    other_body, _type = encoded(form(REFERENCE_Q + "\n# another file\n"))
     stolen = "MUNGE " + credential(binding("POST", PATH, other_body))
     refused = submit(client, stolen)
     assert refused.status_code == 401
@@ -151,7 +151,7 @@ def test_another_users_credential_for_this_file_is_that_user_or_nobody(cluster):
 
 def test_an_expired_or_old_credential_is_refused(cluster):
     client = cluster.test_client()
-    body, content_type = encoded(client, form())
+    body, content_type = encoded(form())
     header = "MUNGE " + credential(binding("POST", PATH, body), ttl=1)
     time.sleep(2.1)
     expired = client.post(PATH, data=body, content_type=content_type,
@@ -173,7 +173,7 @@ def test_system_accounts_garbage_and_a_service_without_munge_are_refused(cluster
     assert garbage.status_code == 401
     assert "not a MUNGE credential of this cluster" in garbage.json["error"]
     assert submit(client, "MUNGE x").json["error"].endswith("not a MUNGE credential")
-    body, content_type = encoded(client, form())
+    body, content_type = encoded(form())
     unnamed = subprocess.run(  # root may make one for any uid: one this host has no name for
         ["munge", "-U", "4242", "-s", binding("POST", PATH, body)], capture_output=True,
         text=True, check=True, timeout=10).stdout.strip()

@@ -19,7 +19,7 @@ from server.core.config import app_settings
 from server.core.ldap_directory import DirectoryUnavailable
 from server.core.ldap_sync import describe, sync_enrolments
 from server.core import notice_rounds, notices
-from server.core.mail import MailAway, report_refused, send_links
+from server.core.mail import MailAway, mail_configured, report_refused, send_links
 from server.core.models import User, utcnow
 from server.core.queue import enqueue, send_notice, stuck
 from worker.grading import settle as grading
@@ -104,8 +104,9 @@ def collect(self) -> dict[int, str]:
         # which would then wait for the next collect
         done = grading_here.dispatch([])
     _follow_up(done.more, done.due_in)
-    _tell_graded(done.outcomes | grading.submission_outcomes(grading_here.database.sessions,
-                                                             outcomes))
+    if mail_configured():  # a query of collect's runs' submissions, every COLLECT_SECONDS
+        _tell_graded(done.outcomes | grading.submission_outcomes(
+            grading_here.database.sessions, outcomes))
     return outcomes
 
 
