@@ -93,6 +93,10 @@ class ExerciseInfo:
     # forged variants: mutants/<name>.py that forge, in their own process, what the harness
     # reports, name -> the mutant they forge; the self-check wants each to score no more than it
     forged: dict = field(default_factory=dict)
+    # wrong programs written as students write them, from the statement alone:
+    # student_programs/<name>.py -> {"code": …, "names": {"en": …, "es": …}}, the code it must
+    # lose points with and words a diagnostic of that code must say, in each language
+    student_programs: dict = field(default_factory=dict)
     # `limits` and `slurm` are the tables as written (what a job and the API carry); parsed
     # once, here, for the dispatcher, which asks for them for every queued submission
     run_limits: Limits = field(init=False, repr=False, compare=False)
@@ -190,7 +194,7 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     except tomllib.TOMLDecodeError as exc:
         raise ExerciseConfigError(f"{where}: {exc}") from None
     unknown = set(data) - {"title", "section", "limits", "deadline", "slurm", "mutants",
-                           "max_attempts", "order", "forged"}
+                           "max_attempts", "order", "forged", "student_programs"}
     if unknown:
         raise ExerciseConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     title = data.get("title")
@@ -211,8 +215,9 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
     return ExerciseInfo(path.name, path, title, str(data.get("section", "")),
                         data.get("limits", {}), deadline,
                         slurm, mutants, wrong_programs, max_attempts, order,
-                        max_points(path / "checks.py"), _forged(data.get("forged", {}), mutants,
-                                                                path, where))
+                        max_points(path / "checks.py"),
+                        _forged(data.get("forged", {}), mutants, path, where),
+                        _student_programs(data.get("student_programs", {}), path, where))
 
 
 def _forged(table: object, mutants: dict, path: Path, where: Path) -> dict[str, str]:
@@ -227,6 +232,28 @@ def _forged(table: object, mutants: dict, path: Path, where: Path) -> dict[str, 
         if not (path / "mutants" / f"{name}.py").is_file():
             raise ExerciseConfigError(f"{where}: forged {name}: mutants/{name}.py is missing")
     return dict(table)
+
+
+def _student_programs(table: object, path: Path, where: Path) -> dict[str, dict]:
+    """`[student_programs.name]`: `code`, and `names` = { en, es }, the words that name the
+    mistake, which a diagnostic of that code must say."""
+    if not isinstance(table, dict):
+        raise ExerciseConfigError(f"{where}: student_programs must be a table")
+    for name, entry in table.items():
+        names = entry.get("names") if isinstance(entry, dict) else None
+        if (not isinstance(entry, dict) or set(entry) != {"code", "names"}
+                or not isinstance(names, dict) or set(names) != {"en", "es"}
+                or not all(isinstance(w, str) and w.strip() for w in names.values())):
+            raise ExerciseConfigError(
+                f"{where}: [student_programs.{name}] must have `code` and `names` = "
+                "{ en = \"…\", es = \"…\" } (words its diagnostic must say in each language)")
+        if entry["code"] not in CATALOGUE:
+            raise ExerciseConfigError(f"{where}: student program {name}: unknown diagnostic "
+                                      f"code {entry['code']!r}")
+        if not (path / "student_programs" / f"{name}.py").is_file():
+            raise ExerciseConfigError(f"{where}: student program {name}: "
+                                      f"student_programs/{name}.py is missing")
+    return {name: {"code": e["code"], "names": dict(e["names"])} for name, e in table.items()}
 
 
 def _mutants(table: object, path: Path, where: Path) -> tuple[dict[str, str], dict[str, dict]]:

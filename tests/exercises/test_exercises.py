@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from helpers import COURSE_ORDER
 from server.core.catalogue import (ExerciseConfigError, current_catalogue, default_root,
                                    load_catalogue, load_exercise_info)
-from worker.cli.main import main, self_check
+from worker.cli.main import main
+from worker.cli.self_check import self_check
 
 
 def test_the_course_exercises_are_there_in_course_order(catalogue):
@@ -73,6 +74,16 @@ def test_bad_exercise_toml_is_explained(tmp_path):
                                           'code = "grad-mismatch"\nsays = "Q.sum()"\n')
     with pytest.raises(ExerciseConfigError, match=r"\[mutants.m\] must have `code` and `says`"):
         load_exercise_info(folder)
+    for table, message in [
+            ('code = "grad-mismatch"', r"\[student_programs.p\] must have `code` and `names`"),
+            ('code = "grad-mismatch"\nnames = { en = "x", es = " " }', "must have `code` and `names`"),
+            ('code = "wrong"\nnames = { en = "x", es = "y" }', "unknown diagnostic code 'wrong'"),
+            ('code = "grad-mismatch"\nnames = { en = "x", es = "y" }',
+             "student_programs/p.py is missing")]:
+        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\n'
+                                              f'[student_programs.p]\n{table}\n')
+        with pytest.raises(ExerciseConfigError, match=message):
+            load_exercise_info(folder)
     (folder / "exercise.toml").write_text('title = "x"')
     with pytest.raises(ExerciseConfigError, match="title must be a table"):
         load_exercise_info(folder)

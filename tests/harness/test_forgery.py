@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from server.core.catalogue import default_root, load_exercise_info
-from worker.cli.main import self_check
+from worker.cli.self_check import self_check
 
 EXERCISES = default_root()
 

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from server.core.catalogue import default_root, load_exercise_info
-from worker.cli.main import self_check
+from worker.cli.self_check import self_check
 
 SUM_SAYS = {"en": "Your gradient is the one of `Q.sum()`: pass `v` as `gradient=`.",
             "es": "Tu gradiente es el de `Q.sum()`: pasa `v` como `gradient=`."}
@@ -86,6 +86,33 @@ def test_the_self_check_refuses_a_wrong_program_it_cannot_recognise(harness, tmp
     (problem,) = self_check(harness, info, (0,))
     assert problem.startswith("known wrong program raises was not recognised (seed 0)")
 
+
+
+@pytest.mark.selfcheck
+def test_the_self_check_holds_student_programs_to_their_code_and_words(harness, tmp_path):
+    """A student program must lose points, with its code, and a diagnostic of that code must say
+    the words that name its mistake in each language; the reference itself is no wrong program."""
+    def student_program(name: str, code: str, en: str, es: str) -> str:
+        return f'[student_programs.{name}]\ncode = "{code}"\nnames = {{ en = "{en}", es = "{es}" }}\n'
+    table = (student_program("sum_of_q", "grad-mismatch", "Q.sum()", "Q.sum()")
+             + student_program("half_of_v", "grad-scaled", "0.5 times", "0.5 veces")
+             + student_program("right", "grad-mismatch", "anything", "nada"))
+    folder = _exercise(tmp_path, _says("sum_of_q", "grad-mismatch", SUM_SAYS)).path
+    (folder / "student_programs").mkdir()
+    for name in ("sum_of_q", "half_of_v"):
+        (folder / "student_programs" / f"{name}.py").write_text(PROGRAMS[name])
+    (folder / "student_programs" / "right.py").write_text((folder / "reference.py").read_text())
+    toml = folder / "exercise.toml"
+    toml.write_text(toml.read_text() + table)
+    problems = self_check(harness, load_exercise_info(folder), (4,))
+    assert problems == [
+        "student program right scored full marks (seed 4)"], problems
+    table = table.replace('"0.5 veces"', '"la mitad exacta"')
+    toml.write_text(toml.read_text().split("[student_programs")[0]
+                    + table.split("[student_programs.right]")[0])
+    (problem,) = self_check(harness, load_exercise_info(folder), (4,))
+    assert problem.startswith("student program half_of_v: no grad-scaled diagnostic says "
+                              "“la mitad exacta” in es (seed 4); it says: ")
 
 def test_the_reference_passes_the_visible_checks_without_a_reference(harness, catalogue):
     info = catalogue["autograd-q"]

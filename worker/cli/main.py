@@ -22,9 +22,10 @@ import click
 from hpcgrade.summary import summary
 from server.core.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
                               load_exercise_info)
+from worker.cli.self_check import self_check
 from worker.harness import spool
 from worker.harness.jobs import Job
-from worker.harness.report import Report, codes
+from worker.harness.report import Report
 from worker.harness.runner import HarnessFailed, HarnessProcess
 
 LANGS = click.Choice(["en", "es"])
@@ -211,7 +212,9 @@ def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...],
                     course_slug: str | None) -> None:
     """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
     with its code; a known wrong program must be named, and lose the same points on every seed),
-    and each forged variant (must score no more than the mutant it forges)."""
+    each forged variant (must score no more than the mutant it forges) and each student program
+    (must lose the same points on every seed, with its code and a diagnostic that names its
+    mistake)."""
     # not at import: `hpcgrade grade` stays light
     from worker.cli.admin import catalogue
     from worker.cli.courses import course_exercises
@@ -227,71 +230,10 @@ def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...],
                 click.echo(f"FAIL {info.slug}: {problem}")
             click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} (reference + "
                        f"{len(info.mutants)} mutants, {len(info.wrong_programs)} known wrong "
-                       f"programs, {len(info.forged)} forged variants, {len(seeds) or 3} seeds)")
+                       f"programs, {len(info.forged)} forged variants, "
+                       f"{len(info.student_programs)} student programs, {len(seeds) or 3} seeds)")
             problems += len(found)
     if problems:
         raise click.ClickException(f"{problems} problem(s)")
 
-
-def self_check(harness: HarnessProcess, info: ExerciseInfo,
-               seeds: tuple[int | None, ...]) -> list[str]:
-    """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
-    problems = []
-    scores: dict[str, set[float]] = {}
-    for seed in seeds:
-        for visible in (False, True):
-            report = harness.report_for(info.job(info.path / "reference.py", seed=seed,
-                                                 visible=visible)).to_dict()
-            if report.get("status") != "graded" or report["score"] != report["max_score"]:
-                failing = [c["name"] + ": " + c["message"] for c in report.get("checks", [])
-                           if not c["passed"]]
-                problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}"
-                                f"{' on the visible checks' if visible else ''} (seed "
-                                f"{report.get('seed')}): {report.get('error') or failing}")
-        by_seed = {}
-        for name, code in info.mutants.items():
-            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
-                                                 seed=seed)).to_dict()
-            problems += _mutant_problems(info, name, code, report)
-            scores.setdefault(name, set()).add(report.get("score"))
-            by_seed[name] = report
-        for name, mutant in info.forged.items():  # on the seed its mutant was graded on
-            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
-                                                 seed=by_seed[mutant].get("seed", seed))).to_dict()
-            problems += _forged_problems(name, mutant, report, by_seed[mutant])
-    problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
-                 "different seeds: give its checks fixed cases it cannot pass by chance"
-                 for name in info.wrong_programs if len(scores[name]) > 1]
-    return problems
-
-
-def _forged_problems(name: str, mutant: str, report: dict, mutant_report: dict) -> list[str]:
-    """A forged variant (the mutant plus code that rewrites, in its own process, what the harness
-    reports) must score no more than the mutant: no point may rest on what the student's process
-    says about itself."""
-    seed = f"(seed {report.get('seed')})"
-    if report.get("status") != "graded":
-        return [f"forged variant {name}: grader error {report.get('error')} {seed}"]
-    if mutant_report.get("status") == "graded" and report["score"] > mutant_report["score"]:
-        gained = sorted({c["name"] for c in report["checks"] if c["passed"]}
-                        - {c["name"] for c in mutant_report["checks"] if c["passed"]})
-        return [f"forged variant {name} scored {report['score']}, more than its mutant {mutant} "
-                f"({mutant_report['score']}) {seed}: {', '.join(gained)} rest on a claim"]
-    return []
-
-
-def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> list[str]:
-    seed = f"(seed {report.get('seed')})"
-    if report.get("status") != "graded":
-        return [f"mutant {name}: grader error {report.get('error')} {seed}"]
-    if report["score"] >= report["max_score"]:
-        return [f"mutant {name} scored full marks {seed}"]
-    found = codes(report)
-    if code not in found:
-        return [f"mutant {name} lost points but with {sorted(found)}, not {code} {seed}"]
-    named = {d["details"].get("wrong_program") for c in report["checks"] for d in c["diagnostics"]}
-    if name in info.wrong_programs and name not in named:
-        return [f"known wrong program {name} was not recognised {seed}: "
-                f"{sorted(n for n in named if n) or 'no wrong program'} named"]
-    return []
 

@@ -1,0 +1,109 @@
+"""`hpcgrade exercise check`: what is wrong with an exercise, found by grading its own programs.
+
+The reference must score full marks; each mutant must lose points with its code; a known wrong
+program must be named and lose the same points on every seed; a forged variant must score no
+more than the mutant it forges; and each student program (a wrong program written from the
+statement alone, as students write them) must lose the same points on every seed, with its code
+and a diagnostic that says, in each language, the words that name its mistake.
+"""
+from __future__ import annotations
+
+from server.core.catalogue import ExerciseInfo
+from worker.harness.codes import LANGUAGES
+from worker.harness.report import codes
+from worker.harness.runner import HarnessProcess
+
+
+def self_check(harness: HarnessProcess, info: ExerciseInfo,
+               seeds: tuple[int | None, ...]) -> list[str]:
+    """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
+    problems = []
+    scores: dict[str, set[float]] = {}
+    for seed in seeds:
+        for visible in (False, True):
+            report = harness.report_for(info.job(info.path / "reference.py", seed=seed,
+                                                 visible=visible)).to_dict()
+            if report.get("status") != "graded" or report["score"] != report["max_score"]:
+                failing = [c["name"] + ": " + c["message"] for c in report.get("checks", [])
+                           if not c["passed"]]
+                problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}"
+                                f"{' on the visible checks' if visible else ''} (seed "
+                                f"{report.get('seed')}): {report.get('error') or failing}")
+        by_seed = {}
+        for name, code in info.mutants.items():
+            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
+                                                 seed=seed)).to_dict()
+            problems += _mutant_problems(info, name, code, report)
+            scores.setdefault(name, set()).add(report.get("score"))
+            by_seed[name] = report
+        for name, mutant in info.forged.items():  # on the seed its mutant was graded on
+            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
+                                                 seed=by_seed[mutant].get("seed", seed))).to_dict()
+            problems += _forged_problems(name, mutant, report, by_seed[mutant])
+        for name, expected in info.student_programs.items():
+            report = harness.report_for(info.job(info.path / "student_programs" / f"{name}.py",
+                                                 seed=seed)).to_dict()
+            problems += _student_program_problems(name, expected, report)
+            scores.setdefault(name, set()).add(report.get("score"))
+    problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
+                 "different seeds: give its checks fixed cases it cannot pass by chance"
+                 for name in info.wrong_programs if len(scores[name]) > 1]
+    problems += [f"student program {name} scored {sorted(map(str, scores[name]))} on different "
+                 "seeds: give the checks fixed cases for each kind of input the statement allows"
+                 for name in info.student_programs if len(scores[name]) > 1]
+    return problems
+
+
+def _forged_problems(name: str, mutant: str, report: dict, mutant_report: dict) -> list[str]:
+    """A forged variant (the mutant plus code that rewrites, in its own process, what the harness
+    reports) must score no more than the mutant: no point may rest on what the student's process
+    says about itself."""
+    seed = f"(seed {report.get('seed')})"
+    if report.get("status") != "graded":
+        return [f"forged variant {name}: grader error {report.get('error')} {seed}"]
+    if mutant_report.get("status") == "graded" and report["score"] > mutant_report["score"]:
+        gained = sorted({c["name"] for c in report["checks"] if c["passed"]}
+                        - {c["name"] for c in mutant_report["checks"] if c["passed"]})
+        return [f"forged variant {name} scored {report['score']}, more than its mutant {mutant} "
+                f"({mutant_report['score']}) {seed}: {', '.join(gained)} rest on a claim"]
+    return []
+
+
+def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> list[str]:
+    seed = f"(seed {report.get('seed')})"
+    if report.get("status") != "graded":
+        return [f"mutant {name}: grader error {report.get('error')} {seed}"]
+    if report["score"] >= report["max_score"]:
+        return [f"mutant {name} scored full marks {seed}"]
+    found = codes(report)
+    if code not in found:
+        return [f"mutant {name} lost points but with {sorted(found)}, not {code} {seed}"]
+    named = {d["details"].get("wrong_program") for c in report["checks"] for d in c["diagnostics"]}
+    if name in info.wrong_programs and name not in named:
+        return [f"known wrong program {name} was not recognised {seed}: "
+                f"{sorted(n for n in named if n) or 'no wrong program'} named"]
+    return []
+
+
+def _student_program_problems(name: str, expected: dict, report: dict) -> list[str]:
+    seed = f"(seed {report.get('seed')})"
+    if report.get("status") != "graded":
+        return [f"student program {name}: grader error {report.get('error')} {seed}"]
+    if report["score"] >= report["max_score"]:
+        return [f"student program {name} scored full marks {seed}"]
+    found = codes(report)
+    if expected["code"] not in found:
+        return [f"student program {name} lost points but with {sorted(found)}, not "
+                f"{expected['code']} {seed}"]
+    said = [d for c in report["checks"] for d in c["diagnostics"] if d["code"] == expected["code"]]
+    said += [n for n in report.get("notes", []) if n.get("code") == expected["code"]]
+    return [f"student program {name}: no {expected['code']} diagnostic says "
+            f"“{expected['names'][lang]}” in {lang} {seed}; it says: "
+            + " / ".join(sorted({d["translations"][lang]["message"] + " " +
+                                 d["translations"][lang]["hint"] for d in said if "translations" in d}))
+            for lang in LANGUAGES if not any(_says(d, lang, expected["names"][lang]) for d in said)]
+
+
+def _says(diagnostic: dict, lang: str, words: str) -> bool:
+    text = diagnostic.get("translations", {}).get(lang, {})
+    return words.lower() in f"{text.get('message', '')} {text.get('hint', '')}".lower()
