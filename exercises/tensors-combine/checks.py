@@ -56,11 +56,59 @@ def _expect_like(got: object, expected: torch.Tensor, what: str | dict, hint: di
     expect_close(got, expected.cpu(), what, hint=hint)
 
 
+def _pair_hint(name: str, a: torch.Tensor, b: torch.Tensor, got: object) -> dict | None:
+    """What the result is, where the grader can tell from its shape and values alone."""
+    if not isinstance(got, RemoteTensor) or a.shape != b.shape:
+        return None
+    if a.dim() == 2 and got.shape == (2, *a.shape) \
+            and torch.equal(got.value, torch.stack((a, b)).cpu()):
+        side = {"stack_rows": ("below", "debajo de"), "stack_cols": ("to the right of",
+                                                                      "a la derecha de")}[name]
+        return {"en": f"Your result {list(got.shape)} holds `a` and `b` whole along a new "
+                      "dimension in front, as `torch.stack` gives: for matrices "
+                      f"`{name}` adds no dimension, it puts `b` {side[0]} `a`.",
+                "es": f"Tu resultado {list(got.shape)} contiene `a` y `b` enteros a lo largo de "
+                      "una dimensión nueva delante, como da `torch.stack`: con matrices "
+                      f"`{name}` no añade ninguna dimensión, pone `b` {side[1]} `a`."}
+    return None
+
+
 def _pair(ctx: Context, name: str, a: torch.Tensor, b: torch.Tensor, hint: dict) -> None:
     a, b = ctx.on_device(a), ctx.on_device(b)
     expected = getattr(ctx.reference, name)(a.clone(), b.clone())
     what = f"`{name}(a, b)` (a: {list(a.shape)}, b: {list(b.shape)})"
-    _expect_like(call(ctx, name, *ctx.student.put((a, b))), expected, what, hint)
+    try:
+        got = call(ctx, name, *ctx.student.put((a, b)))
+    except Fail as fail:
+        first = fail.diagnostics[0]
+        error = str(first.details.get("error", ""))
+        if first.code == "exception" and a.dim() == 1 and b.dim() == 1 \
+                and "Dimension out of range" in error:
+            # the inputs' rank is the grader's; the error text only chooses the words
+            raise Fail(Diagnostic(first.code, dict(first.details, hint={
+                "en": f"Here `a` and `b` are 1-D, and 1-D tensors have no dimension 1 (only 0, "
+                      f"or -1): your code asked for one they do not have. `{name}` must take "
+                      "1-D tensors as well as matrices (`torch."
+                      f"{'vstack' if name == 'stack_rows' else 'hstack'}` does both).",
+                "es": f"Aquí `a` y `b` son 1-D, y los tensores 1-D no tienen dimensión 1 (solo la "
+                      f"0, o la -1): tu código pidió una que no tienen. `{name}` debe aceptar "
+                      "tensores 1-D además de matrices (`torch."
+                      f"{'vstack' if name == 'stack_rows' else 'hstack'}` hace ambas cosas)."}))) \
+                from None
+        if first.code == "exception" and a.shape != b.shape \
+                and "stack expects each tensor to be equal size" in error:
+            raise Fail(Diagnostic(first.code, dict(first.details, hint={
+                "en": f"`torch.stack` joins tensors of one shape along a new dimension, and here "
+                      f"`a` is {list(a.shape)} and `b` {list(b.shape)}: `{name}` adds no "
+                      "dimension to matrices, it joins them along an existing one (as `torch."
+                      f"{'vstack' if name == 'stack_rows' else 'hstack'}` does).",
+                "es": f"`torch.stack` une tensores de una misma forma a lo largo de una dimensión "
+                      f"nueva, y aquí `a` es {list(a.shape)} y `b` {list(b.shape)}: `{name}` no "
+                      "añade ninguna dimensión a las matrices, las une a lo largo de una que ya "
+                      f"tienen (como hace `torch.{'vstack' if name == 'stack_rows' else 'hstack'}`)."
+            }))) from None
+        raise
+    _expect_like(got, expected, what, _pair_hint(name, a, b, got) or hint)
 
 
 @check("stack-rows", points=1.5, uses="stack_rows", en="stack_rows of two matrices or two vectors",
@@ -93,6 +141,25 @@ def stack_sizes(ctx: Context) -> None:
         _pair(ctx, "stack_cols", ctx.randn(length_a), ctx.randn(length_b), COLS_HINT)
 
 
+def _batches_hint(got: object, expected: tuple, rows: int, size: int) -> dict | None:
+    """The right pieces with an empty one after them: said only when the grader sees exactly
+    that (every expected piece equal, then one of 0 rows)."""
+    if not isinstance(got, (tuple, list)) or len(got) != len(expected) + 1:
+        return None
+    if not all(isinstance(p, RemoteTensor) for p in got):
+        return None
+    same = all(p.shape == tuple(w.shape) and torch.equal(p.value, w.cpu())
+               for p, w in zip(got, expected))
+    if not same or got[-1].shape[:1] != (0,):
+        return None
+    return {"en": f"Your first {len(expected)} pieces are right, but after them comes an empty "
+                  f"last piece (0 rows): {size} divides the {rows} rows, so there are no rows "
+                  f"left over and no piece after the {len(expected)} full ones.",
+            "es": f"Tus primeros {len(expected)} trozos son correctos, pero tras ellos viene un "
+                  f"último trozo vacío (0 filas): {size} divide las {rows} filas, así que no "
+                  f"sobra ninguna y no hay trozo después de los {len(expected)} completos."}
+
+
 @check("batches", points=2, uses="batches",
        en="batches: pieces of `size` rows, the last one smaller",
        es="batches: trozos de `size` filas, el último más pequeño")
@@ -108,9 +175,27 @@ def batches(ctx: Context) -> None:
             count = f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""
             raise Fail(Diagnostic("output-mismatch", {
                 "what": what, "got_type": _kind(got) + count,
-                "expected_type": f"tuple of {len(expected)} tensors", "hint": BATCHES_HINT}))
+                "expected_type": f"tuple of {len(expected)} tensors",
+                "hint": _batches_hint(got, expected, shape[0], size) or BATCHES_HINT}))
         for i, (piece, want) in enumerate(zip(got, expected)):
             _expect_like(piece, want, f"`batches(x, {size})[{i}]` (x: {list(shape)})", BATCHES_HINT)
+
+
+def _chunks_hint(n: int, k: int, got: int) -> dict | None:
+    """The count of full pieces only (the left-over elements not counted): said only when the
+    value is exactly that."""
+    size = -(-n // k)
+    if n % size and got == n // size:
+        left = n % size
+        rest_en = "the element left over makes" if left == 1 else \
+            f"the {left} elements left over make"
+        rest_es = "el elemento que sobra forma" if left == 1 else \
+            f"los {left} elementos que sobran forman"
+        return {"en": f"Your {got} is the number of full pieces of ⌈n/k⌉ = {size} elements; "
+                      f"{rest_en} one more, shorter, piece: {got + 1}.",
+                "es": f"Tu {got} es el número de trozos completos de ⌈n/k⌉ = {size} elementos; "
+                      f"{rest_es} un trozo más, más corto: {got + 1}."}
+    return None
 
 
 @check("n-chunks", points=2, uses="n_chunks", en="n_chunks(n, k): the number of pieces of chunk(k)",
@@ -128,7 +213,7 @@ def n_chunks(ctx: Context) -> None:
                 "what": what, "got": got, "expected": expected, "worst_index": [],
                 "max_abs_error": abs(got - expected),
                 "max_rel_error": abs(got - expected) / expected,
-                "hint": CHUNKS_HINT}))
+                "hint": _chunks_hint(n, k, got) or CHUNKS_HINT}))
 
 
 @check("nonzero-positions", points=2, uses="nonzero_positions",
@@ -136,11 +221,29 @@ def n_chunks(ctx: Context) -> None:
        es="nonzero_positions: una fila de índices por elemento no nulo")
 def nonzero_positions(ctx: Context) -> None:
     # three non-zeros in a matrix and two in a vector: never as many as dimensions
-    fixed = [torch.tensor([[0.0, 3.0, 0.0], [1.0, 0.0, 2.0]]), torch.tensor([0, 5, 0, 0, 7])]
+    # and a 3-D one with negative values (each rank the statement names, and both signs)
+    fixed = [torch.tensor([[0.0, 3.0, 0.0], [1.0, 0.0, 2.0]]), torch.tensor([0, 5, 0, 0, 7]),
+             torch.tensor([[[0.0, -1.0], [2.0, 0.0]], [[-3.0, 0.0], [0.0, 4.0]],
+                           [[0.0, 0.0], [-5.0, 6.0]]])]
     shape = [_size(ctx, 2, 5) for _ in range(_size(ctx, 1, 4))]
     for t in fixed + [ctx.randint(-2, 3, tuple(shape)).to(torch.float32)]:
         t = ctx.on_device(t)
         expected = ctx.reference.nonzero_positions(t.clone())
         what = f"`nonzero_positions(t)` (t: {list(t.shape)})"
-        _expect_like(call(ctx, "nonzero_positions", ctx.student.put(t)), expected, what,
-                     NONZERO_HINT)
+        got = call(ctx, "nonzero_positions", ctx.student.put(t))
+        _expect_like(got, expected, what, _nonzero_hint(t, got) or NONZERO_HINT)
+
+
+def _nonzero_hint(t: torch.Tensor, got: object) -> dict | None:
+    """The positions of the positive elements only: said only when the values are exactly
+    those (and `t` has negative ones)."""
+    if not isinstance(got, RemoteTensor) or not bool((t < 0).any()):
+        return None
+    positive = torch.argwhere(t > 0).cpu()
+    if got.shape != tuple(positive.shape) or not torch.equal(got.value, positive.to(got.dtype)):
+        return None
+    return {"en": "Your rows are the positions of the positive elements only, but negative "
+                  "elements are non-zero too: test `t != 0` (or use `torch.argwhere(t)`).",
+            "es": "Tus filas son las posiciones de los elementos positivos solamente, pero los "
+                  "elementos negativos también son distintos de cero: comprueba `t != 0` (o usa "
+                  "`torch.argwhere(t)`)."}

@@ -49,33 +49,81 @@ def _values(ctx: Context, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
 
 # --- from_data ---------------------------------------------------------------------------------
 
-def _from_data(ctx: Context, data: list) -> None:
+def _kind(data: list) -> dict:
+    """The class of input `data` is, in words: its depth, and what numbers it holds."""
+    flat = [v for row in data for v in row] if data and isinstance(data[0], list) else list(data)
+    nested = bool(data) and isinstance(data[0], list)
+    floats = [isinstance(v, float) for v in flat]
+    if not any(floats):
+        return ({"en": "list of lists of integers", "es": "lista de listas de enteros"} if nested
+                else {"en": "list of integers", "es": "lista de enteros"})
+    if all(floats):
+        return ({"en": "list of lists of floats", "es": "lista de listas de decimales"} if nested
+                else {"en": "list of floats", "es": "lista de decimales"})
+    return ({"en": "list of lists mixing integers and floats",
+             "es": "lista de listas que mezcla enteros y decimales"} if nested
+            else {"en": "list mixing integers and floats", "es": "lista que mezcla enteros y decimales"})
+
+
+def _dtype_hint(data: list, got: torch.dtype, expected: torch.dtype,
+                right: list[tuple[list, torch.dtype]]) -> dict:
+    """What differs, said precisely: the class of `data`, the dtype the student gave it, and the
+    classes of input (fixed cases of this check) where their dtype was right."""
+    kind = _kind(data)
+    got_s, exp_s = str(got).removeprefix("torch."), str(expected).removeprefix("torch.")
+    hint = {"en": f"For a {kind['en']} your tensor is {got_s}, but it must be {exp_s}",
+            "es": f"Para una {kind['es']} tu tensor es {got_s}, pero debe ser {exp_s}"}
+    kinds = []
+    for other, dtype in right:
+        k = _kind(other)
+        if k != kind and k not in kinds:
+            kinds.append(k)
+    if kinds:
+        hint["en"] += (", although your dtype was right for a " + " and for a ".join(
+            k["en"] for k in kinds) + ": the dtype depends on every value, at every depth, "
+            "not on the first element or on the rank.")
+        hint["es"] += (", aunque tu dtype era correcto para una " + " y para una ".join(
+            k["es"] for k in kinds) + ": el dtype depende de todos los valores, en todos los "
+            "niveles, no del primer elemento ni del rango.")
+    else:
+        hint["en"] += ". " + DTYPE_HINT["en"]
+        hint["es"] += ". " + DTYPE_HINT["es"]
+    return hint
+
+
+def _from_data(ctx: Context, data: list, right: list | None = None) -> None:
+    """`right`: the (data, dtype) cases of this check the student got right so far."""
     text = str(data)
     what = f"`from_data({text})`" if len(text) <= 40 else "`from_data(data)`"
     expected = ctx.reference.from_data(data)
     got = expect_tensor(call(ctx, "from_data", data), what, shape=expected.shape)
     if got.dtype != expected.dtype:
-        raise Fail(Diagnostic("dtype-mismatch", {"what": what, "got": str(got.dtype),
-                                                 "expected": str(expected.dtype),
-                                                 "hint": DTYPE_HINT}))
+        raise Fail(Diagnostic("dtype-mismatch", {
+            "what": what, "got": str(got.dtype), "expected": str(expected.dtype),
+            "hint": _dtype_hint(data, got.dtype, expected.dtype, right or [])}))
     expect_close(got, expected, what)
+    if right is not None:
+        right.append((data, expected.dtype))
 
 
 @check("from-data-integers", points=1, uses="from_data", en="from_data of lists of integers",
        es="from_data con listas de enteros")
 def from_data_integers(ctx: Context) -> None:
-    for data in ([3, 1, 4, 1, 5], [[1, -2], [3, 4], [0, 7]]):
-        _from_data(ctx, data)
-    _from_data(ctx, ctx.randint(-50, 50, tuple(_shape(ctx))).tolist())
+    right: list = []
+    for data in ([3, 1, 4, 1, 5], [[1, -2], [3, 4], [0, 7]]):  # 1-D, 2-D
+        _from_data(ctx, data, right)
+    _from_data(ctx, ctx.randint(-50, 50, tuple(_shape(ctx))).tolist(), right)
 
 
 @check("from-data-floats", points=1, uses="from_data", en="from_data of lists with floats",
        es="from_data con listas con decimales")
 def from_data_floats(ctx: Context) -> None:
-    for data in ([0.5, -1.25, 3.0], [[1, 2.5], [-3, 4]]):
-        _from_data(ctx, data)
+    # 1-D floats; 2-D mixing integers and floats; 1-D mixing, its first element an integer
+    right: list = []
+    for data in ([0.5, -1.25, 3.0], [[1, 2.5], [-3, 4]], [2, -0.5, 1.5]):
+        _from_data(ctx, data, right)
     rows = ctx.randn(int(ctx.randint(1, 6, ())), 3).tolist()
-    _from_data(ctx, [[round(v, 3) for v in row] for row in rows])
+    _from_data(ctx, [[round(v, 3) for v in row] for row in rows], right)
 
 
 # --- from_numpy_shared -------------------------------------------------------------------------
@@ -97,8 +145,23 @@ def _from_numpy(ctx: Context, arr: np.ndarray) -> tuple[np.ndarray, torch.Tensor
     ref_arr = arr.copy()
     expected = ctx.reference.from_numpy_shared(ref_arr)
     sent = ctx.student.put(arr.copy())
-    got = expect_tensor(call(ctx, "from_numpy_shared", sent), NUMPY_WHAT, shape=expected.shape,
-                        dtype=expected.dtype)
+    got = expect_tensor(call(ctx, "from_numpy_shared", sent), NUMPY_WHAT, shape=expected.shape)
+    if got.dtype != expected.dtype:
+        details = {"what": NUMPY_WHAT, "got": str(got.dtype), "expected": str(expected.dtype)}
+        if torch.equal(got.value, expected.to(got.dtype)):
+            # the array's values, in another dtype: a conversion, which also copies
+            got_s = str(got.dtype).removeprefix("torch.")
+            arr_s = str(arr.dtype)
+            details["hint"] = {
+                "en": f"Your tensor holds the values of the {arr_s} array converted to {got_s} "
+                      f"(as `.to(torch.{got_s})`, `dtype=` or a conversion method make): keep the "
+                      "array's dtype; a conversion also copies, so the tensor would no longer "
+                      "share the array's memory.",
+                "es": f"Tu tensor contiene los valores del array {arr_s} convertidos a {got_s} "
+                      f"(como hacen `.to(torch.{got_s})`, `dtype=` o un método de conversión): "
+                      "conserva el dtype del array; una conversión además copia, así que el "
+                      "tensor ya no compartiría la memoria del array."}
+        raise Fail(Diagnostic("dtype-mismatch", details))
     expect_close(got, expected, NUMPY_WHAT)
     return ref_arr, expected, sent, got
 
@@ -137,10 +200,35 @@ def _ones(ctx: Context, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Re
     x_ref = ctx.on_device(x.clone())
     expected = ctx.reference.ones_like_float(x_ref)
     sent = ctx.student.put(ctx.on_device(x))
-    got = expect_tensor(call(ctx, "ones_like_float", sent), ONES_WHAT, shape=expected.shape,
-                        dtype=expected.dtype, device=expected.device)
+    got = expect_tensor(call(ctx, "ones_like_float", sent), ONES_WHAT)
+    if got.shape != tuple(expected.shape):
+        raise Fail(Diagnostic("shape-mismatch", {"what": ONES_WHAT, "got": list(got.shape),
+                                                 "expected": list(expected.shape),
+                                                 "hint": _shape_hint(got.shape, x.shape)}))
+    expect_tensor(got, ONES_WHAT, dtype=expected.dtype, device=expected.device)
     expect_close(got, expected.cpu(), ONES_WHAT)
     return x_ref, expected, sent, got
+
+
+def _shape_hint(got: tuple, shape: torch.Size) -> dict:
+    """What the wrong shape is, in terms of `x`'s: its first dimension only (as `len(x)` gives),
+    its number of elements, or else just that it must be `x.shape`."""
+    got, shape = tuple(got), tuple(shape)
+    if len(shape) > 1 and got == shape[:1]:
+        return {"en": f"Your shape {list(got)} is only `x`'s first dimension, as `len(x)` gives "
+                      f"(the number of rows): the result needs all of `x.shape`, {list(shape)}.",
+                "es": f"Tu forma {list(got)} es solo la primera dimensión de `x`, la que da "
+                      f"`len(x)` (el número de filas): el resultado necesita todo `x.shape`, "
+                      f"{list(shape)}."}
+    if len(shape) != 1 and got == (int(torch.Size(shape).numel()),):
+        return {"en": f"Your shape {list(got)} is `x`'s number of elements (`x.numel()`) in one "
+                      f"dimension: the result needs `x.shape`, {list(shape)}.",
+                "es": f"Tu forma {list(got)} es el número de elementos de `x` (`x.numel()`) en "
+                      f"una sola dimensión: el resultado necesita `x.shape`, {list(shape)}."}
+    return {"en": f"The result must have `x`'s shape, {list(shape)}: pass `x.shape` (or use a "
+                  "`*_like` function).",
+            "es": f"El resultado debe tener la forma de `x`, {list(shape)}: pasa `x.shape` (o usa "
+                  "una función `*_like`)."}
 
 
 @check("ones-like-float", points=2, uses="ones_like_float",
@@ -182,6 +270,22 @@ def _type_name(value: object) -> str:
     return "torch.dtype" if isinstance(value, torch.dtype) else type(value).__name__
 
 
+def _type_hint(got: object, expected: object) -> dict:
+    """The entry's value in the wrong type, when the grader can tell which: the dtype's name
+    (`str(t.dtype)`), the shape as a list; else the general hint."""
+    if isinstance(expected, torch.dtype) and isinstance(got, str) and got == str(expected):
+        return {"en": f"You returned the dtype's name as a string ({got!r}, as `str(t.dtype)` "
+                      "gives): return `t.dtype` itself, a `torch.dtype`.",
+                "es": f"Devolviste el nombre del dtype como cadena ({got!r}, lo que da "
+                      "`str(t.dtype)`): devuelve el propio `t.dtype`, un `torch.dtype`."}
+    if isinstance(expected, tuple) and isinstance(got, list) and tuple(got) == expected:
+        return {"en": "The shape has the right sizes but is a list: return it as a tuple "
+                      "(`tuple(t.shape)`).",
+                "es": "La forma tiene los tamaños correctos pero es una lista: devuélvela como "
+                      "tupla (`tuple(t.shape)`)."}
+    return DESCRIBE_HINT
+
+
 def _expect_part(got: object, expected: object, what: dict) -> None:
     """One entry of describe's tuple: the same type as the reference's, then the same value."""
     if _type_name(got) != _type_name(expected):
@@ -189,7 +293,7 @@ def _expect_part(got: object, expected: object, what: dict) -> None:
         raise Fail(Diagnostic("output-mismatch", {"what": what,
                                                   "got_type": _type_name(got) + shown,
                                                   "expected_type": _type_name(expected),
-                                                  "hint": DESCRIBE_HINT}))
+                                                  "hint": _type_hint(got, expected)}))
     if got != expected:
         raise Fail(Diagnostic("output-mismatch", {"what": what, "got": repr(got)[:80],
                                                   "expected": repr(expected), "worst_index": [],
