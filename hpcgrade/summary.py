@@ -10,7 +10,7 @@ import gettext
 import re
 from pathlib import Path
 
-from worker.harness.report import LOAD_ERROR
+from worker.harness.report import ADVICE, LOAD_ERROR
 
 from server.core.inline_markdown import CONTROL, to_terminal
 
@@ -108,6 +108,8 @@ class _Text:
                 lines.append("  " + self._("Note: %(place)s raised %(error)s") % {
                     "place": self.where(note["cell"], line, with_file=False),
                     "error": self.plain(f"{note['type']}: {note['message']}")})
+            elif note.get("kind") == ADVICE:
+                lines.append("  " + self._("Advice, not graded:") + " " + self.md(note["message"]))
             elif note.get("kind") == "empty":
                 lines.append("  " + self._("Note: the file is empty"))
             elif note.get("kind") == "neutralised":

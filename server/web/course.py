@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import ColumnElement, Row, Select, Text, cast, func, select
 from sqlalchemy.orm import Session
 
+from worker.harness.codes import said_elsewhere
 from worker.harness.report import LOAD_ERROR
 
 from server.core.grades import DONE_RUN, Grade, maximum_points
@@ -275,7 +276,7 @@ def diagnosed_submissions(session: Session, course_id: int, exercise_id: int, co
               if note["code"] == code),
             # a later check's "the same mistake as in …" adds nothing to the first's words
             *((row[:5], row.message, row.translations) for row in session.execute(checks)
-              if "same_as" not in (row.details or {}))]
+              if not said_elsewhere(row.details or {}))]
     said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
     found: dict[int, DiagnosedSubmission] = {}
     for (user, submission_id, at, score, max_score), message, translations in said:

@@ -10,6 +10,7 @@ from flask_babel import get_locale, gettext as _
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, selectinload
 
+from worker.harness.report import ADVICE, LOAD_ERROR
 from worker.harness.submission import Unreadable, read
 
 from server.core.config import app_settings
@@ -152,8 +153,10 @@ def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict
 
 
 def _localised(note: dict, lang: str) -> dict:
-    """A note in the reader's language: a load error carries its text in each (the harness's)."""
-    texts = (note.get("translations") or {}).get(lang) if note.get("kind") == "load-error" else None
+    """A note in the reader's language: a load error and advice carry their text in each (the
+    harness's)."""
+    texts = (note.get("translations") or {}).get(lang) if note.get("kind") in (
+        LOAD_ERROR, ADVICE) else None
     return dict(note, **texts) if texts else note
 
 

@@ -278,7 +278,8 @@ def test_an_output_built_with_item_is_reported_as_detached(grade):
     found = _diagnostics(grade("autograd-q", _mutant("autograd-q", "item_per_element"), seed=0))
     assert found["grad-a"]["code"] == "detached-output"
     assert "is not connected to the autograd graph" in found["grad-a"]["message"]
-    assert "`.item()`" in found["grad-a"]["hint"]
+    assert found["grad-a"]["hint"].startswith("Your code leaves the graph here: line ")
+    assert ".item()`: a Python number has no graph" in found["grad-a"]["hint"]
 
 
 IN_PLACE = """import torch
@@ -365,3 +366,78 @@ def test_an_error_in_a_backward_the_check_calls_names_the_line_that_made_the_ten
     (modified,) = [d for c in report["checks"] for d in c["diagnostics"]]
     assert modified["code"] == "inplace-modified"
     assert (modified["details"]["file"], modified["details"]["line"]) == ("submission.py", 2)
+
+
+def test_a_gradient_of_wrong_values_points_at_the_values_not_at_a_mistake_of_its_own(grade):
+    """A student's wrong program: the convolution sums the first channel only. Its values are
+    wrong, and so, because of them, are both gradients: those say so, and point at the values."""
+    report = grade("conv2d-einsum", '''import torch
+
+
+def conv2d(input, filter):
+    kh, kw = filter.shape[-2:]
+    windows = input[:, :1].unfold(2, kh, 1).unfold(3, kw, 1)
+    return torch.einsum("bchwij,ocij->bohw", windows, filter[:, :1])
+''', seed=3)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["values-fixed"]["diagnostics"][0]["code"] == "output-mismatch"
+    values = checks["values-fixed"]["title"]
+    for name, what in (("grad-input", "`input.grad`"), ("grad-filter", "`filter.grad`")):
+        (gradient,) = checks[name]["diagnostics"]
+        assert gradient["code"] == "grad-mismatch" and checks[name]["points"] == 0
+        assert gradient["message"] == (f"{what} is wrong too, most likely because the values it "
+                                       f"is the gradient of are wrong: see “{values}”.")
+        assert gradient["hint"].startswith("Fix the values there first")
+        spanish = gradient["translations"]["es"]
+        assert spanish["message"].startswith(f"{what} también es incorrecto") and "«" in spanish["message"]
+        assert "wrong_program" not in gradient["details"]
+
+
+@pytest.mark.parametrize("source, line, code, en, es", [
+    ("""import torch
+
+
+def q_grads(a, b, v):
+    with torch.no_grad():
+        Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+""", 5, "with torch.no_grad()", "nothing computed under it is recorded in the graph",
+     "nada de lo que se calcula dentro queda en el grafo"),
+    ("""import torch
+
+
+def q_of(a, b):
+    return (3 * a**3 - b**2).detach()
+
+
+def q_grads(a, b, v):
+    Q = q_of(a, b)
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+""", 5, "(3 * a ** 3 - b ** 2).detach()", "it returns a tensor cut off from the graph",
+     "devuelve un tensor separado del grafo"),
+])
+def test_a_detached_output_names_the_way_out_the_source_takes(grade, source, line, code, en, es):
+    """Students' wrong programs: the output computed under torch.no_grad(), or by a helper that
+    detaches it. The grader reads the source and says which way out it took, and where."""
+    report = grade("autograd-q", source)
+    first = report["checks"][0]["diagnostics"][0]
+    assert first["code"] == "detached-output" and report["score"] == 0
+    assert first["hint"].startswith(f"Your code leaves the graph here: line {line}, `{code}`: {en}")
+    assert first["translations"]["es"]["hint"].startswith(
+        f"Tu código sale del grafo aquí: línea {line}, `{code}`: {es}")
+
+
+def test_a_detached_output_with_no_way_out_in_the_source_lists_them_all_no_grad_included(grade):
+    report = grade("autograd-q", """import torch
+
+
+def q_grads(a, b, v):
+    Q = a.new_tensor(3 * a**3 - b**2)
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+""")
+    first = report["checks"][0]["diagnostics"][0]
+    assert first["code"] == "detached-output" and "`torch.no_grad()`" in first["hint"]
+    assert "`torch.no_grad()`" in first["translations"]["es"]["hint"]

@@ -26,7 +26,7 @@ PROGRAMS = {
 def _exercise(tmp_path, table: str):
     folder = tmp_path / "autograd-q"
     shutil.copytree(default_root() / "autograd-q", folder,
-                    ignore=shutil.ignore_patterns("mutants", "__pycache__"))
+                    ignore=shutil.ignore_patterns("mutants", "student_programs", "__pycache__"))
     (folder / "mutants").mkdir()
     for name, code in PROGRAMS.items():
         (folder / "mutants" / f"{name}.py").write_text(code)

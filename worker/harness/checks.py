@@ -48,6 +48,24 @@ def check(name: str, *, points: float, uses: tuple[str, ...] | str, en: str, es:
     return register
 
 
+@dataclass(frozen=True)
+class AdviceSpec:
+    """Advice, not graded: a look at how a submission works, once its checks are graded, in the
+    second look's process. Its function returns what to tell the student ({"en", "es"}) or None."""
+    name: str
+    uses: tuple[str, ...]
+    function: Callable[["Context"], dict | None]
+
+
+def advice(name: str, *, uses: tuple[str, ...] | str):
+    """Declare advice: its stable name and the student functions it calls."""
+    def register(function: Callable[["Context"], dict | None]) -> Callable[["Context"], dict | None]:
+        function.hpcgrade_advice = AdviceSpec(name, (uses,) if isinstance(uses, str)
+                                              else tuple(uses), function)
+        return function
+    return register
+
+
 # how many levels of folders files_left and clear_files walk below the scratch: a folder deeper
 # is something left (reported like an unreadable one), and clear_files leaves it
 MAX_SCRATCH_DEPTH = 32

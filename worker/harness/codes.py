@@ -66,9 +66,9 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "Crea los tensores nuevos en el dispositivo de la entrada (`device=x.device`) en lugar de en la CPU, que es el dispositivo por defecto."),
     "detached-output": (
         "{what} is not connected to the autograd graph (no grad_fn).",
-        "Do not use `.item()`, `.numpy()`, `torch.tensor(x)`, `.detach()` or `.data` on values you differentiate: keep them as tensor operations.",
+        "Nothing computed under `torch.no_grad()` (or `torch.inference_mode()`), nor through `.detach()`, `.data`, `.item()`, `.numpy()` or `torch.tensor(x)`, is recorded in the graph: compute the values you differentiate with tensor operations, outside those blocks.",
         "{what} no está conectado al grafo de autograd (no tiene grad_fn).",
-        "No uses `.item()`, `.numpy()`, `torch.tensor(x)`, `.detach()` ni `.data` con los valores que hay que derivar: haz todo el cálculo con operaciones de tensores."),
+        "Nada de lo que se calcula bajo `torch.no_grad()` (o `torch.inference_mode()`), ni a través de `.detach()`, `.data`, `.item()`, `.numpy()` o `torch.tensor(x)`, queda en el grafo: calcula los valores que hay que derivar con operaciones de tensores, fuera de esos bloques."),
     "grad-none": (
         "{what} is None: no gradient reached it.",
         "Make sure the tensor requires grad, is used in the computation, and that `backward()` runs before you read `.grad` (intermediates need `retain_grad()`).",
@@ -81,9 +81,9 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "Deriva a mano el gradiente de un elemento y compáralo; comprueba sobre qué tensor llamas a `backward` y con qué `gradient=`."),
     "grad-scaled": (
         "{what} is {factor:.4g} times the expected gradient.",
-        "The loss is probably not averaged, or not divided by the number of accumulation steps (or only part of it reached the gradient).",
+        "Every element is off by this same factor, so the direction is right: look for a constant that multiplies or divides what reaches the gradient (a mean where a sum is meant or the reverse, a division by another count, a scaled `gradient=`).",
         "{what} es {factor:.4g} veces el gradiente esperado.",
-        "Probablemente la pérdida no se promedia o no se divide entre el número de pasos de acumulación (o solo una parte de ella llega al gradiente)."),
+        "Todos los elementos difieren en este mismo factor, así que la dirección es correcta: busca una constante que multiplique o divida lo que llega al gradiente (una media donde va una suma o al revés, una división entre otra cantidad, un `gradient=` escalado)."),
     "grad-accumulated": (
         "{what} is {factor:g} times the expected gradient: gradients from earlier steps were added to it.",
         "`.grad` accumulates across `backward()` calls: clear it once it has been used (`optimizer.zero_grad()` after each step, or `w.grad = None` after a manual update).",
@@ -249,12 +249,15 @@ SAME_DTYPE = {
 BACKWARD_ON = {"en": "the tensor that `backward()` ran on in {what}",
                "es": "el tensor sobre el que se ejecutó `backward()` en {what}"}
 DETACHED_BACKWARD = {
-    "en": "Either the computation left the graph (`.item()`, `.numpy()`, `torch.tensor(...)`, "
-          "`.detach()`, `.data`): keep it in tensor operations; or none of its inputs requires "
-          "grad (frozen parameters, `requires_grad=False`).",
-    "es": "O bien el cálculo salió del grafo (`.item()`, `.numpy()`, `torch.tensor(...)`, "
-          "`.detach()`, `.data`): hazlo todo con operaciones de tensores; o bien ninguna de sus "
-          "entradas requiere gradiente (parámetros congelados, `requires_grad=False`)."}
+    "en": "Either the computation left the graph (under `torch.no_grad()` or "
+          "`torch.inference_mode()`, or through `.detach()`, `.data`, `.item()`, `.numpy()`, "
+          "`torch.tensor(...)`): keep it in tensor operations, outside those blocks; or none of "
+          "its inputs requires grad (frozen parameters, `requires_grad=False`).",
+    "es": "O bien el cálculo salió del grafo (bajo `torch.no_grad()` o "
+          "`torch.inference_mode()`, o a través de `.detach()`, `.data`, `.item()`, `.numpy()`, "
+          "`torch.tensor(...)`): hazlo todo con operaciones de tensores, fuera de esos bloques; o "
+          "bien ninguna de sus entradas requiere gradiente (parámetros congelados, "
+          "`requires_grad=False`)."}
 
 # Messages for a value of the wrong kind altogether (a tensor instead of a float, say).
 WRONG_TYPE = (
@@ -269,3 +272,8 @@ WRONG_NUMBER = (
     "Check the formula on a small example by hand, and the dimension each reduction runs over.",
     "{what} es {got}, se esperaba {expected}.",
     "Comprueba la fórmula a mano con un ejemplo pequeño y revisa sobre qué dimensión actúa cada reducción.")
+
+
+def said_elsewhere(details: dict) -> bool:
+    """A diagnostic that points at an earlier check's explanation instead of giving its own."""
+    return "same_as" in details or "follows" in details

@@ -21,6 +21,16 @@ SAME_AS = (
     "{what}: lo más probable es que sea el mismo error que en «{same_as}», explicado allí.",
     "Corrígelo allí primero y vuelve después a esta comprobación.")
 
+# A wrong gradient of a function whose values an earlier check found wrong.
+FOLLOWS = (
+    "{what} is wrong too, most likely because the values it is the gradient of are wrong: see "
+    "“{follows}”.",
+    "Fix the values there first: the gradient of the right values may well be right.",
+    "{what} también es incorrecto, lo más probable porque son incorrectos los valores de los que "
+    "es el gradiente: mira «{follows}».",
+    "Corrige primero allí los valores: el gradiente de los valores correctos bien puede ser "
+    "correcto.")
+
 
 class _Lenient(dict):
     def __missing__(self, key: str) -> str:
@@ -51,6 +61,8 @@ class Diagnostic:
         """Message and hint in `lang`. A check may word `what`, `hint` and `error` per language."""
         if "same_as" in self.details:
             templates = SAME_AS
+        elif "follows" in self.details:
+            templates = FOLLOWS
         elif "got_type" in self.details:
             templates = WRONG_TYPE
         elif self.code in ("output-mismatch", "grad-mismatch") and self.details.get("worst_index") == []:
@@ -61,7 +73,7 @@ class Diagnostic:
         message, hint = (es_msg, es_hint) if lang == "es" else (en_msg, en_hint)
         values = _Lenient(self.details)
         values.setdefault("what", {"en": "the result", "es": "el resultado"})
-        for key in ("what", "hint", "error", "same_as"):  # each may be worded per language
+        for key in ("what", "hint", "error", "same_as", "follows"):  # each may be worded per language
             if isinstance(values.get(key), dict):
                 values[key] = values[key].get(lang) or values[key].get("en", "?")
         if not values.get("error"):

@@ -19,7 +19,7 @@ import torch
 
 from worker.harness import report as reports
 from worker.harness import sandbox, submission
-from worker.harness.checks import CheckSpec, diagnose_exception, student_place
+from worker.harness.checks import AdviceSpec, CheckSpec, diagnose_exception, student_place
 from worker.harness.codes import LANGUAGES
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits, exercise_version
@@ -40,6 +40,7 @@ class LoadedExercise:
     support: ModuleType | None
     support_source: str | None
     wrong_programs: tuple[tuple[str, ModuleType], ...] = ()
+    advice: tuple[AdviceSpec, ...] = ()
 
     @property
     def functions(self) -> list[str]:
@@ -68,11 +69,13 @@ def load_exercise(slug: str, directory: str, checks: str = HIDDEN_CHECKS,
         raise ValueError(f"{root / checks} declares no @check")
     if checks == VISIBLE_CHECKS:
         return LoadedExercise(slug, specs, None, support, support_source)
+    advice = tuple(f.hpcgrade_advice for f in vars(checks_module).values()
+                   if hasattr(f, "hpcgrade_advice"))
     with _importable_as_exercise_support(support):
         reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
         wrong = tuple((name, _load_module(f"hpcgrade_wrong_{slug}_{name}", root / "mutants"
                                           / f"{name}.py")) for name in wrong_programs)
-    return LoadedExercise(slug, specs, reference, support, support_source, wrong)
+    return LoadedExercise(slug, specs, reference, support, support_source, wrong, advice)
 
 
 @contextlib.contextmanager
@@ -214,13 +217,13 @@ class Harness:
             output, processes, timing = session.output.text(), session.starts, dict(session.timing)
             session.close_process()
             session.limits = limits
-            results = self._results(session, seed, job, found)
+            results, advice = self._results(session, seed, job, found)
         finally:
             session.close_process()
         load = session.load_result or {}
         notes = [_load_error(d, job.lang) for d in blockers] + list(source.notes) + [
             _cell_error(n) for n in _listed(load.get("notes"))[:reports.MAX_ITEMS]
-            if isinstance(n, dict)]
+            if isinstance(n, dict)] + advice
         return reports.Report(
             **base, score=sum(r.points for r in results), checks=tuple(results), notes=tuple(notes),
             output=output,
@@ -257,8 +260,9 @@ class Harness:
         return Found(spec, diagnostics, time.perf_counter() - started)
 
     def _results(self, session: Session, seed: int, job: Job,
-                 found: list["Found"]) -> list[reports.CheckOutcome]:
-        """Each check's result: a mistake explained once, each failure given a second look."""
+                 found: list["Found"]) -> tuple[list[reports.CheckOutcome], list[dict]]:
+        """Each check's result: a mistake explained once, each failure given a second look;
+        and the exercise's advice, not graded, as notes."""
         said, look = SaidOnce(), SecondLook(session, seed, job.wrong_programs)
         results = []
         for index, check in enumerate(found):
@@ -275,8 +279,9 @@ class Harness:
                 diagnostics = look.diagnostics(index, spec, said.diagnostics(
                     spec, check.diagnostics), check.seconds)
                 results.append(self._result(spec, job.lang, diagnostics))
+        advice = look.advice(len(found), job.lang)
         session.timing["second_look"] = look.spent
-        return results
+        return results, advice
 
     @staticmethod
     def _result(spec: CheckSpec, lang: str, diagnostics: list[Diagnostic]) -> reports.CheckOutcome:

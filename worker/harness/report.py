@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 # the kind of note that says why the file, or some of its functions, could not be checked at all
 LOAD_ERROR = "load-error"
+# the kind of note that holds an exercise's advice: how the code works, not graded
+ADVICE = "advice"
 
 # Bounds on what a report carries, applied by the grader whatever the student's process sent
 # (the harness code in that process is the submission's to rewrite, its caps included), and

@@ -7,7 +7,11 @@ sees, so that it cannot cost the submission anything its checks gave it:
   tensor involved was made;
 - a failure of values is compared with the known wrong programs: the check runs again on the
   same inputs with each of them standing in for the reference, and the first one the student's
-  code passes with is the mistake it makes; what that program says replaces the general hint.
+  code passes with is the mistake it makes; what that program says replaces the general hint;
+- a detached output is looked for in the source: the ways out of the graph the grader's reading
+  finds in the functions the check calls replace the list of every possible one.
+Then the exercise's advice (`@advice` in checks.py) runs there too: words on how the code works,
+not graded, as the report's notes.
 """
 from __future__ import annotations
 
@@ -16,8 +20,11 @@ from types import ModuleType
 
 import torch
 
-from worker.harness.checks import CheckSpec, Context, diagnose_exception
+from worker.harness import report as reports
+from worker.harness.checks import AdviceSpec, CheckSpec, Context, diagnose_exception
+from worker.harness.codes import DETACHED_BACKWARD, LANGUAGES, said_elsewhere
 from worker.harness.diagnostics import Diagnostic, Fail
+from worker.harness.graph_exits import exits_hint, graph_exits
 from worker.harness.student_process import StudentDied, StudentError
 from worker.harness.session import Session
 
@@ -35,15 +42,16 @@ SECONDS = 20.0
 ANOMALY_SHARE = 1 / 3
 
 
-def run_check(session: Session, spec: CheckSpec, seed: int, index: int,
-              reference: ModuleType | None) -> None:
-    """One check on a clean student process, its inputs drawn from the run's seed and its
-    place: the same inputs each time it runs."""
+def run_check(session: Session, spec: CheckSpec | AdviceSpec, seed: int, index: int,
+              reference: ModuleType | None) -> object:
+    """One check (or advice) on a clean student process, its inputs drawn from the run's seed
+    and its place: the same inputs each time it runs."""
     student = session.student()
     student.request("reset")
     rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
-    spec.function(Context(student, rng, reference, session.exercise.support, session.device,
-                          session.scratch_path, tuple(session.source.cells)))
+    return spec.function(Context(student, rng, reference, session.exercise.support,
+                                 session.device, session.scratch_path,
+                                 tuple(session.source.cells)))
 
 
 class SecondLook:
@@ -55,6 +63,7 @@ class SecondLook:
 
     def diagnostics(self, index: int, spec: CheckSpec, diagnostics: list[Diagnostic],
                     seconds: float) -> list[Diagnostic]:
+        diagnostics = self._read(spec, diagnostics)
         call_seconds = self.session.limits.call_seconds
         if seconds > call_seconds:
             return diagnostics
@@ -62,12 +71,55 @@ class SecondLook:
             diagnostics = self._placed(index, spec, diagnostics)
         return self._recognised(index, spec, diagnostics)
 
+    def advice(self, first_index: int, lang: str) -> list[dict]:
+        """The exercise's advice for this submission, as notes; none where its functions did not
+        load, or the second look has no time or process left. Advice costs the grade nothing:
+        what fails in it is left unsaid."""
+        notes = []
+        for offset, spec in enumerate(self.session.exercise.advice):
+            if self.over or self.spent > SECONDS or self.session.blockers(spec):
+                break
+            started = time.perf_counter()
+            try:
+                said = run_check(self.session, spec, self.seed, first_index + offset,
+                                 self.session.exercise.reference)
+            except StudentDied:
+                self.over = True
+                said = None
+            except Exception:  # noqa: BLE001 - whatever the student's code did, advice is
+                said = None    # only ever left out
+            finally:
+                self.spent += time.perf_counter() - started
+            if isinstance(said, dict) and all(isinstance(said.get(k), str) for k in LANGUAGES):
+                notes.append({"kind": reports.ADVICE, "name": spec.name,
+                              "message": reports.clip(said[lang if lang in said else "en"]),
+                              "translations": {k: {"message": reports.clip(said[k])}
+                                               for k in LANGUAGES}})
+        return notes
+
+    def _read(self, spec: CheckSpec, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+        """A detached output, with the ways out of the graph found in the source (unless what
+        PyTorch raised named the way out already)."""
+        at = next((i for i, d in enumerate(diagnostics)
+                   if d.code == "detached-output" and not said_elsewhere(d.details)
+                   and d.details.get("hint", DETACHED_BACKWARD) is DETACHED_BACKWARD), None)
+        if at is None:
+            return diagnostics
+        exits = graph_exits(self.session.source.cells, spec.uses)
+        if not exits:
+            return diagnostics
+        found = diagnostics[at]
+        hint = exits_hint(exits, self.session.source.notebook)
+        read = Diagnostic(found.code, dict(found.details, hint=hint,
+                                           left_at=[[e.kind, e.cell, e.line] for e in exits]))
+        return [*diagnostics[:at], read, *diagnostics[at + 1:]]
+
     def _placed(self, index: int, spec: CheckSpec,
                 diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         """An error inside backward(), at the student's line that made the tensor involved
         rather than at the backward() call (or at no line, when the check called it)."""
         at = next((i for i, d in enumerate(diagnostics)
-                   if d.code in BACKWARD_ERRORS and "same_as" not in d.details), None)
+                   if d.code in BACKWARD_ERRORS and not said_elsewhere(d.details)), None)
         if at is None:
             return diagnostics
         found = diagnostics[at]
@@ -83,7 +135,7 @@ class SecondLook:
     def _recognised(self, index: int, spec: CheckSpec,
                     diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         at = next((i for i, d in enumerate(diagnostics) if d.code not in UNRECOGNISABLE
-                   and "same_as" not in d.details), None)
+                   and not said_elsewhere(d.details)), None)
         if at is None or not self.session.exercise.wrong_programs:
             return diagnostics
         # the same failure first, in the fresh process: one that came from what earlier checks
