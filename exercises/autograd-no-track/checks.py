@@ -52,6 +52,19 @@ NEW_MEMORY = {
           "`with torch.no_grad(): w -= lr * w.grad`.",
     "es": "`w.data = …` da a `w` memoria nueva; actualízalo «in situ»: "
           "`with torch.no_grad(): w -= lr * w.grad`."}
+ASCENT = {
+    "en": "`w` moved by `+lr * w.grad`, up the gradient, as `w += lr * w.grad` "
+          "does. A descent step subtracts it: `w -= lr * w.grad`.",
+    "es": "`w` se movió `+lr * w.grad`, cuesta arriba por el gradiente, como hace "
+          "`w += lr * w.grad`. Un paso de descenso lo resta: `w -= lr * w.grad`."}
+NO_LR = {
+    "en": "`w` moved by the whole `w.grad`, without `lr`: the step is `w -= lr * w.grad`.",
+    "es": "`w` se movió todo `w.grad`, sin `lr`: el paso es `w -= lr * w.grad`."}
+CLASSES = {
+    "en": "Your `predict` returns the predicted class of each row (`argmax` of the output): return "
+          "the model's output itself, one row of 3 scores per input row.",
+    "es": "Tu `predict` devuelve la clase predicha de cada fila (el `argmax` de la salida): devuelve "
+          "la propia salida del modelo, una fila de 3 valores por cada fila de entrada."}
 STILL_TRAINING = {
     "en": "`model.training` is still True after `predict`: dropout and batch norm behave as in "
           "training. Call `model.eval()` before the forward pass.",
@@ -251,6 +264,17 @@ def _cleared(grad: object) -> bool:
     return value is None or isinstance(value, torch.Tensor) and not bool(value.any())
 
 
+def _step_hint(moved: torch.Tensor, moved_ref: torch.Tensor, grad: torch.Tensor) -> dict | None:
+    """The hint the step `w` took fits, against the reference's, for a gradient `grad`."""
+    if not bool(moved_ref.abs().gt(1e-6).any()):
+        return None
+    if close(moved, -moved_ref, 1e-5, 1e-6):
+        return ASCENT
+    if close(moved, -grad, 1e-5, 1e-6):
+        return NO_LR
+    return None
+
+
 @check("sgd-in-place", points=2, uses="sgd_update_", en="sgd_update_ changes w in place",
        es="sgd_update_ modifica w «in situ»")
 def sgd_in_place(ctx: Context) -> None:
@@ -277,6 +301,11 @@ def sgd_in_place(ctx: Context) -> None:
             raise Fail(Diagnostic("output-mismatch", {
                 "what": UPDATED, "hint": CLEARED_FIRST,
                 **value_error_details(updated.value, expected)}))
+        step_hint = _step_hint(updated.value.double() - step.start.double(),
+                               expected.double() - step.start.double(), step.grad.double())
+        if step_hint and not unchanged:
+            raise Fail(Diagnostic("output-mismatch", {
+                "what": UPDATED, "hint": step_hint, **value_error_details(updated.value, expected)}))
         if unchanged:
             got = "`w - lr * w.grad`"
             if isinstance(step.returned, RemoteTensor):  # words only: what it says it is
@@ -340,6 +369,10 @@ def _predictions(ctx: Context):
         expected = ctx.reference.predict(model_ref, x.clone())
         model = ctx.student.new("small_model", seed, ctx.device.type)
         output = call(ctx, "predict", model, ctx.student.put(ctx.on_device(x)))
+        if isinstance(output, RemoteTensor) and tuple(output.shape) == (x.shape[0],) and \
+                isinstance(expected, torch.Tensor) and expected.dim() == 2 and torch.equal(output.value.long(), expected.detach().argmax(dim=1)):
+            raise Fail(Diagnostic("shape-mismatch", {"what": PREDICTED, "got": [x.shape[0]],
+                                                     "expected": [x.shape[0], 3], "hint": CLASSES}))
         yield model_ref, expected, model, expect_tensor(output, PREDICTED, shape=(x.shape[0], 3),
                                                         dtype=torch.float32)
 
