@@ -215,7 +215,9 @@ def round_trip(ctx: Context) -> None:
        en="the gradient of `fn(x).sum()` is the one computed without hooks",
        es="el gradiente de `fn(x).sum()` es el que se obtiene sin hooks")
 def same_gradient(ctx: Context) -> None:
-    fixed = [ctx.randn(1500, dtype=torch.float64), ctx.randn(999, dtype=torch.float32)]
+    # on disk in float64 and (exactly at the threshold) in float32, in memory below it
+    fixed = [ctx.randn(1500, dtype=torch.float64), ctx.randn(THRESHOLD, dtype=torch.float32),
+             ctx.randn(999, dtype=torch.float32)]
     for x in fixed + [_random_input(ctx, 500, 2500)]:
         with _grader_tempdir():
             expected = _reference_grad(ctx, x)
@@ -269,7 +271,9 @@ def files_for_large_tensors(ctx: Context) -> None:
        en="once `grad_with_offload` returns, no file is left but those of the branch `fn` keeps",
        es="cuando `grad_with_offload` termina, no queda más archivo que los de la rama que `fn` conserva")
 def no_file_left(ctx: Context) -> None:
-    for x in [ctx.randn(1500, dtype=torch.float32), _random_input(ctx, THRESHOLD, 3000)]:
+    # above the threshold in float32, exactly at it in float64, then a random size above it
+    for x in [ctx.randn(1500, dtype=torch.float32), ctx.randn(THRESHOLD, dtype=torch.float64),
+              _random_input(ctx, THRESHOLD, 3000)]:
         found, expected = _kept_files(ctx, x)
         _expect_kept(ctx, found, expected, x)  # no file written: nothing shown to be deleted
         if len(found) > expected:

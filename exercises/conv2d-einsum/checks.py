@@ -22,6 +22,10 @@ from worker.harness.source_rules import forbidden_uses, obfuscated_lookups, own_
 # (B, C, H, W), (O, C, kh, kw): B, C and O different and above 1, kernels and outputs not square,
 # so that swapped axes change the shape and a flipped kernel changes the values
 FIXED = (((2, 3, 6, 7), (4, 3, 3, 2)), ((3, 2, 5, 8), (2, 2, 2, 4)))
+# the statement's other classes of shapes, run before the random ones in every other check so
+# that a mistake made for one class only fails on every seed: one image, one channel and one
+# filter with a kernel as large as the image (a 1 × 1 output), and a 1 × 1 kernel
+EDGE = (((1, 1, 4, 5), (1, 1, 4, 5)), ((1, 2, 3, 5), (3, 2, 1, 1)))
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}
 # enough work per call that the round trip to the student's process is small beside it, and
 # many output positions: a Python loop over positions pays thousands of calls
@@ -77,6 +81,78 @@ SLOW_HINT = {
           "contrae ventanas y filtro en un solo `torch.einsum`."}
 
 
+def _shape_hint(got: list, shapes: tuple) -> dict | None:
+    """The words for an output of the wrong shape, where the shape says which mistake made it:
+    one image instead of the batch, a window count taken from the other side of the kernel, or
+    one window short. None where it says nothing this precise."""
+    (batch, _, height, width), (outputs, _, kh, kw) = shapes
+    if len(got) != 4:
+        return None
+    head, tail = tuple(got[:2]), tuple(got[2:])
+    if tail == (height - kh + 1, width - kw + 1) and head == (1, outputs) and batch > 1:
+        return {"en": f"Your output holds 1 image where the input holds {batch}: convolve every "
+                      "image of the batch (keep the batch letter `b` in the einsum instead of "
+                      "taking `input[0]`).",
+                "es": f"Tu salida tiene 1 imagen donde la entrada tiene {batch}: convoluciona "
+                      "todas las imágenes del lote (conserva la letra del lote, `b`, en el einsum "
+                      "en vez de tomar `input[0]`)."}
+    if head != (batch, outputs):
+        return None
+    sides = {(height - kh + 1, width - kh + 1): ("width", "kh", "kw", "anchura"),
+             (height - kw + 1, width - kw + 1): ("height", "kw", "kh", "altura")}
+    if tail in sides and kh != kw:
+        side, used, right, lado = sides[tail]
+        return {"en": f"Your output's {side} counts its windows with `{used}` = "
+                      f"{kh if used == 'kh' else kw}, the kernel's other side: along the {side} "
+                      f"the kernel measures `{right}` = {kw if right == 'kw' else kh} "
+                      "(`kh, kw = filter.shape[2:]`); the filter need not be square.",
+                "es": f"La {lado} de tu salida cuenta sus ventanas con `{used}` = "
+                      f"{kh if used == 'kh' else kw}, el otro lado del núcleo: a lo {lado} el "
+                      f"núcleo mide `{right}` = {kw if right == 'kw' else kh} "
+                      "(`kh, kw = filter.shape[2:]`); el filtro no tiene por qué ser cuadrado."}
+    if tail == (height - kw + 1, width - kh + 1) and kh != kw:
+        return {"en": "Your output counts its rows with the kernel's width and its columns with "
+                      "its height: the filter is (O, C, kh, kw), height before width, and need "
+                      "not be square.",
+                "es": "Tu salida cuenta sus filas con la anchura del núcleo y sus columnas con "
+                      "su altura: el filtro es (O, C, kh, kw), la altura antes que la anchura, y "
+                      "no tiene por qué ser cuadrado."}
+    if tail == (height - kh, width - kw):
+        return {"en": "One window short in each direction: a kernel of height kh fits "
+                      "H − kh + 1 times in an input of height H (positions 0 to H − kh), and "
+                      "likewise along the width.",
+                "es": "Falta una ventana en cada dirección: un núcleo de altura kh cabe "
+                      "H − kh + 1 veces en una entrada de altura H (posiciones 0 a H − kh), y lo "
+                      "mismo a lo ancho."}
+    return None
+
+
+FIRST_CHANNEL_HINT = {
+    "en": "Your output is the convolution of the first channel only (`input[:, 0]` with "
+          "`filter[:, 0]`): the sum runs over every channel c as well, "
+          "`out[b, o, y, x] = Σ_c Σ_i Σ_j input[b, c, y + i, x + j] · filter[o, c, i, j]`.",
+    "es": "Tu salida es la convolución solo del primer canal (`input[:, 0]` con "
+          "`filter[:, 0]`): la suma recorre también todos los canales c, "
+          "`out[b, o, y, x] = Σ_c Σ_i Σ_j input[b, c, y + i, x + j] · filter[o, c, i, j]`."}
+
+
+def _values_hint(got: torch.Tensor, input: torch.Tensor, filter: torch.Tensor) -> dict | None:
+    """The words for an output of the right shape and wrong values, where the values are those
+    of a mistake the grader computes itself from the same inputs (in float64); None otherwise."""
+    if input.shape[1] > 1:
+        first = torch.nn.functional.conv2d(input[:, :1].double(), filter[:, :1].double())
+        if torch.allclose(got.double(), first, rtol=1e-4, atol=1e-5):
+            return FIRST_CHANNEL_HINT
+    return None
+
+
+def _with_hint(failure: Fail, hint: dict | None) -> Fail:
+    if hint is None:
+        return failure
+    first, *rest = failure.diagnostics
+    return Fail(Diagnostic(first.code, dict(first.details, hint=hint)), *rest)
+
+
 def _what(shapes: tuple) -> str:
     input_shape, filter_shape = shapes
     return f"`conv2d(input, filter)` (input {input_shape}, filter {filter_shape})"
@@ -98,13 +174,20 @@ def _send(ctx: Context, input: torch.Tensor, filter: torch.Tensor,
                                  for t in (input, filter)))
 
 
-def _output(ctx: Context, remote: tuple, expected: torch.Tensor, what: str) -> RemoteTensor:
-    return _output_of(ctx, call(ctx, "conv2d", *remote), expected, what)
+def _output(ctx: Context, remote: tuple, expected: torch.Tensor, what: str,
+            shapes: tuple) -> RemoteTensor:
+    return _output_of(ctx, call(ctx, "conv2d", *remote), expected, what, shapes)
 
 
-def _output_of(ctx: Context, value: object, expected: torch.Tensor, what: str) -> RemoteTensor:
-    return expect_tensor(value, what, shape=expected.shape, dtype=expected.dtype,
-                         device=ctx.device)
+def _output_of(ctx: Context, value: object, expected: torch.Tensor, what: str,
+               shapes: tuple) -> RemoteTensor:
+    try:
+        return expect_tensor(value, what, shape=expected.shape, dtype=expected.dtype,
+                             device=ctx.device)
+    except Fail as failure:
+        if failure.diagnostics[0].code != "shape-mismatch":
+            raise
+        raise _with_hint(failure, _shape_hint(list(value.shape), shapes)) from None
 
 
 def _expect_values(ctx: Context, shapes: tuple, dtype: torch.dtype, **tolerances: float) -> None:
@@ -113,8 +196,11 @@ def _expect_values(ctx: Context, shapes: tuple, dtype: torch.dtype, **tolerances
     input, filter = _inputs(ctx, shapes, dtype)
     expected = ctx.reference.conv2d(input.clone(), filter.clone())
     what = _what(shapes)
-    output = _output(ctx, _send(ctx, input, filter, requires_grad=True), expected, what)
-    expect_close(output, expected, what, **tolerances)
+    output = _output(ctx, _send(ctx, input, filter, requires_grad=True), expected, what, shapes)
+    try:
+        expect_close(output, expected, what, **tolerances)
+    except Fail as failure:
+        raise _with_hint(failure, _values_hint(output.value, input, filter)) from None
     _refuse_by_source(ctx, what)
 
 
@@ -129,7 +215,7 @@ def _gradients(ctx: Context, shapes: tuple) -> tuple:
     expected.backward(cotangent)
     what = _what(shapes)
     remote = _send(ctx, input, filter, requires_grad=True)
-    output = _output(ctx, remote, expected, what)
+    output = _output(ctx, remote, expected, what, shapes)
     try:
         ctx.student.method(output, "backward", ctx.on_device(cotangent))
     except StudentError as exc:
@@ -206,9 +292,12 @@ def values_fixed(ctx: Context) -> None:
         _expect_values(ctx, shapes, torch.float32, **FLOAT32)
 
 
-@check("values-random", points=2, uses="conv2d", en="values for random shapes, float64",
-       es="valores con formas aleatorias, float64")
+@check("values-random", points=2, uses="conv2d",
+       en="values in float64: one image, one channel, 1 × 1 kernels, then random shapes",
+       es="valores en float64: una imagen, un canal, núcleos 1 × 1, luego formas aleatorias")
 def values_random(ctx: Context) -> None:
+    for shapes in (*FIXED, *EDGE):  # every class of shapes, on every seed
+        _expect_values(ctx, shapes, torch.float64)
     for _ in range(3):
         _expect_values(ctx, _random_shapes(ctx), torch.float64)
 
@@ -216,7 +305,7 @@ def values_random(ctx: Context) -> None:
 @check("grad-input", points=2, uses="conv2d", en="gradient with respect to input",
        es="gradiente respecto a input")
 def grad_input(ctx: Context) -> None:
-    for shapes in (FIXED[0], _random_shapes(ctx)):
+    for shapes in (*FIXED, *EDGE, _random_shapes(ctx)):
         (got, expected), _ = _gradients(ctx, shapes)
         _expect_grad(got, expected, "input")
 
@@ -224,7 +313,7 @@ def grad_input(ctx: Context) -> None:
 @check("grad-filter", points=2, uses="conv2d", en="gradient with respect to filter",
        es="gradiente respecto a filter")
 def grad_filter(ctx: Context) -> None:
-    for shapes in (FIXED[0], _random_shapes(ctx)):
+    for shapes in (*FIXED, *EDGE, _random_shapes(ctx)):
         _, (got, expected) = _gradients(ctx, shapes)
         _expect_grad(got, expected, "filter")
 
@@ -253,10 +342,11 @@ def speed_bonus(ctx: Context) -> None:
 
     def timed_student(k: int) -> float:
         output, seconds = _timed(lambda: call(ctx, "conv2d", *remote[k]))
-        got = _output_of(ctx, output, expected[k], what).value
+        got = _output_of(ctx, output, expected[k], what, SPEED_SHAPES).value
         if not speed_values_close(got, *inputs[k], ctx.reference):
-            raise Fail(Diagnostic("output-mismatch", {
-                "what": what, **value_error_details(got, expected[k])}))
+            raise _with_hint(Fail(Diagnostic("output-mismatch", {
+                "what": what, **value_error_details(got, expected[k])})),
+                _values_hint(got, *inputs[k]))
         if k == 0:
             _refuse_by_source(ctx, what)
         return seconds

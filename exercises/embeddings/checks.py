@@ -23,6 +23,11 @@ FIXED_INDICES, FIXED_VOCAB = [2, 0, 3], 6
 # length (sorting the sentences moves them); the longest-first order is for the checks of padding
 # and gradients, which sorting must not fail.
 FIXED_LENGTHS, LONGEST_FIRST = (2, 5, 3), (5, 3, 2)
+# the statement's other classes, fixed so that a mistake made for one of them only fails on every
+# seed: a sentence of one word (longest first or not), and a batch of one sentence (B = 1)
+ONE_WORD, ONE_WORD_LONGEST_FIRST, ONE_SENTENCE = (1, 4, 2), (4, 2, 1), (3,)
+# and one index only (n = 1) for one_hot
+ONE_INDEX = [4]
 
 SHAPE_HINT = {"en": "The batch is (T, B, D): one row per position, one column per sentence, as "
                     "`pad_sequence` gives by default (`batch_first=False`).",
@@ -43,6 +48,66 @@ NO_GRAD_HINT = {"en": "Compute the batch from `embeddings` itself with tensor op
                       "tensores (indexación, `F.embedding`): un parámetro nuevo creado a partir "
                       "de él (`nn.Embedding`, `nn.Parameter`) recibe el gradiente en su propio "
                       "`.grad`."}
+
+
+def _all_rows_hint(got: torch.Tensor, indices: torch.Tensor, size: int) -> dict | None:
+    """The words for one-hot rows that each hold a 1 in the column of every index, what
+    `out[:, indices] = 1` gives; None for other values."""
+    every = torch.zeros(len(indices), size)
+    every[:, indices] = 1
+    if len(indices) > 1 and tuple(got.shape) == tuple(every.shape) and torch.equal(
+            got.double(), every.double()):
+        return {"en": "Each of your rows has a 1 in the column of every index, in every row: "
+                      "`out[:, indices] = 1` sets those columns in all the rows. Row i needs a 1 "
+                      "in column `indices[i]` only: `out[torch.arange(n), indices] = 1`, or "
+                      "`F.one_hot(indices, vocab_size)`.",
+                "es": "Cada una de tus filas tiene un 1 en la columna de cada índice, en todas "
+                      "las filas: `out[:, indices] = 1` pone esas columnas en todas las filas. La "
+                      "fila i necesita un 1 solo en la columna `indices[i]`: "
+                      "`out[torch.arange(n), indices] = 1`, o `F.one_hot(indices, vocab_size)`."}
+    return None
+
+
+def _first_length_hint(sentences) -> dict:
+    lengths = [len(s) for s in sentences]
+    first, longest = lengths[0], max(lengths)
+    b = lengths.index(longest)
+    return {"en": f"Your batch has room for {first} positions, the length of the first sentence, "
+                  f"but sentence {b} has {longest} words: T is the length of the longest "
+                  "sentence (`max(len(s) for s in sentences)`), which need not come first.",
+            "es": f"Tu lote tiene sitio para {first} posiciones, la longitud de la primera frase, "
+                  f"pero la frase {b} tiene {longest} palabras: T es la longitud de la frase más "
+                  "larga (`max(len(s) for s in sentences)`), que no tiene por qué ser la primera."}
+
+
+def _uses_one_hot_product(ctx: Context) -> bool:
+    """Whether a line of the submission, as the grader read it, multiplies one-hot rows."""
+    return any("one_hot" in line and ("@" in line or "matmul" in line or "mm(" in line)
+               for _, code in ctx.source_cells for line in code.splitlines())
+
+
+def _exception_hint(ctx: Context, diagnostic: Diagnostic, sentences,
+                    dtype: torch.dtype) -> dict | None:
+    """The words for an exception of embed_batch where its message and these inputs say which
+    mistake raised it; None where they do not."""
+    message = str(diagnostic.details.get("error", ""))
+    first = len(sentences[0])
+    if first < max(len(s) for s in sentences) and (
+            f"with size {first}" in message or f"expanded size of the tensor ({first})" in message):
+        return _first_length_hint(sentences)
+    matmul = "m1" in message or "mat1" in message
+    if (dtype == torch.float64 and "same dtype" in message and matmul
+            and _uses_one_hot_product(ctx)):
+        return {"en": "Your one-hot rows are float32 (as `one_hot` returns them) and these "
+                      "embeddings are float64: `one_hot(...) @ embeddings` needs both of one "
+                      "dtype. Convert the rows (`.to(embeddings.dtype)`), or index the rows of "
+                      "`embeddings` directly (`embeddings[indices]`), which keeps its dtype.",
+                "es": "Tus filas one-hot son float32 (como las devuelve `one_hot`) y estos "
+                      "embeddings son float64: `one_hot(...) @ embeddings` necesita que ambos "
+                      "tengan el mismo dtype. Convierte las filas (`.to(embeddings.dtype)`), o "
+                      "indexa directamente las filas de `embeddings` (`embeddings[indices]`), que "
+                      "conserva su dtype."}
+    return None
 
 
 def _sizes(ctx: Context, low: int, high: int, count: int) -> list[int]:
@@ -71,9 +136,19 @@ def _batch(ctx: Context, lengths, dtype: torch.dtype):
     return sentences, word_to_ix, ctx.randn(vocab_size, dim, dtype=dtype)
 
 
-def _embed(ctx: Context, sentences, word_to_ix, embeddings) -> RemoteTensor:
+def _embed(ctx: Context, sentences, word_to_ix, embeddings,
+           dtype: torch.dtype = torch.float32) -> RemoteTensor:
     """The student's batch, called twice on the same input: the two must agree."""
-    first, second = (call(ctx, "embed_batch", sentences, word_to_ix, embeddings) for _ in range(2))
+    try:
+        first, second = (call(ctx, "embed_batch", sentences, word_to_ix, embeddings)
+                         for _ in range(2))
+    except Fail as failure:
+        diagnostic, *rest = failure.diagnostics
+        hint = (_exception_hint(ctx, diagnostic, sentences, dtype)
+                if diagnostic.code == "exception" else None)
+        if hint is None:
+            raise
+        raise Fail(Diagnostic("exception", dict(diagnostic.details, hint=hint)), *rest) from None
     if isinstance(first, RemoteTensor) and isinstance(second, RemoteTensor) and (
             (first.shape, first.dtype) != (second.shape, second.dtype) or not torch.allclose(
                 first.value, second.value, rtol=0, atol=0, equal_nan=True)):
@@ -87,15 +162,19 @@ def _embedded(ctx: Context, lengths, dtype: torch.dtype = torch.float32):
     """The student's batch, with the right shape, and the reference's."""
     sentences, word_to_ix, embeddings = _batch(ctx, lengths, dtype)
     expected = ctx.reference.embed_batch(sentences, word_to_ix, embeddings.clone())
-    got = _embed(ctx, sentences, word_to_ix, ctx.student.put(ctx.on_device(embeddings)))
-    return _expect_shape(got, expected), expected
+    got = _embed(ctx, sentences, word_to_ix, ctx.student.put(ctx.on_device(embeddings)), dtype)
+    return _expect_shape(got, expected, sentences), expected
 
 
-def _expect_shape(got: RemoteTensor, expected: torch.Tensor) -> RemoteTensor:
+def _expect_shape(got: RemoteTensor, expected: torch.Tensor, sentences) -> RemoteTensor:
     if got.shape != tuple(expected.shape):
+        first = len(sentences[0])
+        hint = (_first_length_hint(sentences)
+                if got.shape[1:] == tuple(expected.shape[1:]) and got.shape[0] == first
+                < expected.shape[0] else SHAPE_HINT)
         raise Fail(Diagnostic("shape-mismatch", {"what": EMBED, "got": list(got.shape),
                                                  "expected": list(expected.shape),
-                                                 "hint": SHAPE_HINT}))
+                                                 "hint": hint}))
     return got
 
 
@@ -119,11 +198,12 @@ def _words_mask(lengths, longest: int) -> torch.Tensor:
 def one_hot_rows(ctx: Context) -> None:
     n, vocab_size = _sizes(ctx, 2, 9, 1) + _sizes(ctx, 9, 13, 1)
     for indices, size in ((torch.tensor(FIXED_INDICES), FIXED_VOCAB),
+                          (torch.tensor(ONE_INDEX), FIXED_VOCAB),
                           (ctx.randint(0, vocab_size, (n,)), vocab_size)):
         expected = ctx.reference.one_hot(indices.clone(), size)
         got = call(ctx, "one_hot", ctx.student.put(ctx.on_device(indices)), size)
-        expect_close(expect_tensor(got, ONE_HOT, shape=expected.shape, device=ctx.device),
-                     expected, ONE_HOT)
+        got = expect_tensor(got, ONE_HOT, shape=expected.shape, device=ctx.device)
+        expect_close(got, expected, ONE_HOT, hint=_all_rows_hint(got.value, indices, size))
 
 
 @check("one-hot-float", points=1, uses="one_hot", en="one_hot: float rows",
@@ -140,7 +220,8 @@ def one_hot_float(ctx: Context) -> None:
 def embed_shape(ctx: Context) -> None:
     # float64 first: a batch made with torch.zeros' default dtype fails on the dtype, whatever
     # the device (the dtype is checked before the device)
-    for lengths, dtype in ((FIXED_LENGTHS, torch.float64), (_lengths(ctx), torch.float32)):
+    for lengths, dtype in ((FIXED_LENGTHS, torch.float64), (ONE_WORD, torch.float32),
+                           (ONE_SENTENCE, torch.float64), (_lengths(ctx), torch.float32)):
         got, expected = _embedded(ctx, lengths, dtype)
         expect_tensor(got, EMBED, dtype=expected.dtype, device=ctx.device)
 
@@ -149,7 +230,8 @@ def embed_shape(ctx: Context) -> None:
        en="embed_batch: each word's vector in its place",
        es="embed_batch: el vector de cada palabra en su sitio")
 def embed_words(ctx: Context) -> None:
-    for lengths, dtype in ((FIXED_LENGTHS, torch.float32), (_lengths(ctx), torch.float64)):
+    for lengths, dtype in ((FIXED_LENGTHS, torch.float32), (ONE_WORD, torch.float64),
+                           (ONE_SENTENCE, torch.float32), (_lengths(ctx), torch.float64)):
         got, expected = _embedded(ctx, lengths, dtype)
         _expect_where(got, expected, _words_mask(lengths, max(lengths)), EMBED, WORDS_HINT)
 
@@ -157,7 +239,7 @@ def embed_words(ctx: Context) -> None:
 @check("embed-padding", points=1, uses="embed_batch", en="embed_batch: zeros for padding",
        es="embed_batch: ceros de relleno")
 def embed_padding(ctx: Context) -> None:
-    for lengths in (LONGEST_FIRST, _lengths(ctx, longest_first=True)):
+    for lengths in (LONGEST_FIRST, ONE_WORD_LONGEST_FIRST, _lengths(ctx, longest_first=True)):
         got, expected = _embedded(ctx, lengths)
         _expect_where(got, expected, ~_words_mask(lengths, max(lengths)), PADDING, PADDING_HINT)
 
@@ -166,12 +248,17 @@ def embed_padding(ctx: Context) -> None:
        en="embed_batch: gradients reach the embeddings",
        es="embed_batch: los gradientes llegan a embeddings")
 def embed_gradient(ctx: Context) -> None:
-    sentences, word_to_ix, embeddings = _batch(ctx, LONGEST_FIRST, torch.float32)
+    for lengths in (LONGEST_FIRST, ONE_WORD_LONGEST_FIRST, ONE_SENTENCE):
+        _expect_gradient(ctx, lengths)
+
+
+def _expect_gradient(ctx: Context, lengths) -> None:
+    sentences, word_to_ix, embeddings = _batch(ctx, lengths, torch.float32)
     leaf = embeddings.clone().requires_grad_()
     expected = ctx.reference.embed_batch(sentences, word_to_ix, leaf)
     cotangent = ctx.randn(*expected.shape, dtype=torch.float32)
     sent = ctx.student.put(ctx.on_device(embeddings).requires_grad_())
-    got = _expect_shape(_embed(ctx, sentences, word_to_ix, sent), expected)
+    got = _expect_shape(_embed(ctx, sentences, word_to_ix, sent), expected, sentences)
     # by behaviour, never by the flags the student's process reports: a backward pass from the
     # batch, then the gradient read back from embeddings
     try:
