@@ -13,7 +13,13 @@ student's Function itself: the grader calls `SiLU.apply` (on the class, reached 
 the student process makes) and starts the backward pass from its output, once the source shows
 `SiLU` as a subclass of torch's own autograd.Function that nothing else changes; so a gradient
 comes from that Function's `backward`, not from autograd differentiating whatever `silu` returns.
+A wrong gradient (where the forward is right) is named only when it equals, element by element, one
+of WRONG_DERIVATIVES computed here from the same x and v; autograd's complaint about the shape or
+number of the gradients backward returned, and an error on x.t() alone (the same values in
+contiguous memory going through), choose a hint's words.
 """
+import re
+
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
@@ -39,6 +45,79 @@ APPLIED_TO_EXPRESSION = {
     "es": "Tu Function se aplica al resultado de otras operaciones, que autograd deriva por su "
           "cuenta: pasa el propio `x` a `SiLU.apply` y calcula x·σ(x) dentro de `forward`, para "
           "que sea tu `backward` quien dé el gradiente."}
+
+
+# Wrong backwards recognised by their values, (name, derivative of x·σ(x) they return in place of
+# σ(x)(1 + x(1 − σ(x))), times grad_output unless said), computed here in float64 from x: a hint
+# is given only when the student's x.grad is that one, element by element.
+def _sigma(x: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(x)
+
+
+WRONG_DERIVATIVES = (
+    ("sigma-term-missing", lambda x: x * _sigma(x) * (1 - _sigma(x)), True),
+    ("sigma-only", lambda x: _sigma(x), True),
+    ("sigma-prime-only", lambda x: _sigma(x) * (1 - _sigma(x)), True),
+    ("sigma-of-minus-x", lambda x: _sigma(-x) * (1 + x * (1 - _sigma(-x))), True),
+    ("no-grad-output", lambda x: _sigma(x) * (1 + x * (1 - _sigma(x))), False),
+)
+WRONG_DERIVATIVE_HINTS = {
+    "sigma-term-missing": {
+        "en": "Your backward returns `grad_output · x·σ(x)(1 − σ(x))` alone, without the `σ(x)` "
+              "term: by the product rule d(x·σ(x))/dx = 1·σ(x) + x·σ'(x) = σ(x) + "
+              "x·σ(x)(1 − σ(x)).",
+        "es": "Tu backward devuelve `grad_output · x·σ(x)(1 − σ(x))` solo, sin el término "
+              "`σ(x)`: por la regla del producto, d(x·σ(x))/dx = 1·σ(x) + x·σ'(x) = σ(x) + "
+              "x·σ(x)(1 − σ(x))."},
+    "sigma-only": {
+        "en": "Your backward returns `grad_output · σ(x)`: by the product rule d(x·σ(x))/dx = "
+              "σ(x) + x·σ(x)(1 − σ(x)); the second term is missing.",
+        "es": "Tu backward devuelve `grad_output · σ(x)`: por la regla del producto, "
+              "d(x·σ(x))/dx = σ(x) + x·σ(x)(1 − σ(x)); falta el segundo término."},
+    "sigma-prime-only": {
+        "en": "Your backward returns `grad_output · σ(x)(1 − σ(x))`, the derivative of σ alone, "
+              "not of x·σ(x): by the product rule d(x·σ(x))/dx = σ(x) + x·σ(x)(1 − σ(x)).",
+        "es": "Tu backward devuelve `grad_output · σ(x)(1 − σ(x))`, la derivada de σ sola y no "
+              "la de x·σ(x): por la regla del producto, d(x·σ(x))/dx = σ(x) + "
+              "x·σ(x)(1 − σ(x))."},
+    "sigma-of-minus-x": {
+        "en": "Your backward's values are the right formula with σ(−x) where σ(x) belongs: check "
+              "the sign of the exponent where backward computes σ, σ(x) = 1 / (1 + e^(−x)) "
+              "(`torch.exp(-x)`), or use `torch.sigmoid(x)`.",
+        "es": "Los valores de tu backward son los de la fórmula correcta con σ(−x) donde "
+              "corresponde σ(x): revisa el signo del exponente donde backward calcula σ, "
+              "σ(x) = 1 / (1 + e^(−x)) (`torch.exp(-x)`), o usa `torch.sigmoid(x)`."},
+    "no-grad-output": {
+        "en": "Your backward returns the derivative σ(x)(1 + x(1 − σ(x))) alone: by the chain "
+              "rule it must be multiplied by `grad_output`.",
+        "es": "Tu backward devuelve solo la derivada σ(x)(1 + x(1 − σ(x))): por la regla de la "
+              "cadena hay que multiplicarla por `grad_output`."},
+}
+NON_CONTIGUOUS = {
+    "en": "This input is `x.t()`, a non-contiguous tensor, and only it fails: the same values "
+          "in contiguous memory went through. {hint}",
+    "es": "Esta entrada es `x.t()`, un tensor no contiguo, y solo ella falla: los mismos valores "
+          "en memoria contigua pasaron. {hint}"}
+NON_CONTIGUOUS_GENERIC = {
+    "en": "Work elementwise on `x` as it comes (`x * torch.sigmoid(x)`), or use `reshape` / "
+          "`.contiguous()` where you regroup it: `view` needs contiguous memory.",
+    "es": "Trabaja elemento a elemento sobre `x` tal como llega (`x * torch.sigmoid(x)`), o usa "
+          "`reshape` / `.contiguous()` donde lo reagrupes: `view` necesita memoria contigua."}
+GRADIENT_SHAPE = {
+    "en": "Your `backward` returned a gradient of shape [{got}] for an `x` of shape "
+          "[{expected}]: it must return one gradient per element of `x`, with `x`'s shape: "
+          "`grad_output` times the derivative, element by element.{reduced}",
+    "es": "Tu `backward` devolvió un gradiente de forma [{got}] para un `x` de forma "
+          "[{expected}]: debe devolver un gradiente por elemento de `x`, con la forma de `x`: "
+          "`grad_output` por la derivada, elemento a elemento.{reduced}"}
+REDUCED = {"en": " Shape [] is a single number: a reduction (`.sum()`, `.mean()`) collapsed it.",
+           "es": " La forma [] es un solo número: una reducción (`.sum()`, `.mean()`) lo redujo."}
+GRADIENT_COUNT = {
+    "en": "Your `backward` returned {got} gradients: `forward` has one input besides `ctx`, `x`, "
+          "so `backward` returns one tensor (`return grad_output * ...`), not a tuple.",
+    "es": "Tu `backward` devolvió {got} gradientes: `forward` tiene una sola entrada además de "
+          "`ctx`, `x`, así que `backward` devuelve un tensor (`return grad_output * ...`), no "
+          "una tupla."}
 
 
 def _cases(ctx: Context, dtype: torch.dtype = torch.float64):
@@ -143,7 +222,28 @@ def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor) -> None:
     try:
         ctx.student.method(y, "backward", ctx.on_device(v))
     except StudentError as exc:
-        raise Fail(diagnose_exception(exc.info, "`silu(x).backward(v)`")) from None
+        diagnostic = diagnose_exception(exc.info, "`silu(x).backward(v)`")
+        hint = _backward_error_hint(str(exc.info.get("message", "")))
+        if hint and diagnostic.code == "exception":
+            diagnostic = Diagnostic("exception", dict(diagnostic.details, hint=hint))
+        raise Fail(diagnostic) from None
+
+
+def _backward_error_hint(message: str) -> dict | None:
+    """Words for autograd's own complaint about what a backward returned (its message only
+    chooses them)."""
+    shape = re.search(r"returned an invalid gradient at index 0 - got \[([\d, ]*)\] but expected "
+                      r"shape compatible with \[([\d, ]*)\]", message)
+    if shape:
+        got, expected = shape.groups()
+        return {lang: GRADIENT_SHAPE[lang].format(got=got, expected=expected,
+                                                  reduced=REDUCED[lang] if not got else "")
+                for lang in GRADIENT_SHAPE}
+    count = re.search(r"returned an incorrect number of gradients \(expected 1, got (\d+)\)",
+                      message)
+    if count:
+        return {lang: GRADIENT_COUNT[lang].format(got=count.group(1)) for lang in GRADIENT_COUNT}
+    return None
 
 
 def _expect_backward(ctx: Context, function: RemoteObject, x: RemoteTensor, x0: torch.Tensor,
@@ -163,8 +263,26 @@ def _expect_backward(ctx: Context, function: RemoteObject, x: RemoteTensor, x0: 
     diagnostic = compare_grad(grad, expected.t() if transposed else expected, what, **tolerances)
     if diagnostic is not None and diagnostic.code == "grad-mismatch":
         diagnostic = Diagnostic("custom-backward-mismatch", diagnostic.details)
+        if close(y.value, expected_y, 1e-5, 1e-6) and grad is not None:
+            hint = _wrong_derivative(grad, x0, v, transposed, **tolerances)
+            if hint:
+                diagnostic = Diagnostic("custom-backward-mismatch",
+                                        dict(diagnostic.details, hint=hint))
     if diagnostic is not None:
         raise Fail(diagnostic)
+
+
+def _wrong_derivative(grad: torch.Tensor, x0: torch.Tensor, v: torch.Tensor, transposed: bool,
+                      rtol: float = 1e-5, atol: float = 1e-6) -> dict | None:
+    """The hint of the one wrong backward of WRONG_DERIVATIVES whose values, computed here from
+    x0 and v, are the student's x.grad; None if none is."""
+    x, cotangent = x0.detach().double(), v.double()
+    for name, derivative, chained in WRONG_DERIVATIVES:
+        candidate = derivative(x) * (cotangent if chained else 1)
+        candidate = candidate.t() if transposed else candidate
+        if grad.shape == candidate.shape and close(grad, candidate, max(rtol, 1e-4), max(atol, 1e-5)):
+            return WRONG_DERIVATIVE_HINTS[name]
+    return None
 
 
 def _claim(tensor: RemoteTensor, key: str) -> object:
@@ -270,11 +388,34 @@ def non_contiguous_input(ctx: Context) -> None:
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
         transposed = ctx.student.method(x, "t")
         expected = ctx.reference.silu(x0.t()).detach()
-        y = _silu(ctx, transposed, expected)
+        try:
+            y = _silu(ctx, transposed, expected)
+        except Fail as fail:
+            raise _non_contiguous(ctx, fail, x0, expected) from None
         expect_close(y, expected, "`silu(x.t())`")
     function = _function(ctx)
     for x0, v in _cases(ctx):
         _function_backward(ctx, function, x0.t(), v.t(), transposed=True)
+
+
+def _non_contiguous(ctx: Context, fail: Fail, x0: torch.Tensor, expected: torch.Tensor) -> Fail:
+    """`fail`, raised by silu(x.t()), with the input named as its cause when the same values in
+    contiguous memory go through silu (one more call, only on failure)."""
+    if [d.code for d in fail.diagnostics] != ["exception"]:
+        return fail
+    try:
+        contiguous = ctx.student.put(ctx.on_device(x0.t().contiguous()).requires_grad_())
+        y = ctx.student.call("silu", contiguous)
+    except StudentError:
+        return fail
+    if not isinstance(y, RemoteTensor) or tuple(y.shape) != tuple(expected.shape) or \
+            not close(y.value, expected, 1e-5, 1e-6):
+        return fail
+    details = fail.diagnostics[0].details
+    hint = details.get("hint") or NON_CONTIGUOUS_GENERIC
+    return Fail(Diagnostic("exception", dict(details, hint={
+        lang: NON_CONTIGUOUS[lang].format(hint=hint.get(lang, hint.get("en")) if isinstance(
+            hint, dict) else hint) for lang in NON_CONTIGUOUS})))
 
 
 @check("float32", points=2, uses=("silu", "SiLU"),

@@ -11,6 +11,8 @@ submission can rewrite those answers. Which parameters are frozen is read from t
 one step of an optimizer the grader makes over every parameter (a frozen one does not move, a
 trainable one moves where the reference's does); the new head from the model's output; the
 optimizer from the parameters after training with it. The claims only choose a diagnostic's words.
+Hints follow the same values: which old parameters moved (all, the biases only, some), a head
+parameter left still while the rest of the head moved, a head weight of transposed shape.
 """
 from dataclasses import dataclass, field
 
@@ -42,6 +44,67 @@ SETTINGS_HINT = {
           "nothing else changed.",
     "es": "`make_optimizer` devuelve `torch.optim.SGD` con `lr=1e-2` y `momentum=0.9`, sin "
           "cambiar nada más."}
+
+
+NOT_FROZEN = {
+    "all": {
+        "en": "No old parameter is frozen: set `requires_grad = False` on every parameter of the "
+              "model you are given (`for p in model.parameters(): p.requires_grad = False`, or "
+              "`model.requires_grad_(False)`), before the new head. `model.eval()` freezes "
+              "nothing, and neither does `requires_grad = False` set on a module "
+              "(`layer.requires_grad = False`): that is a plain attribute its parameters never "
+              "see.",
+        "es": "Ningún parámetro anterior está congelado: pon `requires_grad = False` en cada "
+              "parámetro del modelo que recibes (`for p in model.parameters(): "
+              "p.requires_grad = False`, o `model.requires_grad_(False)`), antes de la nueva "
+              "cabeza. `model.eval()` no congela nada, y tampoco `requires_grad = False` puesto "
+              "en un módulo (`layer.requires_grad = False`): es un atributo cualquiera que sus "
+              "parámetros nunca ven."},
+    "biases": {
+        "en": "The old weights are frozen, but not their biases ({names}): freeze every parameter "
+              "of the model, biases included (`for p in model.parameters(): "
+              "p.requires_grad = False`).",
+        "es": "Los pesos anteriores están congelados, pero no sus sesgos ({names}): congela todos "
+              "los parámetros del modelo, sesgos incluidos (`for p in model.parameters(): "
+              "p.requires_grad = False`)."},
+    "some": {
+        "en": "These old parameters are not frozen: {names}. Freeze every parameter of the model "
+              "you are given (`for p in model.parameters(): p.requires_grad = False`), then "
+              "replace the head.",
+        "es": "Estos parámetros anteriores no están congelados: {names}. Congela todos los "
+              "parámetros del modelo que recibes (`for p in model.parameters(): "
+              "p.requires_grad = False`) y sustituye después la cabeza."},
+}
+HEAD_STILL = {
+    "en": "{still} did not move in {steps}, while {moved_words}: the optimizer "
+          "`make_optimizer` returns does not update it (it is not among the optimizer's "
+          "parameters, or it does not require grad). Give SGD every parameter of the new head, "
+          "`model.fc.parameters()` (or all the model's).",
+    "es": "{still} no se movió en {steps}, mientras que {moved_words}: el "
+          "optimizador que devuelve `make_optimizer` no lo actualiza (no está entre los "
+          "parámetros del optimizador, o no requiere gradiente). Dale a SGD todos los parámetros "
+          "de la nueva cabeza, `model.fc.parameters()` (o todos los del modelo)."}
+HEAD_TRANSPOSED = {
+    "en": "`model.fc.weight` has the shape of `nn.Linear({outputs}, {inputs})`: "
+          "`nn.Linear(in_features, out_features)` takes the inputs first, so the new head is "
+          "`nn.Linear(512, num_classes)` (its weight is (num_classes, 512)).",
+    "es": "`model.fc.weight` tiene la forma de `nn.Linear({outputs}, {inputs})`: "
+          "`nn.Linear(in_features, out_features)` recibe primero las entradas, así que la nueva "
+          "cabeza es `nn.Linear(512, num_classes)` (su peso es (num_classes, 512))."}
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`model.{name}`" for name in names)
+
+
+def _not_frozen_hint(unfrozen: list[str], frozen: list[str]) -> dict:
+    """Words for the old parameters that moved, `unfrozen`, of those that should not, `frozen`
+    (the grader's reading of the values after a step)."""
+    if set(unfrozen) == set(frozen):
+        return NOT_FROZEN["all"]
+    biases = [name for name in frozen if name.endswith(".bias")]
+    kind = "biases" if sorted(unfrozen) == sorted(biases) else "some"
+    return {lang: NOT_FROZEN[kind][lang].format(names=_names(unfrozen)) for lang in ("en", "es")}
 
 
 @dataclass
@@ -140,7 +203,11 @@ def _expect_head(described: dict, expected: Expected) -> None:
                                                       "expected_type": "nn.Parameter"}))
         want = list(expected.parameters[name].shape)
         if list(got[name].shape) != want:
-            raise Fail(Diagnostic("shape-mismatch", {"what": what, "got": list(got[name].shape),
+            shape = list(got[name].shape)
+            if name == "fc.weight" and len(want) == 2 and shape == want[::-1] and want[0] != want[1]:
+                hint = {lang: HEAD_TRANSPOSED[lang].format(outputs=want[0], inputs=want[1])
+                        for lang in HEAD_TRANSPOSED}
+            raise Fail(Diagnostic("shape-mismatch", {"what": what, "got": shape,
                                                      "expected": want, "hint": hint}))
 
 
@@ -176,10 +243,27 @@ def _train(ctx: Context, got: Got, case: Case, steps: int) -> None:
 
 def _expect_learning(got: Got, expected: Expected, steps: int, hint: dict = LEARNING_HINT) -> None:
     """The frozen parameters did not move; the trained ones are where the reference's are."""
-    for name, before in expected.parameters.items():
-        moved = not torch.equal(before, expected.trained[name])
-        if not moved and not torch.equal(got.parameters[name].value, got.trained[name].value):
-            raise Fail(Diagnostic("frozen-param-changed", {"what": f"`model.{name}`"}))
+    frozen = [name for name, before in expected.parameters.items()
+              if torch.equal(before, expected.trained[name])]
+    unfrozen = [name for name in frozen
+                if not torch.equal(got.parameters[name].value, got.trained[name].value)]
+    if unfrozen:
+        raise Fail(Diagnostic("frozen-param-changed", {
+            "what": f"`model.{unfrozen[0]}`", "hint": _not_frozen_hint(unfrozen, frozen)}))
+    trained = [name for name in expected.parameters if name not in frozen]
+    still = [name for name in trained
+             if torch.equal(got.parameters[name].value, got.trained[name].value)]
+    if still and len(still) < len(trained):
+        moved = [name for name in trained if name not in still]
+        what = f"`model.{still[0]}`"
+        raise Fail(Diagnostic("output-mismatch", {
+            "what": {"en": f"How much {what} changed in {STEPS[steps]['en']}",
+                     "es": f"Cuánto cambió {what} en {STEPS[steps]['es']}"},
+            "got": 0.0, "expected": "> 0", "worst_index": [], "hint": {
+                lang: HEAD_STILL[lang].format(
+                    still=_names(still), steps=STEPS[steps][lang], moved_words={
+                        "en": f"{_names(moved)} moved", "es": f"{_names(moved)} sí se movió"}[lang])
+                for lang in HEAD_STILL}}))
     for name in expected.parameters:
         what = f"`model.{name}`"
         expect_close(got.trained[name], expected.trained[name],
@@ -227,7 +311,11 @@ def trainable_flags(ctx: Context) -> None:
             trainable = not torch.equal(before_ref[name], after_ref[name])
             moved = not torch.equal(before[name].value, after[name].value)
             if moved != trainable:
-                raise Fail(Diagnostic("requires-grad-wrong", {
+                frozen = [n for n in before_ref if torch.equal(before_ref[n], after_ref[n])]
+                unfrozen = [n for n in frozen if n in before and n in after and
+                            not torch.equal(before[n].value, after[n].value)]
+                hint = {"hint": _not_frozen_hint(unfrozen, frozen)} if moved else {}
+                raise Fail(Diagnostic("requires-grad-wrong", {**hint,
                     "what": {"en": f"`model.{name}` (one SGD step over every parameter "
                                    f"{'moved' if moved else 'left'} it)",
                              "es": f"`model.{name}` (un paso de SGD sobre todos los parámetros "

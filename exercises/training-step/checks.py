@@ -18,7 +18,7 @@ from worker.harness.diagnostics import (close, compare_grad, compare_values, sca
 from worker.harness.remote import StudentError
 
 RTOL, ATOL = 1e-5, 1e-6
-FIXED_SEED = 5
+FIXED_SEED = 4  # a batch of 5 rows: a factor of the batch size is not one of the 3 outputs
 SUM_HINT = {
     "en": "The loss is `(prediction - labels).sum()`: a sum, not a mean, and not scaled; any "
           "factor in the loss multiplies every gradient.",
@@ -45,6 +45,13 @@ INPLACE_HINT = {
           "delante y `loss.backward()`: casi siempre porque `optimizer.step()`, que actualiza "
           "los parámetros «in situ», se ejecutó antes de `loss.backward()`. Llama primero a "
           "`loss.backward()` y después a `optimizer.step()`."}
+SCALAR_LOSS_HINT = {
+    "en": "The loss must be a single number: `(prediction - labels).sum()`, summed over every "
+          "element, with no `dim=`. A loss that keeps one value per row or per output (such as "
+          "`.sum(dim=0)`) is not a scalar, and its `backward()` asks for `gradient=`.",
+    "es": "La pérdida debe ser un solo número: `(prediction - labels).sum()`, sumada sobre todos "
+          "los elementos, sin `dim=`. Una pérdida que conserva un valor por fila o por salida "
+          "(como `.sum(dim=0)`) no es un escalar, y su `backward()` pide `gradient=`."}
 STEP_HINT = {
     "en": "Each call makes one SGD step on its own batch: clear the gradients, "
           "`loss.backward()`, then `optimizer.step()` of the optimizer passed to `train_step`.",
@@ -68,6 +75,78 @@ STEP_COUNT_HINTS = {
                    "`loss.backward()`."},
     "many": {"en": "`train_step` must call `optimizer.step()` exactly once.",
              "es": "`train_step` debe llamar a `optimizer.step()` exactamente una vez."}}
+
+
+# Losses other than the statement's, recognised by their values: the gradients at step() (from the
+# student's log: words only) or the loss returned equal, within tolerance, those of one of these,
+# computed here on the grader's own copy of the network. (name, code, loss of (prediction, labels))
+WRONG_LOSSES = (
+    ("squared", "grad-mismatch", lambda p, l: ((p - l) ** 2).sum()),
+    ("mse", "grad-mismatch", lambda p, l: ((p - l) ** 2).mean()),
+    ("abs", "grad-mismatch", lambda p, l: (p - l).abs().sum()),
+    ("mean", "grad-scaled", lambda p, l: (p - l).mean()),
+    ("broadcast", "grad-scaled", lambda p, l: (p - l.unsqueeze(1)).sum()),
+)
+WRONG_LOSS_HINTS = {
+    "squared": {
+        "en": "These are the values of `((prediction - labels) ** 2).sum()`, the squared error: "
+              "the loss of this exercise is `(prediction - labels).sum()`, with no square.",
+        "es": "Son los valores de `((prediction - labels) ** 2).sum()`, el error cuadrático: la "
+              "pérdida de este ejercicio es `(prediction - labels).sum()`, sin cuadrado."},
+    "mse": {
+        "en": "These are the values of `((prediction - labels) ** 2).mean()`, the mean squared "
+              "error: the loss of this exercise is `(prediction - labels).sum()`, with no square "
+              "and no mean.",
+        "es": "Son los valores de `((prediction - labels) ** 2).mean()`, el error cuadrático "
+              "medio: la pérdida de este ejercicio es `(prediction - labels).sum()`, sin "
+              "cuadrado ni media."},
+    "abs": {
+        "en": "These are the values of `(prediction - labels).abs().sum()`, the absolute error: "
+              "the loss of this exercise is `(prediction - labels).sum()`, with no `abs()`.",
+        "es": "Son los valores de `(prediction - labels).abs().sum()`, el error absoluto: la "
+              "pérdida de este ejercicio es `(prediction - labels).sum()`, sin `abs()`."},
+    "mean": {
+        "en": "These are the values of `(prediction - labels).mean()`: a mean divides by the "
+              "number of elements, {n} here ({b}×3). The loss is the sum, "
+              "`(prediction - labels).sum()`.",
+        "es": "Son los valores de `(prediction - labels).mean()`: una media divide entre el "
+              "número de elementos, {n} aquí ({b}×3). La pérdida es la suma, "
+              "`(prediction - labels).sum()`."},
+    "broadcast": {
+        "en": "These are {b} times (the batch size) the expected values: those of `prediction` "
+              "and `labels` broadcast to ({b}, {b}, 3) and summed, every prediction row against "
+              "every label row, as when one of them gets an extra dimension "
+              "(`labels.unsqueeze(1)`, `labels[:, None]`). Both have shape ({b}, 3): subtract "
+              "them as they are.",
+        "es": "Son {b} veces (el tamaño del lote) los valores esperados: los de `prediction` y "
+              "`labels` difundidos (broadcast) a ({b}, {b}, 3) y sumados, cada fila de "
+              "predicciones contra cada fila de etiquetas, como cuando uno de los dos recibe una "
+              "dimensión de más (`labels.unsqueeze(1)`, `labels[:, None]`). Los dos tienen forma "
+              "({b}, 3): réstalos tal como están."},
+}
+
+
+def _wrong_losses(ctx: Context, case: "Case", k: int, parameters: dict) -> list:
+    """(name, code, loss value, {parameter: gradient}) of each of WRONG_LOSSES for call k of
+    `case`, on the grader's copy of the network with `parameters` (those before the call)."""
+    model = ctx.support.tiny_net(case.seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(parameters[name])
+    data, labels = case.batches[k - 1]
+    found = []
+    for name, code, loss_of in WRONG_LOSSES:
+        if name == "broadcast" and len(data) == 1:
+            continue  # one row: the same as the right loss
+        loss = loss_of(model(data), labels)
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        found.append((name, code, float(loss.detach()), {n: g for (n, _), g in
+                                                zip(model.named_parameters(), grads)}))
+    return found
+
+
+def _wrong_loss_hint(name: str, batch: int) -> dict:
+    return {lang: text.format(n=3 * batch, b=batch) for lang, text in WRONG_LOSS_HINTS[name].items()}
 
 
 @dataclass
@@ -158,9 +237,10 @@ def _train_step(ctx: Context, *args: object) -> object:
         return call(ctx, "train_step", *args)
     except Fail as fail:
         first = fail.diagnostics[0]
-        if first.code != "inplace-modified":
+        hint = {"inplace-modified": INPLACE_HINT, "nonscalar-backward": SCALAR_LOSS_HINT}
+        if first.code not in hint:
             raise
-        raise Fail(Diagnostic(first.code, dict(first.details, hint=INPLACE_HINT))) from None
+        raise Fail(Diagnostic(first.code, dict(first.details, hint=hint[first.code]))) from None
 
 
 def _events(ctx: Context, optimizer: RemoteObject) -> object:
@@ -242,8 +322,8 @@ def _grad_diagnostic(got: torch.Tensor | None, want: torch.Tensor | None,
     return Diagnostic("grad-scaled", dict(diagnostic.details, factor=factor, hint=SUM_HINT))
 
 
-def _logged_mistake(k: int, names: list[str], got: Result, want: Result, before: dict,
-                    previous: list | None) -> Diagnostic | None:
+def _logged_mistake(ctx: Context, case: Case, k: int, names: list[str], got: Result,
+                    want: Result, before: dict, previous: list | None) -> Diagnostic | None:
     """The mistake the student's log shows in call k: a step() count, a step() before
     backward(), or the .grad a step() found."""
     where = {"en": f"call {k}", "es": f"llamada {k}"}
@@ -255,6 +335,9 @@ def _logged_mistake(k: int, names: list[str], got: Result, want: Result, before:
                      "es": f"El número de llamadas a `optimizer.step()` en la llamada {k} a "
                            "`train_step`"},
             "got": got.call.steps, "expected": want.call.steps, "worst_index": [], "hint": hint})
+    named = _logged_loss(ctx, case, k, names, got, want, before, where)
+    if named:
+        return named
     # From the output layer back: under this loss the last bias gets the same gradient in every
     # call, so a factor found there reads plainly (2× for one gradient left over).
     for i, name in reversed(list(enumerate(names))):
@@ -275,12 +358,36 @@ def _logged_mistake(k: int, names: list[str], got: Result, want: Result, before:
     return None
 
 
-def _explain_call(k: int, names: list[str], got: Result, want: Result, before: dict,
-                  previous: list | None) -> Diagnostic:
+def _logged_loss(ctx: Context, case: Case, k: int, names: list[str], got: Result, want: Result,
+                 before: dict, where: dict) -> Diagnostic | None:
+    """The wrong loss whose gradients, computed here at the parameters before call k, are every
+    .grad the student's step() found (its log: words only); None if none is."""
+    grads = got.call.grads
+    if got.call.steps != 1 or not got.call.backward_first or \
+            any(not isinstance(g, torch.Tensor) for g in grads):
+        return None
+    batch = len(case.batches[k - 1][0])
+    for name, code, _, expected in _wrong_losses(ctx, case, k, before):
+        if all(g.shape == expected[n].shape and close(g, expected[n], 1e-4, 1e-5)
+               for g, n in zip(grads, names)):
+            i, last = len(names) - 1, names[-1]
+            what = {"en": f"`model.{last}.grad` at `optimizer.step()` ({where['en']})",
+                    "es": f"`model.{last}.grad` en `optimizer.step()` ({where['es']})"}
+            details = dict(value_error_details(grads[i], want.call.grads[i]), what=what,
+                           hint=_wrong_loss_hint(name, batch))
+            if code == "grad-scaled":
+                details["factor"] = round(scale_factor(grads[i], want.call.grads[i]) or 0.0, 3)
+            return Diagnostic(code, details)
+    return None
+
+
+def _explain_call(ctx: Context, case: Case, k: int, names: list[str], got: Result,
+                  want: Result, before: dict, previous: list | None) -> Diagnostic:
     """Why call k went wrong, given that every earlier one was right: what the log shows if it
     shows it, else the parameters, else the .grad left after the call."""
     where = {"en": f"call {k}", "es": f"llamada {k}"}
-    diagnostic = _logged_mistake(k, names, got, want, before, previous) if got.call else None
+    diagnostic = _logged_mistake(ctx, case, k, names, got, want, before, previous) \
+        if got.call else None
     if diagnostic:
         return diagnostic
     for name in names:
@@ -306,7 +413,7 @@ def _expect_training(ctx: Context, case: Case) -> None:
     previous = None
     for k, (result, want) in enumerate(zip(got, expected), start=1):
         if not _right(names, result, want):
-            raise Fail(_explain_call(k, names, result, want, before, previous))
+            raise Fail(_explain_call(ctx, case, k, names, result, want, before, previous))
         before, previous = result.parameters, want.call.grads
 
 
@@ -332,6 +439,19 @@ def returns_loss(ctx: Context) -> None:
     # one call per model: the loss then depends on nothing that a wrong step could change
     for case in _cases(ctx, (1, 1)):
         names, expected = _expected(ctx, case)
-        _, got = _student(ctx, case, names)
-        expect_float(got[0].returned, expected[0].returned,
-                     "`train_step(model, data, labels, optimizer)`", tol=1e-5)
+        start, got = _student(ctx, case, names)
+        try:
+            expect_float(got[0].returned, expected[0].returned,
+                         "`train_step(model, data, labels, optimizer)`", tol=1e-5)
+        except Fail as fail:
+            returned = got[0].returned
+            wrong = fail.diagnostics[0]
+            if "got_type" in wrong.details or not isinstance(returned, (int, float)) or \
+                    isinstance(returned, bool):
+                raise
+            for name, _, value, _ in _wrong_losses(ctx, case, 1, start):
+                if abs(returned - value) <= 1e-4 * max(1.0, abs(value)):
+                    raise Fail(Diagnostic(wrong.code, dict(
+                        wrong.details, hint=_wrong_loss_hint(name, len(case.batches[0][0]))))) \
+                        from None
+            raise
