@@ -76,6 +76,7 @@ def test_grader_failure_is_retried_then_error_never_zero(database, executor, cat
                  "visible.py"):
         (broken / name).write_bytes((source / name).read_bytes())
     (broken / "mutants").symlink_to(source / "mutants")
+    (broken / "student_programs").symlink_to(source / "student_programs")
     (broken / "checks.py").write_text(textwrap.dedent("""
         from worker.harness.checks import check
         @check("boom", points=1, uses="q_grads", en="x", es="x")

@@ -4,6 +4,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from helpers import ONE_BACKWARD_PER_WINDOW
 from server.core.catalogue import default_root
 from worker.harness.checks import diagnose_exception
 from worker.harness.codes import (BACKWARD_ON, CATALOGUE, DETACHED_BACKWARD, EINSUM_SUBSCRIPTS,
@@ -441,3 +442,18 @@ def q_grads(a, b, v):
     first = report["checks"][0]["diagnostics"][0]
     assert first["code"] == "detached-output" and "`torch.no_grad()`" in first["hint"]
     assert "`torch.no_grad()`" in first["translations"]["es"]["hint"]
+
+
+def test_one_backward_per_window_gets_full_marks_and_advice_not_graded(grade):
+    """The statement allows a single backward() on a window's summed losses: full marks, and a
+    note, in both languages, that it keeps every micro-batch's graph in memory."""
+    report = grade("autograd-accumulation", ONE_BACKWARD_PER_WINDOW, seed=2)
+    assert report["score"] == report["max_score"]
+    (advice,) = [n for n in report["notes"] if n["kind"] == "advice"]
+    assert advice["name"] == "one-backward-per-micro-batch"
+    assert advice["message"].startswith("Your code calls `backward()` once per window")
+    assert "graphs of all the window's micro-batches are in memory at once" in advice["message"]
+    assert "están a la vez en memoria" in advice["translations"]["es"]["message"]
+    reference = (default_root() / "autograd-accumulation" / "reference.py").read_text()
+    assert [n for n in grade("autograd-accumulation", reference, seed=2)["notes"]
+            if n["kind"] == "advice"] == []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from helpers import REFERENCE_Q, grade_next, logged_in, notebook
+from helpers import ONE_BACKWARD_PER_WINDOW, REFERENCE_Q, grade_next, logged_in, notebook
 from server.core.inline_markdown import to_terminal
 from server.core.models import Submission
 from server.web.markup import to_html
@@ -166,6 +166,17 @@ def test_a_notebook_cell_that_raised_is_a_note_with_its_cell_and_line(grading):
     assert marked_lines(page) == ["line-2-2"]
     assert "10 / 10" in text and "celda 3" in text  # the code view names each cell
 
+
+
+def test_advice_is_a_note_marked_not_graded_in_the_readers_language(grading):
+    """autograd-accumulation's advice on a single backward() per window, on the result page."""
+    client, token = logged_in(grading, lang="es")
+    page = graded_page(grading, client, client.post(
+        "/courses/pytorch/exercises/autograd-accumulation/submissions",
+        data={"csrf_token": token, "file": (io.BytesIO(ONE_BACKWARD_PER_WINDOW.encode()), "w.py")}))
+    assert "10 / 10" in text_of(page)
+    assert re.search(r'<p class="note">Consejo, no puntúa: Tu código llama a <code>backward\(\)</code> '
+                     r"una vez por ventana", page)
 
 # --- the live status -------------------------------------------------------------------------
 

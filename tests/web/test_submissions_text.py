@@ -91,6 +91,13 @@ def test_the_terminal_says_notes_as_whole_sentences_in_the_reports_language():
     assert "Note: in cell 2, IPython lines 1, 3 were not run." in summary("w", report(notes), "en")
 
 
+
+def test_the_terminal_says_advice_as_not_graded():
+    advice = {"kind": "advice", "name": "one-backward", "message": "Call `backward()` on each loss.",
+              "translations": {"en": {"message": "Call `backward()` on each loss."},
+                               "es": {"message": "Llama a `backward()` con cada pérdida."}}}
+    assert "Advice, not graded: Call backward() on each loss." in summary("w", report([advice]), "en")
+
 def test_the_terminal_gets_no_escape_sequence_from_the_students_text():
     said = summary("work.ipynb", report([
         {"kind": "cell-error", "cell": "cell 1", "type": "ValueError", "message": f"bad{ESCAPES}",
