@@ -12,7 +12,7 @@ a Celery worker (and beat), PostgreSQL and Redis.
 
 Needs PostgreSQL and Redis, and for Slurm scripts/slurm:
 
-    eval "$(scripts/services)"; eval "$(scripts/slurm)"
+    eval "$(scripts/services)"; eval "$(scripts/slurm --exports)"
     .venv/bin/python bench/regrade.py [--students 200] [--submissions 5] [--executors local slurm]
 """
 from __future__ import annotations

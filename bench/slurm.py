@@ -16,7 +16,7 @@ same run:
 The service runs as deployed: gunicorn, a Celery worker as dispatcher (EXECUTOR=slurm) and
 Celery beat, on PostgreSQL and Redis. Needs scripts/services and scripts/slurm:
 
-    eval "$(scripts/services)"; eval "$(scripts/slurm)"
+    eval "$(scripts/services)"; eval "$(scripts/slurm --exports)"
     .venv/bin/python bench/slurm.py [--latency 10] [--pilot 20] [--rush 200]
 """
 from __future__ import annotations

@@ -7,7 +7,8 @@ course, COURSE/SLUG or --course COURSE. `check`
 runs the exercise's visible checks on the cells this kernel has run, in order, as the grader
 runs a notebook's cells: what the notebook defines now, without saving it. `submit` sends the
 kernel's own notebook file, as last saved, to the service with that token, and shows the result
-once graded.
+once graded. Reports render as HTML in a notebook (the result page's words and marks) and as text
+in a terminal's IPython.
 """
 from __future__ import annotations
 
@@ -16,26 +17,35 @@ import datetime as dt
 import getpass
 import json
 import os
-import re
 import shlex
 import tempfile
 from pathlib import Path
 
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.display import display
 
 from hpcgrade.client_file import default_server
 from hpcgrade.service import Service, ServiceError, course_and_exercise, listed_courses, log_in
-from hpcgrade.summary import summary
+from hpcgrade.summary import summary, summary_html, translator
 from hpcgrade.visible import run_visible_checks
 from worker.harness.runner import HarnessFailed
 
-# this extension's own lines: what a check of the kernel's cells leaves out
-OWN_LINE = re.compile(r"^\s*%(?:load_ext\s+hpcgrade|hpcgrade)\b.*$", re.MULTILINE)
+NO_INPUT = ("this kernel cannot ask for a username and password (it runs with no input: "
+            "papermill, nbclient…): run `hpcgrade login --server URL` once in a terminal, or set "
+            "HPCGRADE_SERVER and HPCGRADE_TOKEN (a token from the portal's Account → API tokens)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Says what is wrong by raising it: argparse's own error() prints the usage to stderr and
+    exits with status 2, which IPython showed as "UsageError: 2" between two usages."""
+
+    def error(self, message: str):
+        raise ValueError(message)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="%hpcgrade", exit_on_error=False, add_help=False)
+    parser = _Parser(prog="%hpcgrade", exit_on_error=False, add_help=False)
     parser.add_argument("action", choices=("login", "check", "submit", "my-courses"))
     parser.add_argument("exercise", nargs="?", help="EXERCISE, or COURSE/EXERCISE")
     parser.add_argument("notebook", nargs="?", help="submit: the notebook's file, when the "
@@ -48,22 +58,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-USAGE = ("%hpcgrade login [--server URL] [--username NAME]  |  "
-         "%hpcgrade check [COURSE/]EXERCISE [--course COURSE] [--lang es]  |  "
-         "%hpcgrade submit [COURSE/]EXERCISE [NOTEBOOK.ipynb] [--course COURSE] [--lang es] "
-         "[--timeout SECONDS]  |  %hpcgrade my-courses")
+USAGE = """usage:
+  %hpcgrade login [--server URL] [--username NAME]
+  %hpcgrade check [COURSE/]EXERCISE [--course COURSE] [--lang es]
+  %hpcgrade submit [COURSE/]EXERCISE [NOTEBOOK.ipynb] [--course COURSE] [--lang es]
+                   [--timeout SECONDS]
+  %hpcgrade my-courses"""
 
 
 @magics_class
 class HpcgradeMagics(Magics):
     @line_magic
     def hpcgrade(self, line: str) -> None:
+        if not line.strip():
+            print(USAGE)
+            return
         try:
             args = _parser().parse_intermixed_args(shlex.split(line))
-        except (argparse.ArgumentError, SystemExit, ValueError) as exc:
-            raise UsageError(f"{exc}\nusage: {USAGE}") from None
+        except (argparse.ArgumentError, ValueError) as exc:
+            raise UsageError(f"{exc}\n{USAGE}") from None
         if args.action in ("check", "submit") and not args.exercise:
-            raise UsageError(f"which exercise?\nusage: {USAGE}")
+            raise UsageError(f"which exercise?\n{USAGE}")
         try:
             if args.action == "login":
                 self.login(args.server, args.username)
@@ -82,24 +97,40 @@ class HpcgradeMagics(Magics):
         server = server or default_server()
         if not server:
             raise ValueError("which server? %hpcgrade login --server https://…")
-        answer = log_in(server, username or input("username: "), getpass.getpass("password: "))
+        try:
+            username = username or input("username: ")
+            password = getpass.getpass("password: ")
+        except (StdinNotImplementedError, EOFError, OSError):
+            raise ValueError(NO_INPUT) from None
+        answer = log_in(server, username, password)
         print(f"logged in to {server} as {answer['username']} (valid until "
               f"{answer.get('expires_at', '?')})")
         print(f"your courses:\n{listed_courses(Service(server, answer['token']).courses())}")
 
     def check(self, exercise: str, course: str | None, lang: str) -> None:
-        # [0] is IPython's empty entry; this extension's lines are left out (blank, so that
-        # each cell keeps its line numbers)
-        history = [OWN_LINE.sub("", code) for code in self.shell.history_manager.input_hist_raw[1:]]
-        # the cells as a notebook, so that magics are neutralised and errors are told per cell
+        # the cells as a notebook, so that magics are neutralised (this extension's lines
+        # without a note) and errors are told per cell: cell N is In [N] ([0] is IPython's
+        # empty entry)
         cells = [{"cell_type": "code", "source": code, "metadata": {}, "outputs": [],
-                  "execution_count": None} for code in history]
+                  "execution_count": None}
+                 for code in self.shell.history_manager.input_hist_raw[1:]]
+        try:  # what `submit` would send: its cells that do not compile are said
+            saved = self.notebook_file()
+        except ValueError:
+            saved = None
         with tempfile.TemporaryDirectory(prefix="hpcgrade-notebook-") as folder:
-            notebook = Path(folder) / "this-notebook.ipynb"
+            notebook = Path(folder) / "kernel.ipynb"
             notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
                                             "nbformat_minor": 5}))
-            report = run_visible_checks(exercise, notebook, lang, course)
-        print(summary(notebook.name, report, lang))
+            report = run_visible_checks(exercise, notebook, lang, course, submitted=saved)
+        self.show(saved.name if saved else translator(lang).gettext("this notebook"), report,
+                  lang)
+
+    @staticmethod
+    def show(name: str, report: dict, lang: str) -> None:
+        """The report as HTML in a notebook, as text where IPython shows text alone."""
+        display({"text/plain": summary(name, report, lang),
+                 "text/html": summary_html(name, report, lang)}, raw=True)
 
     def submit(self, exercise: str, course: str | None, given: str | None, lang: str,
                timeout: int) -> None:
@@ -124,7 +155,7 @@ class HpcgradeMagics(Magics):
             print(f"no grade after {timeout} s; the submission stays queued: "
                   f"{service.page(created)}")
             return
-        print(summary(path.name, status, lang))
+        self.show(path.name, status, lang)
 
     def notebook_file(self) -> Path:
         """The notebook this kernel runs, as Jupyter Server (JPY_SESSION_NAME), ipykernel

@@ -60,10 +60,10 @@ class ServiceError(Exception):
 @dataclass(frozen=True)
 class Advice:
     """What a student is told, in the words of where the client runs: when it is not logged in,
-    and when the server refuses the token (`{reason}`: the server's words) that the client file
-    holds or that HPCGRADE_TOKEN holds (logging in again does not help while HPCGRADE_TOKEN,
-    which comes first, holds the old one), and how to name a course when the exercise is in
-    several of theirs."""
+    and when the server refuses the token (`{reason}`, where used: the server's words) that the
+    client file holds or that HPCGRADE_TOKEN holds (logging in again does not help while
+    HPCGRADE_TOKEN, which comes first, holds the old one), and how to name a course when the
+    exercise is in several of theirs."""
     not_logged_in: str
     saved_token_refused: str
     environment_token_refused: str
@@ -73,11 +73,13 @@ class Advice:
 IN_JUPYTER = Advice(
     not_logged_in="not logged in: `%hpcgrade login --server URL` in Jupyter, or `hpcgrade login "
                   "--server URL` in a terminal, once (or set HPCGRADE_SERVER and HPCGRADE_TOKEN)",
-    saved_token_refused="{reason} — your saved token is no longer valid (revoked, after a change "
-                        "of password for instance, or expired): `%hpcgrade login` again in "
-                        "Jupyter, or `hpcgrade login` in a terminal",
-    environment_token_refused="{reason} — the token in HPCGRADE_TOKEN is not valid (revoked, "
-                              "expired or mistyped): set a new one, or unset it and log in again",
+    # the server's reason, written for any client ("send 'Authorization: Bearer <token>'",
+    # "run hpcgrade login again"), is left out: it names neither `%hpcgrade login` nor Jupyter
+    saved_token_refused="your saved token is no longer valid (revoked, after a change of "
+                        "password for instance, or expired): run `%hpcgrade login` again (in a "
+                        "terminal: `hpcgrade login`)",
+    environment_token_refused="the token in HPCGRADE_TOKEN is not valid (revoked, expired or "
+                              "mistyped): set a new one, or unset it and run `%hpcgrade login`",
     name_a_course="name one: COURSE/EXERCISE, or --course COURSE (`%hpcgrade my-courses` lists "
                   "your courses)")
 

@@ -8,20 +8,25 @@ is named (an instructor, a checkout), otherwise from the service (`GET
 from __future__ import annotations
 
 import tempfile
+import warnings
 from pathlib import Path
 
 from server.core.catalogue import (PUBLIC_FILES, SLUG, ExerciseConfigError, default_root,
                               load_exercise_info)
 from worker.harness.jobs import VISIBLE_CHECKS, Job
 from worker.harness.runner import HarnessProcess
+from worker.harness.submission import Unreadable, read
 
-from hpcgrade.service import IN_JUPYTER, Advice, Service
+from hpcgrade.service import IN_JUPYTER, REFUSED, Advice, Service, ServiceError
+from hpcgrade.summary import DOES_NOT_COMPILE
 
 
 def run_visible_checks(slug: str, file: Path, lang: str = "en", course: str | None = None,
-                       advice: Advice = IN_JUPYTER) -> dict:
+                       advice: Advice = IN_JUPYTER, submitted: Path | None = None) -> dict:
     """The report of the visible checks on `file` (a .py or .ipynb), as `hpcgrade grade --json`
-    gives one; `course`: the exercise's, where it is in several of the user's courses.
+    gives one; `course`: the exercise's, where it is in several of the user's courses;
+    `submitted`: the file `submit` would send (`file`, or in Jupyter the saved notebook), whose
+    cells that do not compile are notes of the report.
     Raises ServiceError when the exercise must be fetched and cannot be (`advice`: in the words
     of where the client runs), ValueError for an unknown exercise, HarnessFailed when the
     harness itself fails."""
@@ -33,7 +38,10 @@ def run_visible_checks(slug: str, file: Path, lang: str = "en", course: str | No
                   filename=file.name, limits=limits, seed=0, lang=lang, checks=VISIBLE_CHECKS,
                   required_layers=())
         with HarnessProcess(scratch=scratch) as harness:
-            return harness.report_for(job).to_dict()
+            report = harness.report_for(job).to_dict()
+    if submitted is not None and report.get("status") == "graded":
+        report["notes"] = [*report.get("notes", []), *not_compiling(submitted)]
+    return report
 
 
 def exercise_files(slug: str, fetched: Path, course: str | None = None,
@@ -51,8 +59,13 @@ def exercise_files(slug: str, fetched: Path, course: str | None = None,
             return local, load_exercise_info(local).limits
         except ExerciseConfigError as exc:
             raise ValueError(str(exc)) from None
-    published = Service(advice=advice).get(f"/api/v1/exercises/{slug}/files",
-                                            **({"course": course} if course else {}))
+    try:
+        published = Service(advice=advice).get(f"/api/v1/exercises/{slug}/files",
+                                                **({"course": course} if course else {}))
+    except ServiceError as exc:  # a refusal that does not say which exercise it is about
+        if exc.kind != REFUSED or slug in str(exc):
+            raise
+        raise ServiceError(f"{course + '/' if course else ''}{slug}: {exc}", exc.kind) from None
     files, limits = published.get("files"), published.get("limits")
     if not isinstance(files, dict) or not isinstance(limits, dict) \
             or not isinstance(files.get(VISIBLE_CHECKS), str):
@@ -62,3 +75,27 @@ def exercise_files(slug: str, fetched: Path, course: str | None = None,
         if isinstance(files.get(name), str):
             (fetched / name).write_text(files[name])
     return fetched, limits
+
+
+def not_compiling(file: Path) -> list[dict]:
+    """Notes for the cells of `file` (a .py or .ipynb) that do not compile, each with its place
+    and Python's message: the service refuses such a file before it queues it (a notebook's
+    cells are run one by one, so the checks still run on the others), and `check` says so
+    first. A file that cannot be read at all is the checks' own report to tell."""
+    try:
+        cells = read(file.read_bytes(), file.name, max_bytes=1 << 40).cells
+    except (Unreadable, OSError):
+        return []
+    notes = []
+    for label, code in cells:
+        try:
+            with warnings.catch_warnings():  # quietly, as the service compiles it
+                warnings.simplefilter("ignore")
+                compile(code, label, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            notes.append({"kind": DOES_NOT_COMPILE, "cell": label, "line": exc.lineno,
+                          "message": exc.msg})
+        except (RecursionError, MemoryError):
+            notes.append({"kind": DOES_NOT_COMPILE, "cell": label, "line": None,
+                          "message": type(exc).__name__})
+    return notes

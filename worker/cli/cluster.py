@@ -102,8 +102,8 @@ def check(wait_seconds: float, probe: bool) -> None:
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     if problems:
-        raise click.ClickException(f"{len(problems)} problem(s): fix SLURM_*, the courses' "
-                                   "Slurm settings or the exercises' [slurm] tables")
+        raise click.ClickException(
+            f"{len(problems)} problem(s): {what_to_fix(slurm, shapes, problems)}")
     for partition in sorted({shape.partition for shape in shapes.values()}, key=str):
         fits = slurm.limits(partition)
         click.echo(f"ok: every exercise of {_courses_on(shapes, partition)} fits partition "
@@ -111,6 +111,18 @@ def check(wait_seconds: float, probe: bool) -> None:
                    f"{fits.gpus} GPUs)")
     if probe:
         _probe_courses(slurm, courses, shapes, settings, wait_seconds)
+
+
+def what_to_fix(slurm: SlurmExecutor, shapes: dict[str, Shape], problems: list[str]) -> str:
+    """Where the problems found are fixed: a course with no python names COURSE_PYTHON (its
+    jobs would run the node's python3, which rarely has torch); the others are the cluster's."""
+    no_python = {shape.course for shape in shapes.values() if shape.python is None} \
+        if slurm.python_unset else set()
+    fixes = (["set COURSE_PYTHON to the course venv's python as the nodes see it (or a course's "
+              "own: `hpcgrade courses edit SLUG --python PATH`)"] if no_python else [])
+    if len(problems) > len(no_python):
+        fixes.append("fix SLURM_*, the courses' Slurm settings or the exercises' [slurm] tables")
+    return "; ".join(fixes)
 
 
 def _courses_on(shapes: dict[str, Shape], partition: str | None) -> str:

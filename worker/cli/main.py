@@ -97,7 +97,8 @@ def _harness(python: str | None, scratch: str) -> HarnessProcess:
 @click.option("--lang", type=LANGS, default="en", show_default=True)
 @click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--python", "python", help="Interpreter of the course venv (default: this one).")
+@click.option("--python", "python", help="Interpreter of the course venv (default: this one; with "
+              "--executor slurm, COURSE_PYTHON where it is set, else this one).")
 @click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
               show_default=True, help="slurm: in one job of the cluster the service's settings "
               "name (HPCGRADE_CONFIG), through its spool; waits for it.")
@@ -106,7 +107,7 @@ def grade_files(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str
     """Grade FILES (.py or .ipynb) for EXERCISE with one warm harness."""
     info = _exercise(exercise)
     jobs = [info.job(path, lang=lang, seed=seed, device=device) for path in files]
-    reports = _on_slurm(info, jobs) if executor == "slurm" else _here(jobs, python)
+    reports = _on_slurm(info, jobs, python) if executor == "slurm" else _here(jobs, python)
     for path, report in zip(files, reports):
         shown = report.to_dict()
         click.echo(json.dumps({"file": str(path), **shown}) if as_json else summary(path, shown))
@@ -125,17 +126,22 @@ def _here(jobs: list[Job], python: str | None) -> list[Report]:
     return reports
 
 
-def _on_slurm(info: ExerciseInfo, jobs: list[Job]) -> list[Report]:
-    """The files as runs of the spool (ids of their own), graded in one job of their shape."""
+def _on_slurm(info: ExerciseInfo, jobs: list[Job], python: str | None) -> list[Report]:
+    """The files as runs of the spool (ids of their own), graded in one job of their shape, by
+    `python`, else COURSE_PYTHON, else the interpreter this command runs under: the node's own
+    python3 rarely has torch, and this one has (a checkout's .venv, on the shared filesystem)."""
     from worker.cli.cluster import slurm_executor
     from worker.grading.executor import ClusterError, submit_and_wait
     slurm = slurm_executor()
+    shape = info.resources(slurm.default)
+    if python or shape.python is None:
+        shape = replace(shape, python=python or sys.executable)
     batch = f"cli-{uuid.uuid4().hex[:12]}"
     spooled = [spool.write_run(slurm.spool, replace(job, id=f"{batch}-{n}"),
                                Path(job.submission).read_bytes())
                for n, job in enumerate(jobs)]
     try:
-        return submit_and_wait(slurm, spooled, info.resources(slurm.default))
+        return submit_and_wait(slurm, spooled, shape)
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -161,7 +167,8 @@ def check(exercise: str, file: Path, course: str | None, lang: str, as_json: boo
     from worker.cli.client import IN_A_TERMINAL, NO_GRADE, ended, styled_output
     try:
         course, exercise = course_and_exercise(exercise, course)
-        report = run_visible_checks(exercise, file, lang, course=course, advice=IN_A_TERMINAL)
+        report = run_visible_checks(exercise, file, lang, course=course, advice=IN_A_TERMINAL,
+                                    submitted=file)
     except ServiceError as exc:
         raise ended(exc) from None
     except ValueError as exc:

@@ -1,8 +1,11 @@
 """Turning an uploaded file into the code cells the student process runs.
 
 A `.py` file is one cell. A notebook's code cells run in order; IPython magics and shell lines
-are neutralised (never executed), and a few cell magics that only wrap code (`%%time`) keep their
-body. All checks on the bytes happen here, in the grader, before any student process exists.
+are neutralised (never executed) and noted, and a few cell magics that only wrap code (`%%time`)
+keep their body. The lines of hpcgrade's own Jupyter extension (`%load_ext hpcgrade`,
+`%hpcgrade submit …`), which every notebook that follows the docs has, are neutralised without a
+note: they say nothing about the student's code. All checks on the bytes happen here, in the
+grader, before any student process exists.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 
 WRAPPING_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun")
 SHELL_OR_MAGIC = re.compile(r"^\s*(?:[%!]|[\w.]+\s*=\s*[%!])|^\s*[\w.]+\?\??\s*$|^\s*\?")
+EXTENSION_LINE = re.compile(r"^\s*%(?:(?:re)?load_ext\s+hpcgrade|hpcgrade)\b")
 
 
 class Unreadable(Exception):
@@ -75,7 +79,8 @@ def notebook_cells(text: str) -> Source:
 
 
 def neutralise(source: str) -> tuple[str, list[int]]:
-    """Comment out IPython-only lines; keep line numbers so tracebacks point at the right line."""
+    """Comment out IPython-only lines; keep line numbers so tracebacks point at the right line.
+    The lines listed are those to note: the extension's own are not."""
     lines = source.split("\n")
     first = lines[0].strip() if lines else ""
     if first.startswith("%%"):
@@ -87,5 +92,6 @@ def neutralise(source: str) -> tuple[str, list[int]]:
         if SHELL_OR_MAGIC.match(line):
             indent = line[:len(line) - len(line.lstrip())]
             lines[i] = f"{indent}pass  # neutralised: {line.strip()}"
-            neutralised.append(i + 1)
+            if not EXTENSION_LINE.match(line):
+                neutralised.append(i + 1)
     return "\n".join(lines), neutralised
