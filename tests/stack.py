@@ -2,7 +2,7 @@
 
 A PostgreSQL cluster and a Redis of its own (never the shared ones: the tests stop them), the
 deploy steps (`hpcgrade db upgrade`, `exercise sync`, `users import`), and then, as
-deploy/systemd runs them: gunicorn with 2 sync workers, one Celery worker, Celery beat on its own,
+deploy/systemd runs them: gunicorn with 2 workers of 16 threads, one Celery worker, Celery beat on its own,
 and nginx in front with the deploy's proxy settings (deploy/nginx/hpcgrade-proxy.conf). Each
 student sets a password with the link the import printed, as a student does. Each piece can be
 stopped, killed and started again; `Stack.processes()` says what runs.
@@ -308,8 +308,8 @@ class Stack:
         self.base = f"http://127.0.0.1:{self.nginx_port}"
         celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app"]
         self.web = self._service("gunicorn", [
-            sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers), "--bind",
-            f"127.0.0.1:{self.portal_port}", "--log-level", "warning",
+            sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers), "--threads",
+            "16", "--bind", f"127.0.0.1:{self.portal_port}", "--log-level", "warning",
              "server.web.app:create_app()"],
             ready=lambda _: _port_open(self.portal_port))
         self.worker = self._service("worker", [

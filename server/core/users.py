@@ -216,9 +216,10 @@ def read_roster(session: Session, text: str, course: Course,
     if header != list(ROSTER_COLUMNS):
         raise UserError(_("the roster's header must be: %(columns)s (it is: %(found)s)",
                           columns=",".join(ROSTER_COLUMNS), found=",".join(header)))
-    reader.fieldnames = header
     plan, first_seen, rows = RosterPlan(), {}, []
-    for line, row in _rows(reader):
+    # the lines as the csv module splits them (str.splitlines splits at more characters)
+    lines = io.StringIO(text, newline="").readlines()
+    for line, row in _rows(lines, header, delimiter, plan):
         if None in row or any(value is None for value in row.values()):
             plan.errors.append((line, _("expected %(num)s columns", num=len(ROSTER_COLUMNS))))
             continue
@@ -256,24 +257,34 @@ def _sort_rows(session: Session, rows: list[RosterRow], course: Course, plan: Ro
             plan.enrol.append(row)
 
 
-def _rows(reader: csv.DictReader):
-    """(line, row) for each row, numbered by the line it ends on; CSV that does not parse is
-    refused, naming the line where its row begins."""
-    while True:
-        begins = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise _not_csv(begins, exc) from None
-        yield reader.line_num, row
+def _rows(lines: list[str], header: list[str], delimiter: str, plan: RosterPlan):
+    """(line, row) for each row after the header, numbered by the line it ends on. A row that
+    is not CSV is a wrong line of the plan, numbered by the line where it begins, and reading
+    goes on on the next line: a quote left open does not take the rest of the file with it."""
+    start = 1  # lines[start:] are read: the header is line 1
+    while start < len(lines):
+        reader = csv.DictReader(lines[start:], fieldnames=header, delimiter=delimiter,
+                                strict=True)
+        while True:
+            begins = start + reader.line_num + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                plan.errors.append((begins, _not_csv_problem(exc)))
+                start = begins  # on from the line after the one where the row began
+                break
+            yield start + reader.line_num, row
 
 
 def _not_csv(line: int, exc: csv.Error) -> UserError:
-    return UserError(_("line %(line)s: %(problem)s", line=line, problem=_(
-        "not CSV (%(reason)s); a value with a comma, a quote or a line break goes in double "
-        "quotes, its own quotes doubled", reason=str(exc))))
+    return UserError(_("line %(line)s: %(problem)s", line=line, problem=_not_csv_problem(exc)))
+
+
+def _not_csv_problem(exc: csv.Error) -> str:
+    return _("not CSV (%(reason)s); a value with a comma, a quote or a line break goes in double "
+             "quotes, its own quotes doubled", reason=str(exc))
 
 
 def _row_problem(row: RosterRow, roles: Collection[str], first_seen: dict[str, int]) -> str | None:

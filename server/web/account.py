@@ -1,4 +1,5 @@
-"""A user's own account: setting the password with the link a new account gets (no log-in
+"""A user's own account: its page (who they are, and its notices, password and tokens), setting
+the password with the link a new account gets (no log-in
 needed), changing it, listing and revoking their API tokens, the mail notices they get."""
 from __future__ import annotations
 
@@ -25,6 +26,17 @@ NOTICES = {
     Kind.grading_failed: _l("The grader fails on submissions of a course I teach (one mail "
                             "every few minutes at most, listing them)"),
 }
+
+
+@blueprint.get("/")
+@login_required
+def home():
+    """What "Account" opens: the mail notices, the password and the API tokens, each said in a
+    line and reached from here."""
+    return render_template(
+        "auth/account.html", local_password=g.user.auth_source == AuthSource.local.value,
+        tokens=len([token for token in listed(db(), g.user.id) if token.expires_at > utcnow()]),
+        notices=[NOTICES[kind] for kind in kinds_for(db(), g.user) if wants(g.user, kind)])
 
 
 @blueprint.route("/set-password/<token>", methods=["GET", "POST"])

@@ -12,6 +12,7 @@ import math
 import re
 import zoneinfo
 
+from babel.dates import get_month_names
 from flask import (Blueprint, current_app, flash, g, redirect, render_template, request,
                    url_for)
 from flask_babel import gettext as _
@@ -24,16 +25,24 @@ from server.core.models import Allowance, Exercise, SetGrade, Submission, User, 
 from server.core.queue import send_notice
 from server.web.auth import db, staff_required
 from server.web.course import exercises
-from server.web.i18n import points, time_zone, when
+from server.web.i18n import LANGS, out_of, points, time_zone, when, when_zoned
 from server.web.portal import submission as submission_page
 from server.web.staff import exercise_or_404, student_or_404, submission_or_404
 
 blueprint = Blueprint("allowances", __name__, url_prefix="/courses/<course>/staff")
 MAX_EXTRA_ATTEMPTS = 100
 COMMENT_LIMIT = 2000
-# what a datetime-local field sends (seconds when the browser adds them); a space for a browser
-# that shows a plain text field instead
-LOCAL_MOMENT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")
+# a new deadline as the pages write a moment ("5 Feb 2027, 18:00", "5 feb 2027, 18:00"), the
+# zone's name after it if copied from the page; or in ISO ("2027-02-05 18:00")
+PAGE_MOMENT = re.compile(r"(\d{1,2}) ([^\W\d_]+)\.? (\d{4}),? (\d{1,2}):(\d{2})(?: ([\w+-]+))?")
+ISO_MOMENT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")
+# a month's name in either language, abbreviated ("sept", "Sep") or not: a Spanish reader may
+# paste a date of the English page
+MONTHS = {name.casefold().rstrip("."): number for lang in LANGS
+          for width in ("abbreviated", "wide")
+          for number, name in get_month_names(width, locale=lang).items()} | {"sep": 9}
+# how far after the exercise's deadline the form's example is
+EXAMPLE_EXTENSION = dt.timedelta(days=7)
 
 
 # --- the pages ----------------------------------------------------------------------------------
@@ -84,10 +93,11 @@ def _allowance_page(student: User, exercise: Exercise, status: int):
     return render_template(
         "staff/allowance.html", student=student, exercise=exercise, terms=granted,
         granter=granter, submissions=submissions, zone=time_zone(),
+        example=when(exercise.deadline + EXAMPLE_EXTENSION) if exercise.deadline else "",
         grade=student_grade(db(), student.id, exercise.id),
         max_points=maximum_points(db(), [exercise])[exercise.id],
         form=request.form if request.method == "POST" else {
-            "deadline": _local_input(row.deadline) if row and row.deadline else "",
+            "deadline": when(row.deadline) if row and row.deadline else "",
             "extra_attempts": row.extra_attempts if row else 0,
             "comment": row.comment if row else ""}), status
 
@@ -144,34 +154,44 @@ def _new_deadline(exercise: Exercise, found: Allowance | None, text: str) -> dt.
         return None
     if exercise.deadline is None:
         raise ValueError(_("This exercise has no deadline to extend."))
-    moment = _parse_local(text)
+    moment = _parse_local(text, exercise)
     if found is not None and moment == found.deadline:
         return moment  # kept as it was, even once passed, while the attempts change
     if moment <= utcnow():
-        raise ValueError(_("The new deadline (%(when)s) has already passed.", when=when(moment)))
+        raise ValueError(_("The new deadline (%(when)s) has already passed.",
+                           when=when_zoned(moment)))
     if moment <= exercise.deadline:
         raise ValueError(_("An extension must end after the exercise's deadline (%(when)s).",
-                           when=when(exercise.deadline)))
+                           when=when_zoned(exercise.deadline)))
     return moment
 
 
-def _parse_local(text: str) -> dt.datetime:
-    """A date and time as typed in the course's time zone, in UTC."""
+def _parse_local(text: str, exercise: Exercise) -> dt.datetime:
+    """A date and time typed in the course's time zone, as the pages write them (or in ISO), in
+    UTC."""
+    moment = _typed_moment(" ".join(text.split()), zoneinfo.ZoneInfo(time_zone()))
+    if moment is None:
+        raise ValueError(_("The new deadline must be a date and a time as this page writes them, "
+                           "in %(zone)s time, such as %(example)s.", zone=time_zone(),
+                           example=when(exercise.deadline + EXAMPLE_EXTENSION)))
+    return moment.astimezone(dt.timezone.utc)
+
+
+def _typed_moment(text: str, zone: zoneinfo.ZoneInfo) -> dt.datetime | None:
+    """The moment in `zone`, or None where the text is no date and time of its own (a zone
+    named after it must be that one's name then: "CET" in winter in Madrid)."""
     try:
-        if not LOCAL_MOMENT.fullmatch(text):
-            raise ValueError
-        local = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(_("The new deadline must be a date and a time, such as %(example)s.",
-                           example="2027-02-05 18:00")) from None
-    zone = zoneinfo.ZoneInfo(time_zone())
-    return local.replace(tzinfo=zone).astimezone(dt.timezone.utc)
-
-
-def _local_input(moment: dt.datetime) -> str:
-    """A stored moment as a datetime-local field shows it: in the course's time zone."""
-    zone = zoneinfo.ZoneInfo(time_zone())
-    return moment.astimezone(zone).strftime("%Y-%m-%dT%H:%M")
+        if ISO_MOMENT.fullmatch(text):
+            return dt.datetime.fromisoformat(text).replace(tzinfo=zone)
+        found = PAGE_MOMENT.fullmatch(text)
+        if found is None or found[2].casefold() not in MONTHS:
+            return None
+        day, month, year, hour, minute, named = found.groups()
+        moment = dt.datetime(int(year), MONTHS[month.casefold()], int(day), int(hour),
+                             int(minute), tzinfo=zone)
+    except ValueError:  # a 31 February, a 25:00
+        return None
+    return moment if named in (None, moment.tzname()) else None
 
 
 def _extra_attempts(exercise: Exercise, text: str) -> int:
@@ -187,9 +207,23 @@ def _extra_attempts(exercise: Exercise, text: str) -> int:
     return extra
 
 
-@blueprint.post("/students/<username>/exercises/<slug>/remove")
+@blueprint.route("/students/<username>/exercises/<slug>/remove", methods=["GET", "POST"])
 def remove_allowance(username: str, slug: str):
+    """GET: the step that confirms it (what the student had, what applies again); POST: the
+    exception removed, with the late penalties it changes."""
     student, exercise = _student_and_exercise(username, slug)
+    back = url_for("allowances.allowance", username=username, slug=slug)
+    if request.method == "GET":
+        granted = student_terms(db(), student.id, exercise)
+        if granted.allowance is None:
+            return _nothing_to_remove(student, exercise, back, _(
+                "%(name)s has no exception on this exercise.", name=student.name))
+        return _confirm_removal(
+            student, exercise, back, _("Remove the exception?"), _("Remove the exception"),
+            [(_("Deadline"), when_zoned(granted.deadline)),
+             (_("Attempts"), "∞" if granted.max_attempts is None else str(granted.max_attempts))],
+            _("The exercise's deadline and attempts apply to %(name)s again, and the late "
+              "penalty of the submissions already sent is worked out again.", name=student.name))
     # a statement, not the ORM's delete: a removal racing another one finds nothing to delete
     # instead of failing
     removed = db().execute(delete(Allowance).where(
@@ -200,15 +234,31 @@ def remove_allowance(username: str, slug: str):
         reassess_lateness(db(), student.id, exercise)
         db().commit()
         flash(_("The exception for %(name)s is removed.", name=student.name), "info")
-    return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
+    return redirect(back, 303)
+
+
+def _confirm_removal(student: User, exercise: Exercise, back: str, heading: str, button: str,
+                     removed: list[tuple[str, str]], consequence: str):
+    """A removal's confirmation: a page of its own, no script (the Content-Security-Policy
+    allows none inline), its button sending the same address the POST that removes."""
+    return render_template("staff/confirm_removal.html", student=student, exercise=exercise,
+                           back=back, heading=heading, button=button, removed=removed,
+                           consequence=consequence)
+
+
+def _nothing_to_remove(student: User, exercise: Exercise, back: str, reason: str):
+    """The confirmation's address when there is nothing to remove (removed meanwhile, or an old
+    bookmark): said, with the way back."""
+    return render_template("staff/confirm_removal.html", student=student, exercise=exercise,
+                           back=back, heading=reason, removed=[])
 
 
 @blueprint.post("/students/<username>/exercises/<slug>/grade")
 def set_grade(username: str, slug: str):
     """The student's grade on the exercise, whatever they submit, with the reason they read."""
     student, exercise = _student_and_exercise(username, slug)
-    out_of = maximum_points(db(), [exercise])[exercise.id]
-    errors = _scored_form_errors(out_of)
+    maximum = maximum_points(db(), [exercise])[exercise.id]
+    errors = _scored_form_errors(maximum)
     if errors:
         for message in errors:
             flash(message, "error")
@@ -240,9 +290,23 @@ def _store_set_grade(student: User, exercise: Exercise) -> int:
     return row.id
 
 
-@blueprint.post("/students/<username>/exercises/<slug>/grade/remove")
+@blueprint.route("/students/<username>/exercises/<slug>/grade/remove", methods=["GET", "POST"])
 def remove_set_grade(username: str, slug: str):
+    """GET: the step that confirms it; POST: the grade set by hand removed."""
     student, exercise = _student_and_exercise(username, slug)
+    back = url_for("allowances.allowance", username=username, slug=slug)
+    if request.method == "GET":
+        grade = student_grade(db(), student.id, exercise.id)
+        if not grade.set_by_hand:
+            return _nothing_to_remove(student, exercise, back, _(
+                "%(name)s has no grade set by hand on this exercise.", name=student.name))
+        maximum = maximum_points(db(), [exercise])[exercise.id]
+        return _confirm_removal(
+            student, exercise, back, _("Remove the grade set by hand?"),
+            _("Remove it: the best submission counts again"),
+            [(_("Grade set by hand"), out_of(grade.set_grade.score, maximum))],
+            _("The grade of %(name)s on this exercise is their best submission's again.",
+              name=student.name))
     removed = db().execute(delete(SetGrade).where(
         SetGrade.user_id == student.id, SetGrade.exercise_id == exercise.id)).rowcount
     if not removed:
@@ -251,7 +315,7 @@ def remove_set_grade(username: str, slug: str):
         db().commit()
         flash(_("The grade of %(name)s on this exercise is their best submission's again.",
                 name=student.name), "info")
-    return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
+    return redirect(back, 303)
 
 
 @blueprint.post("/submissions/<int:submission_id>/override")
@@ -303,14 +367,28 @@ def _number(text: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-@blueprint.post("/submissions/<int:submission_id>/override/remove")
+@blueprint.route("/submissions/<int:submission_id>/override/remove", methods=["GET", "POST"])
 def remove_override(submission_id: int):
+    """GET: the step that confirms it; POST: the submission's automatic score counts again."""
     submission = submission_or_404(submission_id)
+    back = url_for("portal.submission", submission_id=submission_id)
     if submission.override_score is None:
+        if request.method == "GET":
+            return _nothing_to_remove(submission.user, submission.exercise, back,
+                                      _("This submission has no score set by hand."))
         flash(_("This submission has no score set by hand."), "error")
-    else:
-        submission.override_score = submission.override_comment = None
-        submission.override_by = submission.override_at = None
-        db().commit()
-        flash(_("Submission #%(id)s has its automatic score again.", id=submission.id), "info")
-    return redirect(url_for("portal.submission", submission_id=submission_id), 303)
+        return redirect(back, 303)
+    if request.method == "GET":
+        return _confirm_removal(
+            submission.user, submission.exercise, back,
+            _("Go back to the automatic score of submission #%(id)s?", id=submission.id),
+            _("Go back to the automatic score"),
+            [(_("Score adjusted by the instructors"),
+              out_of(submission.override_score, submission.max_score)),
+             (_("Automatic score"), out_of(submission.score, submission.max_score))],
+            _("The student's grade is worked out again with the automatic score."))
+    submission.override_score = submission.override_comment = None
+    submission.override_by = submission.override_at = None
+    db().commit()
+    flash(_("Submission #%(id)s has its automatic score again.", id=submission.id), "info")
+    return redirect(back, 303)

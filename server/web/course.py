@@ -258,34 +258,59 @@ class DiagnosedSubmission:
     messages: list[str]
 
 
+@dataclass
+class NamedMistake:
+    """The submissions behind a diagnostic that name one mistake: the same known wrong program
+    (the diagnostic's `details.wrong_program`), or else the same hint, which is what names it."""
+
+    hint: str
+    wrong_program: str | None = None
+    submissions: dict[int, DiagnosedSubmission] = field(default_factory=dict)
+
+    @property
+    def students(self) -> int:
+        return len({row.student.id for row in self.submissions.values()})
+
+
 def diagnosed_submissions(session: Session, course_id: int, exercise_id: int, code: str,
-                          lang: str) -> list[DiagnosedSubmission]:
+                          lang: str) -> list[NamedMistake]:
     """The course's students' submissions of an exercise that got the diagnostic `code` (from a
-    check, or as the load error of its run's notes), by student."""
+    check, or as the load error of its run's notes), by named mistake (most students first),
+    then by student. A submission that made two of them is under each."""
     columns = (User, Submission.id, Submission.submitted_at, Submission.counted_score,
                Submission.max_score)
     which = {"course_id": course_id, "exercise_id": exercise_id}
     checks = (_check_diagnostics(_current_runs(
-        *columns, DiagnosticResult.message, DiagnosticResult.translations,
-        DiagnosticResult.details, **which).join(User, Submission.user_id == User.id))
+        *columns, DiagnosticResult.message, DiagnosticResult.hint,
+        DiagnosticResult.translations, DiagnosticResult.details, **which)
+        .join(User, Submission.user_id == User.id))
         .where(DiagnosticResult.code == code)
         .order_by(Submission.id, CheckResult.position, DiagnosticResult.id))
-    said = [*((row[:5], note["message"], note.get("translations"))
+    said = [*((row[:5], _in_language(note, lang), None)
               for row, note in _load_errors(session, _current_runs(
                   *columns, GradingRun.notes, **which).join(User, Submission.user_id == User.id))
               if note["code"] == code),
             # a later check's "the same mistake as in …" adds nothing to the first's words
-            *((row[:5], row.message, row.translations) for row in session.execute(checks)
+            *((row[:5], _in_language(row._asdict(), lang), (row.details or {}).get(
+                "wrong_program")) for row in session.execute(checks)
               if not said_elsewhere(row.details or {}))]
     said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
-    found: dict[int, DiagnosedSubmission] = {}
-    for (user, submission_id, at, score, max_score), message, translations in said:
-        row = found.setdefault(submission_id, DiagnosedSubmission(
+    mistakes: dict[tuple[str | None, str], NamedMistake] = {}
+    for (user, submission_id, at, score, max_score), (message, hint), program in said:
+        key = (program, "") if program else (None, hint)
+        mistake = mistakes.setdefault(key, NamedMistake(hint, program))
+        row = mistake.submissions.setdefault(submission_id, DiagnosedSubmission(
             user, submission_id, at, score, max_score, []))
-        text = (translations or {}).get(lang, {}).get("message", message)
-        if text not in row.messages:  # a failure that several checks hit is read once
-            row.messages.append(text)
-    return list(found.values())
+        if message not in row.messages:  # a failure that several checks hit is read once
+            row.messages.append(message)
+    return sorted(mistakes.values(), key=lambda mistake: (-mistake.students, mistake.hint))
+
+
+def _in_language(said: dict, lang: str) -> tuple[str, str]:
+    """A diagnostic's (or a load error's) message and hint in the reader's language."""
+    words = (said.get("translations") or {}).get(lang, {})
+    return (words.get("message", said["message"]),
+            words.get("hint", said.get("hint") or ""))
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ and the template filters that show a moment as a reader expects it (never raw IS
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -48,7 +49,8 @@ def init_app(app: Flask) -> None:
           timezone_selector=time_zone)
     filters = app.jinja_env.filters
     by_language = {name: filters[name] for name in BABEL_FILTERS} | dict(
-        when=when, due=due, state=state, section=section, points=points, out_of=out_of)
+        when=when, when_zoned=when_zoned, due=due, state=state, section=section, points=points,
+        out_of=out_of)
     filters.update({name: at_render_time(f) for name, f in by_language.items()})
     app.jinja_env.globals.update(language_url=language_url)
 
@@ -107,6 +109,14 @@ def out_of(score: float | None, maximum: float | None) -> str:
 def when(moment: dt.datetime | None) -> str:
     """A moment in the course's time zone: "23 Nov 2026, 18:00" / "23 nov 2026, 18:00"."""
     return format_datetime(moment, "d MMM y, HH:mm") if moment is not None else "—"
+
+
+def when_zoned(moment: dt.datetime | None) -> str:
+    """A moment with the name of the course's time zone then, as a deadline is shown (a student
+    may be elsewhere): "23 Nov 2026, 18:00 CET"."""
+    if moment is None:
+        return "—"
+    return f"{when(moment)} {moment.astimezone(zoneinfo.ZoneInfo(time_zone())).tzname()}"
 
 
 def due(deadline: dt.datetime, now: dt.datetime) -> str:

@@ -17,6 +17,7 @@ from server.core.courses import exercise_folder, role_in
 from server.core.grades import maximum_points, student_grade
 from server.core.models import STAFF_ROLES, CourseRole, Exercise, Submission, utcnow
 from server.core.queue import enqueue
+from server.web import live
 from server.web.auth import db, login_required
 from server.web.course import run_rows
 from server.web.i18n import LANGS, request_language, when
@@ -113,7 +114,7 @@ def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
     return render_template(
         "portal/exercise.html", exercise=exercise, row=row, statement=statement,
         title=exercise.title_es if g.lang == "es" else exercise.title_en, files=files,
-        download_names=DOWNLOAD_NAMES,
+        download_names=download_names(exercise),
         submissions=submissions, now=now, closed=_closed_because(row, now), pasted=pasted,
         idempotency_key=uuid.uuid4().hex), status, {"Cache-Control": "no-store"}
 
@@ -139,11 +140,19 @@ def download(slug: str, name: str):
     else of the folder."""
     if name not in PUBLIC_FILES:
         abort(404)
-    path = exercise_folder(_exercise(slug)) / name
+    exercise = _exercise(slug)
+    path = exercise_folder(exercise) / name
     if not path.is_file():
         abort(404)
     return send_file(path, mimetype="text/x-python", as_attachment=True,
-                     download_name=DOWNLOAD_NAMES.get(name, name))
+                     download_name=download_names(exercise).get(name, name))
+
+
+def download_names(exercise: Exercise) -> dict[str, str]:
+    """The names the public files download as: the starter named after its exercise
+    ("autograd_q.py", a name Python imports), as each exercise's would overwrite the last one's
+    in the student's downloads folder otherwise."""
+    return DOWNLOAD_NAMES | {"starter.py": exercise.slug.replace("-", "_") + ".py"}
 
 
 @blueprint.post("/exercises/<slug>/submissions")
@@ -207,12 +216,24 @@ def _later_submissions(row: Submission) -> list[Submission]:
 @blueprint.route("/submissions/<int:submission_id>/status")
 @login_required
 def status(submission_id: int):
-    """What the submission page polls every second while it waits."""
-    with current_app.extensions["hpcgrade.db"].reads() as reads:
-        state = submission_state(reads, submission_id)
-        if state is None or state.course_id != g.course.id \
-                or not may_see(state.user_id, g.user.id, g.role):
-            abort(404)
+    """What the submission page asks while it waits; with ?after=<the status it shows>, held
+    until the submission leaves that status (live.py)."""
+    database = current_app.extensions["hpcgrade.db"]
+
+    def read():
+        with database.reads() as reads:  # a connection only while reading, never while held
+            return submission_state(reads, submission_id)
+
+    state = read()
+    if state is None or state.course_id != g.course.id \
+            or not may_see(state.user_id, g.user.id, g.role):
+        abort(404)
+    db().close()  # the log-in's session: its connection goes back to the pool before any hold
+    state = live.once_changed(state, read, lambda s: s and s.status, request.args.get("after"),
+                              request.environ.get("wsgi.multithread", False))
+    if state is None:  # deleted while held
+        abort(404)
+    with database.reads() as reads:
         return jsonify(status=state.status, **waiting(reads, state, g.lang),
                        score=state.score, counted_score=state.counted_score,
                        max_score=state.max_score)

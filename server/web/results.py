@@ -3,20 +3,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import time
 from collections import defaultdict
 from typing import NamedTuple
 
-from flask_babel import get_locale, gettext as _
-from sqlalchemy import bindparam, select
-from sqlalchemy.orm import Session, selectinload
+from flask_babel import get_locale, gettext as _, ngettext
+from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy.orm import Session, object_session, selectinload
 
 from worker.harness.report import ADVICE, LOAD_ERROR
 from worker.harness.submission import Unreadable, read
 
 from server.core.config import app_settings
-from server.core.grades import DONE_RUN, Grade, allowances_of, terms
+from server.core.grades import DONE_RUN, Grade, allowances_of, student_terms, terms
 from server.core.models import (STAFF_ROLES, CheckResult, Exercise, GradingRun, RunStatus, SetGrade,
-                                Submission, SubmissionStatus, User)
+                                Submission, SubmissionStatus, User, utcnow)
 from server.core.queue import place
 from server.web.submissions import COUNTS_AS_ATTEMPT, shown_name, where
 
@@ -74,23 +76,96 @@ def submission_state(session: Session, submission_id: int) -> SubmissionState | 
 
 def waiting(session: Session, state: SubmissionState | Submission, lang: str) -> dict:
     """Where a submission not graded yet stands: `queue_position` (1 for the next to be graded;
-    None once grading has started), `waiting_for_cluster` (its job is sent, and the cluster
-    has not started it: a node drained, a partition down, a busy cluster), and a `note` when it
-    waits for its student's earlier ones or for the cluster."""
+    None once grading has started), `estimate_seconds` and `estimate` (how long until it is
+    graded, from the recent grading rate; None when too few runs finished lately to say),
+    `stalled` (queued a while, and no grading run started or finished meanwhile),
+    `waiting_for_cluster` (its job is sent, and the cluster has not started it: a node drained,
+    a partition down, a busy cluster), and a `note` when it waits for its student's earlier
+    ones, for the cluster, or longer than usual."""
+    still = {"estimate_seconds": None, "estimate": None, "stalled": False}
     if state.status == SubmissionStatus.running.value:
         pending = session.connection().execute(
             _PENDING, {"submission_id": state.id}).first() is not None
-        return {"queue_position": None, "waiting_for_cluster": pending, "note": _(
+        return {"queue_position": None, "waiting_for_cluster": pending, **still, "note": _(
             "Waiting for the cluster to start grading it: the cluster is busy or under "
             "maintenance. It keeps its place; nothing is lost.") if pending else None}
     found = place(session, state.id) if state.status == SubmissionStatus.queued.value else None
     if found is None:
-        return {"queue_position": None, "waiting_for_cluster": False, "note": None}
+        return {"queue_position": None, "waiting_for_cluster": False, **still, "note": None}
     position, turn = found
-    behind_own = turn > app_settings().max_running_per_student
-    return {"queue_position": position, "waiting_for_cluster": False, "note": _(
-        "Your earlier submissions are graded first; this one starts when one of them finishes.")
-        if behind_own else None}
+    pace = recent_pace(session)
+    seconds = pace.seconds_for(position)
+    stalled = pace.stalled_since(state.submitted_at)
+    notes = [_("Your earlier submissions are graded first; this one starts when one of them "
+               "finishes.")] if turn > app_settings().max_running_per_student else []
+    if stalled:
+        notes.append(_("Grading is slower than usual; your submission is safe and keeps its "
+                       "place in the queue."))
+    return {"queue_position": position, "waiting_for_cluster": False,
+            "estimate_seconds": seconds, "estimate": _estimate_text(seconds), "stalled": stalled,
+            "note": " ".join(notes) or None}
+
+
+# how far back the grading rate is measured, the fewest finished runs it is worth an estimate
+# from, and how long without any run starting or finishing counts as a stall
+PACE_WINDOW = dt.timedelta(minutes=10)
+PACE_FEWEST_RUNS = 3
+STALL_AFTER = dt.timedelta(seconds=60)
+_PACE_KEPT_SECONDS = 2.0  # every waiting page asks; the service's pace is read once in a while
+
+
+class Pace(NamedTuple):
+    """The service's grading lately: runs finished in the last PACE_WINDOW, and when a run last
+    started or finished (None: none in the window)."""
+
+    finished: int
+    last_moved: dt.datetime | None
+    read_at: dt.datetime
+
+    def seconds_for(self, position: int) -> int | None:
+        """Seconds until the submission at `position` is graded, at the recent rate."""
+        if self.finished < PACE_FEWEST_RUNS:
+            return None
+        return math.ceil(position * PACE_WINDOW.total_seconds() / self.finished)
+
+    def stalled_since(self, submitted_at: dt.datetime) -> bool:
+        """Nothing moved since a while before now, and the submission has waited that long."""
+        before = self.read_at - STALL_AFTER
+        return _aware(submitted_at) < before and (
+            self.last_moved is None or _aware(self.last_moved) < before)
+
+
+_pace_kept: tuple[float, Pace] | None = None
+
+
+def recent_pace(session: Session) -> Pace:
+    global _pace_kept
+    if _pace_kept is not None and time.monotonic() - _pace_kept[0] < _PACE_KEPT_SECONDS:
+        return _pace_kept[1]
+    now = utcnow()
+    since = now - PACE_WINDOW
+    finished, started_last, finished_last = session.execute(
+        select(func.count(GradingRun.finished_at).filter(GradingRun.finished_at > since),
+               func.max(GradingRun.started_at), func.max(GradingRun.finished_at))
+        .where(or_(GradingRun.started_at > since, GradingRun.finished_at > since))).one()
+    moved = [_aware(t) for t in (started_last, finished_last) if t is not None]
+    pace = Pace(finished, max(moved, default=None), now)
+    _pace_kept = (time.monotonic(), pace)
+    return pace
+
+
+def _aware(moment: dt.datetime) -> dt.datetime:
+    """SQLite gives back naive datetimes: they are UTC, as everything stored."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
+def _estimate_text(seconds: int | None) -> str | None:
+    if seconds is None:
+        return None
+    if seconds < 60:
+        return _("about a minute or less")
+    minutes = math.ceil(seconds / 60)
+    return ngettext("about %(num)s minute", "about %(num)s minutes", minutes)
 
 
 class ResultCache:
@@ -207,33 +282,54 @@ class CodeCell(NamedTuple):
 
 def page_view(submission: Submission, result: dict) -> dict:
     """What the result page shows besides the API's answer: why the file did not load (once, for
-    the top of the page), each diagnostic's and note's place in the student's own file ("work.py,
-    line 3", "pasted code"), and the code line by line with the lines they name marked."""
+    the top of the page), the checks that failed (for a summary there), each diagnostic's and
+    note's place in the student's own file ("work.py, line 3", "pasted code"), each hint once
+    (a later diagnostic with the same hint shows none), the attempts the student has left, and
+    the code line by line with the lines they name marked."""
     cells = _code_cells(submission)
     anchors = {(label, number): f"line-{index}-{number}"
                for index, (label, code) in enumerate(cells, start=1)
                for number in range(1, code.count("\n") + 2)}
+    hints_given: set[str] = set()
 
     def placed(item: dict, label: str | None, line: int | None, with_file: bool = True) -> dict:
         return dict(item, place=where(submission.filename if with_file else None, label, line),
                     anchor=anchors.get((label, line)))
 
-    load_errors = [placed(n, n["details"].get("file"), n["details"].get("line"))
+    def hinted(item: dict) -> dict:
+        hint = item.get("hint")
+        repeated = hint in hints_given
+        hints_given.add(hint)
+        return dict(item, hint=None if repeated else hint)
+
+    load_errors = [hinted(placed(n, n["details"].get("file"), n["details"].get("line")))
                    for n in result["notes"] if n.get("kind") == "load-error"]
-    checks = [dict(c, diagnostics=[placed(d, d["details"].get("file"), d["details"].get("line"))
-                                   if d["details"].get("line") else d
-                                   for d in c["diagnostics"]]) for c in result["checks"]]
+    checks = [dict(c, anchor=f"check-{number}", diagnostics=[
+        hinted(placed(d, d["details"].get("file"), d["details"].get("line"))
+               if d["details"].get("line") else d) for d in c["diagnostics"]])
+        for number, c in enumerate(result["checks"], start=1)]
     notes = [placed(n, n.get("cell"), _raised_at(n), with_file=False)
              for n in result["notes"] if n.get("kind") != "load-error"]
     marked = {item["anchor"] for item in load_errors + notes if item["anchor"]} | {
         d["anchor"] for c in checks for d in c["diagnostics"] if d.get("anchor")}
     notebook = submission.filename.lower().endswith(".ipynb")
     return {"file": shown_name(submission.filename), "load_errors": load_errors, "checks": checks,
+            "failed": [c for c in checks if not c["passed"]],
+            "attempts_left": _attempts_left(submission),
             "notes": notes, "marked": bool(marked),
             "cells": [CodeCell(where(None, label, None) if notebook else None, [
                 CodeLine(number, text, anchors[label, number], anchors[label, number] in marked)
                 for number, text in enumerate(code.removesuffix("\n").split("\n"), start=1)])
                 for label, code in cells]}
+
+
+def _attempts_left(submission: Submission) -> int | None:
+    """The attempts its student has left at the exercise, with their allowance; None: no limit."""
+    session = object_session(submission)
+    used = session.scalar(select(func.count()).select_from(Submission).where(
+        Submission.user_id == submission.user_id, Submission.exercise_id == submission.exercise_id,
+        COUNTS_AS_ATTEMPT))
+    return student_terms(session, submission.user_id, submission.exercise).attempts_left(used)
 
 
 def _raised_at(note: dict) -> int | None:
@@ -243,9 +339,19 @@ def _raised_at(note: dict) -> int | None:
 
 
 def _code_cells(submission: Submission) -> list[tuple[str, str]]:
-    """The code as the grader read it, with the grader's names: a .py file, or a notebook's code
-    cells ("cell 3")."""
+    """The code as its student wrote it, with the grader's names: a .py file, or a notebook's
+    code cells ("cell 3"), their magics as written, not as the grader rewrote them to skip them
+    (`pass  # neutralised: …`, on the same line numbers)."""
     try:
-        return list(read(submission.code, submission.filename, len(submission.code)).cells)
+        source = read(submission.code, submission.filename, len(submission.code))
     except Unreadable as exc:  # stored before such files were refused
         return [(submission.filename, exc.es if get_locale().language == "es" else exc.en)]
+    if not source.notebook:
+        return list(source.cells)
+    written = json.loads(submission.code.decode("utf-8-sig"))["cells"]
+    return [(label, _joined(written[int(label.removeprefix("cell ")) - 1].get("source", "")))
+            for label, _rewritten in source.cells]
+
+
+def _joined(source: list[str] | str) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)

@@ -189,10 +189,21 @@ def apply():
                           "Upload the roster again."))
     if enrolled:
         _say_enrolled(enrolled)
-    if not created:
+    if not created:  # no page of links to list the wrong lines on
+        if plan.errors:
+            _say_left_out(plan.errors)
         return redirect(url_for(".roster"), 303)
     return _links(created, ngettext("%(num)s account added", "%(num)s accounts added",
                                     len(created)), mailed=True, left_out=plan.errors)
+
+
+def _say_left_out(errors: Sequence[tuple[int, str]]) -> None:
+    # apart: a call of _() inside ngettext's arguments hides its plural from the extraction
+    lines = "; ".join(_("line %(line)s: %(problem)s", line=line, problem=problem)
+                      for line, problem in errors)
+    flash(ngettext("%(num)s wrong line was left out: %(lines)s",
+                   "%(num)s wrong lines were left out: %(lines)s", len(errors), lines=lines),
+          "error")
 
 
 def _say_enrolled(users: list[User]) -> None:

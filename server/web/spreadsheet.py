@@ -14,7 +14,7 @@ import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from flask import Response
+from flask import Response, g
 
 # a cell that starts with one of these is a formula to a spreadsheet (OWASP's CSV injection)
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -55,6 +55,12 @@ def csv_text(rows: Iterable[Sequence[str]], dialect: Dialect = PLAIN) -> str:
     writer = csv.writer(out, delimiter=dialect.delimiter)
     writer.writerows(rows)
     return (BOM if dialect.bom else "") + out.getvalue()
+
+
+def course_file(kind: str) -> str:
+    """A download's name, by course and kind ("pytorch-2026-grades.csv"): files of two courses,
+    or two kinds, saved to one folder keep apart."""
+    return f"{g.course.slug}-{kind}.csv"
 
 
 def csv_response(rows: Iterable[Sequence[str]], filename: str, dialect: Dialect = PLAIN

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator
+from copy import copy
+from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, render_template,
                    stream_with_context, url_for)
-from flask_babel import gettext as _
+from flask_babel import get_locale, gettext as _
 from sqlalchemy import select
 
 from server.core.grades import maximum_points
@@ -27,8 +29,9 @@ from server.web.course import (LatestSubmission, Standing, diagnosed_submissions
                                student_or_none, students, summaries)
 from server.web.i18n import time_zone
 from server.web.listing import Listing, arrange, by_name, by_username, requested_listing
+from server.web.paging import requested_page
 from server.web.results import WAITING
-from server.web.spreadsheet import PLAIN, Dialect, cell, csv_response, for_excel
+from server.web.spreadsheet import PLAIN, Dialect, cell, course_file, csv_response, for_excel
 
 blueprint = Blueprint("staff", __name__, url_prefix="/courses/<course>/staff")
 # the gradebook sorts by an exercise as ?sort=ex:<slug>: a slug may be "total" or "name" too
@@ -117,10 +120,13 @@ def _arranged_standings(everyone: list[tuple[User, Standing | None]], out_of: fl
 
 @blueprint.route("/exercises/<slug>/diagnostics/<code>")
 def diagnostic(slug: str, code: str):
-    """The submissions behind one diagnostic of an exercise (a bar of its chart)."""
+    """The submissions behind one diagnostic of an exercise (a bar of its chart), by the mistake
+    its hint names."""
     row = exercise_or_404(slug)
-    return render_template("staff/diagnostic.html", exercise=row, code=code,
-                           rows=diagnosed_submissions(db(), g.course.id, row.id, code, g.lang))
+    mistakes = diagnosed_submissions(db(), g.course.id, row.id, code, g.lang)
+    return render_template("staff/diagnostic.html", exercise=row, code=code, mistakes=mistakes,
+                           submissions=len({submission for mistake in mistakes
+                                            for submission in mistake.submissions}))
 
 
 @blueprint.route("/exercises/<slug>/submissions.zip")
@@ -189,11 +195,22 @@ def grades():
             **{EXERCISE_SORT + column.exercise.slug: _grade_in(i)
                for i, column in enumerate(columns)}}
     listing = requested_listing(keys, filters)
+    rows = arrange(everyone, listing, lambda r: r.student, keys, filters)
     return render_template(
         "staff/grades.html", columns=columns, listing=listing, student_count=len(everyone),
-        rows=arrange(everyone, listing, lambda r: r.student, keys, filters),
+        matched=len(rows), page=requested_page(rows), percent=one_decimal_percent,
         out_of=sum(column.max_points or 0 for column in columns),
         filters={"missing": _("Missing an exercise"), "below": _("Below half the points")})
+
+
+def one_decimal_percent(value: float | None) -> str:
+    """A percentage to one decimal, as the CSV's percent column has it, written as the reader
+    writes percentages: "1.8%" / "1,8 %" (never 1.8 shown as "2 %"); "—" for none."""
+    if value is None:
+        return "—"
+    pattern = copy(get_locale().percent_formats[None])
+    pattern.frac_prec = (1, 1)
+    return pattern.apply(Decimal(f"{value:.1f}") / 100, get_locale())
 
 
 def _grade_in(index: int):
@@ -202,7 +219,7 @@ def _grade_in(index: int):
 
 @blueprint.route("/grades.csv")
 def grades_csv():
-    return csv_response(_grades_rows(PLAIN), "hpcgrade-grades.csv")
+    return csv_response(_grades_rows(PLAIN), course_file("grades"))
 
 
 @blueprint.route("/grades-excel.csv")
@@ -210,7 +227,7 @@ def grades_excel_csv():
     """The same table, for Excel to open right: UTF-8 with a byte order mark, and for a reader
     in Spanish `;` between the cells and decimal commas, as a Spanish Excel expects
     (server/web/spreadsheet.py says why not a `sep=` line)."""
-    return csv_response(_grades_rows(for_excel(g.lang)), "hpcgrade-grades-excel.csv",
+    return csv_response(_grades_rows(for_excel(g.lang)), course_file("grades-excel"),
                         for_excel(g.lang))
 
 

@@ -166,7 +166,8 @@ def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_p
     # a month after the exercise's deadline or today, whichever is later; in the course's zone, UTC
     extended = max(exercise_deadline(EXERCISE), dt.datetime.now(dt.timezone.utc)).replace(
         hour=12, minute=0, second=0, microsecond=0) + dt.timedelta(days=30)
-    desktop.fill("input[name=deadline]", extended.strftime("%Y-%m-%dT%H:%M"))
+    # as the page writes dates
+    desktop.fill("input[name=deadline]", f"{extended.day} {extended:%b %Y, %H:%M}")
     desktop.fill("input[name=extra_attempts]", "5")
     desktop.get_by_label("Comment (optional, for the staff)").fill("Ill in the last week of January")
     with desktop.expect_navigation():
@@ -181,7 +182,7 @@ def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_p
     facts = dict(zip(student.locator(".facts dt").all_text_contents(),
                      (" ".join(value.split()) for value in values)))
     assert student.locator(".facts time").get_attribute("datetime") == extended.isoformat()
-    assert facts["Deadline"].startswith(f"{extended.day} {extended:%b %Y, %H:%M} due in"), facts
+    assert facts["Deadline"].startswith(f"{extended.day} {extended:%b %Y, %H:%M} UTC due in"), facts
     assert facts["Attempts left"] == "24 of 25"  # 20 + 5, one used
 
 
@@ -200,7 +201,7 @@ def test_the_gradebook_downloads_as_csv(site, desktop, graded):
     with desktop.expect_download() as started:
         desktop.get_by_role("link", name="Download CSV").click()
     download = started.value
-    assert download.suggested_filename == "hpcgrade-grades.csv"
+    assert download.suggested_filename == "pytorch-grades.csv"
     rows = list(csv.reader(io.StringIO(Path(download.path()).read_text(encoding="utf-8"))))
 
     slugs = course_order()

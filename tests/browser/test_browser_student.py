@@ -134,7 +134,7 @@ def test_the_exercise_page_states_points_attempts_and_deadline(site, desktop):
     # exercise.toml's 2027-01-31T23:59+01:00, in the course's time zone (UTC here), and how far
     assert desktop.locator(".facts time").get_attribute("datetime") == "2027-01-31T22:59:00+00:00"
     ahead = dt.datetime.now(dt.timezone.utc) < dt.datetime(2027, 1, 31, 22, 59, tzinfo=dt.timezone.utc)
-    assert shown["Deadline"].startswith("31 Jan 2027, 22:59 " + ("due in" if ahead else "closed")), shown
+    assert shown["Deadline"].startswith("31 Jan 2027, 22:59 UTC " + ("due in" if ahead else "closed")), shown
 
 
 def test_code_that_cannot_load_is_refused_before_it_costs_an_attempt(site, desktop, tmp_path):

@@ -213,7 +213,7 @@ def test_only_the_starter_visible_checks_and_support_files_can_be_downloaded(ana
     client, _token = ana
     starter = client.get("/courses/pytorch/exercises/autograd-q/files/starter.py")
     assert starter.status_code == 200
-    assert starter.headers["Content-Disposition"] == "attachment; filename=starter.py"
+    assert starter.headers["Content-Disposition"] == "attachment; filename=autograd_q.py"
     assert starter.data == (ROOT / "exercises" / "autograd-q" / "starter.py").read_bytes()
     support = client.get("/courses/pytorch/exercises/autograd-accumulation/files/support.py")
     assert support.status_code == 200

@@ -82,10 +82,11 @@ def test_gradebook_columns_in_course_order_with_points_totals_and_percentages(ma
     assert maximum == ["Puntos máximos", "12", "10", "10", "10", "10", "10", "62", "100 %"]
     rows = body_rows(page)
     column = 1 + expected.index("autograd-q")
-    assert rows["ana"][column] == "10" and rows["ana"][-2:] == ["15", "24 %"]
+    # percentages to one decimal, as in the CSV
+    assert rows["ana"][column] == "10" and rows["ana"][-2:] == ["15", "24,2 %"]
     # the adjusted score counts, marked
-    assert rows["bea"][column] == "6 ✎ (ajustada por el profesorado)" and rows["bea"][-1] == "10 %"
-    assert rows["carl"][column] == "—" and rows["carl"][-2:] == ["0", "0 %"]
+    assert rows["bea"][column] == "6 ✎ (ajustada por el profesorado)" and rows["bea"][-1] == "9,7 %"
+    assert rows["carl"][column] == "—" and rows["carl"][-2:] == ["0", "0,0 %"]
 
 
 def test_grades_csv_has_a_maximum_row_totals_and_an_excel_variant(marked_course):
@@ -94,7 +95,7 @@ def test_grades_csv_has_a_maximum_row_totals_and_an_excel_variant(marked_course)
     client, _ = logged_in(app, "prof")
     plain = client.get("/courses/pytorch/staff/grades.csv")
     assert plain.mimetype == "text/csv"
-    assert "hpcgrade-grades.csv" in plain.headers["Content-Disposition"]
+    assert "pytorch-grades.csv" in plain.headers["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(plain.text)))
     assert rows[:2] == [["username", "name", "email", "metrics", "autograd-q", "total", "percent"],
                         ["", "max_points", "", "10", "10", "20", "100"]]
@@ -103,7 +104,7 @@ def test_grades_csv_has_a_maximum_row_totals_and_an_excel_variant(marked_course)
                         ["carl", "Carl Ruiz", "carl@example.org", "", "", "0", "0.0"]]
     excel = client.get("/courses/pytorch/staff/grades-excel.csv")
     assert excel.headers["Content-Type"] == "text/csv; charset=utf-8"
-    assert "hpcgrade-grades-excel.csv" in excel.headers["Content-Disposition"]
+    assert "pytorch-grades-excel.csv" in excel.headers["Content-Disposition"]
     assert excel.data.startswith(b"\xef\xbb\xbf")  # the byte order mark: Excel then reads UTF-8
     assert excel.data.decode("utf-8-sig") == plain.data.decode("utf-8")
 
@@ -180,7 +181,7 @@ def test_the_course_page_per_exercise(marked_course):
     assert sorted(titles, key=page.index) == titles  # in course order
     row = course_row(page, "autograd-q")
     # exercise, deadline, students, submissions, mean best (the override counts), full marks
-    assert row[1:7] == ["31 Jan 2027, 22:59", "2 / 3", "3", "8 / 10", "1", "—"]
+    assert row[1:7] == ["31 Jan 2027, 22:59 UTC", "2 / 3", "3", "8 / 10", "1", "—"]
     assert row[7] == "grad-sign-flipped 2 students missing-function 1 student"
     assert '/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function"' in page
     assert '/courses/pytorch/staff/exercises/autograd-q#charts"' in page

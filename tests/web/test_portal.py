@@ -18,7 +18,8 @@ def test_student_flow(course):
     assert "en cola" in page.text and "posición en la cola" in page.text and "data-waiting=\"yes\"" in page.text
     status = client.get(sent.headers["Location"] + "/status").json
     assert status == {"status": "queued", "queue_position": 1, "waiting_for_cluster": False,
-                      "note": None, "score": None, "counted_score": None, "max_score": None}
+                      "note": None, "score": None, "counted_score": None, "max_score": None,
+                      "estimate_seconds": None, "estimate": None, "stalled": False}
     pasted = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token,
                                                                    "code": REFERENCE_Q})
     assert pasted.status_code == 303

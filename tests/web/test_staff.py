@@ -63,7 +63,7 @@ def test_the_course_at_a_glance(graded_course):
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
     # deadline, students, submissions, mean best, full marks, waiting / errors
     assert [c.strip() for c in cells[:6]] == \
-        ["31 Jan 2027, 22:59", "2 / 3", "3", "10 / 10", "2", "—"]
+        ["31 Jan 2027, 22:59 UTC", "2 / 3", "3", "10 / 10", "2", "—"]
     assert "/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped" in cells[6]
     assert "1 student<" in cells[6]
     page = client.get("/courses/pytorch/staff/exercises/autograd-q").text

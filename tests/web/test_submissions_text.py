@@ -56,7 +56,8 @@ def test_a_file_named_like_pasted_code_keeps_its_name(course):
     uploaded = text_of(client.get(reply["pasted.py"].headers["Location"]).text)
     assert "The code submitted (pasted.py)" in uploaded and "pasted code" not in uploaded
     listed = client.get("/courses/pytorch/exercises/autograd-q").text
-    assert "<td>pasted code</td>" in listed and "<td>pasted.py</td>" in listed
+    assert '<td class="col-title">pasted code</td>' in listed
+    assert '<td class="col-title">pasted.py</td>' in listed
 
 
 def test_a_notebooks_notes_are_whole_sentences_in_the_readers_language(

@@ -55,9 +55,12 @@ def demo_settings(folder: Path, executor: str = "local") -> dict:
         secret.chmod(0o600)
     settings = {"DATABASE_URL": f"sqlite:///{folder / 'hpcgrade.sqlite'}",
                 "BROKER_URL": "filesystem://localhost/",
+                # the worker lists the folder every polling_interval (kombu's default: 1 s,
+                # which a result waited for); a listing of a small local folder is cheap
                 "BROKER_TRANSPORT_OPTIONS": {"data_folder_in": str(broker / "messages"),
                                              "data_folder_out": str(broker / "messages"),
-                                             "control_folder": str(broker / "control")},
+                                             "control_folder": str(broker / "control"),
+                                             "polling_interval": 0.05},
                 "SECRET_KEY": secret.read_text().strip(),
                 "EXECUTOR": executor, "SPOOL_DIR": str(folder / "spool"),
                 # plain http on this machine: a Secure cookie would never come back; and no
@@ -174,8 +177,10 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
     if "HPCGRADE_EXERCISES" in os.environ:
         env["HPCGRADE_EXERCISES"] = os.environ["HPCGRADE_EXERCISES"]
     portal = subprocess.Popen(
+        # threads, as deployed: a waiting page's status request is held in one (server/web/live.py)
         [sys.executable, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
-         "--log-level", "warning", "server.web.app:create_app()"], env=env, cwd=ROOT)
+         "--threads", "16", "--log-level", "warning", "server.web.app:create_app()"],
+        env=env, cwd=ROOT)
     celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
     worker = subprocess.Popen(
         [*celery, "worker", "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip",

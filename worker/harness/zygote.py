@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import sys
 import time
 
 from worker.harness import mounts, sandbox
+
+
+IDLE_BEFORE_WARM = 0.2  # seconds without a request
+WARM_AT_LATEST = 5.0  # seconds after it is due: a busy queue leaves no quiet moment
 
 
 def warm_up_autograd() -> None:
@@ -57,8 +62,10 @@ def warm_up_autograd() -> None:
 
 def warm_up_optimizers() -> None:
     """An optimizer's first step imports torch._dynamo: about 1 s, which a cold single grade
-    should not wait for. So the zygote pays it once its first student has been reaped, while the
-    grader writes that report; the spare forked before it is replaced at the next spawn. The
+    should not wait for, nor the next student's grade. So the zygote pays it once its first
+    student has been reaped and no request has come for IDLE_BEFORE_WARM: the grader is done with
+    that submission (a check that starts another student asks at once), and the next has not
+    come; or WARM_AT_LATEST after, between two requests, when submissions keep coming. The
     gradients are set by hand: a backward would run the engine (see above).
     """
     import torch
@@ -176,15 +183,26 @@ def main(fd: int) -> None:
     torch.set_num_threads(1)
     warm_up_autograd()
     warm = False
+    due: float | None = None  # when the first student was reaped: warm up at a quiet moment
     spare = Spare(warm)
     sock = socket.socket(fileno=fd)
     sock.sendall(b'{"ready": true}\n')
-    for line in sock.makefile("rb"):
+    requests = sock.makefile("rb")
+    while True:
+        # the grader waits for each answer before it asks again, so nothing is left in the
+        # reader's buffer here, and the socket alone says whether a request is waiting
+        if due is not None and (time.monotonic() - due > WARM_AT_LATEST
+                                or not select.select([sock], [], [], IDLE_BEFORE_WARM)[0]):
+            warm_up_optimizers()
+            warm, due = True, None
+            spare.discard()  # the next student is forked warm, now rather than at its spawn
+            spare = Spare(warm)
+            continue
+        line = requests.readline()
+        if not line:
+            break
         request = json.loads(line)
         if request["op"] == "spawn":
-            if spare.warm != warm:  # the first submission is over, the next gets a warm student
-                spare.discard()
-                spare = Spare(warm)
             scratch_fds, scratch = scratches.mount(request["confinement"])
             pid, fds = spare.start(request)
             if scratch_fds:
@@ -197,13 +215,12 @@ def main(fd: int) -> None:
         elif request["op"] == "reap":
             sock.sendall(json.dumps(reap(request["pid"], request["grace"])).encode() + b"\n")
             scratches.unmount(request["pid"])
-            if not warm:
-                warm_up_optimizers()
-                warm = True
+            if not warm and due is None:
+                due = time.monotonic()
         elif request["op"] == "warm":  # a pilot, before it takes runs: every student warm
             if not warm:
                 warm_up_optimizers()
-                warm = True
+                warm, due = True, None
                 spare.discard()
                 spare = Spare(warm)
             sock.sendall(b'{"warm": true}\n')

@@ -1,7 +1,9 @@
-// The submission page while it waits: polls the status every second and shows each state as it
-// comes (queued with its place, running, graded) in the status tag itself, inside a live region
-// that screen readers announce, with the server's note on why it waits; once grading ends, the
-// page reloads to show the result.
+// The submission page while it waits: asks the status, naming the status it shows, and the
+// server holds the request until the submission leaves it (server/web/live.py), so each state
+// shows the moment it is stored: queued with its place and estimate, running, then the result,
+// for which the page reloads at once. The status tag sits in a live region that screen readers
+// announce, with the server's note on why it waits. A server that cannot hold answers at once;
+// the page then asks again a second later.
 (function () {
   "use strict";
   var box = document.getElementById("summary");
@@ -9,7 +11,9 @@
   var tag = document.querySelector("#live .tag");
   var place = document.getElementById("place");
   var note = document.getElementById("wait-note");
+  var status = box.dataset.status;
   var shown = tag.className + "|" + place.textContent;
+  var HELD_AT_LEAST = 500;  // ms: an answer sooner than this, unchanged, was not held
 
   function label(state) {
     var key = "label" + state.charAt(0).toUpperCase() + state.slice(1);
@@ -18,7 +22,8 @@
 
   function show(s) {
     var position = s.status === "queued" && s.queue_position
-      ? " · " + box.dataset.labelPosition + ": " + s.queue_position : "";
+      ? " · " + box.dataset.labelPosition + ": " + s.queue_position
+        + (s.estimate ? " · " + s.estimate : "") : "";
     var now = "tag " + s.status + "|" + position;
     if (now !== shown) {  // written only when it changes: a screen reader hears each state once
       tag.className = "tag " + s.status;
@@ -30,16 +35,22 @@
     note.hidden = !s.note;
   }
 
-  function poll() {
-    fetch(box.dataset.statusUrl, {credentials: "same-origin", cache: "no-store",
-                                  headers: {Accept: "application/json"}})
+  function ask() {
+    var asked = Date.now();
+    fetch(box.dataset.statusUrl + "?after=" + encodeURIComponent(status),
+          {credentials: "same-origin", cache: "no-store", headers: {Accept: "application/json"}})
       .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
       .then(function (s) {
+        if (s.status !== "queued" && s.status !== "running") {
+          window.location.reload();  // the result, as the page shows it
+          return;
+        }
+        var held = s.status !== status || Date.now() - asked >= HELD_AT_LEAST;
+        status = s.status;
         show(s);
-        if (s.status === "queued" || s.status === "running") { setTimeout(poll, 1000); }
-        else { setTimeout(function () { window.location.reload(); }, 1500); }
+        setTimeout(ask, held ? 0 : 1000);
       })
-      .catch(function () { setTimeout(poll, 3000); });
+      .catch(function () { setTimeout(ask, 3000); });
   }
-  setTimeout(poll, 1000);
+  ask();
 })();

@@ -1,0 +1,31 @@
+"""The result, the moment it is stored (issue 23): the waiting submission page follows the status
+through a held request and shows the result by itself, with no "Submit again" while the file is
+still queued or running; the result page then says when it was sent and offers to submit again.
+At 1366 px and 390 px, in English and Spanish, axe clean and no wider than the screen."""
+from __future__ import annotations
+
+import pytest
+
+from browser import layout_problems, log_in
+from stack import slow
+from test_browser_student import REFERENCE, submit
+
+pytestmark = [pytest.mark.browser, pytest.mark.services]
+
+
+@pytest.mark.parametrize("lang", ["en", "es"])
+@pytest.mark.parametrize("kind", ["desktop", "phone"])
+def test_the_result_shows_by_itself_and_submit_again_only_once_graded(site, open_page, kind, lang):
+    page = open_page(kind)
+    log_in(page, site, "s01")
+    submit(page, site, paste=slow(REFERENCE.read_text(), 3))
+    waiting = page.locator("#summary")
+    assert waiting.get_attribute("data-waiting") == "yes"
+    assert page.locator("#summary a[href$='/exercises/autograd-q']").count() == 0  # not yet
+    assert layout_problems(page) == {}, "the waiting page"
+    # the page reloads itself with the result: nothing here reloads it
+    page.locator("#live .tag.graded").wait_for(timeout=60_000)
+    assert page.locator("#summary .score").text_content().strip().startswith("10")
+    assert page.locator("#summary a[href$='/exercises/autograd-q']").count() == 1
+    assert page.locator("main p.muted").first.text_content().strip()  # when it was sent
+    assert layout_problems(page) == {}, "the result page"
