@@ -69,36 +69,39 @@ def _forged_problems(name: str, mutant: str, report: dict, mutant_report: dict) 
     return []
 
 
-def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> list[str]:
+def _wrong_program_problem(kind: str, name: str, code: str, report: dict) -> str | None:
+    """What a wrong program's report must show: graded, points lost, its code among them."""
     seed = f"(seed {report.get('seed')})"
     if report.get("status") != "graded":
-        return [f"mutant {name}: grader error {report.get('error')} {seed}"]
+        return f"{kind} {name}: grader error {report.get('error')} {seed}"
     if report["score"] >= report["max_score"]:
-        return [f"mutant {name} scored full marks {seed}"]
+        return f"{kind} {name} scored full marks {seed}"
     found = codes(report)
     if code not in found:
-        return [f"mutant {name} lost points but with {sorted(found)}, not {code} {seed}"]
+        return f"{kind} {name} lost points but with {sorted(found)}, not {code} {seed}"
+    return None
+
+
+def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> list[str]:
+    problem = _wrong_program_problem("mutant", name, code, report)
+    if problem:
+        return [problem]
     named = {d["details"].get("wrong_program") for c in report["checks"] for d in c["diagnostics"]}
     if name in info.wrong_programs and name not in named:
-        return [f"known wrong program {name} was not recognised {seed}: "
+        return [f"known wrong program {name} was not recognised (seed {report.get('seed')}): "
                 f"{sorted(n for n in named if n) or 'no wrong program'} named"]
     return []
 
 
 def _student_program_problems(name: str, expected: dict, report: dict) -> list[str]:
-    seed = f"(seed {report.get('seed')})"
-    if report.get("status") != "graded":
-        return [f"student program {name}: grader error {report.get('error')} {seed}"]
-    if report["score"] >= report["max_score"]:
-        return [f"student program {name} scored full marks {seed}"]
-    found = codes(report)
-    if expected["code"] not in found:
-        return [f"student program {name} lost points but with {sorted(found)}, not "
-                f"{expected['code']} {seed}"]
-    said = [d for c in report["checks"] for d in c["diagnostics"] if d["code"] == expected["code"]]
-    said += [n for n in report.get("notes", []) if n.get("code") == expected["code"]]
-    return [f"student program {name}: no {expected['code']} diagnostic says "
-            f"“{expected['names'][lang]}” in {lang} {seed}; it says: "
+    code = expected["code"]
+    problem = _wrong_program_problem("student program", name, code, report)
+    if problem:
+        return [problem]
+    said = [d for c in report["checks"] for d in c["diagnostics"] if d["code"] == code]
+    said += [n for n in report.get("notes", []) if n.get("code") == code]
+    return [f"student program {name}: no {code} diagnostic says “{expected['names'][lang]}” in "
+            f"{lang} (seed {report.get('seed')}); it says: "
             + " / ".join(sorted({d["translations"][lang]["message"] + " " +
                                  d["translations"][lang]["hint"] for d in said if "translations" in d}))
             for lang in LANGUAGES if not any(_says(d, lang, expected["names"][lang]) for d in said)]
