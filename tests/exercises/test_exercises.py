@@ -19,6 +19,7 @@ def test_the_course_exercises_are_there_in_course_order(catalogue):
     for info in catalogue.values():
         assert len(info.mutants) >= 5, f"{info.slug} has {len(info.mutants)} mutants"
         assert len(info.wrong_programs) >= 2, f"{info.slug} names too few known wrong programs"
+        assert len(info.student_programs) >= 3, f"{info.slug} has too few student programs"
         assert info.statement("en").strip() and info.statement("es").strip()
 
 
