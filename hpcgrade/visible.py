@@ -7,12 +7,14 @@ is named (an instructor, a checkout), otherwise from the service (`GET
 """
 from __future__ import annotations
 
+import json
 import tempfile
 import warnings
 from pathlib import Path
 
-from server.core.catalogue import (PUBLIC_FILES, SLUG, ExerciseConfigError, default_root,
+from server.core.catalogue import (CHECK_FILES, SLUG, ExerciseConfigError, default_root,
                               load_exercise_info)
+from worker.harness import visible_mistakes
 from worker.harness.jobs import VISIBLE_CHECKS, Job
 from worker.harness.runner import HarnessProcess
 from worker.harness.submission import Unreadable, read
@@ -39,9 +41,22 @@ def run_visible_checks(slug: str, file: Path, lang: str = "en", course: str | No
                   required_layers=())
         with HarnessProcess(scratch=scratch) as harness:
             report = harness.report_for(job).to_dict()
+        report = visible_mistakes.recognised(report, _mistakes(folder), lang)
     if submitted is not None and report.get("status") == "graded":
         report["notes"] = [*report.get("notes", []), *not_compiling(submitted)]
     return report
+
+
+def _mistakes(folder: Path) -> dict:
+    """The known wrong programs' failures of the visible checks, as the exercise's
+    visible_mistakes.json holds them; none where it is missing or unreadable."""
+    try:
+        mistakes = json.loads((folder / visible_mistakes.FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return mistakes if isinstance(mistakes, dict) and all(
+        isinstance(m, dict) and isinstance(m.get("says"), dict) and isinstance(m.get("marks"), dict)
+        for m in mistakes.values()) else {}
 
 
 def exercise_files(slug: str, fetched: Path, course: str | None = None,
@@ -71,7 +86,7 @@ def exercise_files(slug: str, fetched: Path, course: str | None = None,
             or not isinstance(files.get(VISIBLE_CHECKS), str):
         raise ValueError(f"the server sent no visible checks for {slug}")
     fetched.mkdir()
-    for name in PUBLIC_FILES:
+    for name in CHECK_FILES:
         if isinstance(files.get(name), str):
             (fetched / name).write_text(files[name])
     return fetched, limits
@@ -95,7 +110,7 @@ def not_compiling(file: Path) -> list[dict]:
         except SyntaxError as exc:
             notes.append({"kind": DOES_NOT_COMPILE, "cell": label, "line": exc.lineno,
                           "message": exc.msg})
-        except (RecursionError, MemoryError):
+        except (RecursionError, MemoryError) as exc:
             notes.append({"kind": DOES_NOT_COMPILE, "cell": label, "line": None,
                           "message": type(exc).__name__})
     return notes

@@ -15,6 +15,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from worker.harness import visible_mistakes
 from worker.harness.codes import CATALOGUE
 from worker.harness.jobs import (HIDDEN_CHECKS, REQUIRED_LAYERS, VISIBLE_CHECKS, Job, Limits,
                                 exercise_version)
@@ -28,6 +29,9 @@ DEADLINE_POLICIES = ("none", "penalty", "refuse")
 # what a student may have of an exercise's folder (docs/writing-an-exercise.md): never its hidden
 # checks, reference or mutants
 PUBLIC_FILES = ("starter.py", "support.py", VISIBLE_CHECKS)
+# and what `check` fetches to run the visible checks: the known wrong programs' failures of them,
+# with their words (worker/harness/visible_mistakes.py), none of their code
+CHECK_FILES = (*PUBLIC_FILES, visible_mistakes.FILE)
 # a download named as the code imports it: `import exercise_support`, never `import support`
 DOWNLOAD_NAMES = {"support.py": "exercise_support.py"}
 

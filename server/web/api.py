@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Unauthorized
 
-from server.core.catalogue import PUBLIC_FILES, current_info
+from server.core.catalogue import CHECK_FILES, current_info
 from server.core.courses import courses_of, exercise_folder, role_in
 from server.core.directory import DirectoryError
 from server.core.ldap_directory import DirectoryUnavailable
@@ -227,14 +227,15 @@ def _grade_dict(grade: Grade) -> dict:
 @blueprint.get("/exercises/<slug>/files")
 @token_required
 def exercise_files(slug: str):
-    """What students may have of an exercise (starter, visible checks, support code) and its
-    limits: `hpcgrade check` runs the visible checks with them, on the student's machine."""
+    """What students may have of an exercise (starter, visible checks, support code, the known
+    wrong programs' failures of the visible checks) and its limits: `hpcgrade check` runs the
+    visible checks with them, on the student's machine."""
     exercise = _exercise(_api_user(), slug, request.args.get("course") or None)
     info = current_info(exercise_folder(exercise))
     if info is None:
         return error(404, _("no such exercise"))
     return jsonify(course=exercise.course.slug, exercise=exercise.slug, limits=info.limits, files={
-        name: (info.path / name).read_text() for name in PUBLIC_FILES
+        name: (info.path / name).read_text() for name in CHECK_FILES
         if (info.path / name).is_file()})
 
 

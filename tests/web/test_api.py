@@ -1,5 +1,6 @@
 """The JSON API: tokens, courses, exercises, submissions, errors as JSON with the right status."""
 import io
+import json
 import time
 
 import pytest
@@ -50,7 +51,11 @@ def test_token_exercises_submit_and_read(client):
 def test_an_exercises_public_files_and_nothing_else(client):
     headers = token(client)
     files = client.get("/api/v1/exercises/autograd-accumulation/files", headers=headers).json
-    assert sorted(files["files"]) == ["starter.py", "support.py", "visible.py"]
+    assert sorted(files["files"]) == ["starter.py", "support.py", "visible.py",
+                                      "visible_mistakes.json"]
+    mistakes = json.loads(files["files"]["visible_mistakes.json"])  # words, never code
+    assert all(set(m) == {"says", "marks"} for m in mistakes.values())
+    assert "def train_accumulated" not in files["files"]["visible_mistakes.json"]
     assert files["limits"] == {"call_seconds": 10} and files["exercise"] == "autograd-accumulation"
     missing = client.get("/api/v1/exercises/no-such-one/files", headers=headers)
     assert missing.status_code == 404

@@ -65,4 +65,4 @@ def test_a_mutant_may_expect_a_load_error(harness, tmp_path, mutant, code):
     (folder / "mutants" / "broken.py").write_text(mutant)
     toml = folder / "exercise.toml"
     toml.write_text(toml.read_text().split("[mutants")[0] + f'\n[mutants]\nbroken = "{code}"\n')
-    assert self_check(harness, load_exercise_info(folder), (0,)) == []
+    assert self_check(harness, load_exercise_info(folder), (0,), write_visible_mistakes=True) == []

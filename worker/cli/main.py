@@ -214,14 +214,17 @@ def new_exercise(slug: str, course_slug: str | None) -> None:
 @click.argument("slugs", nargs=-1)
 @click.option("--seed", "seeds", type=int, multiple=True,
               help="Fix the hidden inputs; repeat for several runs (default: three fresh seeds).")
+@click.option("--write-visible-mistakes", is_flag=True,
+              help="Write each exercise's visible_mistakes.json: the known wrong programs' "
+                   "failures of the visible checks, with which `check` names them.")
 @COURSE_OPTION
-def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...],
+def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...], write_visible_mistakes: bool,
                     course_slug: str | None) -> None:
     """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
     with its code; a known wrong program must be named, and lose the same points on every seed),
     each forged variant (must score no more than the mutant it forges) and each student program
     (must lose the same points on every seed, with its code and a diagnostic that names its
-    mistake)."""
+    mistake), and visible_mistakes.json."""
     # not at import: `hpcgrade grade` stays light
     from worker.cli.admin import catalogue
     from worker.cli.courses import course_exercises
@@ -232,7 +235,8 @@ def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...],
     with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
             _harness(None, scratch) as harness:
         for info in infos:
-            found = self_check(harness, info, seeds or (None, None, None))
+            found = self_check(harness, info, seeds or (None, None, None),
+                               write_visible_mistakes)
             for problem in found:
                 click.echo(f"FAIL {info.slug}: {problem}")
             click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} (reference + "

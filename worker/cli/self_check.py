@@ -4,20 +4,26 @@ The reference must score full marks; each mutant must lose points with its code;
 program must be named and lose the same points on every seed; a forged variant must score no
 more than the mutant it forges; and each student program (a wrong program written from the
 statement alone, as students write them) must lose the same points on every seed, with its code
-and a diagnostic that says, in each language, the words that name its mistake.
+and a diagnostic that says, in each language, the words that name its mistake. The known wrong
+programs' failures of the visible checks must be those visible_mistakes.json holds (`check`
+names them from it), which `write_visible_mistakes` writes.
 """
 from __future__ import annotations
 
+import json
+import tempfile
+
 from server.core.catalogue import ExerciseInfo
+from worker.harness import visible_mistakes
 from worker.harness.codes import LANGUAGES
 from worker.harness.report import codes
 from worker.harness.runner import HarnessProcess
 
 
-def self_check(harness: HarnessProcess, info: ExerciseInfo,
-               seeds: tuple[int | None, ...]) -> list[str]:
+def self_check(harness: HarnessProcess, info: ExerciseInfo, seeds: tuple[int | None, ...],
+               write_visible_mistakes: bool = False) -> list[str]:
     """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
-    problems = []
+    problems = _visible_mistakes_problems(harness, info, write_visible_mistakes)
     scores: dict[str, set[float]] = {}
     for seed in seeds:
         for visible in (False, True):
@@ -52,6 +58,40 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo,
                  "seeds: give the checks fixed cases for each kind of input the statement allows"
                  for name in info.student_programs if len(scores[name]) > 1]
     return problems
+
+
+def _visible_mistakes_problems(harness: HarnessProcess, info: ExerciseInfo,
+                               write: bool) -> list[str]:
+    """The known wrong programs' marks on the visible checks (their inputs are fixed: the same
+    on every run), against visible_mistakes.json; `write`: write the file instead."""
+    found = {}
+    if info.wrong_programs:
+        # a second harness, whose students draw other random numbers: a program that fails the
+        # visible checks differently there (dropout left on) cannot be named from them
+        with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
+                HarnessProcess(python=harness.python, scratch=scratch) as other:
+            for name, says in info.wrong_programs.items():
+                job = info.job(info.path / "mutants" / f"{name}.py", visible=True)
+                marks = [visible_mistakes.marks(r) if r.get("status") == "graded" else {}
+                         for r in (h.report_for(job).to_dict() for h in (harness, other))]
+                if marks[0] and marks[0] == marks[1]:  # none: it passes every visible check
+                    found[name] = {"says": says, "marks": marks[0]}
+    path = info.path / visible_mistakes.FILE
+    if write:
+        if found:
+            path.write_text(json.dumps(found, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
+        else:
+            path.unlink(missing_ok=True)
+        return []
+    try:
+        written = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        written = None
+    if written != found:
+        return [f"{visible_mistakes.FILE} does not hold the known wrong programs' failures of the "
+                f"visible checks: run `hpcgrade exercise check {info.slug} "
+                "--write-visible-mistakes`"]
+    return []
 
 
 def _forged_problems(name: str, mutant: str, report: dict, mutant_report: dict) -> list[str]:

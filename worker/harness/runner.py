@@ -32,6 +32,7 @@ def harness_environment() -> dict[str, str]:
 
 class HarnessProcess:
     def __init__(self, python: str | None = None, scratch: str | None = None):
+        self.python = python
         command = [python or sys.executable, "-m", "worker.harness", "serve"]
         if scratch:
             command += ["--scratch", scratch]
