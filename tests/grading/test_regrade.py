@@ -243,7 +243,8 @@ def test_the_submission_that_makes_a_grade_is_graded_again(graded, executor, cat
     client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
     assert grade_of(app, "dan") == (10, best, False)
     dan, _ = logged_in(app, "dan")
-    assert re.search(r"Your grade</dt>\s*<dd>\s*10 / 10", dan.get("/courses/pytorch/exercises/autograd-q").text)
+    assert re.search(r'Your grade</dt>\s*<dd>\s*<span class="score-value">10 / 10',
+                     dan.get("/courses/pytorch/exercises/autograd-q").text)
 
 
 def test_a_grade_set_by_hand_stays_as_it_is(graded, executor, changed_checks):
