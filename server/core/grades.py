@@ -1,7 +1,7 @@
 """How a grading run becomes a submission's score (the late penalty, the run a result comes
 from, the statuses of a regrade's preview runs), how scores become a student's grade on an
-exercise, and the deadline and attempts a student has there, their allowance included. Shared
-by the portal and the workers."""
+exercise, and the deadline and attempts a student has there, their accommodation and allowance
+included. Shared by the portal and the workers."""
 from __future__ import annotations
 
 import datetime as dt
@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from server.core.catalogue import current_info
 from server.core.courses import exercise_folder
-from server.core.models import (Allowance, Exercise, GradingRun, RunStatus, SetGrade,
+from server.core.models import (Accommodation, Allowance, Exercise, GradingRun, RunStatus, SetGrade,
                                 Submission, SubmissionStatus)
 
 # the id of a submission's latest finished run, the one its grade and its result page come from
@@ -113,39 +113,67 @@ def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | No
 
 # --- the deadline and attempts a student has, and what lateness costs ---------------------
 
+# an accommodation's bounds: the form refuses more, and deadline reminders look this far back
+MAX_EXTRA_DAYS = 60
+MAX_ATTEMPTS_FACTOR = 10
+
 @dataclass(frozen=True)
 class Terms:
-    """The deadline and attempt limit a student has on an exercise, their allowance included."""
+    """The deadline and attempt limit a student has on an exercise, their accommodation and
+    allowance included."""
 
     deadline: dt.datetime | None
     max_attempts: int | None
     allowance: Allowance | None
+    accommodation: Accommodation | None = None
 
     def attempts_left(self, used: int) -> int | None:
         return None if self.max_attempts is None else max(self.max_attempts - used, 0)
 
 
-def terms(exercise: Exercise, allowance: Allowance | None) -> Terms:
-    """An extension moves the deadline later, never earlier (the exercise's own may have been
-    moved past it since); extra attempts add to a limit, and there is none to add to without one."""
+def terms(exercise: Exercise, allowance: Allowance | None,
+          accommodation: Accommodation | None = None) -> Terms:
+    """The one rule every page, refusal, late penalty and reminder uses. The accommodation
+    first, on the exercise's own terms: its extra days after the deadline, the limit of
+    attempts times its factor, rounded up. Then the allowance on top: an extension moves the
+    deadline later, never earlier (the exercise's own, or the accommodated one, may be later
+    than the date granted); extra attempts add to the limit, and there is none to add to
+    without one."""
     deadline, attempts = exercise.deadline, exercise.max_attempts
+    if accommodation is not None:
+        if deadline is not None:
+            deadline += dt.timedelta(days=accommodation.extra_days)
+        if attempts is not None:
+            # rounded first: 10 × 1.1 is 11.000000000000002 in floating point, not 12 attempts
+            attempts = math.ceil(round(attempts * accommodation.attempts_factor, 6))
     if allowance is not None:
         if allowance.deadline is not None and deadline is not None:
             deadline = max(deadline, allowance.deadline)
         if attempts is not None:
             attempts += allowance.extra_attempts
-    return Terms(deadline, attempts, allowance)
+    return Terms(deadline, attempts, allowance, accommodation)
 
 
 def student_terms(session: Session, user_id: int, exercise: Exercise) -> Terms:
     return terms(exercise, session.scalar(select(Allowance).where(
-        Allowance.user_id == user_id, Allowance.exercise_id == exercise.id)))
+        Allowance.user_id == user_id, Allowance.exercise_id == exercise.id)),
+        accommodation_of(session, user_id, exercise.course_id))
 
 
-def allowances_of(session: Session, user_id: int) -> dict[int, Allowance]:
-    """exercise id → the student's allowance there."""
-    return {row.exercise_id: row for row in session.scalars(
+def terms_of(session: Session, user_id: int, exercises: list[Exercise]) -> dict[int, Terms]:
+    """exercise id → the student's terms there, for a page's list of exercises of one course,
+    in two queries."""
+    granted = {row.exercise_id: row for row in session.scalars(
         select(Allowance).where(Allowance.user_id == user_id))}
+    accommodated = {course_id: accommodation_of(session, user_id, course_id)
+                    for course_id in {exercise.course_id for exercise in exercises}}
+    return {exercise.id: terms(exercise, granted.get(exercise.id),
+                               accommodated[exercise.course_id]) for exercise in exercises}
+
+
+def accommodation_of(session: Session, user_id: int, course_id: int) -> Accommodation | None:
+    return session.scalar(select(Accommodation).where(Accommodation.user_id == user_id,
+                                                      Accommodation.course_id == course_id))
 
 
 def lateness(exercise: Exercise, deadline: dt.datetime | None,
@@ -160,9 +188,9 @@ def lateness(exercise: Exercise, deadline: dt.datetime | None,
 
 
 def reassess_lateness(session: Session, user_id: int, exercise: Exercise) -> None:
-    """The student's deadline moved (an allowance granted, changed or removed): each of their
-    submissions of the exercise is late by the new one, as if sent under it, and a graded one's
-    score is its latest run's with the new penalty, as grading works it out."""
+    """The student's deadline moved (an allowance or accommodation granted, changed or removed):
+    each of their submissions of the exercise is late by the new one, as if sent under it, and a
+    graded one's score is its latest run's with the new penalty, as grading works it out."""
     deadline = student_terms(session, user_id, exercise).deadline
     for submission, run in session.execute(
             select(Submission, GradingRun).outerjoin(GradingRun, GradingRun.id == DONE_RUN)

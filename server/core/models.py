@@ -244,6 +244,27 @@ class Allowance(Base):
     granted_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
+class Accommodation(Base):
+    """One student's accommodation in one course, on every exercise of it (a disability plan,
+    a part-time job): extra days on each deadline and a factor on each limit of attempts.
+    grades.terms applies it, and a per-exercise Allowance on top of it."""
+
+    __tablename__ = "accommodations"
+    __table_args__ = (UniqueConstraint("user_id", "course_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"))
+    # whole days added to every deadline of the course (the exercises have no publication time
+    # that a factor on the time given could apply to)
+    extra_days: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # every limit of attempts is max_attempts × this, rounded up; 1: unchanged
+    attempts_factor: Mapped[float] = mapped_column(Float, default=1.0, server_default="1")
+    comment: Mapped[str] = mapped_column(Text, default="", server_default="")
+    granted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    granted_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class SetGrade(Base):
     """A grade an instructor set for one student on one exercise (a 0 for plagiarism, a grade
     agreed in person): the student's grade there until removed, whatever they submit."""
@@ -377,3 +398,19 @@ class MungeCredential(Base):
 
     digest: Mapped[str] = mapped_column(String(64), primary_key=True)
     expires_at: Mapped[dt.datetime] = mapped_column(index=True)
+
+
+class SavedComment(Base):
+    """A comment the staff wrote once, to give again when they adjust a score by hand: for one
+    exercise, or (no exercise) for every exercise of its course."""
+
+    __tablename__ = "saved_comments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"),
+                                           index=True)
+    exercise_id: Mapped[int | None] = mapped_column(
+        ForeignKey("exercises.id", ondelete="CASCADE"))
+    text: Mapped[str] = mapped_column(Text)
+    saved_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    saved_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

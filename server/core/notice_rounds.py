@@ -12,14 +12,14 @@ import datetime as dt
 from collections import defaultdict
 
 from flask_babel import gettext as _, ngettext
-from sqlalchemy import exists, or_, select
+from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.orm import Session
 
-from server.core.grades import student_terms
+from server.core.grades import MAX_EXTRA_DAYS, student_terms
 from server.core.mail import MailAway, mail_configured
-from server.core.models import (Allowance, Course, CourseRole, DeadlineReminder, Enrolment,
-                                Exercise, GradingRun, RunStatus, Submission, SubmissionStatus,
-                                User)
+from server.core.models import (Accommodation, Allowance, Course, CourseRole, DeadlineReminder,
+                                Enrolment, Exercise, GradingRun, RunStatus, Submission,
+                                SubmissionStatus, User)
 from server.core.notices import (Kind, Notice, compose, deliver, link, moment, titled, wants,
                                   writing_in)
 
@@ -62,6 +62,12 @@ def _unreminded(session: Session, now: dt.datetime, soon: dt.datetime
     no submission of the student and no reminder yet."""
     extended = exists().where(Allowance.exercise_id == Exercise.id,
                               Allowance.user_id == User.id, Allowance.deadline > now)
+    # extra days on every deadline: those that ended less than the most there can be ago
+    accommodated = and_(
+        Exercise.deadline > now - dt.timedelta(days=MAX_EXTRA_DAYS),
+        exists().where(Accommodation.user_id == User.id,
+                       Accommodation.course_id == Exercise.course_id,
+                       Accommodation.extra_days > 0))
     return list(session.execute(
         select(User, Exercise)
         .join(Enrolment, Enrolment.user_id == User.id)
@@ -69,7 +75,7 @@ def _unreminded(session: Session, now: dt.datetime, soon: dt.datetime
         .join(Course, Course.id == Exercise.course_id)
         .where(Enrolment.role == CourseRole.student.value, Exercise.active,
                Course.archived_at.is_(None), Exercise.deadline.is_not(None),
-               or_(Exercise.deadline.between(now, soon), extended),
+               or_(Exercise.deadline.between(now, soon), extended, accommodated),
                ~exists().where(Submission.user_id == User.id,
                                Submission.exercise_id == Exercise.id),
                ~exists().where(DeadlineReminder.user_id == User.id,

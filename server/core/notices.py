@@ -27,7 +27,7 @@ from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from server.core.config import app_settings
-from server.core.grades import student_grade, terms
+from server.core.grades import student_grade, student_terms
 from server.core.mail import mail_configured, message, send_batch
 from server.core.models import (Allowance, CourseRole, Enrolment, Exercise, SetGrade, Submission,
                                 User)
@@ -159,7 +159,7 @@ def score_adjusted(session: Session, row: Submission) -> Notice:
 
 def exception(session: Session, row: Allowance) -> Notice:
     student, exercise = session.get(User, row.user_id), session.get(Exercise, row.exercise_id)
-    granted = terms(exercise, row)
+    granted = student_terms(session, row.user_id, exercise)  # with their accommodation
 
     def body() -> str:
         lines = []

@@ -19,12 +19,13 @@ from flask_babel import gettext as _
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from server.core.grades import (Terms, allowances_of, maximum_points, reassess_lateness,
-                                student_grade, student_terms, terms)
+from server.core.grades import (Terms, maximum_points, reassess_lateness, student_grade,
+                                student_terms, terms_of)
 from server.core.models import Allowance, Exercise, SetGrade, Submission, User, utcnow
 from server.core.queue import send_notice
 from server.web.auth import db, staff_required
 from server.web.course import exercises
+from server.web.handgrading import after_adjusting, came_from_hand_grading, hand_grading_page
 from server.web.i18n import LANGS, out_of, points, time_zone, when, when_zoned
 from server.web.portal import submission as submission_page
 from server.web.staff import exercise_or_404, student_or_404, submission_or_404
@@ -57,10 +58,10 @@ def only_staff() -> None:
 @blueprint.app_template_global()
 def exceptions_of(student: User) -> list[tuple[Exercise, Terms]]:
     """For the staff's student page: each active exercise of the course with the student's
-    terms there."""
-    granted = allowances_of(db(), student.id)
-    return [(exercise, terms(exercise, granted.get(exercise.id)))
-            for exercise in exercises(db(), g.course.id)]
+    terms there (their accommodation and exception included)."""
+    active = exercises(db(), g.course.id)
+    granted = terms_of(db(), student.id, active)
+    return [(exercise, granted[exercise.id]) for exercise in active]
 
 
 def _student_and_exercise(username: str, slug: str) -> tuple[User, Exercise]:
@@ -75,7 +76,7 @@ def allowance(username: str, slug: str):
     if request.method == "POST":
         errors = _save(student, exercise)
         if not errors:
-            _tell("exception", student_terms(db(), student.id, exercise).allowance.id)
+            tell("exception", student_terms(db(), student.id, exercise).allowance.id)
             flash(_("The exception for %(name)s is saved.", name=student.name), "info")
             return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
         for message in errors:
@@ -128,11 +129,11 @@ def _grant(student: User, exercise: Exercise, found: Allowance | None) -> list[s
     errors = []
     deadline = extra = None
     try:
-        deadline = _new_deadline(exercise, found, request.form.get("deadline", "").strip())
+        deadline = new_deadline(exercise, found, request.form.get("deadline", "").strip())
     except ValueError as refusal:
         errors.append(str(refusal))
     try:
-        extra = _extra_attempts(exercise, request.form.get("extra_attempts", "").strip())
+        extra = extra_attempts(exercise, request.form.get("extra_attempts", "").strip())
     except ValueError as refusal:
         errors.append(str(refusal))
     comment = request.form.get("comment", "").strip()
@@ -149,7 +150,7 @@ def _grant(student: User, exercise: Exercise, found: Allowance | None) -> list[s
     return []
 
 
-def _new_deadline(exercise: Exercise, found: Allowance | None, text: str) -> dt.datetime | None:
+def new_deadline(exercise: Exercise, found: Allowance | None, text: str) -> dt.datetime | None:
     if not text:
         return None
     if exercise.deadline is None:
@@ -194,7 +195,7 @@ def _typed_moment(text: str, zone: zoneinfo.ZoneInfo) -> dt.datetime | None:
     return moment if named in (None, moment.tzname()) else None
 
 
-def _extra_attempts(exercise: Exercise, text: str) -> int:
+def extra_attempts(exercise: Exercise, text: str) -> int:
     try:
         extra = int(text or "0")
     except ValueError:
@@ -218,7 +219,7 @@ def remove_allowance(username: str, slug: str):
         if granted.allowance is None:
             return _nothing_to_remove(student, exercise, back, _(
                 "%(name)s has no exception on this exercise.", name=student.name))
-        return _confirm_removal(
+        return confirm_removal(
             student, exercise, back, _("Remove the exception?"), _("Remove the exception"),
             [(_("Deadline"), when_zoned(granted.deadline)),
              (_("Attempts"), "∞" if granted.max_attempts is None else str(granted.max_attempts))],
@@ -237,7 +238,7 @@ def remove_allowance(username: str, slug: str):
     return redirect(back, 303)
 
 
-def _confirm_removal(student: User, exercise: Exercise, back: str, heading: str, button: str,
+def confirm_removal(student: User, exercise: Exercise, back: str, heading: str, button: str,
                      removed: list[tuple[str, str]], consequence: str):
     """A removal's confirmation: a page of its own, no script (the Content-Security-Policy
     allows none inline), its button sending the same address the POST that removes."""
@@ -268,12 +269,12 @@ def set_grade(username: str, slug: str):
     except IntegrityError:  # another instructor set one at the same moment: this one replaces it
         db().rollback()
         set_grade_id = _store_set_grade(student, exercise)
-    _tell("grade_set", set_grade_id)
+    tell("grade_set", set_grade_id)
     flash(_("The grade of %(name)s on this exercise is set by hand.", name=student.name), "info")
     return redirect(url_for("allowances.allowance", username=username, slug=slug), 303)
 
 
-def _tell(event: str, row_id: int) -> None:
+def tell(event: str, row_id: int) -> None:
     """The student is mailed what changed, by a worker, once it is committed."""
     send_notice(current_app.extensions["celery"], event, [row_id])
 
@@ -301,7 +302,7 @@ def remove_set_grade(username: str, slug: str):
             return _nothing_to_remove(student, exercise, back, _(
                 "%(name)s has no grade set by hand on this exercise.", name=student.name))
         maximum = maximum_points(db(), [exercise])[exercise.id]
-        return _confirm_removal(
+        return confirm_removal(
             student, exercise, back, _("Remove the grade set by hand?"),
             _("Remove it: the best submission counts again"),
             [(_("Grade set by hand"), out_of(grade.set_grade.score, maximum))],
@@ -326,14 +327,16 @@ def override(submission_id: int):
     if errors:
         for message in errors:
             flash(message, "error")
-        return submission_page(submission_id), 400  # again, with what was typed
+        again = hand_grading_page if came_from_hand_grading() else submission_page
+        return again(submission_id), 400  # again, with what was typed
     submission.override_score = _number(request.form["score"])
     submission.override_comment = request.form["comment"].strip()
     submission.override_by, submission.override_at = g.user.id, utcnow()
     db().commit()
-    _tell("score_adjusted", submission.id)
+    tell("score_adjusted", submission.id)
     flash(_("The score of submission #%(id)s is adjusted by hand.", id=submission.id), "info")
-    return redirect(url_for("portal.submission", submission_id=submission_id), 303)
+    return redirect(after_adjusting(submission)
+                    or url_for("portal.submission", submission_id=submission_id), 303)
 
 
 def _override_errors(submission: Submission) -> list[str]:
@@ -379,7 +382,7 @@ def remove_override(submission_id: int):
         flash(_("This submission has no score set by hand."), "error")
         return redirect(back, 303)
     if request.method == "GET":
-        return _confirm_removal(
+        return confirm_removal(
             submission.user, submission.exercise, back,
             _("Go back to the automatic score of submission #%(id)s?", id=submission.id),
             _("Go back to the automatic score"),

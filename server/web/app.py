@@ -48,8 +48,9 @@ def create_app(config: dict | None = None) -> Flask:
     csrf.init_app(app)
     celery_init_app(app)
 
-    from server.web import (account, admin, allowances, api, auth, courses, errors, headers, i18n,
-                            portal, regrade, roster, staff, throttle)
+    from server.web import (accommodations, account, admin, allowances, api, auth, courses,
+                            errors, handgrading, headers, i18n, portal, regrade, roster, staff,
+                            throttle)
     i18n.init_app(app)
     app.add_template_filter(inline_markdown, "inline_markdown")  # `code`, *em*, **strong** only
     app.add_template_filter(shown_name, "shown_name")  # "pasted code" for code pasted in the form
@@ -67,6 +68,8 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(staff.blueprint)
     app.register_blueprint(roster.blueprint)
     app.register_blueprint(allowances.blueprint)
+    app.register_blueprint(accommodations.blueprint)
+    app.register_blueprint(handgrading.blueprint)
     app.register_blueprint(regrade.blueprint)
     app.register_blueprint(admin.blueprint)
     app.teardown_appcontext(_close_session)

@@ -16,7 +16,7 @@ from worker.harness.report import ADVICE, LOAD_ERROR
 from worker.harness.submission import Unreadable, read
 
 from server.core.config import app_settings
-from server.core.grades import DONE_RUN, Grade, allowances_of, student_terms, terms
+from server.core.grades import DONE_RUN, Grade, student_terms, terms_of
 from server.core.models import (STAFF_ROLES, CheckResult, Exercise, GradingRun, RunStatus, SetGrade,
                                 Submission, SubmissionStatus, User, utcnow)
 from server.core.queue import place
@@ -238,7 +238,7 @@ def _localised(note: dict, lang: str) -> dict:
 def exercise_rows(session: Session, user: User, course_id: int) -> list[dict]:
     """The course's active exercises in course order with the user's grade (grades.Grade),
     attempts used and left, and the deadline and attempt limit the user has: the exercise's,
-    with their allowance. What they sent to another course's exercises is not read."""
+    with their accommodation and allowance (grades.terms). What they sent to another course's exercises is not read."""
     grades: dict[int, Grade] = defaultdict(Grade)
     used: dict[int, int] = defaultdict(int)
     of_course = select(Exercise.id).where(Exercise.course_id == course_id)
@@ -254,12 +254,13 @@ def exercise_rows(session: Session, user: User, course_id: int) -> list[dict]:
     for row in session.scalars(select(SetGrade).where(SetGrade.user_id == user.id,
                                                       SetGrade.exercise_id.in_(of_course))):
         grades[row.exercise_id].set_by(row, None)  # the pages show it out of the exercise's points
-    granted = allowances_of(session, user.id)
+    active = list(session.scalars(select(Exercise).where(Exercise.course_id == course_id,
+                                                         Exercise.active)
+                                  .order_by(Exercise.position, Exercise.slug)))
+    granted = terms_of(session, user.id, active)
     rows = []
-    for exercise in session.scalars(select(Exercise).where(Exercise.course_id == course_id,
-                                                           Exercise.active)
-                                    .order_by(Exercise.position, Exercise.slug)):
-        mine = terms(exercise, granted.get(exercise.id))
+    for exercise in active:
+        mine = granted[exercise.id]
         rows.append({"exercise": exercise, "deadline": mine.deadline,
                      "grade": grades[exercise.id],
                      "attempts_used": used[exercise.id],
@@ -324,7 +325,8 @@ def page_view(submission: Submission, result: dict) -> dict:
 
 
 def _attempts_left(submission: Submission) -> int | None:
-    """The attempts its student has left at the exercise, with their allowance; None: no limit."""
+    """The attempts its student has left at the exercise, with their accommodation and
+    allowance; None: no limit."""
     session = object_session(submission)
     used = session.scalar(select(func.count()).select_from(Submission).where(
         Submission.user_id == submission.user_id, Submission.exercise_id == submission.exercise_id,
