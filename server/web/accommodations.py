@@ -18,8 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from server.core.grades import (MAX_ATTEMPTS_FACTOR, MAX_EXTRA_DAYS, accommodation_of,
                                 reassess_lateness)
 from server.core.models import Accommodation, Allowance, Exercise, User, utcnow
-from server.web.allowances import (COMMENT_LIMIT, EXAMPLE_EXTENSION, extra_attempts,
-                                   new_deadline, tell)
+from server.web.allowances import COMMENT_LIMIT, EXAMPLE_EXTENSION, exception_form, tell
 from server.web.auth import db, staff_required
 from server.web.course import exercises, students
 from server.web.i18n import time_zone, when
@@ -206,20 +205,8 @@ def _grant_to_all(everyone: list[User]) -> tuple[list[str], list[int]]:
                                len(unknown), names=", ".join(unknown)))
     elif not named:
         errors.append(_("Choose the students: paste their usernames or tick them."))
-    deadline = extra = None
-    try:
-        deadline = new_deadline(exercise, None, request.form.get("deadline", "").strip())
-    except ValueError as refusal:
-        errors.append(str(refusal))
-    try:
-        extra = extra_attempts(exercise, request.form.get("extra_attempts", "").strip())
-    except ValueError as refusal:
-        errors.append(str(refusal))
-    comment = request.form.get("comment", "").strip()
-    if len(comment) > COMMENT_LIMIT:
-        errors.append(_("The comment is longer than %(num)s characters.", num=COMMENT_LIMIT))
-    if not errors and deadline is None and not extra:
-        errors.append(_("Give a later deadline, extra attempts or both."))
+    deadline, extra, comment, refused = exception_form(exercise, None)
+    errors += refused
     if errors:
         return errors, []
     chosen = [by_username[name] for name in named]

@@ -126,6 +126,20 @@ def _grant_and_commit(student: User, exercise: Exercise) -> list[str]:
 def _grant(student: User, exercise: Exercise, found: Allowance | None) -> list[str]:
     """Grant or change the exception from the form (the caller commits); the reasons it is
     refused (then nothing changes)."""
+    deadline, extra, comment, errors = exception_form(exercise, found)
+    if errors:
+        return errors
+    row = found or Allowance(user_id=student.id, exercise_id=exercise.id)
+    row.deadline, row.extra_attempts, row.comment = deadline, extra, comment
+    row.granted_by, row.granted_at = g.user.id, utcnow()
+    db().add(row)
+    return []
+
+
+def exception_form(exercise: Exercise, found: Allowance | None
+                   ) -> tuple[dt.datetime | None, int, str, list[str]]:
+    """The exception the form asks for (`found`: the student's, when it changes one): its
+    deadline, extra attempts and comment, and the reasons to refuse it."""
     errors = []
     deadline = extra = None
     try:
@@ -141,13 +155,7 @@ def _grant(student: User, exercise: Exercise, found: Allowance | None) -> list[s
         errors.append(_("The comment is longer than %(num)s characters.", num=COMMENT_LIMIT))
     if not errors and deadline is None and not extra:
         errors.append(_("Give a later deadline, extra attempts or both."))
-    if errors:
-        return errors
-    row = found or Allowance(user_id=student.id, exercise_id=exercise.id)
-    row.deadline, row.extra_attempts, row.comment = deadline, extra, comment
-    row.granted_by, row.granted_at = g.user.id, utcnow()
-    db().add(row)
-    return []
+    return deadline, extra, comment, errors
 
 
 def new_deadline(exercise: Exercise, found: Allowance | None, text: str) -> dt.datetime | None:
