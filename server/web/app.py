@@ -70,6 +70,8 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(allowances.blueprint)
     app.register_blueprint(accommodations.blueprint)
     app.register_blueprint(handgrading.blueprint)
+    from server.web.attempts import blueprint as attempts  # a student's history of an exercise
+    app.register_blueprint(attempts)
     app.register_blueprint(regrade.blueprint)
     app.register_blueprint(admin.blueprint)
     app.teardown_appcontext(_close_session)

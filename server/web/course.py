@@ -8,16 +8,19 @@ submit to try an exercise out counts nowhere."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Row, Select, Text, cast, func, select
+from sqlalchemy import ColumnElement, Row, Select, Text, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from worker.harness.codes import said_elsewhere
 from worker.harness.report import LOAD_ERROR
 
+from server.core.catalogue import current_info
+from server.core.courses import exercise_folder
 from server.core.grades import DONE_RUN, Grade, maximum_points
 from server.core.models import (CheckResult, CourseRole, DiagnosticResult, Enrolment, Exercise,
                                 GradingRun, SetGrade, Submission, SubmissionStatus, User)
@@ -62,6 +65,8 @@ class ExerciseSummary:
     errors: int = 0
     # code → how many students got it on at least one graded submission, most frequent first
     diagnostics: list[tuple[str, int]] = field(default_factory=list)
+    # the named mistakes the students made (`mistake_counts`), most students first
+    mistakes: list["MistakeCount"] = field(default_factory=list)
 
 
 def student_ids(course_id: int) -> Select:
@@ -178,9 +183,10 @@ def diagnostic_counts(session: Session, course_id: int, exercise_id: int | None 
     return dict(counts)
 
 
-def summaries(session: Session, course_id: int) -> list[ExerciseSummary]:
+def summaries(session: Session, course_id: int, lang: str) -> list[ExerciseSummary]:
     table = standings(session, course_id)
     codes = diagnostic_counts(session, course_id)
+    mistakes = mistake_counts(session, course_id, lang)
     status_counts = {(exercise_id, status): n for exercise_id, status, n in session.execute(
         select(Submission.exercise_id, Submission.status, func.count())
         .where(by_students(course_id)).group_by(Submission.exercise_id, Submission.status))}
@@ -197,7 +203,8 @@ def summaries(session: Session, course_id: int) -> list[ExerciseSummary]:
             full_marks=sum(1 for best in bests if full_marks(best, out_of)),
             waiting=sum(status_counts.get((exercise.id, status), 0) for status in WAITING),
             errors=status_counts.get((exercise.id, SubmissionStatus.error.value), 0),
-            diagnostics=[(code, n) for code, n, _ in codes.get(exercise.id, [])]))
+            diagnostics=[(code, n) for code, n, _ in codes.get(exercise.id, [])],
+            mistakes=mistakes.get(exercise.id, [])))
     return result
 
 
@@ -271,6 +278,17 @@ class NamedMistake:
     def students(self) -> int:
         return len({row.student.id for row in self.submissions.values()})
 
+    @property
+    def anchor(self) -> str:
+        return mistake_anchor(self.wrong_program, self.hint)
+
+
+def mistake_anchor(wrong_program: str | None, hint: str) -> str:
+    """The id of a named mistake's section on a diagnostic's page, which the exercise's page
+    links to: the known wrong program's name, or else a digest of the hint (as the reader
+    reads it: both pages are in the reader's language)."""
+    return "mistake-" + (wrong_program or hashlib.sha256(hint.encode()).hexdigest()[:12])
+
 
 def diagnosed_submissions(session: Session, course_id: int, exercise_id: int, code: str,
                           lang: str) -> list[NamedMistake]:
@@ -311,6 +329,141 @@ def _in_language(said: dict, lang: str) -> tuple[str, str]:
     words = (said.get("translations") or {}).get(lang, {})
     return (words.get("message", said["message"]),
             words.get("hint", said.get("hint") or ""))
+
+
+@dataclass(frozen=True)
+class CheckRate:
+    """How often one check of an exercise passed: on the students' counted submissions (one a
+    student: the best, whose score is the grade) and on all their graded submissions."""
+
+    name: str
+    title: str  # in the reader's language, as its latest run wrote it
+    students_passed: int
+    students: int  # whose counted submission ran the check
+    submissions_passed: int
+    submissions: int
+
+    @property
+    def student_rate(self) -> float | None:
+        return self.students_passed / self.students if self.students else None
+
+    @property
+    def submission_rate(self) -> float | None:
+        return self.submissions_passed / self.submissions if self.submissions else None
+
+
+def check_rates(session: Session, course_id: int, exercise_id: int, counted: Iterable[int],
+                lang: str) -> list[CheckRate]:
+    """Each check of the exercise (as graded last: DONE_RUN) in the order it runs, with its pass
+    rates; `counted` are the students' counted submissions (`Standing.grade.best_id`). Two
+    queries whatever the number of students: the counted ones' checks, and a sum over all."""
+    which = {"course_id": course_id, "exercise_id": exercise_id}
+    counted = list(counted)
+    mine = _current_runs(CheckResult.name, CheckResult.title, CheckResult.titles,
+                         CheckResult.position, CheckResult.passed, **which) \
+        .join(CheckResult, CheckResult.run_id == DONE_RUN).where(Submission.id.in_(counted)) \
+        .order_by(Submission.id)
+    everyone = _current_runs(
+        CheckResult.name, func.max(CheckResult.title), func.max(CheckResult.position),
+        func.count(), func.sum(case((CheckResult.passed, 1), else_=0)), **which) \
+        .join(CheckResult, CheckResult.run_id == DONE_RUN).group_by(CheckResult.name)
+    seen: dict[str, list] = {}  # name → [title, position, passed, students]
+    for row in session.execute(mine):
+        title = (row.titles or {}).get(lang, row.title)
+        tally = seen.setdefault(row.name, [title, row.position, 0, 0])
+        tally[0], tally[1] = title, row.position  # the newest submission's words and place
+        tally[2] += bool(row.passed)
+        tally[3] += 1
+    rates = []
+    for name, title, position, submissions, passed in session.execute(everyone):
+        title, position, students_passed, students = seen.get(name, [title, position, 0, 0])
+        rates.append((position, CheckRate(name, title, students_passed, students, int(passed or 0),
+                                          submissions)))
+    return [rate for _, rate in sorted(rates, key=lambda item: (item[0], item[1].name))]
+
+
+@dataclass
+class MistakeCount:
+    """A named mistake of an exercise and who made it, in any of their submissions (as last
+    graded): a known wrong program, in the words the exercise gives it, or else a diagnostic's
+    hint within its code."""
+
+    words: str  # inline Markdown, in the reader's language; "" for a diagnostic without hint
+    wrong_program: str | None
+    anchor: str  # its section on each diagnostic page that lists it (`mistake_anchor`)
+    by_code: dict[str, set[int]] = field(default_factory=dict)  # code → students
+    submission_ids: set[int] = field(default_factory=set)
+
+    @property
+    def students(self) -> int:
+        return len(set().union(*self.by_code.values()))
+
+    @property
+    def submissions(self) -> int:
+        return len(self.submission_ids)
+
+    @property
+    def codes(self) -> list[str]:
+        """Its diagnostics' codes, the one most students got first: where its drill-down is."""
+        return sorted(self.by_code, key=lambda code: (-len(self.by_code[code]), code))
+
+    @property
+    def gist(self) -> str:
+        """Its words up to the end of their first clause (a colon, semicolon or full stop
+        outside `code`), for a table with no room for the whole."""
+        in_code = False
+        for i, char in enumerate(self.words):
+            in_code ^= char == "`"
+            if not in_code and char in ".:;" and self.words[i + 1:i + 2] in (" ", "\n"):
+                return self.words[:i] + "…"
+        return self.words
+
+
+def mistake_counts(session: Session, course_id: int, lang: str,
+                   exercise_id: int | None = None) -> dict[int, list[MistakeCount]]:
+    """exercise id → its named mistakes, most students first: one query over the checks'
+    diagnostics (and one over the runs' load errors), whatever the number of students."""
+    columns = (Submission.exercise_id, Submission.user_id, Submission.id)
+    which = {"course_id": course_id, "exercise_id": exercise_id}
+    checks = _check_diagnostics(_current_runs(
+        *columns, DiagnosticResult.code, DiagnosticResult.message, DiagnosticResult.hint,
+        DiagnosticResult.translations, DiagnosticResult.details, **which))
+    said = [*((row[:3], note["code"], _in_language(note, lang)[1], None)
+              for row, note in _load_errors(session, _current_runs(
+                  *columns, GradingRun.notes, **which))),
+            # a later check's "the same mistake as in …" is the first's, already counted
+            *((row[:3], row.code, _in_language(row._asdict(), lang)[1],
+               (row.details or {}).get("wrong_program"))
+              for row in session.execute(checks) if not said_elsewhere(row.details or {}))]
+    says = _wrong_programs_words(session, course_id, lang)
+    found: dict[tuple, MistakeCount] = {}
+    for (exercise, user_id, submission_id), code, hint, program in said:
+        key = (exercise, program) if program else (exercise, None, code, hint)
+        mistake = found.get(key)
+        if mistake is None:
+            words = says.get(exercise, {}).get(program, hint) if program else hint
+            mistake = found[key] = MistakeCount(words, program, mistake_anchor(program, hint))
+        mistake.by_code.setdefault(code, set()).add(user_id)
+        mistake.submission_ids.add(submission_id)
+    counts: dict[int, list[MistakeCount]] = defaultdict(list)
+    for (exercise, *_rest), mistake in found.items():
+        counts[exercise].append(mistake)
+    for mistakes in counts.values():
+        mistakes.sort(key=lambda m: (-m.students, -m.submissions, m.words))
+    return dict(counts)
+
+
+def _wrong_programs_words(session: Session, course_id: int, lang: str) -> dict[int, dict]:
+    """exercise id → {known wrong program: what the exercise says of it, in `lang`}, from the
+    exercises' folders (read again only after a change); a folder that is missing or broken
+    gives nothing, and its mistakes keep the words their diagnostics stored."""
+    words = {}
+    for exercise in session.scalars(select(Exercise).where(Exercise.course_id == course_id)):
+        info = current_info(exercise_folder(exercise))
+        if info is not None:
+            words[exercise.id] = {name: says.get(lang, says["en"])
+                                  for name, says in info.wrong_programs.items()}
+    return words
 
 
 @dataclass(frozen=True)

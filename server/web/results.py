@@ -287,7 +287,7 @@ def page_view(submission: Submission, result: dict) -> dict:
     note's place in the student's own file ("work.py, line 3", "pasted code"), each hint once
     (a later diagnostic with the same hint shows none), the attempts the student has left, and
     the code line by line with the lines they name marked."""
-    cells = _code_cells(submission)
+    cells = code_cells(submission)
     anchors = {(label, number): f"line-{index}-{number}"
                for index, (label, code) in enumerate(cells, start=1)
                for number in range(1, code.count("\n") + 2)}
@@ -340,7 +340,7 @@ def _raised_at(note: dict) -> int | None:
     return frames[-1].get("line") if frames[-1].get("file") == note.get("cell") else None
 
 
-def _code_cells(submission: Submission) -> list[tuple[str, str]]:
+def code_cells(submission: Submission) -> list[tuple[str, str]]:
     """The code as its student wrote it, with the grader's names: a .py file, or a notebook's
     code cells ("cell 3"), their magics as written, not as the grader rewrote them to skip them
     (`pass  # neutralised: …`, on the same line numbers)."""

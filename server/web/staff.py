@@ -24,9 +24,9 @@ from server.core.models import Exercise, Submission, User, utcnow
 from server.core.queue import cancel_grading
 from server.web import charts
 from server.web.auth import db, staff_required
-from server.web.course import (LatestSubmission, Standing, diagnosed_submissions,
-                               diagnostic_counts, gradebook, latest_submissions, standings,
-                               student_or_none, students, summaries)
+from server.web.course import (LatestSubmission, Standing, check_rates, diagnosed_submissions,
+                               diagnostic_counts, gradebook, latest_submissions, mistake_counts,
+                               standings, student_or_none, students, summaries)
 from server.web.i18n import time_zone
 from server.web.listing import Listing, arrange, by_name, by_username, requested_listing
 from server.web.paging import requested_page
@@ -51,7 +51,7 @@ def only_staff() -> None:
 
 @blueprint.route("/")
 def overview():
-    return render_template("staff/overview.html", summaries=summaries(db(), g.course.id),
+    return render_template("staff/overview.html", summaries=summaries(db(), g.course.id, g.lang),
                            student_count=len(students(db(), g.course.id)))
 
 
@@ -92,18 +92,30 @@ def exercise(slug: str):
     everyone = [(student, table.get((student.id, row.id)))
                 for student in students(db(), g.course.id)]
     listing, shown = _arranged_standings(everyone, out_of)
-    diagnostics = diagnostic_counts(db(), g.course.id, row.id).get(row.id, [])
     bests = [s.score for s in table.values() if s.score is not None]
     return render_template(
         "staff/exercise.html", exercise=row, now=utcnow(), max_points=out_of, rows=shown,
         student_count=len(everyone), listing=listing,
         filters={"missing": _("Nothing submitted"), "below": _("Below half the points")},
-        diagnostics=diagnostics,
         histogram=charts.histogram(bests, out_of, "scores-chart") if bests and out_of else None,
-        diagnostics_chart=charts.diagnostics_chart(
+        **_analytics(row, table))
+
+
+def _analytics(row: Exercise, table: dict[tuple[int, int], Standing]) -> dict:
+    """What an exercise's page says of its checks and mistakes: each check's pass rates (on the
+    students' counted submissions and on all), the named mistakes by number of students, and
+    the diagnostics by code with their chart; each links to the submissions behind it."""
+    diagnostics = diagnostic_counts(db(), g.course.id, row.id).get(row.id, [])
+    counted = {s.grade.best_id for s in table.values() if s.grade.best_id is not None}
+    return {
+        "checks": check_rates(db(), g.course.id, row.id, counted, g.lang),
+        "percent": one_decimal_percent,
+        "mistakes": mistake_counts(db(), g.course.id, g.lang, row.id).get(row.id, []),
+        "diagnostics": diagnostics,
+        "diagnostics_chart": charts.diagnostics_chart(
             [(code, by_students) for code, by_students, _submissions in diagnostics],
-            lambda code: url_for("staff.diagnostic", slug=slug, code=code),
-            "diagnostics-chart") if diagnostics else None)
+            lambda code: url_for("staff.diagnostic", slug=row.slug, code=code),
+            "diagnostics-chart") if diagnostics else None}
 
 
 def _arranged_standings(everyone: list[tuple[User, Standing | None]], out_of: float | None

@@ -183,7 +183,8 @@ def test_the_course_page_per_exercise(marked_course):
     # exercise, deadline, students, submissions, mean best (the override counts), full marks
     assert row[1:7] == ["31 Jan 2027, 22:59 UTC", "2 / 3", "3", "8 / 10", "1", "—"]
     assert row[7] == "grad-sign-flipped 2 students missing-function 1 student"
-    assert '/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function"' in page
+    # to its named mistake's section of the diagnostic's page
+    assert '/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function#mistake-' in page
     assert '/courses/pytorch/staff/exercises/autograd-q#charts"' in page
     assert course_row(page, "metrics")[6] == "1 waiting"
     spanish = client.get("/courses/pytorch/staff/?lang=es").text
