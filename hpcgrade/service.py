@@ -205,13 +205,13 @@ class Service:
         """The submission's status in `lang` once it is neither queued nor running; None when
         `timeout` seconds pass first. `created` is the answer to the submission, read again
         even when final (it holds no result); `progress` is told each status still waiting,
-        with the seconds waited."""
+        with the seconds waited, the last one seen included."""
         status, started = created, time.monotonic()
         while status["status"] in WAITING:
             waited = time.monotonic() - started
+            progress(status, waited)
             if waited > timeout:
                 return None
-            progress(status, waited)
             time.sleep(POLL_SECONDS)
             status = self.get(created["url"], lang=lang)
         return self.get(created["url"], lang=lang) if status is created else status

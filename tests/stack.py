@@ -522,17 +522,18 @@ def submissions(stack: "Stack", ids: list[int]):
         database.dispose()
 
 
-def settle(stack: "Stack", ids: list[int], seconds: float) -> dict:
-    """Wait until none of these submissions is queued or running, for at most `seconds`; the
-    submissions as they then are (the assertions say what was missed)."""
+def settle(stack: "Stack", ids: list[int], seconds: float,
+           past: tuple[str, ...] = ("queued", "running")) -> dict:
+    """Wait until none of these submissions is in a status of `past` (by default: until they
+    are done), for at most `seconds`; the submissions as they then are (the assertions say what
+    was missed)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
             found = submissions(stack, ids)
         except sa.exc.OperationalError:
             found = {}
-        if len(found) == len(ids) and all(s.status not in ("queued", "running")
-                                          for s in found.values()):
+        if len(found) == len(ids) and all(s.status not in past for s in found.values()):
             return found
         if time.monotonic() > deadline:
             return found

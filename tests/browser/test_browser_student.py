@@ -64,10 +64,13 @@ def test_a_student_submits_and_hears_the_status_change(site, desktop, tmp_path):
     # two other students' slow files hold both grading slots (9 s of loading each, under the
     # 10 s limit: time enough for a loaded machine's browser to show the page while they do):
     # this one waits its turn, and its own three seconds of loading keep it running long
-    # enough to be seen
+    # enough to be seen. They hold the slots before it comes, or the queue's round-robin
+    # between students could put it before one of them
     blockers = [site.stack.api(name).submit(EXERCISE, slow(REFERENCE.read_text(), 9))
                 for name in ("s01", "s02")]
     assert [answer.status_code for answer in blockers] == [202, 202]
+    held = settle(site.stack, [answer.json()["id"] for answer in blockers], 30, past=("queued",))
+    assert [s.status for s in held.values()] == ["running", "running"]
     upload = tmp_path / "reference.py"
     upload.write_text(slow(REFERENCE.read_text(), 3))
     right = submit(desktop, site, upload=upload)
