@@ -1,7 +1,7 @@
 """Notices: mail that tells people what changed, in the reader's language, as each chose.
 
 Students are told when staff set their grade or a submission's score by hand, grant them an
-exception, or when a published regrade changes their grade; if they wish, when a submission is
+exception or an accommodation, or when a published regrade changes their grade; if they wish, when a submission is
 graded and a day before a deadline they have not met. Instructors are told when grading fails
 for the grader's reasons (server/core/notice_rounds.py has those two, which the beat sends).
 
@@ -22,15 +22,15 @@ from typing import Any
 import babel.dates
 import babel.numbers
 from flask import current_app
-from flask_babel import force_locale, get_locale, gettext as _
+from flask_babel import force_locale, get_locale, gettext as _, ngettext
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from server.core.config import app_settings
 from server.core.grades import student_grade, student_terms
 from server.core.mail import mail_configured, message, send_batch
-from server.core.models import (Allowance, CourseRole, Enrolment, Exercise, SetGrade, Submission,
-                                User)
+from server.core.models import (Accommodation, Allowance, Course, CourseRole, Enrolment, Exercise,
+                                SetGrade, Submission, User)
 
 DEFAULT_LANGUAGE = "en"  # a reader who never chose one
 
@@ -178,6 +178,30 @@ def exception(session: Session, row: Allowance) -> Notice:
         "You have an exception on %(exercise)s", **titled(exercise)), body)
 
 
+def accommodation(session: Session, row: Accommodation) -> Notice:
+    student, course = session.get(User, row.user_id), session.get(Course, row.course_id)
+
+    def body() -> str:
+        lines = []
+        if row.extra_days:
+            lines.append(ngettext("Every deadline of the course is %(num)s day later for you.",
+                                  "Every deadline of the course is %(num)s days later for you.",
+                                  row.extra_days))
+        if row.attempts_factor != 1:
+            lines.append(_("Every limit of attempts is %(factor)s times the exercise's for you, "
+                           "rounded up.", factor=babel.numbers.format_decimal(
+                               row.attempts_factor, "0.##", locale=writing_in())))
+        if row.comment:
+            lines.append(row.comment)
+        return _("Hello %(name)s,\n\n%(staff)s granted you an accommodation in %(course)s, on "
+                 "every exercise.\n\n%(terms)s\n\nEach exercise's page shows your deadline and "
+                 "attempts: %(link)s\n", name=student.name,
+                 staff=_staff_name(session, row.granted_by), terms="\n".join(lines),
+                 course=course.title(writing_in()), link=link("portal.index", course=course.slug))
+    return compose(student, row.id, lambda: _(
+        "You have an accommodation in %(course)s", course=course.title(writing_in())), body)
+
+
 def regraded(session: Session, row: Submission) -> Notice:
     """`row`: the submission whose score is the student's new grade."""
     exercise = row.exercise
@@ -208,7 +232,7 @@ class Event:
     ids (each row's user_id is its reader), and what the notice says."""
 
     kind: Kind
-    table: type[SetGrade] | type[Submission] | type[Allowance]
+    table: type[SetGrade] | type[Submission] | type[Allowance] | type[Accommodation]
     notice: Callable[[Session, Any], Notice]
 
 
@@ -216,6 +240,7 @@ EVENTS = {
     "grade_set": Event(Kind.score_set, SetGrade, grade_set),
     "score_adjusted": Event(Kind.score_set, Submission, score_adjusted),
     "exception": Event(Kind.exception, Allowance, exception),
+    "accommodation": Event(Kind.exception, Accommodation, accommodation),
     "regraded": Event(Kind.regrade, Submission, regraded),
     "graded": Event(Kind.graded, Submission, graded),
 }

@@ -102,6 +102,7 @@ def _store_accommodation(student: User, found: Accommodation | None, days: int, 
     db().flush()
     _reassess_course(student)
     db().commit()
+    tell("accommodation", row.id)
 
 
 def _reassess_course(student: User) -> None:

@@ -19,7 +19,8 @@ blueprint = Blueprint("account", __name__, url_prefix="/account")
 # what each notice tells, as its page says it
 NOTICES = {
     Kind.score_set: _l("Staff set my grade on an exercise, or a submission's score, by hand"),
-    Kind.exception: _l("Staff grant me an exception (a later deadline, extra attempts)"),
+    Kind.exception: _l("Staff grant me an exception or an accommodation (later deadlines, "
+                       "more attempts)"),
     Kind.regrade: _l("An exercise is graded again and my grade changes"),
     Kind.graded: _l("A submission of mine is graded"),
     Kind.deadline: _l("A day before a deadline, if I have sent nothing to it yet"),

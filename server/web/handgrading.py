@@ -26,7 +26,7 @@ from server.web.auth import db, staff_required
 from server.web.course import by_students, standings, students
 from server.web.listing import by_name
 from server.web.results import page_view, submission_dict, submission_state
-from server.web.staff import submission_or_404
+from server.web.staff import exercise_or_404, submission_or_404
 
 blueprint = Blueprint("handgrading", __name__, url_prefix="/courses/<course>/staff")
 ORDERS = ("counted", "all")
@@ -98,6 +98,20 @@ def saved_comments(submission: Submission) -> list[SavedComment]:
         or_(SavedComment.exercise_id == submission.exercise_id,
             SavedComment.exercise_id.is_(None)))
         .order_by(SavedComment.exercise_id.is_(None), SavedComment.id)))
+
+
+@blueprint.get("/exercises/<slug>/hand-grading")
+def start(slug: str):
+    """From the exercise's staff page: its first submission in the grader's order."""
+    exercise = exercise_or_404(slug)
+    order = _order()
+    sequence = _sequence(exercise.id, order)
+    if not sequence:
+        flash(_("No student has submitted to this exercise yet: there is nothing to grade by "
+                "hand."), "info")
+        return redirect(url_for("staff.exercise", slug=slug), 303)
+    return redirect(url_for("handgrading.grading", submission_id=sequence[0][1], order=order),
+                    303)
 
 
 @blueprint.get("/submissions/<int:submission_id>/hand-grading")

@@ -238,7 +238,8 @@ def _localised(note: dict, lang: str) -> dict:
 def exercise_rows(session: Session, user: User, course_id: int) -> list[dict]:
     """The course's active exercises in course order with the user's grade (grades.Grade),
     attempts used and left, and the deadline and attempt limit the user has: the exercise's,
-    with their accommodation and allowance (grades.terms). What they sent to another course's exercises is not read."""
+    with their accommodation and allowance (`terms`: grades.terms). What they sent to another
+    course's exercises is not read."""
     grades: dict[int, Grade] = defaultdict(Grade)
     used: dict[int, int] = defaultdict(int)
     of_course = select(Exercise.id).where(Exercise.course_id == course_id)
@@ -261,7 +262,7 @@ def exercise_rows(session: Session, user: User, course_id: int) -> list[dict]:
     rows = []
     for exercise in active:
         mine = granted[exercise.id]
-        rows.append({"exercise": exercise, "deadline": mine.deadline,
+        rows.append({"exercise": exercise, "deadline": mine.deadline, "terms": mine,
                      "grade": grades[exercise.id],
                      "attempts_used": used[exercise.id],
                      "max_attempts": mine.max_attempts,

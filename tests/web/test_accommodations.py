@@ -127,6 +127,34 @@ def test_an_accommodation_moves_every_deadline_and_limit_for_that_student_only(s
     assert "Give an accommodation" in prof.get(f"{STAFF}/students/bea").text
 
 
+def test_the_student_reads_why_their_deadline_and_attempts_are_not_the_exercises(staffed):
+    deadline = (utcnow() + 2 * DAY).replace(microsecond=0)
+    set_exercise(staffed, deadline=deadline, max_attempts=10)
+    prof, token = logged_in(staffed, "prof")
+    ana, _token = logged_in(staffed, "ana")
+    page = ana.get(f"/courses/pytorch/exercises/{SLUG}").text
+    assert "deadline-why" not in page and "attempts-why" not in page
+
+    assert accommodate(prof, token, "ana", "3", "1.5").status_code == 303
+    page = " ".join(ana.get(f"/courses/pytorch/exercises/{SLUG}").text.split())
+    assert "15 of 15" in page
+    assert "The exercise allows 10: your accommodation gives 1.5 times as many." in page
+    assert "Moved for you: the 3 extra days of your accommodation; the exercise's deadline is" \
+        in page
+
+    later = (deadline + 10 * DAY).strftime("%Y-%m-%dT%H:%M")
+    assert prof.post(f"{STAFF}/students/ana/exercises/{SLUG}", data={
+        "csrf_token": token, "deadline": later, "extra_attempts": "2", "comment": ""}
+        ).status_code == 303
+    page = " ".join(ana.get(f"/courses/pytorch/exercises/{SLUG}").text.split())
+    assert "17 of 17" in page
+    assert ("The exercise allows 10: your accommodation gives 1.5 times as many; your "
+            "instructor granted you 2 more.") in page
+    assert "Moved for you: an extension your instructor granted you;" in page
+    ana_es, _token = logged_in(staffed, "ana", lang="es")
+    assert "Cambiado para ti" in ana_es.get(f"/courses/pytorch/exercises/{SLUG}").text
+
+
 def test_an_accommodation_reworks_the_late_penalty_both_ways(staffed):
     set_exercise(staffed, deadline=utcnow() - 1.5 * DAY, deadline_policy="penalty",
                  penalty_per_day=0.1)

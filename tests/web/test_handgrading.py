@@ -164,3 +164,18 @@ def test_the_submission_page_leads_there_and_the_page_has_no_inline_script(staff
     assert "<kbd>n</kbd>" in page  # the keys are written on the page
     es = prof.get(PAGE.format(submissions["bea"]) + "?lang=es")
     assert es.status_code == 200 and 'lang="es"' in es.text
+
+
+def test_the_exercises_staff_page_starts_it_at_the_first_student(staffed):
+    prof, _ = logged_in(staffed, "prof")
+    exercise_page = prof.get("/courses/pytorch/staff/exercises/autograd-q").text
+    start = "/courses/pytorch/staff/exercises/autograd-q/hand-grading"
+    assert f'href="{start}"' in exercise_page
+    empty = prof.get(start, follow_redirects=True)
+    assert "No student has submitted to this exercise yet" in empty.text
+    first = graded(staffed, "zalvaro", 6)
+    graded(staffed, "ana", 4)
+    assert prof.get(start).headers["Location"].endswith(PAGE.format(first) + "?order=counted")
+    assert prof.get(start + "?order=all").headers["Location"].endswith("?order=all")
+    student, _ = logged_in(staffed, "ana")
+    assert student.get(start).status_code == 403

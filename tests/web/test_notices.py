@@ -81,6 +81,30 @@ def test_an_exception_is_mailed_in_english_and_in_spanish(mailing):
     assert got["b@uni.es"][0] == f"Tienes una excepción en {TITLE['es']}"
 
 
+def test_an_accommodation_is_mailed_with_its_terms_in_english_and_in_spanish(mailing):
+    app, recorder, sent = mailing
+    logged_in(app, "bea", lang="es")
+    client, token = logged_in(app, "prof")
+    for student in ("ana", "bea"):
+        done = client.post(f"{IN_COURSE}/staff/students/{student}/accommodation", data={
+            "csrf_token": token, "extra_days": "3", "attempts_factor": "1.5",
+            "comment": "Disability plan"})
+        assert done.status_code == 303
+    assert [args[0] for _name, args in sent] == ["accommodation", "accommodation"]
+    assert recorder.messages == []
+    run_sent(app, sent)
+    got = {to: (subject, body) for to, subject, body in received(recorder)}
+    subject, body = got["a@uni.es"]
+    assert subject == "You have an accommodation in Tensors and autograd"
+    assert "Pilar granted you an accommodation in Tensors and autograd, on every exercise." in body
+    assert "Every deadline of the course is 3 days later for you." in body
+    assert "Every limit of attempts is 1.5 times the exercise's for you, rounded up." in body
+    assert "Disability plan" in body and "https://grader.uni.es/courses/pytorch/" in body
+    subject, body = got["b@uni.es"]
+    assert subject.startswith("Tienes una adaptación en")
+    assert "1,5 veces" in body
+
+
 def graded_submission(app, username: str, score: float, max_score: float = 10.0) -> int:
     """A graded submission of `username` to SLUG (one done run); its id."""
     from server.core.grades import take
