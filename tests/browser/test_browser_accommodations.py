@@ -17,6 +17,10 @@ STAFF = "/courses/pytorch/staff"
 BULK_EXERCISE = "training-step"  # no other browser test reads its attempts
 # the exercises' deadline, 31 Jan 2027 23:59 in Madrid, two days later
 EXTENDED = {"en": "2 Feb 2027", "es": "2 feb 2027"}
+WHY = {"en": ("The exercise allows 20: your accommodation gives 1.5 times as many.",
+              "Moved for you: the 2 extra days of your accommodation"),
+       "es": ("El ejercicio permite 20: tu adaptación te da 1,5 veces más.",
+              "Cambiado para ti: los 2 días más de tu adaptación")}
 
 
 def no_errors(page) -> None:
@@ -52,6 +56,11 @@ def test_an_accommodation_extends_every_deadline_and_limit(site, open_page, kind
     log_in(student, site, STUDENT)
     student.goto(site.url("/courses/pytorch/"))
     assert EXTENDED[lang] in student.locator("main").inner_text()
+    assert layout_problems(student) == {}
+    # the exercise's page says why its deadline and attempts are not everyone's
+    student.goto(site.url("/courses/pytorch/exercises/tensors-create"))
+    facts = " ".join(student.locator(".facts").inner_text().split())
+    assert WHY[lang][0] in facts and WHY[lang][1] in facts, facts
     assert layout_problems(student) == {}
 
     page.goto(site.url(f"{STAFF}/students/{STUDENT}/accommodation"))

@@ -1,5 +1,5 @@
 """Issue 23, grading by hand, in a real browser (Debian's Chromium) through nginx on the whole
-service: from a submission's page to the hand-grading page, the code beside the checks on a
+service: from a submission's page or the exercise's to the hand-grading page, the code beside the checks on a
 wide screen and under them on a phone, the keys n/j and p/k that move between the students'
 counted submissions (and do nothing while typing), a saved comment picked into the score's
 comment, and "Save and go to the next". At 1366 px and 390 px, in English and Spanish, axe
@@ -83,7 +83,10 @@ def test_keys_move_between_students_and_a_saved_comment_goes_into_the_score(
         site, open_page, graded, kind):
     page = open_page(kind)
     log_in(page, site, "prof")
-    page.goto(site.url(hand_grading(graded["s00"])))
+    page.goto(site.url(f"/courses/pytorch/staff/exercises/{EXERCISE}"))
+    with page.expect_navigation():  # the exercise's page starts at the first student by name
+        page.locator(f"a[href$='/exercises/{EXERCISE}/hand-grading']").click()
+    assert hand_grading(graded["s00"]) in page.url
     with page.expect_navigation():
         page.keyboard.press("j")
     assert re.search(hand_grading(graded["s01"]) + r"\?order=counted$", page.url)
