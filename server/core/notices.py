@@ -1,9 +1,10 @@
 """Notices: mail that tells people what changed, in the reader's language, as each chose.
 
 Students are told when staff set their grade or a submission's score by hand, grant them an
-exception or an accommodation, or when a published regrade changes their grade; if they wish, when a submission is
-graded and a day before a deadline they have not met. Instructors are told when grading fails
-for the grader's reasons (server/core/notice_rounds.py has those two, which the beat sends).
+exception or an accommodation, or when a published regrade changes their grade; if they wish,
+when a submission is graded and a day before a deadline they have not met. Instructors are
+told when grading fails for the grader's reasons (server/core/notice_rounds.py has those two,
+which the beat sends).
 
 A notice is an event and the ids of the rows it tells about (a grade set by hand, an
 allowance, a submission). The portal and the workers commit the change first, then send the

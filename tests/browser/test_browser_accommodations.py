@@ -20,7 +20,7 @@ EXTENDED = {"en": "2 Feb 2027", "es": "2 feb 2027"}
 WHY = {"en": ("The exercise allows 20: your accommodation gives 1.5 times as many.",
               "Moved for you: the 2 extra days of your accommodation"),
        "es": ("El ejercicio permite 20: tu adaptación te da 1,5 veces más.",
-              "Cambiado para ti: los 2 días más de tu adaptación")}
+              "Cambiado para ti: los 2 días adicionales de tu adaptación")}
 
 
 def no_errors(page) -> None:

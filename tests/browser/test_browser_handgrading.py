@@ -1,8 +1,8 @@
 """Issue 23, grading by hand, in a real browser (Debian's Chromium) through nginx on the whole
-service: from a submission's page or the exercise's to the hand-grading page, the code beside the checks on a
-wide screen and under them on a phone, the keys n/j and p/k that move between the students'
-counted submissions (and do nothing while typing), a saved comment picked into the score's
-comment, and "Save and go to the next". At 1366 px and 390 px, in English and Spanish, axe
+service: from a submission's page or the exercise's to the hand-grading page, the code beside
+the checks on a wide screen and under them on a phone, the keys n/j and p/k that move between
+the students' counted submissions (and do nothing while typing), a saved comment picked into the
+score's comment, and "Save and go to the next". At 1366 px and 390 px, in English and Spanish, axe
 clean; any console error or CSP violation fails the test (conftest.open_page)."""
 from __future__ import annotations
 
