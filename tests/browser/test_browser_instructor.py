@@ -183,7 +183,9 @@ def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_p
                      (" ".join(value.split()) for value in values)))
     assert student.locator(".facts time").get_attribute("datetime") == extended.isoformat()
     assert facts["Deadline"].startswith(f"{extended.day} {extended:%b %Y, %H:%M} UTC due in"), facts
-    assert facts["Attempts left"] == "24 of 25"  # 20 + 5, one used
+    # 20 + 5, one used, and why the limit is not the exercise's
+    assert facts["Attempts left"] == \
+        "24 of 25 The exercise allows 20: your instructor granted you 5 more."
 
 
 # --- the gradebook as a CSV ----------------------------------------------------------------
