@@ -130,7 +130,11 @@ def job_state(job_id: str) -> str:
 
 
 def start_now(job_id: str) -> None:
-    """Lets a requeued job (held back by BeginTime) start at once."""
+    """Lets a requeued job (held back by BeginTime) start at once, though not within the second
+    of its requeue: slurmd refuses a job credential made in the second that the job's earlier
+    one was revoked in ("Killing non-startable batch JobId=…: Job credential revoked"), and the
+    job ends FAILED without running. Slurm's own BeginTime, two minutes on, never meets it."""
+    time.sleep(1.0)
     _run("scontrol", "update", f"jobid={job_id}", "StartTime=now")
 
 
