@@ -190,8 +190,7 @@ def accommodation(session: Session, row: Accommodation) -> Notice:
                                   row.extra_days))
         if row.attempts_factor != 1:
             lines.append(_("Every limit of attempts is %(factor)s times the exercise's for you, "
-                           "rounded up.", factor=babel.numbers.format_decimal(
-                               row.attempts_factor, "0.##", locale=writing_in())))
+                           "rounded up.", factor=points(row.attempts_factor)))
         if row.comment:
             lines.append(row.comment)
         return _("Hello %(name)s,\n\n%(staff)s granted you an accommodation in %(course)s, on "

@@ -64,36 +64,34 @@ def test_a_spanish_reader_gets_it_in_spanish(mailing):
     assert "Hola, Ana García" in body and "7,5 / 10" in body
 
 
-def test_an_exception_is_mailed_in_english_and_in_spanish(mailing):
+def granted_to_ana_and_bea(mailing, page: str, form: dict, event: str) -> dict:
+    """prof saves `form` on ana's and on bea's `page` (bea reads Spanish); each request only
+    sends the task `event`, whose mail then goes out: address → (subject, body)."""
     app, recorder, sent = mailing
     logged_in(app, "bea", lang="es")
     client, token = logged_in(app, "prof")
     for student in ("ana", "bea"):
-        done = client.post(f"{IN_COURSE}/staff/students/{student}/exercises/{SLUG}", data={
-            "csrf_token": token, "deadline": "", "extra_attempts": "3", "comment": "Ill"})
+        done = client.post(f"{IN_COURSE}/staff/students/{student}/{page}",
+                           data={"csrf_token": token, **form})
         assert done.status_code == 303
-    assert [args[0] for _name, args in sent] == ["exception", "exception"]
+    assert [args[0] for _name, args in sent] == [event, event]
     assert recorder.messages == []
     run_sent(app, sent)
-    got = {to: (subject, body) for to, subject, body in received(recorder)}
+    return {to: (subject, body) for to, subject, body in received(recorder)}
+
+
+def test_an_exception_is_mailed_in_english_and_in_spanish(mailing):
+    got = granted_to_ana_and_bea(mailing, f"exercises/{SLUG}", {
+        "deadline": "", "extra_attempts": "3", "comment": "Ill"}, "exception")
     assert got["a@uni.es"][0] == f"You have an exception on {TITLE['en']}"
     assert "Your attempts: 23 in all." in got["a@uni.es"][1] and "Ill" in got["a@uni.es"][1]
     assert got["b@uni.es"][0] == f"Tienes una excepción en {TITLE['es']}"
 
 
 def test_an_accommodation_is_mailed_with_its_terms_in_english_and_in_spanish(mailing):
-    app, recorder, sent = mailing
-    logged_in(app, "bea", lang="es")
-    client, token = logged_in(app, "prof")
-    for student in ("ana", "bea"):
-        done = client.post(f"{IN_COURSE}/staff/students/{student}/accommodation", data={
-            "csrf_token": token, "extra_days": "3", "attempts_factor": "1.5",
-            "comment": "Disability plan"})
-        assert done.status_code == 303
-    assert [args[0] for _name, args in sent] == ["accommodation", "accommodation"]
-    assert recorder.messages == []
-    run_sent(app, sent)
-    got = {to: (subject, body) for to, subject, body in received(recorder)}
+    got = granted_to_ana_and_bea(mailing, "accommodation", {
+        "extra_days": "3", "attempts_factor": "1.5", "comment": "Disability plan"},
+        "accommodation")
     subject, body = got["a@uni.es"]
     assert subject == "You have an accommodation in Tensors and autograd"
     assert "Pilar granted you an accommodation in Tensors and autograd, on every exercise." in body
