@@ -325,16 +325,17 @@ def signature(folder: Path) -> tuple:
     """What changes when a file under `folder` is added, removed or written: each one's path,
     size and time of change (stat calls only: nothing is read). OSError when it is missing."""
     found = []
-    for parent, folders, files in os.walk(folder, onerror=_raise):
+    root = os.fspath(folder)
+    for parent, folders, files in os.walk(root, onerror=_raise):
         # compiled checks follow their sources: a grade that compiles them changes nothing
         folders[:] = sorted(name for name in folders if name != "__pycache__")
+        below = parent[len(root):].lstrip(os.sep)  # os.walk's parents start with root as given
         for name in sorted(files):
             try:
                 stat = os.stat(os.path.join(parent, name))
             except FileNotFoundError:  # removed meanwhile: the next look sees it gone
                 continue
-            found.append((os.path.relpath(os.path.join(parent, name), folder), stat.st_size,
-                          stat.st_mtime_ns))
+            found.append((os.path.join(below, name), stat.st_size, stat.st_mtime_ns))
     return tuple(found)
 
 
