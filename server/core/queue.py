@@ -10,7 +10,7 @@ from kombu import Queue
 from sqlalchemy import bindparam, func, nulls_first, or_, select, update
 from sqlalchemy.orm import Session
 
-from server.core import redis_broker
+from server.core import folder_broker, redis_broker
 from server.core.config import app_settings
 from server.core.mail import mail_configured
 from server.core.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
@@ -88,6 +88,15 @@ def place(session: Session, submission_id: int) -> tuple[int, int] | None:
     return tuple(row) if row is not None else None
 
 
+def broker_transport(url: str) -> str | None:
+    """kombu's transport for the broker's URL, with our mends where we have them."""
+    for scheme, transport in (("redis://", redis_broker.TRANSPORT),
+                              ("filesystem://", folder_broker.TRANSPORT)):
+        if url.startswith(scheme):
+            return transport
+    return None
+
+
 def celery_init_app(app: Flask) -> Celery:
     class FlaskTask(Task):
         def __call__(self, *args, **kwargs):
@@ -98,8 +107,7 @@ def celery_init_app(app: Flask) -> Celery:
     settings = app_settings(app)
     celery.conf.update(
         broker_url=settings.broker_url,
-        broker_transport=(redis_broker.TRANSPORT if settings.broker_url.startswith("redis://")
-                          else None),
+        broker_transport=broker_transport(settings.broker_url),
         broker_transport_options=settings.broker_transport_options,
         task_ignore_result=True,
         # a message is acknowledged when its task ends, so a killed worker's task comes back
