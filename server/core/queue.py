@@ -28,6 +28,23 @@ PRUNE_SECONDS = 3600.0
 SUBMISSIONS, PREVIEWS, MAIL = "celery", "previews", "mail"
 MAIL_TASKS = ("hpcgrade.notify", "hpcgrade.mail_links", "hpcgrade.remind_deadlines",
               "hpcgrade.report_failures")
+# Each task's soft time limit, from the longest its work waits for; the hard limit (the pool
+# process killed: its message is delivered again) comes HARD_AFTER_SOFT later. Within a task
+# every wait has an end of its own (a Slurm command's COMMAND_SECONDS, a harness's answer, the
+# mail and directory servers' time-outs): these are a backstop, never what usually ends a task.
+HARD_AFTER_SOFT = 60.0
+TIME_LIMITS = {
+    # a Slurm poll and a few sbatch calls of 60 s at most, the reports read
+    "hpcgrade.collect": 300.0,
+    "hpcgrade.cancel": 180.0,  # scancel
+    # a regrade's whole exercise, its runs' leases renewed meanwhile: past this its page
+    # offers to start it again, from where it stopped
+    "hpcgrade.preview": 6 * 3600.0,
+    **dict.fromkeys(MAIL_TASKS, 600.0),  # a round of mails, each within the SMTP time-out
+    "hpcgrade.reconcile": 120.0,  # each worker node asked, 6 s at most
+    "hpcgrade.prune_spool": 1800.0,  # a walk of the spool
+    "hpcgrade.users_sync": 600.0,  # the directory's groups, each within LDAP_TIMEOUT_SECONDS
+}
 
 
 def _turns():
@@ -97,6 +114,12 @@ def broker_transport(url: str) -> str | None:
     return None
 
 
+def time_limits(settings) -> dict[str, float]:
+    """Every task's soft time limit: a dispatch (a local grade, or the batches sent to Slurm)
+    ends within its runs' lease, past which they are taken for lost and sent again anyway."""
+    return {"hpcgrade.dispatch": float(settings.grading_lease_seconds), **TIME_LIMITS}
+
+
 def celery_init_app(app: Flask) -> Celery:
     class FlaskTask(Task):
         def __call__(self, *args, **kwargs):
@@ -110,6 +133,8 @@ def celery_init_app(app: Flask) -> Celery:
         broker_transport=broker_transport(settings.broker_url),
         broker_transport_options=settings.broker_transport_options,
         task_ignore_result=True,
+        task_annotations={name: {"soft_time_limit": soft, "time_limit": soft + HARD_AFTER_SOFT}
+                          for name, soft in time_limits(settings).items()},
         # a message is acknowledged when its task ends, so a killed worker's task comes back
         task_acks_late=True,
         task_reject_on_worker_lost=True,

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,33 @@ def test_sandbox_check_names_the_layers_here_and_refuses_code_the_account_can_wr
     assert "mount-namespace" in done.stdout and "seccomp" in done.stdout, done.stdout + done.stderr
     assert done.returncode == 1  # root may write the checkout
     assert "can write the code the jobs run" in done.stderr, done.stderr
+
+
+STOPS_THE_ZYGOTE = '''
+import os, signal
+def q_grads(a, b, v):
+    try:
+        os.kill(os.getppid(), signal.SIGSTOP)  # the process it was forked from
+    except OSError as exc:
+        print("REFUSED", exc.errno)
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+'''
+
+
+@pytest.mark.parametrize("landlock", [True, False], ids=["with-landlock", "without-landlock"])
+def test_a_submission_that_stops_the_zygote_ends_its_grade_and_scores_nothing(copy, landlock):
+    """With Landlock's signal scope the stop is refused and the code earns its points; without,
+    the grade does not wait for the stopped zygote: the submission scores nothing, told why."""
+    started = time.monotonic()
+    report = grade_in(copy, STOPS_THE_ZYGOTE, landlock=landlock)
+    assert time.monotonic() - started < 60
+    assert report["status"] == "graded", report
+    if landlock:
+        assert report["score"] == 10 and "REFUSED 1" in report["output"], report
+        return
+    assert report["score"] == 0, report
+    (note,) = report["notes"]
+    assert note["code"] == "forbidden-operation" and "stopped a process of the grader" in \
+        note["message"], note

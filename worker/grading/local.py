@@ -39,6 +39,7 @@ class LocalExecutor:
         return [f"local-{job.id}" for job in jobs]
 
     def _grade(self, job: Job, python: str | None) -> Report:
+        harness = None
         try:
             harness = self._harnesses.get(python)
             if harness is None or harness.process.poll() is not None:
@@ -46,6 +47,10 @@ class LocalExecutor:
             return harness.report_for(job)
         except HarnessFailed as exc:
             return Report.grader_error(str(exc), job.exercise)
+        except BaseException:  # the task's time limit, say: the harness is in mid-job
+            if harness is not None:
+                harness.kill()
+            raise
 
     def poll(self, ids: list[str]) -> dict[str, JobState]:
         return {external_id: JobState("COMPLETED") for external_id in ids}

@@ -23,11 +23,18 @@ from worker.harness.checks import AdviceSpec, CheckSpec, diagnose_exception, stu
 from worker.harness.codes import LANGUAGES
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits, exercise_version
-from worker.harness.launch import Zygote, child_environment
+from worker.harness.launch import Zygote, ZygoteLost, child_environment
 from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
 from worker.harness.said_once import SaidOnce
 from worker.harness.second_look import SecondLook, run_check
 from worker.harness.session import LOADING, Session
+
+
+YOUR_CODE = {"en": "Your code", "es": "Tu código"}
+STOPPED_GRADER = {"en": "it stopped a process of the grader (a signal to a process that is not "
+                        "its own)",
+                  "es": "detuvo un proceso del corrector (una señal a un proceso que no es el "
+                        "suyo)"}
 
 
 @dataclass(frozen=True)
@@ -152,15 +159,21 @@ class Harness:
         self.zygote.close()
 
     def spawn(self, confinement: sandbox.Confinement, limits: Limits, output: Output) -> StudentProcess:
-        """A new student process; a dead zygote (killed by the node's OOM killer, say) is replaced once."""
+        """A new student process. A zygote that was lost (it stopped answering) is replaced
+        first; one that dies on the way (killed by the node's OOM killer, say) is replaced once."""
+        if self.zygote.lost is not None:
+            self._replace_zygote()
         try:
             return StudentProcess(self.zygote, confinement, limits, output)
-        except (OSError, ValueError):
-            if self.zygote.process.poll() is None:
+        except ZygoteLost as lost:
+            if lost.stopped:
                 raise
-            self.zygote.close()
-            self.zygote = Zygote(child_environment())
+            self._replace_zygote()
             return StudentProcess(self.zygote, confinement, limits, output)
+
+    def _replace_zygote(self) -> None:
+        self.zygote.close()
+        self.zygote = Zygote(child_environment())
 
     def __enter__(self) -> "Harness":
         return self
@@ -218,6 +231,10 @@ class Harness:
             session.close_process()
             session.limits = limits
             results, advice = self._results(session, seed, job, found)
+        except ZygoteLost as lost:
+            if not lost.stopped:  # it died, or hangs: nothing says the submission did it
+                raise
+            return self._stopped_the_grader(job, base, exercise, started, started_at)
         finally:
             session.close_process()
         load = session.load_result or {}
@@ -233,8 +250,26 @@ class Harness:
                     "budget": limits.budget_seconds, "budget_spent": budget.spent,
                     "started_at": started_at, "total": time.perf_counter() - started})
 
+    def _stopped_the_grader(self, job: Job, base: dict, exercise: LoadedExercise,
+                            started: float, started_at: float) -> reports.Report:
+        """The zygote was found stopped while the submission's process ran: only a signal
+        from it can have done that, so no check counts (where the kernel keeps a student from
+        other processes' signals, this cannot happen)."""
+        stopped = Diagnostic("forbidden-operation", {"what": YOUR_CODE, "error": STOPPED_GRADER})
+        return reports.Report(**base, score=0.0, checks=tuple(
+            self._not_run(spec, job.lang, [stopped]) for spec in exercise.checks),
+            notes=(_load_error(stopped, job.lang),),
+            timing={"started_at": started_at, "total": time.perf_counter() - started})
+
     def _run_check(self, session: Session, spec: CheckSpec, seed: int,
                    index: int, budget: Budget) -> "Found":
+        try:
+            return self._run_check_once(session, spec, seed, index, budget)
+        finally:
+            self.zygote.check()  # a stop its process sent the zygote is its doing
+
+    def _run_check_once(self, session: Session, spec: CheckSpec, seed: int,
+                        index: int, budget: Budget) -> "Found":
         blockers = session.blockers(spec)
         if blockers:
             return Found(spec, blockers=blockers)

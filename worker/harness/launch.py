@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from worker.harness import sandbox
@@ -25,8 +26,28 @@ def child_environment() -> dict[str, str]:
     return env
 
 
+# how long the zygote may take to answer: its start (importing torch on a loaded node), and
+# any request (a spawn hands over a spare forked ahead, after at most the optimizers' warm-up
+# of about a second; a reap waits `grace` more)
+START_SECONDS = 120.0
+ANSWER_SECONDS = 30.0
+STOPPED_STATES = ("T", "t")  # /proc/PID/stat: stopped by a signal, or in a tracing stop
+STOPPED_AGAIN_SECONDS = 0.5
+
+
+class ZygoteLost(RuntimeError):
+    """The zygote did not answer in time, or died. `stopped`: it was found stopped, which only a
+    signal (a process of this account's) does: the student process that ran meanwhile, where
+    the kernel lets it reach the zygote."""
+
+    def __init__(self, what: str, state: str):
+        super().__init__(f"the zygote {state} ({what})")
+        self.stopped = state == "is stopped"
+
+
 class Zygote:
-    """Starts the zygote at once; `wait_ready` (or the first request) waits for its warm-up."""
+    """Starts the zygote at once; `wait_ready` (or the first request) waits for its warm-up.
+    Every answer it owes has a deadline: one it misses is ZygoteLost."""
 
     def __init__(self, env: dict[str, str]):
         ours, theirs = socket.socketpair()
@@ -39,10 +60,11 @@ class Zygote:
         self.sock = ours
         self.reader = ours.makefile("rb")
         self.ready = False
+        self.lost: ZygoteLost | None = None  # once it is, it is asked nothing more
 
     def wait_ready(self) -> None:
         if not self.ready:
-            if json.loads(self.reader.readline() or b"{}").get("ready") is not True:
+            if self._answer("its start", START_SECONDS).get("ready") is not True:
                 raise RuntimeError("the zygote process failed to start; see its stderr")
             self.ready = True
 
@@ -53,23 +75,73 @@ class Zygote:
         self.wait_ready()
         request = {"op": "spawn", "threads": limits.threads, "reply_bytes": limits.reply_mb << 20,
                    "confinement": {**confinement.__dict__, "read_paths": list(confinement.read_paths)}}
-        self.sock.sendall(json.dumps(request).encode() + b"\n")
-        message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
+        self._ask(request, "a spawn")
+        try:
+            self.sock.settimeout(ANSWER_SECONDS)
+            message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
+        except OSError as exc:  # TimeoutError among them
+            raise self._lost("a spawn", exc) from None
         if len(fds) not in (3, 4):
-            raise OSError("the zygote did not answer")
+            raise self._lost("a spawn", "no descriptors")
         return json.loads(message), fds
 
     def warm_up(self) -> None:
         """Pay the rest of the warm-up now, not after the first student (a pilot, which must be
         as fast on its first run as on every other)."""
         self.wait_ready()
-        self.sock.sendall(b'{"op": "warm"}\n')
-        if json.loads(self.reader.readline() or b"{}").get("warm") is not True:
+        self._ask({"op": "warm"}, "its warm-up")
+        if self._answer("its warm-up", START_SECONDS).get("warm") is not True:
             raise RuntimeError("the zygote did not warm up; see its stderr")
 
     def reap(self, pid: int, grace: float) -> dict:
-        self.sock.sendall(json.dumps({"op": "reap", "pid": pid, "grace": grace}).encode() + b"\n")
-        return json.loads(self.reader.readline())
+        self._ask({"op": "reap", "pid": pid, "grace": grace}, "a reap")
+        return self._answer("a reap", grace + ANSWER_SECONDS)
+
+    def state(self) -> str | None:
+        """Why it cannot answer, if it cannot: it exited, or is stopped; None while it can."""
+        code = self.process.poll()
+        if code is not None:
+            return f"exited with status {code}" if code >= 0 else \
+                f"was killed by signal {-code}"
+        try:
+            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+                # the state follows the command's name, which is in parentheses
+                state = stat.read().rpartition(b")")[2].split()[0].decode()
+        except (OSError, IndexError):
+            return None
+        return "is stopped" if state in STOPPED_STATES else None
+
+    def check(self) -> None:
+        """ZygoteLost now if it cannot answer (a cheap look, before waiting on it). A stop is
+        looked at twice: a job that Slurm suspends and resumes is stopped and continued whole,
+        the grader with it, which may run again a moment before the zygote does."""
+        state = self.state()
+        if state == "is stopped":
+            time.sleep(STOPPED_AGAIN_SECONDS)
+            state = self.state()
+        if state is not None:
+            raise self._lost("looked at", state)
+
+    def _ask(self, request: dict, what: str) -> None:
+        self.check()
+        try:
+            self.sock.sendall(json.dumps(request).encode() + b"\n")
+        except OSError as exc:
+            raise self._lost(what, exc) from None
+
+    def _answer(self, what: str, seconds: float) -> dict:
+        try:
+            self.sock.settimeout(seconds)
+            line = self.reader.readline()
+        except OSError as exc:  # TimeoutError among them
+            raise self._lost(what, exc) from None
+        if not line:
+            raise self._lost(what, "no answer")
+        return json.loads(line)
+
+    def _lost(self, what: str, why: object) -> ZygoteLost:
+        self.lost = ZygoteLost(f"{what}: {why}", self.state() or "does not answer")
+        return self.lost
 
     def close(self) -> None:
         """Killed, not asked: it holds nothing to save, and may be busy warming up. Its spare and

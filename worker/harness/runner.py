@@ -8,19 +8,32 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from worker.harness.jobs import Job
+from worker.harness.jobs import Job, Limits
 from worker.harness.report import Report
+from worker.harness.spool import run_seconds
 
 PASSED_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "TMPDIR")
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+# a harness's start (two imports of torch, on a loaded node), and what a job may take beyond
+# its longest run (spool.run_seconds): the grader's own deadlines (a call's, the zygote's
+# answers) end a run well within it, so a harness that passes it has stopped answering
+START_SECONDS = 180.0
+ANSWER_MARGIN_SECONDS = 60.0
 
 
 class HarnessFailed(Exception):
     """The harness process itself failed (not the submission); carries what it printed."""
+
+
+class HarnessUnanswered(HarnessFailed):
+    """The harness did not answer in time: it was killed, with everything it had started."""
 
 
 def harness_environment() -> dict[str, str]:
@@ -37,39 +50,67 @@ class HarnessProcess:
         if scratch:
             command += ["--scratch", scratch]
         try:
+            # a session of its own: a harness that stops answering is killed with its zygote
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            env=harness_environment(), cwd=PACKAGE_ROOT, text=True)
+                                            env=harness_environment(), cwd=PACKAGE_ROOT,
+                                            start_new_session=True)
         except OSError as exc:
             raise HarnessFailed(f"cannot run {command[0]}: {exc.strerror}") from None
-        ready = self._read()
+        self._unread = b""
+        ready = self._read(START_SECONDS, "starting")
         if ready.get("ready") is not True:
             self.close()
             raise HarnessFailed(ready.get("error") or f"the harness did not start: {ready}")
 
-    def _read(self) -> dict:
-        line = self.process.stdout.readline()
-        if not line:
-            code = self.process.wait()
-            raise HarnessFailed(f"the harness process exited with status {code}")
+    def _read(self, seconds: float, what: str) -> dict:
+        """The harness's next line, within `seconds` (else it is killed: HarnessUnanswered)."""
+        deadline = time.monotonic() + seconds
+        out = self.process.stdout.fileno()
+        while b"\n" not in self._unread:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([out], [], [], left)[0]:
+                self.kill()
+                raise HarnessUnanswered(f"the harness did not answer within {seconds:.0f} s "
+                                        f"({what}): it was stopped, and is replaced")
+            chunk = os.read(out, 1 << 20)
+            if not chunk:
+                code = self.process.wait()
+                raise HarnessFailed(f"the harness process exited with status {code}")
+            self._unread += chunk
+        line, _, self._unread = self._unread.partition(b"\n")
         return json.loads(line)
 
     def report_for(self, job: Job) -> Report:
-        """The job sent to the harness process, and the report it writes back."""
+        """The job sent to the harness process, and the report it writes back within the
+        longest its run may take (HarnessUnanswered after)."""
         try:
-            self.process.stdin.write(json.dumps(job.to_dict()) + "\n")
+            self.process.stdin.write(json.dumps(job.to_dict()).encode() + b"\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             raise HarnessFailed("the harness process is gone") from None
-        return Report.parse(self._read(), "the harness's reply")
+        seconds = run_seconds(Limits.from_dict(job.limits)) + ANSWER_MARGIN_SECONDS
+        return Report.parse(self._read(seconds, f"grading {job.exercise}"),
+                            "the harness's reply")
+
+    def kill(self) -> None:
+        """The harness, its zygote and what they started, at once (a student's process dies
+        with its zygote)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.process.wait()
 
     def close(self) -> None:
         if self.process.stdin:
-            self.process.stdin.close()
+            try:
+                self.process.stdin.close()
+            except BrokenPipeError:
+                pass
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.kill()
 
     def __enter__(self) -> "HarnessProcess":
         return self

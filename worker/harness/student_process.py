@@ -158,18 +158,21 @@ class StudentProcess:
             self.output.add(chunk)
 
     def stop(self, grace: float = 0.0) -> dict:
+        """Ended (at once, or after `grace` seconds) and reaped by the zygote; raises ZygoteLost
+        when the zygote cannot reap it (then it dies with the zygote, which is replaced)."""
         if not self.alive:
             return {}
         self.alive = False
-        if grace == 0.0:
+        if grace == 0.0 or self.zygote.lost:
             for kill in (os.killpg, os.kill):
                 try:
                     kill(self.pid, signal.SIGKILL)
                 except OSError:
                     pass
-        status = self.zygote.reap(self.pid, grace)
-        self._drain_output()  # printed just before the end (or the kill): part of the report
-        for fd in (self.req_fd, self.rep_fd, self.out_fd, self.scratch_fd):
-            if fd is not None:
-                os.close(fd)
-        return status
+        try:
+            return self.zygote.reap(self.pid, grace) if not self.zygote.lost else {}
+        finally:
+            self._drain_output()  # printed just before the end (or the kill): part of the report
+            for fd in (self.req_fd, self.rep_fd, self.out_fd, self.scratch_fd):
+                if fd is not None:
+                    os.close(fd)
