@@ -1,6 +1,11 @@
 """Worker entry point: `celery -A worker.celery_app worker`. The schedule runs apart, exactly once
 for the whole service: `celery -A worker.celery_app beat` (not `worker -B`: a killed worker would
-leave its embedded scheduler running as an orphan, beside the next one)."""
+leave its embedded scheduler running as an orphan, beside the next one). A worker beats through
+the broker (worker/grading/heartbeat.py)."""
+from server.core.config import app_settings
 from server.web.app import create_app
+from worker.grading.heartbeat import heartbeat_step
 
-celery = create_app().extensions["celery"]
+flask_app = create_app()  # not `app`: Celery's -A takes a module's `app` before its `celery`
+celery = flask_app.extensions["celery"]
+celery.steps["consumer"].add(heartbeat_step(app_settings(flask_app)))

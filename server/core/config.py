@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from server.core.setting_values import (ConfigError, Parser, choice, choices, flag, ldap_address,
-                                        mail_address, memory_mb, minutes, optional, rate_limits,
+                                        mail_address, memory_mb, minutes, networks, optional, rate_limits,
                                         sandbox_layers, sbatch_options, seconds, strings, table,
                                         text, time_zone, web_address, whole, word)
 from worker.harness.jobs import REQUIRED_LAYERS
@@ -82,6 +82,7 @@ MUNGE = "Submitting from the cluster (MUNGE)"
 AUTH_SOURCES = ("local", "ldap", "oidc")  # models.AuthSource
 DIRECTORY = "Directory (LDAP)"
 SINGLE_SIGN_ON = "Single sign-on (OpenID Connect)"
+OPERATIONS = "Operations"
 
 
 @dataclass(frozen=True)
@@ -335,6 +336,17 @@ class Settings:
     munge_socket: str | None = setting(
         None, optional(text), "The munged socket unmunge asks (`unmunge -S`); unset, munge's "
         "default. unmunge runs on SLURM_SUBMIT_HOST where that is set.", MUNGE)
+
+    worker_heartbeat_seconds: float = setting(
+        10.0, seconds, "How often each worker sends itself a heartbeat through the broker and "
+        "takes it back, as it takes tasks; three missed, the worker is gone or stuck (/healthz "
+        "and /metrics say so, systemd's watchdog restarts it).", OPERATIONS)
+    metrics_allow: tuple[str, ...] = setting(
+        ("127.0.0.1", "::1"), networks, "The addresses and networks (`10.1.0.0/16`) that may read "
+        "/metrics without a token (the client's address behind TRUSTED_PROXIES).", OPERATIONS)
+    metrics_token: str | None = setting(
+        None, optional(text), "A bearer token that reads /metrics from any address "
+        "(`Authorization: Bearer …`, Prometheus's `authorization` of a scrape).", OPERATIONS)
 
     def to_dict(self) -> dict:
         """Every setting by name, as load_settings takes them back (written to a TOML file for

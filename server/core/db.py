@@ -10,6 +10,7 @@ import datetime as dt
 from sqlalchemy import DateTime, MetaData, TypeDecorator, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, sessionmaker
+from sqlalchemy.pool import NullPool
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -43,8 +44,11 @@ class Base(DeclarativeBase):
     type_annotation_map = {dt.datetime: UTCDateTime}
 
 
-def make_engine(url: str) -> Engine:
-    engine = create_engine(url, pool_pre_ping=True)
+def make_engine(url: str, pooled: bool = True) -> Engine:
+    """`pooled`: connections kept for the next session; unpooled, each session opens its own
+    (a thread of a process that forks, whose children must inherit no open connection)."""
+    engine = (create_engine(url, pool_pre_ping=True) if pooled
+              else create_engine(url, poolclass=NullPool))
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
@@ -76,8 +80,8 @@ def make_session_factory(engine: Engine) -> sessionmaker:
 class Database:
     """An engine and its session factory; the app keeps one, so does each worker process."""
 
-    def __init__(self, url: str):
-        self.engine = make_engine(url)
+    def __init__(self, url: str, pooled: bool = True):
+        self.engine = make_engine(url, pooled)
         self.sessions = make_session_factory(self.engine)
         # one-statement reads (status polls) need no transaction: on PostgreSQL they skip the
         # BEGIN and ROLLBACK round trips; on SQLite they take no write lock

@@ -314,7 +314,10 @@ class GradingRun(Base):
     """One attempt at grading a submission; a retry after a platform failure is a new run."""
 
     __tablename__ = "grading_runs"
-    __table_args__ = (UniqueConstraint("submission_id", "attempt"),)
+    # never an id given twice, on SQLite too (which reuses the highest of deleted rows): a run
+    # released when sbatch did not answer may still be graded by the job it made late, which
+    # must not find another run's folder under that id in the spool
+    __table_args__ = (UniqueConstraint("submission_id", "attempt"), {"sqlite_autoincrement": True})
 
     id: Mapped[int] = mapped_column(primary_key=True)
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"),
@@ -414,3 +417,41 @@ class SavedComment(Base):
     text: Mapped[str] = mapped_column(Text)
     saved_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     saved_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class WorkerHeartbeat(Base):
+    """A Celery worker's last heartbeat: a message it sent itself through the broker and took
+    back like a task (worker/grading/heartbeat.py). Stale: the worker is gone, or takes nothing."""
+
+    __tablename__ = "worker_heartbeats"
+
+    node: Mapped[str] = mapped_column(String(255), primary_key=True)  # Celery's node name
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[dt.datetime] = mapped_column()
+    beat_at: Mapped[dt.datetime] = mapped_column()
+    round_trip: Mapped[float] = mapped_column(Float)  # seconds, through the broker and back
+
+
+class ClusterState(Base):
+    """Whether an executor's cluster takes jobs, as the dispatchers last found (one row per
+    executor): while sbatch fails in a way that passes, nothing is sent until `resting_until`,
+    each failure in a row doubling the wait. Students and operators read it here."""
+
+    __tablename__ = "cluster_states"
+
+    executor: Mapped[str] = mapped_column(String(32), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)  # in a row
+    resting_until: Mapped[dt.datetime | None] = mapped_column()
+    since: Mapped[dt.datetime | None] = mapped_column()  # the first failure of the row
+    reason: Mapped[str | None] = mapped_column(Text)  # what sbatch said last
+
+
+class Counter(Base):
+    """An event count of the service's, for its operators (server/core/counters.py): what no
+    other table keeps (mail sent, grader errors by cause, sbatch's refusals…)."""
+
+    __tablename__ = "counters"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    labels: Mapped[str] = mapped_column(String(255), primary_key=True, default="")
+    value: Mapped[float] = mapped_column(Float, default=0.0)

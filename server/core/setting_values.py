@@ -3,6 +3,7 @@ setting and says what it takes. Each parser says in words what it accepts (`acce
 column of docs/configuration.md."""
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from email.utils import parseaddr
@@ -89,6 +90,18 @@ def strings(name: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)):
         raise ConfigError(f"{name} must be a list of strings, like [\"a\", \"b\"]")
     return tuple(text(f"{name} item", item) for item in value)
+
+
+@accepts("list of addresses or networks")
+def networks(name: str, value: Any) -> tuple[str, ...]:
+    listed = strings(name, value)
+    for network in listed:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ConfigError(f"{name}: {network!r} is not an address or a network like "
+                              "10.1.0.0/16") from None
+    return listed
 
 
 @accepts(f"list of layers: {', '.join(SANDBOX_LAYERS)}")

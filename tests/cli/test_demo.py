@@ -1,6 +1,7 @@
 """`hpcgrade demo` (SQLite, a broker in a folder, gunicorn, a worker) driven by `hpcgrade login`
 and `hpcgrade submit`, as a student would from a terminal."""
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -8,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +22,7 @@ import sqlalchemy as sa
 
 from server.core import migrate
 from server.core.db import Database
-from server.core.models import Course, Enrolment, Exercise, User
+from server.core.models import Course, Enrolment, Exercise, User, WorkerHeartbeat
 from server.core.users import authenticate
 from worker.cli.demo import prepare
 
@@ -80,11 +82,16 @@ def test_an_older_demos_accounts_and_exercises_land_in_its_first_course(tmp_path
 
 @contextlib.contextmanager
 def running_demo(folder: Path, *options: str):
+    """The demo started as the README does, once it printed its address; what it says of its
+    processes (stderr) goes to the folder's demo.log."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
+    folder.mkdir(parents=True, exist_ok=True)
+    log = open(folder / "demo.log", "w")
     process = subprocess.Popen(HPCGRADE + ["demo", "--port", str(port), "--folder", str(folder),
                                            *options],
-                               cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+    log.close()
     for line in process.stdout:
         if line.startswith("hpcgrade demo: http://"):
             break
@@ -187,6 +194,76 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
     while any(map(alive, children)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(map(alive, children))
+
+
+def demo_processes(demo_pid: int) -> dict[str, int]:
+    """The demo's children by what they run: portal, worker, beat."""
+    found = {}
+    for pid in descendants(demo_pid, depth=1):
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        name = next((n for n in ("worker", "beat") if n.encode() in command), "portal")
+        found[name] = pid
+    return found
+
+
+def heartbeat_after(folder: Path, moment: dt.datetime):
+    """The demo worker's heartbeat, if one was written after `moment`."""
+    database = Database(f"sqlite:///{folder / 'hpcgrade.sqlite'}")
+    with database.sessions() as session:
+        beat = session.scalar(sa.select(WorkerHeartbeat.beat_at))
+    database.dispose()
+    return beat if beat is not None and beat > moment else None
+
+
+class PortalWatch(threading.Thread):
+    """Asks the portal for a page every 0.1 s until stopped; keeps what did not answer 200."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True)
+        self.url, self.failures, self.asked = url, [], 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            self.asked += 1
+            try:
+                answer = requests.get(f"{self.url}/login", timeout=5)
+                if answer.status_code != 200:
+                    self.failures.append(answer.status_code)
+            except requests.RequestException as exc:
+                self.failures.append(str(exc))
+
+
+def test_a_worker_killed_or_stuck_is_replaced_while_the_portal_answers(demo, tmp_path):
+    """The demo supervises its processes: a worker killed by hand is back within 10 s, and one
+    that stops taking anything (stopped by a signal) is replaced once its heartbeat is missed;
+    the portal answers every request meanwhile, and the log says why."""
+    process, url = demo
+    folder = tmp_path / "demo"
+    watch = PortalWatch(url)
+    watch.start()
+    for stop, within in ((signal.SIGKILL, 10), (signal.SIGSTOP, 20)):
+        worker = demo_processes(process.pid)["worker"]
+        moment = dt.datetime.now(dt.timezone.utc)
+        os.kill(worker, stop)
+        deadline = time.monotonic() + within
+        while not ((replaced := demo_processes(process.pid).get("worker")) not in (None, worker)
+                   and heartbeat_after(folder, moment)):
+            assert time.monotonic() < deadline, (folder / "demo.log").read_text()
+            time.sleep(0.2)
+        assert not alive(worker)
+    watch.done.set()
+    watch.join()
+    assert watch.asked > 50 and watch.failures == []
+    log = (folder / "demo.log").read_text()
+    assert "the worker was killed by signal SIGKILL" in log
+    assert "the worker sent no heartbeat for" in log
+    logged_in = client(tmp_path, "login", "--server", url, "--username", "student",
+                       "--password", "student")
+    assert logged_in.returncode == 0, logged_in.stderr
+    graded = client(tmp_path, "submit", "pytorch-2026/autograd-q",
+                    "examples/autograd-q/alice_correct.py", "--json")
+    assert graded.returncode == 0 and json.loads(graded.stdout)["score"] == 10, graded.stderr
 
 
 def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path):

@@ -228,6 +228,30 @@ def test_exercise_sync_adds_updates_and_deactivates(db_session, catalogue):
     assert sync_exercises(db_session, the_course(db_session), dict(fewer, metrics=gone))["updated"] == ["metrics"]
 
 
+def test_the_runs_of_an_sqlite_database_keep_their_results_across_0016(database, catalogue,
+                                                                    executor):
+    """0016 copies SQLite's grading_runs into a table that never gives an id twice: every run
+    keeps its checks and diagnostics (the copy is made with foreign keys off)."""
+    from helpers import REFERENCE_Q, grade, queue_submission
+    from server.core import migrate
+    from server.core.models import CheckResult, DiagnosticResult, GradingRun
+    if database.engine.dialect.name != "sqlite":
+        pytest.skip("other databases never give an id twice")
+    wrong = queue_submission(database, REFERENCE_Q.replace("- b**2", "+ b**2"))
+    assert grade(database, executor, catalogue, wrong) == "graded"
+    counted = [sa.select(sa.func.count()).select_from(table)
+               for table in (GradingRun, CheckResult, DiagnosticResult)]
+    with database.sessions() as session:
+        before = [session.scalar(count) for count in counted]
+    database.engine.dispose()
+    url = str(database.engine.url)
+    migrate.downgrade(url, "0015")
+    migrate.upgrade(url)
+    with database.sessions() as session:
+        assert [session.scalar(count) for count in counted] == before
+        assert before[2] > 0
+
+
 def test_models_and_migrations_agree(database_url):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext

@@ -11,7 +11,7 @@ from server.core.config import Settings
 from server.core.models import GradingRun, Submission
 from server.web.submissions import reopen
 from worker.grading.local import LocalExecutor
-from worker.grading.settle import MAX_RUNS, claim, recover
+from worker.grading.settle import MAX_RUNS, claim, recover, release
 
 LEASE = dt.timedelta(minutes=5)
 
@@ -66,6 +66,18 @@ def test_a_run_is_taken_over_only_once_its_lease_ran_out_or_its_worker_died(data
         assert [(r.worker, r.status) for r in runs] == [("w1", "lost"), ("w2", "lost")]
         assert "w2 stopped before finishing" in runs[1].error
         assert session.get(Submission, submission_id).status == "queued"
+
+
+def test_a_released_runs_id_is_never_given_to_another_run(database):
+    """sbatch that did not answer: its runs are released, and may still be graded by the job it
+    made late, through their folders in the spool, named by run id. The next run must have
+    another id (SQLite gave the highest of deleted rows again: the late job graded it too)."""
+    submission_id = submit(database, REFERENCE_Q)
+    with database.sessions.begin() as session:
+        released = claim(session, submission_id, "slurm", "w1", LEASE).run_id
+        release(session, [released])
+    with database.sessions.begin() as session:
+        assert claim(session, submission_id, "slurm", "w1", LEASE).run_id != released
 
 
 def test_grader_failure_is_retried_then_error_never_zero(database, executor, catalogue, tmp_path):

@@ -8,9 +8,11 @@ import os
 import time
 from pathlib import Path
 
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 from helpers import REFERENCE_Q, queue_submission
+from server.core.models import WorkerHeartbeat, utcnow
 from server.web.app import create_app
 from worker.cli.main import main
 from worker.grading import settle as grading
@@ -64,6 +66,12 @@ def test_old_logs_dead_pilots_and_runs_left_behind_go_the_rest_stays(database, t
     live = pilot(root, "22", beat_days=0, until_days=-1)
     running = run_folder(root, running_run(database), 15)
     left_behind, recent = run_folder(root, "999999", 15), run_folder(root, "999998", 13)
+    now = utcnow()
+    with database.sessions.begin() as session:  # a worker gone two days, one beating now
+        session.add_all([WorkerHeartbeat(node=node, pid=1, started_at=at, beat_at=at,
+                                         round_trip=0.01)
+                         for node, at in (("gone@a", now - dt.timedelta(days=2)),
+                                          ("here@b", now))])
     app = create_app({"DATABASE_URL": database.engine.url.render_as_string(False),
                       "SECRET_KEY": "test", "SPOOL_DIR": str(root), "TESTING": True})
     from worker.grading import tasks
@@ -72,6 +80,8 @@ def test_old_logs_dead_pilots_and_runs_left_behind_go_the_rest_stays(database, t
     assert pruned == "removed 1 job log(s), 1 dead pilot folder(s), 1 run folder(s) left behind"
     assert [p.exists() for p in (old_log, dead, left_behind)] == [False] * 3
     assert all(p.exists() for p in (new_log, allocated, live, running, recent))
+    with database.sessions() as session:
+        assert session.scalars(sa.select(WorkerHeartbeat.node)).all() == ["here@b"]
 
 
 def test_spool_keep_days_sets_the_age_and_the_command_prunes_by_hand(database, tmp_path,

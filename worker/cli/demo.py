@@ -1,10 +1,13 @@
 """`hpcgrade demo`: the whole service on one machine with nothing else running.
 
-SQLite for the database, a folder for the broker (kombu's filesystem transport), gunicorn for
+SQLite for the database, a folder for the broker (kombu's filesystem transport, its races mended
+in server/core/folder_broker.py), gunicorn for
 the portal, one Celery worker grading with the local executor (or dispatching to this machine's
 Slurm, `--executor slurm`) and Celery beat for the schedule, as its own process: whatever is
-killed, there is never more than one scheduler. Everything lives in one folder, so a
-second run finds the accounts and submissions of the first.
+killed, there is never more than one scheduler. The demo supervises them
+(worker/cli/supervise.py): one that exits is started again, and so is a worker whose heartbeat
+stops. Everything lives in one folder, so a second run finds the accounts and submissions of
+the first.
 
 Two courses, this PyTorch course in two editions: pytorch-2026, and pytorch-2025 still open for
 its resits. The demo's accounts show what each role sees: a student of both, the instructor of
@@ -32,6 +35,8 @@ from server.core.courses import create_course, enrol
 from server.core.db import Database
 from server.core.models import Course, User
 from server.core.users import add_user
+from worker.cli.supervise import Supervisor
+from worker.grading.heartbeat import stale_after
 
 # (slug, edition); the first is the course an older demo's data becomes (migration 0010)
 DEMO_COURSES = (("pytorch-2026", "2026"), ("pytorch-2025", "2025 (resits)"))
@@ -45,6 +50,12 @@ DEMO_ACCOUNTS = (
     ("admin", "Demo Admin", "admin"),
 )
 ROLE_WORDS = {"student": "student", "ta": "teaching assistant", "instructor": "instructor"}
+# the worker's Celery node, whose heartbeat the demo watches; a heartbeat is a message the size
+# of a few bytes, so the demo's worker beats often: one that stops taking messages is replaced
+# within about ten seconds
+WORKER_NODE = f"demo@{socket.gethostname()}"
+HEARTBEAT_SECONDS = 2.0
+SUPERVISE_SECONDS = 0.5
 
 
 def demo_settings(folder: Path, executor: str = "local") -> dict:
@@ -62,6 +73,7 @@ def demo_settings(folder: Path, executor: str = "local") -> dict:
                                              "control_folder": str(broker / "control"),
                                              "polling_interval": 0.05},
                 "SECRET_KEY": secret.read_text().strip(),
+                "WORKER_HEARTBEAT_SECONDS": HEARTBEAT_SECONDS,
                 "EXECUTOR": executor, "SPOOL_DIR": str(folder / "spool"),
                 # plain http on this machine: a Secure cookie would never come back; and no
                 # Redis to count failed log-ins in, so each portal process counts its own
@@ -176,22 +188,25 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
     env.update(HPCGRADE_CONFIG=str(config), PYTHONUNBUFFERED="1")
     if "HPCGRADE_EXERCISES" in os.environ:
         env["HPCGRADE_EXERCISES"] = os.environ["HPCGRADE_EXERCISES"]
-    portal = subprocess.Popen(
-        # threads, as deployed: a waiting page's status request is held in one (server/web/live.py)
-        [sys.executable, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
-         "--threads", "16", "--log-level", "warning", "server.web.app:create_app()"],
-        env=env, cwd=ROOT)
-    celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
-    worker = subprocess.Popen(
-        [*celery, "worker", "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip",
-         "--without-mingle"], env=env, cwd=ROOT)
-    beat = subprocess.Popen(
-        [*celery, "beat", "--loglevel", "WARNING",
-         "--schedule", str(folder.resolve() / "celerybeat-schedule")], env=env, cwd=ROOT)
-    processes = {"portal": portal, "worker": worker, "beat": beat}
+    supervisor = Supervisor(env, str(ROOT), lambda line: click.echo(f"hpcgrade demo: {line}",
+                                                                     err=True))
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
+    database = Database(demo_settings(folder.resolve(), executor)["DATABASE_URL"], pooled=False)
     try:
+        portal = supervisor.start("portal", [
+            # threads, as deployed: a waiting page's status request is held in one
+            # (server/web/live.py)
+            sys.executable, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
+            "--threads", "16", "--log-level", "warning", "server.web.app:create_app()"])
+        celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
+        supervisor.start("worker", [
+            *celery, "worker", "--concurrency", "1", "--loglevel", "WARNING",
+            "--without-gossip", "--without-mingle", "--hostname", WORKER_NODE])
+        supervisor.watch_heartbeat("worker", WORKER_NODE, database,
+                                   stale_after(HEARTBEAT_SECONDS))
+        supervisor.start("beat", [*celery, "beat", "--loglevel", "WARNING",
+                                  "--schedule", str(folder.resolve() / "celerybeat-schedule")])
         if not wait_for_port(host, port, portal, 30):
             raise click.ClickException("the portal did not start; see the messages above")
         click.echo(f"\nhpcgrade demo: http://{host}:{port}/\n"
@@ -199,18 +214,11 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
                    "  log in as (the password is the username):\n"
                    f"{accounts_text()}\n"
                    f"  data in {folder}; Ctrl-C stops\n")
-        while all(p.poll() is None for p in processes.values()):
-            time.sleep(0.5)
-        stopped = next(name for name, p in processes.items() if p.poll() is not None)
-        raise click.ClickException(f"the {stopped} stopped; see the messages above")
+        while True:
+            supervisor.check()
+            time.sleep(SUPERVISE_SECONDS)
     except KeyboardInterrupt:
         click.echo("stopping")
     finally:
-        for process in processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes.values():
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        supervisor.stop()
+        database.dispose()

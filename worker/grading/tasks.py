@@ -23,7 +23,7 @@ from server.core.mail import MailAway, mail_configured, report_refused, send_lin
 from server.core.models import User, utcnow
 from server.core.queue import enqueue, send_notice, stuck
 from worker.grading import settle as grading
-from worker.grading import spool_prune
+from worker.grading import heartbeat, spool_prune
 from worker.grading.dispatch import Dispatcher
 from worker.grading.executor import Executor
 from worker.grading.executors import make_executor
@@ -194,9 +194,13 @@ def reconcile() -> list[int]:
 @shared_task(name="hpcgrade.prune_spool")
 def prune_spool() -> str:
     """Hourly: job logs, dead pilots' folders and runs' folders left behind leave the spool
-    SPOOL_KEEP_DAYS after their last change (worker/grading/spool_prune.py)."""
-    pruned = spool_prune.prune_spool(app_settings(), current_app.extensions["hpcgrade.db"])
-    log.info("spool pruned: %s", pruned)
+    SPOOL_KEEP_DAYS after their last change (worker/grading/spool_prune.py), and the heartbeats
+    of workers gone a day leave the database."""
+    database = current_app.extensions["hpcgrade.db"]
+    pruned = spool_prune.prune_spool(app_settings(), database)
+    with database.sessions.begin() as session:
+        forgotten = heartbeat.forget_gone(session)
+    log.info("spool pruned: %s; heartbeats of gone workers forgotten: %s", pruned, forgotten)
     return str(pruned)
 
 
