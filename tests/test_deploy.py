@@ -1,6 +1,10 @@
 """deploy/'s files as a centre installs them: the systemd units pass systemd's own check (with
 the checkout standing for /opt/hpcgrade), and each comes back whatever it died of, however often;
-the worker is a notify service with a watchdog its heartbeat feeds (worker/grading/heartbeat.py)."""
+the worker is a notify service with a watchdog its heartbeat feeds (worker/grading/heartbeat.py).
+The Prometheus scrape configuration and alert rules pass promtool's check, the rules its unit
+tests (tests/prometheus/alerts_test.yml), and what /metrics writes its lint."""
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,6 +13,9 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 UNITS = sorted((ROOT / "deploy" / "systemd").glob("*.service"))
+PROMETHEUS = ROOT / "deploy" / "prometheus"
+PROMTOOL = os.environ.get("HPCGRADE_TEST_PROMTOOL") or shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="no promtool: scripts/prometheus")
 
 
 def directives(unit: Path) -> dict[str, str]:
@@ -37,3 +44,42 @@ def test_the_worker_is_restarted_when_its_heartbeat_stops():
     assert (found["Type"], found["NotifyAccess"]) == ("notify", "main")
     # three heartbeats of the default 10 s must fit in the watchdog's time
     assert int(found["WatchdogSec"]) > 30
+
+
+def promtool(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> str:
+    done = subprocess.run([PROMTOOL, *args], cwd=cwd, input=stdin, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+@pytest.mark.prometheus
+@needs_promtool
+def test_the_scrape_configuration_and_its_rules_pass_promtools_check(tmp_path):
+    for name in ("prometheus.yml", "hpcgrade-alerts.yml"):
+        shutil.copy(PROMETHEUS / name, tmp_path / name)
+    token = tmp_path / "token"
+    token.write_text("a-token\n")
+    scrape = tmp_path / "prometheus.yml"  # where the token lives is the centre's choice
+    scrape.write_text(scrape.read_text().replace("/etc/prometheus/hpcgrade-metrics-token",
+                                                 str(token)))
+    said = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
+    assert "SUCCESS: 8 rules found" in said
+
+
+@pytest.mark.prometheus
+@needs_promtool
+def test_each_alert_fires_when_it_should_and_not_before():
+    tests = ROOT / "tests" / "prometheus" / "alerts_test.yml"
+    assert "SUCCESS" in promtool("test", "rules", tests.name, cwd=tests.parent)
+    tested = set(re.findall(r"alertname: (\w+)", tests.read_text()))
+    rules = set(re.findall(r"- alert: (\w+)", (PROMETHEUS / "hpcgrade-alerts.yml").read_text()))
+    assert tested == rules  # every alert has a test
+
+
+@pytest.mark.prometheus
+@needs_promtool
+def test_what_metrics_writes_passes_promtools_lint(course):
+    text = course.test_client().get("/metrics").text
+    assert "hpcgrade_queue_depth" in text
+    promtool("check", "metrics", stdin=text)

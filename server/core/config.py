@@ -354,6 +354,11 @@ class Settings:
         return {field.name.upper(): getattr(self, field.name) for field in dataclasses.fields(self)}
 
     @property
+    def worker_heartbeat_stale_seconds(self) -> float:
+        """A worker's heartbeat older than this: the worker is gone, or takes nothing."""
+        return 3 * self.worker_heartbeat_seconds
+
+    @property
     def slurm_resources(self) -> Resources:
         """The service's default job shape, from the SLURM_* settings."""
         return Resources(**{key: getattr(self, f"slurm_{key}") for key in RESOURCE_PARSERS})

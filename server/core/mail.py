@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import EmailMessage
 
+from flask import current_app
 from flask_babel import force_locale, gettext as _
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.config import app_settings
+from server.core.counters import count
 from server.core.links import make_link
 from server.core.models import AuthSource, User
 from server.core.users import NO_PASSWORD
@@ -117,7 +119,17 @@ def send_batch(batch: list[tuple[int, EmailMessage]]) -> list[tuple[int, str]]:
                 done += 1
     except (OSError, smtplib.SMTPException) as exc:
         raise MailAway(_reason(exc), [key for key, _mail in batch[done:]]) from exc
+    finally:
+        _counted(done - len(refused), len(refused))
     return refused
+
+
+def _counted(sent: int, refused: int) -> None:
+    """Mail sent and refused, for the operators (hpcgrade_mail_sent_total, …_refused_total)."""
+    if sent or refused:
+        with current_app.extensions["hpcgrade.db"].sessions.begin() as session:
+            count(session, "mail_sent", sent)
+            count(session, "mail_refused", refused)
 
 
 def report_refused(staff: User, refused: list[tuple[User, str]], lang: str) -> None:
@@ -134,3 +146,4 @@ def report_refused(staff: User, refused: list[tuple[User, str]], lang: str) -> N
             smtp.send_message(report)
     except (OSError, smtplib.SMTPException) as exc:
         raise MailAway(_reason(exc), []) from exc
+    _counted(1, 0)

@@ -49,8 +49,8 @@ def create_app(config: dict | None = None) -> Flask:
     celery_init_app(app)
 
     from server.web import (accommodations, account, admin, allowances, api, auth, courses,
-                            errors, handgrading, headers, i18n, portal, regrade, roster, staff,
-                            throttle)
+                            errors, handgrading, headers, health, i18n, portal, regrade, roster,
+                            staff, throttle)
     i18n.init_app(app)
     app.add_template_filter(inline_markdown, "inline_markdown")  # `code`, *em*, **strong** only
     app.add_template_filter(shown_name, "shown_name")  # "pasted code" for code pasted in the form
@@ -74,6 +74,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(attempts)
     app.register_blueprint(regrade.blueprint)
     app.register_blueprint(admin.blueprint)
+    app.register_blueprint(health.blueprint)  # /metrics and /healthz, for the operators
     app.teardown_appcontext(_close_session)
     return app
 

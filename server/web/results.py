@@ -17,8 +17,8 @@ from worker.harness.submission import Unreadable, read
 
 from server.core.config import app_settings
 from server.core.grades import DONE_RUN, Grade, student_terms, terms_of
-from server.core.models import (STAFF_ROLES, CheckResult, Exercise, GradingRun, RunStatus, SetGrade,
-                                Submission, SubmissionStatus, User, utcnow)
+from server.core.models import (STAFF_ROLES, CheckResult, ClusterState, Exercise, GradingRun,
+                                RunStatus, SetGrade, Submission, SubmissionStatus, User, utcnow)
 from server.core.queue import place
 from server.web.submissions import COUNTS_AS_ATTEMPT, shown_name, where
 
@@ -98,10 +98,13 @@ def waiting(session: Session, state: SubmissionState | Submission, lang: str) ->
     stalled = pace.stalled_since(state.submitted_at)
     notes = [_("Your earlier submissions are graded first; this one starts when one of them "
                "finishes.")] if turn > app_settings().max_running_per_student else []
-    if stalled:
+    if pace.cluster_resting:
+        notes.append(_("The cluster is not taking new jobs just now: grading goes on by itself "
+                       "once it does. It keeps its place; nothing is lost."))
+    elif stalled:
         notes.append(_("Grading is slower than usual; your submission is safe and keeps its "
                        "place in the queue."))
-    return {"queue_position": position, "waiting_for_cluster": False,
+    return {"queue_position": position, "waiting_for_cluster": pace.cluster_resting,
             "estimate_seconds": seconds, "estimate": _estimate_text(seconds), "stalled": stalled,
             "note": " ".join(notes) or None}
 
@@ -115,12 +118,14 @@ _PACE_KEPT_SECONDS = 2.0  # every waiting page asks; the service's pace is read 
 
 
 class Pace(NamedTuple):
-    """The service's grading lately: runs finished in the last PACE_WINDOW, and when a run last
-    started or finished (None: none in the window)."""
+    """The service's grading lately: runs finished in the last PACE_WINDOW, when a run last
+    started or finished (None: none in the window), and whether the cluster is not taking jobs
+    (sbatch refused the last, worker/grading/cluster_state.py)."""
 
     finished: int
     last_moved: dt.datetime | None
     read_at: dt.datetime
+    cluster_resting: bool = False
 
     def seconds_for(self, position: int) -> int | None:
         """Seconds until the submission at `position` is graded, at the recent rate."""
@@ -144,12 +149,15 @@ def recent_pace(session: Session) -> Pace:
         return _pace_kept[1]
     now = utcnow()
     since = now - PACE_WINDOW
-    finished, started_last, finished_last = session.execute(
+    resting = (select(ClusterState.resting_until)
+               .where(ClusterState.executor == app_settings().executor).scalar_subquery())
+    finished, started_last, finished_last, resting_until = session.execute(
         select(func.count(GradingRun.finished_at).filter(GradingRun.finished_at > since),
-               func.max(GradingRun.started_at), func.max(GradingRun.finished_at))
+               func.max(GradingRun.started_at), func.max(GradingRun.finished_at), resting)
         .where(or_(GradingRun.started_at > since, GradingRun.finished_at > since))).one()
     moved = [_aware(t) for t in (started_last, finished_last) if t is not None]
-    pace = Pace(finished, max(moved, default=None), now)
+    pace = Pace(finished, max(moved, default=None), now,
+                resting_until is not None and _aware(resting_until) > now)
     _pace_kept = (time.monotonic(), pace)
     return pace
 

@@ -13,7 +13,7 @@ import pytest
 
 import slurm_cluster
 from helpers import REFERENCE_Q, queue_submission
-from server.core.models import Submission
+from server.core.models import ClusterState, Submission, utcnow
 from test_slurm import (ROOT, config_file, empty_database_url, exercise_with,  # noqa: F401
                         exercises_folder, make_dispatcher, own_jobs, settings, settle, shared)
 from worker.grading import slurm
@@ -62,6 +62,37 @@ def test_a_slow_sbatch_makes_one_job_and_its_id_is_kept(database, shared, tmp_pa
                                                            for s in done.values())
 
 
+@pytest.fixture
+def cpu_load():
+    """Every core kept busy, as beside other work: the second job came only then."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(os.cpu_count() or 2)]
+    yield
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
+
+
+def test_a_job_the_controller_makes_after_sbatch_was_stopped_is_the_only_job(
+        database, shared, tmp_path, monkeypatch, cpu_load):
+    """sbatch stopped at COMMAND_SECONDS having printed nothing, its request still with the
+    controller, which makes the job 3 s later, after a first look-up of the batch's tag: the
+    job is looked for again and kept, and its runs are graded once, in it alone."""
+    monkeypatch.setattr(slurm, "COMMAND_SECONDS", 2)
+    sbatch_wrapper(monkeypatch, tmp_path / "bin",
+                   f'script=$(cat)\n( sleep 3; printf "%s\\n" "$script" | {REAL_SBATCH} "$@" '
+                   f'> /dev/null ) &\nexec sleep 30')
+    config = settings(shared)
+    grading = make_dispatcher(database, config)
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch([submission_id])
+    monkeypatch.undo()
+    done = settle(grading, [submission_id], seconds=120)
+    assert (done[submission_id].status, done[submission_id].score,
+            len(done[submission_id].runs)) == ("graded", 10, 1)
+    assert course_jobs(config.course) == [done[submission_id].runs[0].external_id]
+
+
 def test_a_permanent_sbatch_error_is_a_grader_error_naming_it(database, shared, tmp_path,
                                                               monkeypatch):
     calls = sbatch_wrapper(monkeypatch, tmp_path / "bin", f'exec {REAL_SBATCH} "$@"')
@@ -93,10 +124,18 @@ def test_a_transient_sbatch_error_backs_off_and_the_runs_stay_queued(database, s
         submission = session.get(Submission, submission_id)
         assert (submission.status, submission.runs) == ("queued", [])
     assert len(calls.read_text().splitlines()) == 1  # backing off: not tried again at once
+    with database.sessions() as session:  # every dispatcher rests, told by the database
+        state = session.get(ClusterState, "slurm")
+        assert state.failures == 1 and "Socket timed out" in state.reason
+    assert make_dispatcher(database, settings(shared)).dispatch([submission_id]).due_in > 0
+    assert len(calls.read_text().splitlines()) == 1
     monkeypatch.undo()
-    grading.executor.backoff.until = 0  # the back-off over: the cluster takes jobs again
+    with database.sessions.begin() as session:  # the rest over: the cluster takes jobs again
+        session.get(ClusterState, "slurm").resting_until = utcnow()
     done = settle(grading, [submission_id])
     assert (done[submission_id].status, done[submission_id].score) == ("graded", 10)
+    with database.sessions() as session:
+        assert session.get(ClusterState, "slurm").failures == 0
 
 
 def test_slurm_check_tries_every_exercises_shape_with_sbatch_test_only(database, shared, tmp_path):

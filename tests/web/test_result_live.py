@@ -10,8 +10,8 @@ from html import unescape
 import pytest
 from sqlalchemy import select
 
-from helpers import REFERENCE_Q, logged_in, notebook
-from server.core.models import Exercise, GradingRun, Submission, utcnow
+from helpers import REFERENCE_Q, change_settings, logged_in, notebook
+from server.core.models import ClusterState, Exercise, GradingRun, Submission, utcnow
 from server.web import live, results
 from test_result_page import SIGN_FLIPPED, graded_page, send
 
@@ -138,6 +138,34 @@ def test_a_queue_that_moves_is_not_said_to_be_stalled(course):
     change(course, submission_id(sent), submitted_at=utcnow() - dt.timedelta(seconds=75))
     status = client.get(sent.headers["Location"] + "/status").json
     assert not status["stalled"] and status["note"] is None
+
+
+def test_while_the_cluster_takes_no_jobs_the_student_hears_it_from_the_database(course):
+    """sbatch refused (worker/grading/cluster_state.py wrote it): the page and the API say the
+    cluster is not taking jobs, not only "queued"; once it takes them again, nothing is said."""
+    change_settings(course, EXECUTOR="slurm")
+    with course.extensions["hpcgrade.db"].sessions.begin() as session:
+        session.add(ClusterState(executor="slurm", failures=2, since=utcnow(),
+                                 resting_until=utcnow() + dt.timedelta(seconds=10),
+                                 reason="Socket timed out on send/recv operation"))
+    client, token = logged_in(course)
+    sent = send(client, token, REFERENCE_Q)
+    status = client.get(sent.headers["Location"] + "/status").json
+    assert status["waiting_for_cluster"] and status["queue_position"] == 1
+    assert "The cluster is not taking new jobs just now" in status["note"]
+    assert "The cluster is not taking new jobs just now" in text_of(
+        client.get(sent.headers["Location"]).text)
+    api_client = course.test_client()
+    api_token = api_client.post("/api/v1/tokens", json={"username": "ana",
+                                                        "password": "long-password"}).json
+    api = api_client.get(f"/api/v1/submissions/{submission_id(sent)}",
+                         headers={"Authorization": f"Bearer {api_token['token']}"})
+    assert api.json["waiting_for_cluster"] and "not taking new jobs" in api.json["note"]
+    with course.extensions["hpcgrade.db"].sessions.begin() as session:
+        session.get(ClusterState, "slurm").resting_until = utcnow()
+    results._pace_kept = None
+    status = client.get(sent.headers["Location"] + "/status").json
+    assert not status["waiting_for_cluster"] and status["note"] is None
 
 
 # --- the result page -------------------------------------------------------------------------

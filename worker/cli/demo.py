@@ -29,14 +29,13 @@ import click
 from sqlalchemy import select
 
 from server.core import migrate
-from server.core.config import ROOT
+from server.core.config import ROOT, Settings
 from server.core.course_admin import sync_course
 from server.core.courses import create_course, enrol
 from server.core.db import Database
 from server.core.models import Course, User
 from server.core.users import add_user
 from worker.cli.supervise import Supervisor
-from worker.grading.heartbeat import stale_after
 
 # (slug, edition); the first is the course an older demo's data becomes (migration 0010)
 DEMO_COURSES = (("pytorch-2026", "2026"), ("pytorch-2025", "2025 (resits)"))
@@ -203,8 +202,8 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
         supervisor.start("worker", [
             *celery, "worker", "--concurrency", "1", "--loglevel", "WARNING",
             "--without-gossip", "--without-mingle", "--hostname", WORKER_NODE])
-        supervisor.watch_heartbeat("worker", WORKER_NODE, database,
-                                   stale_after(HEARTBEAT_SECONDS))
+        supervisor.watch_heartbeat("worker", WORKER_NODE, database, Settings(
+            worker_heartbeat_seconds=HEARTBEAT_SECONDS).worker_heartbeat_stale_seconds)
         supervisor.start("beat", [*celery, "beat", "--loglevel", "WARNING",
                                   "--schedule", str(folder.resolve() / "celerybeat-schedule")])
         if not wait_for_port(host, port, portal, 30):

@@ -35,11 +35,13 @@ from sqlalchemy import exists, func, select, update
 
 from server.core.catalogue import ExerciseConfigError, ExerciseInfo
 from server.core.config import Resources, Settings
+from server.core.counters import count
 from server.core.courses import course_catalogue
 from server.core.db import Database
 from server.core.models import (Course, Exercise, GradingRun, RunStatus, Submission,
                                 SubmissionStatus, utcnow)
 from server.core.queue import TURNS
+from worker.grading import cluster_state
 from worker.grading import settle as grading
 from worker.grading.collect import Collecting, aware
 from worker.grading.executor import (ClusterError, Executor, ImpossibleRequest, JobState,
@@ -240,8 +242,12 @@ class Dispatcher(Collecting):
 
     def _dispatch_batches(self, now: dt.datetime) -> Dispatched:
         with self.database.sessions.begin() as session:
+            # seconds the cluster is not taking jobs for (cluster_state.py): pilots still are
+            resting = cluster_state.resting_seconds(session, self.executor.name, now) or None
             batches, due_in = self._plan(session, self._queued(session), now,
                                          self._job_waiting(session))
+            if resting is not None:
+                batches = [batch for batch in batches if batch[1]]
             claimed = []
             for shape, pilot, ids in batches:
                 executor = "pilot" if pilot else self.executor.name
@@ -249,7 +255,6 @@ class Dispatcher(Collecting):
                           for i in ids]
                 claimed.append((shape, pilot, [c for c in claims if c is not None]))
         outcomes: dict[int, grading.Settled] = {}
-        resting = None  # seconds the cluster is not taking jobs for, once sbatch said so
         for shape, pilot, claims in claimed:
             if not claims:
                 continue
@@ -362,7 +367,7 @@ class Dispatcher(Collecting):
         run_ids = [int(job.id) for job in sendable]
         try:
             ids = (self.pilots.assign(pilot, sendable) if pilot
-                   else self.executor.submit(sendable, shape))
+                   else self.submit_batch(sendable, shape))
         except ImpossibleRequest as exc:
             log.error("runs %s refused: %s", run_ids, exc)
             return outcomes | self._settle(run_ids, grading.refuse,
@@ -384,6 +389,29 @@ class Dispatcher(Collecting):
         if pilot:
             outcomes |= self._collect_reports(run_ids, wait=PILOT_REPORT_WAIT)
         return outcomes
+
+    def submit_batch(self, jobs: list[Job], shape: Shape) -> list[str]:
+        """The executor's submit, unless its cluster is not taking jobs (NotTakingJobs, with
+        the seconds left); a failure that passes makes it rest longer, a job that goes through
+        ends the rest (worker/grading/cluster_state.py)."""
+        with self.database.sessions() as session:
+            left = cluster_state.resting_seconds(session, self.executor.name)
+        if left:
+            raise NotTakingJobs("the cluster is not taking jobs just now", retry_in=left)
+        try:
+            ids = self.executor.submit(jobs, shape)
+        except NotTakingJobs as exc:
+            with self.database.sessions.begin() as session:
+                exc.retry_in = cluster_state.failed(session, self.executor.name, str(exc))
+                count(session, "sbatch_refusals", kind="transient")
+            raise
+        except ImpossibleRequest:
+            with self.database.sessions.begin() as session:
+                count(session, "sbatch_refusals", kind="permanent")
+            raise
+        with self.database.sessions.begin() as session:
+            cluster_state.took_a_job(session, self.executor.name)
+        return ids
 
     def _release(self, run_ids: list[int]) -> None:
         with self.database.sessions.begin() as session:

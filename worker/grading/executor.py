@@ -65,7 +65,7 @@ class SubmitError(ClusterError):
 
 class NotTakingJobs(SubmitError):
     """The cluster is not taking jobs just now (sbatch failed in a way that passes): nothing is
-    sent for `retry_in` seconds."""
+    sent for `retry_in` seconds (worker/grading/cluster_state.py sets them)."""
 
     def __init__(self, message: str, output: str = "", retry_in: float = 0.0):
         super().__init__(message, output)

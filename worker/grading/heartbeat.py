@@ -34,11 +34,6 @@ EXCHANGE = Exchange("hpcgrade.heartbeat", type="direct", durable=False)
 FORGOTTEN_AFTER = dt.timedelta(days=1)
 
 
-def stale_after(beat_seconds: float) -> float:
-    """Seconds without a heartbeat after which a worker is taken for gone or stuck."""
-    return 3 * beat_seconds
-
-
 def heartbeat_step(settings: Settings) -> type[bootsteps.ConsumerStep]:
     """The consumer step that beats for a worker of these settings (its database, its pace)."""
     return type("Heartbeat", (Heartbeat,), {"settings": settings})

@@ -31,11 +31,7 @@ class Pilots:
 
     def heartbeats(self) -> dict[str, dict]:
         """name → heartbeat of every pilot that left one in the spool."""
-        folder = self.spool / "pilots"
-        if not folder.is_dir():
-            return {}
-        beats = {p.name: layout.read_heartbeat(p) for p in folder.iterdir() if p.is_dir()}
-        return {name: beat for name, beat in beats.items() if beat is not None}
+        return layout.heartbeats(self.spool)
 
     @staticmethod
     def alive(beat: dict | None, now: float | None = None) -> bool:

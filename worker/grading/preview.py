@@ -187,7 +187,7 @@ class PreviewGrader:
         if None in jobs:
             return self._fail(run_ids, f"exercise {claims[0].exercise} is not installed")
         try:
-            ids = self.executor.submit(
+            ids = self.dispatcher.submit_batch(
                 jobs, self.dispatcher.exercise(claims[0].course_id, claims[0].exercise)[1])
         except (SubmitError, OSError) as exc:
             return self._fail(run_ids, f"the job was not sent: {exc}")

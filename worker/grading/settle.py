@@ -18,12 +18,13 @@ from typing import Callable
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, object_session, sessionmaker
 
+from server.core.counters import START_BUCKETS, count, observe
 from server.core.grades import take
 from server.core.models import (CheckResult, DiagnosticResult, GradingRun, RunStatus,
                                 Submission, SubmissionStatus, utcnow)
-from worker.harness.report import Report, clip
+from worker.harness.report import HARNESS_START, Report, clip
 
 MAX_RUNS = 3
 
@@ -121,7 +122,8 @@ def recover(sessions: sessionmaker, dead: Callable[[str | None], bool],
     for run_id, submission_id, worker, lease_until in runs:
         if lease_until < now or dead(worker):
             with sessions.begin() as session:
-                if lose(session, run_id, f"{worker} stopped before finishing", now) == "requeued":
+                if lose(session, run_id, f"{worker} stopped before finishing", now,
+                        cause="worker-lost") == "requeued":
                     queued.append(submission_id)
     return queued
 
@@ -150,6 +152,11 @@ def _lose(run: GradingRun, reason: str, now: dt.datetime) -> Settled:
     return _after_failure(run)
 
 
+def _count_error(session: Session, cause: str) -> None:
+    """A grader error, for the operators (hpcgrade_grader_errors_total, by cause)."""
+    count(session, "grader_errors", cause=cause)
+
+
 def record(session: Session, run_id: int, report: Report,
            now: dt.datetime | None = None) -> Settled:
     """Store a report for a run that is still the submission's current one; returns the outcome:
@@ -161,6 +168,7 @@ def record(session: Session, run_id: int, report: Report,
     if not store(run, report, now or utcnow()):
         run.status = RunStatus.failed.value
         _after_failure(run)
+        _count_error(session, "harness")
         return Settled.failed
     take(run)
     return Settled.graded
@@ -177,6 +185,9 @@ def store(run: GradingRun, report: Report, now: dt.datetime) -> bool:
     run.exercise_version = report.exercise_version
     exercise = run.submission.exercise
     run.exercise_commit = exercise.commit if report.exercise_version == exercise.version else None
+    started_in = (report.timing or {}).get(HARNESS_START)
+    if isinstance(started_in, (int, float)):  # the first run of a harness just started
+        observe(object_session(run), "harness_start_seconds", float(started_in), START_BUCKETS)
     if not report.graded:
         run.error = clip(report.error or "the grader failed")
         return False
@@ -193,12 +204,16 @@ def store(run: GradingRun, report: Report, now: dt.datetime) -> bool:
     return True
 
 
-def lose(session: Session, run_id: int, reason: str,
-         now: dt.datetime | None = None) -> Settled:
-    """The run's job ended without its report (failed, timed out, node lost…): another run
-    follows (requeued), or after MAX_RUNS the submission is a grader error; or stale."""
+def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = None,
+         cause: str = "job-ended") -> Settled:
+    """The run's job ended without its report (failed, timed out, node lost…), or its worker
+    died (`cause` worker-lost): another run follows (requeued), or after MAX_RUNS the
+    submission is a grader error; or stale."""
     run = _current(session, run_id)
-    return _lose(run, reason, now or utcnow()) if run is not None else Settled.stale
+    if run is None:
+        return Settled.stale
+    _count_error(session, cause)
+    return _lose(run, reason, now or utcnow())
 
 
 def cancel(session: Session, run_id: int, reason: str,
@@ -229,6 +244,7 @@ def refuse(session: Session, run_id: int, reason: str,
         return Settled.stale
     run.status, run.error, run.finished_at = RunStatus.failed.value, reason, now or utcnow()
     run.submission.status = SubmissionStatus.error.value
+    _count_error(session, "cluster-refused")
     return Settled.error
 
 

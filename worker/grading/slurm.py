@@ -18,7 +18,6 @@ import logging
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from server.core.config import Resources, Settings
@@ -36,7 +35,7 @@ from worker.harness.runner import PACKAGE_ROOT
 
 log = logging.getLogger(__name__)
 COMMAND_SECONDS = 60
-SUBMIT_BACKOFF = (5.0, 300.0)  # first and longest wait after sbatch failed in a way that passes
+LOOK_AGAIN_SECONDS = (2.0, 5.0, 10.0, 20.0)  # a late sbatch's job looked for once more, after each
 LIMITS_SECONDS = 300
 LOG_TAIL_BYTES = 2000
 STOP_MARGIN = 30  # seconds between the last run's worst end and the job's time limit
@@ -44,27 +43,6 @@ STOP_MARGIN = 30  # seconds between the last run's worst end and the job's time 
 
 class Unanswered(ClusterError):
     """The command did not answer in time (it was killed); `output` is what it had printed."""
-
-
-@dataclass
-class Backoff:
-    """Waits after failures: the first, doubled at each failure in a row, at most the longest."""
-
-    first: float
-    longest: float
-    wait: float = 0.0
-    until: float = 0.0  # time.monotonic()
-
-    def left(self) -> float:
-        return max(self.until - time.monotonic(), 0.0)
-
-    def failed(self) -> float:
-        self.wait = min(max(self.wait * 2, self.first), self.longest)
-        self.until = time.monotonic() + self.wait
-        return self.wait
-
-    def succeeded(self) -> None:
-        self.wait = self.until = 0.0
 
 
 class SlurmCommands:
@@ -107,14 +85,10 @@ class SlurmExecutor:
         self._limits: dict[str | None, tuple[float, PartitionLimits]] = {}
         self._sacct = ["sacct"]
         self._squeue_json: bool | None = None  # whether this Slurm's squeue --json serves; unknown
-        self.backoff = Backoff(*SUBMIT_BACKOFF)  # the executor lives as long as its worker
 
     # --- the executor interface -------------------------------------------------------------
 
     def submit(self, jobs: list[Job], shape: Shape) -> list[str]:
-        if self.backoff.left():
-            raise NotTakingJobs("the cluster is not taking jobs just now", "",
-                                self.backoff.left())
         self.refuse_impossible(shape)
         run_ids = [job.id for job in jobs]
         # the batch's tag finds its job when sbatch made it but did not say so in time
@@ -136,25 +110,33 @@ class SlurmExecutor:
 
     def _sbatch(self, script: str, batch: str, job_name: str) -> str:
         """The new job's id. sbatch that answers late may have made the job: its id is read from
-        what it printed, or found by the batch's tag, lest the runs go out twice (a controller so
-        slow that it makes the job after the look-up still could). A refusal that would come
-        again is ImpossibleRequest; one that passes makes the next tries wait longer and longer."""
+        what it printed, or found by the batch's tag, lest the runs go out twice. A refusal that
+        would come again is ImpossibleRequest; one that passes is NotTakingJobs."""
         try:
             job_id = parse_sbatch(self.commands.run(["sbatch", "--parsable"], stdin=script))
         except Unanswered as exc:
-            job_id = late_job_id(exc.output) or self._tagged(batch, job_name)
+            job_id = late_job_id(exc.output) or self._tagged_patiently(batch, job_name)
             if job_id is None:
-                raise self._not_taking(exc) from None
+                raise NotTakingJobs(exc.message, exc.output) from None
             log.warning("%s; its job %s is kept", exc.message, job_id)
         except ClusterError as exc:
             if permanent_sbatch_error(exc.output):
                 raise ImpossibleRequest("sbatch refuses it", exc.output) from None
-            raise self._not_taking(exc) from None
-        self.backoff.succeeded()
+            raise NotTakingJobs(exc.message, exc.output) from None
         return job_id
 
-    def _not_taking(self, exc: ClusterError) -> NotTakingJobs:
-        return NotTakingJobs(exc.message, exc.output, self.backoff.failed())
+    def _tagged_patiently(self, batch: str, job_name: str) -> str | None:
+        """The job of this batch, looked up at once and again LOOK_AGAIN_SECONDS apart: a
+        controller that had the request when sbatch was stopped may make the job later (its
+        runs, sent again meanwhile, would be graded in two jobs). One made later still grades
+        nothing: the runs it names are gone from the spool, and never named again (run ids
+        are never given twice)."""
+        for wait in (0.0, *LOOK_AGAIN_SECONDS):
+            time.sleep(wait)
+            job_id = self._tagged(batch, job_name)
+            if job_id is not None:
+                return job_id
+        return None
 
     def _tagged(self, batch: str, job_name: str) -> str | None:
         """The job of this batch, by the tag in its comment; None if Slurm lists none (or cannot

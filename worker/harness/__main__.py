@@ -13,6 +13,7 @@ carries reports only. Runs with the standard library, torch and numpy: a course 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 from worker.harness import spool
 from worker.harness.jobs import REQUIRED_LAYERS, Job, Limits
 from worker.harness.launch import Zygote, child_environment
-from worker.harness.report import Report, clip, host_environment
+from worker.harness.report import HARNESS_START, Report, clip, host_environment
 
 if TYPE_CHECKING:
     from worker.harness.grader import Harness
@@ -36,7 +37,9 @@ class CannotGrade(Exception):
 
 
 def start_harness(scratch_root: str | None) -> Harness:
-    """The zygote is started first, so that its import of torch overlaps the grader's."""
+    """The zygote is started first, so that its import of torch overlaps the grader's. The
+    seconds the start took go with the first report (report.HARNESS_START)."""
+    started = time.perf_counter()
     zygote = Zygote(child_environment())
     try:
         from worker.harness.grader import Harness
@@ -45,9 +48,11 @@ def start_harness(scratch_root: str | None) -> Harness:
         raise CannotGrade(f"{sys.executable} cannot grade: {exc} "
                           "(the course venv needs torch and numpy)") from None
     try:
-        return Harness(scratch_root, zygote)  # which closes the zygote when it fails
+        harness = Harness(scratch_root, zygote)  # which closes the zygote when it fails
     except Exception as exc:
         raise CannotGrade(f"the harness could not start: {type(exc).__name__}: {exc}") from None
+    harness.start_seconds = time.perf_counter() - started
+    return harness
 
 
 def error_report(exercise: str | None, job_id: str | None, message: str) -> Report:
@@ -57,12 +62,17 @@ def error_report(exercise: str | None, job_id: str | None, message: str) -> Repo
 
 
 def report_or_error(harness: Harness, job: Job) -> Report:
-    """The job's report, or the grader's error report when the harness itself fails."""
+    """The job's report, or the grader's error report when the harness itself fails; the
+    harness's first says how long it took to start."""
     try:
-        return harness.grade_job(job)
+        report = harness.grade_job(job)
     except Exception as exc:
         traceback.print_exc()
-        return error_report(job.exercise, job.id, clip(f"{type(exc).__name__}: {exc}"))
+        report = error_report(job.exercise, job.id, clip(f"{type(exc).__name__}: {exc}"))
+    started_in, harness.start_seconds = harness.start_seconds, None
+    if started_in is None:
+        return report
+    return dataclasses.replace(report, timing={**report.timing, HARNESS_START: started_in})
 
 
 def serve(scratch_root: str | None) -> int:

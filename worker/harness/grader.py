@@ -144,6 +144,7 @@ class Harness:
     def __init__(self, scratch_root: str | None = None, zygote: Zygote | None = None):
         """`zygote`: one started before torch was imported here, so that its start overlapped."""
         self.scratch_root = scratch_root
+        self.start_seconds: float | None = None  # its start's, until its first report says it
         self.read_paths = sandbox.python_read_paths()
         self.exercises: dict[tuple, tuple[str, LoadedExercise]] = {}
         self.zygote = zygote or Zygote(child_environment())

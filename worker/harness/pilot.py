@@ -53,6 +53,15 @@ def read_heartbeat(folder: Path) -> dict | None:
     return beat if isinstance(beat, dict) else None
 
 
+def heartbeats(root: Path | str) -> dict[str, dict]:
+    """name → heartbeat of every pilot that left one in the spool."""
+    folder = Path(root) / "pilots"
+    if not folder.is_dir():
+        return {}
+    beats = {p.name: read_heartbeat(p) for p in folder.iterdir() if p.is_dir()}
+    return {name: beat for name, beat in beats.items() if beat is not None}
+
+
 def allocation() -> dict:
     """What this Slurm allocation holds, from the variables Slurm sets in the job."""
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("SLURM_JOB_GPUS") or ""

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field, fields
 LOAD_ERROR = "load-error"
 # the kind of note that holds an exercise's advice: how the code works, not graded
 ADVICE = "advice"
+# in the timing of a harness's first report: the seconds that harness took to start
+HARNESS_START = "harness_start"
 
 # Bounds on what a report carries, applied by the grader whatever the student's process sent
 # (the harness code in that process is the submission's to rewrite, its caps included), and
