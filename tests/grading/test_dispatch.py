@@ -348,6 +348,34 @@ def test_a_pilot_an_administrator_cancels_sends_its_run_back_unused(database, cl
         assert session.scalar(sa.select(sa.func.count()).select_from(GradingRun)) == 0
 
 
+def test_a_pilot_whose_harness_stopped_answering_loses_its_run_and_is_cancelled(
+        database, cluster, grading, monkeypatch):
+    """Its heartbeat goes on (a thread of its own) while it has held one run longer than the
+    run may take: the run is lost, a try used (a submission that hangs every pilot is not sent
+    round them for ever), and the pilot's job is cancelled."""
+    monkeypatch.setenv("SLURM_JOB_ID", "79")
+    Pilot(cluster.spool, "79", minutes=30)._done.set()  # its folder, inbox and heartbeat
+    cluster.jobs["79"] = {"state": "RUNNING", "runs": [], "resources": grading.resources}
+    held = queue_submission(database, REFERENCE_Q)
+    with database.sessions.begin() as session:
+        run = GradingRun(submission_id=held, attempt=1, executor="pilot", status="running",
+                         worker="t", external_id="79", job_state="RUNNING",
+                         started_at=dt.datetime.now(dt.timezone.utc),
+                         lease_until=dt.datetime.now(dt.timezone.utc) + LATER)
+        session.add(run)
+        session.get(Submission, held).status = "running"
+    beat = cluster.spool / "pilots" / "79" / "heartbeat.json"
+    for since, left in ((time.time() - 60, "running"), (time.time() - 3600, "lost")):
+        beat.write_text(json.dumps(dict(json.loads(beat.read_text()), beat=time.time(),
+                                        grading=str(run.id), grading_since=since)))
+        grading.collect()
+        grading.collect()
+        assert states(database)[held][2] == [(left, "79")]  # within its time, then far past
+    assert "pilot job 79 ended STUCK" in run_error(database, held, 1)
+    assert states(database)[held][2] == [("lost", "79")]
+    assert cluster.jobs["79"]["state"] == "CANCELLED"
+
+
 def test_staff_stop_a_submission_and_its_job_once_no_one_else_is_in_it(
         database, cluster, grading, report):
     first, second = (queue_submission(database, REFERENCE_Q) for _ in range(2))

@@ -141,6 +141,7 @@ class Collecting:
         outcomes: dict[int, grading.Settled] = {}
         changed: dict[int, JobState] = {}
         overdue = []
+        stuck: set[str] = set()  # pilots whose harness stopped answering: their jobs cancelled
         # read before any run's folder goes: which runs their jobs began
         started = {run.id for run in runs
                    if spool.was_started(spool.run_dir(self.spool, str(run.id)))}
@@ -170,10 +171,15 @@ class Collecting:
             where = f" on {state.node}" if state.node else ""
             reason = (f"{'pilot' if run.executor == 'pilot' else 'Slurm'} job {run.external_id} "
                       f"ended {state.state}{where} without a report for this run")
+            if state.reason:
+                reason += f" ({state.reason})"
             tail = self.executor.log_tail(run.external_id)
             outcomes |= self._settle([run.id], grading.lose,
                                      reason + (f"\n{tail}" if tail else ""))
+            if state.state == "STUCK":  # its run settled first: a try used, not an admin's stop
+                stuck.add(run.external_id)
         self._note(changed)
+        self._cancel_jobs(stuck)
         return outcomes | self._give_up(overdue, states)
 
     def _pending_too_long(self, run, state: JobState) -> bool:

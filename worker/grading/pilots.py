@@ -19,7 +19,8 @@ from worker.grading.executor import JobState
 from worker.grading.shapes import Shape
 from worker.harness import pilot as layout
 from worker.harness import spool
-from worker.harness.jobs import Job
+from worker.harness.jobs import Job, Limits
+from worker.harness.runner import ANSWER_MARGIN_SECONDS
 
 SILENT_SECONDS = 15.0  # a heartbeat this old: the pilot is dead or hung
 COURSE_FILE = "course.json"
@@ -76,14 +77,31 @@ class Pilots:
         return (layout.read_heartbeat(layout.pilot_dir(self.spool, name)) or {}).get("node")
 
     def check(self, name: str, state: JobState) -> JobState:
-        """Slurm's word on a pilot's job, unless the pilot fell silent while Slurm says it runs.
-        A pilot seen ended or silent gets no more runs, whatever its last heartbeat says."""
-        if state.outcome == "waiting" and not self.alive(
-                layout.read_heartbeat(layout.pilot_dir(self.spool, name))):
+        """Slurm's word on a pilot's job, unless the pilot fell silent while Slurm says it runs,
+        or its heartbeat says it has held one run longer than that run may take (its harness
+        stopped answering: STUCK, and collect cancels its job). A pilot seen ended, silent or
+        stuck gets no more runs, whatever its last heartbeat says."""
+        beat = layout.read_heartbeat(layout.pilot_dir(self.spool, name))
+        if state.outcome == "waiting" and not self.alive(beat):
             state = JobState("SILENT", state.node, "no heartbeat")
+        elif state.outcome == "waiting" and (held := self._held_too_long(beat)):
+            state = JobState("STUCK", state.node, f"run {beat['grading']} held {held:.0f} s")
         if state.outcome != "waiting":
             self.stop(name)
         return state
+
+    def _held_too_long(self, beat: dict) -> float | None:
+        """Seconds the pilot has graded its run for, if that is longer than the run may take
+        (spool.run_seconds, and the margin a harness is given to answer)."""
+        run, since = beat.get("grading"), beat.get("grading_since")
+        if not run or not isinstance(since, (int, float)):
+            return None
+        try:
+            limits = Limits.from_dict(spool.read_job(spool.run_dir(self.spool, str(run))).limits)
+        except (spool.UnreadableRun, ValueError, TypeError):
+            limits = Limits()
+        held = time.time() - since
+        return held if held > spool.run_seconds(limits) + ANSWER_MARGIN_SECONDS else None
 
     def stop(self, name: str) -> bool:
         """Ask the pilot to stop; False if it has left no heartbeat yet (not started: it cannot

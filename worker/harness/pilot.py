@@ -101,7 +101,7 @@ class Pilot:
         started = time.time()
         self.state = {"name": name, **allocation(), "started": started,
                       "until": started + minutes * 60 - MARGIN_SECONDS, "graded": 0,
-                      "grading": None, "stopping": False}
+                      "grading": None, "grading_since": None, "stopping": False}
         self._done, self._writing = threading.Event(), threading.Lock()
         self._beat()
         threading.Thread(target=self._beating, daemon=True).start()
@@ -131,11 +131,11 @@ class Pilot:
                 look = self._time_to_look()
                 assigned = inbox.runs(look=look or self.state["stopping"])
                 for entry in assigned:
-                    self.state["grading"] = entry.name
+                    self.state["grading"], self.state["grading_since"] = entry.name, time.time()
                     grade_run(spool.run_dir(self.root, entry.name))
                     entry.unlink(missing_ok=True)
                     self.state["graded"] += 1
-                    self.state["grading"] = None
+                    self.state["grading"] = self.state["grading_since"] = None
                     self._beat()
                 if not self.state["stopping"] and ((look and (self.folder / "stop").exists())
                                                    or time.time() >= self.state["until"]):
