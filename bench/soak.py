@@ -4,8 +4,10 @@ Twenty students, each in a thread of their own, submit every SUBMIT_EVERY second
 (randomly spaced), half through the JSON API and half through the exercise page's form as a
 browser does (log-in, CSRF token, the file), each file one of: right, wrong, a notebook, or one
 the portal refuses (a syntax error, a file that is no Python); between submissions they load
-pages (the course, an exercise, their submissions) and poll what they sent. When the stream
-ends, the bench waits for the queue to drain, then reads the database: every submission
+pages (the course, an exercise, their submissions). They arrive over the first half minute and
+behave as a browser does: a log-in answered "busy" (429) is tried again after its Retry-After,
+and a request on a kept-alive connection the server has just closed is sent again (each
+submission carries an idempotency key, so nothing is stored twice). When the stream ends, the bench waits for the queue to drain, then reads the database: every submission
 accepted must be graded, once (one run, graded), with the score its file earns.
 
 Targets:
@@ -18,7 +20,7 @@ Figures: submissions accepted and refused, grades, restarts of the service's pro
 expected: a restart is a process that died), p50/p95 from a submission's arrival to its grade
 (the database's times) and of page loads, and the submissions not graded exactly once.
 
-    .venv/bin/python bench/soak.py --target demo [--seconds 600] [--students 20]
+    .venv/bin/python bench/soak.py --target demo [--seconds 600] [--students 20] [--code DIR]
     .venv/bin/python bench/soak.py --target service   # needs the tests' services (scripts/test)
 """
 from __future__ import annotations
@@ -36,12 +38,15 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
 import sqlalchemy as sa
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -63,6 +68,7 @@ REFUSED = {"syntax-error": ("work.py", b"def q_grads(a, b, v)\n    return a, b\n
            "not-python": ("work.txt", b"the answer is 42\n")}
 SUBMIT_EVERY = 35.0  # seconds, on average: 20 an hour each, the default rate limit
 PAGE_EVERY = 4.0
+ARRIVALS = 30.0  # seconds over which the students log in
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
@@ -80,6 +86,7 @@ class Tally:
     accepted: list[tuple[int, str]] = field(default_factory=list)  # (submission id, kind)
     refused: Counter = field(default_factory=Counter)
     unexpected: list[str] = field(default_factory=list)  # an answer no student should get
+    busy_log_ins: list[str] = field(default_factory=list)  # 429: tried again after Retry-After
     pages: list[float] = field(default_factory=list)  # seconds
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -93,6 +100,15 @@ class Tally:
                     target.append(value)
 
 
+def browser_like() -> requests.Session:
+    """A client that sends a request again when its kept-alive connection was closed under it."""
+    http = requests.Session()
+    again = Retry(total=3, connect=3, read=2, status=0, other=0, allowed_methods=None,
+                  backoff_factor=0.1, raise_on_status=False)
+    http.mount("http://", HTTPAdapter(max_retries=again))
+    return http
+
+
 class Student(threading.Thread):
     def __init__(self, base: str, course: str, username: str, password: str, through_api: bool,
                  until: float, tally: Tally, seed: int):
@@ -100,10 +116,11 @@ class Student(threading.Thread):
         self.base, self.course, self.username = base, course, username
         self.password, self.through_api, self.until, self.tally = password, through_api, until, tally
         self.random = random.Random(seed)
-        self.http = requests.Session()
+        self.http = browser_like()
 
     def run(self) -> None:
         try:
+            time.sleep(self.random.uniform(0, ARRIVALS))
             self._log_in()
             next_submit = time.monotonic() + self.random.uniform(0, SUBMIT_EVERY)
             while time.monotonic() < self.until:
@@ -116,18 +133,24 @@ class Student(threading.Thread):
             self.tally.add(unexpected=f"{self.username}: {type(exc).__name__}: {exc}")
 
     def _log_in(self) -> None:
+        for _ in range(20):
+            if self.through_api:
+                answer = self.http.post(f"{self.base}/api/v1/tokens", timeout=30, json={
+                    "username": self.username, "password": self.password})
+            else:
+                form = self.http.get(f"{self.base}/login", timeout=30)
+                answer = self.http.post(f"{self.base}/login", timeout=30, allow_redirects=False,
+                                        data={"username": self.username,
+                                              "password": self.password,
+                                              "csrf_token": CSRF.search(form.text).group(1)})
+            if answer.status_code != 429:
+                break
+            self.tally.add(busy_log_ins=self.username)  # the password checks were all taken
+            time.sleep(float(answer.headers.get("Retry-After", 1)))
+        if answer.status_code not in (201, 302):
+            raise RuntimeError(f"log-in answered {answer.status_code}")
         if self.through_api:
-            answer = self.http.post(f"{self.base}/api/v1/tokens", timeout=30, json={
-                "username": self.username, "password": self.password})
-            answer.raise_for_status()
             self.http.headers["Authorization"] = f"Bearer {answer.json()['token']}"
-            return
-        form = self.http.get(f"{self.base}/login", timeout=30)
-        done = self.http.post(f"{self.base}/login", timeout=30, allow_redirects=False, data={
-            "username": self.username, "password": self.password,
-            "csrf_token": CSRF.search(form.text).group(1)})
-        if done.status_code != 302:
-            raise RuntimeError(f"log-in answered {done.status_code}")
 
     def _submit(self) -> None:
         kind = self.random.choice([*FILES, *FILES, *REFUSED])  # a refused file in six
@@ -136,8 +159,10 @@ class Student(threading.Thread):
         else:
             exercise, path, _right = FILES[kind]
             filename, code = path.name, path.read_bytes()
+        key = uuid.uuid4().hex  # sent again, it is stored once
         if self.through_api:
             answer = self.http.post(f"{self.base}/api/v1/submissions", timeout=60,
+                                    headers={"Idempotency-Key": key},
                                     data={"exercise": exercise, "course": self.course},
                                     files={"file": (filename, code)})
             accepted = answer.status_code == 202
@@ -146,7 +171,8 @@ class Student(threading.Thread):
             page = f"{self.base}/courses/{self.course}/exercises/{exercise}"
             token = CSRF.search(self.http.get(page, timeout=30).text).group(1)
             answer = self.http.post(f"{page}/submissions", timeout=60, allow_redirects=False,
-                                    data={"csrf_token": token}, files={"file": (filename, code)})
+                                    data={"csrf_token": token, "idempotency_key": key},
+                                    files={"file": (filename, code)})
             where = answer.headers.get("Location", "")
             accepted = answer.status_code == 303 and "/submissions/" in where
             identifier = int(where.rsplit("/", 1)[1]) if accepted else None
@@ -187,14 +213,17 @@ class Target:
 
 
 @contextlib.contextmanager
-def demo_target(students: int):
+def demo_target(students: int, code: Path = ROOT):
+    """`code`: the checkout whose demo runs (an older one's, for a baseline), in this venv."""
     folder = Path(tempfile.mkdtemp(prefix="hpcgrade-soak-"))
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
+    env["PYTHONPATH"] = str(code)
+    hpcgrade = [sys.executable, "-m", "worker.cli"]
     log = (folder / "demo.log").open("w")
-    demo = subprocess.Popen([str(ROOT / ".venv" / "bin" / "hpcgrade"), "demo", "--port",
-                             str(port), "--folder", str(folder / "demo")], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    demo = subprocess.Popen([*hpcgrade, "demo", "--port", str(port), "--folder",
+                             str(folder / "demo")], cwd=code, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while "hpcgrade demo: http://" not in (folder / "demo.log").read_text():
@@ -206,10 +235,10 @@ def demo_target(students: int):
         for number in range(students):
             username = f"soak{number:02d}"
             passwords[username] = f"{username}-password"
-            subprocess.run([str(ROOT / ".venv" / "bin" / "hpcgrade"), "users", "add", username,
-                            "--name", f"Soak {number}", "--email", f"{username}@example.org",
-                            "--course", "pytorch-2026", "--password", passwords[username]],
-                           env=config, cwd=ROOT, check=True, capture_output=True)
+            subprocess.run([*hpcgrade, "users", "add", username, "--name", f"Soak {number}",
+                            "--email", f"{username}@example.org", "--course", "pytorch-2026",
+                            "--password", passwords[username]],
+                           env=config, cwd=code, check=True, capture_output=True)
 
         def processes() -> dict[str, int]:
             found = {}
@@ -317,7 +346,8 @@ def report(target: Target, tally: Tally, changed: set, drained: float, seconds: 
         "accepted": len(kinds), "by kind": dict(Counter(kinds.values())),
         "refused": dict(tally.refused), "graded": len(times),
         "not graded exactly once": not_once, "scores not as their files earn": wrong_scores,
-        "unexpected answers": tally.unexpected, "restarts": target.restarts(),
+        "unexpected answers": tally.unexpected, "log-ins told busy": len(tally.busy_log_ins),
+        "restarts": target.restarts(),
         "processes replaced": sorted(changed),
         "grade p50 s": percentile(times, 50), "grade p95 s": percentile(times, 95),
         "grade max s": round(max(times, default=0.0), 3), "queue drained in s": round(drained, 1),
@@ -335,9 +365,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--students", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--code", type=Path, default=ROOT,
+                        help="the demo of this checkout (an older one's, for a baseline)")
     args = parser.parse_args()
     started = time.monotonic()
-    with (demo_target if args.target == "demo" else service_target)(args.students) as target:
+    with (demo_target(args.students, args.code.resolve()) if args.target == "demo"
+          else service_target(args.students)) as target:
         figures = soak(target, args.seconds, args.seed)
         if figures["not graded exactly once"] or figures["unexpected answers"]:
             print(target.log()[-5000:], file=sys.stderr)

@@ -101,7 +101,11 @@ def running_demo(folder: Path, *options: str):
         yield process, f"http://127.0.0.1:{port}"
     finally:
         if process.poll() is None:
-            process.kill()
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 @pytest.fixture
@@ -264,6 +268,26 @@ def test_a_worker_killed_or_stuck_is_replaced_while_the_portal_answers(demo, tmp
     graded = client(tmp_path, "submit", "pytorch-2026/autograd-q",
                     "examples/autograd-q/alice_correct.py", "--json")
     assert graded.returncode == 0 and json.loads(graded.stdout)["score"] == 10, graded.stderr
+
+
+@pytest.mark.parametrize("end", ["asked twice", "killed"])
+def test_the_demo_leaves_nothing_running_however_it_ends(tmp_path, end):
+    """A second SIGTERM while it stops (`timeout` forwards the one it got) once left its
+    processes running; a demo killed with SIGKILL takes them with it too."""
+    with running_demo(tmp_path / "demo") as (process, _url):
+        children = descendants(process.pid, depth=1)
+        assert len(children) == 3
+        if end == "killed":
+            process.kill()
+        else:
+            process.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=60) == 0
+        deadline = time.monotonic() + 30
+        while any(map(alive, children)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(map(alive, children))
 
 
 def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path):

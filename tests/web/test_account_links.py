@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from helpers import (CSRF_TOKEN, REFUSED, change_settings, free_port, logged_in, mail_settings,
                      mails, new_course)
+from server.core import counters
 from server.core.db import Database
 from server.core.models import User
 from test_roster import HEADER, links, set_password, users
@@ -167,6 +168,10 @@ def test_an_address_the_server_refuses_is_reported_to_the_instructor(staff_with_
     assert f"rita <{REFUSED}>: 550 5.1.1 no such mailbox" in report
     assert "Hola, Carl" in mails(recorder)["c@uni.es"][1]
     assert "rita" in users(app)  # the import stands
+    with app.extensions["hpcgrade.db"].sessions() as session:  # the operators' counts
+        counted = {name: value for name, by_labels in counters.read(session).items()
+                   for value in by_labels.values()}
+    assert (counted["mail_sent"], counted["mail_refused"]) == (2, 1)  # carl's link, prof's report
 
 
 def test_a_mail_server_that_is_away_undoes_nothing_and_is_said(course, monkeypatch):

@@ -219,5 +219,7 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
     except KeyboardInterrupt:
         click.echo("stopping")
     finally:
+        for asked in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second ask is the first
+            signal.signal(asked, signal.SIG_IGN)
         supervisor.stop()
         database.dispose()

@@ -3,11 +3,13 @@ worker whose heartbeat stops (alive, but taking nothing from the broker) is kill
 again; each time the log says why. The others run on meanwhile: the portal keeps answering
 while a worker is replaced, and what was queued waits in the database and the broker.
 
-A process that keeps dying soon after its start waits longer before each new start (1 s, then
-doubled, at most a minute), so that a broken configuration does not spin the machine.
+A process that keeps exiting soon after its start waits longer before each new start (1 s,
+then doubled, at most a minute), so that a broken configuration does not spin the machine; one
+killed by a signal starts again after a second, however often.
 """
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import os
 import signal
@@ -25,6 +27,7 @@ FIRST_WAIT, LONGEST_WAIT = 1.0, 60.0  # seconds before a start again
 RAN_LONG = 30.0  # seconds: a process that ran this long died of something new
 # a new worker's first heartbeat comes within seconds; on a loaded machine, give it this long
 FIRST_BEAT_SECONDS = 60.0
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -41,8 +44,12 @@ class Child:
 
     def why_it_ended(self) -> str:
         code = self.process.returncode
-        return f"was killed by signal {signal.Signals(-code).name}" if code < 0 \
-            else f"exited with status {code}"
+        if code >= 0:
+            return f"exited with status {code}"
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:  # a real-time signal, say
+            return f"was killed by signal {-code}"
 
 
 @dataclass
@@ -57,9 +64,10 @@ class Supervisor:
 
     def start(self, name: str, command: list[str]) -> subprocess.Popen:
         child = self.children.setdefault(name, Child(name, command))
-        # a session of its own: stopped with everything it started (a worker's pool, its harness)
+        # a session of its own: stopped with everything it started (a worker's pool, its
+        # harness); and asked to end if the supervisor itself is killed
         child.process = subprocess.Popen(command, env=self.env, cwd=self.cwd,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=_end_with_parent)
         child.started, child.started_at, child.due = time.monotonic(), utcnow(), None
         return child.process
 
@@ -74,7 +82,10 @@ class Supervisor:
         for child in self.children.values():
             if child.due is None and child.process.poll() is not None:
                 ran = now - child.started
-                child.wait = FIRST_WAIT if ran >= RAN_LONG else min(child.wait * 2, LONGEST_WAIT)
+                # one that exits soon after its start, again and again, cannot start (its
+                # configuration, say): it waits longer each time; one killed did nothing wrong
+                exited_soon = child.process.returncode >= 0 and ran < RAN_LONG
+                child.wait = min(child.wait * 2, LONGEST_WAIT) if exited_soon else FIRST_WAIT
                 child.due = now + child.wait
                 self.say(f"the {child.name} {child.why_it_ended()} after {ran:.0f} s; it starts "
                          f"again in {child.wait:.0f} s")
@@ -121,3 +132,9 @@ class Supervisor:
         except OSError:
             pass
         child.process.wait()
+
+
+def _end_with_parent() -> None:
+    """In the child, before its exec: SIGTERM when the supervisor dies (prctl's
+    PR_SET_PDEATHSIG), so that a supervisor killed with SIGKILL leaves nothing running."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

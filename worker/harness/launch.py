@@ -81,9 +81,14 @@ class Zygote:
             message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
         except OSError as exc:  # TimeoutError among them
             raise self._lost("a spawn", exc) from None
-        if len(fds) not in (3, 4):
-            raise self._lost("a spawn", "no descriptors")
-        return json.loads(message), fds
+        try:
+            if len(fds) not in (3, 4):
+                raise ValueError(f"{len(fds)} descriptors")
+            return json.loads(message), fds
+        except ValueError as exc:  # it died while it answered
+            for fd in fds:
+                os.close(fd)
+            raise self._lost("a spawn", exc) from None
 
     def warm_up(self) -> None:
         """Pay the rest of the warm-up now, not after the first student (a pilot, which must be
@@ -137,7 +142,10 @@ class Zygote:
             raise self._lost(what, exc) from None
         if not line:
             raise self._lost(what, "no answer")
-        return json.loads(line)
+        try:
+            return json.loads(line)
+        except ValueError:  # it died while it answered
+            raise self._lost(what, line[:100]) from None
 
     def _lost(self, what: str, why: object) -> ZygoteLost:
         self.lost = ZygoteLost(f"{what}: {why}", self.state() or "does not answer")
