@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import EmailMessage
 
-from flask import current_app
 from flask_babel import force_locale, gettext as _
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -100,13 +99,14 @@ def send_links(session: Session, user_ids: list[int], base_url: str,
     with force_locale(lang):
         batch = [(user.id, _link_message(user, base_url)) for user in users]
     by_id = {user.id: user for user in users}
-    return [(by_id[user_id], answer) for user_id, answer in send_batch(batch)]
+    return [(by_id[user_id], answer) for user_id, answer in send_batch(session, batch)]
 
 
-def send_batch(batch: list[tuple[int, EmailMessage]]) -> list[tuple[int, str]]:
+def send_batch(session: Session, batch: list[tuple[int, EmailMessage]]) -> list[tuple[int, str]]:
     """Send each (key, message) through one connection; the keys whose address the server
-    refused, with its answer (the session goes on past them). MailAway when the server cannot
-    be reached, naming the keys not sent yet."""
+    refused, with its answer (the SMTP session goes on past them). MailAway when the server
+    cannot be reached, naming the keys not sent yet. What went out and what was refused are
+    counted in `session`'s transaction, which the caller commits."""
     refused, done = [], 0
     try:
         with connection() as smtp:
@@ -120,19 +120,21 @@ def send_batch(batch: list[tuple[int, EmailMessage]]) -> list[tuple[int, str]]:
     except (OSError, smtplib.SMTPException) as exc:
         raise MailAway(_reason(exc), [key for key, _mail in batch[done:]]) from exc
     finally:
-        _counted(done - len(refused), len(refused))
+        _counted(session, done - len(refused), len(refused))
     return refused
 
 
-def _counted(sent: int, refused: int) -> None:
-    """Mail sent and refused, for the operators (hpcgrade_mail_sent_total, …_refused_total)."""
+def _counted(session: Session, sent: int, refused: int) -> None:
+    """Mail sent and refused, for the operators (hpcgrade_mail_sent_total, …_refused_total):
+    in the caller's transaction (SQLite has one writer: a transaction of its own would wait
+    for the caller's, which waits for this)."""
     if sent or refused:
-        with current_app.extensions["hpcgrade.db"].sessions.begin() as session:
-            count(session, "mail_sent", sent)
-            count(session, "mail_refused", refused)
+        count(session, "mail_sent", sent)
+        count(session, "mail_refused", refused)
 
 
-def report_refused(staff: User, refused: list[tuple[User, str]], lang: str) -> None:
+def report_refused(session: Session, staff: User, refused: list[tuple[User, str]],
+                   lang: str) -> None:
     """Tell the staff member who imported which links did not go out, so that they hand them
     out themselves (the roster's page of accounts waiting for a password has them)."""
     with force_locale(lang):
@@ -146,4 +148,4 @@ def report_refused(staff: User, refused: list[tuple[User, str]], lang: str) -> N
             smtp.send_message(report)
     except (OSError, smtplib.SMTPException) as exc:
         raise MailAway(_reason(exc), []) from exc
-    _counted(1, 0)
+    _counted(session, 1, 0)

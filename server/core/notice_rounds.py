@@ -46,7 +46,7 @@ def remind_deadlines(session: Session, now: dt.datetime) -> int:
            and now < (deadline := student_terms(session, user.id, exercise).deadline) <= soon]
     notices = [_reminder(n, *row) for n, row in enumerate(due)]
     try:
-        deliver(notices)
+        deliver(session, notices)
         sent = [n.about for n in notices]
     except MailAway as away:  # those not sent wait for the next round
         sent = [n.about for n in notices if n.about not in away.left]
@@ -108,7 +108,7 @@ def report_failures(session: Session, now: dt.datetime) -> int:
         notices = [_failure_notice(instructor, course, failures)
                    for instructor in _instructors(session, course_id)
                    if wants(instructor, Kind.grading_failed)]
-        mailed += deliver(notices)  # MailAway: this course and the next wait for the next round
+        mailed += deliver(session, notices)  # MailAway: this course and the next wait for the next round
         session.execute(GradingRun.__table__.update()
                         .where(GradingRun.id.in_([run.id for run in failures]))
                         .values(failure_noticed_at=now))

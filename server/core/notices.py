@@ -257,11 +257,12 @@ def notify(session: Session, event: str, ids: Iterable[int]) -> int:
                            .order_by(what.table.id)).all()
     notices = [what.notice(session, row) for row in rows
                if wants(session.get(User, row.user_id), what.kind)]
-    return deliver(notices)
+    return deliver(session, notices)
 
 
-def deliver(notices: list[Notice]) -> int:
+def deliver(session: Session, notices: list[Notice]) -> int:
     """Send these through one connection; how many the server took (a refused address is
-    skipped). MailAway names the `about` ids not sent yet."""
+    skipped), counted in `session`'s transaction. MailAway names the `about` ids not sent
+    yet."""
     addressed = [(n.about, message(n.to, n.subject, n.body)) for n in notices if n.to]
-    return len(addressed) - len(send_batch(addressed))
+    return len(addressed) - len(send_batch(session, addressed))

@@ -237,6 +237,8 @@ def _mail_links(app, user_ids: list[int], base_url: str, lang: str) -> None:
             click.echo(f"links not mailed to {len(away.left)} of the {len(user_ids)} accounts: "
                        f"{away}", err=True)
             return
+        finally:
+            session.commit()  # what went out, counted
         mailed = len(user_ids) - len(refused)
         click.echo(f"{mailed} link{'s' if mailed != 1 else ''} mailed" + (
             "; not mailed: " + ", ".join(f"{user.username} <{user.email}> ({answer})"

@@ -128,20 +128,22 @@ def mail_links(self, user_ids: list[int], base_url: str, lang: str, staff_id: in
     """Mail new accounts their set-password links (server/core/mail.py), in the language of the
     staff member who made them, who gets a mail naming any address the server refused. A mail
     server that is away is tried again, for the accounts not mailed yet. Returns how many were
-    refused."""
+    refused. The mail sent is counted (server/core/counters.py) as it goes out."""
     with current_app.extensions["hpcgrade.db"].sessions() as session:
         try:
             refused = send_links(session, user_ids, base_url, lang)
         except MailAway as away:
+            session.commit()
             log.warning("mail server away (%s): %s links wait", away, len(away.left))
             raise self.retry(args=[away.left, base_url, lang, staff_id], exc=away,
                              countdown=MAIL_RETRY_SECONDS)
         if refused:
             try:
-                report_refused(session.get(User, staff_id), refused, lang)
+                report_refused(session, session.get(User, staff_id), refused, lang)
             except MailAway as away:  # the links went out: only the report is lost
                 log.error("links refused for %s; the report to staff %s was not mailed: %s",
                           [user.username for user, _answer in refused], staff_id, away)
+        session.commit()
     return len(refused)
 
 
@@ -156,6 +158,8 @@ def notify(self, event: str, ids: list[int]) -> int:
         except MailAway as away:
             log.warning("mail server away (%s): %s notices %s wait", away, event, away.left)
             raise self.retry(args=[event, away.left], exc=away, countdown=MAIL_RETRY_SECONDS)
+        finally:
+            session.commit()  # what went out, counted
 
 
 @shared_task(name="hpcgrade.remind_deadlines")
