@@ -260,3 +260,34 @@ def test_a_submission_that_stops_the_zygote_ends_its_grade_and_scores_nothing(co
     (note,) = report["notes"]
     assert note["code"] == "forbidden-operation" and "stopped a process of the grader" in \
         note["message"], note
+
+
+HOLDS_SHARED_MEMORY = '''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+def q_grads(a, b, v):
+    for _ in range(4):  # 4 × 64 MiB, never removed: the host's would keep them for ever
+        segment = libc.shmget(0, 64 << 20, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+        address = libc.shmat(segment, None, 0)
+        ctypes.memset(address, 1, 64 << 20)
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+'''
+
+
+def shared_memory_segments() -> set[str]:
+    with open("/proc/sysvipc/shm") as table:
+        return {line.split()[1] for line in table.readlines()[1:]}
+
+
+@pytest.mark.parametrize("landlock", [True, False], ids=["with-landlock", "without-landlock"])
+def test_system_v_shared_memory_goes_with_the_student_process(copy, landlock):
+    """A segment the submission makes and leaves is its IPC namespace's, gone with it: on the
+    host's, 3 GiB were left behind in 2 s, counted in no limit, for every later run to meet."""
+    before = shared_memory_segments()
+    report = grade_in(copy, HOLDS_SHARED_MEMORY, landlock=landlock)
+    assert report["status"] == "graded", report
+    assert "ipc-namespace" in report["sandbox"]["layers"]
+    assert shared_memory_segments() - before == set()

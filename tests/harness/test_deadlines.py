@@ -64,3 +64,42 @@ def test_the_local_executors_run_is_a_grader_error_and_the_next_gets_a_new_harne
         assert harness.process.poll() is not None
     finally:
         executor.close()
+
+
+def test_the_command_grades_the_next_file_with_a_new_harness(tmp_path, monkeypatch, job):
+    """`hpcgrade grade A B`: A's harness stopped answering (here A sleeps past a deadline of 2
+    s); B is graded by a new one, where it said "the harness process is gone"."""
+    from worker.cli.main import _here
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(30)\n")
+    first = type(job)(**dict(job.to_dict(), submission=str(slow), filename="slow.py"))
+    real, deadlines = runner.run_seconds, iter([1.0])
+    monkeypatch.setattr(runner, "run_seconds", lambda limits: next(deadlines, None)
+                        or real(limits))
+    monkeypatch.setattr(runner, "ANSWER_MARGIN_SECONDS", 1.0)
+    stopped, graded = _here([first, job], None)
+    assert not stopped.graded and "did not answer within 2 s" in stopped.error
+    assert graded.score == 10
+
+
+def test_a_stop_found_when_the_last_student_process_is_reaped_is_the_submissions(
+        tmp_path, monkeypatch):
+    """The second look's own student process stopped the zygote: the reap at the end of the
+    grade finds it (it was a grader error, the stop found outside the grade's handling)."""
+    from worker.harness.grader import Harness
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(REFERENCE_Q.replace("- b**2", "+ b**2"))
+    job = load_exercise_info(default_root() / "autograd-q").job(wrong, seed=1)
+    second_look = Harness._results
+
+    def stopping_the_zygote(self, session, *args):
+        found = second_look(self, session, *args)
+        assert session.process is not None and session.process.alive  # the second look's
+        os.kill(self.zygote.process.pid, signal.SIGSTOP)
+        return found
+
+    monkeypatch.setattr(Harness, "_results", stopping_the_zygote)
+    with Harness(str(tmp_path)) as harness:
+        report = harness.grade_job(job)
+    assert report.graded and report.score == 0, report.error
+    assert report.notes[0]["code"] == "forbidden-operation"

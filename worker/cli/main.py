@@ -115,14 +115,22 @@ def grade_files(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str
 
 
 def _here(jobs: list[Job], python: str | None) -> list[Report]:
+    """Each job's report, from one warm harness; one that failed (it stopped answering, say)
+    is replaced for the next job."""
     reports = []
-    with tempfile.TemporaryDirectory(prefix="hpcgrade-cli-") as scratch, \
-            _harness(python, scratch) as harness:
-        for job in jobs:
-            try:
-                reports.append(harness.report_for(job))
-            except HarnessFailed as exc:
-                reports.append(Report.grader_error(str(exc), job.exercise))
+    with tempfile.TemporaryDirectory(prefix="hpcgrade-cli-") as scratch:
+        harness = _harness(python, scratch)
+        try:
+            for job in jobs:
+                if harness.process.poll() is not None:
+                    harness.close()
+                    harness = _harness(python, scratch)
+                try:
+                    reports.append(harness.report_for(job))
+                except HarnessFailed as exc:
+                    reports.append(Report.grader_error(str(exc), job.exercise))
+        finally:
+            harness.close()
     return reports
 
 

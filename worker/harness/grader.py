@@ -232,6 +232,7 @@ class Harness:
             session.close_process()
             session.limits = limits
             results, advice = self._results(session, seed, job, found)
+            session.close_process()  # here, not only in `finally`: its reap may find the stop
         except ZygoteLost as lost:
             if not lost.stopped:  # it died, or hangs: nothing says the submission did it
                 raise

@@ -47,6 +47,13 @@ def enter_namespaces() -> None:
     mounts.unshare_as_self(mounts.CLONE_NEWNET | mounts.CLONE_NEWNS)
 
 
+def enter_ipc_namespace() -> None:
+    """System V shared memory, semaphores and message queues of its own, inside the user
+    namespace: the host's would be shared with other runs, and would outlive the process (its
+    shared memory counted in no limit of it); these go with it."""
+    _check(_libc.unshare(mounts.CLONE_NEWIPC), "unshare")
+
+
 # --- what a device adds: on CUDA, what the driver needs as it starts ---------------------------
 
 # What the CUDA driver reads when a student process initialises it (never the zygote: see zygote.py).
@@ -322,6 +329,7 @@ def confine(c: Confinement) -> tuple[list[str], list[str]]:
 
     raise_layer("rlimits", lambda: apply_rlimits(c))  # it reads /proc, which the fresh root lacks
     if raise_layer("network-namespace", enter_namespaces):
+        raise_layer("ipc-namespace", enter_ipc_namespace)
         raise_layer("mount-namespace", lambda: enter_fresh_root(c))
     else:
         missing.append("mount-namespace: no user namespace to make it in")
