@@ -64,7 +64,7 @@ def test_the_scrape_configuration_and_its_rules_pass_promtools_check(tmp_path):
     scrape.write_text(scrape.read_text().replace("/etc/prometheus/hpcgrade-metrics-token",
                                                  str(token)))
     said = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
-    assert "SUCCESS: 8 rules found" in said
+    assert "SUCCESS: 9 rules found" in said
 
 
 @pytest.mark.prometheus

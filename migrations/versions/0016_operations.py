@@ -1,5 +1,5 @@
-"""operations: workers' heartbeats, the cluster's back-off, event counters for the metrics, and
-grading run ids never given twice on SQLite
+"""operations: workers' heartbeats, the schedule's last runs, the cluster's back-off, event
+counters for the metrics, and grading run ids never given twice on SQLite
 
 Revision ID: 0016
 Revises: 0015
@@ -25,6 +25,11 @@ def upgrade() -> None:
         sa.Column('round_trip', sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint('node', name=op.f('pk_worker_heartbeats')))
     op.create_table(
+        'schedule_runs',
+        sa.Column('task', sa.String(length=64), nullable=False),
+        sa.Column('ran_at', sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint('task', name=op.f('pk_schedule_runs')))
+    op.create_table(
         'cluster_states',
         sa.Column('executor', sa.String(length=32), nullable=False),
         sa.Column('failures', sa.Integer(), nullable=False),
@@ -49,4 +54,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table('counters')
     op.drop_table('cluster_states')
+    op.drop_table('schedule_runs')
     op.drop_table('worker_heartbeats')

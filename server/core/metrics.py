@@ -23,8 +23,9 @@ from sqlalchemy.orm import Session
 from server.core import counters
 from server.core.config import Settings
 from server.core.db import Database
-from server.core.models import (ClusterState, Course, Exercise, GradingRun, RunStatus, Submission,
-                                SubmissionStatus, WorkerHeartbeat, utcnow)
+from server.core.models import (ClusterState, Course, Exercise, GradingRun, RunStatus,
+                                ScheduleRun, Submission, SubmissionStatus, WorkerHeartbeat,
+                                utcnow)
 from worker.harness.pilot import heartbeats
 
 # a submission's time to its grade, in seconds: a warm local grade, through a busy queue, to a
@@ -154,7 +155,11 @@ class ServiceCollector(Collector):
                                   "than this: the worker is gone or takes nothing "
                                   "(3 × WORKER_HEARTBEAT_SECONDS).",
                                   value=self.settings.worker_heartbeat_stale_seconds)
-        yield from (age, trip, stale)
+        schedule = GaugeMetricFamily("hpcgrade_schedule_age_seconds", "Since each task of the "
+                                     "schedule (Celery beat's) last ran.", labels=["task"])
+        for task, ran_at in session.execute(select(ScheduleRun.task, ScheduleRun.ran_at)):
+            schedule.add_metric([task], (now - _aware(ran_at)).total_seconds())
+        yield from (age, trip, stale, schedule)
 
     @staticmethod
     def _counts(found: dict) -> Iterator[Metric]:

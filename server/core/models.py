@@ -432,6 +432,16 @@ class WorkerHeartbeat(Base):
     round_trip: Mapped[float] = mapped_column(Float)  # seconds, through the broker and back
 
 
+class ScheduleRun(Base):
+    """When a task of the schedule (Celery beat's) last ran: beat is alive while its reconcile,
+    every 30 s, keeps running (worker/grading/tasks.py)."""
+
+    __tablename__ = "schedule_runs"
+
+    task: Mapped[str] = mapped_column(String(64), primary_key=True)
+    ran_at: Mapped[dt.datetime] = mapped_column()
+
+
 class ClusterState(Base):
     """Whether an executor's cluster takes jobs, as the dispatchers last found (one row per
     executor): while sbatch fails in a way that passes, nothing is sent until `resting_until`,

@@ -3,8 +3,9 @@
 
 /metrics is not public: it answers the addresses of METRICS_ALLOW (the client's own, behind
 TRUSTED_PROXIES), and a request that carries METRICS_TOKEN as a bearer token from anywhere.
-/healthz says, to anyone, whether the database and the broker answer and whether a worker's
-heartbeat is fresh, without a word of why not (the service's log has that).
+/healthz says, to anyone, whether the database and the broker answer, whether a worker's
+heartbeat is fresh and whether the schedule runs (its reconcile, every 30 s), without a word of
+why not (the service's log has that).
 """
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from sqlalchemy import func, select, text
 
 from server.core.config import app_settings
 from server.core.metrics import registry
-from server.core.models import WorkerHeartbeat, utcnow
+from server.core.models import ScheduleRun, WorkerHeartbeat, utcnow
+from server.core.queue import RECONCILE_SECONDS
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("health", __name__)
 BROKER_SECONDS = 2.0  # a broker that does not answer a connection within this is down
 REGISTRY = "hpcgrade.metrics"
+SCHEDULE_STALE_SECONDS = 3 * RECONCILE_SECONDS  # three reconciles missed: beat is gone or stuck
 
 
 @blueprint.get("/metrics")
@@ -41,9 +44,9 @@ def metrics() -> Response:
 
 def _may_read_metrics() -> bool:
     settings = app_settings()
-    given = request.headers.get("Authorization", "")
-    if settings.metrics_token and given.startswith("Bearer ") and hmac.compare_digest(
-            given.removeprefix("Bearer ").encode(), settings.metrics_token.encode()):
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if settings.metrics_token and scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), settings.metrics_token.encode()):
         return True
     try:
         client = ipaddress.ip_address(request.remote_addr or "")
@@ -55,10 +58,11 @@ def _may_read_metrics() -> bool:
 
 @blueprint.get("/healthz")
 def healthz() -> tuple[dict, int]:
-    """200 when the database and the broker answer and a worker's heartbeat is fresh, 503 with
-    what is not otherwise."""
+    """200 when the database and the broker answer, a worker's heartbeat is fresh and the
+    schedule runs, 503 with what is not otherwise."""
     found = {"database": _database(), "broker": _broker()}
     found["worker"] = _worker() if found["database"] == "ok" else "unknown"
+    found["schedule"] = _schedule() if found["database"] == "ok" else "unknown"
     healthy = all(value == "ok" for value in found.values())
     return {"status": "ok" if healthy else "failing", **found}, 200 if healthy else 503
 
@@ -82,6 +86,15 @@ def _broker() -> str:
         log.warning("healthz: the broker does not answer: %s", exc)
         return "unreachable"
     return "ok"
+
+
+def _schedule() -> str:
+    """ok while beat's reconcile has run lately: a beat stopped or stuck sends nothing."""
+    with current_app.extensions["hpcgrade.db"].reads() as session:
+        ran_at = session.scalar(select(ScheduleRun.ran_at).where(ScheduleRun.task == "reconcile"))
+    if ran_at is None:
+        return "never run"
+    return "ok" if (utcnow() - ran_at).total_seconds() <= SCHEDULE_STALE_SECONDS else "stale"
 
 
 def _worker() -> str:

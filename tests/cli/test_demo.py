@@ -246,7 +246,7 @@ def test_a_worker_killed_or_stuck_is_replaced_while_the_portal_answers(demo, tmp
     folder = tmp_path / "demo"
     watch = PortalWatch(url)
     watch.start()
-    for stop, within in ((signal.SIGKILL, 10), (signal.SIGSTOP, 20)):
+    for stop, within in ((signal.SIGKILL, 10), (signal.SIGSTOP, 30)):
         worker = demo_processes(process.pid)["worker"]
         moment = dt.datetime.now(dt.timezone.utc)
         os.kill(worker, stop)
@@ -261,7 +261,8 @@ def test_a_worker_killed_or_stuck_is_replaced_while_the_portal_answers(demo, tmp
     assert watch.asked > 50 and watch.failures == []
     log = (folder / "demo.log").read_text()
     assert "the worker was killed by signal SIGKILL" in log
-    assert "the worker sent no heartbeat for" in log
+    assert "the worker sent no heartbeat (it takes nothing from the broker, or cannot write to " \
+        "the database) for" in log
     logged_in = client(tmp_path, "login", "--server", url, "--username", "student",
                        "--password", "student")
     assert logged_in.returncode == 0, logged_in.stderr
@@ -288,6 +289,15 @@ def test_the_demo_leaves_nothing_running_however_it_ends(tmp_path, end):
         while any(map(alive, children)) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not any(map(alive, children))
+
+
+def test_a_second_demo_of_one_folder_is_refused(demo, tmp_path):
+    """Two would run two schedules, and two workers of one name taking each other's heartbeat
+    for their own."""
+    second = subprocess.run(HPCGRADE + ["demo", "--port", str(free_port()), "--folder",
+                                        str(tmp_path / "demo")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 1 and "another demo runs on" in second.stderr
 
 
 def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path):

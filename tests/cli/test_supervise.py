@@ -1,6 +1,8 @@
 """The demo's supervisor (worker/cli/supervise.py) on processes of the test's own: one killed
 starts again after a second however often, one that keeps exiting at its start waits longer
-each time, and the log says why; a supervisor killed takes its processes with it."""
+each time, one whose sign of life stopped is replaced, and the log says why; a supervisor killed
+takes its processes with it."""
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -8,8 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+from sqlalchemy.exc import OperationalError
+
 from helpers import alive
-from worker.cli.supervise import Supervisor
+from server.core.db import Database
+from server.core.models import utcnow
+from worker.cli.supervise import Supervisor, Watch
 
 ROOT = Path(__file__).parents[2]
 
@@ -64,3 +70,37 @@ def test_a_supervisor_killed_takes_its_processes_with_it(tmp_path):
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child)
+
+
+def test_one_whose_sign_of_life_stopped_is_replaced_and_a_locked_database_blames_no_one(
+        tmp_path):
+    """A worker's heartbeat or beat's reconcile, read from the database: silent too long, the
+    process is replaced and the log says what the silence means; a database that cannot be
+    read (locked by an operator's sqlite3 shell) replaces nothing, and is said once."""
+    said, last = [], {"sign": None}
+
+    def sign(_session):
+        if isinstance(last["sign"], Exception):
+            raise last["sign"]
+        return last["sign"]
+
+    database = Database(f"sqlite:///{tmp_path / 'signs.sqlite'}")
+    supervisor = Supervisor(dict(os.environ), str(tmp_path), said.append, database)
+    supervisor.watches.append(Watch("sleeper", sign, 5.0, "gave no sign"))
+    first = supervisor.start("sleeper", ["sleep", "60"])
+    try:
+        last["sign"] = OperationalError("SELECT", {}, Exception("database is locked"))
+        watched(supervisor, 0.3)
+        assert said == ["cannot read the processes' signs of life (database is locked); they "
+                        "are left as they are"]
+        last["sign"] = utcnow()
+        watched(supervisor, 0.3)
+        assert supervisor.children["sleeper"].process is first
+        supervisor.children["sleeper"].started_at -= dt.timedelta(seconds=60)  # beat on, then
+        last["sign"] = utcnow() - dt.timedelta(seconds=9)  # fell silent
+        watched(supervisor, 0.3)
+        assert supervisor.children["sleeper"].process is not first and not alive(first.pid)
+        assert said[1] == "the sleeper gave no sign for 9 s; it is stopped and started again"
+    finally:
+        supervisor.stop(grace=1)
+        database.dispose()

@@ -3,6 +3,8 @@ in another, many large messages. kombu's own filesystem transport lets the consu
 messages the producer has not finished writing (the demo's worker then stopped with
 "Unrecoverable error: JSONDecodeError"); ours hands over each message whole, once."""
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -43,3 +45,51 @@ def test_ours_hands_over_every_message_whole_and_once(tmp_path):
     ("amqp://guest@localhost//", None)])
 def test_each_brokers_url_gets_our_mended_transport(url, transport):
     assert broker_transport(url) == transport
+
+
+def folder_queue(folder: Path, name: str):
+    """A queue of its own name (kombu's filesystem transport keeps the exchanges it declared
+    in the process, whatever their folder)."""
+    from kombu import Connection
+    connection = Connection("filesystem://", transport=folder_broker.TRANSPORT, transport_options={
+        "data_folder_in": str(folder / "messages"), "data_folder_out": str(folder / "messages"),
+        "control_folder": str(folder / "control")})
+    return connection, connection.SimpleQueue(name, serializer="json")
+
+
+def test_a_file_that_is_no_message_is_set_aside_and_the_queue_goes_on(tmp_path, caplog):
+    """kombu's worker stopped on it ("Unrecoverable error") and the file was gone unsaid."""
+    connection, queue = folder_queue(tmp_path, "junk")
+    with connection:
+        (tmp_path / "messages" / "0000001_junk.junk.msg").write_text("not json")
+        queue.put({"n": 1})
+        assert queue.get(timeout=5).payload == {"n": 1}
+    assert (tmp_path / "messages-rejected" / "0000001_junk.junk.msg").read_text() == "not json"
+    assert "0000001_junk.junk.msg is no message" in caplog.text
+
+
+def test_folders_taken_away_are_made_again(tmp_path):
+    connection, queue = folder_queue(tmp_path, "away")
+    with connection:
+        queue.put({"n": 1})
+        shutil.rmtree(tmp_path / "messages-taken")
+        assert queue.get(timeout=5).payload == {"n": 1}
+        shutil.rmtree(tmp_path / "messages")
+        queue.put({"n": 2})
+        assert queue.get(timeout=5).payload == {"n": 2}
+
+
+def test_a_folder_that_takes_no_file_is_a_broker_that_is_away(tmp_path):
+    from kombu import Connection
+    from kombu.exceptions import OperationalError
+    (tmp_path / "messages").mkdir()
+    (tmp_path / "messages").chmod(0o500)
+    if os.access(tmp_path / "messages", os.W_OK):  # root writes anyway: a file stands for it
+        (tmp_path / "messages").rmdir()
+        (tmp_path / "messages").write_text("a file where the folder should be")
+    connection = Connection("filesystem://", transport=folder_broker.TRANSPORT,
+                            transport_options={"data_folder_in": str(tmp_path / "messages"),
+                                               "data_folder_out": str(tmp_path / "messages"),
+                                               "control_folder": str(tmp_path / "control")})
+    with pytest.raises((OperationalError, OSError)):
+        connection.ensure_connection(max_retries=1)

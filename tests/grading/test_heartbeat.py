@@ -1,7 +1,8 @@
 """A worker's heartbeat (worker/grading/heartbeat.py), from a real Celery worker on the demo's
 broker: written while the worker takes messages, silent while it takes none (here it is stopped
-by a signal), told to systemd's watchdog (NOTIFY_SOCKET, as systemd gives it), and gone when the
-worker stops on purpose."""
+by a signal, then its pool process is: the main process would answer on, its tasks would not
+run), told to systemd's watchdog (NOTIFY_SOCKET, as systemd gives it), and gone when the worker
+stops on purpose."""
 import datetime as dt
 import os
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from helpers import descendants
 from server.core.db import Database
 from server.core.models import WorkerHeartbeat
 from worker.cli.demo import write_config
@@ -88,6 +90,13 @@ def test_a_worker_beats_while_it_takes_messages_and_stops_when_it_cannot(worker)
     process.send_signal(signal.SIGCONT)
     assert heard(notices, 3)
     assert heartbeat(database).beat_at > before
+
+    (pool,) = descendants(process.pid, depth=1)  # its main process answers; its pool takes none
+    os.kill(pool, signal.SIGSTOP)
+    heard(notices, 0.5)
+    assert heard(notices, 2) == []
+    os.kill(pool, signal.SIGCONT)
+    assert heard(notices, 3)
 
     process.send_signal(signal.SIGTERM)  # stopped on purpose: not missed
     assert process.wait(timeout=30) == 0

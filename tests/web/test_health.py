@@ -7,7 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from helpers import REFERENCE_Q, change_settings, grade_next, logged_in
-from server.core.models import ClusterState, WorkerHeartbeat, utcnow
+from server.core.models import ClusterState, ScheduleRun, WorkerHeartbeat, utcnow
 from server.web.app import create_app
 from test_result_page import SIGN_FLIPPED, send
 from worker.grading import settle
@@ -130,16 +130,27 @@ def beating(app, ago: float) -> None:
                                       beat_at=utcnow() - dt.timedelta(seconds=ago)))
 
 
-def test_healthz_answers_the_database_the_broker_and_the_workers_heartbeat(healthy):
+def scheduled(app, ago: float) -> None:
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        session.merge(ScheduleRun(task="reconcile", ran_at=utcnow() - dt.timedelta(seconds=ago)))
+
+
+def test_healthz_answers_the_database_the_broker_the_worker_and_the_schedule(healthy):
     client = healthy.test_client()
     assert client.get("/healthz").json == {"status": "failing", "database": "ok", "broker": "ok",
-                                           "worker": "no heartbeat"}
+                                           "worker": "no heartbeat", "schedule": "never run"}
     beating(healthy, ago=2)
+    scheduled(healthy, ago=20)
     answer = client.get("/healthz", environ_base=OUTSIDE)  # anyone may ask
     assert (answer.status_code, answer.json["status"]) == (200, "ok")
     beating(healthy, ago=31)  # three heartbeats of 10 s missed
     answer = client.get("/healthz")
     assert (answer.status_code, answer.json["worker"]) == (503, "stale")
+    beating(healthy, ago=2)
+    scheduled(healthy, ago=91)  # three reconciles of 30 s missed: beat is gone or stuck
+    answer = client.get("/healthz")
+    assert (answer.status_code, answer.json["schedule"]) == (503, "stale")
+    assert samples(healthy)[("hpcgrade_schedule_age_seconds", (("task", "reconcile"),))] > 90
 
 
 def test_healthz_says_a_broker_that_is_down_and_no_more(app):

@@ -15,6 +15,8 @@ one, a teaching assistant of the other and an admin.
 """
 from __future__ import annotations
 
+import datetime as dt
+import fcntl
 import json
 import os
 import secrets
@@ -33,9 +35,10 @@ from server.core.config import ROOT, Settings
 from server.core.course_admin import sync_course
 from server.core.courses import create_course, enrol
 from server.core.db import Database
-from server.core.models import Course, User
+from server.core.models import Course, ScheduleRun, User, WorkerHeartbeat
+from server.core.queue import RECONCILE_SECONDS
 from server.core.users import add_user
-from worker.cli.supervise import Supervisor
+from worker.cli.supervise import Supervisor, Watch
 
 # (slug, edition); the first is the course an older demo's data becomes (migration 0010)
 DEMO_COURSES = (("pytorch-2026", "2026"), ("pytorch-2025", "2025 (resits)"))
@@ -51,9 +54,11 @@ DEMO_ACCOUNTS = (
 ROLE_WORDS = {"student": "student", "ta": "teaching assistant", "instructor": "instructor"}
 # the worker's Celery node, whose heartbeat the demo watches; a heartbeat is a message the size
 # of a few bytes, so the demo's worker beats often: one that stops taking messages is replaced
-# within about ten seconds
+# within about a quarter of a minute (three heartbeats missed: longer than SQLite makes a write
+# wait, 10 s, so that a database locked that long does not pass for a stuck worker)
 WORKER_NODE = f"demo@{socket.gethostname()}"
-HEARTBEAT_SECONDS = 2.0
+HEARTBEAT_SECONDS = 4.0
+SCHEDULE_STALE_SECONDS = 3 * RECONCILE_SECONDS  # three reconciles missed: beat is stuck
 SUPERVISE_SECONDS = 0.5
 
 
@@ -163,6 +168,21 @@ def wait_for_port(host: str, port: int, process: subprocess.Popen, seconds: floa
     return False
 
 
+def _heartbeat_of(node: str):
+    def last_sign(session) -> dt.datetime | None:
+        return session.scalar(select(WorkerHeartbeat.beat_at).where(WorkerHeartbeat.node == node))
+    return last_sign
+
+
+def _last_reconcile(session) -> dt.datetime | None:
+    return session.scalar(select(ScheduleRun.ran_at).where(ScheduleRun.task == "reconcile"))
+
+
+def _say(line: str) -> None:
+    """A line of the demo's own, dated as Celery's around it are."""
+    click.echo(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] hpcgrade demo: {line}", err=True)
+
+
 def _interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 
@@ -181,17 +201,18 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
     pytorch-2025) and the accounts student, instructor, ta and admin (each its own password)."""
     if not _port_free(host, port):
         raise click.ClickException(f"port {port} is in use; choose another with --port")
+    folder.mkdir(parents=True, exist_ok=True)
+    held = _only_demo_of(folder)  # held open until the demo ends
     config = prepare(folder.resolve(), executor)
     # the demo's own settings, not those of a production service configured in this shell
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
     env.update(HPCGRADE_CONFIG=str(config), PYTHONUNBUFFERED="1")
     if "HPCGRADE_EXERCISES" in os.environ:
         env["HPCGRADE_EXERCISES"] = os.environ["HPCGRADE_EXERCISES"]
-    supervisor = Supervisor(env, str(ROOT), lambda line: click.echo(f"hpcgrade demo: {line}",
-                                                                     err=True))
+    database = Database(demo_settings(folder.resolve(), executor)["DATABASE_URL"], pooled=False)
+    supervisor = Supervisor(env, str(ROOT), _say, database)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
-    database = Database(demo_settings(folder.resolve(), executor)["DATABASE_URL"], pooled=False)
     try:
         portal = supervisor.start("portal", [
             # threads, as deployed: a waiting page's status request is held in one
@@ -202,10 +223,15 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
         supervisor.start("worker", [
             *celery, "worker", "--concurrency", "1", "--loglevel", "WARNING",
             "--without-gossip", "--without-mingle", "--hostname", WORKER_NODE])
-        supervisor.watch_heartbeat("worker", WORKER_NODE, database, Settings(
-            worker_heartbeat_seconds=HEARTBEAT_SECONDS).worker_heartbeat_stale_seconds)
         supervisor.start("beat", [*celery, "beat", "--loglevel", "WARNING",
                                   "--schedule", str(folder.resolve() / "celerybeat-schedule")])
+        supervisor.watches += [
+            Watch("worker", _heartbeat_of(WORKER_NODE), Settings(
+                worker_heartbeat_seconds=HEARTBEAT_SECONDS).worker_heartbeat_stale_seconds,
+                "sent no heartbeat (it takes nothing from the broker, or cannot write to the "
+                "database)"),
+            Watch("beat", _last_reconcile, SCHEDULE_STALE_SECONDS,
+                  "scheduled no reconcile (it is stuck, or the worker takes nothing)")]
         if not wait_for_port(host, port, portal, 30):
             raise click.ClickException("the portal did not start; see the messages above")
         click.echo(f"\nhpcgrade demo: http://{host}:{port}/\n"
@@ -223,3 +249,17 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
             signal.signal(asked, signal.SIG_IGN)
         supervisor.stop()
         database.dispose()
+        held.close()
+
+
+def _only_demo_of(folder: Path):
+    """A lock on the folder, or a refusal: two demos of one folder would run two schedules and
+    two workers of one name, each taking the other's heartbeat for its own."""
+    lock = open(folder / "demo.lock", "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise click.ClickException(f"another demo runs on {folder}; stop it, or choose another "
+                                   "folder with --folder") from None
+    return lock

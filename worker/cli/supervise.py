@@ -1,6 +1,7 @@
-"""The demo's processes, kept running: one that exits is started again within seconds, and a
-worker whose heartbeat stops (alive, but taking nothing from the broker) is killed and started
-again; each time the log says why. The others run on meanwhile: the portal keeps answering
+"""The demo's processes, kept running: one that exits is started again within seconds, and one
+whose sign of life stops (a worker's heartbeat: alive, but taking nothing from the broker;
+beat's schedule: its reconcile no longer runs) is killed and started again; each time the log
+says why. The others run on meanwhile: the portal keeps answering
 while a worker is replaced, and what was queued waits in the database and the broker.
 
 A process that keeps exiting soon after its start waits longer before each new start (1 s,
@@ -19,15 +20,19 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
 
 from server.core.db import Database
-from server.core.models import WorkerHeartbeat, utcnow
+from server.core.models import utcnow
 
 FIRST_WAIT, LONGEST_WAIT = 1.0, 60.0  # seconds before a start again
 RAN_LONG = 30.0  # seconds: a process that ran this long died of something new
-# a new worker's first heartbeat comes within seconds; on a loaded machine, give it this long
-FIRST_BEAT_SECONDS = 60.0
+# a new process's first sign of life comes within seconds (a worker's heartbeat) or a schedule's
+# round (beat's reconcile); on a loaded machine, give it this long more
+FIRST_SIGN_SECONDS = 60.0
 PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: nothing is loaded after fork
 
 
 @dataclass
@@ -52,15 +57,27 @@ class Child:
             return f"was killed by signal {-code}"
 
 
+@dataclass(frozen=True)
+class Watch:
+    """A process judged by a sign of life it leaves in the database: `last_sign` reads when it
+    last gave one (None: never); older than `stale_after` seconds, the process is replaced, and
+    `silence` says what that means."""
+
+    child: str
+    last_sign: Callable[[Session], dt.datetime | None]
+    stale_after: float
+    silence: str
+
+
 @dataclass
 class Supervisor:
     env: dict
     cwd: str
     say: Callable[[str], None]
+    database: Database | None = None  # where the watched processes leave their signs of life
     children: dict[str, Child] = field(default_factory=dict)
-    # the worker whose heartbeat is watched: (its name here, its Celery node, the database
-    # its heartbeats go to, seconds after which one is missed)
-    beating: tuple[str, str, Database, float] | None = None
+    watches: list[Watch] = field(default_factory=list)
+    unread: bool = False  # the signs could not be read last time (said once)
 
     def start(self, name: str, command: list[str]) -> subprocess.Popen:
         child = self.children.setdefault(name, Child(name, command))
@@ -71,13 +88,8 @@ class Supervisor:
         child.started, child.started_at, child.due = time.monotonic(), utcnow(), None
         return child.process
 
-    def watch_heartbeat(self, name: str, node: str, database: Database,
-                        stale_after: float) -> None:
-        self.beating = (name, node, database, stale_after)
-
     def check(self) -> None:
-        """One round: ended processes started again when due, a worker without heartbeat
-        replaced."""
+        """One round: ended processes started again when due, silent ones replaced."""
         now = time.monotonic()
         for child in self.children.values():
             if child.due is None and child.process.poll() is not None:
@@ -91,26 +103,36 @@ class Supervisor:
                          f"again in {child.wait:.0f} s")
             if child.due is not None and now >= child.due:
                 self.start(child.name, child.command)
-        if self.beating:
-            self._check_heartbeat()
+        if self.watches:
+            self._check_signs()
 
-    def _check_heartbeat(self) -> None:
-        name, node, database, stale_after = self.beating
-        child = self.children[name]
-        if child.due is not None:
+    def _check_signs(self) -> None:
+        try:
+            with self.database.reads() as session:
+                signs = [(watch, watch.last_sign(session)) for watch in self.watches]
+        except DBAPIError as exc:  # locked, say: the processes are not the ones to blame
+            if not self.unread:
+                self.say(f"cannot read the processes' signs of life ({exc.orig}); they are "
+                         "left as they are")
+            self.unread = True
             return
-        with database.sessions() as session:
-            beat_at = session.scalar(select(WorkerHeartbeat.beat_at)
-                                     .where(WorkerHeartbeat.node == node))
-        if beat_at is not None and beat_at >= child.started_at:
-            silent = (utcnow() - beat_at).total_seconds()
-        else:  # none yet from this process: its first may take a while
-            silent = time.monotonic() - child.started - FIRST_BEAT_SECONDS
-        if silent > stale_after:
-            self.say(f"the {name} sent no heartbeat for {silent:.0f} s: it takes nothing from "
-                     "the broker; it is stopped and started again")
-            self._kill(child)
-            self.start(name, child.command)
+        self.unread = False
+        for watch, last in signs:
+            child = self.children[watch.child]
+            if child.due is not None:
+                continue
+            since_start = time.monotonic() - child.started
+            if last is not None and last >= child.started_at:
+                silent = (utcnow() - last).total_seconds()
+                why, late = f"for {silent:.0f} s", silent > watch.stale_after
+            else:  # none yet from this process: its first may take a while
+                why = f"in the {since_start:.0f} s since it started"
+                late = since_start > FIRST_SIGN_SECONDS + watch.stale_after
+            if late:
+                self.say(f"the {watch.child} {watch.silence} {why}; it is stopped and started "
+                         "again")
+                self._kill(child)
+                self.start(watch.child, child.command)
 
     def stop(self, grace: float = 20.0) -> None:
         """Every process asked to end (SIGTERM: a worker finishes the task in hand), then
@@ -137,4 +159,4 @@ class Supervisor:
 def _end_with_parent() -> None:
     """In the child, before its exec: SIGTERM when the supervisor dies (prctl's
     PR_SET_PDEATHSIG), so that a supervisor killed with SIGKILL leaves nothing running."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

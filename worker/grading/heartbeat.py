@@ -26,6 +26,7 @@ from sqlalchemy import delete
 from server.core.config import Settings
 from server.core.db import Database
 from server.core.models import WorkerHeartbeat, utcnow
+from worker.harness.launch import is_stopped
 
 log = logging.getLogger(__name__)
 EXCHANGE = Exchange("hpcgrade.heartbeat", type="direct", durable=False)
@@ -73,7 +74,7 @@ class Heartbeat(bootsteps.ConsumerStep):
             # unpooled: the pool processes the worker forks later inherit no connection
             self.thread = threading.Thread(
                 target=self.beat, name="hpcgrade-heartbeat", daemon=True,
-                args=(consumer.app, Database(self.settings.database_url, pooled=False),
+                args=(consumer, Database(self.settings.database_url, pooled=False),
                       self.settings.worker_heartbeat_seconds))
             self.thread.start()
 
@@ -92,7 +93,17 @@ class Heartbeat(bootsteps.ConsumerStep):
             _forget(self.settings.database_url, self.node)
         super().shutdown(consumer)
 
-    def beat(self, app, database: Database, seconds: float) -> None:
+    @staticmethod
+    def _stopped_pool_processes(consumer) -> list[int]:
+        """The pool's processes stopped by a signal: the tasks given them never end (or at their
+        hard time limit), while the main process answers its heartbeat on."""
+        try:
+            processes = consumer.pool.info.get("processes", [])
+        except Exception:  # no pool (yet, or any more): nothing stopped in it
+            return []
+        return [pid for pid in processes if is_stopped(pid)]
+
+    def beat(self, consumer, database: Database, seconds: float) -> None:
         started, number = utcnow(), 0
         while not self.stopped.is_set():
             if not self.consuming.wait(seconds):
@@ -100,7 +111,7 @@ class Heartbeat(bootsteps.ConsumerStep):
             number += 1
             sent = time.monotonic()
             try:
-                with app.producer_or_acquire() as producer:
+                with consumer.app.producer_or_acquire() as producer:
                     producer.publish({"number": number}, exchange=EXCHANGE,
                                      routing_key=self.node, declare=[self.queue],
                                      serializer="json", retry=False)
@@ -111,7 +122,11 @@ class Heartbeat(bootsteps.ConsumerStep):
                     self.back.wait_for(lambda: self.last_back >= number or self.stopped.is_set(),
                                        timeout=seconds)
                     came = self.last_back >= number
-                if came:
+                stopped = self._stopped_pool_processes(consumer)
+                if came and stopped:
+                    log.warning("pool processes %s are stopped: this worker takes no task, its "
+                                "heartbeat is not written", stopped)
+                elif came:
                     self._record(database, started, time.monotonic() - sent)
                 elif self.consuming.is_set() and not self.stopped.is_set():
                     log.warning("heartbeat %s did not come back within %.0f s: this worker "

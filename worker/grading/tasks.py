@@ -20,7 +20,7 @@ from server.core.ldap_directory import DirectoryUnavailable
 from server.core.ldap_sync import describe, sync_enrolments
 from server.core import notice_rounds, notices
 from server.core.mail import MailAway, mail_configured, report_refused, send_links
-from server.core.models import User, utcnow
+from server.core.models import ScheduleRun, User, utcnow
 from server.core.queue import enqueue, send_notice, stuck
 from worker.grading import settle as grading
 from worker.grading import heartbeat, spool_prune
@@ -185,9 +185,12 @@ def report_failures() -> int:
 @shared_task(name="hpcgrade.reconcile")
 def reconcile() -> list[int]:
     """Runs whose worker died go back to the queue (the workers are asked which tasks they are
-    running), then every submission queued but not sent, or sent long ago, is sent."""
-    dispatcher().recover(dead_workers(current_app.extensions["celery"]))
+    running), then every submission queued but not sent, or sent long ago, is sent. That it
+    ran says the schedule is alive (/healthz, /metrics, the demo's supervisor)."""
     database = current_app.extensions["hpcgrade.db"]
+    with database.sessions.begin() as session:
+        session.merge(ScheduleRun(task="reconcile", ran_at=utcnow()))
+    dispatcher().recover(dead_workers(current_app.extensions["celery"]))
     with database.sessions() as session:
         settings = app_settings()
         ids = stuck(session, dt.timedelta(seconds=settings.requeue_after_seconds),

@@ -94,7 +94,10 @@ def serve(scratch_root: str | None) -> int:
                 report = error_report(None, None, f"not a job: {exc}")
             else:
                 report = report_or_error(harness, job)
-            reports.write(json.dumps(report.to_dict()) + "\n")
+            try:
+                reports.write(json.dumps(report.to_dict()) + "\n")
+            except BrokenPipeError:  # whoever asked is gone: nobody reads it
+                return 0
     reports.close()
     return 0
 

@@ -35,6 +35,17 @@ STOPPED_STATES = ("T", "t")  # /proc/PID/stat: stopped by a signal, or in a trac
 STOPPED_AGAIN_SECONDS = 0.5
 
 
+def is_stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (or in a tracing stop), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # the state follows the command's name, which is in parentheses
+            state = stat.read().rpartition(b")")[2].split()[0].decode()
+    except (OSError, IndexError):
+        return False
+    return state in STOPPED_STATES
+
+
 class ZygoteLost(RuntimeError):
     """The zygote did not answer in time, or died. `stopped`: it was found stopped, which only a
     signal (a process of this account's) does: the student process that ran meanwhile, where
@@ -108,13 +119,7 @@ class Zygote:
         if code is not None:
             return f"exited with status {code}" if code >= 0 else \
                 f"was killed by signal {-code}"
-        try:
-            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
-                # the state follows the command's name, which is in parentheses
-                state = stat.read().rpartition(b")")[2].split()[0].decode()
-        except (OSError, IndexError):
-            return None
-        return "is stopped" if state in STOPPED_STATES else None
+        return "is stopped" if is_stopped(self.process.pid) else None
 
     def check(self) -> None:
         """ZygoteLost now if it cannot answer (a cheap look, before waiting on it). A stop is

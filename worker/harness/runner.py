@@ -6,6 +6,7 @@ reach it, so they cannot reach a student either.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -26,6 +27,14 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 # answers) end a run well within it, so a harness that passes it has stopped answering
 START_SECONDS = 180.0
 ANSWER_MARGIN_SECONDS = 60.0
+PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: nothing is loaded after fork
+
+
+def _die_with_parent() -> None:
+    """In the harness's process, before its exec: SIGKILL when its parent dies
+    (PR_SET_PDEATHSIG; a stopped harness would wait for ever for the end of its stdin)."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class HarnessFailed(Exception):
@@ -50,10 +59,11 @@ class HarnessProcess:
         if scratch:
             command += ["--scratch", scratch]
         try:
-            # a session of its own: a harness that stops answering is killed with its zygote
+            # a session of its own: a harness that stops answering is killed with its zygote;
+            # and it dies with the process that drives it (a worker's, however it ended)
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             env=harness_environment(), cwd=PACKAGE_ROOT,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=_die_with_parent)
         except OSError as exc:
             raise HarnessFailed(f"cannot run {command[0]}: {exc.strerror}") from None
         self._unread = b""
