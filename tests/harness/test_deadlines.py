@@ -13,6 +13,7 @@ from helpers import REFERENCE_Q, alive, descendants
 from server.core.catalogue import default_root, load_exercise_info
 from worker.grading.local import LocalExecutor
 from worker.harness import runner
+from worker.harness.launch import is_stopped
 
 
 def quick_deadline(monkeypatch) -> None:
@@ -96,6 +97,8 @@ def test_a_stop_found_when_the_last_student_process_is_reaped_is_the_submissions
         found = second_look(self, session, *args)
         assert session.process is not None and session.process.alive  # the second look's
         os.kill(self.zygote.process.pid, signal.SIGSTOP)
+        while not is_stopped(self.zygote.process.pid):  # a signal is delivered on its own time
+            time.sleep(0.01)
         return found
 
     monkeypatch.setattr(Harness, "_results", stopping_the_zygote)
