@@ -5,9 +5,10 @@ At 1366 px and 390 px, in English and Spanish, axe clean and no wider than the s
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import TimeoutError
 
 from browser import layout_problems, log_in
-from stack import slow
+from stack import slow, submissions
 from test_browser_student import REFERENCE, submit
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -18,13 +19,19 @@ pytestmark = [pytest.mark.browser, pytest.mark.services]
 def test_the_result_shows_by_itself_and_submit_again_only_once_graded(site, open_page, kind, lang):
     page = open_page(kind)
     log_in(page, site, "s01")
-    submit(page, site, paste=slow(REFERENCE.read_text(), 3))
+    sent = submit(page, site, paste=slow(REFERENCE.read_text(), 3))
     waiting = page.locator("#summary")
     assert waiting.get_attribute("data-waiting") == "yes"
     assert page.locator("#summary a[href$='/exercises/autograd-q']").count() == 0  # not yet
     assert layout_problems(page) == {}, "the waiting page"
     # the page reloads itself with the result: nothing here reloads it
-    page.locator("#live .tag.graded").wait_for(timeout=60_000)
+    try:
+        page.locator("#live .tag.graded").wait_for(timeout=60_000)
+    except TimeoutError as late:  # what the service was doing, to find why
+        found = submissions(site.stack, [sent])[sent]
+        runs = [(r.id, r.status, r.started_at, r.finished_at, r.error) for r in found.runs]
+        raise AssertionError(f"not graded in 60 s: the page shows {page.locator('#live').inner_text()!r}"
+                             f", the submission {found.status}, its runs {runs}\n{site.stack.logs()}") from late
     assert page.locator("#summary .score").text_content().strip().startswith("10")
     assert page.locator("#summary a[href$='/exercises/autograd-q']").count() == 1
     assert page.locator("main p.muted").first.text_content().strip()  # when it was sent
