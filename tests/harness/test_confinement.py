@@ -149,6 +149,42 @@ def test_as_the_grading_account_the_submission_finds_nothing_and_writes_nothing(
     assert "mount-namespace" in report["sandbox"]["layers"]
 
 
+MAKES_THREADS = '''
+import threading
+def q_grads(a, b, v):
+    stop, made = threading.Event(), 0
+    try:
+        for _ in range(2000):
+            threading.Thread(target=stop.wait, daemon=True).start()
+            made += 1
+    except RuntimeError as exc:
+        print("STOPPED", made, exc)
+    stop.set()
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+'''
+
+
+@pytest.mark.machine_wide
+@needs_account
+def test_as_the_grading_account_the_student_process_has_a_bounded_number_of_threads(copy):
+    """Unbounded, about 760 threads before the address space ran out."""
+    report = grade_in(copy, MAKES_THREADS, landlock=True, user=USER)
+    assert (report["status"], report["score"]) == ("graded", 10), report
+    stopped = [line.split()[1] for line in report["output"].splitlines()
+               if line.startswith("STOPPED")]
+    assert stopped and all(int(made) < 65 for made in stopped), report["output"][-2000:]
+    assert "task-limit(65)" in report["sandbox"]["layers"]
+
+
+def test_as_root_the_task_limit_is_missing_and_says_why(copy):
+    report = grade_in(copy, REFERENCE_Q, landlock=True)
+    assert (report["status"], report["score"]) == ("graded", 10), report
+    assert "task-limit: not enforced for root (a grading account that is not root has it)" in \
+        report["sandbox"]["unavailable"]
+
+
 def test_a_missing_required_layer_is_a_grader_error_naming_it(copy):
     report = grade_in(copy, REFERENCE_Q, landlock=False, required=["network-namespace", "landlock"])
     assert report["status"] == "error", report
@@ -189,6 +225,29 @@ def q_grads(a, b, v):
     assert (report["status"], report["score"]) == ("graded", 10), report
     stopped = [line.split() for line in report["output"].splitlines() if line.startswith("STOPPED")]
     assert stopped and all(int(mb) <= 256 and errno == "28" for _, mb, errno in stopped), stopped
+
+
+def test_the_scratch_holds_a_bounded_number_of_files(copy):
+    """Empty files cost no size but kernel memory: 300,000 of them took about 300 MiB."""
+    report = grade_in(copy, '''
+import os
+def q_grads(a, b, v):
+    made = 0
+    try:
+        for i in range(100_000):
+            open(f"f{i}", "w").close()
+            made += 1
+    except OSError as exc:
+        print("STOPPED", made, exc.errno)
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+''', landlock=True)
+    assert (report["status"], report["score"]) == ("graded", 10), report
+    stopped = [line.split() for line in report["output"].splitlines() if line.startswith("STOPPED")]
+    assert stopped and all(int(made) <= 4096 and errno == "28" for _, made, errno in stopped), \
+        report["output"][-2000:]
+    assert any(x.endswith("4096 files)") for x in report["sandbox"]["layers"]), report["sandbox"]
 
 
 def test_the_probe_names_what_is_missing_and_what_the_account_could_write(copy):
@@ -291,3 +350,65 @@ def test_system_v_shared_memory_goes_with_the_student_process(copy, landlock):
     assert report["status"] == "graded", report
     assert "ipc-namespace" in report["sandbox"]["layers"]
     assert shared_memory_segments() - before == set()
+
+
+ESCAPES_BY_THE_NEW_MOUNT_API = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+MOUNT_SETATTR, FSOPEN, FSCONFIG, FSMOUNT, OPEN_TREE = 442, 430, 431, 432, 428
+
+class MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+def tried(what, result):
+    print("TRIED", what, "ok" if result >= 0 else ctypes.get_errno())
+    return result
+
+def q_grads(a, b, v):
+    import worker.harness
+    harness = os.path.dirname(os.path.abspath(worker.harness.__file__))
+    writable = MountAttr(0, 1, 0, 0)  # clears MOUNT_ATTR_RDONLY
+    tried("mount_setattr", libc.syscall(MOUNT_SETATTR, -100, harness.encode(), 0x8000,
+                                        ctypes.byref(writable), ctypes.sizeof(writable)))
+    try:
+        with open(os.path.join(harness, "student.py"), "a") as f:
+            f.write("# written by a submission\\n")
+        print("WROTE the harness")
+    except OSError:
+        pass
+    fs = tried("fsopen", libc.syscall(FSOPEN, b"tmpfs", 1))
+    if fs >= 0:
+        tried("fsconfig", libc.syscall(FSCONFIG, fs, 6, None, None, 0))  # FSCONFIG_CMD_CREATE
+        tried("fsmount", libc.syscall(FSMOUNT, fs, 1, 0))
+    tried("open_tree", libc.syscall(OPEN_TREE, -100, harness.encode(), 1 | 0x80000))  # a clone
+    # a thread in a network namespace of its own (a thread that ran would share this stack: the
+    # process would crash, and the test fail as it should)
+    tried("clone", libc.syscall(56, 0x100 | 0x800 | 0x10000 | 0x40000000, None, None, None, None))
+    try:
+        os.memfd_create("held")
+        print("TRIED memfd_create ok")
+    except OSError as exc:
+        print("TRIED memfd_create", exc.errno)
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+'''
+
+
+@pytest.mark.parametrize("landlock", [True, False], ids=["with-landlock", "without-landlock"])
+def test_the_new_mount_api_and_memfd_are_refused(copy, landlock):
+    """Without Landlock (which forbids any change of mounts), `mount_setattr` made the
+    student's read-only bind of the harness writable and root wrote into it; `fsopen` and
+    `fsmount` made a tmpfs outside every bound; a memfd holds memory outside the address space.
+    Seccomp refuses them all, with Landlock or without."""
+    before = digest(copy / "worker")
+    report = grade_in(copy, ESCAPES_BY_THE_NEW_MOUNT_API, landlock=landlock)
+    assert (report["status"], report["score"]) == ("graded", 10), report
+    tried = dict(line.split()[1:] for line in report["output"].splitlines()
+                 if line.startswith("TRIED"))
+    assert tried == {"mount_setattr": "1", "fsopen": "1", "open_tree": "1", "clone": "1",
+                     "memfd_create": "1"}, report["output"]
+    assert "WROTE" not in report["output"]
+    assert digest(copy / "worker") == before

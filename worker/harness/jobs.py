@@ -8,7 +8,8 @@ from pathlib import Path
 # sandbox layers a job may require (see sandbox.py); "filesystem" is either of mount-namespace
 # and landlock. A harness that cannot raise a required one grades nothing (a grader error).
 SANDBOX_LAYERS = ("network-namespace", "ipc-namespace", "mount-namespace", "landlock",
-                  "filesystem", "seccomp", "rlimits", "non-dumpable", "scratch-limit")
+                  "filesystem", "seccomp", "rlimits", "non-dumpable", "scratch-limit",
+                  "task-limit")
 REQUIRED_LAYERS = ("network-namespace", "seccomp", "rlimits", "filesystem")
 
 HIDDEN_CHECKS = "checks.py"

@@ -51,7 +51,8 @@ def layers(required: tuple[str, ...], device: str) -> dict:
         confinement = sandbox.Confinement(
             scratch=scratch, memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
             file_bytes=limits.file_mb << 20, open_files=256, device=device,
-            read_paths=sandbox.python_read_paths(), scratch_bytes=limits.scratch_mb << 20)
+            read_paths=sandbox.python_read_paths(), scratch_bytes=limits.scratch_mb << 20,
+            threads=limits.threads)
         process = StudentProcess(zygote, confinement, limits, Output(limits.output_bytes))
         active = process.hello.get("layers", []) + (
             [process.scratch["layer"]] if "layer" in process.scratch else [])

@@ -37,6 +37,7 @@ class Confinement:
     read_paths: tuple[str, ...]
     device: str = "cpu"
     scratch_bytes: int = 256 << 20
+    threads: int = 1  # torch's pool, which the task limit leaves room for
 
 
 # --- namespaces ------------------------------------------------------------------------------
@@ -117,6 +118,23 @@ def apply_rlimits(c: Confinement) -> list[str]:
     for which, (soft, hard) in limits.items():
         resource.setrlimit(which, _within_hard_limit(which, soft, hard))
     return ["rlimits"]
+
+
+# Threads the student process may have beside torch's pool (the exercise's `threads`): its own,
+# the CUDA driver's and a few a submission may start; without a bound it made about 760 before
+# the address space ran out, each with kernel memory of its own.
+MAX_TASKS = 64
+
+
+def limit_tasks(c: Confinement) -> list[str]:
+    """RLIMIT_NPROC, set inside the student's own user namespace, where it counts that process's
+    threads alone. The kernel never enforces it for root (uid 0 of the host), so there it is
+    missing; a grading account that is not root, as deployed, has it."""
+    if os.getuid() == 0:
+        raise OSError(0, "not enforced for root (a grading account that is not root has it)")
+    tasks = MAX_TASKS + c.threads
+    resource.setrlimit(resource.RLIMIT_NPROC, _within_hard_limit(resource.RLIMIT_NPROC, tasks, tasks))
+    return [f"task-limit({tasks})"]
 
 
 def _within_hard_limit(which: int, soft: int, hard: int) -> tuple[int, int]:
@@ -210,11 +228,18 @@ def _allow(ruleset: int, path: str, access: int, handled: int, only: tuple[str, 
 
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_NE, SCMP_CMP_MASKED_EQ = 1, 7
+# The mounts are set up before the filter is loaded; after it none changes. The new mount API
+# has no hook Landlock sees: without this, mount_setattr made a read-only bind writable and
+# fsopen/fsmount a tmpfs outside every bound. A memfd holds memory no rlimit counts.
 DENIED_SYSCALLS = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv",
                    "process_vm_writev", "mount", "umount2", "unshare", "setns", "bpf", "keyctl",
                    "add_key", "request_key", "perf_event_open", "userfaultfd", "kexec_load",
                    "init_module", "finit_module", "reboot", "swapon", "pivot_root", "chroot",
-                   "io_uring_setup")
+                   "io_uring_setup", "mount_setattr", "open_tree", "move_mount", "fsopen",
+                   "fsconfig", "fsmount", "fspick", "memfd_create", "memfd_secret")
+# a thread made with new namespaces (clone refuses most of these beside CLONE_THREAD; not all)
+CLONE_NEW_NAMESPACES = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
+                        0x20000000, 0x40000000)  # time, mount, cgroup, uts, ipc, user, pid, net
 
 
 class _ArgCmp(ctypes.Structure):
@@ -238,7 +263,8 @@ def load_libseccomp() -> ctypes.CDLL | None:
 
 
 def apply_seccomp(unix_sockets: bool = False) -> list[str]:
-    """EPERM for sockets, new processes, exec, tracing and kernel administration.
+    """EPERM for sockets, new processes and namespaces, exec, tracing, mounts, memfds and
+    kernel administration.
 
     Threads stay allowed (clone with CLONE_THREAD); clone3 answers ENOSYS so libc falls back to
     clone, whose flags a filter can see. `unix_sockets` lets Unix sockets through, which the CUDA
@@ -275,6 +301,8 @@ def apply_seccomp(unix_sockets: bool = False) -> list[str]:
         else:
             deny("socket", errno.EPERM)
         deny("clone", errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))
+        for flag in CLONE_NEW_NAMESPACES:
+            deny("clone", errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, flag, flag))
         deny("clone3", errno.ENOSYS)
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
         result = lib.seccomp_load(ctx)
@@ -329,6 +357,7 @@ def confine(c: Confinement) -> tuple[list[str], list[str]]:
 
     raise_layer("rlimits", lambda: apply_rlimits(c))  # it reads /proc, which the fresh root lacks
     if raise_layer("network-namespace", enter_namespaces):
+        raise_layer("task-limit", lambda: limit_tasks(c))
         raise_layer("ipc-namespace", enter_ipc_namespace)
         raise_layer("mount-namespace", lambda: enter_fresh_root(c))
     else:

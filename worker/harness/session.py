@@ -121,7 +121,8 @@ class Session:
             scratch=self.scratch, memory_bytes=self.limits.memory_mb << 20,
             cpu_seconds=self.limits.cpu_seconds, file_bytes=self.limits.file_mb << 20,
             open_files=256, device=self.device.type, read_paths=self.harness.read_paths,
-            scratch_bytes=self.limits.scratch_mb << 20)
+            scratch_bytes=self.limits.scratch_mb << 20,
+            threads=self.limits.threads)
         try:
             started = time.perf_counter()
             self.process = self.harness.spawn(confinement, self.limits, self.output)

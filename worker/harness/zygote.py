@@ -166,7 +166,8 @@ class Scratches:
             fd = mounts.mount_scratch(confinement["scratch"], confinement["scratch_bytes"])
         except OSError as exc:
             return [], {"missing": f"scratch-limit: {exc.strerror or exc}"}
-        return [fd], {"layer": f"scratch-limit({confinement['scratch_bytes'] >> 20} MiB)"}
+        return [fd], {"layer": f"scratch-limit({confinement['scratch_bytes'] >> 20} MiB, "
+                               f"{mounts.SCRATCH_FILES} files)"}
 
     def unmount(self, pid: int) -> None:
         path = self.mounted.pop(pid, None)
