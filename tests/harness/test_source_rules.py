@@ -331,3 +331,22 @@ def test_conv2d_einsum_leaves_the_files_own_names_alone():
         "    @staticmethod\n    def conv2d(input, filter):\n        return conv2d(input, filter)\n\n\n"
         "out_conv = Convolutions.conv2d(torch.ones(1, 1, 3, 3), torch.ones(1, 1, 2, 2))\n")
     assert forbidden_uses(cells(source), _conv2d_einsum_rule()) == []
+
+
+def test_a_source_is_parsed_once_whatever_the_rules_and_cases_that_read_it(monkeypatch):
+    import ast
+    calls = []
+    parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: calls.append(1) or parse(*a, **k))
+    source = cells(HONEST_CONV + "\n# read once\n")
+    for _ in range(3):  # as each value case of a check asks again
+        assert forbidden_uses(source, conv) == []
+        assert obfuscated_lookups(source) == [] and own_functions(source) == []
+        assert not own_function(source, "conv2d")
+    assert len(calls) == 1
+
+
+def test_a_finding_handed_out_is_a_copy():
+    source = cells("import torch.nn.functional as F\ny = F.conv2d\n")
+    forbidden_uses(source, conv).clear()
+    assert len(forbidden_uses(source, conv)) == 1

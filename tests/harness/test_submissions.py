@@ -146,3 +146,19 @@ def test_a_module_that_cannot_be_imported_is_named_in_the_hint(grade):
     (load_error,) = [n for n in other["notes"] if n["kind"] == "load-error"]
     assert "has no module `matplotlib`" in load_error["hint"]
     assert "no tiene el módulo `matplotlib`" in load_error["translations"]["es"]["hint"]
+
+
+def test_a_correct_file_of_the_largest_size_accepted_gets_full_marks(grade):
+    """Padded with functions it never calls to just under `submission_kb`: the grader's reading
+    of the source (conv2d-einsum's rules) was made again for every value case, and spent the
+    student's budget (3/11)."""
+    from server.core.catalogue import default_root
+    from worker.harness.jobs import Limits
+    reference = (default_root() / "conv2d-einsum" / "reference.py").read_text()
+    padding = "".join(f"def unused_{i}(x):\n    y = x * {i} + 1\n    return y - {i}\n\n"
+                      for i in range(Limits().submission_kb * 1024 // 60))
+    source = (reference + "\n" + padding)[:Limits().submission_kb * 1024 - 100]
+    source = source[:source.rindex("\n\ndef ")] + "\n"
+    report = grade("conv2d-einsum", source)
+    assert (report["status"], report["score"]) == ("graded", report["max_score"]), \
+        [(c["name"], c["points"], [d["code"] for d in c["diagnostics"]]) for c in report["checks"]]

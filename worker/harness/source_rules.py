@@ -15,8 +15,12 @@ Cells that do not parse are skipped: they never run either.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, TypeVar
+
+Result = TypeVar("Result")
+Cells = tuple[tuple[str, str], ...]
 
 # calls whose second argument names an attribute: called with a written name, they are plain
 # lookups; passed around as values (`look = getattr`, `functools.reduce(getattr, …)`) they are not
@@ -55,21 +59,48 @@ class Finding:
         return f"line {self.line}" if self.cell == "submission.py" else f"{self.cell}, line {self.line}"
 
 
-def parsed(cells: Iterable[tuple[str, str]]) -> list[tuple[str, ast.Module]]:
-    """The cells that parse, in order, with their labels."""
+def _key(cells: Iterable[tuple[str, str]]) -> Cells:
+    return tuple((label, code) for label, code in cells)
+
+
+# A grade reads one source, rule after rule and check case after check case: each reading is
+# made once (a 1 MiB file took about 1.5 s to parse and 20 s for the rules of one case, which
+# spent the student's budget on the grader's work)
+@functools.lru_cache(maxsize=4)
+def _parsed(cells: Cells) -> tuple[tuple[str, ast.Module], ...]:
     trees = []
     for label, code in cells:
         try:
             trees.append((label, ast.parse(code, filename=label)))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-    return trees
+    return tuple(trees)
 
 
-def _walk(cells: Iterable[tuple[str, str]]) -> Iterator[tuple[str, ast.AST]]:
-    for label, tree in parsed(cells):
-        for node in ast.walk(tree):
-            yield label, node
+def parsed(cells: Iterable[tuple[str, str]]) -> list[tuple[str, ast.Module]]:
+    """The cells that parse, in order, with their labels (trees shared between callers: read
+    them, never change them)."""
+    return list(_parsed(_key(cells)))
+
+
+@functools.lru_cache(maxsize=4)
+def _nodes(cells: Cells) -> tuple[tuple[str, ast.AST], ...]:
+    return tuple((label, node) for label, tree in _parsed(cells) for node in ast.walk(tree))
+
+
+def _walk(cells: Iterable[tuple[str, str]]) -> tuple[tuple[str, ast.AST], ...]:
+    return _nodes(_key(cells))
+
+
+def once_per_source(rule: Callable[..., Result]) -> Callable[..., Result]:
+    """A rule read once per source and arguments; a list it finds is handed out as a copy."""
+    cached = functools.lru_cache(maxsize=16)(lambda cells, *arguments: rule(cells, *arguments))
+
+    @functools.wraps(rule)
+    def read(cells: Iterable[tuple[str, str]], *arguments):
+        found = cached(_key(cells), *arguments)
+        return list(found) if isinstance(found, list) else found
+    return read
 
 
 def _dotted(node: ast.AST) -> str:
@@ -88,6 +119,7 @@ def _called(node: ast.AST) -> str | None:
         node.func.attr if isinstance(node.func, ast.Attribute) else None
 
 
+@once_per_source
 def obfuscated_lookups(cells: Iterable[tuple[str, str]]) -> list[Finding]:
     """Every place the source reaches something by a name it does not write out."""
     cells = list(cells)
@@ -166,6 +198,7 @@ def _root(node: ast.AST) -> ast.AST:
     return node
 
 
+@once_per_source
 def forbidden_uses(cells: Iterable[tuple[str, str]], forbidden: Callable[[str], bool]) -> list[Finding]:
     """Every mention of a name `forbidden` refuses: an attribute (`F.conv2d`, `nn.Conv2d`,
     `torch.ops.aten.convolution`) unless it is reached on a `def` or `class` of the file's own,
@@ -259,6 +292,7 @@ def _is_torch_function_base(cells: list[tuple[str, str]], base: ast.AST) -> bool
     return meaning is not None and ".".join([meaning, *reversed(parts)]) in TORCH_FUNCTIONS
 
 
+@once_per_source
 def own_functions(cells: Iterable[tuple[str, str]]) -> list[Finding]:
     """Every class the submission derives from `torch.autograd.Function`."""
     return [Finding("own-function", f"`class {node.name}`", label, node.lineno)
@@ -349,6 +383,7 @@ def _function_class(cells: list[tuple[str, str]], name: str) -> ast.ClassDef | N
     return last if {"forward", "backward"} <= defined else None
 
 
+@once_per_source
 def own_function(cells: Iterable[tuple[str, str]], name: str) -> bool:
     """Whether the file leaves `name` bound to a Function of its own, as `_function_class`
     reads it: a check may then call `name.apply` and measure that Function's backward."""
@@ -370,6 +405,7 @@ def _is_apply(cells: list[tuple[str, str]], node: ast.AST) -> bool:
         node.value, ast.Name) and _function_class(cells, node.value.id) is not None
 
 
+@once_per_source
 def applies_own_function(cells: Iterable[tuple[str, str]], function: str) -> Applied:
     """Whether `function`, as the file leaves it bound, returns a torch.autograd.Function of
     the submission's own (a class with forward and backward) applied to its first argument,
