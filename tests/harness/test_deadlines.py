@@ -106,3 +106,23 @@ def test_a_stop_found_when_the_last_student_process_is_reaped_is_the_submissions
         report = harness.grade_job(job)
     assert report.graded and report.score == 0, report.error
     assert report.notes[0]["code"] == "forbidden-operation"
+
+
+def test_the_second_look_ends_within_its_time_whatever_the_submission_does(tmp_path,
+                                                                           monkeypatch):
+    """Each of its requests is cut at the look's end: a failing function that takes most of a
+    call's time ran the look to 57 s against its 20 s (here 1 s, and 4 s a call)."""
+    from worker.harness import second_look
+    from worker.harness.grader import Harness
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import time\n" + REFERENCE_Q.replace("- b**2", "+ b**2").replace(
+        "    Q = ", "    time.sleep(4)\n    Q = ", 1))
+    info = load_exercise_info(default_root() / "autograd-q")
+    job = info.job(wrong, seed=1)
+    job = type(job)(**{**job.to_dict(), "limits": {**info.limits, "call_seconds": 6,
+                                                   "budget_seconds": 120}})
+    monkeypatch.setattr(second_look, "SECONDS", 1.0)
+    with Harness(str(tmp_path)) as harness:
+        report = harness.grade_job(job)
+    assert report.graded and report.score < 10, report.error
+    assert 0 < report.timing["second_look"] < 2.5, report.timing

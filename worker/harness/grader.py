@@ -26,6 +26,7 @@ from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits, exer
 from worker.harness.launch import Zygote, ZygoteLost, child_environment
 from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
 from worker.harness.said_once import SaidOnce
+from worker.harness import second_look
 from worker.harness.second_look import SecondLook, run_check
 from worker.harness.session import LOADING, Session
 
@@ -122,22 +123,23 @@ class Budget:
 
 class BudgetedLimits:
     """An exercise's limits, each call's and the loading's time capped by what is left of the
-    budget: a check running when the budget ends is stopped then. Read by the student process
-    at each request (StudentProcess keeps the object it is given)."""
+    budget (the grade's, or the second look's own): a check running when the budget ends is
+    stopped then. Read by the student process at each request (StudentProcess keeps the object
+    it is given)."""
 
     def __init__(self, limits: Limits, budget: Budget):
-        self._limits, self._budget = limits, budget
+        self.limits, self.budget = limits, budget  # the exercise's, uncapped
 
     def __getattr__(self, name: str):
-        return getattr(self._limits, name)
+        return getattr(self.limits, name)
 
     @property
     def call_seconds(self) -> float:
-        return max(min(self._limits.call_seconds, self._budget.left()), 0.0)
+        return max(min(self.limits.call_seconds, self.budget.left()), 0.0)
 
     @property
     def load_seconds(self) -> float:
-        return max(min(self._limits.load_seconds, self._budget.left()), 0.0)
+        return max(min(self.limits.load_seconds, self.budget.left()), 0.0)
 
 
 class Harness:
@@ -230,7 +232,9 @@ class Harness:
             # the second look's output, process and time are not the grade's, nor its budget
             output, processes, timing = session.output.text(), session.starts, dict(session.timing)
             session.close_process()
-            session.limits = limits
+            # the second look's own time, each of its requests within it: one that began just
+            # before the look's end ran on for its whole call time (a look of 20 s took 57 s)
+            session.limits = BudgetedLimits(limits, Budget(second_look.SECONDS))
             results, advice = self._results(session, seed, job, found)
             session.close_process()  # here, not only in `finally`: its reap may find the stop
         except ZygoteLost as lost:
@@ -300,7 +304,8 @@ class Harness:
                  found: list["Found"]) -> tuple[list[reports.CheckOutcome], list[dict]]:
         """Each check's result: a mistake explained once, each failure given a second look;
         and the exercise's advice, not graded, as notes."""
-        said, look = SaidOnce(), SecondLook(session, seed, job.wrong_programs)
+        said = SaidOnce()
+        look = SecondLook(session, seed, job.wrong_programs, session.limits.budget)
         results = []
         for index, check in enumerate(found):
             spec = check.spec

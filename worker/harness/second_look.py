@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -28,6 +29,9 @@ from worker.harness.graph_exits import exits_hint, graph_exits
 from worker.harness.student_process import StudentDied, StudentError
 from worker.harness.session import Session
 
+if TYPE_CHECKING:
+    from worker.harness.grader import Budget
+
 # what the student's code does on its own (it raised, hung, died, behaved at random): no wrong
 # program's values explain it
 UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "timeout",
@@ -35,7 +39,7 @@ UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "ti
                             "nonscalar-backward", "graph-freed", "inplace-modified",
                             "nondeterministic"})
 BACKWARD_ERRORS = frozenset({"graph-freed", "inplace-modified"})
-# the time one submission's second look may take; a check that took longer than a call may
+# the time one submission's second look may take, each of its requests within it; a check that took longer than a call may
 # (it is slow, or it hung) is not run again at all, nor in anomaly mode (several times slower)
 # one that took more than a third of that
 SECONDS = 20.0
@@ -55,8 +59,10 @@ def run_check(session: Session, spec: CheckSpec | AdviceSpec, seed: int, index: 
 
 
 class SecondLook:
-    def __init__(self, session: Session, seed: int, wrong_programs: dict[str, dict]):
-        self.session, self.seed, self.says = session, seed, wrong_programs
+    def __init__(self, session: Session, seed: int, wrong_programs: dict[str, dict],
+                 budget: "Budget"):
+        """`budget`: SECONDS, which also bounds each of its requests (the session's limits)."""
+        self.session, self.seed, self.says, self.budget = session, seed, wrong_programs, budget
         self.spent = 0.0
         # once a process dies here, or the first look's deaths stopped the checks, no more
         self.over = session.fatal is not None
@@ -64,7 +70,7 @@ class SecondLook:
     def diagnostics(self, index: int, spec: CheckSpec, diagnostics: list[Diagnostic],
                     seconds: float) -> list[Diagnostic]:
         diagnostics = self._read(spec, diagnostics)
-        call_seconds = self.session.limits.call_seconds
+        call_seconds = self.session.limits.limits.call_seconds  # the exercise's, uncapped
         if seconds > call_seconds:
             return diagnostics
         if seconds <= call_seconds * ANOMALY_SHARE:
@@ -77,7 +83,7 @@ class SecondLook:
         what fails in it is left unsaid."""
         notes = []
         for offset, spec in enumerate(self.session.exercise.advice):
-            if self.over or self.spent > SECONDS or self.session.blockers(spec):
+            if self.over or self.budget.spent or self.session.blockers(spec):
                 break
             started = time.perf_counter()
             try:
@@ -157,7 +163,7 @@ class SecondLook:
                anomaly: bool = False) -> list[Diagnostic] | None:
         """The check run again: [] if it passed, its diagnostics if it failed, None if it could
         not say (no time left, the process died, the wrong program itself raised)."""
-        if self.over or self.spent > SECONDS:
+        if self.over or self.budget.spent:
             return None
         started = time.perf_counter()
         try:
