@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import torch
 
 from worker.harness import report as reports
+from worker.harness.budget import Budget
 from worker.harness.checks import AdviceSpec, CheckSpec, Context, diagnose_exception
 from worker.harness.codes import DETACHED_BACKWARD, LANGUAGES, said_elsewhere
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.graph_exits import exits_hint, graph_exits
 from worker.harness.student_process import StudentDied, StudentError
 from worker.harness.session import Session
-
-if TYPE_CHECKING:
-    from worker.harness.grader import Budget
 
 # what the student's code does on its own (it raised, hung, died, behaved at random): no wrong
 # program's values explain it
@@ -60,7 +57,7 @@ def run_check(session: Session, spec: CheckSpec | AdviceSpec, seed: int, index: 
 
 class SecondLook:
     def __init__(self, session: Session, seed: int, wrong_programs: dict[str, dict],
-                 budget: "Budget"):
+                 budget: Budget):
         """`budget`: SECONDS, which also bounds each of its requests (the session's limits)."""
         self.session, self.seed, self.says, self.budget = session, seed, wrong_programs, budget
         self.spent = 0.0
