@@ -3,8 +3,9 @@
 Expected values and gradients are the reference's, computed here on the CPU; the student's code
 runs on the grading device. Which operations computed the output is read in the submission's
 source (worker/harness/source_rules.py), never asked of the student's process, whose answers
-(node names of its graph, flags) the submission can rewrite. The speed bonus times the student's conv2d (a call, its output
-brought back) against PyTorch's own, timed here on the same device with its output brought to
+(node names of its graph, flags) the submission can rewrite. The speed bonus times the
+student's conv2d (a call, its output brought back, or the CPU its process spent from the
+inputs' arrival to the output's reading, whichever is longer) against PyTorch's own, timed here on the same device with its output brought to
 the CPU too, interleaved, and compares the best times: noise only ever makes a call slower. The
 baseline is timed in the grader because the student's process is theirs: a baseline there could
 be slowed down by the submission itself.
@@ -338,11 +339,17 @@ def speed_bonus(ctx: Context) -> None:
     # fresh inputs for every call, each result checked: remembering an earlier answer earns nothing
     inputs = [_inputs(ctx, SPEED_SHAPES, torch.float32) for _ in range(REPETITIONS + 1)]
     expected = [ctx.reference.conv2d(input.clone(), filter.clone()) for input, filter in inputs]
-    remote = [_send(ctx, input, filter, requires_grad=True) for input, filter in inputs]
 
     def timed_student(k: int) -> float:
-        output, seconds = _timed(lambda: call(ctx, "conv2d", *remote[k]))
+        """The call's time, or the CPU time the student's process spent from before its inputs
+        were sent to after its output was read (its CPU clock, read from outside it), whichever
+        is longer: work moved out of the call (done as the inputs arrive, the call returning a
+        cache) counts too."""
+        spent = ctx.student.cpu_seconds()
+        remote = _send(ctx, *inputs[k], requires_grad=True)
+        output, seconds = _timed(lambda: call(ctx, "conv2d", *remote))
         got = _output_of(ctx, output, expected[k], what, SPEED_SHAPES).value
+        seconds = max(seconds, ctx.student.cpu_seconds() - spent)
         if not speed_values_close(got, *inputs[k], ctx.reference):
             raise _with_hint(Fail(Diagnostic("output-mismatch", {
                 "what": what, **value_error_details(got, expected[k])})),
