@@ -35,6 +35,9 @@ def failed(report: dict) -> dict[str, list[str]]:
     ("tensors-reshape", "forged_flatten_clone", "flatten_clone", "flat-view-shares"),
     # a frozen copy of the embeddings claiming requires_grad and a grad_fn
     ("embeddings", "forged_from_pretrained", "from_pretrained", "embed-gradient"),
+    # a slow loop run as the inputs arrive (the harness's handler rewritten), the timed call
+    # returning its cache: was 11/11, its mutant 10/11
+    ("conv2d-einsum", "forged_python_loops", "python_loops", "speed-bonus"),
 ])
 def test_a_forged_variant_scores_no_more_than_its_mutant(grade, slug, forged, plain, check):
     honest, forgery = grade(slug, mutant(slug, plain)), grade(slug, mutant(slug, forged))
