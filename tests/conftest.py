@@ -96,6 +96,29 @@ def harness(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def unsealed_harness(tmp_path_factory):
+    """A harness whose student processes are not sealed (worker/harness/seal.py): for the tests
+    of what the grader does when the student's process rewrites its own replies."""
+    os.environ.update(SECRETS)
+    with HarnessProcess(scratch=str(tmp_path_factory.mktemp("scratch")), sealed=False) as process:
+        yield process
+
+
+@pytest.fixture
+def grade_unsealed(unsealed_harness, tmp_path):
+    """As `grade`, with the seal taken away (and so not required)."""
+    def run(exercise: str, source, filename: str = "submission.py", seed: int = 7, **limits):
+        path = tmp_path / filename
+        path.write_bytes(source if isinstance(source, bytes) else source.encode())
+        info = load_exercise_info(default_root() / exercise)
+        job = info.job(path, seed=seed)
+        job = type(job)(**{**job.to_dict(), "limits": {**info.limits, **limits},
+                           "required_layers": [x for x in job.required_layers if x != "seal"]})
+        return unsealed_harness.report_for(job).to_dict()
+    return run
+
+
+@pytest.fixture(scope="session")
 def executor(tmp_path_factory):
     """The local executor, as a worker makes it (its own warm harness)."""
     local = LocalExecutor(Settings(spool_dir=str(tmp_path_factory.mktemp("spool")),

@@ -3,6 +3,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import SECRETS, codes, descendants
 
 WRONG = "\n    return a.detach() * 0, b.detach() * 0\n"
@@ -35,7 +37,11 @@ def q_grads(a, b, v):
     assert '"score": 10.0' in report["output"]  # kept as the student's output, nothing more
 
 
-def test_monkeypatched_helpers(grade):
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "seal-taken-away"])
+def test_monkeypatched_helpers(request, sealed):
+    """Sealed, the patch of torch's types is refused as the file loads; without the seal, the
+    patches answer, and the grader's own comparisons still see wrong gradients."""
+    grade = request.getfixturevalue("grade" if sealed else "grade_unsealed")
     report = grade("autograd-q", """
 import torch, torch.autograd
 torch.allclose = lambda *a, **k: True
@@ -49,7 +55,11 @@ import numpy
 numpy.allclose = lambda *a, **k: True
 def q_grads(a, b, v):""" + WRONG)
     assert_zero(report)
-    assert "grad-mismatch" in codes(report) or "grad-scaled" in codes(report)
+    if sealed:
+        assert report["notes"][0]["code"] == "forbidden-operation", report["notes"]
+        assert "`Tensor.__eq__`" in report["notes"][0]["message"]
+    else:
+        assert "grad-mismatch" in codes(report) or "grad-scaled" in codes(report)
 
 
 def test_search_disk_for_reference_and_checks(grade):
@@ -227,13 +237,19 @@ def test_exit_at_import(grade):
     assert codes(report) == {"crashed"}
 
 
-def test_segfault(grade):
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "seal-taken-away"])
+def test_segfault(request, sealed):
+    """Sealed, ctypes is refused; without the seal, the crash is the submission's."""
+    grade = request.getfixturevalue("grade" if sealed else "grade_unsealed")
     report = grade("autograd-q", """
 import ctypes
 def q_grads(a, b, v):
     ctypes.string_at(0)
 """)
     assert_zero(report)
+    if sealed:
+        assert set(codes(report)) == {"forbidden-operation"}, codes(report)
+        return
     assert "crashed" in codes(report)
     assert any(d["details"].get("signal") == "SIGSEGV" for c in report["checks"] for d in c["diagnostics"])
 

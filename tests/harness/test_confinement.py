@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REFERENCE_Q
+from worker.harness.jobs import REQUIRED_LAYERS
 from test_unprivileged import PYTHON, USER, as_user, needs_account
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +87,9 @@ def copy():
 
 
 def grade_in(folder: Path, source: str, *, landlock: bool, user: str | None = None,
-             required: list[str] | None = None, deny: str = "") -> dict:
+             required: list[str] | None = None, deny: str = "", sealed: bool = True) -> dict:
+    """`sealed=False`: the seal taken away (its tests are test_seal.py), for attacks that reach
+    the other layers through what it refuses (ctypes, a signal)."""
     (folder / "submission.py").write_text(source)
     if user:
         subprocess.run(["chown", "-R", f"{user}:{user}", str(folder)], check=True)
@@ -94,10 +97,13 @@ def grade_in(folder: Path, source: str, *, landlock: bool, user: str | None = No
            "submission": str(folder / "submission.py"), "filename": "submission.py", "seed": 3}
     if required is not None:
         job["required_layers"] = required
+    elif not sealed:
+        job["required_layers"] = [layer for layer in REQUIRED_LAYERS if layer != "seal"]
     python = PYTHON if user else sys.executable
     denied = ",".join(filter(None, [deny, "" if landlock else "landlock"]))
     command = [python, DENY, denied, python] if denied else [python]
-    command += ["-m", "worker.harness", "serve", "--scratch", str(folder / "scratch")]
+    command += ["-m", "worker.harness", "serve", "--scratch", str(folder / "scratch"),
+                *([] if sealed else ["--unsealed"])]
     done = subprocess.run(as_user(*command, user=user) if user else command, cwd=folder,
                           env=None if user else {"PATH": os.environ["PATH"], "PYTHONPATH": str(folder)},
                           input=json.dumps(job) + "\n", capture_output=True, text=True, timeout=180)
@@ -309,7 +315,7 @@ def test_a_submission_that_stops_the_zygote_ends_its_grade_and_scores_nothing(co
     """With Landlock's signal scope the stop is refused and the code earns its points; without,
     the grade does not wait for the stopped zygote: the submission scores nothing, told why."""
     started = time.monotonic()
-    report = grade_in(copy, STOPS_THE_ZYGOTE, landlock=landlock)
+    report = grade_in(copy, STOPS_THE_ZYGOTE, landlock=landlock, sealed=False)
     assert time.monotonic() - started < 60
     assert report["status"] == "graded", report
     if landlock:
@@ -346,7 +352,7 @@ def test_system_v_shared_memory_goes_with_the_student_process(copy, landlock):
     """A segment the submission makes and leaves is its IPC namespace's, gone with it: on the
     host's, 3 GiB were left behind in 2 s, counted in no limit, for every later run to meet."""
     before = shared_memory_segments()
-    report = grade_in(copy, HOLDS_SHARED_MEMORY, landlock=landlock)
+    report = grade_in(copy, HOLDS_SHARED_MEMORY, landlock=landlock, sealed=False)
     assert report["status"] == "graded", report
     assert "ipc-namespace" in report["sandbox"]["layers"]
     assert shared_memory_segments() - before == set()
@@ -404,7 +410,7 @@ def test_the_new_mount_api_and_memfd_are_refused(copy, landlock):
     `fsmount` made a tmpfs outside every bound; a memfd holds memory outside the address space.
     Seccomp refuses them all, with Landlock or without."""
     before = digest(copy / "worker")
-    report = grade_in(copy, ESCAPES_BY_THE_NEW_MOUNT_API, landlock=landlock)
+    report = grade_in(copy, ESCAPES_BY_THE_NEW_MOUNT_API, landlock=landlock, sealed=False)
     assert (report["status"], report["score"]) == ("graded", 10), report
     tried = dict(line.split()[1:] for line in report["output"].splitlines()
                  if line.startswith("TRIED"))

@@ -76,10 +76,10 @@ json.dumps = lambda obj, *a, **k: _dumps(_forge(obj), *a, **k)
     assert failed(forgery)["flat-view-shares"] == ["storage-not-shared"]
 
 
-def test_real_channels_last_memory_sent_by_the_harness_is_what_solving_costs(grade):
+def test_real_channels_last_memory_sent_by_the_harness_is_what_solving_costs(grade_unsealed):
     """The one way through: the encoder sends channels-last memory holding the right values.
     That is the solution itself, done in the harness instead of the function."""
-    report = grade("tensors-channels-last", mutant("tensors-channels-last", "contiguous_only") + """
+    report = grade_unsealed("tensors-channels-last", mutant("tensors-channels-last", "contiguous_only") + """
 import torch
 import worker.harness.student as _student
 _encode = _student.Server.encode_tensor
@@ -119,15 +119,15 @@ _student.Server.encode_tensor = _malformed
     '    reply["claims"] = ["requires_grad"]',
     '    reply["dtype"] = "float128"',
 ])
-def test_a_malformed_tensor_reply_is_the_submissions_failure(grade, change):
-    report = grade("tensors-reshape", PATCH_ENCODER.format(change=change))
+def test_a_malformed_tensor_reply_is_the_submissions_failure(grade_unsealed, change):
+    report = grade_unsealed("tensors-reshape", PATCH_ENCODER.format(change=change))
     assert report["status"] == "graded", report
     assert report["score"] < report["max_score"]
     codes = {code for found in failed(report).values() for code in found}
     assert codes and codes <= {"crashed"}, report
 
 
-def test_a_reply_expanded_by_zero_strides_is_bounded_before_it_is_copied(grade):
+def test_a_reply_expanded_by_zero_strides_is_bounded_before_it_is_copied(grade_unsealed):
     """A stride of 0 makes a 512 MiB tensor of a 4-byte span: the grader refuses it as the
     submission's reply too large (memory-limit), without copying it."""
     change = '    reply["shape"], reply["strides"] = [1 << 27], [0]\n' \
@@ -136,7 +136,7 @@ def test_a_reply_expanded_by_zero_strides_is_bounded_before_it_is_copied(grade):
         "_student.Server.encode_tensor = _malformed", "def reply_bytes(reply):\n"
         "    return {'float32': 4, 'float64': 8}.get(reply['dtype'], 8)\n"
         "_student.Server.encode_tensor = _malformed")
-    report = grade("tensors-reshape", source)
+    report = grade_unsealed("tensors-reshape", source)
     assert report["status"] == "graded", report
     codes = {code for found in failed(report).values() for code in found}
     assert "memory-limit" in codes, report

@@ -53,8 +53,9 @@ def _no_more(grade, slug: str, forged: str, mutant: str) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("forged", [RENAMED_GRAPH, RENAMED_GRAPH_IMPORTED])
-def test_conv2d_renamed_graph_earns_nothing(grade, forged):
-    report, wrong = _no_more(grade, "conv2d-einsum", forged, "built_in_conv2d")
+def test_conv2d_renamed_graph_earns_nothing(grade_unsealed, forged):
+    """With the seal taken away (it refuses the patch as the file loads): the source rule."""
+    report, wrong = _no_more(grade_unsealed, "conv2d-einsum", forged, "built_in_conv2d")
     checks = {c["name"]: c for c in report["checks"]}
     assert not checks["own-convolution"]["passed"] and not checks["values-fixed"]["passed"]
     refused = checks["values-fixed"]["diagnostics"][0]  # explained there first, once

@@ -1,5 +1,6 @@
-"""Replies a submission forges (its own copy of the harness's server patched) and scratch trees it
-builds must fail the submission on that check, with a diagnostic: never a grader error."""
+"""Replies a submission forges (its own copy of the harness's server patched, with the seal taken
+away) and scratch trees it builds must fail the submission on that check, with a diagnostic:
+never a grader error."""
 import os
 from pathlib import Path
 
@@ -8,6 +9,13 @@ import pytest
 from server.core.catalogue import default_root
 
 EXERCISES = default_root()
+
+
+@pytest.fixture
+def grade(grade_unsealed):
+    """The harness's server patched in the student's process: what the seal refuses
+    (tests/harness/test_seal.py); here the grader's answer to replies forged all the same."""
+    return grade_unsealed
 
 
 def reference(exercise: str) -> str:

@@ -36,11 +36,11 @@ class CannotGrade(Exception):
     """The harness itself cannot start here: no torch in this venv, or the zygote died."""
 
 
-def start_harness(scratch_root: str | None) -> Harness:
+def start_harness(scratch_root: str | None, sealed: bool = True) -> Harness:
     """The zygote is started first, so that its import of torch overlaps the grader's. The
     seconds the start took go with the first report (report.HARNESS_START)."""
     started = time.perf_counter()
-    zygote = Zygote(child_environment())
+    zygote = Zygote(child_environment(), sealed)
     try:
         from worker.harness.grader import Harness
     except Exception as exc:  # ImportError, or OSError from a broken torch install
@@ -48,7 +48,7 @@ def start_harness(scratch_root: str | None) -> Harness:
         raise CannotGrade(f"{sys.executable} cannot grade: {exc} "
                           "(the course venv needs torch and numpy)") from None
     try:
-        harness = Harness(scratch_root, zygote)  # which closes the zygote when it fails
+        harness = Harness(scratch_root, zygote, sealed)  # which closes the zygote when it fails
     except Exception as exc:
         raise CannotGrade(f"the harness could not start: {type(exc).__name__}: {exc}") from None
     harness.start_seconds = time.perf_counter() - started
@@ -75,11 +75,11 @@ def report_or_error(harness: Harness, job: Job) -> Report:
     return dataclasses.replace(report, timing={**report.timing, HARNESS_START: started_in})
 
 
-def serve(scratch_root: str | None) -> int:
+def serve(scratch_root: str | None, sealed: bool = True) -> int:
     reports = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     try:
-        harness = start_harness(scratch_root)
+        harness = start_harness(scratch_root, sealed)
     except CannotGrade as exc:
         reports.write(json.dumps({"ready": False, "error": str(exc)}) + "\n")
         return 1
@@ -265,6 +265,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m worker.harness")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_parser = commands.add_parser("serve", help="grade jobs read as JSON lines on stdin")
+    serve_parser.add_argument("--unsealed", action="store_true",
+                              help="student processes without the seal: for tests of what it "
+                                   "stops; a job that requires it (the default) is then a "
+                                   "grader error")
     spool_parser = commands.add_parser("spool", help="grade runs of a spool, reports written there")
     spool_parser.add_argument("spool", type=Path)
     spool_parser.add_argument("run_ids", metavar="RUN_ID", nargs="+", type=spool.checked_run_id)
@@ -291,7 +295,7 @@ def main() -> int:
         return write_probe(tuple(filter(None, args.require.split(","))), args.code, args.device,
                            args.out)
     if args.command == "serve":
-        return serve(args.scratch)
+        return serve(args.scratch, sealed=not args.unsealed)
     if args.command == "pilot":
         return serve_pilot(args.spool, args.minutes, args.scratch)
     return grade_spool(args.spool, args.run_ids, args.scratch, args.until)

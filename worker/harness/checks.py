@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import torch
 
+from worker.harness import seal
 from worker.harness.codes import (BACKWARD_ON, DETACHED_BACKWARD, EINSUM_SUBSCRIPTS,
                                   LEAF_IN_PLACE, NUMPY_LEAVES_THE_GRAPH, ONE_ELEMENT_ONLY,
                                   PERMUTE_DIMENSIONS, SAME_DEVICE, SAME_DTYPE, VIEW_SIZE,
@@ -215,6 +216,10 @@ def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
                     what=what.get(lang, what.get("en")) if isinstance(what, dict) else what)
                     for lang in BACKWARD_ON}
             return Diagnostic(code, dict(details, hint=hint) if hint else details)
+    refused = seal.refusal_words(kind, message)
+    if refused:
+        return Diagnostic("forbidden-operation", dict(details, error=refused, hint=seal.HINT,
+                                                      sealed=True))
     if kind in ("PermissionError", "OSError", "BlockingIOError") and info.get("errno") in (
             errno.EPERM, errno.EACCES, errno.ENETUNREACH, errno.ENOSYS):
         return Diagnostic("forbidden-operation", details)

@@ -104,13 +104,16 @@ def _importable_as_exercise_support(support: ModuleType | None) -> Iterator[None
 
 
 class Harness:
-    def __init__(self, scratch_root: str | None = None, zygote: Zygote | None = None):
-        """`zygote`: one started before torch was imported here, so that its start overlapped."""
+    def __init__(self, scratch_root: str | None = None, zygote: Zygote | None = None,
+                 sealed: bool = True):
+        """`zygote`: one started before torch was imported here, so that its start overlapped.
+        `sealed`: each student process sealed (seal.py); False only in tests of what it stops."""
         self.scratch_root = scratch_root
+        self.sealed = sealed
         self.start_seconds: float | None = None  # its start's, until its first report says it
         self.read_paths = sandbox.python_read_paths()
         self.exercises: dict[tuple, tuple[str, LoadedExercise]] = {}
-        self.zygote = zygote or Zygote(child_environment())
+        self.zygote = zygote or Zygote(child_environment(), sealed)
         try:
             torch.set_num_threads(1)
             _warm_up_autograd()
@@ -137,7 +140,7 @@ class Harness:
 
     def _replace_zygote(self) -> None:
         self.zygote.close()
-        self.zygote = Zygote(child_environment())
+        self.zygote = Zygote(child_environment(), self.sealed)
 
     def __enter__(self) -> "Harness":
         return self

@@ -9,8 +9,8 @@ from pathlib import Path
 # and landlock. A harness that cannot raise a required one grades nothing (a grader error).
 SANDBOX_LAYERS = ("network-namespace", "ipc-namespace", "mount-namespace", "landlock",
                   "filesystem", "seccomp", "rlimits", "non-dumpable", "scratch-limit",
-                  "task-limit")
-REQUIRED_LAYERS = ("network-namespace", "seccomp", "rlimits", "filesystem")
+                  "task-limit", "seal")
+REQUIRED_LAYERS = ("network-namespace", "seccomp", "rlimits", "filesystem", "seal")
 
 HIDDEN_CHECKS = "checks.py"
 VISIBLE_CHECKS = "visible.py"  # the checks students have: fixed inputs, no reference

@@ -60,11 +60,13 @@ class Zygote:
     """Starts the zygote at once; `wait_ready` (or the first request) waits for its warm-up.
     Every answer it owes has a deadline: one it misses is ZygoteLost."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], sealed: bool = True):
+        """`sealed`: its students' types protected (seal.py); False only in tests of the seal."""
         ours, theirs = socket.socketpair()
         # exec'd, never forked from the grader: nothing hidden is in the memory students inherit
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "worker.harness.zygote", str(theirs.fileno())],
+            [sys.executable, "-m", "worker.harness.zygote", str(theirs.fileno()),
+             *([] if sealed else ["--unsealed"])],
             pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
             stdout=sys.stderr.fileno(), cwd="/")
         theirs.close()

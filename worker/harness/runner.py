@@ -53,11 +53,15 @@ def harness_environment() -> dict[str, str]:
 
 
 class HarnessProcess:
-    def __init__(self, python: str | None = None, scratch: str | None = None):
+    def __init__(self, python: str | None = None, scratch: str | None = None,
+                 sealed: bool = True):
+        """`sealed`: False only in tests of what the seal stops (worker/harness/seal.py)."""
         self.python = python
         command = [python or sys.executable, "-m", "worker.harness", "serve"]
         if scratch:
             command += ["--scratch", scratch]
+        if not sealed:
+            command.append("--unsealed")
         try:
             # a session of its own: a harness that stops answering is killed with its zygote;
             # and it dies with the process that drives it (a worker's, however it ended)

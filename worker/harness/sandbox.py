@@ -38,6 +38,7 @@ class Confinement:
     device: str = "cpu"
     scratch_bytes: int = 256 << 20
     threads: int = 1  # torch's pool, which the task limit leaves room for
+    sealed: bool = True  # seal.py; taken away only by tests of what it stops
 
 
 # --- namespaces ------------------------------------------------------------------------------

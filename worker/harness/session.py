@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 
 from worker.harness import report as reports
-from worker.harness import sandbox
+from worker.harness import sandbox, seal
 from worker.harness.checks import CheckSpec, student_place
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.jobs import REQUIRED_LAYERS, Limits
@@ -122,7 +122,7 @@ class Session:
             cpu_seconds=self.limits.cpu_seconds, file_bytes=self.limits.file_mb << 20,
             open_files=256, device=self.device.type, read_paths=self.harness.read_paths,
             scratch_bytes=self.limits.scratch_mb << 20,
-            threads=self.limits.threads)
+            threads=self.limits.threads, sealed=self.harness.sealed)
         try:
             started = time.perf_counter()
             self.process = self.harness.spawn(confinement, self.limits, self.output)
@@ -174,6 +174,10 @@ def _import_error(info: dict) -> Diagnostic:
     """The student's exception that stopped the file loading, at its last line of theirs; a
     module it could not import is named in the hint."""
     file, line = student_place(info.get("frames"))
+    refused = seal.refusal_words(str(info.get("type")), str(info.get("message")))
+    if refused:
+        return Diagnostic("forbidden-operation", {"what": LOADING, "error": refused, "file": file,
+                                                  "line": line, "hint": seal.HINT, "sealed": True})
     error = f"{reports.clip(info.get('type'), 200)}: {reports.clip(info.get('message'), 500)}"
     details = {"error": error, "file": file, "line": line}
     missing = re.fullmatch(r"No module named '([\w.]+)'", str(info.get("message") or ""))

@@ -23,7 +23,7 @@ import socket
 import sys
 import time
 
-from worker.harness import mounts, sandbox
+from worker.harness import mounts, sandbox, seal
 
 
 IDLE_BEFORE_WARM = 0.2  # seconds without a request
@@ -175,7 +175,7 @@ class Scratches:
             mounts.unmount(path)
 
 
-def main(fd: int) -> None:
+def main(fd: int, sealed: bool = True) -> None:
     sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # die with the grader
     scratches = Scratches()  # before torch starts a thread
     import torch
@@ -183,6 +183,11 @@ def main(fd: int) -> None:
     from worker.harness import student  # noqa: F401
     torch.set_num_threads(1)
     warm_up_autograd()
+
+    def protect() -> None:  # what a student may not change: what is loaded now
+        if sealed:
+            seal.protect_loaded_types()
+    protect()
     warm = False
     due: float | None = None  # when the first student was reaped: warm up at a quiet moment
     spare = Spare(warm)
@@ -195,6 +200,7 @@ def main(fd: int) -> None:
         if due is not None and (time.monotonic() - due > WARM_AT_LATEST
                                 or not select.select([sock], [], [], IDLE_BEFORE_WARM)[0]):
             warm_up_optimizers()
+            protect()
             warm, due = True, None
             spare.discard()  # the next student is forked warm, now rather than at its spawn
             spare = Spare(warm)
@@ -221,6 +227,7 @@ def main(fd: int) -> None:
         elif request["op"] == "warm":  # a pilot, before it takes runs: every student warm
             if not warm:
                 warm_up_optimizers()
+                protect()
                 warm, due = True, None
                 spare.discard()
                 spare = Spare(warm)
@@ -228,4 +235,4 @@ def main(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), sealed="--unsealed" not in sys.argv[2:])

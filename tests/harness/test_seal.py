@@ -1,0 +1,108 @@
+"""The seal (worker/harness/seal.py): what a submission may not do to the process that answers
+the grader, refused once the process is sealed and allowed with the seal taken away, so that
+each attack is known to be stopped by the seal itself; honest uses of pickle and of its own
+classes stay allowed; a refusal is the submission's failure, said in both languages."""
+import pytest
+
+from helpers import REFERENCE_Q
+from server.core.catalogue import default_root, load_exercise_info
+from worker.harness.grader import Harness
+
+ATTEMPTS = '''
+import gc, io, os, pickle, sys, ctypes
+import torch
+
+def attempt(name, act):
+    try:
+        act()
+        print("ALLOWED", name)
+    except (PermissionError, TypeError) as exc:
+        print("REFUSED", name, type(exc).__name__)
+
+def patch_tensor():
+    torch.Tensor.clone = torch.Tensor.clone
+
+def patch_module():
+    torch.nn.Linear.forward = torch.nn.Linear.forward
+
+def patch_server():
+    frame = sys._getframe()
+    while type(frame.f_locals.get("self")).__name__ != "Server":  # the harness's caller
+        frame = frame.f_back
+    server = type(frame.f_locals["self"])
+    server.encode_tensor = server.encode_tensor
+
+def q_grads(a, b, v):
+    attempt("tensor", patch_tensor)
+    attempt("module", patch_module)
+    attempt("server", patch_server)
+    attempt("gc", gc.get_objects)
+    attempt("ctypes", lambda: ctypes.c_ulong.from_address(id(a)).value)
+    attempt("pickle-code", lambda: pickle.loads(b"ctorch.nn.functional\\nconv2d\\n."))
+    attempt("trace", lambda: sys.settrace(None))
+    attempt("kill", lambda: os.kill(os.getppid(), 0))
+    attempt("harness", lambda: __import__("worker.harness.pilot"))
+    # honest: its own classes, tensors through pickle and torch.save
+    class Own(torch.nn.Module):
+        pass
+    attempt("own-class", lambda: setattr(Own, "scale", 2.0))
+    attempt("pickle-tensor", lambda: pickle.loads(pickle.dumps({"w": [torch.ones(2)]})))
+    buffer = io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buffer)
+    attempt("torch-load", lambda: torch.load(io.BytesIO(buffer.getvalue())))
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+'''
+REFUSED = {"tensor", "module", "server", "gc", "ctypes", "pickle-code", "trace", "kill",
+           "harness"}
+HONEST = {"own-class", "pickle-tensor", "torch-load"}
+
+
+def grade(tmp_path, source: str, sealed: bool, lang: str = "en"):
+    path = tmp_path / "work.py"
+    path.write_text(source)
+    job = load_exercise_info(default_root() / "autograd-q").job(path, seed=3)
+    job = type(job)(**dict(job.to_dict(), lang=lang, required_layers=[
+        layer for layer in job.required_layers if sealed or layer != "seal"]))
+    with Harness(str(tmp_path), sealed=sealed) as harness:
+        return harness.grade_job(job)
+
+
+def said(report) -> dict[str, str]:
+    return {line.split()[1]: line.split()[0] for line in report.output.splitlines()
+            if line.startswith(("ALLOWED", "REFUSED"))}
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "seal-taken-away"])
+def test_the_seal_refuses_what_forgeries_use_and_leaves_honest_code_alone(tmp_path, sealed):
+    report = grade(tmp_path, ATTEMPTS, sealed)
+    assert report.graded and report.score == 10, report.error or report.checks
+    found = said(report)
+    # unsealed, the signal (0: only asks whether the zygote is there) is Landlock's to refuse
+    refused = {name for name, verdict in found.items() if verdict == "REFUSED"}
+    assert refused - {"kill"} == (REFUSED - {"kill"} if sealed else set()), report.output
+    assert "kill" in refused
+    assert HONEST <= {name for name, verdict in found.items() if verdict == "ALLOWED"}
+    assert ("seal" in report.sandbox["layers"]) == sealed
+
+
+@pytest.mark.parametrize("lang,words", [
+    ("en", "setting `Tensor.backward`, an attribute of a type the grader keeps as it is"),
+    ("es", "cambiar `Tensor.backward`, un atributo de un tipo que el corrector mantiene intacto")])
+def test_a_refusal_is_the_submissions_failure_said_in_its_language(tmp_path, lang, words):
+    patched = "import torch\ntorch.Tensor.backward = lambda self, *a, **k: None\n" + REFERENCE_Q
+    report = grade(tmp_path, patched, sealed=True, lang=lang)
+    assert report.graded and report.score == 0, report.error
+    (note,) = report.notes
+    assert note["code"] == "forbidden-operation" and words in note["message"], note
+    assert note["details"]["sealed"] is True and note["details"]["line"] == 2
+
+
+def test_a_refusal_in_a_call_is_that_checks_failure_said_in_its_language(tmp_path):
+    source = REFERENCE_Q.replace("    Q = ", "    import gc\n    gc.get_objects()\n    Q = ", 1)
+    report = grade(tmp_path, source, sealed=True, lang="es")
+    assert report.graded and report.score == 0, report.error
+    said = [d for check in report.checks for d in check.diagnostics]
+    assert said and {d["code"] for d in said} == {"forbidden-operation"}, said
+    assert "`gc.get_objects()`, que llega a los objetos del corrector" in said[0]["message"]

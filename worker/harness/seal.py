@@ -1,0 +1,174 @@
+"""The seal: a PEP 578 audit hook the student process installs on itself before the submission
+loads. Python offers no way to remove one, so what it refuses stays refused for the process's
+life, whatever the submission does afterwards.
+
+It refuses what no exercise of the course needs and what forgeries use to rewrite the grader's
+view of the process from inside it:
+- setting or deleting an attribute of torch's tensor types and their C base, `nn.Module` and
+  torch's layers, `autograd.Function` and autograd's graph and modes, and the harness's own
+  classes (`torch.Tensor.backward = …`, a patched `Server.encode_tensor`). Python raises no
+  audit event for that, so the zygote makes those types immutable, as built-in types are
+  (protect_loaded_types), and the hook refuses the raw memory that could undo it;
+- ctypes (raw memory, foreign calls), `gc.get_objects`/`get_referrers`/`get_referents` (how a
+  submission reaches the harness's objects), `sys.settrace`/`setprofile`, code objects made at
+  run time;
+- unpickling anything but plain data (`pickle.loads(b"ctorch.nn.functional\\nconv2d\\n.")`
+  reaches a function the source never names);
+- signals to any process but its own, and importing the harness's modules.
+
+A refusal raises SealRefused (a PermissionError), or TypeError for an immutable type, where the
+submission asked: the submission's failure on what it touches (refusal_words names it for the
+diagnostics), never the grader's.
+
+The seal is one layer, not the wall: values the grader computes from fresh hidden inputs, its
+own reading of the source, seccomp and the namespaces stay. What it does not cover: frames
+reached through tracebacks (the harness reads them itself), attributes of modules (Python raises
+no event for them), and `sys._getframe` (the standard library and torch call it at run time).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+import sys
+
+HARNESS_PACKAGE = __name__.split(".")[0]  # "worker"
+
+# the modules whose classes the seal makes immutable: tensors, parameters, modules, autograd's
+# Functions, graphs and modes, and the harness's own. Not torch's other types: torch changes some
+# of its own classes as it runs (an optimizer wraps its class's `step` at its first instance)
+_protected = False
+PROTECTED_MODULES = ("torch._tensor", "torch.nn.parameter", "torch.nn.modules.",
+                     "torch.autograd.function", "torch.autograd.graph", "torch.autograd.grad_mode",
+                     "torch.autograd.variable", HARNESS_PACKAGE + ".harness.")
+PROTECTED_TYPES = ("Tensor", "TensorBase", "_TensorBase")  # also as torch and torch._C name them
+Py_TPFLAGS_IMMUTABLETYPE, Py_TPFLAGS_HEAPTYPE = 1 << 8, 1 << 9
+# what unpickling may build: tensors and their storages (torch.save, torch.load), containers
+PLAIN_DATA_MODULES = frozenset({"torch._utils", "torch.storage", "collections", "_codecs",
+                                "numpy.core.multiarray", "numpy._core.multiarray", "numpy"})
+PLAIN_BUILTINS = frozenset({"set", "frozenset", "complex", "slice", "range", "bytearray",
+                            "list", "dict", "tuple", "int", "float", "str", "bytes", "bool"})
+# what is refused, as the grader says it (`{subject}`: what the process asked for)
+REFUSALS = {
+    "set": {"en": "setting `{subject}`, an attribute of a type the grader keeps as it is",
+            "es": "cambiar `{subject}`, un atributo de un tipo que el corrector mantiene intacto"},
+    "delete": {"en": "deleting `{subject}`, an attribute of a type the grader keeps as it is",
+               "es": "borrar `{subject}`, un atributo de un tipo que el corrector mantiene intacto"},
+    "ctypes": {"en": "ctypes (`{subject}`)", "es": "ctypes (`{subject}`)"},
+    "introspection": {"en": "`{subject}`, which reaches the grader's objects",
+                      "es": "`{subject}`, que llega a los objetos del corrector"},
+    "unpickle": {"en": "unpickling `{subject}`, which is no plain data",
+                 "es": "deserializar con pickle `{subject}`, que no son datos simples"},
+    "signal": {"en": "a signal to process {subject}, not its own",
+               "es": "una señal al proceso {subject}, que no es el suyo"},
+    "import": {"en": "importing `{subject}`, the grader's own code",
+               "es": "importar `{subject}`, el código del propio corrector"}}
+HINT = {"en": "Use PyTorch as it is: changing its classes or the grader's, reaching the grader's "
+              "objects (gc, ctypes, tracing) or unpickling code is refused.",
+        "es": "Usa PyTorch tal como es: cambiar sus clases o las del corrector, llegar a los "
+              "objetos del corrector (gc, ctypes, trazas) o deserializar código está rechazado."}
+INTROSPECTION = {"gc.get_objects": "gc.get_objects()", "gc.get_referrers": "gc.get_referrers()",
+                 "gc.get_referents": "gc.get_referents()", "sys.settrace": "sys.settrace()",
+                 "sys.setprofile": "sys.setprofile()", "code.__new__": "types.CodeType()",
+                 "sys._current_frames": "sys._current_frames()"}
+
+
+class SealRefused(PermissionError):
+    """What the seal refused: its kind (a key of REFUSALS) and subject, as "KIND SUBJECT"."""
+
+    def __init__(self, kind: str, subject: str):
+        super().__init__(errno.EPERM, f"{kind} {subject}")
+
+    def __str__(self) -> str:  # without OSError's "[Errno 1]": refusal_words reads it back
+        return self.strerror
+
+
+IMMUTABLE = re.compile(r"cannot (set|delete) '(\w+)' attribute of immutable type '([\w.]+)'")
+
+
+def refusal_words(kind: str, message: str) -> dict[str, str] | None:
+    """What the seal refused, from an exception's type and message, in the course's languages;
+    None for any other exception."""
+    if kind == "TypeError" and IMMUTABLE.fullmatch(message):
+        verb, attribute, owner = IMMUTABLE.fullmatch(message).groups()
+        refusal, subject = verb, f"{owner}.{attribute}"
+    elif kind == "SealRefused":
+        refusal, _, subject = message.partition(" ")
+    else:
+        return None
+    if refusal not in REFUSALS:
+        return None
+    return {lang: text.format(subject=subject[:200]) for lang, text in REFUSALS[refusal].items()}
+
+
+def _protected_types() -> list[type]:
+    found: dict[int, type] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name.startswith(PROTECTED_MODULES) or name + "." in PROTECTED_MODULES):
+            continue
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if issubclass(type(value), type) and (  # never value.__class__, which may warn
+                    str(getattr(value, "__module__", "")).startswith(PROTECTED_MODULES)
+                    or str(getattr(value, "__module__", "")) + "." in PROTECTED_MODULES):
+                found[id(value)] = value
+    import torch
+    for value in (torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.autograd.Function,
+                  *(getattr(torch._C, n) for n in PROTECTED_TYPES if hasattr(torch._C, n))):
+        found[id(value)] = value
+    return list(found.values())
+
+
+def _flags_offset() -> int:
+    """Where a type object keeps its flags (tp_flags), found against `__flags__` itself."""
+    probes = (int, type, type("Probe", (), {}))
+    for offset in range(0, 64 * 8, 8):
+        if all(ctypes.c_ulong.from_address(id(t) + offset).value == t.__flags__ for t in probes):
+            return offset
+    raise OSError(0, "the flags of a type object were not found")
+
+
+def protect_loaded_types() -> None:
+    """Make the protected types loaded now immutable, as built-in types are: setting or deleting
+    their attributes raises TypeError. Done in the zygote after each warm-up, before it forks
+    (about 2 ms), so every student process inherits it and none pays for it; nothing undoes it
+    but raw memory, which the seal refuses."""
+    offset = _flags_offset()
+    for kind in _protected_types():
+        if kind.__flags__ & Py_TPFLAGS_HEAPTYPE:  # the others are immutable already
+            flags = ctypes.c_ulong.from_address(id(kind) + offset)
+            flags.value |= Py_TPFLAGS_IMMUTABLETYPE
+    global _protected
+    _protected = True
+
+
+def _refusal(event: str, args: tuple) -> tuple[str, str] | None:
+    if event.startswith("ctypes."):
+        return "ctypes", event
+    if event in INTROSPECTION:
+        return "introspection", INTROSPECTION[event]
+    if event == "pickle.find_class":
+        module, name = str(args[0]), str(args[1])
+        if module in PLAIN_DATA_MODULES or module == "builtins" and name in PLAIN_BUILTINS or \
+                module == "torch" and name.endswith(("Storage", "Size")):
+            return None
+        return "unpickle", f"{module}.{name}"
+    if event in ("os.kill", "os.killpg") and args[0] != os.getpid():
+        return "signal", str(args[0])
+    if event == "import" and str(args[0]).split(".")[0] == HARNESS_PACKAGE:
+        return "import", str(args[0])
+    return None
+
+
+def _hook(event: str, args: tuple) -> None:
+    refused = _refusal(event, args)
+    if refused is not None:
+        raise SealRefused(*refused)
+
+
+def seal() -> list[str]:
+    """Install the hook on this process, for good: the sandbox layer "seal"."""
+    if not _protected:
+        raise OSError(0, "torch's types are not protected: the zygote did not make them immutable")
+    sys.addaudithook(_hook)
+    return ["seal"]
