@@ -106,3 +106,17 @@ def test_a_refusal_in_a_call_is_that_checks_failure_said_in_its_language(tmp_pat
     said = [d for check in report.checks for d in check.diagnostics]
     assert said and {d["code"] for d in said} == {"forbidden-operation"}, said
     assert "`gc.get_objects()`, que llega a los objetos del corrector" in said[0]["message"]
+
+
+def test_a_seal_that_cannot_be_raised_stops_the_grade_naming_it(tmp_path):
+    """A zygote that did not protect torch's types (here started unsealed): the student process
+    cannot seal itself, and the grade is the grader's error, never an unsealed grade."""
+    from worker.harness.launch import Zygote, child_environment
+    path = tmp_path / "work.py"
+    path.write_text(REFERENCE_Q)
+    job = load_exercise_info(default_root() / "autograd-q").job(path, seed=3)
+    from worker.harness.session import SandboxIncomplete
+    with Harness(str(tmp_path), zygote=Zygote(child_environment(), sealed=False)) as harness, \
+            pytest.raises(SandboxIncomplete, match="missing on .*: seal .*seal: torch's types "
+                                                   "are not protected"):
+        harness.grade_job(job)

@@ -138,8 +138,12 @@ def protect_loaded_types() -> None:
         if kind.__flags__ & Py_TPFLAGS_HEAPTYPE:  # the others are immutable already
             flags = ctypes.c_ulong.from_address(id(kind) + offset)
             flags.value |= Py_TPFLAGS_IMMUTABLETYPE
-    global _protected
-    _protected = True
+    import torch
+    try:  # a Python that ignored the flag (before 3.10) leaves the seal missing: fail closed
+        torch.Tensor.backward = torch.Tensor.backward
+    except TypeError:
+        global _protected
+        _protected = True
 
 
 def _refusal(event: str, args: tuple) -> tuple[str, str] | None:
