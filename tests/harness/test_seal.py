@@ -59,14 +59,24 @@ REFUSED = {"tensor", "module", "server", "gc", "ctypes", "pickle-code", "trace",
 HONEST = {"own-class", "pickle-tensor", "torch-load"}
 
 
-def grade(tmp_path, source: str, sealed: bool, lang: str = "en"):
-    path = tmp_path / "work.py"
-    path.write_text(source)
-    job = load_exercise_info(default_root() / "autograd-q").job(path, seed=3)
-    job = type(job)(**dict(job.to_dict(), lang=lang, required_layers=[
-        layer for layer in job.required_layers if sealed or layer != "seal"]))
-    with Harness(str(tmp_path), sealed=sealed) as harness:
-        return harness.grade_job(job)
+@pytest.fixture(scope="module")
+def harnesses(tmp_path_factory):
+    """An in-process harness of each kind, sealed and not, for the module's tests."""
+    scratch = str(tmp_path_factory.mktemp("scratch"))
+    with Harness(scratch, sealed=True) as sealed, Harness(scratch, sealed=False) as unsealed:
+        yield {True: sealed, False: unsealed}
+
+
+@pytest.fixture
+def grade(harnesses, tmp_path):
+    def run(source: str, sealed: bool, lang: str = "en"):
+        path = tmp_path / "work.py"
+        path.write_text(source)
+        job = load_exercise_info(default_root() / "autograd-q").job(path, seed=3)
+        job = type(job)(**dict(job.to_dict(), lang=lang, required_layers=[
+            layer for layer in job.required_layers if sealed or layer != "seal"]))
+        return harnesses[sealed].grade_job(job)
+    return run
 
 
 def said(report) -> dict[str, str]:
@@ -75,8 +85,8 @@ def said(report) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "seal-taken-away"])
-def test_the_seal_refuses_what_forgeries_use_and_leaves_honest_code_alone(tmp_path, sealed):
-    report = grade(tmp_path, ATTEMPTS, sealed)
+def test_the_seal_refuses_what_forgeries_use_and_leaves_honest_code_alone(grade, sealed):
+    report = grade(ATTEMPTS, sealed)
     assert report.graded and report.score == 10, report.error or report.checks
     found = said(report)
     # unsealed, the signal (0: only asks whether the zygote is there) is Landlock's to refuse
@@ -90,18 +100,18 @@ def test_the_seal_refuses_what_forgeries_use_and_leaves_honest_code_alone(tmp_pa
 @pytest.mark.parametrize("lang,words", [
     ("en", "setting `Tensor.backward`, an attribute of a type the grader keeps as it is"),
     ("es", "cambiar `Tensor.backward`, un atributo de un tipo que el corrector mantiene intacto")])
-def test_a_refusal_is_the_submissions_failure_said_in_its_language(tmp_path, lang, words):
+def test_a_refusal_is_the_submissions_failure_said_in_its_language(grade, lang, words):
     patched = "import torch\ntorch.Tensor.backward = lambda self, *a, **k: None\n" + REFERENCE_Q
-    report = grade(tmp_path, patched, sealed=True, lang=lang)
+    report = grade(patched, sealed=True, lang=lang)
     assert report.graded and report.score == 0, report.error
     (note,) = report.notes
     assert note["code"] == "forbidden-operation" and words in note["message"], note
     assert note["details"]["sealed"] is True and note["details"]["line"] == 2
 
 
-def test_a_refusal_in_a_call_is_that_checks_failure_said_in_its_language(tmp_path):
+def test_a_refusal_in_a_call_is_that_checks_failure_said_in_its_language(grade):
     source = REFERENCE_Q.replace("    Q = ", "    import gc\n    gc.get_objects()\n    Q = ", 1)
-    report = grade(tmp_path, source, sealed=True, lang="es")
+    report = grade(source, sealed=True, lang="es")
     assert report.graded and report.score == 0, report.error
     said = [d for check in report.checks for d in check.diagnostics]
     assert said and {d["code"] for d in said} == {"forbidden-operation"}, said
