@@ -107,15 +107,7 @@ def unsealed_harness(tmp_path_factory):
 @pytest.fixture
 def grade_unsealed(unsealed_harness, tmp_path):
     """As `grade`, with the seal taken away (and so not required)."""
-    def run(exercise: str, source, filename: str = "submission.py", seed: int = 7, **limits):
-        path = tmp_path / filename
-        path.write_bytes(source if isinstance(source, bytes) else source.encode())
-        info = load_exercise_info(default_root() / exercise)
-        job = info.job(path, seed=seed)
-        job = type(job)(**{**job.to_dict(), "limits": {**info.limits, **limits},
-                           "required_layers": [x for x in job.required_layers if x != "seal"]})
-        return unsealed_harness.report_for(job).to_dict()
-    return run
+    return grader(unsealed_harness, tmp_path, unsealed=True)
 
 
 @pytest.fixture(scope="session")
@@ -127,19 +119,27 @@ def executor(tmp_path_factory):
     local.close()
 
 
-@pytest.fixture
-def grade(harness, tmp_path):
-    """Grade source text (or bytes) as a submission; returns the JSON report."""
+def grader(harness, folder, unsealed: bool = False):
+    """grade(exercise, source, filename=…, seed=…, **limits): source text (or bytes) graded as
+    a submission by `harness`; the JSON report. `unsealed`: the seal not required."""
     def run(exercise: str, source, filename: str = "submission.py", seed: int = 7, **limits):
-        path = tmp_path / filename
+        path = folder / filename
         path.write_bytes(source if isinstance(source, bytes) else source.encode())
         info = load_exercise_info(default_root() / exercise)
         job = info.job(path, seed=seed)
-        job = type(job)(**{**job.to_dict(), "limits": {**info.limits, **limits}})
+        required = [x for x in job.required_layers if not (unsealed and x == "seal")]
+        job = type(job)(**{**job.to_dict(), "limits": {**info.limits, **limits},
+                           "required_layers": required})
         report = harness.report_for(job).to_dict()
         json.dumps(report)
         return report
     return run
+
+
+@pytest.fixture
+def grade(harness, tmp_path):
+    """Grade source text (or bytes) as a submission; returns the JSON report."""
+    return grader(harness, tmp_path)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
