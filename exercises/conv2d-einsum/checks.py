@@ -5,10 +5,10 @@ runs on the grading device. Which operations computed the output is read in the 
 source (worker/harness/source_rules.py), never asked of the student's process, whose answers
 (node names of its graph, flags) the submission can rewrite. The speed bonus times the
 student's conv2d (a call, its output brought back, or the CPU its process spent from the
-inputs' arrival to the output's reading, whichever is longer) against PyTorch's own, timed here on the same device with its output brought to
-the CPU too, interleaved, and compares the best times: noise only ever makes a call slower. The
-baseline is timed in the grader because the student's process is theirs: a baseline there could
-be slowed down by the submission itself.
+inputs' arrival to the output's reading, whichever is longer) against PyTorch's own, timed
+here on the same device with its output brought to the CPU too, interleaved, and compares the
+best times: noise only ever makes a call slower. The baseline is timed in the grader because the
+student's process is theirs: a baseline there could be slowed down by the submission itself.
 """
 import time
 

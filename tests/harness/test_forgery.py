@@ -46,6 +46,14 @@ def test_a_forged_variant_scores_no_more_than_its_mutant(grade, slug, forged, pl
     assert check in failed(forgery), forgery
 
 
+def test_work_moved_out_of_the_timed_call_is_timed_too(grade_unsealed):
+    """Without the seal (which refuses the rewritten handler as the file loads), the slow loop
+    run as the inputs arrive is counted by the process's CPU clock: no bonus."""
+    forgery = grade_unsealed("conv2d-einsum", mutant("conv2d-einsum", "forged_python_loops"))
+    assert forgery["status"] == "graded" and failed(forgery) == {"speed-bonus": ["timeout"]}
+    assert forgery["score"] == forgery["max_score"] - 1
+
+
 def test_built_in_conv2d_with_its_graph_renamed_earns_nothing_more(grade):
     """F.conv2d whose graph description names the convolution's node like an einsum's: was
     10/11 (speed bonus included), F.conv2d as it is 4/11."""

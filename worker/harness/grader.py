@@ -18,8 +18,8 @@ from types import ModuleType
 import torch
 
 from worker.harness import report as reports
+from worker.harness import sandbox, second_look, submission
 from worker.harness.budget import Budget, BudgetedLimits
-from worker.harness import sandbox, submission
 from worker.harness.checks import AdviceSpec, CheckSpec, diagnose_exception, student_place
 from worker.harness.codes import LANGUAGES
 from worker.harness.diagnostics import Diagnostic, Fail
@@ -27,7 +27,6 @@ from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits, exer
 from worker.harness.launch import Zygote, ZygoteLost, child_environment
 from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
 from worker.harness.said_once import SaidOnce
-from worker.harness import second_look
 from worker.harness.second_look import SecondLook, run_check
 from worker.harness.session import LOADING, Session
 

@@ -8,7 +8,6 @@ worker/harness/student_process.py's.
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass, field
 from typing import Any
 

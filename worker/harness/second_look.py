@@ -36,9 +36,9 @@ UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "ti
                             "nonscalar-backward", "graph-freed", "inplace-modified",
                             "nondeterministic"})
 BACKWARD_ERRORS = frozenset({"graph-freed", "inplace-modified"})
-# the time one submission's second look may take, each of its requests within it; a check that took longer than a call may
-# (it is slow, or it hung) is not run again at all, nor in anomaly mode (several times slower)
-# one that took more than a third of that
+# the time one submission's second look may take, each of its requests within it; a check
+# that took longer than a call may (it is slow, or it hung) is not run again at all, nor in
+# anomaly mode (several times slower) one that took more than a third of that
 SECONDS = 20.0
 ANOMALY_SHARE = 1 / 3
 
