@@ -130,3 +130,34 @@ def test_a_seal_that_cannot_be_raised_stops_the_grade_naming_it(tmp_path):
             pytest.raises(SandboxIncomplete, match="missing on .*: seal .*seal: torch's types "
                                                    "are not protected"):
         harness.grade_job(job)
+
+
+TAMPERS = '''
+import os, sys
+seal = sys.modules["worker.harness.seal"]
+seal._refusal = lambda event, args: None
+seal.INTROSPECTION.clear()
+seal.HARNESS_PACKAGE = "none"
+seal.PLAIN_DATA_MODULES = frozenset({"os"})
+os.getpid = lambda: os.getppid()
+
+class Mine(__import__("torch").Tensor):
+    pass
+''' + ATTEMPTS
+
+
+def test_the_seals_own_state_cannot_be_rewritten(grade):
+    """The hook reads nothing a submission can rebind: a review turned it off by rebinding the
+    seal module's names through sys.modules."""
+    report = grade(TAMPERS, sealed=True)
+    assert report.graded and report.score == 10, report.error or report.checks
+    refused = {name for name, verdict in said(report).items() if verdict == "REFUSED"}
+    assert refused == REFUSED, report.output
+
+
+def test_a_tensor_turned_into_a_class_of_ones_own_is_refused_and_said(grade):
+    source = REFERENCE_Q.replace("    Q = ", "    a.__class__ = Mine\n    Q = ", 1)
+    report = grade("import torch\nclass Mine(torch.Tensor):\n    pass\n" + source, sealed=True)
+    said_ = [d for check in report.checks for d in check.diagnostics]
+    assert said_ and said_[0]["code"] == "forbidden-operation", said_
+    assert "`__class__`" in said_[0]["message"]

@@ -21,9 +21,13 @@ submission asked: the submission's failure on what it touches (refusal_words nam
 diagnostics), never the grader's.
 
 The seal is one layer, not the wall: values the grader computes from fresh hidden inputs, its
-own reading of the source, seccomp and the namespaces stay. What it does not cover: frames
-reached through tracebacks (the harness reads them itself), attributes of modules (Python raises
-no event for them), and `sys._getframe` (the standard library and torch call it at run time).
+own reading of the source, seccomp and the namespaces stay. What it does not cover yet (a
+review found each): frames (`sys._getframe`, `f_back`, a signal handler's frame: the standard
+library and torch use them, and through them the harness's server object is reached, whose
+instance attributes can be shadowed), attributes of modules (Python raises no event for them:
+the harness's and torch's module functions can be replaced), a type's real `__dict__` leaked by
+`mappingproxy.__eq__` on Python 3.11, torch's dispatch and function modes left entered, and
+`torch.library` kernels.
 """
 from __future__ import annotations
 
@@ -84,6 +88,7 @@ class SealRefused(PermissionError):
         return self.strerror
 
 
+CLASS_ASSIGNMENT = "__class__ assignment only supported for mutable types or ModuleType subclasses"
 IMMUTABLE = re.compile(r"cannot (set|delete) '(\w+)' attribute of immutable type '([\w.]+)'")
 
 
@@ -93,6 +98,8 @@ def refusal_words(kind: str, message: str) -> dict[str, str] | None:
     if kind == "TypeError" and IMMUTABLE.fullmatch(message):
         verb, attribute, owner = IMMUTABLE.fullmatch(message).groups()
         refusal, subject = verb, f"{owner}.{attribute}"
+    elif kind == "TypeError" and message == CLASS_ASSIGNMENT:  # `tensor.__class__ = Mine`
+        refusal, subject = "set", "__class__"
     elif kind == "SealRefused":
         refusal, _, subject = message.partition(" ")
     else:
@@ -146,33 +153,42 @@ def protect_loaded_types() -> None:
         _protected = True
 
 
-def _refusal(event: str, args: tuple) -> tuple[str, str] | None:
-    if event.startswith("ctypes."):
-        return "ctypes", event
-    if event in INTROSPECTION:
-        return "introspection", INTROSPECTION[event]
-    if event == "pickle.find_class":
-        module, name = str(args[0]), str(args[1])
-        if module in PLAIN_DATA_MODULES or module == "builtins" and name in PLAIN_BUILTINS or \
-                module == "torch" and name.endswith(("Storage", "Size")):
-            return None
-        return "unpickle", f"{module}.{name}"
-    if event in ("os.kill", "os.killpg") and args[0] != os.getpid():
-        return "signal", str(args[0])
-    if event == "import" and str(args[0]).split(".")[0] == HARNESS_PACKAGE:
-        return "import", str(args[0])
-    return None
+def _make_hook(pid: int):
+    """The hook, with everything it reads bound now, as immutable values in its closure: a
+    submission that rebinds this module's names, or mutates what they name, changes nothing it
+    refuses (a review rebound `_refusal` through sys.modules and turned the seal off). What the
+    event carries is read by type, never through its own methods: an object of the
+    submission's could otherwise run its code inside the hook."""
+    introspection = tuple(INTROSPECTION.items())
+    plain_modules, plain_builtins = frozenset(PLAIN_DATA_MODULES), frozenset(PLAIN_BUILTINS)
+    harness, refused_as = HARNESS_PACKAGE, SealRefused
+    str_type, int_type = str, int
 
+    def name(value: object) -> str:
+        return value if type(value) is str_type else "?"
 
-def _hook(event: str, args: tuple) -> None:
-    refused = _refusal(event, args)
-    if refused is not None:
-        raise SealRefused(*refused)
+    def hook(event: str, args: tuple) -> None:
+        if event.startswith("ctypes."):
+            raise refused_as("ctypes", event)
+        for watched, said in introspection:
+            if event == watched:
+                raise refused_as("introspection", said)
+        if event == "pickle.find_class":
+            module, what = name(args[0]), name(args[1])
+            if not (module in plain_modules or module == "builtins" and what in plain_builtins
+                    or module == "torch" and what.endswith(("Storage", "Size"))):
+                raise refused_as("unpickle", f"{module}.{what}")
+        elif event in ("os.kill", "os.killpg"):
+            if not (type(args[0]) is int_type and args[0] == pid):
+                raise refused_as("signal", str(args[0]) if type(args[0]) is int_type else "?")
+        elif event == "import" and name(args[0]).partition(".")[0] == harness:
+            raise refused_as("import", name(args[0]))
+    return hook
 
 
 def seal() -> list[str]:
     """Install the hook on this process, for good: the sandbox layer "seal"."""
     if not _protected:
         raise OSError(0, "torch's types are not protected: the zygote did not make them immutable")
-    sys.addaudithook(_hook)
+    sys.addaudithook(_make_hook(os.getpid()))
     return ["seal"]
