@@ -16,7 +16,7 @@ def attempt(name, act):
     try:
         act()
         print("ALLOWED", name)
-    except (PermissionError, TypeError) as exc:
+    except (PermissionError, TypeError, AttributeError) as exc:
         print("REFUSED", name, type(exc).__name__)
 
 def patch_tensor():
@@ -25,17 +25,23 @@ def patch_tensor():
 def patch_module():
     torch.nn.Linear.forward = torch.nn.Linear.forward
 
-def patch_server():
+def server():
     frame = sys._getframe()
     while type(frame.f_locals.get("self")).__name__ != "Server":  # the harness's caller
         frame = frame.f_back
-    server = type(frame.f_locals["self"])
-    server.encode_tensor = server.encode_tensor
+    return frame.f_locals["self"]
+
+def patch_server():
+    type(server()).encode_tensor = type(server()).encode_tensor
+
+def shadow_server():
+    server().encode_tensor = server().encode_tensor
 
 def q_grads(a, b, v):
     attempt("tensor", patch_tensor)
     attempt("module", patch_module)
     attempt("server", patch_server)
+    attempt("server-instance", shadow_server)
     attempt("gc", gc.get_objects)
     attempt("ctypes", lambda: ctypes.c_ulong.from_address(id(a)).value)
     attempt("pickle-code", lambda: pickle.loads(b"ctorch.nn.functional\\nconv2d\\n."))
@@ -54,7 +60,7 @@ def q_grads(a, b, v):
     Q.backward(gradient=v)
     return a.grad, b.grad
 '''
-REFUSED = {"tensor", "module", "server", "gc", "ctypes", "pickle-code", "trace", "kill",
+REFUSED = {"tensor", "module", "server", "server-instance", "gc", "ctypes", "pickle-code", "trace", "kill",
            "harness"}
 HONEST = {"own-class", "pickle-tensor", "torch-load"}
 
@@ -91,7 +97,9 @@ def test_the_seal_refuses_what_forgeries_use_and_leaves_honest_code_alone(grade,
     found = said(report)
     # unsealed, the signal (0: only asks whether the zygote is there) is Landlock's to refuse
     refused = {name for name, verdict in found.items() if verdict == "REFUSED"}
-    assert refused - {"kill"} == (REFUSED - {"kill"} if sealed else set()), report.output
+    # the server's instance has no attributes of its own, sealed or not (its __slots__)
+    assert refused - {"kill"} == (REFUSED - {"kill"} if sealed else {"server-instance"}), \
+        report.output
     assert "kill" in refused
     assert HONEST <= {name for name, verdict in found.items() if verdict == "ALLOWED"}
     assert ("seal" in report.sandbox["layers"]) == sealed

@@ -23,8 +23,8 @@ diagnostics), never the grader's.
 The seal is one layer, not the wall: values the grader computes from fresh hidden inputs, its
 own reading of the source, seccomp and the namespaces stay. What it does not cover yet (a
 review found each): frames (`sys._getframe`, `f_back`, a signal handler's frame: the standard
-library and torch use them, and through them the harness's server object is reached, whose
-instance attributes can be shadowed), attributes of modules (Python raises no event for them:
+library and torch use them, and through them the harness's server object and its state are
+reached), attributes of modules (Python raises no event for them:
 the harness's and torch's module functions can be replaced), a type's real `__dict__` leaked by
 `mappingproxy.__eq__` on Python 3.11, torch's dispatch and function modes left entered, and
 `torch.library` kernels.

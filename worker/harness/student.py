@@ -42,6 +42,11 @@ class ValueTooLarge(MemoryError):
 
 
 class Server:
+    # no attribute of an instance's own: a submission that reaches this object (through a
+    # frame above its function's) cannot shadow its methods (`server.op_attr = forged`)
+    __slots__ = ("req_fd", "rep_fd", "reply_bytes", "handles", "next_handle", "labels", "anomaly",
+                 "made_at", "submission", "support", "graders_support", "buffers", "buffered")
+
     def __init__(self, req_fd: int, rep_fd: int, reply_bytes: int):
         self.req_fd, self.rep_fd, self.reply_bytes = req_fd, rep_fd, reply_bytes
         self.handles: dict[int, Any] = {}
