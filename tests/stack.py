@@ -382,6 +382,30 @@ class Stack:
         from server.core.db import Database
         return Database(self.postgres.url)
 
+    def busy(self) -> list[str]:
+        """What the service is grading or has yet to grade: submissions queued or running, and
+        runs (regrade previews among them) still running."""
+        from server.core.models import GradingRun, Submission
+        database = self.database()
+        try:
+            with database.sessions() as session:
+                waiting = session.execute(sa.select(Submission.id, Submission.status).where(
+                    Submission.status.in_(("queued", "running")))).all()
+                running = session.execute(sa.select(GradingRun.id, GradingRun.status).where(
+                    GradingRun.status.in_(("running", "previewing")))).all()
+        finally:
+            database.dispose()
+        return [f"submission {i} {status}" for i, status in waiting] + \
+            [f"run {i} {status}" for i, status in running]
+
+    def wait_idle(self, seconds: float = 120) -> None:
+        """Until nothing is graded or waits to be: a test that counts on the grading slots
+        must not find them held by what an earlier test left (its slow files, a regrade)."""
+        deadline = time.monotonic() + seconds
+        while self.busy():
+            assert time.monotonic() < deadline, f"still busy after {seconds} s: {self.busy()}"
+            time.sleep(0.2)
+
     def pool_processes(self) -> list[int]:
         """The Celery worker's pool processes (the children of its main process)."""
         return [pid for pid in descendants(self.worker.pid, depth=1) if alive(pid)]

@@ -61,6 +61,7 @@ def test_a_student_submits_and_hears_the_status_change(site, desktop, tmp_path):
     desktop.locator(f"main a[href='/courses/pytorch/exercises/{EXERCISE}']").click()
     desktop.locator("textarea[name=code]").wait_for()
 
+    site.stack.wait_idle()  # both slots free: nothing of an earlier test still graded
     # two other students' slow files hold both grading slots (9 s of loading each, under the
     # 10 s limit: time enough for a loaded machine's browser to show the page while they do):
     # this one waits its turn, and its own three seconds of loading keep it running long
