@@ -60,8 +60,8 @@ def q_grads(a, b, v):
     Q.backward(gradient=v)
     return a.grad, b.grad
 '''
-REFUSED = {"tensor", "module", "server", "server-instance", "gc", "ctypes", "pickle-code", "trace", "kill",
-           "harness"}
+REFUSED = {"tensor", "module", "server", "server-instance", "gc", "ctypes", "pickle-code",
+           "trace", "kill", "harness"}
 HONEST = {"own-class", "pickle-tensor", "torch-load"}
 
 

@@ -134,7 +134,8 @@ def limit_tasks(c: Confinement) -> list[str]:
     if os.getuid() == 0:
         raise OSError(0, "not enforced for root (a grading account that is not root has it)")
     tasks = MAX_TASKS + c.threads
-    resource.setrlimit(resource.RLIMIT_NPROC, _within_hard_limit(resource.RLIMIT_NPROC, tasks, tasks))
+    resource.setrlimit(resource.RLIMIT_NPROC,
+                       _within_hard_limit(resource.RLIMIT_NPROC, tasks, tasks))
     return [f"task-limit({tasks})"]
 
 

@@ -24,10 +24,9 @@ The seal is one layer, not the wall: values the grader computes from fresh hidde
 own reading of the source, seccomp and the namespaces stay. What it does not cover yet (a
 review found each): frames (`sys._getframe`, `f_back`, a signal handler's frame: the standard
 library and torch use them, and through them the harness's server object and its state are
-reached), attributes of modules (Python raises no event for them:
-the harness's and torch's module functions can be replaced), a type's real `__dict__` leaked by
-`mappingproxy.__eq__` on Python 3.11, torch's dispatch and function modes left entered, and
-`torch.library` kernels.
+reached), attributes of modules (Python raises no event for them: the harness's and torch's
+module functions can be replaced), a type's real `__dict__` leaked by `mappingproxy.__eq__` on
+Python 3.11, torch's dispatch and function modes left entered, and `torch.library` kernels.
 """
 from __future__ import annotations
 
@@ -39,10 +38,10 @@ import sys
 
 HARNESS_PACKAGE = __name__.split(".")[0]  # "worker"
 
+_protected = False  # whether protect_loaded_types made them immutable, in this process
 # the modules whose classes the seal makes immutable: tensors, parameters, modules, autograd's
 # Functions, graphs and modes, and the harness's own. Not torch's other types: torch changes some
 # of its own classes as it runs (an optimizer wraps its class's `step` at its first instance)
-_protected = False
 PROTECTED_MODULES = ("torch._tensor", "torch.nn.parameter", "torch.nn.modules.",
                      "torch.autograd.function", "torch.autograd.graph", "torch.autograd.grad_mode",
                      "torch.autograd.variable", HARNESS_PACKAGE + ".harness.")
@@ -57,8 +56,9 @@ PLAIN_BUILTINS = frozenset({"set", "frozenset", "complex", "slice", "range", "by
 REFUSALS = {
     "set": {"en": "setting `{subject}`, an attribute of a type the grader keeps as it is",
             "es": "cambiar `{subject}`, un atributo de un tipo que el corrector mantiene intacto"},
-    "delete": {"en": "deleting `{subject}`, an attribute of a type the grader keeps as it is",
-               "es": "borrar `{subject}`, un atributo de un tipo que el corrector mantiene intacto"},
+    "delete": {
+        "en": "deleting `{subject}`, an attribute of a type the grader keeps as it is",
+        "es": "borrar `{subject}`, un atributo de un tipo que el corrector mantiene intacto"},
     "ctypes": {"en": "ctypes (`{subject}`)", "es": "ctypes (`{subject}`)"},
     "introspection": {"en": "`{subject}`, which reaches the grader's objects",
                       "es": "`{subject}`, que llega a los objetos del corrector"},
@@ -112,7 +112,8 @@ def refusal_words(kind: str, message: str) -> dict[str, str] | None:
 def _protected_types() -> list[type]:
     found: dict[int, type] = {}
     for name, module in list(sys.modules.items()):
-        if module is None or not (name.startswith(PROTECTED_MODULES) or name + "." in PROTECTED_MODULES):
+        if module is None or not (name.startswith(PROTECTED_MODULES)
+                                  or name + "." in PROTECTED_MODULES):
             continue
         for value in list(getattr(module, "__dict__", {}).values()):
             if issubclass(type(value), type) and (  # never value.__class__, which may warn
