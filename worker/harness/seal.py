@@ -109,16 +109,19 @@ def refusal_words(kind: str, message: str) -> dict[str, str] | None:
     return {lang: text.format(subject=subject[:200]) for lang, text in REFUSALS[refusal].items()}
 
 
+def _in_protected_module(name: str) -> bool:
+    return name.startswith(PROTECTED_MODULES) or name + "." in PROTECTED_MODULES
+
+
 def _protected_types() -> list[type]:
     found: dict[int, type] = {}
     for name, module in list(sys.modules.items()):
-        if module is None or not (name.startswith(PROTECTED_MODULES)
-                                  or name + "." in PROTECTED_MODULES):
+        if module is None or not _in_protected_module(name):
             continue
         for value in list(getattr(module, "__dict__", {}).values()):
-            if issubclass(type(value), type) and (  # never value.__class__, which may warn
-                    str(getattr(value, "__module__", "")).startswith(PROTECTED_MODULES)
-                    or str(getattr(value, "__module__", "")) + "." in PROTECTED_MODULES):
+            # issubclass of its type, never value.__class__, which may warn
+            if issubclass(type(value), type) and \
+                    _in_protected_module(str(getattr(value, "__module__", ""))):
                 found[id(value)] = value
     import torch
     for value in (torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.autograd.Function,
@@ -155,12 +158,12 @@ def protect_loaded_types() -> None:
 
 
 def _make_hook(pid: int):
-    """The hook, with everything it reads bound now, as immutable values in its closure: a
+    """The hook, with everything it reads bound now, as values of its closure alone: a
     submission that rebinds this module's names, or mutates what they name, changes nothing it
     refuses (a review rebound `_refusal` through sys.modules and turned the seal off). What the
     event carries is read by type, never through its own methods: an object of the
     submission's could otherwise run its code inside the hook."""
-    introspection = tuple(INTROSPECTION.items())
+    introspection = dict(INTROSPECTION)  # a copy of its own, which nothing else can reach
     plain_modules, plain_builtins = frozenset(PLAIN_DATA_MODULES), frozenset(PLAIN_BUILTINS)
     harness, refused_as = HARNESS_PACKAGE, SealRefused
     str_type, int_type = str, int
@@ -171,9 +174,8 @@ def _make_hook(pid: int):
     def hook(event: str, args: tuple) -> None:
         if event.startswith("ctypes."):
             raise refused_as("ctypes", event)
-        for watched, said in introspection:
-            if event == watched:
-                raise refused_as("introspection", said)
+        if event in introspection:
+            raise refused_as("introspection", introspection[event])
         if event == "pickle.find_class":
             module, what = name(args[0]), name(args[1])
             if not (module in plain_modules or module == "builtins" and what in plain_builtins

@@ -94,7 +94,7 @@ def _walk(cells: Iterable[tuple[str, str]]) -> tuple[tuple[str, ast.AST], ...]:
 
 def once_per_source(rule: Callable[..., Result]) -> Callable[..., Result]:
     """A rule read once per source and arguments; a list it finds is handed out as a copy."""
-    cached = functools.lru_cache(maxsize=16)(lambda cells, *arguments: rule(cells, *arguments))
+    cached = functools.lru_cache(maxsize=16)(rule)
 
     @functools.wraps(rule)
     def read(cells: Iterable[tuple[str, str]], *arguments):
