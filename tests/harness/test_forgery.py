@@ -63,10 +63,7 @@ def test_built_in_conv2d_with_its_graph_renamed_earns_nothing_more(grade):
     assert forgery["score"] <= honest["score"] < honest["max_score"], (honest, forgery)
 
 
-def test_storage_address_claimed_in_the_json_earns_no_sharing_point(grade):
-    """The wire itself rewritten (json.dumps in the student's process): every tensor claims the
-    same storage; the sharing points stay with memory that is shared."""
-    forgery = grade("tensors-reshape", mutant("tensors-reshape", "flatten_clone") + """
+JSON_FORGED = """
 import json
 _dumps = json.dumps
 def _forge(v):
@@ -79,9 +76,25 @@ def _forge(v):
             v.setdefault("claims", {})["storage"] = 1
     return v
 json.dumps = lambda obj, *a, **k: _dumps(_forge(obj), *a, **k)
-""")
+"""
+
+
+def test_storage_address_claimed_in_the_json_earns_no_sharing_point(grade_unsealed):
+    """The wire itself rewritten (json.dumps in the student's process), the seal taken away:
+    every tensor claims the same storage; the sharing points stay with memory that is shared."""
+    forgery = grade_unsealed("tensors-reshape", mutant("tensors-reshape", "flatten_clone")
+                             + JSON_FORGED)
     assert forgery["status"] == "graded"
     assert failed(forgery)["flat-view-shares"] == ["storage-not-shared"]
+
+
+def test_a_module_the_replies_are_made_with_changed_is_refused_at_the_next_reply(grade):
+    """Sealed, the rewritten json.dumps is found before the first reply it would have made:
+    every check is the submission's failure, naming the module."""
+    forgery = grade("tensors-reshape", mutant("tensors-reshape", "flatten_clone") + JSON_FORGED)
+    assert forgery["status"] == "graded" and forgery["score"] == 0, forgery
+    (note,) = forgery["notes"]
+    assert note["code"] == "forbidden-operation" and "`json`" in note["message"], note
 
 
 def test_real_channels_last_memory_sent_by_the_harness_is_what_solving_costs(grade_unsealed):

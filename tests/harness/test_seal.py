@@ -2,6 +2,8 @@
 the grader, refused once the process is sealed and allowed with the seal taken away, so that
 each attack is known to be stopped by the seal itself; honest uses of pickle and of its own
 classes stay allowed; a refusal is the submission's failure, said in both languages."""
+import re
+
 import pytest
 
 from helpers import REFERENCE_Q
@@ -140,27 +142,28 @@ def test_a_seal_that_cannot_be_raised_stops_the_grade_naming_it(tmp_path):
         harness.grade_job(job)
 
 
-TAMPERS = '''
-import os, sys
-seal = sys.modules["worker.harness.seal"]
-seal._refusal = lambda event, args: None
-seal.INTROSPECTION.clear()
-seal.HARNESS_PACKAGE = "none"
-seal.PLAIN_DATA_MODULES = frozenset({"os"})
-os.getpid = lambda: os.getppid()
-
-class Mine(__import__("torch").Tensor):
-    pass
-''' + ATTEMPTS
+TAMPERS = ATTEMPTS.replace("def q_grads(a, b, v):\n", """def q_grads(a, b, v):
+    seal = sys.modules["worker.harness.seal"]
+    seal._refusal = lambda event, args: None
+    seal.INTROSPECTION.clear()
+    seal.HARNESS_PACKAGE = "none"
+    seal.PLAIN_DATA_MODULES = frozenset({"os"})
+    os.getpid = lambda: os.getppid()
+""")
 
 
 def test_the_seals_own_state_cannot_be_rewritten(grade):
-    """The hook reads nothing a submission can rebind: a review turned it off by rebinding the
-    seal module's names through sys.modules."""
+    """The hook reads nothing a submission can rebind (a review turned it off by rebinding the
+    seal module's names through sys.modules), and the rebinding itself is found before the
+    reply: the call's check fails, naming the first module changed."""
     report = grade(TAMPERS, sealed=True)
-    assert report.graded and report.score == 10, report.error or report.checks
     refused = {name for name, verdict in said(report).items() if verdict == "REFUSED"}
     assert refused == REFUSED, report.output
+    assert report.graded and report.score == 0, report.error
+    said_ = [d for check in report.checks for d in check.diagnostics]
+    assert said_ and {d["code"] for d in said_} == {"forbidden-operation"}, said_
+    assert re.search(r"changing `(os|worker\.harness\.seal)`, which the grader answers with",
+                     said_[0]["message"]), said_[0]
 
 
 def test_a_tensor_turned_into_a_class_of_ones_own_is_refused_and_said(grade):

@@ -21,15 +21,13 @@ submission asked: the submission's failure on what it touches (refusal_words nam
 diagnostics), never the grader's.
 
 The seal is one layer, not the wall: values the grader computes from fresh hidden inputs, its
-own reading of the source, seccomp and the namespaces stay. What it does not cover yet (a
-review found each): frames (`sys._getframe`, `f_back`, a signal handler's frame: the standard
-library and torch use them, and through them the harness's server object and its state are
-reached), attributes of modules (Python raises no event for them: the harness's and torch's
-module functions can be replaced), a type's real `__dict__` leaked by `mappingproxy.__eq__` on
-Python 3.11, torch's dispatch and function modes left entered, and `torch.library` kernels.
+own reading of the source, seccomp and the namespaces stay. Its other half is watch.py: the
+submission's code runs on a thread of its own (on the grader's thread this hook refuses frames),
+and no reply goes out once what the replies are made with changed.
 """
 from __future__ import annotations
 
+import _thread
 import ctypes
 import errno
 import os
@@ -67,7 +65,22 @@ REFUSALS = {
     "signal": {"en": "a signal to process {subject}, not its own",
                "es": "una señal al proceso {subject}, que no es el suyo"},
     "import": {"en": "importing `{subject}`, the grader's own code",
-               "es": "importar `{subject}`, el código del propio corrector"}}
+               "es": "importar `{subject}`, el código del propio corrector"},
+    "frame": {"en": "`{subject}` on the grader's thread, whose frames are the grader's",
+              "es": "`{subject}` en el hilo del corrector, cuyos marcos son del corrector"},
+    "library": {"en": "`{subject}`: registering kernels for PyTorch's operators",
+                "es": "`{subject}`: registrar núcleos para los operadores de PyTorch"},
+    "code": {"en": "replacing `{subject}` of a function",
+             "es": "reemplazar `{subject}` de una función"},
+    "tamper": {"en": "changing `{subject}`, which the grader answers with",
+               "es": "cambiar `{subject}`, con lo que responde el corrector"},
+    "thread": {"en": "leaving a thread of its own running after its function returned",
+               "es": "dejar un hilo propio en marcha después de que su función termine"},
+    "mode": {"en": "leaving a torch mode entered (a dispatch or function mode, or the python "
+                   "dispatcher)",
+             "es": "dejar activo un modo de torch (de dispatch, de función o el python "
+                   "dispatcher)"},
+    "handler": {"en": "setting a signal handler", "es": "instalar un manejador de señales"}}
 HINT = {"en": "Use PyTorch as it is: changing its classes or the grader's, reaching the grader's "
               "objects (gc, ctypes, tracing) or unpickling code is refused.",
         "es": "Usa PyTorch tal como es: cambiar sus clases o las del corrector, llegar a los "
@@ -76,6 +89,11 @@ INTROSPECTION = {"gc.get_objects": "gc.get_objects()", "gc.get_referrers": "gc.g
                  "gc.get_referents": "gc.get_referents()", "sys.settrace": "sys.settrace()",
                  "sys.setprofile": "sys.setprofile()", "code.__new__": "types.CodeType()",
                  "sys._current_frames": "sys._current_frames()"}
+# where a frame is reached from without sys._getframe; refused on the grader's (main) thread
+FRAME_ATTRIBUTES = {"tb_frame": "traceback.tb_frame", "gi_frame": "generator.gi_frame",
+                    "cr_frame": "coroutine.cr_frame", "ag_frame": "async_generator.ag_frame"}
+# what a function runs with; no exercise replaces them, a forgery would replace the harness's
+FUNCTION_PARTS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 
 
 class SealRefused(PermissionError):
@@ -157,16 +175,17 @@ def protect_loaded_types() -> None:
         _protected = True
 
 
-def _make_hook(pid: int):
+def _make_hook(pid: int, main_thread: int, trusted: list[bool]):
     """The hook, with everything it reads bound now, as values of its closure alone: a
     submission that rebinds this module's names, or mutates what they name, changes nothing it
     refuses (a review rebound `_refusal` through sys.modules and turned the seal off). What the
     event carries is read by type, never through its own methods: an object of the
     submission's could otherwise run its code inside the hook."""
     introspection = dict(INTROSPECTION)  # a copy of its own, which nothing else can reach
+    frame_attributes, function_parts = dict(FRAME_ATTRIBUTES), frozenset(FUNCTION_PARTS)
     plain_modules, plain_builtins = frozenset(PLAIN_DATA_MODULES), frozenset(PLAIN_BUILTINS)
     harness, refused_as = HARNESS_PACKAGE, SealRefused
-    str_type, int_type = str, int
+    str_type, int_type, thread = str, int, _thread.get_ident
 
     def name(value: object) -> str:
         return value if type(value) is str_type else "?"
@@ -174,8 +193,17 @@ def _make_hook(pid: int):
     def hook(event: str, args: tuple) -> None:
         if event.startswith("ctypes."):
             raise refused_as("ctypes", event)
+        if event == "sys._current_frames" and trusted[0] and thread() == main_thread:
+            return  # watch.py, making sure the student thread is parked
         if event in introspection:
             raise refused_as("introspection", introspection[event])
+        if event == "sys._getframe" and thread() == main_thread:
+            raise refused_as("frame", "sys._getframe()")
+        if event == "object.__getattr__" and name(args[1]) in frame_attributes \
+                and thread() == main_thread:
+            raise refused_as("frame", frame_attributes[name(args[1])])
+        if event == "object.__setattr__" and name(args[1]) in function_parts:
+            raise refused_as("code", name(args[1]))
         if event == "pickle.find_class":
             module, what = name(args[0]), name(args[1])
             if not (module in plain_modules or module == "builtins" and what in plain_builtins
@@ -189,9 +217,10 @@ def _make_hook(pid: int):
     return hook
 
 
-def seal() -> list[str]:
-    """Install the hook on this process, for good: the sandbox layer "seal"."""
+def seal(trusted: list[bool]) -> None:
+    """Install the hook on this process, for good, with this thread as the grader's (main)
+    thread; `trusted[0]`, set by watch.py alone, lets that thread read the student thread's
+    frame. The sandbox layer "seal", with watch.py's student thread and checks."""
     if not _protected:
         raise OSError(0, "torch's types are not protected: the zygote did not make them immutable")
-    sys.addaudithook(_make_hook(os.getpid()))
-    return ["seal"]
+    sys.addaudithook(_make_hook(os.getpid(), _thread.get_ident(), trusted))

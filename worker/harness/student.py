@@ -7,6 +7,7 @@ submission that corrupts it can only send wrong answers, which the grader scores
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from worker.harness import protocol, sandbox, seal
+from worker.harness import protocol, sandbox, seal, watch
 
 _TB = torch._C.TensorBase
 _TB_ATTRS = _TB.__dict__
@@ -41,19 +42,30 @@ class ValueTooLarge(MemoryError):
     grader stops a reply over its limit whatever this process does: protocol.MessageTooLarge)."""
 
 
-class Server:
-    # no attribute of an instance's own: a submission that reaches this object (through a
-    # frame above its function's) cannot shadow its methods (`server.op_attr = forged`)
-    __slots__ = ("req_fd", "rep_fd", "reply_bytes", "handles", "next_handle", "labels", "anomaly",
-                 "made_at", "submission", "support", "graders_support", "buffers", "buffered")
+def _direct(job: Any) -> Any:
+    return job()
 
-    def __init__(self, req_fd: int, rep_fd: int, reply_bytes: int):
+
+class Server:
+    """Answers the grader's requests. Sealed, it lives on the main thread's stack alone and runs
+    the submission's code through `watch` on the student thread (watch.py); unsealed, it runs
+    it here (tests of what the seal stops)."""
+
+    # no attribute of an instance's own: a submission that reaches this object (unsealed,
+    # through a frame above its function's) cannot shadow its methods
+    __slots__ = ("req_fd", "rep_fd", "reply_bytes", "handles", "next_handle", "labels", "anomaly",
+                 "submission", "support", "graders_support", "buffers", "buffered", "watch",
+                 "on_student")
+
+    def __init__(self, req_fd: int, rep_fd: int, reply_bytes: int,
+                 watched: watch.Watch | None = None):
         self.req_fd, self.rep_fd, self.reply_bytes = req_fd, rep_fd, reply_bytes
+        self.watch = watched
+        self.on_student = watched.run if watched is not None else _direct
         self.handles: dict[int, Any] = {}
         self.next_handle = 1
-        self.labels: set[str] = set()
+        self.labels: frozenset[str] = frozenset()
         self.anomaly = False
-        self.made_at: tuple[BaseException, dict | None] | None = None
         self.submission = types.ModuleType("submission")
         # support.py twice: the module the submission imports, and the grader's own copy, out
         # of the submission's reach by name, from which ctx.student.new builds its objects
@@ -65,7 +77,10 @@ class Server:
     # --- transport ---------------------------------------------------------------------------
 
     def serve(self, hello: dict) -> None:
-        self.send(hello)
+        # bound before the submission loads: its changes to modules or classes cannot reach them
+        send, first_change = self.send, (self.watch.first_change if self.watch else None)
+        refuse = self.watch.refuse if self.watch else None
+        send(hello)
         unpacker = protocol.Unpacker(max_bytes=1 << 40)
         while True:
             message = unpacker.message()
@@ -81,8 +96,12 @@ class Server:
                 reply = getattr(self, "op_" + header["op"])(header, buffers)
             except BaseException as exc:  # the student's exceptions are answers, not failures
                 self.buffers = []
-                reply = {"error": self.describe_exception(exc)}
-            self.send(reply)
+                reply = {"error": describe_exception(exc, self.labels, frames=self.watch is None)}
+            change = first_change() if first_change else None
+            if change:
+                refuse(self.rep_fd, change)
+            else:
+                send(reply)
 
     def send(self, reply: dict) -> None:
         for part in protocol.frames(reply, self.buffers):
@@ -99,50 +118,22 @@ class Server:
                 exec(compile(header["support"], "exercise_support.py", "exec"), module.__dict__)
         self.submission.__file__ = "submission.py"
         sys.modules["submission"] = self.submission
-        notes, error = [], None
-        for label, code in header["cells"]:
-            self.labels.add(label)
-            try:
-                exec(compile(code, label, "exec"), self.submission.__dict__)
-            except BaseException as exc:
-                info = self.describe_exception(exc)
-                if not header["notebook"]:
-                    error = info
-                    break
-                notes.append(dict(info, cell=label))
-        defined = {name: callable(self.submission.__dict__.get(name))
-                   for name in header["functions"] if name in self.submission.__dict__}
-        return {"notes": notes, "import_error": error, "defined": defined}
+        self.labels = frozenset(label for label, _ in header["cells"])
+        _, loaded = self.on_student(functools.partial(
+            load_cells, header["cells"], bool(header["notebook"]), list(header["functions"]),
+            self.submission.__dict__, self.labels))
+        return loaded
 
     def op_put(self, header: dict, buffers: list[bytes]) -> dict:
         return {"value": self.encode(self.decode(header["value"], buffers))}
 
     def op_call(self, header: dict, buffers: list[bytes]) -> dict:
-        target = self.resolve(header["target"])
-        args = self.decode(header.get("args", []), buffers)
-        kwargs = self.decode(header.get("kwargs", {"__dict__": []}), buffers)
-        if not self.anomaly:
-            return {"value": self.encode(target(*args, **kwargs))}
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                value = target(*args, **kwargs)
-            except RuntimeError as exc:
-                if any(text in str(exc) for text in BACKWARD_ERRORS):
-                    self.made_at = (exc, self.forward_line(caught))
-                raise
-        return {"value": self.encode(value)}
-
-    def forward_line(self, caught: list[warnings.WarningMessage]) -> dict | None:
-        """The student's last line in the forward traceback anomaly mode warned with."""
-        for warning in caught:
-            text = str(warning.message)
-            if "Traceback of forward call" in text:
-                frames = [(f, int(n), fn) for f, n, fn in FRAME.findall(text) if f in self.labels]
-                if frames:
-                    file, line, function = frames[-1]
-                    return {"file": file, "line": line, "function": function}
-        return None
+        owner, name = self.resolve(header["target"])
+        job = functools.partial(
+            call, owner, name, self.decode(header.get("args", []), buffers),
+            self.decode(header.get("kwargs", {"__dict__": []}), buffers), self.anomaly, self.labels)
+        done, value = self.on_student(job)
+        return {"value": self.encode(value)} if done else {"error": value}
 
     def op_anomaly(self, header: dict, _buffers: list[bytes]) -> dict:
         self.anomaly = bool(header["on"])
@@ -151,42 +142,44 @@ class Server:
 
     def op_attr(self, header: dict, _buffers: list[bytes]) -> dict:
         obj = self.handles[header["handle"]]
-        if isinstance(obj, _PLAIN_TENSORS) and header["name"] in _TB_ATTRS:
-            value = _get(obj, header["name"])
-        else:
-            value = getattr(obj, header["name"])
-        return {"value": self.encode(value)}
+        if type(obj) in _PLAIN_TENSORS and header["name"] in _TB_ATTRS:
+            return {"value": self.encode(_get(obj, header["name"]))}
+        done, value = self.on_student(functools.partial(
+            call, obj, header["name"], None, None, False, self.labels))
+        return {"value": self.encode(value)} if done else {"error": value}
 
     def op_describe(self, header: dict, _buffers: list[bytes]) -> dict:
         obj = self.handles[header["handle"]]
         if type(obj) in _PLAIN_TENSORS:
             return {"graph": self.graph(_get(obj, "grad_fn"))}
-        if isinstance(obj, torch.nn.Module):
-            return {"class": type(obj).__name__, "training": bool(obj.training),
-                    "parameters": self.encode(dict(obj.named_parameters())),
-                    "modules": [[n, type(m).__name__] for n, m in obj.named_modules()]}
-        if isinstance(obj, torch.optim.Optimizer):
-            groups = [{k: v for k, v in g.items() if k != "params"} for g in obj.param_groups]
-            return {"class": type(obj).__name__, "param_groups": self.encode(groups)}
-        return {"class": type(obj).__name__}
+        done, value = self.on_student(functools.partial(describe_object, obj, self.labels))
+        if not done:
+            return {"error": value}
+        return {key: self.encode(part) if key in ("parameters", "param_groups") else part
+                for key, part in value.items()}
 
     def op_reset(self, _header: dict, _buffers: list[bytes]) -> dict:
-        self.handles.clear()
+        # the objects go on the student's thread: their finalizers are the submission's code
+        dropped, self.handles = self.handles, {}
+        self.on_student(dropped.clear)
         return {}
 
     # --- values ------------------------------------------------------------------------------
 
-    def resolve(self, target: dict) -> Any:
+    def resolve(self, target: dict) -> tuple[Any, str | None]:
+        """What a call is made on, and the attribute of it to call (None: itself). The
+        submission's objects are read on its own thread (with `call`); the grader's support
+        and torch here, so that the grader's copy never reaches the submission's thread."""
         if "name" in target:
-            return getattr(self.submission, target["name"])
+            return self.submission, str(target["name"])
         if "support" in target:
-            return getattr(self.graders_support, target["support"])
+            return getattr(self.graders_support, target["support"]), None
         if "torch" in target:
             obj = torch
             for part in target["torch"].split("."):
                 obj = getattr(obj, part)
-            return obj
-        return getattr(self.handles[target["handle"]], target["method"])
+            return obj, None
+        return self.handles[target["handle"]], str(target["method"])
 
     def decode(self, value: Any, buffers: list[bytes]) -> Any:
         def tensor(desc: dict, buf: bytes) -> Any:
@@ -280,26 +273,95 @@ class Server:
             node["next"] = [index[id(f)] for f in node["next"] if id(f) in index]
         return nodes
 
-    def describe_exception(self, exc: BaseException) -> dict:
-        frames, tb = [], exc.__traceback__
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            if code.co_filename in self.labels:
-                frames.append({"file": code.co_filename, "line": tb.tb_lineno,
-                               "function": code.co_name})
-            tb = tb.tb_next
-        if isinstance(exc, SyntaxError) and exc.filename in self.labels:
-            frames.append({"file": exc.filename, "line": exc.lineno or 0, "function": "<module>"})
+def describe_exception(exc: BaseException, labels: frozenset[str], frames: bool = True,
+                       made_at: dict | None = None) -> dict:
+    """An exception as the grader reads it: its type, message and the submission's frames
+    (`frames`: False on the sealed main thread, which reads no frame)."""
+    found, tb = [], exc.__traceback__ if frames else None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename in labels:
+            found.append({"file": code.co_filename, "line": tb.tb_lineno, "function": code.co_name})
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename in labels:
+        found.append({"file": exc.filename, "line": exc.lineno or 0, "function": "<module>"})
+    try:
+        # a SyntaxError's str() adds "(file, line N)", which the frame says already
+        message = (exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc))[:MAX_MESSAGE]
+    except BaseException:
+        message = "<the exception's message could not be printed>"
+    return {"type": type(exc).__name__[:200], "message": message, "frames": found[-5:],
+            "made_at": made_at,
+            "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None}
+
+
+# --- the submission's code: run on the student thread when sealed, and given back as
+# (done, value) or (False, the exception described there, where its frames can be read) ----------
+
+def load_cells(cells: list, notebook: bool, functions: list[str], namespace: dict,
+               labels: frozenset[str]) -> tuple[bool, dict]:
+    notes, error = [], None
+    for label, code in cells:
         try:
-            # a SyntaxError's str() adds "(file, line N)", which the frame says already
-            message = (exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc))[:MAX_MESSAGE]
-        except BaseException:
-            message = "<the exception's message could not be printed>"
-        # kept here, not on the exception: the submission's own exceptions carry what it likes
-        made, self.made_at = self.made_at, None
-        return {"type": type(exc).__name__[:200], "message": message, "frames": frames[-5:],
-                "made_at": made[1] if made and made[0] is exc else None,
-                "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None}
+            exec(compile(code, label, "exec"), namespace)
+        except BaseException as exc:
+            info = describe_exception(exc, labels)
+            if not notebook:
+                error = info
+                break
+            notes.append(dict(info, cell=label))
+    defined = {name: callable(namespace.get(name)) for name in functions if name in namespace}
+    return True, {"notes": notes, "import_error": error, "defined": defined}
+
+
+def call(owner: Any, name: str | None, args: list | None, kwargs: dict | None, anomaly: bool,
+         labels: frozenset[str]) -> tuple[bool, Any]:
+    """owner.name(*args, **kwargs), or owner(...) when name is None, or the attribute itself
+    when args is None. In anomaly mode, a backward error says where its tensor was made."""
+    made_at = None
+    try:
+        target = owner if name is None else getattr(owner, name)
+        if args is None:
+            return True, target
+        if not anomaly:
+            return True, target(*args, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                return True, target(*args, **kwargs)
+            except RuntimeError as exc:
+                if any(text in str(exc) for text in BACKWARD_ERRORS):
+                    made_at = forward_line(caught, labels)
+                raise
+    except BaseException as exc:  # the student's exceptions are answers, not failures
+        return False, describe_exception(exc, labels, made_at=made_at)
+
+
+def forward_line(caught: list[warnings.WarningMessage], labels: frozenset[str]) -> dict | None:
+    """The student's last line in the forward traceback anomaly mode warned with."""
+    for warning in caught:
+        text = str(warning.message)
+        if "Traceback of forward call" in text:
+            frames = [(f, int(n), fn) for f, n, fn in FRAME.findall(text) if f in labels]
+            if frames:
+                file, line, function = frames[-1]
+                return {"file": file, "line": line, "function": function}
+    return None
+
+
+def describe_object(obj: Any, labels: frozenset[str]) -> tuple[bool, Any]:
+    """A module's or optimizer's parts, read through their own (possibly overridden) methods."""
+    try:
+        if isinstance(obj, torch.nn.Module):
+            return True, {"class": type(obj).__name__, "training": bool(obj.training),
+                          "parameters": dict(obj.named_parameters()),
+                          "modules": [[n, type(m).__name__] for n, m in obj.named_modules()]}
+        if isinstance(obj, torch.optim.Optimizer):
+            return True, {"class": type(obj).__name__, "param_groups": [
+                {k: v for k, v in g.items() if k != "params"} for g in obj.param_groups]}
+        return True, {"class": type(obj).__name__}
+    except BaseException as exc:
+        return False, describe_exception(exc, labels)
 
 
 def _unbuffered(fd: int) -> io.TextIOWrapper:
@@ -342,14 +404,16 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         hello = {"pid": os.getpid(), "layers": active, "missing": missing}
         if confinement.device == "cuda":
             hello["cuda"] = start_cuda()
+        watched = None
         if confinement.sealed:  # last: nothing of the harness's set-up is refused
             try:
-                active += seal.seal()
+                watched = watch.seal_process()
+                active.append("seal")
             except OSError as exc:
                 missing.append(f"seal: {exc.strerror or exc}")
         else:
             missing.append("seal: taken away by the grader")
-        Server(req_fd, rep_fd, reply_bytes).serve(hello)
+        Server(req_fd, rep_fd, reply_bytes, watched).serve(hello)
     except BaseException:
         code = 70
     finally:
