@@ -84,7 +84,7 @@ IN_CALL = {
     "dispatch-mode": "    Forged().__enter__()\n",
     # kept: a library's kernels go when it is collected
     "library": "    KEPT.append(torch.library.Library('aten', 'IMPL', 'CPU'))\n"
-               "    KEPT[0].impl('mul.Tensor', forged)\n",
+               "    KEPT[0].impl('as_strided', forged)\n",
     "frames": "    find_server()\n",
     "thread": "    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n",
     "code": "    protocol.span_bytes.__code__ = forged.__code__\n",
@@ -94,7 +94,7 @@ ATTACKS = {
     "builtins": (BUILTINS, "changing `builtins`"),
     "type-dict": (TYPE_DICT, "changing `TensorBase`"),
     "dispatch-mode": (DISPATCH_MODE, "leaving a torch mode entered"),
-    "library": (LIBRARY, "registering kernels for PyTorch's operators"),
+    "library": (LIBRARY, "replacing PyTorch's kernel for `aten::as_strided`"),
     "thread": (THREAD, "leaving a thread of its own running"),
     "code": (CODE, "replacing `__code__` of a function"),
 }
@@ -114,7 +114,8 @@ def test_an_attack_on_the_replies_is_the_submissions_zero_naming_it(grade, name)
     assert said and {d["code"] for d in said} == {"forbidden-operation"}, said
     assert words in said[0]["message"], said[0]
     assert said[0]["details"]["sealed"] is True
-    assert "FORGED" not in report["output"]
+    if name != "dispatch-mode":  # whose mode prints FORGED for the function's own operations
+        assert "FORGED" not in report["output"]
 
 
 @pytest.mark.parametrize("name", sorted(set(ATTACKS) - {"thread"}) + ["frames"])

@@ -68,8 +68,8 @@ REFUSALS = {
                "es": "importar `{subject}`, el código del propio corrector"},
     "frame": {"en": "`{subject}` on the grader's thread, whose frames are the grader's",
               "es": "`{subject}` en el hilo del corrector, cuyos marcos son del corrector"},
-    "library": {"en": "`{subject}`: registering kernels for PyTorch's operators",
-                "es": "`{subject}`: registrar núcleos para los operadores de PyTorch"},
+    "library": {"en": "replacing PyTorch's kernel for `{subject}`",
+                "es": "reemplazar el núcleo de PyTorch para `{subject}`"},
     "code": {"en": "replacing `{subject}` of a function",
              "es": "reemplazar `{subject}` de una función"},
     "tamper": {"en": "changing `{subject}`, which the grader answers with",
@@ -92,8 +92,9 @@ INTROSPECTION = {"gc.get_objects": "gc.get_objects()", "gc.get_referrers": "gc.g
 # where a frame is reached from without sys._getframe; refused on the grader's (main) thread
 FRAME_ATTRIBUTES = {"tb_frame": "traceback.tb_frame", "gi_frame": "generator.gi_frame",
                     "cr_frame": "coroutine.cr_frame", "ag_frame": "async_generator.ag_frame"}
-# what a function runs with; no exercise replaces them, a forgery would replace the harness's
-FUNCTION_PARTS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+# what a function runs with: its code no exercise replaces (a forgery would replace the
+# harness's); its defaults torch itself sets, so only the harness's functions keep theirs
+FUNCTION_DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})
 
 
 class SealRefused(PermissionError):
@@ -182,7 +183,8 @@ def _make_hook(pid: int, main_thread: int, trusted: list[bool]):
     event carries is read by type, never through its own methods: an object of the
     submission's could otherwise run its code inside the hook."""
     introspection = dict(INTROSPECTION)  # a copy of its own, which nothing else can reach
-    frame_attributes, function_parts = dict(FRAME_ATTRIBUTES), frozenset(FUNCTION_PARTS)
+    frame_attributes, function_defaults = dict(FRAME_ATTRIBUTES), frozenset(FUNCTION_DEFAULTS)
+    function_type = type(_make_hook)
     plain_modules, plain_builtins = frozenset(PLAIN_DATA_MODULES), frozenset(PLAIN_BUILTINS)
     harness, refused_as = HARNESS_PACKAGE, SealRefused
     str_type, int_type, thread = str, int, _thread.get_ident
@@ -202,8 +204,10 @@ def _make_hook(pid: int, main_thread: int, trusted: list[bool]):
         if event == "object.__getattr__" and name(args[1]) in frame_attributes \
                 and thread() == main_thread:
             raise refused_as("frame", frame_attributes[name(args[1])])
-        if event == "object.__setattr__" and name(args[1]) in function_parts:
-            raise refused_as("code", name(args[1]))
+        if event == "object.__setattr__" and type(args[0]) is function_type:
+            if name(args[1]) == "__code__" or name(args[1]) in function_defaults \
+                    and name(args[0].__module__).partition(".")[0] == harness:
+                raise refused_as("code", name(args[1]))
         if event == "pickle.find_class":
             module, what = name(args[0]), name(args[1])
             if not (module in plain_modules or module == "builtins" and what in plain_builtins

@@ -24,6 +24,7 @@ _TB = torch._C.TensorBase
 _TB_ATTRS = _TB.__dict__
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
+_TYPE_NAME = type.__dict__["__name__"]
 MAX_MESSAGE = 2000
 MAX_GRAPH_NODES = 64
 # Errors autograd raises inside backward(), where the traceback shows only the backward() call.
@@ -55,7 +56,7 @@ class Server:
     # through a frame above its function's) cannot shadow its methods
     __slots__ = ("req_fd", "rep_fd", "reply_bytes", "handles", "next_handle", "labels", "anomaly",
                  "submission", "support", "graders_support", "buffers", "buffered", "watch",
-                 "on_student")
+                 "on_student", "returned")
 
     def __init__(self, req_fd: int, rep_fd: int, reply_bytes: int,
                  watched: watch.Watch | None = None):
@@ -63,6 +64,9 @@ class Server:
         self.watch = watched
         self.on_student = watched.run if watched is not None else _direct
         self.handles: dict[int, Any] = {}
+        # what the submission's code returned, kept until a reset drops it on its own thread:
+        # dropped here, an object's `__del__` would run on the main thread
+        self.returned: list[Any] = []
         self.next_handle = 1
         self.labels: frozenset[str] = frozenset()
         self.anomaly = False
@@ -78,7 +82,7 @@ class Server:
 
     def serve(self, hello: dict) -> None:
         # bound before the submission loads: its changes to modules or classes cannot reach them
-        send, first_change = self.send, (self.watch.first_change if self.watch else None)
+        send, tainted = self.send, (self.watch.tainted if self.watch else None)
         refuse = self.watch.refuse if self.watch else None
         send(hello)
         unpacker = protocol.Unpacker(max_bytes=1 << 40)
@@ -97,7 +101,7 @@ class Server:
             except BaseException as exc:  # the student's exceptions are answers, not failures
                 self.buffers = []
                 reply = {"error": describe_exception(exc, self.labels, frames=self.watch is None)}
-            change = first_change() if first_change else None
+            change = tainted() if tainted else None
             if change:
                 refuse(self.rep_fd, change)
             else:
@@ -129,10 +133,12 @@ class Server:
 
     def op_call(self, header: dict, buffers: list[bytes]) -> dict:
         owner, name = self.resolve(header["target"])
-        job = functools.partial(
+        # the arguments go with the job alone: what the submission leaves in them is dropped on
+        # its own thread
+        done, value = self.on_student(functools.partial(
             call, owner, name, self.decode(header.get("args", []), buffers),
-            self.decode(header.get("kwargs", {"__dict__": []}), buffers), self.anomaly, self.labels)
-        done, value = self.on_student(job)
+            self.decode(header.get("kwargs", {"__dict__": []}), buffers), self.anomaly, self.labels))
+        self.returned.append(value)
         return {"value": self.encode(value)} if done else {"error": value}
 
     def op_anomaly(self, header: dict, _buffers: list[bytes]) -> dict:
@@ -146,6 +152,7 @@ class Server:
             return {"value": self.encode(_get(obj, header["name"]))}
         done, value = self.on_student(functools.partial(
             call, obj, header["name"], None, None, False, self.labels))
+        self.returned.append(value)
         return {"value": self.encode(value)} if done else {"error": value}
 
     def op_describe(self, header: dict, _buffers: list[bytes]) -> dict:
@@ -153,6 +160,7 @@ class Server:
         if type(obj) in _PLAIN_TENSORS:
             return {"graph": self.graph(_get(obj, "grad_fn"))}
         done, value = self.on_student(functools.partial(describe_object, obj, self.labels))
+        self.returned.append(value)
         if not done:
             return {"error": value}
         return {key: self.encode(part) if key in ("parameters", "param_groups") else part
@@ -160,7 +168,7 @@ class Server:
 
     def op_reset(self, _header: dict, _buffers: list[bytes]) -> dict:
         # the objects go on the student's thread: their finalizers are the submission's code
-        dropped, self.handles = self.handles, {}
+        dropped, self.handles, self.returned = [self.handles, self.returned], {}, []
         self.on_student(dropped.clear)
         return {}
 
@@ -169,16 +177,11 @@ class Server:
     def resolve(self, target: dict) -> tuple[Any, str | None]:
         """What a call is made on, and the attribute of it to call (None: itself). The
         submission's objects are read on its own thread (with `call`); the grader's support
-        and torch here, so that the grader's copy never reaches the submission's thread."""
+        here, so that the grader's copy never reaches the submission's thread."""
         if "name" in target:
             return self.submission, str(target["name"])
         if "support" in target:
             return getattr(self.graders_support, target["support"]), None
-        if "torch" in target:
-            obj = torch
-            for part in target["torch"].split("."):
-                obj = getattr(obj, part)
-            return obj, None
         return self.handles[target["handle"]], str(target["method"])
 
     def decode(self, value: Any, buffers: list[bytes]) -> Any:
@@ -202,13 +205,15 @@ class Server:
     def encode(self, value: Any, depth: int = 0) -> Any:
         if depth > protocol.MAX_DEPTH:
             raise ValueError(f"the value is nested deeper than {protocol.MAX_DEPTH} levels")
+        # by identity and C-level look-ups alone: a class of the submission's (a metaclass's
+        # `__eq__` or `__name__`, a `__class__` property) runs no code here
         kind = type(value)
-        if value is None or kind in (bool, int, str):
+        if value is None or kind is bool or kind is int or kind is str:
             return value
-        if isinstance(value, float):
+        if issubclass(kind, float):
             value = float.__float__(value)
             return value if value == value and abs(value) != float("inf") else {"__float__": repr(value)}
-        if kind in _PLAIN_TENSORS:
+        if kind is torch.Tensor or kind is torch.nn.Parameter:
             return self.encode_tensor(value)
         if kind is tuple or kind is torch.Size:
             return {"__tuple__": [self.encode(v, depth + 1) for v in value]}
@@ -221,8 +226,8 @@ class Server:
             return {"__dtype__": protocol.dtype_name(value)}
         if kind is torch.device:
             return {"__device__": str(value)}
-        return {"__handle__": self.keep(value), "type": kind.__name__[:200],
-                "tensor_subclass": isinstance(value, torch.Tensor)}
+        return {"__handle__": self.keep(value), "type": _TYPE_NAME.__get__(kind)[:200],
+                "tensor_subclass": issubclass(kind, torch.Tensor)}
 
     def encode_tensor(self, t: torch.Tensor) -> dict:
         """A tensor as its storage span (from its storage offset to the last element its strides
@@ -381,8 +386,9 @@ def start_cuda() -> str:
 
 
 def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
-        threads: int, reply_bytes: int) -> None:
-    """Entry point of a freshly forked student process; never returns."""
+        threads: int, reply_bytes: int, prepared: tuple | None = None) -> None:
+    """Entry point of a freshly forked student process; never returns. `prepared`: what the
+    seal's checks compare with, taken before the fork's confinement (watch.prepare)."""
     code = 0
     try:
         os.setsid()
@@ -407,7 +413,7 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         watched = None
         if confinement.sealed:  # last: nothing of the harness's set-up is refused
             try:
-                watched = watch.seal_process()
+                watched = watch.seal_process(prepared or watch.prepare())
                 active.append("seal")
             except OSError as exc:
                 missing.append(f"seal: {exc.strerror or exc}")

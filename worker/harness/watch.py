@@ -3,26 +3,30 @@ answered until the grader's side of the process is seen unchanged.
 
 A submission reaches what answers the grader through frames (a frame's `f_back` leads from its
 own function up to the harness's), through modules (`sys.modules["worker.harness.protocol"]`,
-`builtins.getattr`, `torch.Tensor`'s real dict leaked by a mappingproxy comparison), and through
-state torch keeps per thread (a dispatch or function mode left entered). So, once sealed:
-- the harness's server keeps its state on the main thread's stack, and runs every piece of the
-  submission's code (loading it, calling it, reading its objects' attributes) on the student
-  thread, whose stack holds only `_student_loop`: from there no frame leads to the server. On
-  the main thread the seal refuses frames (`sys._getframe`, a traceback's or a generator's
-  frame), so code of the submission's that runs there (a `__del__`, a metaclass's `__name__`)
-  finds none either;
-- before each reply, `first_change` compares, by identity, every entry of the modules and types
-  the reply is made with against what they held when the process was sealed, counts the Python
-  threads (the student thread only: any other could change things while a reply is made) and
-  looks at the state torch keeps per thread on both; whatever changed taints the process for
-  good: every later reply is the refusal, which names it;
-- new kernels for torch's own operators (`torch.library`) are refused.
+`builtins.getattr`, `torch.Tensor`'s real dict leaked by a mappingproxy comparison), through
+state torch keeps per thread (a dispatch or function mode left entered) or for the process (a
+kernel of its own for one of torch's operators). So, once sealed:
+- the server keeps its state on the main thread's stack, and runs every piece of the
+  submission's code (loading it, calling it, reading its objects' attributes, dropping them) on
+  the student thread, whose stack holds only `_student_loop`: from there no frame leads to the
+  server. The main thread reads the submission's objects by identity and C-level look-ups alone
+  (student.Server.encode), so none of its code runs there; and were one to (a finalizer), the
+  hook refuses it frames on that thread;
+- after each job, before the main thread touches what it returned, the check compares by
+  identity every entry of the modules and types the replies are made with (for torch's modules,
+  the names they use) with what they held when the spare process was prepared, counts the Python
+  threads (the student thread's alone: any other could change things while a reply is made),
+  looks at torch's per-thread state on both threads, the signal handlers, and the operators a
+  reply reads tensors with (a kernel of the submission's leaves torch's "(inactive)"). Whatever
+  changed taints the process for good: that reply and every later one is the refusal, which
+  names it.
 """
 from __future__ import annotations
 
+import _signal
 import _thread
 import itertools
-import _signal
+import operator
 import os
 import sys
 import time
@@ -35,13 +39,24 @@ from worker.harness import protocol, seal
 # the modules the main thread makes its replies with (not `sys` or `warnings`, which honest
 # code changes: redirected output, a filter); any other module the submission changes changes
 # only what its own code does
-WATCHED_MODULES = ("builtins", "torch", "torch.nn", "torch.autograd", "torch.optim", "os",
-                   "json", "struct", "math")
+WATCHED_MODULES = ("builtins", "os", "json", "struct", "math")
+# of torch's modules, which torch itself changes as it runs (an optimizer's first step replaces
+# `torch.manual_seed`), the names the main thread reads
+WATCHED_NAMES = {
+    "torch": ("Tensor", "Size", "dtype", "device", "empty", "from_numpy", "frombuffer", "nn",
+              "optim", "autograd", "_C", "bfloat16", "float16", "float32", "float64",
+              "complex64", "complex128", "uint8", "int8", "int16", "int32", "int64", "bool"),
+    "torch.nn": ("Parameter", "Module"), "torch.optim": ("Optimizer",),
+    "torch.autograd": ("set_detect_anomaly",), "torch._C": ("TensorBase", "DisableTorchFunction")}
 # and the types, whose real dicts a mappingproxy comparison leaks (the harness's own classes too)
 WATCHED_TYPES = (torch.Tensor, torch._C.TensorBase, torch.nn.Parameter, torch.Size, object, type,
                  dict, list, tuple, str, bytes, bytearray, memoryview, int, float, bool)
 # what torch keeps per thread that changes what the grader's calls compute: modes entered
 # (function, dispatch) and dispatch keys forced in or out (the python dispatcher)
+# the operators a reply reads a tensor's bytes with (protocol.span_bytes): a kernel of the
+# submission's for one of them (torch.library) leaves torch's own "(inactive)" in its entry
+READ_WITH = ("aten::detach", "aten::as_strided", "aten::_to_copy", "aten::copy_", "aten::clone",
+             "aten::resolve_conj", "aten::resolve_neg", "aten::contiguous", "aten::view")
 THREAD_STATE = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack,
                 torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set)
 
@@ -67,23 +82,12 @@ def _student_loop(box: list, go: Any, done: Any, state: tuple) -> None:
 
 def _watched(harness_package: str) -> list[Any]:
     modules = [module for name, module in list(sys.modules.items())
-               if module is not None and (name in WATCHED_MODULES
+               if module is not None and (name in WATCHED_MODULES or name in WATCHED_NAMES
                                           or name.startswith(harness_package + "."))]
     own_types = [value for module in modules if module.__name__.startswith(harness_package)
                  for value in list(module.__dict__.values())
                  if isinstance(value, type) and value.__module__ == module.__name__]
     return modules + list(WATCHED_TYPES) + own_types
-
-
-def refuse_new_torch_kernels() -> None:
-    """No library (`torch.library`) may be made: a kernel registered for `aten::clone` would
-    answer what the grader computes, and no exercise registers operators. Nothing keeps the
-    original: a reference the refusal held, the submission could reach."""
-    refused_as = seal.SealRefused
-
-    def refused(kind: object, namespace: object, *_args: object) -> None:
-        raise refused_as("library", f"torch.library.Library({str(namespace)[:60]!r})")
-    torch._C._dispatch_library = refused
 
 
 class Watch:
@@ -92,11 +96,12 @@ class Watch:
     submission's reach (the server holds it on the main thread's stack alone)."""
 
     __slots__ = ("_box", "_go", "_done", "_park", "_student", "_baseline", "_current_frames",
-                 "_trusted", "_taint", "_sleep", "_find_change", "refuse")
+                 "_trusted", "_taint", "_sleep", "_find_change", "refuse", "_refused")
 
-    def __init__(self, trusted: list[bool], harness_package: str):
+    def __init__(self, trusted: list[bool], prepared: tuple):
         self._trusted = trusted  # the hook's: lets this thread read other threads' frames
         self._current_frames, self._sleep = sys._current_frames, time.sleep
+        self._refused = seal.SealRefused
         self._taint: str | None = None
         self._box: list = [None, None]
         self._go, self._done = _thread.allocate_lock(), _thread.allocate_lock()
@@ -107,7 +112,7 @@ class Watch:
         self._done.acquire()
         self._park = self._box[0]
         self._baseline = tuple(repr(read()) for read in THREAD_STATE)
-        self._find_change = _change_finder(_watched(harness_package), self._baseline)
+        self._find_change = _change_finder(prepared, self._baseline)
         self.refuse = _refuser()
 
     def run(self, job: Callable[[], Any]) -> Any:
@@ -130,15 +135,19 @@ class Watch:
         self._box[1] = None
         if state != self._baseline and self._taint is None:
             self._taint = "mode -"
+        # found before the main thread touches what the job returned: a forged encoder or
+        # kernel never runs there
+        if self._taint is None:
+            self._taint = self._find_change()
+        if self._taint:
+            raise self._refused(*self._taint.split(" ", 1))
         if not ran:
             raise value
         return value
 
-    def first_change(self) -> str | None:
-        """What of the grader's side changed since the seal, as "KIND SUBJECT" (seal.REFUSALS),
-        or None; once something has, it is said for good."""
-        if self._taint is None:
-            self._taint = self._find_change()
+    def tainted(self) -> str | None:
+        """What of the grader's side changed, as "KIND SUBJECT" (seal.REFUSALS), or None: found
+        after each job (the main thread runs no code of the submission's), said for good."""
         return self._taint
 
 
@@ -157,30 +166,61 @@ def _refuser() -> Callable[[int, str], None]:
     return refuse
 
 
-def _change_finder(watched: list[Any], baseline: tuple) -> Callable[[], str | None]:
+def prepare(harness_package: str = seal.HARNESS_PACKAGE) -> tuple:
+    """What the check compares with: for each watched module and type, its type, the names
+    watched (None: every entry, in order), their values now, its name, and whether it may not
+    gain entries. Taken in the spare student process before it is given its submission: reading
+    it there costs about 5 ms of copy-on-write faults (the reads change reference counts), off
+    the grade's path."""
+    watched = _watched(harness_package)
+    kept = []
+    for owner in watched:
+        entries = owner.__dict__
+        if not isinstance(owner, type):  # what a warning adds to the globals it points at
+            entries.setdefault("__warningregistry__", {})
+        names = WATCHED_NAMES.get(getattr(owner, "__name__", None)) \
+            if not isinstance(owner, type) else None
+        values = tuple(entries.get(n) for n in names) if names else tuple(entries.values())
+        # a type or a harness module may not even gain an entry (it would shadow an inherited
+        # method, or a builtin)
+        exact = isinstance(owner, type) or owner.__name__.startswith(harness_package)
+        kept.append((owner, type(owner), names, values, _name(owner), exact))
+    return tuple(kept)
+
+
+def _change_finder(kept: tuple, baseline: tuple) -> Callable[[], str | None]:
     """The check, with every name it uses bound now as values of its closure (the builtins it
-    calls too: a patched `builtins.list` must not answer for what it checks)."""
-    make_list, make_tuple, identity, type_of, zipped = list, tuple, id, type, zip
-    each, islice, text, count_threads, state = map, itertools.islice, repr, _thread._count, THREAD_STATE
+    calls too: a patched `builtins.list` must not answer for what it checks). Entries are
+    compared with `is` (never `==`, which an object of the submission's answers; nor `id`,
+    which raises an audit event per call)."""
+    make_tuple, type_of, every, size = tuple, type, all, len
+    each, islice, same, text = map, itertools.islice, operator.is_, repr
+    count_threads, state = _thread._count, THREAD_STATE
+    entry, inactive, read_with = torch._C._dispatch_dump, "(inactive)", READ_WITH
     # a handler set on the main thread would be called with the grader's frame
     handler, signals = _signal.getsignal, make_tuple(_signal.valid_signals())
     handlers = make_tuple(handler(number) for number in signals)
 
-    def ids(owner: Any, length: int) -> list[int]:
-        return make_list(each(identity, islice(owner.__dict__.values(), length)))
-    kept = make_tuple((owner, type_of(owner), len(owner.__dict__), _name(owner)) for owner in watched)
-    taken = make_tuple(ids(owner, length) for owner, _, length, _ in kept)
-
     def find_change() -> str | None:
-        for (owner, kind, length, name), then in zipped(kept, taken):
-            if type_of(owner) is not kind or ids(owner, length) != then:
+        for owner, kind, names, then, name, exact in kept:
+            now = owner.__dict__
+            if type_of(owner) is not kind:
+                return "tamper " + name
+            if names:
+                if not every(each(same, each(now.get, names), then)):
+                    return "tamper " + name
+            elif size(now) < size(then) or exact and size(now) != size(then) or \
+                    not every(each(same, islice(now.values(), size(then)), then)):
                 return "tamper " + name
         if count_threads() != 1:
             return "thread -"
         if make_tuple(text(read()) for read in state) != baseline:
             return "mode -"
-        if make_tuple(handler(number) for number in signals) != handlers:
+        if not every(each(same, each(handler, signals), handlers)):
             return "handler -"
+        for operator_name in read_with:
+            if inactive in entry(operator_name):
+                return "library " + operator_name
         return None
     return find_change
 
@@ -191,10 +231,10 @@ def _name(owner: Any) -> str:
     return "".join(c for c in str(getattr(owner, "__name__", "?")) if c.isalnum() or c in "._")
 
 
-def seal_process() -> Watch:
-    """Seal this process (seal.py's hook, its torch kernels refused) and start its student
-    thread; an OSError names what could not be raised."""
+def seal_process(prepared: tuple) -> Watch:
+    """Seal this process (seal.py's hook) and start its student
+    thread, to check against `prepared` (prepare()); an OSError names what could not be
+    raised."""
     trusted = [False]
     seal.seal(trusted)
-    refuse_new_torch_kernels()
-    return Watch(trusted, seal.HARNESS_PACKAGE)
+    return Watch(trusted, prepared)

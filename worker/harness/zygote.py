@@ -84,7 +84,7 @@ class Spare:
     while the previous submission is being graded instead of on the next one's critical path.
     """
 
-    def __init__(self, warm: bool) -> None:
+    def __init__(self, warm: bool, sealed: bool) -> None:
         self.warm = warm  # forked after warm_up_optimizers
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
@@ -95,14 +95,16 @@ class Spare:
             sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)
             for fd in (self.req_w, self.rep_r, self.out_r, self.spec_w):
                 os.close(fd)
+            from worker.harness import student, watch
+            prepared = watch.prepare() if sealed else None
             with os.fdopen(spec_r, "rb") as spec:
                 request = json.loads(spec.read() or b"null")
             if request is None:
                 os._exit(0)
-            from worker.harness import student
             c = request["confinement"]
             confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
-            student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"])
+            student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"],
+                        prepared)
         for fd in (req_r, rep_w, out_w, spec_r):
             os.close(fd)
 
@@ -190,7 +192,7 @@ def main(fd: int, sealed: bool = True) -> None:
     protect()
     warm = False
     due: float | None = None  # when the first student was reaped: warm up at a quiet moment
-    spare = Spare(warm)
+    spare = Spare(warm, sealed)
     sock = socket.socket(fileno=fd)
     sock.sendall(b'{"ready": true}\n')
     requests = sock.makefile("rb")
@@ -203,7 +205,7 @@ def main(fd: int, sealed: bool = True) -> None:
             protect()
             warm, due = True, None
             spare.discard()  # the next student is forked warm, now rather than at its spawn
-            spare = Spare(warm)
+            spare = Spare(warm, sealed)
             continue
         line = requests.readline()
         if not line:
@@ -218,7 +220,7 @@ def main(fd: int, sealed: bool = True) -> None:
                             fds + scratch_fds)
             for f in fds + scratch_fds:
                 os.close(f)
-            spare = Spare(warm)
+            spare = Spare(warm, sealed)
         elif request["op"] == "reap":
             sock.sendall(json.dumps(reap(request["pid"], request["grace"])).encode() + b"\n")
             scratches.unmount(request["pid"])
@@ -230,7 +232,7 @@ def main(fd: int, sealed: bool = True) -> None:
                 protect()
                 warm, due = True, None
                 spare.discard()
-                spare = Spare(warm)
+                spare = Spare(warm, sealed)
             sock.sendall(b'{"warm": true}\n')
 
 
