@@ -63,7 +63,7 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tens
 
 
 def step_all(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, lr: float) -> None:
-    """One step of plain SGD over *every* parameter of the model, the grader's own optimizer:
-    a frozen parameter (`requires_grad` False) gets no gradient and does not move, a trainable
-    one moves by `-lr * grad`."""
-    train(model, torch.optim.SGD(model.parameters(), lr=lr), images, labels, 1)
+    """One step of SGD with weight decay over *every* parameter of the model, the grader's own
+    optimizer: a frozen parameter (`requires_grad` False) gets no gradient and does not move; a
+    trainable one moves by `-lr * (grad + 0.1 * p)`, even where a hook made its gradient zero."""
+    train(model, torch.optim.SGD(model.parameters(), lr=lr, weight_decay=0.1), images, labels, 1)

@@ -127,6 +127,15 @@ def _in_student(ctx: Context, name: str, *args, what: str | dict) -> bool:
     return True
 
 
+def _tracked(ctx: Context, remote: object, g: torch.Tensor, what: str | dict) -> bool:
+    """Whether a backward pass with cotangent `g` goes through the student's output. Not the
+    probe's word alone: a hook of the submission's can raise autograd's "does not require grad"
+    itself, but not make its output stop requiring grad, as the harness reads it with its own
+    C-level look-up (sealed); that can only say "tracked", where the reference's is not."""
+    return _claim(remote, "requires_grad") is True or \
+        _in_student(ctx, "accumulate_grad", remote, ctx.on_device(g), what=what)
+
+
 def _in_grader(function, *args) -> bool:
     """The same support function run here on the reference's tensors."""
     try:
@@ -418,7 +427,7 @@ def predict_no_graph(ctx: Context) -> None:
     built and dropped inside `predict` leaves nothing to go through."""
     for _, expected, _, output in _predictions(ctx):
         g = ctx.randn(*expected.shape, dtype=expected.dtype)
-        tracked = _in_student(ctx, "accumulate_grad", output, ctx.on_device(g), what=PREDICTED)
+        tracked = _tracked(ctx, output, g, PREDICTED)
         if tracked != expected.requires_grad:
             grad_fn = _claim(output, "grad_fn")  # words only
             raise Fail(Diagnostic("tracked-in-inference" if tracked else "requires-grad-wrong", {

@@ -2,7 +2,8 @@
 
 The grader counts the files itself (`ctx.files_left()`, in the grader's process) in the
 student process's scratch directory (its `tempfile.gettempdir()` and the only place it may
-write). Nothing the student's process says about its files decides a point. Before
+write), and reads their bytes (`ctx.file_contents`, never unpickled) to find the saved tensors'
+values in them. Nothing the student's process says about its files decides a point. Before
 each counted call the grader drops what it holds in that process and deletes the files left
 there, so that each count is that call's alone. The expected counts come from the reference (or
 the wrong program standing in for it) run the same way in the grader, in a fresh directory of
@@ -79,6 +80,34 @@ HOOKS_INACTIVE = {
           "ninguno: los tensores se empaquetan cuando el paso hacia delante los guarda, así que "
           "llama a `fn(x)` dentro de "
           "`with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):`."}
+
+
+NOT_THE_TENSOR = {
+    "en": "Your files do not hold the tensors they stand for: the grader read them and found "
+          "{found} of {wanted} with the saved tensor's values in them. `pack_hook` must write the "
+          "tensor itself to its file (`torch.save(tensor, name)`) and `unpack_hook` read it back "
+          "from there; a file that stands in for a tensor kept in memory saves nothing.",
+    "es": "Tus archivos no contienen los tensores que representan: el corrector los leyó y "
+          "encontró {found} de {wanted} con los valores del tensor guardado. `pack_hook` debe "
+          "escribir el propio tensor en su archivo (`torch.save(tensor, nombre)`) y `unpack_hook` "
+          "leerlo de ahí; un archivo que sustituye a un tensor guardado en memoria no ahorra nada."}
+
+
+def _raw(t: torch.Tensor) -> bytes:
+    return t.detach().contiguous().numpy().tobytes()
+
+
+def _expect_held(ctx: Context, tensor: torch.Tensor, wanted: int, what: dict) -> None:
+    """At least `wanted` of the files in the student's directory hold `tensor`'s values, as the
+    grader reads their bytes (torch.save, numpy and raw writes all keep them whole; the
+    grader never unpickles): empty files standing in for tensors kept in memory fail."""
+    raw = _raw(tensor)
+    found = sum(raw in content for content in ctx.file_contents(8 * len(raw) + (1 << 16)).values())
+    if found < wanted:
+        raise Fail(Diagnostic("output-mismatch", {
+            "what": what, "got": found, "expected": wanted, "worst_index": [],
+            "hint": {lang: text.format(found=found, wanted=wanted)
+                     for lang, text in NOT_THE_TENSOR.items()}}))
 
 
 @contextmanager
@@ -177,12 +206,20 @@ def _kept_what(x: torch.Tensor) -> dict:
 
 def _expect_kept(ctx: Context, found: list[str], expected: int, x: torch.Tensor) -> None:
     """At least the files of the kept branch, its saved tensors packed to disk and still there,
-    and none where the kept branch has none (what is left beyond them is no-file-left's)."""
+    holding them (`sin(x) * x` saves x twice: two hold x's values), and none where the kept
+    branch has none (what is left beyond them is no-file-left's)."""
     if len(found) < expected or (found and not expected):
         hint = HOOKS_INACTIVE if not found else _count_hint(len(found), expected)
         if 0 < len(found) < expected and _files_for(ctx, x.clone(), x.clone()) == 1:
             hint = ONE_NAME
         _count(found, expected, _kept_what(x), hint)
+    if expected:
+        en, es = _about(x)
+        _expect_held(ctx, x, 2, {
+            "en": f"Files holding x's values once `grad_with_offload(OffloadExample(), x)` has "
+                  f"returned (x: {en})",
+            "es": f"Archivos con los valores de x cuando `grad_with_offload(OffloadExample(), x)` "
+                  f"ha terminado (x: {es})"})
 
 
 def _files_for(ctx: Context, *tensors: torch.Tensor) -> int:
@@ -259,9 +296,14 @@ def files_for_large_tensors(ctx: Context) -> None:
         if not found and expected and t.dim() > 1 and _files_for(ctx, t.reshape(-1)):
             hint = {lang: text.format(numel=t.numel(), rows=t.shape[0])
                     for lang, text in COUNTED_LEN.items()}
-        _count(found, expected, {"en": f"The number of files `pack_hook(t)` wrote (t: {en})",
-                                 "es": f"El número de archivos que escribió `pack_hook(t)` "
-                                       f"(t: {es})"}, hint)
+        what = {"en": f"The number of files `pack_hook(t)` wrote (t: {en})",
+                "es": f"El número de archivos que escribió `pack_hook(t)` (t: {es})"}
+        _count(found, expected, what, hint)
+        if expected:
+            _expect_held(ctx, t, 1, {
+                "en": f"Files holding t's values among those `pack_hook(t)` wrote (t: {en})",
+                "es": f"Archivos con los valores de t entre los que escribió `pack_hook(t)` "
+                      f"(t: {es})"})
     for x in [ctx.randn(1500, dtype=torch.float64), ctx.randn(THRESHOLD, dtype=torch.float32),
               _random_input(ctx, 10, 3000)]:
         _expect_kept(ctx, *_kept_files(ctx, x), x)

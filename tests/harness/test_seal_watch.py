@@ -80,6 +80,47 @@ def forged(t):
     return bytes(t.untyped_storage())[:0]
 '''
 
+# what the main thread makes replies with beyond the modules' own entries: a class's method,
+# numpy, the collector's callbacks, an audit hook of its own (each found by a second review)
+JSON_CLASS = '''
+import json.decoder
+_decode = json.decoder.JSONDecoder.decode
+def forged(self, *args, **kwargs):
+    print("FORGED")
+    return _decode(self, *args, **kwargs)
+json.decoder.JSONDecoder.decode = forged
+'''
+NUMPY = '''
+import numpy
+_frombuffer = numpy.frombuffer
+def forged(*args, **kwargs):
+    print("FORGED")
+    return _frombuffer(*args, **kwargs)
+numpy.frombuffer = forged
+'''
+GC_CALLBACK = '''
+import gc
+def forged(phase, info):
+    if phase == "start" and not getattr(forged, "said", False):
+        forged.said = True
+        print("FORGED")
+gc.callbacks.append(forged)
+gc.set_threshold(1, 1, 1)
+'''
+AUDIT_HOOK = '''
+import os, sys
+SAID = []
+def forged(event, args):  # print() inside a hook prints nothing
+    if not SAID:
+        SAID.append(os.write(1, b"FORGED\\n"))
+sys.addaudithook(forged)
+id(SAID)  # an event: the hook runs if it was added
+'''
+WARNINGS = '''
+import warnings
+warnings.showwarning = lambda *args, **kwargs: print("FORGED")
+'''
+
 IN_CALL = {
     "dispatch-mode": "    Forged().__enter__()\n",
     # kept: a library's kernels go when it is collected
@@ -97,6 +138,10 @@ ATTACKS = {
     "library": (LIBRARY, "replacing PyTorch's kernel for `aten::as_strided`"),
     "thread": (THREAD, "leaving a thread of its own running"),
     "code": (CODE, "replacing `__code__` of a function"),
+    "json-class": (JSON_CLASS, "changing `JSONDecoder`"),
+    "numpy": (NUMPY, "changing `numpy`"),
+    "gc-callback": (GC_CALLBACK, "changing `gc`"),
+    "warnings": (WARNINGS, "changing `warnings`"),
 }
 
 
@@ -114,14 +159,23 @@ def test_an_attack_on_the_replies_is_the_submissions_zero_naming_it(grade, name)
     assert said and {d["code"] for d in said} == {"forbidden-operation"}, said
     assert words in said[0]["message"], said[0]
     assert said[0]["details"]["sealed"] is True
-    if name != "dispatch-mode":  # whose mode prints FORGED for the function's own operations
+    # a mode, a kernel or a callback of its own also runs for the submission's own work
+    if name not in ("dispatch-mode", "library", "gc-callback"):
         assert "FORGED" not in report["output"]
 
 
-@pytest.mark.parametrize("name", sorted(set(ATTACKS) - {"thread"}) + ["frames"])
+def test_an_audit_hook_of_the_submissions_own_is_never_added(grade):
+    """It would run on the grader's thread for every event there. Python drops a hook an
+    existing one refuses, silently: the file loads, the hook never runs."""
+    report = grade("autograd-q", AUDIT_HOOK + "\n" + REFERENCE_Q)
+    assert report["score"] == report["max_score"] and "FORGED" not in report["output"], report
+
+
+@pytest.mark.parametrize("name", sorted(set(ATTACKS) - {"thread", "warnings"})
+                         + ["frames", "audit-hook"])
 def test_with_the_seal_taken_away_the_harness_runs_into_each_attack(grade_unsealed, name):
-    """What makes the test above fail without the seal: each change reaches the harness."""
-    prelude = ATTACKS[name][0] if name in ATTACKS else FRAMES
+    """What makes the tests above fail without the seal: each change reaches the harness."""
+    prelude = {"frames": FRAMES, "audit-hook": AUDIT_HOOK}.get(name) or ATTACKS[name][0]
     report = grade_unsealed("autograd-q", attacked(name, prelude))
     assert "FORGED" in report["output"], report
 
@@ -130,6 +184,30 @@ def test_the_submissions_frames_lead_nowhere_near_the_server(grade):
     report = grade("autograd-q", attacked("frames", FRAMES))
     assert "NOT-FOUND" in report["output"] and "FORGED" not in report["output"], report["output"]
     assert report["score"] == report["max_score"], report
+
+
+def test_an_exception_whose_type_runs_code_when_named_is_described_without_running_it(grade):
+    """Its metaclass's `__name__` and its `__str__` are the submission's code: neither runs on
+    the grader's thread (a review patched the harness there, after the check)."""
+    source = '''
+import sys
+class Named(type):
+    @property
+    def __name__(cls):
+        print("FORGED name on", __import__("threading").current_thread().name)
+        raise RuntimeError("no name")
+class E1(Exception, metaclass=Named):
+    def __str__(self):
+        print("FORGED str")
+        return "x"
+def q_grads(a, b, v):
+    raise E1()
+'''
+    report = grade("autograd-q", source)
+    assert report["score"] == 0 and report["status"] == "graded", report
+    assert "FORGED name" not in report["output"], report["output"]
+    said = [d for check in report["checks"] for d in check["diagnostics"]]
+    assert said and "raised E1" in said[0]["message"], said
 
 
 def test_honest_threads_modes_and_redirected_output_stay_allowed(grade):

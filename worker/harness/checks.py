@@ -113,9 +113,19 @@ class Context:
         MAX_SCRATCH_DEPTH), through the same descriptors."""
         self._sweep(clear=True)
 
-    def _sweep(self, clear: bool) -> list[str]:
-        """The walk of files_left and clear_files: one folder descriptor open per level, at most
-        MAX_SCRATCH_DEPTH of them, each opened with O_NOFOLLOW from its parent's."""
+    def file_contents(self, limit: int) -> dict[str, bytes]:
+        """The first `limit` bytes of each regular file files_left finds, read by the grader
+        through the same descriptors (never following a link): what the submission wrote, for
+        checks that hold it against the tensors it stands for. Never unpickled."""
+        contents: dict[str, bytes] = {}
+        self._sweep(clear=False, contents=contents, limit=limit)
+        return contents
+
+    def _sweep(self, clear: bool, contents: dict[str, bytes] | None = None,
+               limit: int = 0) -> list[str]:
+        """The walk of files_left, clear_files and file_contents: one folder descriptor open
+        per level, at most MAX_SCRATCH_DEPTH of them, each opened with O_NOFOLLOW from its
+        parent's."""
         found: list[str] = []
 
         def visit(descriptor: int, where: str, depth: int) -> None:
@@ -132,6 +142,8 @@ class Context:
                     continue  # gone meanwhile
                 if not stat.S_ISDIR(mode):
                     found.append(path)
+                    if contents is not None and stat.S_ISREG(mode):
+                        contents[path] = _read_file(name, descriptor, limit)
                     if clear:
                         with contextlib.suppress(OSError):
                             os.unlink(name, dir_fd=descriptor)
@@ -156,6 +168,28 @@ class Context:
         finally:
             os.close(top)
         return sorted(found)
+
+
+def _read_file(name: str, folder: int, limit: int) -> bytes:
+    """Up to `limit` bytes of a file in a folder descriptor, never through a link nor waiting
+    on a pipe swapped in meanwhile; b"" when it cannot be read."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    except OSError:
+        return b""
+    try:
+        parts, left = [], limit
+        while left > 0:
+            part = os.read(descriptor, min(left, 1 << 20))
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+    except OSError:
+        return b""
+    finally:
+        os.close(descriptor)
 
 
 # (text in the exception's message, code, hint that replaces the code's general one or None)

@@ -88,7 +88,9 @@ HINT = {"en": "Use PyTorch as it is: changing its classes or the grader's, reach
 INTROSPECTION = {"gc.get_objects": "gc.get_objects()", "gc.get_referrers": "gc.get_referrers()",
                  "gc.get_referents": "gc.get_referents()", "sys.settrace": "sys.settrace()",
                  "sys.setprofile": "sys.setprofile()", "code.__new__": "types.CodeType()",
-                 "sys._current_frames": "sys._current_frames()"}
+                 "sys._current_frames": "sys._current_frames()",
+                 # a hook of its own would run on every thread, the grader's too
+                 "sys.addaudithook": "sys.addaudithook()"}
 # where a frame is reached from without sys._getframe; refused on the grader's (main) thread
 FRAME_ATTRIBUTES = {"tb_frame": "traceback.tb_frame", "gi_frame": "generator.gi_frame",
                     "cr_frame": "coroutine.cr_frame", "ag_frame": "async_generator.ag_frame"}

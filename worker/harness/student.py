@@ -281,7 +281,18 @@ class Server:
 def describe_exception(exc: BaseException, labels: frozenset[str], frames: bool = True,
                        made_at: dict | None = None) -> dict:
     """An exception as the grader reads it: its type, message and the submission's frames
-    (`frames`: False on the sealed main thread, which reads no frame)."""
+    (`frames`: False on the sealed main thread, which reads no frame). Never raises: an
+    exception of the submission's that its own code keeps from being read is said as such."""
+    kind = _TYPE_NAME.__get__(type(exc))[:200]
+    try:
+        return _described(exc, kind, labels, frames, made_at)
+    except BaseException:
+        return {"type": kind, "message": "<the exception could not be read>", "frames": [],
+                "made_at": None, "errno": None}
+
+
+def _described(exc: BaseException, kind: str, labels: frozenset[str], frames: bool,
+               made_at: dict | None) -> dict:
     found, tb = [], exc.__traceback__ if frames else None
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -291,13 +302,15 @@ def describe_exception(exc: BaseException, labels: frozenset[str], frames: bool 
     if isinstance(exc, SyntaxError) and exc.filename in labels:
         found.append({"file": exc.filename, "line": exc.lineno or 0, "function": "<module>"})
     try:
-        # a SyntaxError's str() adds "(file, line N)", which the frame says already
-        message = (exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc))[:MAX_MESSAGE]
+        # a SyntaxError's str() adds "(file, line N)", which the frame says already; str.__str__
+        # makes a plain str of one of the submission's own str classes
+        text = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+        message = str.__str__(text)[:MAX_MESSAGE]
     except BaseException:
         message = "<the exception's message could not be printed>"
-    return {"type": type(exc).__name__[:200], "message": message, "frames": found[-5:],
-            "made_at": made_at,
-            "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None}
+    number = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    return {"type": kind, "message": message, "frames": found[-5:], "made_at": made_at,
+            "errno": number if type(number) is int else None}
 
 
 # --- the submission's code: run on the student thread when sealed, and given back as

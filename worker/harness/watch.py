@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import _signal
 import _thread
+import gc
 import itertools
+import json
 import operator
 import os
 import sys
@@ -39,7 +41,8 @@ from worker.harness import protocol, seal
 # the modules the main thread makes its replies with (not `sys` or `warnings`, which honest
 # code changes: redirected output, a filter); any other module the submission changes changes
 # only what its own code does
-WATCHED_MODULES = ("builtins", "os", "json", "struct", "math")
+WATCHED_MODULES = ("builtins", "os", "json", "json.decoder", "json.encoder", "json.scanner",
+                   "struct", "math")
 # of torch's modules, which torch itself changes as it runs (an optimizer's first step replaces
 # `torch.manual_seed`), the names the main thread reads
 WATCHED_NAMES = {
@@ -47,10 +50,17 @@ WATCHED_NAMES = {
               "optim", "autograd", "_C", "bfloat16", "float16", "float32", "float64",
               "complex64", "complex128", "uint8", "int8", "int16", "int32", "int64", "bool"),
     "torch.nn": ("Parameter", "Module"), "torch.optim": ("Optimizer",),
-    "torch.autograd": ("set_detect_anomaly",), "torch._C": ("TensorBase", "DisableTorchFunction")}
+    "torch.autograd": ("set_detect_anomaly",), "torch._C": ("TensorBase", "DisableTorchFunction"),
+    "numpy": ("frombuffer", "uint8", "ndarray", "dtype"),
+    # what calls code of the submission's on whichever thread an event happens: a warning torch
+    # raises on the main thread, an exception no one can raise
+    "warnings": ("showwarning", "_showwarnmsg", "_showwarnmsg_impl", "formatwarning", "warn",
+                 "warn_explicit"),
+    "sys": ("unraisablehook",)}
 # and the types, whose real dicts a mappingproxy comparison leaks (the harness's own classes too)
 WATCHED_TYPES = (torch.Tensor, torch._C.TensorBase, torch.nn.Parameter, torch.Size, object, type,
-                 dict, list, tuple, str, bytes, bytearray, memoryview, int, float, bool)
+                 dict, list, tuple, str, bytes, bytearray, memoryview, int, float, bool,
+                 json.JSONDecoder, json.JSONEncoder)
 # what torch keeps per thread that changes what the grader's calls compute: modes entered
 # (function, dispatch) and dispatch keys forced in or out (the python dispatcher)
 # the operators a reply reads a tensor's bytes with (protocol.span_bytes): a kernel of the
@@ -141,8 +151,8 @@ class Watch:
             self._taint = self._find_change()
         if self._taint:
             raise self._refused(*self._taint.split(" ", 1))
-        if not ran:
-            raise value
+        if not ran:  # never raised here: its type's code would run on this thread
+            raise self._refused("frame", "an exception that could not be described")
         return value
 
     def tainted(self) -> str | None:
@@ -197,9 +207,12 @@ def _change_finder(kept: tuple, baseline: tuple) -> Callable[[], str | None]:
     each, islice, same, text = map, itertools.islice, operator.is_, repr
     count_threads, state = _thread._count, THREAD_STATE
     entry, inactive, read_with = torch._C._dispatch_dump, "(inactive)", READ_WITH
-    # a handler set on the main thread would be called with the grader's frame
+    # a handler set on the main thread would be called with the grader's frame; a collector's
+    # callback, or a threshold that wakes it at will, on whichever thread allocates
     handler, signals = _signal.getsignal, make_tuple(_signal.valid_signals())
     handlers = make_tuple(handler(number) for number in signals)
+    callbacks, threshold = gc.callbacks, gc.get_threshold
+    callbacks_then, threshold_then = make_tuple(callbacks), threshold()
 
     def find_change() -> str | None:
         for owner, kind, names, then, name, exact in kept:
@@ -218,6 +231,9 @@ def _change_finder(kept: tuple, baseline: tuple) -> Callable[[], str | None]:
             return "mode -"
         if not every(each(same, each(handler, signals), handlers)):
             return "handler -"
+        if size(callbacks) != size(callbacks_then) or \
+                not every(each(same, callbacks, callbacks_then)) or threshold() != threshold_then:
+            return "tamper gc"
         for operator_name in read_with:
             if inactive in entry(operator_name):
                 return "library " + operator_name
