@@ -348,6 +348,9 @@ libc.shmat.restype = ctypes.c_void_p
 def q_grads(a, b, v):
     for _ in range(4):  # 4 × 64 MiB, never removed: the host's would keep them for ever
         segment = libc.shmget(0, 64 << 20, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+        if segment < 0:
+            print("REFUSED shmget", ctypes.get_errno())
+            break
         address = libc.shmat(segment, None, 0)
         ctypes.memset(address, 1, 64 << 20)
     Q = 3 * a**3 - b**2
@@ -362,12 +365,15 @@ def shared_memory_segments() -> set[str]:
 
 
 @pytest.mark.parametrize("landlock", [True, False], ids=["with-landlock", "without-landlock"])
-def test_system_v_shared_memory_goes_with_the_student_process(copy, landlock):
-    """A segment the submission makes and leaves is its IPC namespace's, gone with it: on the
-    host's, 3 GiB were left behind in 2 s, counted in no limit, for every later run to meet."""
+def test_system_v_shared_memory_is_refused_and_none_is_left(copy, landlock):
+    """Memory the kernel holds outside the address space its limit counts: on the host's IPC
+    namespace, 3 GiB were left behind in 2 s, for every later run to meet. Seccomp refuses the
+    segment (the seal, which refuses ctypes, taken away); the IPC namespace of its own stays,
+    for what a kernel without the filter would let through."""
     before = shared_memory_segments()
     report = grade_in(copy, HOLDS_SHARED_MEMORY, landlock=landlock, sealed=False)
-    assert report["status"] == "graded", report
+    assert report["status"] == "graded" and report["score"] == 10, report
+    assert "REFUSED shmget 1" in report["output"], report["output"]
     assert "ipc-namespace" in report["sandbox"]["layers"]
     assert shared_memory_segments() - before == set()
 
