@@ -19,7 +19,8 @@ from worker.harness.jobs import Limits
 
 def child_environment() -> dict[str, str]:
     """What the zygote (and so every student) starts with: no secret, ever."""
-    env = {k: os.environ[k] for k in sandbox.SAFE_ENVIRONMENT if k in os.environ}
+    env = {k: os.environ[k] for k in sandbox.SAFE_ENVIRONMENT + (sandbox.LANDLOCK_ABI_CAP,)
+           if k in os.environ}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["OMP_NUM_THREADS"] = "1"
