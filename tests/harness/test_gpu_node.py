@@ -12,7 +12,7 @@ import pytest
 
 from server.core.catalogue import default_root, load_exercise_info
 from worker.grading.sandbox_probe import unsafe
-from worker.harness import grader, sandbox
+from worker.harness import grader, sandbox, seccomp
 from worker.harness.session import CudaUnavailable
 
 TRIES = {
@@ -46,7 +46,7 @@ def confined(device: str, tmp_path) -> dict:
     """Which of TRIES succeed in a child confined for `device`, every layer raised."""
     scratch = tmp_path / device
     scratch.mkdir()
-    sandbox.load_libseccomp()  # as the zygote does: finding it runs ldconfig, which is refused
+    seccomp.load_libseccomp()  # as the zygote does: finding it runs ldconfig, which is refused
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:

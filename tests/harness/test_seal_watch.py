@@ -225,3 +225,59 @@ from torch.overrides import TorchFunctionMode
     source = prelude + REFERENCE_Q.replace("    Q = ", body + "    Q = ", 1)
     report = grade("autograd-q", source)
     assert report["score"] == report["max_score"], report
+
+
+FINDS_THE_PIPES = '''
+import fcntl, os, stat
+
+def pipes():
+    found = []
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                found.append(fd)
+        except OSError:
+            pass
+    return found
+
+def tried(fd, name, act):
+    try:
+        act()
+        print("ALLOWED", fd, name)
+    except OSError as exc:
+        print("REFUSED", fd, name, exc.errno)
+
+def q_grads(a, b, v):
+    for fd in pipes():
+        tried(fd, "flags", lambda: fcntl.fcntl(fd, fcntl.F_GETFL))
+        tried(fd, "dup", lambda: os.dup(fd))
+        tried(fd, "write", lambda: os.write(fd, b""))
+        tried(fd, "read", lambda: os.read(fd, 0))
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+'''
+
+
+def test_the_submissions_thread_cannot_touch_the_graders_pipes(grade):
+    """A review wrote forged replies on the reply pipe, framed to swallow the harness's own:
+    on the student thread the request and reply pipes cannot be read, written, copied,
+    changed or closed (its output pipe, stdout, stays its own)."""
+    report = grade("autograd-q", FINDS_THE_PIPES)
+    assert report["score"] == report["max_score"], report
+    said = [line.split() for line in report["output"].splitlines()
+            if line.startswith(("ALLOWED", "REFUSED"))]
+    pipes = {fd for _, fd, *_ in said}
+    assert len(pipes) >= 2, report["output"]  # the request and reply pipes at least
+    touched = {(fd, name) for verdict, fd, name, *_ in said if verdict == "ALLOWED"}
+    refused = {fd for verdict, fd, *_ in said if verdict == "REFUSED"}
+    assert len(refused) == 2 and not {fd for fd, _ in touched} & refused, report["output"]
+
+
+def test_with_the_seal_taken_away_the_pipes_are_within_reach(grade_unsealed):
+    report = grade_unsealed("autograd-q", FINDS_THE_PIPES)
+    said = [line.split() for line in report["output"].splitlines()
+            if line.startswith(("ALLOWED", "REFUSED"))]
+    # each pipe's flags read and the pipe copied (its wrong-way read or write: EBADF)
+    assert said and all(verdict == "ALLOWED" for verdict, _, name, *_ in said
+                        if name in ("flags", "dup")), report["output"]

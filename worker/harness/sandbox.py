@@ -7,22 +7,19 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import errno
 import glob
 import os
 import resource
-import socket
 import sys
 import tempfile
 from dataclasses import dataclass
 
-from worker.harness import mounts
+from worker.harness import mounts, seccomp
 from worker.harness.syscalls import check as _check
 from worker.harness.syscalls import libc as _libc
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_DUMPABLE = 4
-CLONE_THREAD = 0x00010000
 
 
 @dataclass(frozen=True)
@@ -232,105 +229,6 @@ def _allow(ruleset: int, path: str, access: int, handled: int, only: tuple[str, 
             os.close(fd)
 
 
-# --- seccomp ---------------------------------------------------------------------------------
-
-SCMP_ACT_ALLOW = 0x7FFF0000
-SCMP_CMP_NE, SCMP_CMP_MASKED_EQ = 1, 7
-# The mounts are set up before the filter is loaded; after it none changes. The new mount API
-# has no hook Landlock sees: without this, mount_setattr made a read-only bind writable and
-# fsopen/fsmount a tmpfs outside every bound. A memfd holds memory no rlimit counts.
-DENIED_SYSCALLS = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv",
-                   "process_vm_writev", "mount", "umount2", "unshare", "setns", "bpf", "keyctl",
-                   "add_key", "request_key", "perf_event_open", "userfaultfd", "kexec_load",
-                   "init_module", "finit_module", "reboot", "swapon", "pivot_root", "chroot",
-                   "io_uring_setup", "mount_setattr", "open_tree", "move_mount", "fsopen",
-                   "fsconfig", "fsmount", "fspick", "memfd_create", "memfd_secret",
-                   # System V and POSIX IPC: memory and queues held by the kernel, outside the
-                   # address space its limit counts (no exercise needs them)
-                   "shmget", "msgget", "semget", "mq_open")
-# a thread made with new namespaces (clone refuses most of these beside CLONE_THREAD; not all)
-CLONE_NEW_NAMESPACES = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
-                        0x20000000, 0x40000000)  # time, mount, cgroup, uts, ipc, user, pid, net
-
-
-class _ArgCmp(ctypes.Structure):
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
-                ("datum_b", ctypes.c_uint64)]
-
-
-def _scmp_errno(code: int) -> int:
-    return 0x00050000 | (code & 0xFFFF)
-
-
-_libseccomp: list = []
-
-
-def load_libseccomp() -> ctypes.CDLL | None:
-    """Find libseccomp once, in the zygote: finding it runs ldconfig, which the sandbox forbids."""
-    if not _libseccomp:
-        name = ctypes.util.find_library("seccomp")
-        _libseccomp.append(ctypes.CDLL(name, use_errno=True) if name else None)
-    return _libseccomp[0]
-
-
-def apply_seccomp(unix_sockets: bool = False) -> list[str]:
-    """EPERM for sockets, new processes and namespaces, exec, tracing, mounts, memfds and
-    kernel administration.
-
-    Threads stay allowed (clone with CLONE_THREAD); clone3 answers ENOSYS so libc falls back to
-    clone, whose flags a filter can see. `unix_sockets` lets Unix sockets through, which the CUDA
-    driver opens as it starts: they reach nothing outside, since abstract ones belong to the
-    network namespace and the fresh root holds no socket file.
-    """
-    lib = load_libseccomp()
-    if lib is None:
-        return []
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
-                                           ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
-    lib.seccomp_release.argtypes = [ctypes.c_void_p]
-    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
-    if not ctx:
-        return []
-    try:
-        def deny(syscall: str, code: int, *conditions: _ArgCmp) -> None:
-            nr = lib.seccomp_syscall_resolve_name(syscall.encode())
-            if nr < 0:
-                return
-            array = (_ArgCmp * len(conditions))(*conditions) if conditions else None
-            result = lib.seccomp_rule_add_array(ctx, _scmp_errno(code), nr, len(conditions), array)
-            if result < 0:
-                raise OSError(-result, f"seccomp rule for {syscall}")
-
-        for syscall in DENIED_SYSCALLS:
-            deny(syscall, errno.EPERM)
-        if unix_sockets:
-            deny("socket", errno.EPERM, _ArgCmp(0, SCMP_CMP_NE, socket.AF_UNIX, 0))
-        else:
-            deny("socket", errno.EPERM)
-        deny("clone", errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))
-        for flag in CLONE_NEW_NAMESPACES:
-            deny("clone", errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, flag, flag))
-        deny("clone3", errno.ENOSYS)
-        # signals to itself alone: the zygote and the grader stay out of reach with no Landlock
-        # signal scope (kernels before 6.12), and the process has no children of its own
-        own = os.getpid()
-        for syscall in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
-            deny(syscall, errno.EPERM, _ArgCmp(0, SCMP_CMP_NE, own, 0))
-        for syscall in ("tkill", "pidfd_open", "pidfd_send_signal", "pidfd_getfd"):
-            deny(syscall, errno.EPERM)
-        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-        result = lib.seccomp_load(ctx)
-        if result < 0:
-            raise OSError(-result, "seccomp_load")
-    finally:
-        lib.seccomp_release(ctx)
-    return ["seccomp"]
-
-
 # --- putting it together ---------------------------------------------------------------------
 
 SAFE_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES")
@@ -381,7 +279,7 @@ def confine(c: Confinement) -> tuple[list[str], list[str]]:
     else:
         missing.append("mount-namespace: no user namespace to make it in")
     for name, layer in (("non-dumpable", make_undumpable),
-                        ("seccomp", lambda: apply_seccomp(unix_sockets=c.device == "cuda")),
+                        ("seccomp", lambda: seccomp.apply_seccomp(unix_sockets=c.device == "cuda")),
                         ("landlock", lambda: apply_landlock(c))):
         raise_layer(name, layer)
     return active, missing

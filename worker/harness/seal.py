@@ -37,10 +37,10 @@ import sys
 HARNESS_PACKAGE = __name__.split(".")[0]  # "worker"
 
 _protected = False  # whether protect_loaded_types made them immutable, in this process
-# the modules whose classes the seal makes immutable: tensors, parameters, modules, autograd's
-# Functions, graphs and modes, and the harness's own. Not torch's other types: torch changes some
-# of its own classes as it runs (an optimizer wraps its class's `step` at its first instance)
-PROTECTED_MODULES = ("torch._tensor", "torch.nn.parameter", "torch.nn.modules.",
+# the modules whose classes the seal makes immutable: tensors, parameters, modules, optimizers
+# (whose `step` torch wraps at a class's first instance: hook_optimizer_steps does it first),
+# autograd's Functions, graphs and modes, and the harness's own. Not torch's other types
+PROTECTED_MODULES = ("torch._tensor", "torch.nn.parameter", "torch.nn.modules.", "torch.optim.",
                      "torch.autograd.function", "torch.autograd.graph", "torch.autograd.grad_mode",
                      "torch.autograd.variable", HARNESS_PACKAGE + ".harness.")
 PROTECTED_TYPES = ("Tensor", "TensorBase", "_TensorBase")  # also as torch and torch._C name them
@@ -160,11 +160,26 @@ def _flags_offset() -> int:
     raise OSError(0, "the flags of a type object were not found")
 
 
+def hook_optimizer_steps() -> None:
+    """What torch.optim.Optimizer._patch_step_function does to a class at its first instance
+    (wrap its `step` for the profiler, once), done now for every optimizer class loaded, so
+    that none is changed once immutable."""
+    import torch.optim
+    pending = [torch.optim.Optimizer]
+    while pending:
+        kind = pending.pop()
+        pending.extend(kind.__subclasses__())
+        if kind is not torch.optim.Optimizer and not getattr(kind.step, "hooked", None):
+            kind.step = torch.optim.Optimizer.profile_hook_step(kind.step)
+            kind.step.hooked = True
+
+
 def protect_loaded_types() -> None:
     """Make the protected types loaded now immutable, as built-in types are: setting or deleting
     their attributes raises TypeError. Done in the zygote after each warm-up, before it forks
     (about 2 ms), so every student process inherits it and none pays for it; nothing undoes it
     but raw memory, which the seal refuses."""
+    hook_optimizer_steps()
     offset = _flags_offset()
     for kind in _protected_types():
         if kind.__flags__ & Py_TPFLAGS_HEAPTYPE:  # the others are immutable already

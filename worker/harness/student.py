@@ -120,6 +120,9 @@ class Server:
             sys.modules["exercise_support"] = self.support
             for module in (self.support, self.graders_support):
                 exec(compile(header["support"], "exercise_support.py", "exec"), module.__dict__)
+            if self.watch is not None:  # before the submission's code can change it
+                self.watch.watch_also(watch.support_entries(self.graders_support,
+                                                            header["support"]))
         self.submission.__file__ = "submission.py"
         sys.modules["submission"] = self.submission
         self.labels = frozenset(label for label, _ in header["cells"])
@@ -426,7 +429,7 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         watched = None
         if confinement.sealed:  # last: nothing of the harness's set-up is refused
             try:
-                watched = watch.seal_process(prepared or watch.prepare())
+                watched = watch.seal_process(prepared or watch.prepare(), req_fd, rep_fd)
                 active.append("seal")
             except OSError as exc:
                 missing.append(f"seal: {exc.strerror or exc}")

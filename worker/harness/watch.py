@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import _signal
 import _thread
+import ast
+import dis
 import gc
 import itertools
 import json
@@ -32,11 +34,13 @@ import operator
 import os
 import sys
 import time
+import types
+from collections import OrderedDict
 from typing import Any, Callable
 
 import torch
 
-from worker.harness import protocol, seal
+from worker.harness import protocol, seal, seccomp
 
 # the modules the main thread makes its replies with (not `sys` or `warnings`, which honest
 # code changes: redirected output, a filter); any other module the submission changes changes
@@ -67,17 +71,33 @@ WATCHED_TYPES = (torch.Tensor, torch._C.TensorBase, torch.nn.Parameter, torch.Si
 # submission's for one of them (torch.library) leaves torch's own "(inactive)" in its entry
 READ_WITH = ("aten::detach", "aten::as_strided", "aten::_to_copy", "aten::copy_", "aten::clone",
              "aten::resolve_conj", "aten::resolve_neg", "aten::contiguous", "aten::view")
+_TOP_SAVED_HOOKS = torch._C._autograd._top_saved_tensors_default_hooks
+
+
+def _no_saved_tensor_hooks() -> bool:
+    return _TOP_SAVED_HOOKS(True) is None
+
+
 THREAD_STATE = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack,
-                torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set)
+                torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set,
+                # saved-tensor hooks left entered (True: none), which the grader's backward
+                # passes on the student thread would run
+                _no_saved_tensor_hooks)
+# torch's registries of hooks every module or optimizer runs, the grader's probes too: their
+# dicts (`_global_forward_hooks`, `_global_optimizer_pre_hooks`, …) must stay as they were
+HOOK_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
 
 
-def _student_loop(box: list, go: Any, done: Any, state: tuple) -> None:
-    """The student thread: runs each job the main thread leaves in box[1], puts back (ran,
-    value or exception, torch's state for this thread) and parks again. The submission can
-    read these locals, never rebind them; what it rebinds elsewhere the main thread's check
-    finds."""
-    frame = sys._getframe()
-    box[0] = (frame, frame.f_lineno + 3)  # the line where it parks: `go.acquire()` below
+def _student_loop(box: list, go: Any, done: Any, state: tuple, setup: Callable[[], None]) -> None:
+    """The student thread: confines itself (`setup`), then runs each job the main thread leaves
+    in box[1], puts back (ran, value or exception, torch's state for this thread) and parks
+    again. The submission can read these locals, never rebind them; what it rebinds elsewhere
+    the main thread's check finds."""
+    try:
+        setup()
+        box[0] = sys._getframe()
+    except BaseException as exc:  # said by the main thread: this process grades nothing
+        box[0] = exc
     done.release()
     while True:
         go.acquire()
@@ -106,9 +126,10 @@ class Watch:
     submission's reach (the server holds it on the main thread's stack alone)."""
 
     __slots__ = ("_box", "_go", "_done", "_park", "_student", "_baseline", "_current_frames",
-                 "_trusted", "_taint", "_sleep", "_find_change", "refuse", "_refused")
+                 "_trusted", "_taint", "_sleep", "_find_change", "refuse", "_refused",
+                 "watch_also")
 
-    def __init__(self, trusted: list[bool], prepared: tuple):
+    def __init__(self, trusted: list[bool], prepared: tuple, setup: Callable[[], None]):
         self._trusted = trusted  # the hook's: lets this thread read other threads' frames
         self._current_frames, self._sleep = sys._current_frames, time.sleep
         self._refused = seal.SealRefused
@@ -118,11 +139,13 @@ class Watch:
         self._go.acquire()
         self._done.acquire()
         self._student = _thread.start_new_thread(
-            _student_loop, (self._box, self._go, self._done, THREAD_STATE))
+            _student_loop, (self._box, self._go, self._done, THREAD_STATE, setup))
         self._done.acquire()
-        self._park = self._box[0]
+        if isinstance(self._box[0], BaseException):
+            raise OSError(0, f"the student thread: {self._box[0]}")
+        self._park = (self._box[0], _PARK_LINE)
         self._baseline = tuple(repr(read()) for read in THREAD_STATE)
-        self._find_change = _change_finder(prepared, self._baseline)
+        self._find_change, self.watch_also = _change_finder(prepared, self._baseline)
         self.refuse = _refuser()
 
     def run(self, job: Callable[[], Any]) -> Any:
@@ -161,6 +184,17 @@ class Watch:
         return self._taint
 
 
+def _park_line() -> int:
+    """The line where the student thread waits for a job: `go.acquire()` in _student_loop."""
+    for instruction in dis.get_instructions(_student_loop):
+        if instruction.argval == "acquire":
+            return instruction.positions.lineno
+    raise RuntimeError("_student_loop waits nowhere")
+
+
+_PARK_LINE = _park_line()
+
+
 def _refuser() -> Callable[[int, str], None]:
     """What answers a reply once something changed: the refusal, framed here with what was bound
     at the seal (protocol.py's own code may be what changed). `change` is one of the names taken
@@ -182,28 +216,63 @@ def prepare(harness_package: str = seal.HARNESS_PACKAGE) -> tuple:
     gain entries. Taken in the spare student process before it is given its submission: reading
     it there costs about 5 ms of copy-on-write faults (the reads change reference counts), off
     the grade's path."""
-    watched = _watched(harness_package)
     kept = []
-    for owner in watched:
-        entries = owner.__dict__
-        if not isinstance(owner, type):  # what a warning adds to the globals it points at
-            entries.setdefault("__warningregistry__", {})
+    for owner in _watched(harness_package):
         names = WATCHED_NAMES.get(getattr(owner, "__name__", None)) \
             if not isinstance(owner, type) else None
-        values = tuple(entries.get(n) for n in names) if names else tuple(entries.values())
         # a type or a harness module may not even gain an entry (it would shadow an inherited
         # method, or a builtin)
-        exact = isinstance(owner, type) or owner.__name__.startswith(harness_package)
-        kept.append((owner, type(owner), names, values, _name(owner), exact))
-    return tuple(kept)
+        kept.append(_entry(owner, names, isinstance(owner, type)
+                           or owner.__name__.startswith(harness_package)))
+    registries = tuple((registry, len(registry), f"{module}.{name}") for module in HOOK_REGISTRIES
+                       for name, registry in vars(sys.modules[module]).items()
+                       if name.startswith("_global_") and type(registry) in (dict, OrderedDict))
+    return tuple(kept), registries
 
 
-def _change_finder(kept: tuple, baseline: tuple) -> Callable[[], str | None]:
+def _entry(owner: Any, names: tuple[str, ...] | None, exact: bool) -> tuple:
+    """What the check keeps of a module or type: see prepare()."""
+    entries = owner.__dict__
+    if not isinstance(owner, type):  # what a warning adds to the globals it points at
+        entries.setdefault("__warningregistry__", {})
+    values = tuple(entries.get(n) for n in names) if names else tuple(entries.values())
+    return owner, type(owner), names, values, _name(owner), exact
+
+
+def support_entries(support: types.ModuleType, source: str) -> list[tuple]:
+    """The grader's copy of the exercise's support code, as loaded, to be watched like the
+    harness: its module and classes, whole, and the names its code reads of the modules it
+    uses (`torch.optim.SGD`, `F.cross_entropy`: its probes run on the student's side, and a
+    submission reached its functions through a method's `__globals__`)."""
+    seal.hook_optimizer_steps()  # its optimizers' classes wrapped now, not at their first use
+    found = [_entry(support, None, True)]
+    found += [_entry(value, None, True) for value in list(vars(support).values())
+              if isinstance(value, type) and value.__module__ == support.__name__]
+    read: dict[int, tuple[types.ModuleType, set[str]]] = {}
+    for node in ast.walk(ast.parse(source)):
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        if not (chain and isinstance(node, ast.Name)):
+            continue
+        owner = vars(support).get(node.id)
+        for name in reversed(chain):
+            if not isinstance(owner, types.ModuleType):
+                break
+            read.setdefault(id(owner), (owner, set()))[1].add(name)
+            owner = getattr(owner, name, None)
+    return found + [_entry(owner, tuple(sorted(names)), False) for owner, names in read.values()]
+
+
+def _change_finder(prepared: tuple, baseline: tuple) -> tuple[Callable[[], str | None],
+                                                               Callable[[Any], None]]:
     """The check, with every name it uses bound now as values of its closure (the builtins it
     calls too: a patched `builtins.list` must not answer for what it checks). Entries are
     compared with `is` (never `==`, which an object of the submission's answers; nor `id`,
     which raises an audit event per call)."""
     make_tuple, type_of, every, size = tuple, type, all, len
+    kept, registries = list(prepared[0]), prepared[1]
     each, islice, same, text = map, itertools.islice, operator.is_, repr
     count_threads, state = _thread._count, THREAD_STATE
     entry, inactive, read_with = torch._C._dispatch_dump, "(inactive)", READ_WITH
@@ -234,11 +303,16 @@ def _change_finder(kept: tuple, baseline: tuple) -> Callable[[], str | None]:
         if size(callbacks) != size(callbacks_then) or \
                 not every(each(same, callbacks, callbacks_then)) or threshold() != threshold_then:
             return "tamper gc"
+        for registry, length, name in registries:
+            if size(registry) != length:
+                return "tamper " + name
         for operator_name in read_with:
             if inactive in entry(operator_name):
                 return "library " + operator_name
         return None
-    return find_change
+    def also(entries: list[tuple]) -> None:
+        kept.extend(entries)
+    return find_change, also
 
 
 def _name(owner: Any) -> str:
@@ -247,10 +321,11 @@ def _name(owner: Any) -> str:
     return "".join(c for c in str(getattr(owner, "__name__", "?")) if c.isalnum() or c in "._")
 
 
-def seal_process(prepared: tuple) -> Watch:
-    """Seal this process (seal.py's hook) and start its student
-    thread, to check against `prepared` (prepare()); an OSError names what could not be
-    raised."""
+def seal_process(prepared: tuple, request_fd: int, reply_fd: int) -> Watch:
+    """Start this process's student thread, kept off the grader's pipes, to check against
+    `prepared` (prepare()), then seal the process (seal.py's hook, which refuses the ctypes the
+    thread's filter is made with); an OSError names what could not be raised."""
     trusted = [False]
+    watched = Watch(trusted, prepared, lambda: seccomp.keep_off_pipes(request_fd, reply_fd))
     seal.seal(trusted)
-    return Watch(trusted, prepared)
+    return watched

@@ -23,7 +23,7 @@ import socket
 import sys
 import time
 
-from worker.harness import mounts, sandbox, seal
+from worker.harness import mounts, sandbox, seal, seccomp
 
 
 IDLE_BEFORE_WARM = 0.2  # seconds without a request
@@ -57,7 +57,7 @@ def warm_up_autograd() -> None:
         layer.eval()(x)
     torch.einsum("bi,oi->bo", x.detach(), layer.weight.detach())
     torch.from_numpy(numpy.zeros(2)).unsqueeze(0).reshape(2).flatten().chunk(2)
-    sandbox.load_libseccomp()
+    seccomp.load_libseccomp()
 
 
 def warm_up_optimizers() -> None:
