@@ -35,7 +35,9 @@ DYNAMIC_ATTRIBUTES = frozenset({
     "__delattr__", "__class__", "__mro__", "__bases__", "__base__", "__subclasses__", "__self__",
     "__func__", "__wrapped__", "__code__", "__closure__", "__import__", "__reduce__",
     "__reduce_ex__", "__loader__", "__spec__", "f_globals", "f_locals", "f_builtins", "f_back",
-    "tb_frame", "gi_frame", "cr_frame"})
+    "tb_frame", "gi_frame", "cr_frame",
+    # string.Formatter's own lookups by a name in a string: `get_field("0.conv2d", [F], {})`
+    "get_field", "get_value"})
 # modules that reach objects by names computed at run time: `importlib`, `inspect.getmembers`,
 # `pydoc.locate`; `submission` is the student's own module as its process names it (through it,
 # code can rebind what the file defines), `worker` the harness that answers the grader
