@@ -243,6 +243,16 @@ def _train(ctx: Context, got: Got, case: Case, steps: int) -> None:
 
 def _expect_learning(got: Got, expected: Expected, steps: int, hint: dict = LEARNING_HINT) -> None:
     """The frozen parameters did not move; the trained ones are where the reference's are."""
+    missing = [name for name in expected.parameters
+               if name not in got.parameters or name not in got.trained]
+    if missing:
+        raise Fail(Diagnostic("output-mismatch", {
+            "what": f"`model.{missing[0]}`", "got": "no such parameter", "expected": "a parameter",
+            "worst_index": [], "hint": {
+                "en": "Keep every parameter of the model: freeze them (`requires_grad = False`), "
+                      "never remove one.",
+                "es": "Conserva todos los parámetros del modelo: congélalos "
+                      "(`requires_grad = False`), nunca quites ninguno."}}))
     frozen = [name for name, before in expected.parameters.items()
               if torch.equal(before, expected.trained[name])]
     unfrozen = [name for name in frozen
@@ -309,7 +319,10 @@ def trainable_flags(ctx: Context) -> None:
             if name not in before or name not in after:
                 continue
             trainable = not torch.equal(before_ref[name], after_ref[name])
-            moved = not torch.equal(before[name].value, after[name].value)
+            # one that requires grad counts as moved, though it did not: a hook of the
+            # submission's dropped its gradient (its `requires_grad` read by the harness)
+            shifted = not torch.equal(before[name].value, after[name].value)
+            moved = shifted or getattr(before[name], "claims", {}).get("requires_grad") is True
             if moved != trainable:
                 frozen = [n for n in before_ref if torch.equal(before_ref[n], after_ref[n])]
                 unfrozen = [n for n in frozen if n in before and n in after and
@@ -317,9 +330,9 @@ def trainable_flags(ctx: Context) -> None:
                 hint = {"hint": _not_frozen_hint(unfrozen, frozen)} if moved else {}
                 raise Fail(Diagnostic("requires-grad-wrong", {**hint,
                     "what": {"en": f"`model.{name}` (one SGD step over every parameter "
-                                   f"{'moved' if moved else 'left'} it)",
+                                   f"{'moved' if shifted else 'left'} it)",
                              "es": f"`model.{name}` (un paso de SGD sobre todos los parámetros "
-                                   f"lo {'movió' if moved else 'dejó igual'})"},
+                                   f"lo {'movió' if shifted else 'dejó igual'})"},
                     "got": moved, "expected": trainable}))
             if moved and after[name].shape == after_ref[name].shape:
                 expect_close(after[name], after_ref[name], {

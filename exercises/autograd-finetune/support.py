@@ -62,8 +62,21 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tens
     return losses
 
 
+def every_parameter(model: nn.Module) -> list[nn.Parameter]:
+    """Each parameter of the model and its submodules, read from their own state
+    (`_parameters`, `_modules`), not through methods an instance can shadow."""
+    found, pending = {}, [model]
+    while pending:
+        state = object.__getattribute__(pending.pop(), "__dict__")
+        for value in dict.values(state.get("_parameters", {})):
+            if value is not None:
+                found[id(value)] = value
+        pending.extend(m for m in dict.values(state.get("_modules", {})) if m is not None)
+    return list(found.values())
+
+
 def step_all(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, lr: float) -> None:
     """One step of SGD with weight decay over *every* parameter of the model, the grader's own
     optimizer: a frozen parameter (`requires_grad` False) gets no gradient and does not move; a
     trainable one moves by `-lr * (grad + 0.1 * p)`, even where a hook made its gradient zero."""
-    train(model, torch.optim.SGD(model.parameters(), lr=lr, weight_decay=0.1), images, labels, 1)
+    train(model, torch.optim.SGD(every_parameter(model), lr=lr, weight_decay=0.1), images, labels, 1)

@@ -47,6 +47,11 @@ out = getattr(torch, "einsum")("ij->ji", torch.ones(2, 3))
      "[0, 0], [1, 1], False, [0, 0], 1)\n", "`torch.ops.aten.convolution`"),
     ("import torch.nn.functional as F\ndef conv2d(i, f):\n    return getattr(F, 'conv2d')(i, f)\n",
      "'conv2d'"),
+    # a name of its own, bound again to torch's module (a review: was 11/11)
+    ("import torch\ndef F():\n    pass\nF = torch.nn.functional\ndef conv2d(i, f):\n"
+     "    return F.conv2d(i, f)\n", "`F.conv2d`"),
+    ("import torch\nclass F:\n    pass\nfrom torch.nn import functional as F\ndef conv2d(i, f):\n"
+     "    return F.conv2d(i, f)\n", "`F.conv2d`"),
 ])
 def test_forbidden_calls_are_found(source, found):
     names = [f.name for f in forbidden_uses(cells(source), conv)]

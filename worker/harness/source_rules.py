@@ -193,8 +193,21 @@ DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _defined(cells: Iterable[tuple[str, str]]) -> set[str]:
-    """The names the submission defines itself with `def` or `class`, at any level."""
-    return {node.name for _, node in _walk(cells) if type(node) in DEFINITIONS}
+    """The names the submission defines itself with `def` or `class`, at any level, and binds
+    no other way: `def F(): …` then `F = torch.nn.functional` is torch's module, not its own."""
+    defined, rebound = set(), set()
+    name, store, imports = ast.Name, ast.Store, (ast.Import, ast.ImportFrom)
+    for _, node in _walk(cells):
+        kind = type(node)
+        if kind in DEFINITIONS:
+            defined.add(node.name)
+        elif kind is name and type(node.ctx) is store:
+            rebound.add(node.id)
+        elif kind in imports:
+            rebound.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
+        elif kind is ast.arg:
+            rebound.add(node.arg)
+    return defined - rebound
 
 
 def _bound_by_code(cells: Iterable[tuple[str, str]]) -> set[str]:

@@ -25,6 +25,8 @@ _TB_ATTRS = _TB.__dict__
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 _TYPE_NAME = type.__dict__["__name__"]
+_TYPE_MRO, _TYPE_FLAGS, _TYPE_DICT = (type.__dict__[n] for n in ("__mro__", "__flags__", "__dict__"))
+Py_TPFLAGS_HEAPTYPE = 1 << 9
 MAX_MESSAGE = 2000
 MAX_GRAPH_NODES = 64
 # Errors autograd raises inside backward(), where the traceback shows only the backward() call.
@@ -274,12 +276,25 @@ class Server:
             if id(fn) in index:
                 continue
             index[id(fn)] = len(nodes)
-            nexts = [f for f, _ in getattr(fn, "next_functions", ()) if f is not None]
-            nodes.append({"name": type(fn).__name__, "next": nexts})
+            nexts = [f for f, _ in _next_functions(fn) if f is not None]
+            nodes.append({"name": _TYPE_NAME.__get__(type(fn)), "next": nexts})
             queue.extend(nexts)
         for node in nodes:
             node["next"] = [index[id(f)] for f in node["next"] if id(f) in index]
         return nodes
+
+
+def _next_functions(node: Any) -> tuple:
+    """A graph node's `next_functions`, read from the first C-defined class of its type: the
+    class of a custom Function's node is a Python class its author can give a property of that
+    name, whose code would run here."""
+    for kind in _TYPE_MRO.__get__(type(node)):
+        if not _TYPE_FLAGS.__get__(kind) & Py_TPFLAGS_HEAPTYPE:
+            found = _TYPE_DICT.__get__(kind).get("next_functions")
+            if found is not None:
+                return tuple(found.__get__(node, type(node)))
+    return ()
+
 
 def describe_exception(exc: BaseException, labels: frozenset[str], frames: bool = True,
                        made_at: dict | None = None) -> dict:
@@ -371,18 +386,49 @@ def forward_line(caught: list[warnings.WarningMessage], labels: frozenset[str]) 
 
 
 def describe_object(obj: Any, labels: frozenset[str]) -> tuple[bool, Any]:
-    """A module's or optimizer's parts, read through their own (possibly overridden) methods."""
+    """A module's or optimizer's parts, read from their instance state with C-level look-ups:
+    not through their methods, which an instance of the submission's can shadow
+    (`model.named_parameters = …` listed what it liked)."""
     try:
         if isinstance(obj, torch.nn.Module):
-            return True, {"class": type(obj).__name__, "training": bool(obj.training),
-                          "parameters": dict(obj.named_parameters()),
-                          "modules": [[n, type(m).__name__] for n, m in obj.named_modules()]}
+            modules = _named_modules(obj)
+            parameters, seen = {}, set()
+            for prefix, module in modules:
+                for name, value in dict.items(_state(module).get("_parameters", {})):
+                    if value is not None and id(value) not in seen:
+                        seen.add(id(value))
+                        parameters[f"{prefix}.{name}" if prefix else name] = value
+            return True, {"class": _TYPE_NAME.__get__(type(obj)),
+                          "training": _state(obj).get("training") is True,
+                          "parameters": parameters,
+                          "modules": [[n, _TYPE_NAME.__get__(type(m))] for n, m in modules]}
         if isinstance(obj, torch.optim.Optimizer):
-            return True, {"class": type(obj).__name__, "param_groups": [
-                {k: v for k, v in g.items() if k != "params"} for g in obj.param_groups]}
-        return True, {"class": type(obj).__name__}
+            return True, {"class": _TYPE_NAME.__get__(type(obj)), "param_groups": [
+                {k: v for k, v in dict.items(g) if k != "params"}
+                for g in list.__iter__(_state(obj)["param_groups"])]}
+        return True, {"class": _TYPE_NAME.__get__(type(obj))}
     except BaseException as exc:
         return False, describe_exception(exc, labels)
+
+
+def _state(obj: Any) -> dict:
+    return object.__getattribute__(obj, "__dict__")
+
+
+def _named_modules(root: Any) -> list[tuple[str, Any]]:
+    """(name, module) from `root` down, as named_modules() lists them, read from `_modules`."""
+    found, seen, pending = [], set(), [("", root)]
+    while pending:
+        prefix, module = pending.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        found.append((prefix, module))
+        children = [(f"{prefix}.{name}" if prefix else name, child)
+                    for name, child in dict.items(_state(module).get("_modules", {}))
+                    if child is not None]
+        pending.extend(reversed(children))
+    return found
 
 
 def _unbuffered(fd: int) -> io.TextIOWrapper:
