@@ -41,11 +41,15 @@ def main() -> None:
         for side in (True, False):  # a first grade each pays the lazy imports
             harnesses[side].grade_job(jobs[0])
         for job in jobs:
+            scores = {}
             for side in (True, False):
                 started = time.perf_counter()
                 report = harnesses[side].grade_job(job)
                 times[side].append(time.perf_counter() - started)
                 assert report.graded, report.error
+                scores[side] = report.score
+            # a seal that broke honest grading would be cheap to measure and wrong
+            assert scores[True] == scores[False], (job.submission, scores)
     started = time.perf_counter()
     seal.protect_loaded_types()
     protect = time.perf_counter() - started
