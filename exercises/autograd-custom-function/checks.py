@@ -252,9 +252,11 @@ def _expect_backward(ctx: Context, function: RemoteObject, x: RemoteTensor, x0: 
     """x.grad after y = SiLU.apply(x0).backward(v), where x0 is x or, `transposed`, x.t()."""
     expected_y, expected = _reference(ctx, x0, v)
     # a backward consistent with a wrong forward is still right, where that forward is silu's
-    # (read in the file): a Function that silu does not apply has no wrong forward to excuse
+    # (read in the file, and silu(x0) gives the same values here): a Function that silu does
+    # not apply, or whose forward answers the grader otherwise than silu, has none to excuse
     if not close(y.value, expected_y, 1e-5, 1e-6) and \
-            applies_own_function(ctx.source_cells, "silu").applied:
+            applies_own_function(ctx.source_cells, "silu").applied and \
+            _as_silu_gives(ctx, x0, y):
         expected = (v.double() * _finite_differences(ctx, function, x0)).to(v.dtype)
     what = "`x.grad`"
     grad = ctx.student.attr(x, "grad")
@@ -270,6 +272,16 @@ def _expect_backward(ctx: Context, function: RemoteObject, x: RemoteTensor, x0: 
                                         dict(diagnostic.details, hint=hint))
     if diagnostic is not None:
         raise Fail(diagnostic)
+
+
+def _as_silu_gives(ctx: Context, x0: torch.Tensor, y: RemoteTensor) -> bool:
+    """Whether the student's `silu(x0)` gives the values its Function gave the grader (a
+    review's forward told the two callers apart by its stack, and gave silu's right values)."""
+    try:
+        got = call(ctx, "silu", ctx.student.put(x0.detach().clone()))
+    except Fail:
+        return False
+    return isinstance(got, RemoteTensor) and got.shape == y.shape and torch.equal(got.value, y.value)
 
 
 def _wrong_derivative(grad: torch.Tensor, x0: torch.Tensor, v: torch.Tensor, transposed: bool,

@@ -29,6 +29,7 @@ MAX_NODES = 20_000
 MAX_STRING = 100_000
 MAX_JSON = 16 << 20
 MAX_DIMS = 64
+MAX_INT = 2**64
 # where a tensor may be: what the grader can grade on
 DEVICE_TYPES = ("cpu", "cuda")
 
@@ -272,6 +273,10 @@ def decode_plain(value: Any, buffers: list[bytes], on_tensor, on_handle, budget:
                  depth: int = 0) -> Any:
     """Walk an encoded tree; tensors and handles are built by the two callbacks."""
     budget.spend(depth)
+    if type(value) is int and not -MAX_INT <= value <= MAX_INT:
+        # beyond any tensor's integers, and a float's range: what arithmetic of the grader's
+        # with it would raise on (`10**400 - 1.5`: OverflowError) is a value like any other
+        return math.inf if value > 0 else -math.inf
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
