@@ -7,7 +7,7 @@ one.
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_tensor,
-                                   expect_tuple)
+                                   expect_tuple, refuse_hand_written_grads)
 from worker.harness.diagnostics import compare_grad
 
 FIXED_VECTOR = ([2.0, -1.5, 0.5], [3.0, -2.0, 1.5], [1.0, -2.0, 0.5])
@@ -140,3 +140,4 @@ def stored_in_leaves(ctx: Context) -> None:
         (ra, rb), _, _, (ea, eb) = _grads(ctx, *case)
         _expect(ctx.student.attr(ra, "grad"), ea, A_AFTER, case, "a")
         _expect(ctx.student.attr(rb, "grad"), eb, B_AFTER, case, "b")
+    refuse_hand_written_grads(ctx, "`q_grads(a, b, v)`")

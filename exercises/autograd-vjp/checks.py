@@ -3,7 +3,8 @@ softmax built one row per backward pass of a one-hot cotangent."""
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   expect_close, expect_grad, expect_tensor)
+                                   expect_close, expect_grad, expect_tensor,
+                                   refuse_hand_written_grads)
 from worker.harness.diagnostics import close, scale_factor
 
 # a cotangent that is not all ones, and not a multiple of ones
@@ -172,6 +173,7 @@ def vjp_x_grad(ctx: Context) -> None:
         remote_x, _, expected = _vjp(ctx, x, v)
         _expect_gradient(ctx, ctx.student.attr(remote_x, "grad"), expected,
                          {"en": "`x.grad` after `vjp(x, v)`", "es": "`x.grad` tras `vjp(x, v)`"})
+    refuse_hand_written_grads(ctx, "`vjp(x, v)`")
 
 
 @check("jacobian-fixed", points=2, uses="softmax_jacobian", en="softmax Jacobian, n = 4",

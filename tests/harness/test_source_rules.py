@@ -3,7 +3,7 @@ refuses (built-in convolutions, Functions of one's own, lookups it cannot follow
 (a Function applied in `silu`), and the honest code it must leave alone."""
 import pytest
 
-from worker.harness.source_rules import (applies_own_function, forbidden_uses,
+from worker.harness.source_rules import (applies_own_function, forbidden_uses, hand_written_grads,
                                          obfuscated_lookups, own_function, own_functions)
 
 CONVOLUTIONS = {"conv2d", "Conv2d", "conv1d", "convolution", "_convolution"}
@@ -355,3 +355,21 @@ def test_a_finding_handed_out_is_a_copy():
     source = cells("import torch.nn.functional as F\ny = F.conv2d\n")
     forbidden_uses(source, conv).clear()
     assert len(forbidden_uses(source, conv)) == 1
+
+
+@pytest.mark.parametrize("source,found", [
+    ("def f(x, v):\n    x.grad = 4 * v\n", "`x.grad = …`"),
+    ("def f(x, v):\n    x.grad += v\n", "`x.grad …= …`"),
+    ("def f(x, v):\n    x.grad[0] = 1.0\n", "`x.grad[0] = …`"),
+    ("def f(x, v):\n    x.grad.data = v\n", "`x.grad.data = …`"),
+    ("def f(x, v):\n    x.grad.copy_(v)\n", "`x.grad.copy_(…)`"),
+    ("def f(x, v):\n    setattr(x, 'grad', v)\n", '`setattr(…, "grad", …)`'),
+])
+def test_gradients_written_by_hand_are_found(source, found):
+    assert [f.name for f in hand_written_grads(cells(source))] == [found]
+
+
+def test_clearing_a_gradient_or_reading_it_is_not_writing_it():
+    source = ("def f(x, v):\n    x.grad = None\n    x.grad.zero_()\n    y = x.grad * 2\n"
+              "    (x * v).sum().backward()\n    return x.grad.clone()\n")
+    assert hand_written_grads(cells(source)) == []

@@ -24,6 +24,7 @@ from worker.harness.codes import (BACKWARD_ON, DETACHED_BACKWARD, EINSUM_SUBSCRI
                                   VIEW_STRIDES)
 from worker.harness.diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
 from worker.harness.remote import RemoteObject, RemoteTensor, Student, StudentError
+from worker.harness.source_rules import hand_written_grads
 
 __all__ = ["check", "Context", "Fail", "Diagnostic", "expect_tensor", "expect_close",
            "expect_grad", "expect_float", "expect_tuple", "expect_sharing", "call", "RemoteTensor",
@@ -386,3 +387,26 @@ def expect_sharing(ctx: Context, written: Any, read: Any, reference: tuple, what
         if diagnostic:
             raise Fail(Diagnostic(diagnostic.code, dict(diagnostic.details, **details)))
     raise Fail(Diagnostic("storage-not-shared", details))
+
+
+HAND_WRITTEN_GRAD = {
+    "en": "Let backward() write the gradient: `y.backward(v)` (or `torch.autograd.grad`) fills "
+          "`x.grad` for you; a gradient written by hand, even with the right formula, is not "
+          "what this exercise asks.",
+    "es": "Deja que backward() escriba el gradiente: `y.backward(v)` (o `torch.autograd.grad`) "
+          "rellena `x.grad` por ti; un gradiente escrito a mano, aunque con la fórmula correcta, "
+          "no es lo que pide este ejercicio."}
+
+
+def refuse_hand_written_grads(ctx: Context, what: str | dict) -> None:
+    """Fail the check when the source, as the grader read it, writes a gradient itself
+    (source_rules.hand_written_grads): for the checks that say it comes from backward()."""
+    found = hand_written_grads(ctx.source_cells)
+    if found:
+        first = found[0]
+        raise Fail(Diagnostic("forbidden-operation", {
+            "what": what, "hint": HAND_WRITTEN_GRAD, "rule": "hand-written-grad",
+            "found": first.name, "line": first.line, "file": first.cell,
+            "error": {"en": f"your file writes a gradient itself: {first.name} ({first.where()})",
+                      "es": f"tu archivo escribe un gradiente a mano: {first.name} "
+                            f"({first.where()})"}}))

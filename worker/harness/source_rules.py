@@ -287,6 +287,43 @@ def forbidden_uses(cells: Iterable[tuple[str, str]], forbidden: Callable[[str], 
     return found
 
 
+def _is_grad(node: ast.AST) -> bool:
+    """`x.grad`, `x.grad.data`, `x.grad[i]`: a tensor's gradient or a part of it."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute) and node.attr == "grad":
+            return True
+        node = node.value
+    return False
+
+
+@once_per_source
+def hand_written_grads(cells: Iterable[tuple[str, str]]) -> list[Finding]:
+    """Every place the source writes a gradient itself: `x.grad = …` (but `= None`), `x.grad +=
+    …`, `x.grad[…] = …`, `x.grad.data = …`, `setattr(x, "grad", …)`, an in-place method of
+    `x.grad` (`copy_`, `add_`; not `zero_`, which clears it). Where a point says the gradient
+    comes from backward(), a gradient written by hand has not."""
+    found = []
+    for label, node in _walk(cells):
+        kind = type(node)
+        if kind is ast.Assign or kind is ast.AnnAssign:
+            targets = node.targets if kind is ast.Assign else [node.target]
+            value_is_none = isinstance(node.value, ast.Constant) and node.value.value is None
+            for target in targets:
+                if _is_grad(target) and not (isinstance(target, ast.Attribute) and
+                                             target.attr == "grad" and value_is_none):
+                    found.append(Finding("grad", f"`{_dotted(target)} = …`", label, node.lineno))
+        elif kind is ast.AugAssign and _is_grad(node.target):
+            found.append(Finding("grad", f"`{_dotted(node.target)} …= …`", label, node.lineno))
+        elif kind is ast.Call and isinstance(node.func, ast.Attribute):
+            method, owner = node.func.attr, node.func.value
+            if method.endswith("_") and method != "zero_" and _is_grad(owner):
+                found.append(Finding("grad", f"`{_dotted(node.func)}(…)`", label, node.lineno))
+        elif kind is ast.Call and _called(node) == "setattr" and len(node.args) >= 2 and \
+                isinstance(node.args[1], ast.Constant) and node.args[1].value == "grad":
+            found.append(Finding("grad", "`setattr(…, \"grad\", …)`", label, node.lineno))
+    return found
+
+
 def _is_function_base(base: ast.AST) -> bool:
     """Any base named `Function` or `InplaceFunction` (`torch.autograd.Function`,
     `autograd.Function`, `Function`): broad, for a rule that refuses such classes."""
