@@ -80,7 +80,9 @@ REFUSALS = {
                    "dispatcher)",
              "es": "dejar activo un modo de torch (de dispatch, de función o el python "
                    "dispatcher)"},
-    "handler": {"en": "setting a signal handler", "es": "instalar un manejador de señales"}}
+    "handler": {"en": "setting a signal handler", "es": "instalar un manejador de señales"},
+    "unreadable": {"en": "raising an exception that could not be read",
+                   "es": "lanzar una excepción que no se pudo leer"}}
 HINT = {"en": "Use PyTorch as it is: changing its classes or the grader's, reaching the grader's "
               "objects (gc, ctypes, tracing) or unpickling code is refused.",
         "es": "Usa PyTorch tal como es: cambiar sus clases o las del corrector, llegar a los "

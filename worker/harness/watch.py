@@ -16,8 +16,10 @@ kernel of its own for one of torch's operators). So, once sealed:
   identity every entry of the modules and types the replies are made with (for torch's modules,
   the names they use) with what they held when the spare process was prepared, counts the Python
   threads (the student thread's alone: any other could change things while a reply is made),
-  looks at torch's per-thread state on both threads, the signal handlers, and the operators a
-  reply reads tensors with (a kernel of the submission's leaves torch's "(inactive)"). Whatever
+  looks at torch's per-thread state on both threads (modes, dispatch keys, saved-tensor hooks),
+  the signal handlers, the collector's callbacks, torch's global hook registries, and the
+  operators a reply reads tensors with (a kernel of the submission's leaves torch's
+  "(inactive)"); once the exercise's support is loaded, the grader's copy of it too. Whatever
   changed taints the process for good: that reply and every later one is the refusal, which
   names it.
 """
@@ -65,8 +67,6 @@ WATCHED_NAMES = {
 WATCHED_TYPES = (torch.Tensor, torch._C.TensorBase, torch.nn.Parameter, torch.Size, object, type,
                  dict, list, tuple, str, bytes, bytearray, memoryview, int, float, bool,
                  json.JSONDecoder, json.JSONEncoder)
-# what torch keeps per thread that changes what the grader's calls compute: modes entered
-# (function, dispatch) and dispatch keys forced in or out (the python dispatcher)
 # the operators a reply reads a tensor's bytes with (protocol.span_bytes): a kernel of the
 # submission's for one of them (torch.library) leaves torch's own "(inactive)" in its entry
 READ_WITH = ("aten::detach", "aten::as_strided", "aten::_to_copy", "aten::copy_", "aten::clone",
@@ -78,6 +78,8 @@ def _no_saved_tensor_hooks() -> bool:
     return _TOP_SAVED_HOOKS(True) is None
 
 
+# what torch keeps per thread that changes what the grader's calls compute: modes entered
+# (function, dispatch) and dispatch keys forced in or out (the python dispatcher)
 THREAD_STATE = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack,
                 torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set,
                 # saved-tensor hooks left entered (True: none), which the grader's backward
@@ -121,7 +123,7 @@ def _watched(harness_package: str) -> list[Any]:
 
 
 class Watch:
-    """The student thread, and the check before each reply. Made once, on the main thread, when
+    """The student thread, and the check after each job. Made once, on the main thread, when
     the process is sealed; everything it reads is bound now, in its slots, out of the
     submission's reach (the server holds it on the main thread's stack alone)."""
 
@@ -149,7 +151,9 @@ class Watch:
         self.refuse = _refuser()
 
     def run(self, job: Callable[[], Any]) -> Any:
-        """job() on the student thread: its value, or the exception it raised, raised here."""
+        """job() on the student thread, and its value; the refusal, if anything changed or the
+        job raised (jobs describe their exceptions themselves: an exception of the
+        submission's is never raised here, where its type's code would run)."""
         self._box[1] = job
         job = None
         self._go.release()
@@ -174,8 +178,8 @@ class Watch:
             self._taint = self._find_change()
         if self._taint:
             raise self._refused(*self._taint.split(" ", 1))
-        if not ran:  # never raised here: its type's code would run on this thread
-            raise self._refused("frame", "an exception that could not be described")
+        if not ran:
+            raise self._refused("unreadable", "-")
         return value
 
     def tainted(self) -> str | None:
@@ -310,6 +314,7 @@ def _change_finder(prepared: tuple, baseline: tuple) -> tuple[Callable[[], str |
             if inactive in entry(operator_name):
                 return "library " + operator_name
         return None
+
     def also(entries: list[tuple]) -> None:
         kept.extend(entries)
     return find_change, also
