@@ -202,7 +202,7 @@ def _expect_values(ctx: Context, shapes: tuple, dtype: torch.dtype, **tolerances
         expect_close(output, expected, what, **tolerances)
     except Fail as failure:
         raise _with_hint(failure, _values_hint(output.value, input, filter)) from None
-    _refuse_by_source(ctx, what)
+    _refuse_by_source(ctx, what, output)
 
 
 def _gradients(ctx: Context, shapes: tuple) -> tuple:
@@ -239,12 +239,42 @@ def _expect_grad(got: object, expected: torch.Tensor, name: str) -> None:
         raise Fail(diagnostic)
 
 
-def _refuse_by_source(ctx: Context, what: str) -> None:
+GRAPH_NODES = 1 << 14  # what the graph search reads at most: a convolution buried deeper passes
+
+
+def _refuse_by_graph(ctx: Context, output: object, what: str) -> None:
+    """What ran, as autograd recorded it: the output's graph, read by the harness's own C-level
+    look-ups (sealed), holds no convolution's node and no node of a Function of the file's own,
+    however the source reached it (a name built at run time, a library's lookup)."""
+    if not isinstance(output, RemoteTensor):
+        return
+    try:
+        graph = ctx.student.describe(output, nodes=GRAPH_NODES)["graph"]
+    except StudentError:
+        return
+    for node in graph if isinstance(graph, list) else ():
+        name = str(node.get("name", "")) if isinstance(node, dict) else ""
+        own = isinstance(node, dict) and node.get("python") is True
+        if _built_in(name) or own:
+            hint, rule = (OWN_FUNCTION_HINT, "own-function") if own else \
+                (BUILT_IN_HINT, "built-in-convolution")
+            raise Fail(Diagnostic("forbidden-operation", {
+                "what": what, "hint": hint, "rule": rule, "found": name[:200],
+                "error": {"en": f"its result was computed through `{name[:200]}`, read from its "
+                                f"autograd graph: "
+                                + ("a Function of your own" if own else "a built-in convolution"),
+                          "es": f"su resultado se calculó a través de `{name[:200]}`, leído de "
+                                f"su grafo de autograd: "
+                                + ("una Function propia" if own else "una convolución ya hecha")}}))
+
+
+def _refuse_by_source(ctx: Context, what: str, output: object = None) -> None:
     """Refuse a submission whose source, as the grader read it from the file, uses a built-in
     convolution, defines an autograd.Function of its own (what its forward computes is out of
     autograd's sight: F.conv2d wrapped in a Function named `Einsum` would pass as einsum), or
     reaches names it does not write out. Read here, not asked of the student's process, whose
-    answers (its graph's node names among them) are the submission's to rewrite."""
+    answers (its graph's node names among them) are the submission's to rewrite. Then, where
+    there is an output, what ran (_refuse_by_graph)."""
     cells = ctx.source_cells
     rules = (
         (lambda: forbidden_uses(cells, _built_in), BUILT_IN_HINT, "built-in-convolution",
@@ -264,6 +294,7 @@ def _refuse_by_source(ctx: Context, what: str) -> None:
                 "line": first.line, "file": first.cell,
                 "error": {"en": f"your file {en_verb} {first.name} ({first.where()}), {en_what}",
                           "es": f"tu archivo {es_verb} {first.name} ({first.where()}), {es_what}"}}))
+    _refuse_by_graph(ctx, output, what)
 
 
 def speed_values_close(got: torch.Tensor, input: torch.Tensor, filter: torch.Tensor,
@@ -325,8 +356,7 @@ def own_convolution(ctx: Context) -> None:
     input, filter = _inputs(ctx, FIXED[0], torch.float32)
     remote = _send(ctx, input, filter, requires_grad=True)
     what = _what(FIXED[0])
-    expect_tensor(call(ctx, "conv2d", *remote), what)
-    _refuse_by_source(ctx, what)
+    _refuse_by_source(ctx, what, expect_tensor(call(ctx, "conv2d", *remote), what))
 
 
 @check("speed-bonus", points=1, uses="conv2d",
@@ -355,7 +385,7 @@ def speed_bonus(ctx: Context) -> None:
                 "what": what, **value_error_details(got, expected[k])})),
                 _values_hint(got, *inputs[k]))
         if k == 0:
-            _refuse_by_source(ctx, what)
+            _refuse_by_source(ctx, what, output)
         return seconds
 
     def timed_baseline(k: int) -> float:

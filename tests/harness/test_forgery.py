@@ -249,3 +249,50 @@ def test_every_forged_file_is_declared(slug):
     info = load_exercise_info(EXERCISES / slug)
     for path in (EXERCISES / slug / "mutants").glob("forged_*.py"):
         assert path.stem in set(info.forged) | set(info.mutants), f"{path.name} is declared nowhere"
+
+
+# what ran, read from the output's autograd graph by the harness: the source reading's second
+# opinion on conv2d-einsum
+PICKLED_CONV2D = '''
+import pickle
+
+
+def conv2d(input, filter):
+    return pickle.loads(b"ctorch.nn.functional\\nconv2d\\n.")(input, filter)
+'''
+FUNCTION_MADE_BY_TYPE = '''
+import torch
+
+
+def _forward(ctx, input, filter):
+    windows = input.unfold(2, filter.shape[-2], 1).unfold(3, filter.shape[-1], 1)
+    return torch.einsum("bchwij,ocij->bohw", windows, filter)
+
+
+def _backward(ctx, grad):
+    return None, None
+
+
+Made = type("Made", (torch.autograd.Function,), {"forward": staticmethod(_forward),
+                                                 "backward": staticmethod(_backward)})
+
+
+def conv2d(input, filter):
+    return Made.apply(input, filter)
+'''
+
+
+def test_a_convolution_the_source_hides_is_found_in_the_graph(grade_unsealed):
+    """F.conv2d reached through pickle (the seal refuses that unpickling; taken away here) is
+    what the output's graph says ran: the values earn nothing, as F.conv2d's own."""
+    report = grade_unsealed("conv2d-einsum", PICKLED_CONV2D)
+    values = next(c for c in report["checks"] if c["name"] == "values-fixed")
+    assert not values["passed"] and values["diagnostics"][0]["code"] == "forbidden-operation"
+    assert "`ConvolutionBackward0`, read from its autograd graph" in values["message"], values
+
+
+def test_a_function_made_without_a_class_statement_is_found_in_the_graph(grade):
+    report = grade("conv2d-einsum", FUNCTION_MADE_BY_TYPE)
+    values = next(c for c in report["checks"] if c["name"] == "values-fixed")
+    assert not values["passed"] and "`MadeBackward`" in values["message"], values
+    assert "a Function of your own" in values["message"]

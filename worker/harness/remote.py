@@ -286,14 +286,16 @@ class Student:
     def attr(self, obj: RemoteTensor | RemoteObject, name: str) -> Any:
         return self.request("attr", handle=_handle_of(obj), name=name)["value"]
 
-    def describe(self, obj: RemoteTensor | RemoteObject, *needs: str) -> dict:
+    def describe(self, obj: RemoteTensor | RemoteObject, *needs: str, nodes: int | None = None) -> dict:
         """What the student's process says `obj` is: a tensor's {"graph"}; anything else's
         {"class"}, a module's also {"training", "parameters" (names to tensors), "modules"}, an
         optimizer's also {"param_groups"}. `needs`: fields the grader knows the object has (a
         module it built itself: "parameters"). A reply without them, or with a field of the
-        wrong type, is malformed: the process is stopped, "crashed"."""
+        wrong type, is malformed: the process is stopped, "crashed". `nodes`: how many of a
+        tensor's graph nodes at most (64 unless asked; the student's side caps it)."""
+        extra = {} if nodes is None else {"nodes": nodes}
         return self.request("describe", description=(isinstance(obj, RemoteTensor), needs),
-                            handle=_handle_of(obj))
+                            handle=_handle_of(obj), **extra)
 
 
 def _handle_of(obj: Any) -> int:
