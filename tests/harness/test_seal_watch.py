@@ -211,14 +211,18 @@ def q_grads(a, b, v):
 
 
 def test_honest_threads_modes_and_redirected_output_stay_allowed(grade):
-    """A thread joined before the function returns, a mode left as it was entered, output
-    redirected and put back, warnings filtered: no change is left, nothing is refused."""
+    """A thread joined before the function returns, one let go that ends a moment after, a
+    mode left as it was entered, output redirected and put back, warnings filtered: no change
+    is left, nothing is refused (a thread let go failed the grading account's test once)."""
     prelude = '''
 import contextlib, io, threading, warnings
 import torch
 from torch.overrides import TorchFunctionMode
 '''
     body = ('    t = threading.Thread(target=sum, args=([1, 2],)); t.start(); t.join()\n'
+            # let go, not joined: it ends a moment after the function returns (grader's grace)
+            '    stop = threading.Event()\n'
+            '    threading.Thread(target=stop.wait, daemon=True).start(); stop.set()\n'
             '    with TorchFunctionMode():\n        pass\n'
             '    with contextlib.redirect_stdout(io.StringIO()):\n        print("quiet")\n'
             '    warnings.filterwarnings("ignore")\n')
