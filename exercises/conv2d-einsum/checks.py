@@ -15,7 +15,8 @@ import time
 import torch
 
 from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   diagnose_exception, expect_close, expect_tensor)
+                                   diagnose_exception, expect_close, expect_tensor,
+                                   refused_in_source)
 from worker.harness.diagnostics import compare_grad, value_error_details
 from worker.harness.remote import StudentError
 from worker.harness.source_rules import forbidden_uses, obfuscated_lookups, own_functions
@@ -288,12 +289,8 @@ def _refuse_by_source(ctx: Context, what: str, output: object = None) -> None:
     for find, hint, rule, (en_verb, en_what), (es_verb, es_what) in rules:
         found = find()
         if found:
-            first = found[0]
-            raise Fail(Diagnostic("forbidden-operation", {
-                "what": what, "hint": hint, "rule": rule, "found": first.name,
-                "line": first.line, "file": first.cell,
-                "error": {"en": f"your file {en_verb} {first.name} ({first.where()}), {en_what}",
-                          "es": f"tu archivo {es_verb} {first.name} ({first.where()}), {es_what}"}}))
+            raise Fail(refused_in_source(what, hint, rule, found[0], {"en": en_verb, "es": es_verb},
+                                         {"en": en_what, "es": es_what}))
     _refuse_by_graph(ctx, output, what)
 
 

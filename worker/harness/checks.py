@@ -24,7 +24,7 @@ from worker.harness.codes import (BACKWARD_ON, DETACHED_BACKWARD, EINSUM_SUBSCRI
                                   VIEW_STRIDES)
 from worker.harness.diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
 from worker.harness.remote import RemoteObject, RemoteTensor, Student, StudentError
-from worker.harness.source_rules import hand_written_grads
+from worker.harness.source_rules import Finding, hand_written_grads
 
 __all__ = ["check", "Context", "Fail", "Diagnostic", "expect_tensor", "expect_close",
            "expect_grad", "expect_float", "expect_tuple", "expect_sharing", "call", "RemoteTensor",
@@ -403,10 +403,20 @@ def refuse_hand_written_grads(ctx: Context, what: str | dict) -> None:
     (source_rules.hand_written_grads): for the checks that say it comes from backward()."""
     found = hand_written_grads(ctx.source_cells)
     if found:
-        first = found[0]
-        raise Fail(Diagnostic("forbidden-operation", {
-            "what": what, "hint": HAND_WRITTEN_GRAD, "rule": "hand-written-grad",
-            "found": first.name, "line": first.line, "file": first.cell,
-            "error": {"en": f"your file writes a gradient itself: {first.name} ({first.where()})",
-                      "es": f"tu archivo escribe un gradiente a mano: {first.name} "
-                            f"({first.where()})"}}))
+        raise Fail(refused_in_source(what, HAND_WRITTEN_GRAD, "hand-written-grad", found[0],
+                                     {"en": "writes a gradient itself:",
+                                      "es": "escribe un gradiente a mano:"}))
+
+
+def refused_in_source(what: str | dict, hint: dict, rule: str, found: Finding,
+                      does: dict[str, str], why: dict[str, str] | None = None) -> Diagnostic:
+    """`forbidden-operation` for what the grader's reading of the source found: "your file
+    {does} {found} ({where}), {why}" in both languages."""
+    where, why = found.where(), why or {}
+    return Diagnostic("forbidden-operation", {
+        "what": what, "hint": hint, "rule": rule, "found": found.name, "line": found.line,
+        "file": found.cell, "error": {
+            "en": f"your file {does['en']} {found.name} ({where})"
+                  + (f", {why['en']}" if why else ""),
+            "es": f"tu archivo {does['es']} {found.name} ({where})"
+                  + (f", {why['es']}" if why else "")}})

@@ -6,7 +6,6 @@ say it. Nothing here needs root, so the same code confines students inside a nor
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import glob
 import os
 import resource
@@ -15,10 +14,10 @@ import tempfile
 from dataclasses import dataclass
 
 from worker.harness import mounts, seccomp
+from worker.harness.syscalls import PR_SET_NO_NEW_PRIVS
 from worker.harness.syscalls import check as _check
 from worker.harness.syscalls import libc as _libc
 
-PR_SET_NO_NEW_PRIVS = 38
 PR_SET_DUMPABLE = 4
 
 

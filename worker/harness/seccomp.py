@@ -9,10 +9,10 @@ import os
 import socket
 from typing import Callable
 
+from worker.harness.syscalls import PR_SET_NO_NEW_PRIVS
 from worker.harness.syscalls import check as _check
 from worker.harness.syscalls import libc as _libc
 
-PR_SET_NO_NEW_PRIVS = 38
 CLONE_THREAD = 0x00010000
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_NE, SCMP_CMP_EQ, SCMP_CMP_MASKED_EQ = 1, 4, 7

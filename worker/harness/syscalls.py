@@ -4,6 +4,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+PR_SET_NO_NEW_PRIVS = 38
+
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
