@@ -140,7 +140,7 @@ def q_grads(a, b, v):
     assert "forbidden-operation" in codes(report)
     time.sleep(1.5)
     assert not marker.exists()
-    assert len(descendants(harness.process.pid)) == len(before)  # the zygote and its spare child
+    assert len(descendants(harness.process.pid)) == len(before)  # the zygote, its spare and its keeper
 
 
 def test_memory_bomb(grade):
@@ -171,6 +171,20 @@ def q_grads(a, b, v):
     assert_zero(report)
     assert codes(report) == {"timeout"}
     assert time.monotonic() - started < 15  # three strikes, then the remaining checks fail at once
+
+
+def test_a_loop_that_spends_its_cpu_time_is_killed_at_the_limit(grade):
+    """The student process is its PID namespace's first, which ignores a SIGXCPU it has no
+    handler for: the CPU limit is a SIGKILL, counted as the limit, long before the wall clock's
+    deadline."""
+    report = grade("autograd-q", """
+def q_grads(a, b, v):
+    while True:
+        pass
+""", cpu_seconds=1, call_seconds=60)
+    assert_zero(report)
+    details = [d["details"] for c in report["checks"] for d in c["diagnostics"]]
+    assert details and all(d.get("cpu_limit") and d.get("signal") == "SIGKILL" for d in details)
 
 
 def test_hundred_megabytes_of_output(grade):
@@ -300,13 +314,13 @@ def q_grads(a, b, v):
 
 def test_zygote_killed_from_outside_is_replaced(grade, harness):
     from helpers import REFERENCE_Q
-    zygote_and_spare = descendants(harness.process.pid)
-    assert len(zygote_and_spare) == 2
+    zygote_keeper_and_spare = descendants(harness.process.pid)
+    assert len(zygote_keeper_and_spare) == 3
     (zygote,) = descendants(harness.process.pid, depth=1)
     os.kill(zygote, 9)
     time.sleep(0.2)
     assert grade("autograd-q", REFERENCE_Q)["score"] == 10
-    assert len(descendants(harness.process.pid)) == 2
+    assert len(descendants(harness.process.pid)) == 3
 
 
 @pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "seal-taken-away"])

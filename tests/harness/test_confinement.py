@@ -311,27 +311,29 @@ def test_sandbox_check_names_the_layers_here_and_refuses_code_the_account_can_wr
     assert "can write the code the jobs run" in done.stderr, done.stderr
 
 
-STOPS_THE_ZYGOTE = '''
+SIGNALS_OUTSIDE = '''
 import ctypes, os, signal
 libc = ctypes.CDLL(None, use_errno=True)
 TGKILL, RT_SIGQUEUEINFO = 234, 129
+OUTSIDE = {outside}  # a process of the same account outside the harness: the test's own
 
 def tried(name, act):
     try:
         if act() < 0:
             raise OSError(ctypes.get_errno(), name)
-        print("STOPPED", name)
+        print("REACHED", name)
     except OSError as exc:
         print("REFUSED", name, exc.errno)
 
 def q_grads(a, b, v):
-    zygote = os.getppid()  # the process it was forked from
-    tried("kill", lambda: os.kill(zygote, signal.SIGSTOP) or 0)
-    tried("killpg", lambda: os.killpg(os.getpgid(zygote), signal.SIGSTOP) or 0)
-    tried("tgkill", lambda: libc.syscall(TGKILL, zygote, zygote, signal.SIGSTOP))
+    print("PARENT", os.getppid(), "SELF", os.getpid())
+    tried("getpgid", lambda: os.getpgid(OUTSIDE))  # 0 signals: what it can see
+    tried("kill", lambda: os.kill(OUTSIDE, 0) or 0)
+    tried("killpg", lambda: os.killpg(OUTSIDE, 0) or 0)
+    tried("tgkill", lambda: libc.syscall(TGKILL, OUTSIDE, OUTSIDE, 0))
     info = ctypes.create_string_buffer(128)
-    tried("rt_sigqueueinfo", lambda: libc.syscall(RT_SIGQUEUEINFO, zygote, signal.SIGSTOP, info))
-    tried("pidfd", lambda: signal.pidfd_send_signal(os.pidfd_open(zygote), signal.SIGSTOP) or 0)
+    tried("rt_sigqueueinfo", lambda: libc.syscall(RT_SIGQUEUEINFO, OUTSIDE, 0, info))
+    tried("pidfd", lambda: signal.pidfd_send_signal(os.pidfd_open(OUTSIDE), 0) or 0)
     tried("itself", lambda: os.kill(os.getpid(), 0) or 0)
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
@@ -339,20 +341,44 @@ def q_grads(a, b, v):
 '''
 
 
+def said(report: dict) -> dict[str, str]:
+    return {line.split()[1]: line.split()[0] for line in report["output"].splitlines()
+            if line.startswith(("REFUSED", "REACHED"))}
+
+
 @LANDLOCKS
-def test_a_submission_cannot_stop_the_zygote(copy, landlock):
-    """Signals go to the student process itself alone (seccomp), with Landlock's signal scope
-    or without it (kernels before 6.12): a review stopped the zygote by SIGSTOP without it, and
-    the grade waited; the seal, which also refuses os.kill, is taken away here."""
-    started = time.monotonic()
-    report = grade_in(copy, STOPS_THE_ZYGOTE, landlock=landlock, sealed=False)
-    assert time.monotonic() - started < 60
+def test_a_submission_can_neither_see_nor_signal_a_process_outside(copy, landlock):
+    """The student process is the first of a PID namespace of its own: no parent, and no
+    process outside has a number there; signals go to itself alone besides (seccomp), with
+    Landlock's signal scope or without it (kernels before 6.12): a review stopped the zygote by
+    SIGSTOP without both, and the grade waited. The seal, which also refuses os.kill, is taken
+    away here."""
+    report = grade_in(copy, SIGNALS_OUTSIDE.format(outside=os.getpid()), landlock=landlock,
+                      sealed=False)
     assert (report["status"], report["score"]) == ("graded", 10), report
-    said = {line.split()[1]: line.split()[0] for line in report["output"].splitlines()
-            if line.startswith(("REFUSED", "STOPPED"))}
-    assert said == {"kill": "REFUSED", "killpg": "REFUSED", "tgkill": "REFUSED",
-                    "rt_sigqueueinfo": "REFUSED", "pidfd": "REFUSED", "itself": "STOPPED"}, \
-        report["output"]
+    assert "pid-namespace" in report["sandbox"]["layers"]
+    assert "PARENT 0 SELF 1" in report["output"], report["output"]
+    assert said(report) == {"getpgid": "REFUSED", "kill": "REFUSED", "killpg": "REFUSED",
+                            "tgkill": "REFUSED", "rt_sigqueueinfo": "REFUSED", "pidfd": "REFUSED",
+                            "itself": "REACHED"}, report["output"]
+
+
+def test_without_a_pid_namespace_a_node_grades_nothing_and_seccomp_still_keeps_signals_in(copy):
+    """A kernel that cannot make the PID namespace (taken away here) stops grading with a grader
+    error that names it; allowed by the job, the grade goes on with the process outside seen
+    and still out of a signal's reach."""
+    refused = grade_in(copy, REFERENCE_Q, landlock=5, deny="pid-namespace")
+    assert refused["status"] == "error", refused
+    assert "pid-namespace" in json.dumps(refused["error"]), refused["error"]
+    allowed = grade_in(copy, SIGNALS_OUTSIDE.format(outside=os.getpid()), landlock=5,
+                       deny="pid-namespace", sealed=False,
+                       required=[layer for layer in REQUIRED_LAYERS
+                                 if layer not in ("seal", "pid-namespace")])
+    assert (allowed["status"], allowed["score"]) == ("graded", 10), allowed
+    assert any(m.startswith("pid-namespace:") for m in allowed["sandbox"]["unavailable"])
+    assert said(allowed) == {"getpgid": "REACHED", "kill": "REFUSED", "killpg": "REFUSED",
+                             "tgkill": "REFUSED", "rt_sigqueueinfo": "REFUSED",
+                             "pidfd": "REFUSED", "itself": "REACHED"}, allowed["output"]
 
 
 HOLDS_SHARED_MEMORY = '''

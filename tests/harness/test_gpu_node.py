@@ -12,7 +12,7 @@ import pytest
 
 from server.core.catalogue import default_root, load_exercise_info
 from worker.grading.sandbox_probe import unsafe
-from worker.harness import grader, sandbox, seccomp
+from worker.harness import grader, mounts, sandbox, seccomp
 from worker.harness.session import CudaUnavailable
 
 TRIES = {
@@ -43,13 +43,23 @@ def _name_a_thread() -> None:
 
 
 def confined(device: str, tmp_path) -> dict:
-    """Which of TRIES succeed in a child confined for `device`, every layer raised."""
+    """Which of TRIES succeed in a process confined for `device`, every layer raised: forked, as
+    the zygote's keeper forks it, into a PID namespace of its own."""
     scratch = tmp_path / device
     scratch.mkdir()
     seccomp.load_libseccomp()  # as the zygote does: finding it runs ldconfig, which is refused
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+    keeper = os.fork()
+    if keeper == 0:
+        try:
+            mounts.unshare_as_self(0)  # the zygote's user namespace
+            sandbox.enter_pid_namespace()
+        except BaseException:  # noqa: BLE001  (the student process says it missing)
+            pass
+        student = os.fork()
+        if student:
+            os.waitpid(student, 0)
+            os._exit(0)
         os.close(read)
         try:
             active, missing = sandbox.confine(sandbox.Confinement(
@@ -70,7 +80,7 @@ def confined(device: str, tmp_path) -> dict:
     os.close(write)
     with os.fdopen(read, "rb") as f:
         answer = json.loads(f.read())
-    os.waitpid(pid, 0)
+    os.waitpid(keeper, 0)
     # the kernel never holds root to a task limit (sandbox.limit_tasks)
     missing = [m for m in answer.get("missing", [])
                if not (os.getuid() == 0 and m.startswith("task-limit:"))]

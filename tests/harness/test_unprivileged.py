@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = ROOT / "exercises" / "autograd-q"
 USER = os.environ.get("HPCGRADE_TEST_USER")
 PYTHON = os.environ.get("HPCGRADE_TEST_COURSE_PYTHON")
-LAYERS = {"scrubbed-environment", "network-namespace", "ipc-namespace", "non-dumpable", "rlimits",
-          "seccomp", "landlock-net", "landlock-scope"}
+LAYERS = {"scrubbed-environment", "network-namespace", "pid-namespace", "ipc-namespace",
+          "non-dumpable", "rlimits", "seccomp", "landlock-net", "landlock-scope"}
 
 needs_account = pytest.mark.skipif(
     not (USER and PYTHON), reason="HPCGRADE_TEST_USER and HPCGRADE_TEST_COURSE_PYTHON are not set: "

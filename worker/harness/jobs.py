@@ -7,10 +7,11 @@ from pathlib import Path
 
 # sandbox layers a job may require (see sandbox.py); "filesystem" is either of mount-namespace
 # and landlock. A harness that cannot raise a required one grades nothing (a grader error).
-SANDBOX_LAYERS = ("network-namespace", "ipc-namespace", "mount-namespace", "landlock",
-                  "filesystem", "seccomp", "rlimits", "non-dumpable", "scratch-limit",
+SANDBOX_LAYERS = ("network-namespace", "pid-namespace", "ipc-namespace", "mount-namespace",
+                  "landlock", "filesystem", "seccomp", "rlimits", "non-dumpable", "scratch-limit",
                   "task-limit", "seal")
-REQUIRED_LAYERS = ("network-namespace", "seccomp", "rlimits", "filesystem", "seal")
+REQUIRED_LAYERS = ("network-namespace", "pid-namespace", "seccomp", "rlimits", "filesystem",
+                   "seal")
 
 HIDDEN_CHECKS = "checks.py"
 VISIBLE_CHECKS = "visible.py"  # the checks students have: fixed inputs, no reference

@@ -15,7 +15,7 @@ import platform
 from worker.harness.syscalls import check, libc
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
-CLONE_NEWIPC = 0x08000000
+CLONE_NEWIPC, CLONE_NEWPID = 0x08000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 32, 1024, 2048, 4096, 16384
 MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
@@ -52,6 +52,16 @@ def _mount(source: str | None, target: str, kind: str | None, flags: int,
 def make_mounts_private() -> None:
     """Nothing mounted here from now on reaches the namespace this one was copied from."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def mount_own_proc() -> None:
+    """A mount namespace of this process's own whose /proc is a procfs of its PID namespace:
+    the numbers there are the ones its calls return (the CUDA driver names the threads it starts
+    through /proc/self/task/TID/comm, a TID of its namespace). Done before it leaves the user
+    namespace that owns its PID namespace, the zygote's, where it may mount one."""
+    check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    make_mounts_private()
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 # --- the zygote's side: a bounded scratch per student ------------------------------------------

@@ -45,6 +45,20 @@ def enter_namespaces() -> None:
     mounts.unshare_as_self(mounts.CLONE_NEWNET | mounts.CLONE_NEWNS)
 
 
+def enter_pid_namespace() -> None:
+    """The children this process forks from now on are in a PID namespace of their own (the
+    zygote's spare, before it forks the student: zygote.py)."""
+    _check(_libc.unshare(mounts.CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+
+
+def in_own_pid_namespace(why_not: str | None) -> None:
+    """The layer in the student process: the first process of its PID namespace, which holds no
+    other (its parent and every process outside are nameless there), with /proc its own."""
+    if os.getpid() != 1:
+        raise OSError(0, why_not or "not the first process of a PID namespace of its own")
+    mounts.mount_own_proc()
+
+
 def enter_ipc_namespace() -> None:
     """System V shared memory, semaphores and message queues of its own, inside the user
     namespace: the host's would be shared with other runs, and would outlive the process (its
@@ -103,7 +117,9 @@ def _address_space_in_use() -> int:
 
 def apply_rlimits(c: Confinement) -> list[str]:
     limits = {
-        resource.RLIMIT_CPU: (c.cpu_seconds, c.cpu_seconds + 1),
+        # SIGKILL at the limit: the first process of a PID namespace ignores a SIGXCPU it has
+        # no handler for (the soft limit's), and the submission's thread may not set one
+        resource.RLIMIT_CPU: (c.cpu_seconds, c.cpu_seconds),
         resource.RLIMIT_FSIZE: (c.file_bytes, c.file_bytes),
         resource.RLIMIT_NOFILE: (c.open_files, c.open_files),
         resource.RLIMIT_CORE: (0, 0),
@@ -251,8 +267,9 @@ def absent(required: tuple[str, ...], active: list[str]) -> list[str]:
             if not (has("mount-namespace") or has("landlock") if name == "filesystem" else has(name))]
 
 
-def confine(c: Confinement) -> tuple[list[str], list[str]]:
-    """Apply every layer this machine offers; return (active layers, reasons for missing ones)."""
+def confine(c: Confinement, pid_namespace: str | None = None) -> tuple[list[str], list[str]]:
+    """Apply every layer this machine offers; return (active layers, reasons for missing ones).
+    `pid_namespace`: why the zygote could not make one, where it could not."""
     active, missing = ["scrubbed-environment"], []
     scrub_environment(c.scratch)
 
@@ -270,6 +287,7 @@ def confine(c: Confinement) -> tuple[list[str], list[str]]:
             missing.append(f"{name}: not offered by this kernel or system")
         return bool(result is None or result)
 
+    raise_layer("pid-namespace", lambda: in_own_pid_namespace(pid_namespace))
     raise_layer("rlimits", lambda: apply_rlimits(c))  # it reads /proc, which the fresh root lacks
     if raise_layer("network-namespace", enter_namespaces):
         raise_layer("task-limit", lambda: limit_tasks(c))

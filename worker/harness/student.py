@@ -453,13 +453,15 @@ def start_cuda() -> str:
 
 
 def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
-        threads: int, reply_bytes: int, prepared: tuple | None = None) -> None:
+        threads: int, reply_bytes: int, prepared: tuple | None = None,
+        pid_namespace: str | None = None) -> None:
     """Entry point of a freshly forked student process; never returns. `prepared`: what the
-    seal's checks compare with, taken before the fork's confinement (watch.prepare)."""
+    seal's checks compare with, taken before the fork's confinement (watch.prepare);
+    `pid_namespace`: why the zygote could not make it one, where it could not."""
     code = 0
     try:
         os.setsid()
-        sandbox._libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG=SIGKILL: die with the zygote
+        sandbox._libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG=SIGKILL: die with the keeper
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
@@ -472,9 +474,9 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         for low, high in zip(keep, keep[1:] + [65536]):
             os.closerange(low + 1, high)
         os.chdir(confinement.scratch)
-        active, missing = sandbox.confine(confinement)
+        active, missing = sandbox.confine(confinement, pid_namespace)
         torch.set_num_threads(threads)
-        hello = {"pid": os.getpid(), "layers": active, "missing": missing}
+        hello = {"layers": active, "missing": missing}
         if confinement.device == "cuda":
             hello["cuda"] = start_cuda()
         watched = None

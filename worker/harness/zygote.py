@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import signal
 import socket
 import sys
 import time
+from typing import NoReturn
 
 from worker.harness import mounts, sandbox, seal, seccomp
 
@@ -82,6 +84,10 @@ class Spare:
 
     Forking a process with torch loaded costs about 20 ms of page-table copying; a spare pays it
     while the previous submission is being graded instead of on the next one's critical path.
+    The child forked is the student's keeper: it makes a PID namespace (it has the rights, in the
+    zygote's user namespace, and no thread) and forks the student into it, as that namespace's
+    first process, which sees neither the zygote nor the grader and cannot name them to a
+    signal. The second fork is ahead of time too.
     """
 
     def __init__(self, warm: bool, sealed: bool) -> None:
@@ -90,11 +96,21 @@ class Spare:
         self.rep_r, rep_w = os.pipe()
         self.out_r, out_w = os.pipe()
         spec_r, self.spec_w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
+        self.told_r, told_w = os.pipe()  # the student's pid, as the zygote and grader see it
+        self.keeper = os.fork()
+        if self.keeper == 0:
             sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)
-            for fd in (self.req_w, self.rep_r, self.out_r, self.spec_w):
+            for fd in (self.req_w, self.rep_r, self.out_r, self.spec_w, self.told_r):
                 os.close(fd)
+            try:
+                sandbox.enter_pid_namespace()
+                pid_namespace = None
+            except OSError as exc:
+                pid_namespace = exc.strerror or str(exc)
+            student_pid = os.fork()
+            if student_pid:
+                keep(student_pid, told_w)
+            os.close(told_w)
             from worker.harness import student, watch
             prepared = watch.prepare() if sealed else None
             with os.fdopen(spec_r, "rb") as spec:
@@ -104,28 +120,50 @@ class Spare:
             c = request["confinement"]
             confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
             student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"],
-                        prepared)
-        for fd in (req_r, rep_w, out_w, spec_r):
+                        prepared, pid_namespace)
+        for fd in (req_r, rep_w, out_w, spec_r, told_w):
             os.close(fd)
 
     def start(self, request: dict) -> tuple[int, list[int]]:
+        """The student's pid, and the grader's ends of its pipes."""
         os.write(self.spec_w, json.dumps(request).encode())
         os.close(self.spec_w)
-        return self.pid, [self.req_w, self.rep_r, self.out_r]
+        with os.fdopen(self.told_r, "rb") as told:
+            student_pid = int(told.read() or b"0")
+        if not student_pid:
+            raise RuntimeError("the spare's keeper ended before it forked the student")
+        return student_pid, [self.req_w, self.rep_r, self.out_r]
 
     def discard(self) -> None:
-        for fd in (self.spec_w, self.req_w, self.rep_r, self.out_r):
-            os.close(fd)  # an empty spec: the child exits
-        os.waitpid(self.pid, 0)
+        for fd in (self.spec_w, self.req_w, self.rep_r, self.out_r, self.told_r):
+            os.close(fd)  # an empty spec: the student exits, and its keeper with it
+        os.waitpid(self.keeper, 0)
 
 
-def reap(pid: int, grace: float) -> dict:
-    """Wait for a student that is ending; kill its process group if it lingers."""
+def keep(student_pid: int, told: int) -> NoReturn:
+    """The keeper's life once the student is forked: say its pid, hold no descriptor of the
+    student's or the zygote's, and end as the student ends, by the same signal or with the same
+    code, so that the zygote reaps the student's own status."""
+    os.write(told, b"%d" % student_pid)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, status = os.waitpid(student_pid, 0)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if number != signal.SIGKILL:
+            signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
+
+
+def reap(keeper: int, student_pid: int, grace: float) -> dict:
+    """Wait for a student that is ending (its keeper, which ends as it does); kill the student's
+    process group if it lingers."""
     deadline = time.monotonic() + grace
     killed = False
     while True:
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status = os.waitpid(keeper, os.WNOHANG)
         except ChildProcessError:
             return {"exit_code": None, "signal": None, "killed": killed}
         if done:
@@ -133,7 +171,7 @@ def reap(pid: int, grace: float) -> dict:
                     "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                     "killed": killed}
         if time.monotonic() > deadline and not killed:
-            _kill_group(pid)
+            _kill_group(student_pid)
             killed = True
         time.sleep(0.002)
 
@@ -193,6 +231,7 @@ def main(fd: int, sealed: bool = True) -> None:
     warm = False
     due: float | None = None  # when the first student was reaped: warm up at a quiet moment
     spare = Spare(warm, sealed)
+    keepers: dict[int, int] = {}  # each student's pid: its keeper's, which the zygote reaps
     sock = socket.socket(fileno=fd)
     sock.sendall(b'{"ready": true}\n')
     requests = sock.makefile("rb")
@@ -214,6 +253,7 @@ def main(fd: int, sealed: bool = True) -> None:
         if request["op"] == "spawn":
             scratch_fds, scratch = scratches.mount(request["confinement"])
             pid, fds = spare.start(request)
+            keepers[pid] = spare.keeper
             if scratch_fds:
                 scratches.mounted[pid] = request["confinement"]["scratch"]
             socket.send_fds(sock, [json.dumps({"pid": pid, "scratch": scratch}).encode() + b"\n"],
@@ -222,7 +262,9 @@ def main(fd: int, sealed: bool = True) -> None:
                 os.close(f)
             spare = Spare(warm, sealed)
         elif request["op"] == "reap":
-            sock.sendall(json.dumps(reap(request["pid"], request["grace"])).encode() + b"\n")
+            pid = request["pid"]
+            sock.sendall(json.dumps(reap(keepers.pop(pid, pid), pid, request["grace"])).encode()
+                         + b"\n")
             scratches.unmount(request["pid"])
             if not warm and due is None:
                 due = time.monotonic()
