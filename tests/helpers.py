@@ -3,6 +3,7 @@ import json
 import os
 import re
 import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -28,6 +29,19 @@ def descendants(pid: int, depth: int | None = None) -> list[int]:
         found += level
         depth = None if depth is None else depth - 1
     return found
+
+
+# a harness's processes once it is idle: its zygote, a keeper and the spare student it forked
+IDLE_HARNESS = 3
+
+
+def settled(pid: int, count: int) -> bool:
+    """Whether `pid` comes to have `count` descendants within 10 s: a keeper forks its spare
+    student, and ends after its student ended, each on its own time."""
+    deadline = time.monotonic() + 10
+    while len(descendants(pid)) != count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(descendants(pid)) == count
 
 
 def alive(pid: int) -> bool:

@@ -51,12 +51,15 @@ def enter_pid_namespace() -> None:
     _check(_libc.unshare(mounts.CLONE_NEWPID), "unshare(CLONE_NEWPID)")
 
 
-def in_own_pid_namespace(why_not: str | None) -> None:
+def in_own_pid_namespace(c: Confinement, why_not: str | None) -> None:
     """The layer in the student process: the first process of its PID namespace, which holds no
-    other (its parent and every process outside are nameless there), with /proc its own."""
+    other (its parent and every process outside are nameless there). On CUDA, with /proc its
+    own, whose thread ids are the ones the driver writes names under (on the CPU the fresh root
+    holds nothing of /proc that names a process)."""
     if os.getpid() != 1:
         raise OSError(0, why_not or "not the first process of a PID namespace of its own")
-    mounts.mount_own_proc()
+    if c.device == "cuda":
+        mounts.mount_own_proc()
 
 
 def enter_ipc_namespace() -> None:
@@ -287,7 +290,7 @@ def confine(c: Confinement, pid_namespace: str | None = None) -> tuple[list[str]
             missing.append(f"{name}: not offered by this kernel or system")
         return bool(result is None or result)
 
-    raise_layer("pid-namespace", lambda: in_own_pid_namespace(pid_namespace))
+    raise_layer("pid-namespace", lambda: in_own_pid_namespace(c, pid_namespace))
     raise_layer("rlimits", lambda: apply_rlimits(c))  # it reads /proc, which the fresh root lacks
     if raise_layer("network-namespace", enter_namespaces):
         raise_layer("task-limit", lambda: limit_tasks(c))

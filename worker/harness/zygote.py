@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import select
 import signal
 import socket
@@ -80,14 +79,15 @@ def warm_up_optimizers() -> None:
 
 
 class Spare:
-    """A child forked ahead of time, idle until it is told its confinement.
+    """A student process forked ahead of time, idle until it is told its confinement.
 
-    Forking a process with torch loaded costs about 20 ms of page-table copying; a spare pays it
-    while the previous submission is being graded instead of on the next one's critical path.
-    The child forked is the student's keeper: it makes a PID namespace (it has the rights, in the
-    zygote's user namespace, and no thread) and forks the student into it, as that namespace's
-    first process, which sees neither the zygote nor the grader and cannot name them to a
-    signal. The second fork is ahead of time too.
+    Forking and preparing it (watch.prepare) is paid while the previous submission is being
+    graded instead of on the next one's critical path. The zygote's child is the student's
+    keeper: it makes a PID namespace (it has the rights, in the zygote's user namespace, and no
+    thread) and forks the student into it as that namespace's first process, which sees neither
+    the zygote nor the grader and cannot name them to a signal. The keeper says the student's
+    pid, then its wait status as it ends, and exits unwaited for (the zygote ignores SIGCHLD):
+    the grade never waits for a second process's exit.
     """
 
     def __init__(self, warm: bool, sealed: bool) -> None:
@@ -97,10 +97,11 @@ class Spare:
         self.out_r, out_w = os.pipe()
         spec_r, self.spec_w = os.pipe()
         self.told_r, told_w = os.pipe()  # the student's pid, as the zygote and grader see it
-        self.keeper = os.fork()
-        if self.keeper == 0:
+        self.ended_r, ended_w = os.pipe()  # its wait status
+        if os.fork() == 0:
             sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)
-            for fd in (self.req_w, self.rep_r, self.out_r, self.spec_w, self.told_r):
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the keeper waits for the student
+            for fd in (self.req_w, self.rep_r, self.out_r, self.spec_w, self.told_r, self.ended_r):
                 os.close(fd)
             try:
                 sandbox.enter_pid_namespace()
@@ -109,8 +110,9 @@ class Spare:
                 pid_namespace = exc.strerror or str(exc)
             student_pid = os.fork()
             if student_pid:
-                keep(student_pid, told_w)
+                keep(student_pid, told_w, ended_w)
             os.close(told_w)
+            os.close(ended_w)
             from worker.harness import student, watch
             prepared = watch.prepare() if sealed else None
             with os.fdopen(spec_r, "rb") as spec:
@@ -121,7 +123,7 @@ class Spare:
             confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
             student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"],
                         prepared, pid_namespace)
-        for fd in (req_r, rep_w, out_w, spec_r, told_w):
+        for fd in (req_r, rep_w, out_w, spec_r, told_w, ended_w):
             os.close(fd)
 
     def start(self, request: dict) -> tuple[int, list[int]]:
@@ -135,45 +137,41 @@ class Spare:
         return student_pid, [self.req_w, self.rep_r, self.out_r]
 
     def discard(self) -> None:
-        for fd in (self.spec_w, self.req_w, self.rep_r, self.out_r, self.told_r):
+        for fd in (self.spec_w, self.req_w, self.rep_r, self.out_r, self.told_r, self.ended_r):
             os.close(fd)  # an empty spec: the student exits, and its keeper with it
-        os.waitpid(self.keeper, 0)
 
 
-def keep(student_pid: int, told: int) -> NoReturn:
+def keep(student_pid: int, told: int, ended: int) -> NoReturn:
     """The keeper's life once the student is forked: say its pid, hold no descriptor of the
-    student's or the zygote's, and end as the student ends, by the same signal or with the same
-    code, so that the zygote reaps the student's own status."""
+    student's or the zygote's, and say the student's wait status when it ends."""
     os.write(told, b"%d" % student_pid)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.close(told)
+    os.closerange(3, ended)
+    os.closerange(ended + 1, os.sysconf("SC_OPEN_MAX"))
     _, status = os.waitpid(student_pid, 0)
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        if number != signal.SIGKILL:
-            signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
+    try:
+        os.write(ended, b"%d" % status)
+    except BrokenPipeError:  # a spare discarded: no one asks
+        pass
+    os._exit(0)
 
 
-def reap(keeper: int, student_pid: int, grace: float) -> dict:
-    """Wait for a student that is ending (its keeper, which ends as it does); kill the student's
+def reap(ended: int, student_pid: int, grace: float) -> dict:
+    """Wait for a student that is ending (its keeper says its status on `ended`); kill its
     process group if it lingers."""
     deadline = time.monotonic() + grace
     killed = False
-    while True:
-        try:
-            done, status = os.waitpid(keeper, os.WNOHANG)
-        except ChildProcessError:
-            return {"exit_code": None, "signal": None, "killed": killed}
-        if done:
-            return {"exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
-                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                    "killed": killed}
-        if time.monotonic() > deadline and not killed:
-            _kill_group(student_pid)
-            killed = True
-        time.sleep(0.002)
+    while not select.select([ended], [], [], None if killed else
+                            max(deadline - time.monotonic(), 0))[0]:
+        _kill_group(student_pid)
+        killed = True
+    text = os.read(ended, 32)
+    os.close(ended)
+    if not text:  # its keeper is gone (it dies with the zygote alone)
+        return {"exit_code": None, "signal": None, "killed": killed}
+    status = int(text)
+    return {"exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None, "killed": killed}
 
 
 def _kill_group(pid: int) -> None:
@@ -230,8 +228,9 @@ def main(fd: int, sealed: bool = True) -> None:
     protect()
     warm = False
     due: float | None = None  # when the first student was reaped: warm up at a quiet moment
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are never waited for
     spare = Spare(warm, sealed)
-    keepers: dict[int, int] = {}  # each student's pid: its keeper's, which the zygote reaps
+    endings: dict[int, int] = {}  # each student's pid: where its keeper says its status
     sock = socket.socket(fileno=fd)
     sock.sendall(b'{"ready": true}\n')
     requests = sock.makefile("rb")
@@ -253,7 +252,7 @@ def main(fd: int, sealed: bool = True) -> None:
         if request["op"] == "spawn":
             scratch_fds, scratch = scratches.mount(request["confinement"])
             pid, fds = spare.start(request)
-            keepers[pid] = spare.keeper
+            endings[pid] = spare.ended_r
             if scratch_fds:
                 scratches.mounted[pid] = request["confinement"]["scratch"]
             socket.send_fds(sock, [json.dumps({"pid": pid, "scratch": scratch}).encode() + b"\n"],
@@ -263,8 +262,7 @@ def main(fd: int, sealed: bool = True) -> None:
             spare = Spare(warm, sealed)
         elif request["op"] == "reap":
             pid = request["pid"]
-            sock.sendall(json.dumps(reap(keepers.pop(pid, pid), pid, request["grace"])).encode()
-                         + b"\n")
+            sock.sendall(json.dumps(reap(endings.pop(pid), pid, request["grace"])).encode() + b"\n")
             scratches.unmount(request["pid"])
             if not warm and due is None:
                 due = time.monotonic()
