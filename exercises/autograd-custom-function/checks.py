@@ -112,6 +112,15 @@ GRADIENT_SHAPE = {
           "`grad_output` por la derivada, elemento a elemento.{reduced}"}
 REDUCED = {"en": " Shape [] is a single number: a reduction (`.sum()`, `.mean()`) collapsed it.",
            "es": " La forma [] es un solo número: una reducción (`.sum()`, `.mean()`) lo redujo."}
+GRADIENT_IN_PLACE = {
+    "en": "After `y.sum().backward()`, as in the statement, your `backward` wrote in place into a "
+          "tensor whose elements share one memory location: that is the `grad_output` autograd "
+          "hands it there (ones, expanded). Return a new tensor, `return grad_output * ...`, "
+          "rather than changing `grad_output` (`mul_`, `*=`).",
+    "es": "Tras `y.sum().backward()`, como en el enunciado, tu `backward` escribió «in situ» en un "
+          "tensor cuyos elementos comparten una misma posición de memoria: es el `grad_output` "
+          "que autograd le pasa ahí (unos, expandidos). Devuelve un tensor nuevo, "
+          "`return grad_output * ...`, en lugar de modificar `grad_output` (`mul_`, `*=`)."}
 GRADIENT_COUNT = {
     "en": "Your `backward` returned {got} gradients: `forward` has one input besides `ctx`, `x`, "
           "so `backward` returns one tensor (`return grad_output * ...`), not a tuple.",
@@ -203,26 +212,33 @@ def _apply(ctx: Context, function: RemoteObject, x: RemoteTensor,
 
 
 def _function_backward(ctx: Context, function: RemoteObject, x0: torch.Tensor, v: torch.Tensor,
-                       *, transposed: bool = False, **tolerances: float) -> None:
+                       *, transposed: bool = False, summed: bool = False,
+                       **tolerances: float) -> None:
     """x.grad after the grader's own y = SiLU.apply(x0).backward(v) in the student's process,
     where x0 is a fresh x or, `transposed`, x.t(): the student's backward, whatever `silu`
-    does."""
+    does. `summed`: y.sum().backward() instead, as the statement and a notebook run it (v is
+    then ones)."""
     x = ctx.student.put(ctx.on_device((x0.t() if transposed else x0).clone()).requires_grad_())
     sent = ctx.student.method(x, "t") if transposed else x
     expected_y = _reference(ctx, x0, v)[0]
     y = _apply(ctx, function, sent, expected_y)
     _expect_dtype(y, x0.dtype, expected_y)
-    _backward(ctx, y, v)
+    _backward(ctx, y, None if summed else v)
     _expect_backward(ctx, function, x, x0, y, v, transposed=transposed, **tolerances)
 
 
-def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor) -> None:
+def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor | None) -> None:
     """The backward pass, in the student's process: an output with no graph fails it
-    (`detached-output`), whatever the process says about the output's flags."""
+    (`detached-output`), whatever the process says about the output's flags. `v` None:
+    y.sum().backward(), where autograd hands backward an expanded `grad_output`."""
     try:
-        ctx.student.method(y, "backward", ctx.on_device(v))
+        if v is None:
+            ctx.student.method(ctx.student.method(y, "sum"), "backward")
+        else:
+            ctx.student.method(y, "backward", ctx.on_device(v))
     except StudentError as exc:
-        diagnostic = diagnose_exception(exc.info, "`silu(x).backward(v)`")
+        diagnostic = diagnose_exception(
+            exc.info, "`silu(x).sum().backward()`" if v is None else "`silu(x).backward(v)`")
         hint = _backward_error_hint(str(exc.info.get("message", "")))
         if hint and diagnostic.code == "exception":
             diagnostic = Diagnostic("exception", dict(diagnostic.details, hint=hint))
@@ -239,6 +255,9 @@ def _backward_error_hint(message: str) -> dict | None:
         return {lang: GRADIENT_SHAPE[lang].format(got=got, expected=expected,
                                                   reduced=REDUCED[lang] if not got else "")
                 for lang in GRADIENT_SHAPE}
+    if "more than one element of the written-to tensor refers to a single memory location" \
+            in message:
+        return GRADIENT_IN_PLACE
     count = re.search(r"returned an incorrect number of gradients \(expected 1, got (\d+)\)",
                       message)
     if count:
@@ -354,12 +373,16 @@ def forward_values(ctx: Context) -> None:
 
 
 @check("backward-finite-differences", points=3, uses=("silu", "SiLU"),
-       en="backward of SiLU.apply agrees with finite differences of forward",
-       es="el backward de SiLU.apply coincide con las diferencias finitas de forward")
+       en="backward of SiLU.apply, with a cotangent v and after y.sum(), agrees with finite "
+          "differences of forward",
+       es="el backward de SiLU.apply, con un cotangente v y tras y.sum(), coincide con las "
+          "diferencias finitas de forward")
 def backward_finite_differences(ctx: Context) -> None:
     function = _function(ctx)
     for x0, v in _cases(ctx):
         _function_backward(ctx, function, x0, v)
+    x0, _ = next(_cases(ctx))
+    _function_backward(ctx, function, x0, torch.ones_like(x0), summed=True)
 
 
 @check("graph-uses-function", points=2, uses=("silu", "SiLU"),

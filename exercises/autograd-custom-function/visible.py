@@ -7,11 +7,15 @@ from worker.harness.checks import (Context, Diagnostic, Fail, call, check, diagn
 from worker.harness.remote import StudentError
 
 
-def _silu_backward(ctx: Context, x: torch.Tensor, v: torch.Tensor):
+def _silu_backward(ctx: Context, x: torch.Tensor, v: torch.Tensor | None):
+    """y = silu(x), then y.backward(v), or y.sum().backward() where `v` is None."""
     leaf = ctx.student.put(x.requires_grad_())
     y = expect_tensor(call(ctx, "silu", leaf), "`silu(x)`", shape=tuple(x.shape), dtype=x.dtype)
     try:  # an output with no graph fails here, as `detached-output`
-        ctx.student.method(y, "backward", v)
+        if v is None:
+            ctx.student.method(ctx.student.method(y, "sum"), "backward")
+        else:
+            ctx.student.method(y, "backward", v)
     except StudentError as exc:
         raise Fail(diagnose_exception(exc.info, "`silu(x)`")) from None
     return y, ctx.student.attr(leaf, "grad")
@@ -21,7 +25,7 @@ def _silu_backward(ctx: Context, x: torch.Tensor, v: torch.Tensor):
        en="the statement's example: x = [−1, 0, 2], y.sum().backward()",
        es="el ejemplo del enunciado: x = [−1, 0, 2], y.sum().backward()")
 def statement_example(ctx: Context) -> None:
-    y, grad = _silu_backward(ctx, torch.tensor([-1.0, 0.0, 2.0]), torch.ones(3))
+    y, grad = _silu_backward(ctx, torch.tensor([-1.0, 0.0, 2.0]), None)
     expect_close(y, torch.tensor([-0.268941, 0.0, 1.761594]), "`silu(x)`", rtol=1e-5, atol=1e-5)
     expect_grad(grad, torch.tensor([0.0723295, 0.5, 1.0907843]), "`x.grad`", atol=1e-5)
 
