@@ -180,6 +180,21 @@ def test_with_the_seal_taken_away_the_harness_runs_into_each_attack(grade_unseal
     assert "FORGED" in report["output"], report
 
 
+def test_an_interrupt_the_submission_sends_itself_changes_nothing(grade):
+    """A KeyboardInterrupt would land on the main thread as it hands a job over (a review's
+    `os.kill(1, SIGINT)` left the student thread's lock released twice, a check timed out):
+    the student process ignores SIGINT."""
+    report = grade("autograd-q", """import os, signal
+def q_grads(a, b, v):
+    os.kill(os.getpid(), signal.SIGINT)
+    Q = 3 * a**3 - b**2
+    Q.backward(gradient=v)
+    return a.grad, b.grad
+""")
+    assert report["score"] == report["max_score"], report
+    assert report["sandbox"]["student_processes"] == 1, report["sandbox"]
+
+
 def test_the_submissions_frames_lead_nowhere_near_the_server(grade):
     report = grade("autograd-q", attacked("frames", FRAMES))
     assert "NOT-FOUND" in report["output"] and "FORGED" not in report["output"], report["output"]

@@ -45,3 +45,43 @@ def test_the_optimizers_warm_up_is_done_while_the_harness_is_idle(tmp_path):
     assert first.score == second.score == first.max_score
     assert "dynamo loaded: False" in first.output
     assert "dynamo loaded: True" in second.output
+
+
+def test_a_student_that_ended_keeps_its_pid_until_the_grader_lets_go(tmp_path):
+    """The keeper learns at once how its student ended, and reaps it only once the zygote has
+    answered the grader's reap: until then the pid, which the grader may still signal, names no
+    other process (a review: reaped at once, the pid could be reused before the grader's kill)."""
+    import os
+    from worker.harness import launch, sandbox
+    from worker.harness.jobs import Limits
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    confinement = sandbox.Confinement(
+        scratch=str(scratch), memory_bytes=1 << 30, cpu_seconds=30, file_bytes=1 << 20,
+        open_files=64, read_paths=sandbox.python_read_paths())
+    process = launch.Zygote(launch.child_environment())
+    try:
+        answer, fds = process.spawn(confinement, Limits())
+        pid = answer["pid"]
+        os.close(fds[0])  # no more requests: the student process exits
+        deadline = time.monotonic() + 10
+        while state(pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        assert state(pid) == "Z"  # ended, and not reaped
+        assert process.reap(pid, 1.0) == {"exit_code": 0, "signal": None, "killed": False}
+        while state(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert state(pid) is None
+        for fd in fds[1:]:
+            os.close(fd)
+    finally:
+        process.close()
+
+
+def state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None

@@ -11,6 +11,7 @@ import functools
 import io
 import os
 import re
+import signal
 import sys
 import types
 import warnings
@@ -462,6 +463,9 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
     try:
         os.setsid()
         sandbox._libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG=SIGKILL: die with the keeper
+        # a KeyboardInterrupt the submission sends itself would land on the main thread, in the
+        # middle of the hand-over to the student thread (a review's `os.kill(1, SIGINT)`)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_fd, 1)

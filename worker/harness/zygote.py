@@ -98,11 +98,13 @@ class Spare:
         spec_r, self.spec_w = os.pipe()
         self.told_r, told_w = os.pipe()  # the student's pid, as the zygote and grader see it
         self.ended_r, ended_w = os.pipe()  # its wait status
+        released_r, self.released_w = os.pipe()  # closed once the grader is done with its pid
         if os.fork() == 0:
             sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the keeper waits for the student
-            for fd in (self.req_w, self.rep_r, self.out_r, self.spec_w, self.told_r, self.ended_r):
-                os.close(fd)
+            # every other descriptor is the zygote's, or another student's (a copy of a keeper's
+            # release pipe held here would keep that keeper waiting)
+            close_all_but(req_r, rep_w, out_w, spec_r, told_w, ended_w, released_r)
             try:
                 sandbox.enter_pid_namespace()
                 pid_namespace = None
@@ -110,9 +112,9 @@ class Spare:
                 pid_namespace = exc.strerror or str(exc)
             student_pid = os.fork()
             if student_pid:
-                keep(student_pid, told_w, ended_w)
-            os.close(told_w)
-            os.close(ended_w)
+                keep(student_pid, told_w, ended_w, released_r)
+            for fd in (told_w, ended_w, released_r):
+                os.close(fd)
             from worker.harness import student, watch
             prepared = watch.prepare() if sealed else None
             with os.fdopen(spec_r, "rb") as spec:
@@ -123,7 +125,7 @@ class Spare:
             confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
             student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"],
                         prepared, pid_namespace)
-        for fd in (req_r, rep_w, out_w, spec_r, told_w, ended_w):
+        for fd in (req_r, rep_w, out_w, spec_r, told_w, ended_w, released_r):
             os.close(fd)
 
     def start(self, request: dict) -> tuple[int, list[int]]:
@@ -137,28 +139,38 @@ class Spare:
         return student_pid, [self.req_w, self.rep_r, self.out_r]
 
     def discard(self) -> None:
-        for fd in (self.spec_w, self.req_w, self.rep_r, self.out_r, self.told_r, self.ended_r):
+        for fd in (self.spec_w, self.req_w, self.rep_r, self.out_r, self.told_r, self.ended_r,
+                   self.released_w):
             os.close(fd)  # an empty spec: the student exits, and its keeper with it
 
 
-def keep(student_pid: int, told: int, ended: int) -> NoReturn:
+def keep(student_pid: int, told: int, ended: int, released: int) -> NoReturn:
     """The keeper's life once the student is forked: say its pid, hold no descriptor of the
-    student's or the zygote's, and say the student's wait status when it ends."""
+    student's or the zygote's but these, say how the student ended, and reap it only once the
+    zygote lets go (until then its pid, which the grader may still signal, names no other
+    process)."""
     os.write(told, b"%d" % student_pid)
-    os.close(told)
-    os.closerange(3, ended)
-    os.closerange(ended + 1, os.sysconf("SC_OPEN_MAX"))
-    _, status = os.waitpid(student_pid, 0)
+    close_all_but(ended, released)
+    ending = os.waitid(os.P_PID, student_pid, os.WEXITED | os.WNOWAIT)
     try:
-        os.write(ended, b"%d" % status)
+        os.write(ended, b"%d %d" % (ending.si_code, ending.si_status))
     except BrokenPipeError:  # a spare discarded: no one asks
         pass
+    os.read(released, 1)
+    os.waitpid(student_pid, 0)
     os._exit(0)
 
 
+def close_all_but(*fds: int) -> None:
+    """Close every descriptor above stderr but `fds`."""
+    kept = sorted(fds)
+    for low, high in zip([2] + kept, kept + [os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)
+
+
 def reap(ended: int, student_pid: int, grace: float) -> dict:
-    """Wait for a student that is ending (its keeper says its status on `ended`); kill its
-    process group if it lingers."""
+    """Wait for a student that is ending (its keeper says how on `ended`); kill its process
+    group if it lingers."""
     deadline = time.monotonic() + grace
     killed = False
     while not select.select([ended], [], [], None if killed else
@@ -169,9 +181,10 @@ def reap(ended: int, student_pid: int, grace: float) -> dict:
     os.close(ended)
     if not text:  # its keeper is gone (it dies with the zygote alone)
         return {"exit_code": None, "signal": None, "killed": killed}
-    status = int(text)
-    return {"exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
-            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None, "killed": killed}
+    code, status = map(int, text.split())
+    return {"exit_code": status if code == os.CLD_EXITED else None,
+            "signal": status if code in (os.CLD_KILLED, os.CLD_DUMPED) else None,
+            "killed": killed}
 
 
 def _kill_group(pid: int) -> None:
@@ -230,7 +243,8 @@ def main(fd: int, sealed: bool = True) -> None:
     due: float | None = None  # when the first student was reaped: warm up at a quiet moment
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are never waited for
     spare = Spare(warm, sealed)
-    endings: dict[int, int] = {}  # each student's pid: where its keeper says its status
+    # each student's pid: where its keeper says how it ended, and what lets the keeper reap it
+    endings: dict[int, tuple[int, int]] = {}
     sock = socket.socket(fileno=fd)
     sock.sendall(b'{"ready": true}\n')
     requests = sock.makefile("rb")
@@ -252,7 +266,7 @@ def main(fd: int, sealed: bool = True) -> None:
         if request["op"] == "spawn":
             scratch_fds, scratch = scratches.mount(request["confinement"])
             pid, fds = spare.start(request)
-            endings[pid] = spare.ended_r
+            endings[pid] = spare.ended_r, spare.released_w
             if scratch_fds:
                 scratches.mounted[pid] = request["confinement"]["scratch"]
             socket.send_fds(sock, [json.dumps({"pid": pid, "scratch": scratch}).encode() + b"\n"],
@@ -261,8 +275,9 @@ def main(fd: int, sealed: bool = True) -> None:
                 os.close(f)
             spare = Spare(warm, sealed)
         elif request["op"] == "reap":
-            pid = request["pid"]
-            sock.sendall(json.dumps(reap(endings.pop(pid), pid, request["grace"])).encode() + b"\n")
+            ended, released = endings.pop(request["pid"])
+            sock.sendall(json.dumps(reap(ended, request["pid"], request["grace"])).encode() + b"\n")
+            os.close(released)  # the grader signals the pid no more: answered after its kill
             scratches.unmount(request["pid"])
             if not warm and due is None:
                 due = time.monotonic()
