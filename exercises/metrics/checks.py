@@ -19,6 +19,15 @@ SQUARE = ([[0.1, 3.8, -1.0, 0.3], [1.5, 0.3, 0.2, -0.4], [0.0, 0.1, 3.5, 1.0],
 # 1.0); the flat arg-max, 0, is right for 2 rows of 6
 BATCH = ([[2.4, 1.5, -0.3], [2.1, 0.4, 0.9], [-1.0, -0.5, 0.7], [0.3, 0.8, 0.1],
           [1.2, -0.7, 1.9], [0.0, 2.2, 1.1]], [1, 0, 1, 1, 0, 1])
+# columns of different scales, so that a softmax over dim 0 (over the batch, per class) moves
+# rows' arg-max: [0, 0, 0, 1, 0, 2] over dim 1 (3 rows of 6 right), [0, 2, 1, 1, 0, 2] after it
+# (1 of 6); the flat arg-max, 0, is right for 4 rows of 6; 3 right rows over K = 3 classes is 1.0
+COLUMNS_APART = ([[3.0, 0.5, 0.2], [2.5, 0.4, 1.8], [2.8, 1.1, 0.3], [0.1, 0.9, 0.6],
+                  [2.6, 0.0, 0.7], [0.2, 0.3, 2.9]], [0, 0, 0, 0, 2, 1])
+# the same, square: [0, 0, 0, 1] over dim 1 (2 rows of 4 right), [0, 2, 3, 1] after a softmax
+# over dim 0 (1 of 4), [0, 2, 1, 2] over dim 0 (3 of 4)
+SQUARE_COLUMNS_APART = ([[3.0, 0.5, 0.2, 0.1], [2.5, 0.4, 1.8, 0.0], [2.8, 1.1, 0.3, 0.9],
+                         [0.1, 0.9, 0.6, 0.4]], [0, 0, 1, 2])
 VECTORS = ([1.0, 2.0, 3.0, 4.0, -1.5], [1.5, 2.0, 1.0, 5.0, 0.5])
 MATRICES = ([[0.5, -1.0, 2.0], [3.0, 0.0, -2.5]], [[1.25, 1.0, 2.0], [1.5, -0.5, -1.0]])
 
@@ -32,7 +41,8 @@ def _accuracy_hint(got: float, outputs: torch.Tensor, labels: torch.Tensor) -> d
         "no-dim": float((outputs.argmax() == labels).double().mean()),
         "over-classes": right / k,
         "max-values": float((outputs.max(dim=1).values == labels).double().mean()),
-        "count": float(right)}
+        "count": float(right),
+        "softmax-dim-0": float((outputs.softmax(dim=0).argmax(dim=1) == labels).double().mean())}
     if n == k:
         candidates["dim-0"] = float((outputs.argmax(dim=0) == labels).double().mean())
     matches = [name for name, value in candidates.items() if abs(value - got) <= 1e-6]
@@ -133,6 +143,7 @@ def _type(ctx: Context, name: str, x: torch.Tensor, y: torch.Tensor, what: str):
        es="accuracy con tantas filas como clases")
 def accuracy_square(ctx: Context) -> None:
     _value(ctx, "accuracy", *_scores(SQUARE), ACCURACY)
+    _value(ctx, "accuracy", *_scores(SQUARE_COLUMNS_APART), ACCURACY)
     n = int(ctx.randint(3, 9, ()))
     _value(ctx, "accuracy", *_batch(ctx, n, n), ACCURACY)
 
@@ -141,6 +152,7 @@ def accuracy_square(ctx: Context) -> None:
        es="accuracy de un lote aleatorio")
 def accuracy_batch(ctx: Context) -> None:
     _value(ctx, "accuracy", *_scores(BATCH), ACCURACY)
+    _value(ctx, "accuracy", *_scores(COLUMNS_APART), ACCURACY)
     n, k = int(ctx.randint(8, 33, ())), int(ctx.randint(2, 8, ()))
     _value(ctx, "accuracy", *_batch(ctx, n, k), ACCURACY)
 
