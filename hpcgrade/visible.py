@@ -41,7 +41,11 @@ def run_visible_checks(slug: str, file: Path, lang: str = "en", course: str | No
                   required_layers=())
         with HarnessProcess(scratch=scratch) as harness:
             report = harness.report_for(job).to_dict()
-        report = visible_mistakes.recognised(report, _mistakes(folder), lang)
+        try:
+            cells = read(file.read_bytes(), file.name, 1 << 30).cells
+        except (OSError, Unreadable):
+            cells = ()
+        report = visible_mistakes.recognised(report, _mistakes(folder), lang, cells)
     if submitted is not None and report.get("status") == "graded":
         report["notes"] = [*report.get("notes", []), *not_compiling(submitted)]
     return report

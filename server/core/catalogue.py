@@ -262,19 +262,16 @@ def _student_programs(table: object, path: Path, where: Path) -> dict[str, dict]
 
 def _mutants(table: object, path: Path, where: Path) -> tuple[dict[str, str], dict[str, dict]]:
     """`[mutants]`: name = "code", or a known wrong program: [mutants.name] with `code` and
-    `says` (en, es), what a student whose code behaves like it is told."""
+    `says` (en, es), what a student whose code behaves like it is told. Words that state a fact
+    about the code ("your output starts as `torch.zeros(...)`") come with `if_source` = { has =
+    [names], lacks = [names] }, the names the file must use and must not for that fact to be
+    read there, and `may` (en, es): the words where it is not, as a possibility."""
     if not isinstance(table, dict):
         raise ExerciseConfigError(f"{where}: mutants must be a table")
     mutants, wrong_programs = {}, {}
     for name, entry in table.items():
         if isinstance(entry, dict):
-            says = entry.get("says")
-            if set(entry) != {"code", "says"} or not isinstance(says, dict) or not all(
-                    isinstance(says.get(k), str) and says[k].strip() for k in ("en", "es")):
-                raise ExerciseConfigError(
-                    f"{where}: [mutants.{name}] must have `code` and `says` = "
-                    "{ en = \"…\", es = \"…\" } (what a student whose code behaves like it is told)")
-            wrong_programs[name] = {"en": says["en"], "es": says["es"]}
+            wrong_programs[name] = _wrong_program(name, entry, where)
             entry = entry["code"]
         if entry not in CATALOGUE:
             raise ExerciseConfigError(f"{where}: mutant {name}: unknown diagnostic code {entry!r}")
@@ -282,6 +279,33 @@ def _mutants(table: object, path: Path, where: Path) -> tuple[dict[str, str], di
             raise ExerciseConfigError(f"{where}: mutant {name}: mutants/{name}.py is missing")
         mutants[name] = entry
     return mutants, wrong_programs
+
+
+def _wrong_program(name: str, entry: dict, where: Path) -> dict:
+    def words(key: str) -> dict[str, str] | None:
+        text = entry.get(key)
+        if not isinstance(text, dict) or not all(
+                isinstance(text.get(k), str) and text[k].strip() for k in ("en", "es")):
+            return None
+        return {"en": text["en"], "es": text["es"]}
+
+    says, may, condition = words("says"), words("may"), entry.get("if_source")
+    keys = {"code", "says"} | ({"if_source", "may"} if "if_source" in entry else set())
+    if set(entry) != keys or says is None:
+        raise ExerciseConfigError(
+            f"{where}: [mutants.{name}] must have `code` and `says` = {{ en = \"…\", es = \"…\" }} "
+            "(what a student whose code behaves like it is told), and may have `if_source` with "
+            "`may`")
+    if condition is None:
+        return {"says": says}
+    names = [condition.get(k, []) for k in ("has", "lacks")]
+    if not isinstance(condition, dict) or set(condition) - {"has", "lacks"} or not any(names) \
+            or not all(isinstance(n, list) and all(isinstance(x, str) for x in n) for n in names) \
+            or may is None:
+        raise ExerciseConfigError(
+            f"{where}: [mutants.{name}] `if_source` = {{ has = [names], lacks = [names] }}, with "
+            "`may` = { en = \"…\", es = \"…\" }: the words where the source does not show it")
+    return {"says": says, "may": may, "if_source": {"has": names[0], "lacks": names[1]}}
 
 
 def max_points(checks: Path) -> float | None:

@@ -75,6 +75,15 @@ def test_bad_exercise_toml_is_explained(tmp_path):
                                           'code = "grad-mismatch"\nsays = "Q.sum()"\n')
     with pytest.raises(ExerciseConfigError, match=r"\[mutants.m\] must have `code` and `says`"):
         load_exercise_info(folder)
+    says = 'code = "grad-mismatch"\nsays = { en = "x", es = "y" }\n'
+    for extra in ('if_source = { has = ["zeros"] }\n',  # words that state a fact, and no `may`
+                  'if_source = { has = "zeros" }\nmay = { en = "x", es = "y" }\n',
+                  'if_source = { all = ["zeros"] }\nmay = { en = "x", es = "y" }\n',
+                  'may = { en = "x", es = "y" }\n'):
+        (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants.m]\n'
+                                              + says + extra)
+        with pytest.raises(ExerciseConfigError, match=r"\[mutants.m\]"):
+            load_exercise_info(folder)
     for table, message in [
             ('code = "grad-mismatch"', r"\[student_programs.p\] must have `code` and `names`"),
             ('code = "grad-mismatch"\nnames = { en = "x", es = " " }', "must have `code` and `names`"),

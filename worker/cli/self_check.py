@@ -70,12 +70,12 @@ def _visible_mistakes_problems(harness: HarnessProcess, info: ExerciseInfo,
         # visible checks differently there (dropout left on) cannot be named from them
         with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
                 HarnessProcess(python=harness.python, scratch=scratch) as other:
-            for name, says in info.wrong_programs.items():
+            for name, program in info.wrong_programs.items():
                 job = info.job(info.path / "mutants" / f"{name}.py", visible=True)
                 marks = [visible_mistakes.marks(r) if r.get("status") == "graded" else {}
                          for r in (h.report_for(job).to_dict() for h in (harness, other))]
                 if marks[0] and marks[0] == marks[1]:  # none: it passes every visible check
-                    found[name] = {"says": says, "marks": marks[0]}
+                    found[name] = {**program, "marks": marks[0]}
     path = info.path / visible_mistakes.FILE
     if write:
         if found:

@@ -26,6 +26,7 @@ from worker.harness.checks import AdviceSpec, CheckSpec, Context, diagnose_excep
 from worker.harness.codes import DETACHED_BACKWARD, LANGUAGES, said_elsewhere
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.graph_exits import exits_hint, graph_exits
+from worker.harness.source_rules import said_of
 from worker.harness.student_process import StudentDied, StudentError
 from worker.harness.session import Session
 
@@ -59,7 +60,7 @@ class SecondLook:
     def __init__(self, session: Session, seed: int, wrong_programs: dict[str, dict],
                  budget: Budget):
         """`budget`: SECONDS, which also bounds each of its requests (the session's limits)."""
-        self.session, self.seed, self.says, self.budget = session, seed, wrong_programs, budget
+        self.session, self.seed, self.programs, self.budget = session, seed, wrong_programs, budget
         self.spent = 0.0
         # once a process dies here, or the first look's deaths stopped the checks, no more
         self.over = session.fatal is not None
@@ -149,9 +150,10 @@ class SecondLook:
         for name, program in self.session.exercise.wrong_programs:
             if self._again(index, spec, program) == []:
                 found = diagnostics[at]
+                words = said_of(self.programs[name], self.session.source.cells)
                 # braces in an instructor's words are text, not places for details
                 says = {lang: text.replace("{", "{{").replace("}", "}}")
-                        for lang, text in self.says[name].items()}
+                        for lang, text in words.items()}
                 named = Diagnostic(found.code, dict(found.details, hint=says, wrong_program=name))
                 return [*diagnostics[:at], named, *diagnostics[at + 1:]]
         return diagnostics

@@ -140,6 +140,35 @@ def _called(node: ast.AST) -> str | None:
 
 
 @once_per_source
+def names_used(cells: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """Every name the source uses: variables, attributes (`torch.zeros` gives `torch` and
+    `zeros`), keyword arguments and what it imports."""
+    found: set[str] = set()
+    for _, node in _walk(cells):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.keyword) and node.arg:
+            found.add(node.arg)
+        elif isinstance(node, ast.alias):
+            found.update(node.name.split("."))
+    return frozenset(found)
+
+
+def said_of(program: dict, cells: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The words for code whose values are a known wrong program's (exercise.toml): `says`
+    where the source uses every name of `if_source.has` and none of `if_source.lacks` (the fact
+    the words state about the code), or where they state none; `may`, a possibility, otherwise."""
+    condition = program.get("if_source")
+    if condition is None:
+        return program["says"]
+    used = names_used(cells)
+    shown = all(name in used for name in condition["has"]) and \
+        not any(name in used for name in condition["lacks"])
+    return program["says"] if shown else program["may"]
+
+
 def obfuscated_lookups(cells: Iterable[tuple[str, str]]) -> list[Finding]:
     """Every place the source reaches something by a name it does not write out."""
     cells = list(cells)

@@ -9,6 +9,8 @@ program's said is told that program's words, as the grade would tell them.
 """
 from __future__ import annotations
 
+from worker.harness.source_rules import said_of
+
 FILE = "visible_mistakes.json"
 
 
@@ -25,15 +27,17 @@ def marks(report: dict) -> dict[str, str]:
     return found
 
 
-def recognised(report: dict, mistakes: dict, lang: str) -> dict:
+def recognised(report: dict, mistakes: dict, lang: str,
+               cells: tuple[tuple[str, str], ...]) -> dict:
     """The report with the first failed check's first diagnostic telling the known wrong
-    program whose marks are the report's, in `lang`; the report itself when none fits."""
+    program whose marks are the report's, in `lang` (its words as the file's `cells` show them:
+    source_rules.said_of); the report itself when none fits."""
     found = marks(report)
     name = next((n for n, known in mistakes.items() if found and known.get("marks") == found),
                 None)
     if name is None:
         return report
-    says = mistakes[name]["says"]
+    says = said_of(mistakes[name], cells)
     checks = list(report["checks"])
     at = next((i for i, c in enumerate(checks) if not c["passed"] and c.get("diagnostics")), None)
     if at is None:
