@@ -62,10 +62,10 @@ def serve(python: str, scratch: str) -> float:
 
 def spool_run(python: str, scratch: str, root: Path, number: int) -> float:
     run_id = f"cold-{number}"
-    folder = spool.write_run(root, job(run_id), REFERENCE.read_bytes())
+    spool.write_run(root, job(run_id), REFERENCE.read_bytes())
     elapsed, _ = timed([python, "-m", "worker.harness", "spool", "--scratch", scratch, str(root),
                         run_id])
-    report = spool.read_report(folder)
+    report = spool.read_report(spool.run_dir(root, run_id))
     assert report and report.status == "graded" and report.score == report.max_score, report
     return elapsed
 
