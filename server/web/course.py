@@ -461,8 +461,10 @@ def _wrong_programs_words(session: Session, course_id: int, lang: str) -> dict[i
     for exercise in session.scalars(select(Exercise).where(Exercise.course_id == course_id)):
         info = current_info(exercise_folder(exercise))
         if info is not None:
-            words[exercise.id] = {name: says.get(lang, says["en"])
-                                  for name, says in info.wrong_programs.items()}
+            # the words of the program itself (`says`): the page counts students whose values
+            # were its values, and names the mistake, not what each one's code does
+            words[exercise.id] = {name: program["says"].get(lang, program["says"]["en"])
+                                  for name, program in info.wrong_programs.items()}
     return words
 
 

@@ -94,3 +94,5 @@ def test_a_word_of_the_source_is_read_from_its_syntax_not_its_comments():
     assert said_of(words, (("cell", "out = torch.ones(3)  # torch.zeros\n"),))["en"] == "maybe"
     assert said_of(words, (("cell", "out = torch.zeros(3, dtype=x.dtype)\n"),))["en"] == "maybe"
     assert said_of({"says": {"en": "fact"}}, ())["en"] == "fact"
+    # a job in the spool written by the service before the upgrade: the words alone
+    assert said_of({"en": "fact", "es": "hecho"}, ())["es"] == "hecho"

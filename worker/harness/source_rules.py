@@ -160,6 +160,8 @@ def said_of(program: dict, cells: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The words for code whose values are a known wrong program's (exercise.toml): `says`
     where the source uses every name of `if_source.has` and none of `if_source.lacks` (the fact
     the words state about the code), or where they state none; `may`, a possibility, otherwise."""
+    if "says" not in program:  # a job written before `if_source`: its words alone
+        return program
     condition = program.get("if_source")
     if condition is None:
         return program["says"]
