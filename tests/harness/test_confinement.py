@@ -335,6 +335,9 @@ def q_grads(a, b, v):
     tried("rt_sigqueueinfo", lambda: libc.syscall(RT_SIGQUEUEINFO, OUTSIDE, 0, info))
     tried("pidfd", lambda: signal.pidfd_send_signal(os.pidfd_open(OUTSIDE), 0) or 0)
     tried("itself", lambda: os.kill(os.getpid(), 0) or 0)
+    kernel = ctypes.create_string_buffer(128)  # si_signo, si_errno, si_code = SI_KERNEL (0x80)
+    kernel[0:12] = (19).to_bytes(4, "little") + bytes(4) + (0x80).to_bytes(4, "little")
+    tried("stops-itself", lambda: libc.syscall(RT_SIGQUEUEINFO, os.getpid(), 19, kernel))
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
@@ -360,7 +363,7 @@ def test_a_submission_can_neither_see_nor_signal_a_process_outside(copy, landloc
     assert "PARENT 0 SELF 1" in report["output"], report["output"]
     assert said(report) == {"getpgid": "REFUSED", "kill": "REFUSED", "killpg": "REFUSED",
                             "tgkill": "REFUSED", "rt_sigqueueinfo": "REFUSED", "pidfd": "REFUSED",
-                            "itself": "REACHED"}, report["output"]
+                            "itself": "REACHED", "stops-itself": "REFUSED"}, report["output"]
 
 
 def test_without_a_pid_namespace_a_node_grades_nothing_and_seccomp_still_keeps_signals_in(copy):
@@ -378,7 +381,8 @@ def test_without_a_pid_namespace_a_node_grades_nothing_and_seccomp_still_keeps_s
     assert any(m.startswith("pid-namespace:") for m in allowed["sandbox"]["unavailable"])
     assert said(allowed) == {"getpgid": "REACHED", "kill": "REFUSED", "killpg": "REFUSED",
                              "tgkill": "REFUSED", "rt_sigqueueinfo": "REFUSED",
-                             "pidfd": "REFUSED", "itself": "REACHED"}, allowed["output"]
+                             "pidfd": "REFUSED", "itself": "REACHED",
+                             "stops-itself": "REFUSED"}, allowed["output"]
 
 
 HOLDS_SHARED_MEMORY = '''
