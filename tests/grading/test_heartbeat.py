@@ -69,7 +69,8 @@ def heard(notices: socket.socket, seconds: float, first: bool = False) -> list[b
 
 
 def heartbeat(database: Database):
-    with database.sessions() as session:
+    # a read takes no write lock: the worker may be stopped while it holds one
+    with database.reads() as session:
         return session.scalar(sa.select(WorkerHeartbeat).where(WorkerHeartbeat.node == NODE))
 
 

@@ -47,7 +47,7 @@ def enter_namespaces() -> None:
 
 def enter_pid_namespace() -> None:
     """The children this process forks from now on are in a PID namespace of their own (the
-    zygote's spare, before it forks the student: zygote.py)."""
+    student's keeper, before it forks the student: zygote.py)."""
     _check(_libc.unshare(mounts.CLONE_NEWPID), "unshare(CLONE_NEWPID)")
 
 

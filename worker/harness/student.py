@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from worker.harness import protocol, sandbox, seal, watch
+from worker.harness import protocol, sandbox, seal, syscalls, watch
 
 _TB = torch._C.TensorBase
 _TB_ATTRS = _TB.__dict__
@@ -474,9 +474,7 @@ def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
         # process is killed next (a time-out), and nothing waits in a buffer at the end
         sys.stdout = sys.__stdout__ = _unbuffered(1)
         sys.stderr = sys.__stderr__ = _unbuffered(2)
-        keep = sorted({0, 1, 2, req_fd, rep_fd})
-        for low, high in zip(keep, keep[1:] + [65536]):
-            os.closerange(low + 1, high)
+        syscalls.close_all_but(req_fd, rep_fd)
         os.chdir(confinement.scratch)
         active, missing = sandbox.confine(confinement, pid_namespace)
         torch.set_num_threads(threads)

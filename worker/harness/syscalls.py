@@ -19,3 +19,10 @@ def check(result: int, what: str) -> int:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
     return result
+
+
+def close_all_but(*fds: int) -> None:
+    """Close every descriptor above stderr but `fds`."""
+    kept = sorted(set(fds) - {0, 1, 2})
+    for low, high in zip([2] + kept, kept + [os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)

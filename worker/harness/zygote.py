@@ -24,7 +24,7 @@ import sys
 import time
 from typing import NoReturn
 
-from worker.harness import mounts, sandbox, seal, seccomp
+from worker.harness import mounts, sandbox, seal, seccomp, syscalls
 
 
 IDLE_BEFORE_WARM = 0.2  # seconds without a request
@@ -104,7 +104,7 @@ class Spare:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the keeper waits for the student
             # every other descriptor is the zygote's, or another student's (a copy of a keeper's
             # release pipe held here would keep that keeper waiting)
-            close_all_but(req_r, rep_w, out_w, spec_r, told_w, ended_w, released_r)
+            syscalls.close_all_but(req_r, rep_w, out_w, spec_r, told_w, ended_w, released_r)
             try:
                 sandbox.enter_pid_namespace()
                 pid_namespace = None
@@ -150,7 +150,7 @@ def keep(student_pid: int, told: int, ended: int, released: int) -> NoReturn:
     zygote lets go (until then its pid, which the grader may still signal, names no other
     process)."""
     os.write(told, b"%d" % student_pid)
-    close_all_but(ended, released)
+    syscalls.close_all_but(ended, released)
     ending = os.waitid(os.P_PID, student_pid, os.WEXITED | os.WNOWAIT)
     try:
         os.write(ended, b"%d %d" % (ending.si_code, ending.si_status))
@@ -159,13 +159,6 @@ def keep(student_pid: int, told: int, ended: int, released: int) -> NoReturn:
     os.read(released, 1)
     os.waitpid(student_pid, 0)
     os._exit(0)
-
-
-def close_all_but(*fds: int) -> None:
-    """Close every descriptor above stderr but `fds`."""
-    kept = sorted(fds)
-    for low, high in zip([2] + kept, kept + [os.sysconf("SC_OPEN_MAX")]):
-        os.closerange(low + 1, high)
 
 
 def reap(ended: int, student_pid: int, grace: float) -> dict:
