@@ -111,18 +111,19 @@ def test_a_stop_found_when_the_last_student_process_is_reaped_is_the_submissions
 def test_the_second_look_ends_within_its_time_whatever_the_submission_does(tmp_path,
                                                                            monkeypatch):
     """Each of its requests is cut at the look's end: a failing function that takes most of a
-    call's time ran the look to 57 s against its 20 s (here 0.5 s, and 2 s a call)."""
+    call's time ran the look to 57 s against its 20 s (here 0.2 s, and 3 s a call; the look
+    also starts a fresh student process, which takes up to a second on a loaded machine)."""
     from worker.harness import second_look
     from worker.harness.grader import Harness
     wrong = tmp_path / "wrong.py"
     wrong.write_text("import time\n" + REFERENCE_Q.replace("- b**2", "+ b**2").replace(
-        "    Q = ", "    time.sleep(2)\n    Q = ", 1))
+        "    Q = ", "    time.sleep(3)\n    Q = ", 1))
     info = load_exercise_info(default_root() / "autograd-q")
     job = info.job(wrong, seed=1)
     job = type(job)(**{**job.to_dict(), "limits": {**info.limits, "call_seconds": 4,
                                                    "budget_seconds": 120}})
-    monkeypatch.setattr(second_look, "SECONDS", 0.5)
+    monkeypatch.setattr(second_look, "SECONDS", 0.2)
     with Harness(str(tmp_path)) as harness:
         report = harness.grade_job(job)
     assert report.graded and report.score < 10, report.error
-    assert 0 < report.timing["second_look"] < 1.6, report.timing  # a whole call takes 2 s
+    assert 0 < report.timing["second_look"] < 2.5, report.timing  # a whole call takes 3 s
