@@ -1,4 +1,5 @@
-"""How many of the exercises' student programs are told their mistake.
+"""How many of the exercises' student programs, and of the wrong programs the grader derives from
+each reference, are told their mistake.
 
     .venv/bin/python bench/named_mistakes.py [--programs DIR] [--seed N …]
 
@@ -8,6 +9,11 @@ the grader and the exercises of the checkout it runs in, and counts those whose 
 diagnostic of that code saying those words in English and in Spanish, on every seed. `--programs`
 takes the programs and their declarations from another checkout's exercises/: run from an older
 checkout (PYTHONPATH=. there), it says how many the older diagnostics named.
+
+Then each derived wrong program (worker/harness/derived.py) of the checkout's exercises: those at
+full marks on every seed are equivalent to the reference on the checks' inputs; of the rest, how
+many lose points on every seed with a wrong program named on every seed (the words come in both
+languages by construction), and those that score full marks on some seeds only.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import tomllib
 from pathlib import Path
 
 from server.core.catalogue import default_root, load_exercise_info
+from worker.cli.self_check import derived_check
 from worker.harness.runner import HarnessProcess
 
 LANGUAGES = ("en", "es")
@@ -62,8 +69,21 @@ def main() -> None:
                 told += is_named
                 total += 1
                 print(f"{'named    ' if is_named else 'not named'} {slug}/{name}")
-    print(f"\n{total} student programs, seeds {seeds}: {lost} lose points on every seed, "
-          f"{told} are told their mistake in both languages on every seed")
+        print(f"\n{total} student programs, seeds {seeds}: {lost} lose points on every seed, "
+              f"{told} are told their mistake in both languages on every seed\n")
+        derived = equivalent = named_derived = weak = 0
+        for slug in sorted(declared(default_root())):
+            tally = derived_check(harness, load_exercise_info(default_root() / slug),
+                                  tuple(seeds))
+            derived += tally.programs
+            equivalent += len(tally.equivalent)
+            named_derived += len(tally.told)
+            weak += len(tally.problems)
+            print(f"{slug}: {tally.programs} derived, {len(tally.equivalent)} equivalent, "
+                  f"{len(tally.told)} named")
+    print(f"\n{derived} derived wrong programs, seeds {seeds}: {equivalent} at full marks on "
+          f"every seed, {derived - equivalent - weak} lose points on every seed, {named_derived} "
+          f"of them named on every seed; {weak} at full marks on some seeds only")
 
 
 if __name__ == "__main__":

@@ -49,8 +49,8 @@ def trainable(ctx: Context) -> None:
 
 
 @check("head-shape", points=1, uses="freeze_and_replace_head",
-       en="with 5 classes, `model.fc` is `nn.Linear(512, 5)`",
-       es="con 5 clases, `model.fc` es `nn.Linear(512, 5)`")
+       en="with 5 classes, `model.fc` has a 5 × 512 weight and a bias of 5",
+       es="con 5 clases, `model.fc` tiene un peso de 5 × 512 y un sesgo de 5")
 def head_shape(ctx: Context) -> None:
     parameters = _parameters(ctx, _model(ctx))
     for name, shape in (("fc.weight", [5, 512]), ("fc.bias", [5])):

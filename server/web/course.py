@@ -304,19 +304,19 @@ def diagnosed_submissions(session: Session, course_id: int, exercise_id: int, co
         .join(User, Submission.user_id == User.id))
         .where(DiagnosticResult.code == code)
         .order_by(Submission.id, CheckResult.position, DiagnosticResult.id))
-    said = [*((row[:5], _in_language(note, lang), None)
+    said = [*((row[:5], _in_language(note, lang), None, None)
               for row, note in _load_errors(session, _current_runs(
                   *columns, GradingRun.notes, **which).join(User, Submission.user_id == User.id))
               if note["code"] == code),
             # a later check's "the same mistake as in …" adds nothing to the first's words
             *((row[:5], _in_language(row._asdict(), lang), (row.details or {}).get(
-                "wrong_program")) for row in session.execute(checks)
-              if not said_elsewhere(row.details or {}))]
+                "wrong_program"), _derived_words(row.details or {}, lang))
+              for row in session.execute(checks) if not said_elsewhere(row.details or {}))]
     said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
     mistakes: dict[tuple[str | None, str], NamedMistake] = {}
-    for (user, submission_id, at, score, max_score), (message, hint), program in said:
+    for (user, submission_id, at, score, max_score), (message, hint), program, words in said:
         key = (program, "") if program else (None, hint)
-        mistake = mistakes.setdefault(key, NamedMistake(hint, program))
+        mistake = mistakes.setdefault(key, NamedMistake(words or hint, program))
         row = mistake.submissions.setdefault(submission_id, DiagnosedSubmission(
             user, submission_id, at, score, max_score, []))
         if message not in row.messages:  # a failure that several checks hit is read once
@@ -428,20 +428,21 @@ def mistake_counts(session: Session, course_id: int, lang: str,
     checks = _check_diagnostics(_current_runs(
         *columns, DiagnosticResult.code, DiagnosticResult.message, DiagnosticResult.hint,
         DiagnosticResult.translations, DiagnosticResult.details, **which))
-    said = [*((row[:3], note["code"], _in_language(note, lang)[1], None)
+    said = [*((row[:3], note["code"], _in_language(note, lang)[1], None, {})
               for row, note in _load_errors(session, _current_runs(
                   *columns, GradingRun.notes, **which))),
             # a later check's "the same mistake as in …" is the first's, already counted
             *((row[:3], row.code, _in_language(row._asdict(), lang)[1],
-               (row.details or {}).get("wrong_program"))
+               (row.details or {}).get("wrong_program"), row.details or {})
               for row in session.execute(checks) if not said_elsewhere(row.details or {}))]
     says = _wrong_programs_words(session, course_id, lang)
     found: dict[tuple, MistakeCount] = {}
-    for (exercise, user_id, submission_id), code, hint, program in said:
+    for (exercise, user_id, submission_id), code, hint, program, details in said:
         key = (exercise, program) if program else (exercise, None, code, hint)
         mistake = found.get(key)
         if mistake is None:
-            words = says.get(exercise, {}).get(program, hint) if program else hint
+            words = says.get(exercise, {}).get(program, _derived_words(details, lang) or hint) \
+                if program else hint
             mistake = found[key] = MistakeCount(words, program, mistake_anchor(program, hint))
         mistake.by_code.setdefault(code, set()).add(user_id)
         mistake.submission_ids.add(submission_id)
@@ -451,6 +452,12 @@ def mistake_counts(session: Session, course_id: int, lang: str,
     for mistakes in counts.values():
         mistakes.sort(key=lambda m: (-m.students, -m.submissions, m.words))
     return dict(counts)
+
+
+def _derived_words(details: dict, lang: str) -> str | None:
+    """A derived wrong program's mistake in words of no one's line (worker/harness/derived.py)."""
+    mistake = details.get("mistake")
+    return mistake.get(lang, mistake.get("en")) if isinstance(mistake, dict) else None
 
 
 def _wrong_programs_words(session: Session, course_id: int, lang: str) -> dict[int, dict]:

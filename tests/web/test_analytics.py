@@ -14,7 +14,7 @@ from helpers import logged_in
 from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Submission,
                                 User, utcnow)
 from server.core.users import add_user
-from server.web.course import check_rates, mistake_counts, standings
+from server.web.course import check_rates, diagnosed_submissions, mistake_counts, standings
 
 STAFF = "/courses/pytorch/staff"
 SAYS_EN = ("Your gradient is the one of `Q.sum()` (a cotangent of ones): pass `v` as "
@@ -219,3 +219,26 @@ def test_a_mistake_without_hint_is_named_by_its_code(analysed):
     assert "timeout, with no hint" in page
     assert re.search(r'<code class="code">timeout</code></a> <small class="muted">1 student<',
                      prof.get(f"{STAFF}/").text)
+
+
+def test_a_derived_mistake_is_counted_once_in_words_of_no_ones_line(analysed):
+    """Two students whose values are one derived wrong program's (worker/harness/derived.py),
+    each told their own line: one mistake, in words that name neither line."""
+    app, exercise_id = analysed
+    mistake = {"en": "Your values are the ones the reference solution gives with `a`.",
+               "es": "Tus valores son los que da la solución de referencia con `a`."}
+    with app.app_context():
+        session = app.extensions["hpcgrade.db"].sessions()
+        for username, line in (("carl", 4), ("dan", 9)):
+            user = session.scalar(select(User).where(User.username == username))
+            graded(session, user, session.get(Exercise, exercise_id), 1, {"values": [diagnostic(
+                "output-mismatch", f"{mistake['en']} Look at line {line}: `a`.",
+                wrong_program="derived:q_grads:5:3", mistake=mistake, line=line)]})
+        session.commit()
+        mistakes = mistake_counts(session, course_id(session), "es", exercise_id)[exercise_id]
+        (derived,) = [m for m in mistakes if m.wrong_program == "derived:q_grads:5:3"]
+        assert (derived.words, derived.students) == (mistake["es"], 2)
+        (listed,) = [m for m in diagnosed_submissions(session, course_id(session), exercise_id,
+                                                      "output-mismatch", "en")
+                     if m.wrong_program == "derived:q_grads:5:3"]
+        assert (listed.hint, listed.students) == (mistake["en"], 2)

@@ -22,7 +22,7 @@ import click
 from hpcgrade.summary import summary
 from server.core.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
                               load_exercise_info)
-from worker.cli.self_check import self_check
+from worker.cli.self_check import derived_check, self_check
 from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.harness.report import Report
@@ -225,9 +225,12 @@ def new_exercise(slug: str, course_slug: str | None) -> None:
 @click.option("--write-visible-mistakes", is_flag=True,
               help="Write each exercise's visible_mistakes.json: the known wrong programs' "
                    "failures of the visible checks, with which `check` names them.")
+@click.option("--derived", is_flag=True,
+              help="Also grade the wrong programs the grader derives from each reference: none "
+                   "may reach full marks on some seeds and lose points on others.")
 @COURSE_OPTION
 def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...], write_visible_mistakes: bool,
-                    course_slug: str | None) -> None:
+                    derived: bool, course_slug: str | None) -> None:
     """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
     with its code; a known wrong program must be named, and lose the same points on every seed),
     each forged variant (must score no more than the mutant it forges) and each student program
@@ -245,6 +248,12 @@ def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...], write_visibl
         for info in infos:
             found = self_check(harness, info, seeds or (None, None, None),
                                write_visible_mistakes)
+            if derived:
+                tally = derived_check(harness, info, seeds or (None, None, None))
+                found += tally.problems
+                click.echo(f"     {info.slug}: {tally.programs} derived wrong programs, "
+                           f"{len(tally.equivalent)} at full marks on every seed, "
+                           f"{len(tally.told)} named on every seed")
             for problem in found:
                 click.echo(f"FAIL {info.slug}: {problem}")
             click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} (reference + "

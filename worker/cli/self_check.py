@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from server.core.catalogue import ExerciseInfo
 from worker.harness import visible_mistakes
+from worker.harness.derived import derive
 from worker.harness.codes import LANGUAGES
 from worker.harness.report import codes
 from worker.harness.runner import HarnessProcess
@@ -58,6 +61,52 @@ def self_check(harness: HarnessProcess, info: ExerciseInfo, seeds: tuple[int | N
                  "seeds: give the checks fixed cases for each kind of input the statement allows"
                  for name in info.student_programs if len(scores[name]) > 1]
     return problems
+
+
+@dataclass
+class DerivedTally:
+    """The derived wrong programs (worker/harness/derived.py) graded on every seed: those at full
+    marks on every seed (equivalent to the reference on the checks' inputs), those told a wrong
+    program's words on every seed and those not, and what is wrong (full marks on some seeds
+    only)."""
+
+    programs: int = 0
+    equivalent: list[str] = field(default_factory=list)
+    told: list[str] = field(default_factory=list)
+    untold: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def derived_check(harness: HarnessProcess, info: ExerciseInfo,
+                  seeds: tuple[int | None, ...]) -> DerivedTally:
+    tally = DerivedTally()
+    with tempfile.TemporaryDirectory(prefix="hpcgrade-derived-") as folder:
+        for number, program in enumerate(derive((info.path / "reference.py").read_text())):
+            path = Path(folder) / f"derived_{number}.py"
+            path.write_text(program.source)
+            reports = [harness.report_for(info.job(path, seed=seed)).to_dict() for seed in seeds]
+            tally.programs += 1
+            change = program.words(None, False)["en"]
+            broken = [r for r in reports if r.get("status") != "graded"]
+            if broken:
+                tally.problems.append(f"derived program {program.name}: grader error "
+                                      f"{broken[0].get('error')} (seed {broken[0].get('seed')}): "
+                                      f"{change}")
+                continue
+            full = [r["seed"] for r in reports if r["score"] >= r["max_score"]]
+            if len(full) == len(reports):
+                tally.equivalent.append(program.name)
+            elif full:
+                tally.problems.append(
+                    f"derived program {program.name} scored full marks on seed(s) {full} and "
+                    f"lost points on others: give the checks fixed cases it cannot pass by "
+                    f"chance. {change}")
+            elif all(any(d["details"].get("wrong_program") for c in r["checks"]
+                         for d in c["diagnostics"]) for r in reports):
+                tally.told.append(program.name)
+            else:
+                tally.untold.append(f"{program.name}: {change}")
+    return tally
 
 
 def _visible_mistakes_problems(harness: HarnessProcess, info: ExerciseInfo,

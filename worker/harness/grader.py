@@ -22,6 +22,7 @@ from worker.harness import sandbox, second_look, submission
 from worker.harness.budget import Budget, BudgetedLimits
 from worker.harness.checks import AdviceSpec, CheckSpec, diagnose_exception, student_place
 from worker.harness.codes import LANGUAGES
+from worker.harness.derived import Derived, derive
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits, exercise_version
 from worker.harness.launch import Zygote, ZygoteLost, child_environment
@@ -49,10 +50,17 @@ class LoadedExercise:
     support_source: str | None
     wrong_programs: tuple[tuple[str, ModuleType], ...] = ()
     advice: tuple[AdviceSpec, ...] = ()
+    derived: tuple[tuple[Derived, ModuleType], ...] = ()
 
     @property
     def functions(self) -> list[str]:
         return sorted({name for spec in self.checks for name in spec.uses})
+
+
+def _module_from_source(name: str, source: str) -> ModuleType:
+    module = ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)  # the reference, changed in one place
+    return module
 
 
 def _load_module(name: str, path: Path) -> ModuleType:
@@ -83,7 +91,10 @@ def load_exercise(slug: str, directory: str, checks: str = HIDDEN_CHECKS,
         reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
         wrong = tuple((name, _load_module(f"hpcgrade_wrong_{slug}_{name}", root / "mutants"
                                           / f"{name}.py")) for name in wrong_programs)
-    return LoadedExercise(slug, specs, reference, support, support_source, wrong, advice)
+        derived = tuple((program, _module_from_source(f"hpcgrade_derived_{slug}_{number}",
+                                                      program.source))
+                        for number, program in enumerate(derive((root / "reference.py").read_text())))
+    return LoadedExercise(slug, specs, reference, support, support_source, wrong, advice, derived)
 
 
 @contextlib.contextmanager

@@ -140,23 +140,48 @@ class SecondLook:
                     diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         at = next((i for i, d in enumerate(diagnostics) if d.code not in UNRECOGNISABLE
                    and not said_elsewhere(d.details)), None)
-        if at is None or not self.session.exercise.wrong_programs:
+        if at is None or not (self.session.exercise.wrong_programs
+                              or self.session.exercise.derived):
             return diagnostics
         # the same failure first, in the fresh process: one that came from what earlier checks
         # left behind is no mistake of a wrong program's
         again = self._again(index, spec, self.session.exercise.reference)
         if not again or diagnostics[at].code not in {d.code for d in again}:
             return diagnostics
+        found = diagnostics[at]
         for name, program in self.session.exercise.wrong_programs:
             if self._again(index, spec, program) == []:
-                found = diagnostics[at]
-                words = said_of(self.programs[name], self.session.source.cells)
-                # braces in an instructor's words are text, not places for details
-                says = {lang: text.replace("{", "{{").replace("}", "}}")
-                        for lang, text in words.items()}
-                named = Diagnostic(found.code, dict(found.details, hint=says, wrong_program=name))
-                return [*diagnostics[:at], named, *diagnostics[at + 1:]]
+                return self._named(diagnostics, at, name, said_of(self.programs[name],
+                                                                  self.session.source.cells))
+        # words the check chose for these values are the author's: kept
+        candidates = self._derived_for(spec) if "hint" not in found.details else []
+        for derived, program in candidates:
+            if self._again(index, spec, program) == []:
+                place = derived.place_in(self.session.source.cells)
+                named = self._named(diagnostics, at, derived.name,
+                                    derived.words(place, self.session.source.notebook))
+                # the mistake in words of no one's line, for the course's pages that count it;
+                # the code view marks the line the hint names
+                details = dict(named[at].details, mistake=derived.words(None, False),
+                               **({"file": place[0], "line": place[1]} if place else {}))
+                return [*named[:at], Diagnostic(found.code, details), *named[at + 1:]]
         return diagnostics
+
+    def _derived_for(self, spec: CheckSpec) -> list:
+        """The derived programs changed in what the check calls (or in a class, which any
+        function may use)."""
+        functions = set(self.session.exercise.functions)
+        return [(derived, program) for derived, program in self.session.exercise.derived
+                if derived.owner in spec.uses or derived.owner not in functions]
+
+    @staticmethod
+    def _named(diagnostics: list[Diagnostic], at: int, name: str,
+               words: dict[str, str]) -> list[Diagnostic]:
+        # braces in an instructor's words (or in code) are text, not places for details
+        says = {lang: text.replace("{", "{{").replace("}", "}}") for lang, text in words.items()}
+        found = diagnostics[at]
+        named = Diagnostic(found.code, dict(found.details, hint=says, wrong_program=name))
+        return [*diagnostics[:at], named, *diagnostics[at + 1:]]
 
     def _again(self, index: int, spec: CheckSpec, reference: ModuleType | None,
                anomaly: bool = False) -> list[Diagnostic] | None:
