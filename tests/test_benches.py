@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SMALLEST = {
     "cold_start.py": ["--runs", "1"],  # it called spool.read_report with a job, not a folder
+    "full_marks.py": ["--seeds", "1", "tensors-channels-last"],
     "seal_cost.py": ["--grades", "2"],
     "warm_vs_fresh.py": ["--warm", "2", "--fresh", "1"],
 }

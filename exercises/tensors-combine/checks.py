@@ -141,23 +141,35 @@ def stack_sizes(ctx: Context) -> None:
         _pair(ctx, "stack_cols", ctx.randn(length_a), ctx.randn(length_b), COLS_HINT)
 
 
-def _batches_hint(got: object, expected: tuple, rows: int, size: int) -> dict | None:
-    """The right pieces with an empty one after them: said only when the grader sees exactly
-    that (every expected piece equal, then one of 0 rows)."""
-    if not isinstance(got, (tuple, list)) or len(got) != len(expected) + 1:
-        return None
-    if not all(isinstance(p, RemoteTensor) for p in got):
-        return None
-    same = all(p.shape == tuple(w.shape) and torch.equal(p.value, w.cpu())
-               for p, w in zip(got, expected))
-    if not same or got[-1].shape[:1] != (0,):
-        return None
-    return {"en": f"Your first {len(expected)} pieces are right, but after them comes an empty "
-                  f"last piece (0 rows): {size} divides the {rows} rows, so there are no rows "
-                  f"left over and no piece after the {len(expected)} full ones.",
-            "es": f"Tus primeros {len(expected)} trozos son correctos, pero tras ellos viene un "
-                  f"último trozo vacío (0 filas): {size} divide las {rows} filas, así que no "
-                  f"sobra ninguna y no hay trozo después de los {len(expected)} completos."}
+def _batches_hint(got: object, expected: tuple, rows: int, size: int) -> dict:
+    """What the pieces show: the right ones with an empty one after them, or without the last
+    one (each said only when the grader sees exactly that), `size` pieces (as a number of
+    pieces would give), or else how many pieces there are."""
+    pieces = list(got) if isinstance(got, (tuple, list)) else []
+    same = all(isinstance(p, RemoteTensor) for p in pieces) and all(
+        p.shape == tuple(w.shape) and torch.equal(p.value, w.cpu())
+        for p, w in zip(pieces, expected))
+    if same and len(pieces) == len(expected) - 1:
+        left = rows % size or size
+        return {"en": f"Your first {len(pieces)} pieces are right, but the last one, of the "
+                      f"{left} row{'s' if left > 1 else ''} left over, is missing: check the "
+                      "bound of your loop or range.",
+                "es": f"Tus primeros {len(pieces)} trozos son correctos, pero falta el último, "
+                      f"con {'las' if left > 1 else 'la'} {left} fila{'s' if left > 1 else ''} "
+                      f"que sobra{'n' if left > 1 else ''}: revisa el límite de tu bucle o range."}
+    if same and len(pieces) == len(expected) + 1 and pieces[-1].shape[:1] == (0,):
+        return {"en": f"Your first {len(expected)} pieces are right, but after them comes an "
+                      f"empty last piece (0 rows): {size} divides the {rows} rows, so there are "
+                      f"no rows left over and no piece after the {len(expected)} full ones.",
+                "es": f"Tus primeros {len(expected)} trozos son correctos, pero tras ellos viene "
+                      f"un último trozo vacío (0 filas): {size} divide las {rows} filas, así que "
+                      f"no sobra ninguna y no hay trozo después de los {len(expected)} completos."}
+    if len(pieces) == size and size != len(expected):
+        return BATCHES_HINT
+    return {"en": f"Your result has {len(pieces)} pieces; {rows} rows in pieces of {size} are "
+                  f"{len(expected)}, the last one with the rows left over.",
+            "es": f"Tu resultado tiene {len(pieces)} trozos; {rows} filas en trozos de {size} "
+                  f"son {len(expected)}, el último con las filas que sobran."}
 
 
 @check("batches", points=2, uses="batches",
@@ -166,7 +178,8 @@ def _batches_hint(got: object, expected: tuple, rows: int, size: int) -> dict | 
 def batches(ctx: Context) -> None:
     rows = _size(ctx, 5, 17)
     drawn = ((rows, _size(ctx, 1, 4)), _size(ctx, 1, rows + 1))
-    for shape, size in (((10, 3), 4), ((6, 2), 3), drawn):
+    # the statement's example, and one row left over (a range that stops one short drops it)
+    for shape, size in (((5,), 2), ((10, 3), 4), ((7, 3), 3), ((6, 2), 3), drawn):
         x = ctx.on_device(ctx.randn(*shape, dtype=torch.float32))
         expected = ctx.reference.batches(x.clone(), size)
         what = f"`batches(x, {size})` (x: {list(shape)})"
@@ -176,7 +189,7 @@ def batches(ctx: Context) -> None:
             raise Fail(Diagnostic("output-mismatch", {
                 "what": what, "got_type": _kind(got) + count,
                 "expected_type": f"tuple of {len(expected)} tensors",
-                "hint": _batches_hint(got, expected, shape[0], size) or BATCHES_HINT}))
+                "hint": _batches_hint(got, expected, shape[0], size)}))
         for i, (piece, want) in enumerate(zip(got, expected)):
             _expect_like(piece, want, f"`batches(x, {size})[{i}]` (x: {list(shape)})", BATCHES_HINT)
 

@@ -143,3 +143,38 @@ def test_a_student_whose_values_are_a_derived_programs_is_told_the_change_and_th
                              "`diff.mean().abs()`.")
     assert named["translations"]["es"]["hint"].endswith("Mira la línea 10: `diff.mean().abs()`.")
     assert report["score"] < report["max_score"]
+
+
+STEP = """import torch
+
+
+def train_step(model, data, labels, optimizer) -> float:
+    optimizer.zero_grad()
+    prediction = model(data)
+    loss = {loss}
+    loss.backward()
+    optimizer.step()
+    return {returned}
+"""
+
+
+def derived_named(report: dict) -> list[dict]:
+    return [d for c in report["checks"] for d in c["diagnostics"]
+            if d["details"].get("wrong_program", "").startswith("derived:")]
+
+
+def test_a_derived_program_is_named_only_where_the_checks_the_code_passed_agree(harness,
+                                                                               tmp_path):
+    """`labels - prediction` flips the loss and the gradients: a file that flips only what it
+    returns (its gradients right) matches it on the loss alone, and is not told line 7."""
+    info = load_exercise_info(default_root() / "training-step")
+    swapped, returned = tmp_path / "swapped.py", tmp_path / "returned.py"
+    swapped.write_text(STEP.format(loss="(labels - prediction).sum()", returned="loss.item()"))
+    returned.write_text(STEP.format(loss="-(labels - prediction).sum()",
+                                    returned="-loss.item()"))
+    (named,) = {d["hint"] for d in derived_named(
+        harness.report_for(info.job(swapped, seed=5)).to_dict())}
+    assert named.endswith("Look at line 7: `(labels - prediction).sum()`.") or \
+        "`labels - prediction` in place of `prediction - labels`" in named
+    report = harness.report_for(info.job(returned, seed=5)).to_dict()
+    assert report["score"] < report["max_score"] and derived_named(report) == []

@@ -457,3 +457,50 @@ def test_one_backward_per_window_gets_full_marks_and_advice_not_graded(grade):
     reference = (default_root() / "autograd-accumulation" / "reference.py").read_text()
     assert [n for n in grade("autograd-accumulation", reference, seed=2)["notes"]
             if n["kind"] == "advice"] == []
+
+
+E = torch.arange(1.0, 17.0, dtype=torch.float64).reshape(4, 4).sin() + 2
+
+
+@pytest.mark.parametrize("actual, en, es", [
+    (2.5 * E, "Your values are 2.5 times the expected ones", "Tus valores son 2.5 veces"),
+    (-E, "with the opposite sign", "con el signo contrario"),
+    (E + 0.25, "by the same amount, 0.25, everywhere", "en la misma cantidad, 0.25"),
+    (E.T, "with dimensions 0 and 1 swapped", "las dimensiones 0 y 1 intercambiadas"),
+    (torch.cat([E[:1], E[:-1]]), "shifted by one position along dimension 0", "a lo largo de la dimensión 0"),
+    (torch.cat([E[:, 1:], E[:, :1]], dim=1), "shifted by one position along dimension 1", "dimensión 1"),
+    (E.reshape(-1).flip(0).reshape(4, 4), "in another order", "en otro orden"),
+])
+def test_wrong_values_are_said_by_what_they_show(actual, en, es):
+    """Where nothing names the mistake, the relation the values bear to the expected ones as a
+    whole: a fact the grader computed about them."""
+    for found in (compare_values(actual, E, "x"), compare_grad(actual, E, "x.grad")):
+        if found.code in ("grad-scaled", "grad-sign-flipped"):
+            continue  # gradients have codes of their own for these
+        assert en in found.text("en")[1] and es in found.text("es")[1], found.text("en")
+
+
+def test_values_with_no_relation_and_a_checks_own_hint_keep_their_words():
+    noise = torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert "shows" not in compare_values(noise, E, "x").details
+    assert compare_values(noise, E, "x").text("en")[1] == CATALOGUE["output-mismatch"][1]
+    own = Diagnostic("output-mismatch", dict(compare_values(2 * E, E, "x").details,
+                                             hint={"en": "Mine.", "es": "Mía."}))
+    assert own.text("en")[1] == "Mine." and own.text("es")[1] == "Mía."
+    assert "shows" not in compare_values(torch.tensor([3.0]), torch.tensor([1.0]), "x").details
+    # one number: its sign alone says something
+    assert compare_values(torch.tensor([-3.0]), torch.tensor([3.0]), "x").text("en")[1] \
+        .startswith("Your value is the expected one with the opposite sign")
+
+
+def test_accumulation_seen_as_a_pattern_names_no_factor():
+    """Running sums of a Jacobian's rows are no multiple of it: the message names no factor
+    (it said "0.5 times the expected gradient", a least-squares fit of no meaning)."""
+    found = Diagnostic("grad-accumulated", {"what": "`J`"})
+    assert found.text("en")[0] == "`J` adds up the gradients of several `backward()` calls."
+    assert found.text("es")[0] == "`J` suma los gradientes de varias llamadas a `backward()`."
+    # seen as a factor, it is worded as what the factor would take, not as what happened
+    scaled = Diagnostic("grad-accumulated", {"what": "`g`", "factor": 2}).text("en")
+    assert scaled[0] == "`g` is 2 times the expected gradient: what 2 backward passes added up " \
+                        "would give."
+    assert "if it runs once, a constant factor in the formula is off" in scaled[1]

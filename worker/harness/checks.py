@@ -22,7 +22,8 @@ from worker.harness.codes import (BACKWARD_ON, DETACHED_BACKWARD, EINSUM_SUBSCRI
                                   LEAF_IN_PLACE, NUMPY_LEAVES_THE_GRAPH, ONE_ELEMENT_ONLY,
                                   PERMUTE_DIMENSIONS, SAME_DEVICE, SAME_DTYPE, VIEW_SIZE,
                                   VIEW_STRIDES)
-from worker.harness.diagnostics import Diagnostic, Fail, compare_grad, compare_values, short
+from worker.harness.diagnostics import (Diagnostic, Fail, compare_grad, compare_values, short,
+                                        shown)
 from worker.harness.remote import RemoteObject, RemoteTensor, Student, StudentError
 from worker.harness.source_rules import Finding, hand_written_grads
 
@@ -327,7 +328,8 @@ def expect_float(value: Any, expected: float, what: str | dict, *, tol: float = 
         raise Fail(Diagnostic("output-mismatch", {
             "what": what, "got": short(float(value)), "expected": short(expected), "worst_index": [],
             "max_abs_error": abs(value - expected),
-            "max_rel_error": abs(value - expected) / max(abs(expected), 1e-12)}))
+            "max_rel_error": abs(value - expected) / max(abs(expected), 1e-12),
+            **shown(torch.tensor(float(value)), torch.tensor(float(expected)), tol, 0.0)}))
     return float(value)
 
 

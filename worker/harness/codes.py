@@ -85,10 +85,10 @@ CATALOGUE: dict[str, tuple[str, str, str, str]] = {
         "{what} es {factor:.4g} veces el gradiente esperado.",
         "Todos los elementos difieren en este mismo factor, así que la dirección es correcta: busca una constante que multiplique o divida lo que llega al gradiente (una media donde va una suma o al revés, una división entre otra cantidad, un `gradient=` escalado)."),
     "grad-accumulated": (
-        "{what} is {factor:g} times the expected gradient: gradients from earlier steps were added to it.",
-        "`.grad` accumulates across `backward()` calls: clear it once it has been used (`optimizer.zero_grad()` after each step, or `w.grad = None` after a manual update).",
-        "{what} es {factor:g} veces el gradiente esperado: se le sumaron los gradientes de pasos anteriores.",
-        "`.grad` se acumula entre llamadas a `backward()`: bórralo en cuanto se haya usado (`optimizer.zero_grad()` tras cada paso, o `w.grad = None` tras una actualización manual)."),
+        "{what} is {factor:g} times the expected gradient: what {factor:g} backward passes added up would give.",
+        "`.grad` accumulates across `backward()` calls: if yours runs more than once, clear it once it has been used (`optimizer.zero_grad()` after each step, or `w.grad = None` after a manual update); if it runs once, a constant factor in the formula is off.",
+        "{what} es {factor:g} veces el gradiente esperado: lo que darían {factor:g} pasadas de backward sumadas.",
+        "`.grad` se acumula entre llamadas a `backward()`: si la tuya se ejecuta más de una vez, bórralo en cuanto se haya usado (`optimizer.zero_grad()` tras cada paso, o `w.grad = None` tras una actualización manual); si se ejecuta una sola vez, falla un factor constante de la fórmula."),
     "grad-sign-flipped": (
         "{what} has the opposite sign of the expected gradient.",
         "Check the sign of each term in your formula (a − that became +, or a derivative returned with the wrong sign).",
@@ -265,6 +265,13 @@ WRONG_TYPE = (
     "Return exactly what the statement asks for: for a Python number use `.item()`; for a tensor, a plain `torch.Tensor`.",
     "{what} es de tipo {got_type}, se esperaba {expected_type}.",
     "Devuelve exactamente lo que pide el enunciado: para un número de Python usa `.item()`; para un tensor, un `torch.Tensor` normal.")
+
+# grad-accumulated seen as a pattern (running sums of rows) rather than as a factor
+ACCUMULATED_PATTERN = (
+    "{what} adds up the gradients of several `backward()` calls.",
+    CATALOGUE["grad-accumulated"][1],
+    "{what} suma los gradientes de varias llamadas a `backward()`.",
+    CATALOGUE["grad-accumulated"][3])
 
 # Messages for a single wrong number (no index to point at).
 WRONG_NUMBER = (

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from worker.harness.codes import CATALOGUE, GRAD_CLEARED, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
+from worker.harness.codes import ACCUMULATED_PATTERN, CATALOGUE, GRAD_CLEARED, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
 
 
 # A mistake an earlier check of the same submission already explained: said once, there.
@@ -65,6 +65,8 @@ class Diagnostic:
             templates = FOLLOWS
         elif "got_type" in self.details:
             templates = WRONG_TYPE
+        elif self.code == "grad-accumulated" and "factor" not in self.details:
+            templates = ACCUMULATED_PATTERN
         elif self.code in ("output-mismatch", "grad-mismatch") and self.details.get("worst_index") == []:
             templates = WRONG_NUMBER
         else:
@@ -73,13 +75,15 @@ class Diagnostic:
         message, hint = (es_msg, es_hint) if lang == "es" else (en_msg, en_hint)
         values = _Lenient(self.details)
         values.setdefault("what", {"en": "the result", "es": "el resultado"})
-        for key in ("what", "hint", "error", "same_as", "follows"):  # each may be worded per language
+        for key in ("what", "hint", "error", "same_as", "follows", "shows"):  # each may be worded per language
             if isinstance(values.get(key), dict):
                 values[key] = values[key].get(lang) or values[key].get("en", "?")
         if not values.get("error"):
             message = message.replace(": {error}", "")
         if values.get("hint"):
             hint = values["hint"]
+        elif values.get("shows"):  # what the values show, where nothing names the mistake
+            hint = values["shows"].replace("{", "{{").replace("}", "}}")
         return _FORMATTER.vformat(message, (), values), _FORMATTER.vformat(hint, (), values)
 
     def to_dict(self, lang: str) -> dict:
@@ -128,7 +132,84 @@ def compare_values(actual: torch.Tensor, expected: torch.Tensor, what: str, *,
                                              "expected": list(expected.shape)})
     if close(actual, expected, rtol, atol):
         return None
-    return Diagnostic("output-mismatch", {"what": what, **value_error_details(actual, expected)})
+    return Diagnostic("output-mismatch", {"what": what, **value_error_details(actual, expected),
+                                          **shown(actual, expected, rtol, atol)})
+
+
+def shown(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> dict:
+    """`shows`: words for a relation the wrong values bear to the expected ones as a whole (a
+    factor, an offset, two dimensions swapped, a shift by one, another order), if one holds;
+    facts about the values, computed here, never about the code."""
+    if actual.numel() == 0 or not (actual.is_floating_point() and expected.is_floating_point()):
+        return {}
+    a, e = actual.double(), expected.double()
+    if not bool(torch.isfinite(a).all() and torch.isfinite(e).all()):
+        return {}
+    if a.numel() == 1:  # one number: only its sign says something (a factor or an offset
+        # takes any number to any other)
+        return {"shows": SHOWS["sign-one"]} if bool(e.any()) and close(a, -e, rtol, atol) else {}
+    words = _relation(a, e, rtol, atol)
+    return {"shows": words} if words else {}
+
+
+def _relation(a: torch.Tensor, e: torch.Tensor, rtol: float, atol: float) -> dict | None:
+    factor = scale_factor(a, e)
+    if factor is not None and close(a, factor * e, rtol, atol):
+        if abs(factor + 1) < 1e-3:
+            return SHOWS["sign"]
+        return {lang: text.format(factor=f"{factor:.4g}") for lang, text in SHOWS["factor"].items()}
+    offset = float((a - e).mean())
+    if close(a, e + offset, rtol, atol):
+        return {lang: text.format(offset=f"{offset:.4g}") for lang, text in SHOWS["offset"].items()}
+    for first in range(a.dim()):
+        for second in range(first + 1, a.dim()):
+            if a.shape[first] == a.shape[second] and close(a, e.transpose(first, second), rtol, atol):
+                return {lang: text.format(first=first, second=second)
+                        for lang, text in SHOWS["swapped"].items()}
+    for dim, size in enumerate(a.shape):
+        if size >= 3 and any(close(a.narrow(dim, ahead, size - 1), e.narrow(dim, 1 - ahead, size - 1),
+                                   rtol, atol) for ahead in (0, 1)):
+            return {lang: text.format(dim=dim) for lang, text in SHOWS["shifted"].items()}
+    if close(a.reshape(-1).sort().values, e.reshape(-1).sort().values, rtol, atol):
+        return SHOWS["reordered"]
+    return None
+
+
+SHOWS = {
+    "sign-one": {"en": "Your value is the expected one with the opposite sign: look for a sign, or "
+                       "the operands of a subtraction the other way round.",
+                 "es": "Tu valor es el esperado con el signo contrario: busca un signo, o los "
+                       "operandos de una resta al revés."},
+    "sign": {"en": "Your values are the expected ones with the opposite sign: look for a sign, or "
+                   "the operands of a subtraction the other way round.",
+             "es": "Tus valores son los esperados con el signo contrario: busca un signo, o los "
+                   "operandos de una resta al revés."},
+    "factor": {"en": "Your values are {factor} times the expected ones, everywhere: a factor "
+                     "differs (a sum for a mean, a division left out or made twice).",
+               "es": "Tus valores son {factor} veces los esperados, en todas partes: difiere un "
+                     "factor (una suma en lugar de una media, una división que falta o se hace "
+                     "dos veces)."},
+    "offset": {"en": "Your values differ from the expected ones by the same amount, {offset}, "
+                     "everywhere: a term is added or left out.",
+               "es": "Tus valores difieren de los esperados en la misma cantidad, {offset}, en "
+                     "todas partes: sobra o falta un término."},
+    "swapped": {"en": "Your values are the expected ones with dimensions {first} and {second} "
+                      "swapped: a transpose or permute, or the dimension a reduction or an index "
+                      "runs over.",
+                "es": "Tus valores son los esperados con las dimensiones {first} y {second} "
+                      "intercambiadas: una transposición o un permute, o la dimensión sobre la "
+                      "que actúa una reducción o un índice."},
+    "shifted": {"en": "Your values are the expected ones shifted by one position along dimension "
+                      "{dim}: a bound of a slice, window or range is off by one.",
+                "es": "Tus valores son los esperados desplazados una posición a lo largo de la "
+                      "dimensión {dim}: un límite de un slice, una ventana o un range está "
+                      "desplazado en uno."},
+    "reordered": {"en": "Your values are the expected ones in another order: the order of the "
+                        "dimensions (a reshape or view where a permute is needed) or of the "
+                        "elements.",
+                  "es": "Tus valores son los esperados en otro orden: el de las dimensiones (un "
+                        "reshape o un view donde hace falta un permute) o el de los elementos."},
+}
 
 
 def scale_factor(actual: torch.Tensor, expected: torch.Tensor) -> float | None:
@@ -162,4 +243,5 @@ def compare_grad(actual: torch.Tensor | None, expected: torch.Tensor, what: str,
         if rounded >= 2 and abs(factor - rounded) < 1e-3:
             return Diagnostic("grad-accumulated", dict(details, factor=rounded))
         return Diagnostic("grad-scaled", details)
-    return Diagnostic("grad-mismatch", {"what": what, **value_error_details(actual, expected)})
+    return Diagnostic("grad-mismatch", {"what": what, **value_error_details(actual, expected),
+                                        **shown(actual, expected, rtol, atol)})

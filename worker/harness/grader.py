@@ -279,7 +279,9 @@ class Harness:
         """Each check's result: a mistake explained once, each failure given a second look;
         and the exercise's advice, not graded, as notes."""
         said = SaidOnce()
-        look = SecondLook(session, seed, job.wrong_programs, session.limits.budget)
+        passed = [(index, check.spec) for index, check in enumerate(found)
+                  if check.diagnostics is None and not check.blockers and not check.budget_out]
+        look = SecondLook(session, seed, job.wrong_programs, session.limits.budget, passed)
         results = []
         for index, check in enumerate(found):
             spec = check.spec

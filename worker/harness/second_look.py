@@ -16,6 +16,7 @@ not graded, as the report's notes.
 from __future__ import annotations
 
 import time
+import warnings
 from types import ModuleType
 
 import torch
@@ -58,9 +59,11 @@ def run_check(session: Session, spec: CheckSpec | AdviceSpec, seed: int, index: 
 
 class SecondLook:
     def __init__(self, session: Session, seed: int, wrong_programs: dict[str, dict],
-                 budget: Budget):
-        """`budget`: SECONDS, which also bounds each of its requests (the session's limits)."""
+                 budget: Budget, passed: list[tuple[int, CheckSpec]]):
+        """`budget`: SECONDS, which also bounds each of its requests (the session's limits);
+        `passed`: the checks the submission passed, with their places."""
         self.session, self.seed, self.programs, self.budget = session, seed, wrong_programs, budget
+        self.passed = passed
         self.spent = 0.0
         # once a process dies here, or the first look's deaths stopped the checks, no more
         self.over = session.fatal is not None
@@ -149,14 +152,17 @@ class SecondLook:
         if not again or diagnostics[at].code not in {d.code for d in again}:
             return diagnostics
         found = diagnostics[at]
+        shared = [(j, other) for j, other in self.passed if set(other.uses) & set(spec.uses)]
         for name, program in self.session.exercise.wrong_programs:
-            if self._again(index, spec, program) == []:
+            if self._again(index, spec, program) == [] and self._agrees(program, shared):
                 return self._named(diagnostics, at, name, said_of(self.programs[name],
                                                                   self.session.source.cells))
         # words the check chose for these values are the author's: kept
         candidates = self._derived_for(spec) if "hint" not in found.details else []
         for derived, program in candidates:
-            if self._again(index, spec, program) == []:
+            if self._again(index, spec, program) == [] and self._agrees(
+                    program, [(j, other) for j, other in self.passed
+                              if self._changes(derived, other)]):
                 place = derived.place_in(self.session.source.cells)
                 named = self._named(diagnostics, at, derived.name,
                                     derived.words(place, self.session.source.notebook))
@@ -168,11 +174,19 @@ class SecondLook:
         return diagnostics
 
     def _derived_for(self, spec: CheckSpec) -> list:
-        """The derived programs changed in what the check calls (or in a class, which any
-        function may use)."""
-        functions = set(self.session.exercise.functions)
         return [(derived, program) for derived, program in self.session.exercise.derived
-                if derived.owner in spec.uses or derived.owner not in functions]
+                if self._changes(derived, spec)]
+
+    def _changes(self, derived, spec: CheckSpec) -> bool:
+        """Whether a derived program is changed in what the check calls (or in a class, which
+        any function may use)."""
+        return derived.owner in spec.uses or derived.owner not in self.session.exercise.functions
+
+    def _agrees(self, program: ModuleType, passed: list[tuple[int, CheckSpec]]) -> bool:
+        """A wrong program names the mistake only if the code's values are its values in the
+        checks the code passed too (a gradient right and a returned loss wrong is no sign flipped
+        in the loss); a check that cannot say in time says no."""
+        return all(self._again(index, spec, program) == [] for index, spec in passed)
 
     @staticmethod
     def _named(diagnostics: list[Diagnostic], at: int, name: str,
@@ -193,7 +207,9 @@ class SecondLook:
         try:
             if anomaly:
                 self.session.student().request("anomaly", on=True)
-            run_check(self.session, spec, self.seed, index, reference)
+            with warnings.catch_warnings():  # a wrong program's warnings are no one's to read
+                warnings.simplefilter("ignore")
+                run_check(self.session, spec, self.seed, index, reference)
             return []
         except Fail as fail:
             return fail.diagnostics
