@@ -32,13 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 from helpers import CSRF_TOKEN, postgres_database  # noqa: E402
+from service import percentile, running, wrk  # noqa: E402
+
 from server.core import migrate  # noqa: E402
 from server.core.catalogue import load_catalogue  # noqa: E402
 from server.core.courses import create_course  # noqa: E402
 from server.core.db import Database  # noqa: E402
 from server.core.exercises import sync_exercises  # noqa: E402
 from server.core.models import Enrolment, Exercise, GradingRun, Submission, User  # noqa: E402
-from service import percentile, running, wrk  # noqa: E402
 from worker.cli.demo import wait_for_port, write_config  # noqa: E402
 
 PORT = 8766

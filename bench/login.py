@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import requests  # noqa: E402
-
 import oidc_provider  # noqa: E402
+import requests  # noqa: E402
 from helpers import CSRF_TOKEN, new_course  # noqa: E402
+
 from server.core import migrate  # noqa: E402
 from server.core.users import add_user  # noqa: E402
 from server.web.app import create_app  # noqa: E402

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import sqlalchemy as sa  # noqa: E402
+from helpers import REFERENCE_Q, new_course, postgres_database  # noqa: E402
 from werkzeug.serving import make_server  # noqa: E402
 
-from helpers import REFERENCE_Q, new_course, postgres_database  # noqa: E402
 from hpcgrade.service import Service  # noqa: E402
 from server.core import migrate  # noqa: E402
 from server.core.catalogue import load_catalogue  # noqa: E402
@@ -86,7 +86,7 @@ def main() -> None:
         commands = {way: [] for way in ways}
         submits = {way: [] for way in ways}
         polls = {way: [] for way in ways}
-        for way, (env, service) in ways.items():  # warm up
+        for env, service in ways.values():  # warm up
             command_seconds(env, work)
             request_seconds(service)
         for _ in range(args.rounds):

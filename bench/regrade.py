@@ -40,13 +40,14 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
+from service import client, running, submit_and_wait  # noqa: E402
+from slurm import Service  # noqa: E402
+
 from server.core.grades import PREVIEWING  # noqa: E402
 from server.core.models import Exercise, GradingRun, Regrade, Submission, User, utcnow  # noqa: E402
 from server.core.users import add_user  # noqa: E402
 from server.web.course import by_students  # noqa: E402
 from server.web.regrade_preview import FINISHED  # noqa: E402
-from service import client, running, submit_and_wait  # noqa: E402
-from slurm import Service  # noqa: E402
 
 EXERCISE = ROOT / "exercises" / "autograd-q"
 # one student in four sends the right file; the others each a mistake of the exercise's mutants

@@ -42,6 +42,7 @@ REFERENCE = (ROOT / "exercises" / "autograd-q" / "reference.py").read_text()
 def demo():
     """(base address, username, password, database url) of a fresh `hpcgrade demo`."""
     from helpers import free_port
+
     from worker.cli.demo import wait_for_port
     folder = Path(tempfile.mkdtemp(prefix="hpcgrade-latency-"))
     port = free_port()
@@ -75,8 +76,8 @@ def finished_at(database: Database, submission_id: int) -> float:
 
 
 def measure(target, submissions: int) -> None:
-    from playwright.sync_api import sync_playwright
     from browser import CHROMIUM
+    from playwright.sync_api import sync_playwright
     with target() as (base, username, password, url, course), sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         page = browser.new_page()

@@ -32,13 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 from helpers import postgres_database  # noqa: E402  (a new database, dropped afterwards)
+from warm_vs_fresh import fresh  # noqa: E402
+
 from server.core import migrate  # noqa: E402
+from server.core.courses import course_catalogue, create_course  # noqa: E402
 from server.core.db import Database  # noqa: E402
 from server.core.exercises import sync_exercises  # noqa: E402
 from server.core.users import add_user  # noqa: E402
 from worker.cli.demo import wait_for_port, write_config  # noqa: E402
-from warm_vs_fresh import fresh  # noqa: E402
-from server.core.courses import course_catalogue, create_course  # noqa: E402
 
 BROKER = "redis://127.0.0.1:6379/13"
 PORT = 8765

@@ -43,6 +43,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 from cold_start import import_torch, spool_run  # noqa: E402
 from helpers import postgres_database  # noqa: E402
+from service import REFERENCE, percentile, running, submit_and_wait  # noqa: E402
+
 from server.core import migrate  # noqa: E402
 from server.core.config import Settings, load_settings  # noqa: E402
 from server.core.courses import course_catalogue, create_course  # noqa: E402
@@ -52,7 +54,6 @@ from server.core.models import GradingRun, Submission  # noqa: E402
 from server.core.tokens import issue  # noqa: E402
 from server.core.users import add_user  # noqa: E402
 from worker.cli.demo import wait_for_port, write_config  # noqa: E402
-from service import REFERENCE, percentile, running, submit_and_wait  # noqa: E402
 
 BROKER = "redis://127.0.0.1:6379/14"
 PORT = 8766

@@ -32,7 +32,6 @@ import json
 import os
 import random
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from helpers import descendants, free_port  # noqa: E402
+
 from server.core.db import Database  # noqa: E402
 from server.core.models import GradingRun, Submission, User  # noqa: E402
 

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from helpers import REFERENCE_Q, new_course, postgres_database  # noqa: E402
+
 from server.core import migrate  # noqa: E402
 from server.core.catalogue import load_catalogue  # noqa: E402
 from server.core.exercises import sync_exercises  # noqa: E402

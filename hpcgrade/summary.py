@@ -13,9 +13,8 @@ import html
 import re
 from pathlib import Path
 
-from worker.harness.report import ADVICE, LOAD_ERROR
-
 from server.core.inline_markdown import CONTROL, spans, to_terminal
+from worker.harness.report import ADVICE, LOAD_ERROR
 
 CATALOGUES = Path(__file__).resolve().parents[1] / "server" / "translations"
 # `hpcgrade check`'s own note: a cell (or the file) that does not compile, which `submit` refuses

@@ -12,15 +12,19 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from server.core.catalogue import (CHECK_FILES, SLUG, ExerciseConfigError, default_root,
-                              load_exercise_info)
+from hpcgrade.service import IN_JUPYTER, REFUSED, Advice, Service, ServiceError
+from hpcgrade.summary import DOES_NOT_COMPILE
+from server.core.catalogue import (
+    CHECK_FILES,
+    SLUG,
+    ExerciseConfigError,
+    default_root,
+    load_exercise_info,
+)
 from worker.harness import visible_mistakes
 from worker.harness.jobs import VISIBLE_CHECKS, Job
 from worker.harness.runner import HarnessProcess
 from worker.harness.submission import Unreadable, read
-
-from hpcgrade.service import IN_JUPYTER, REFUSED, Advice, Service, ServiceError
-from hpcgrade.summary import DOES_NOT_COMPILE
 
 
 def run_visible_checks(slug: str, file: Path, lang: str = "en", course: str | None = None,

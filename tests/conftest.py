@@ -7,10 +7,10 @@ import threading
 import time
 
 import pytest
+from helpers import SECRETS, new_course, postgres_database
 from jinja2 import BytecodeCache
 from werkzeug.security import generate_password_hash
 
-from helpers import SECRETS, new_course, postgres_database
 from server.core.catalogue import default_root, load_catalogue, load_exercise_info
 from server.core.config import Settings
 from worker.grading.local import LocalExecutor
@@ -168,6 +168,7 @@ def database_url(request, tmp_path_factory):
 def db_session(database_url):
     """A session whose work is rolled back after the test (SQLAlchemy's savepoint recipe)."""
     from sqlalchemy.orm import Session
+
     from server.core.db import Database
     database = Database(database_url)
     with database.engine.connect() as connection:
@@ -271,6 +272,7 @@ def mailing(course, smtp_server, monkeypatch):
     tasks the app sends are recorded, not run: (app, the SMTP server's recorder, the tasks
     sent, as (name, args))."""
     from helpers import change_settings, mail_settings
+
     from server.core.users import add_user
     port, recorder = smtp_server
     change_settings(course, **mail_settings(port), PUBLIC_URL="https://grader.uni.es")

@@ -5,12 +5,19 @@ import datetime as dt
 import hashlib
 
 import pytest
+from helpers import the_course
 from sqlalchemy import select
 
-from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Submission,
-                                User, utcnow)
+from server.core.models import (
+    CheckResult,
+    DiagnosticResult,
+    Exercise,
+    GradingRun,
+    Submission,
+    User,
+    utcnow,
+)
 from server.core.users import add_user
-from helpers import the_course
 
 START = dt.datetime(2026, 11, 23, 17, 0, tzinfo=dt.timezone.utc)
 

@@ -110,6 +110,7 @@ def new_course(session, slug: str = COURSE, **values):
 def the_course(session):
     """The tests' course, made the first time it is asked for."""
     import sqlalchemy as sa
+
     from server.core.models import Course
     return session.scalar(sa.select(Course).where(Course.slug == COURSE)) or new_course(session)
 
@@ -117,6 +118,7 @@ def the_course(session):
 def change_settings(app, **changes) -> None:
     """Give a running app other settings, by name (MAIL_PORT=...), parsed as at start-up."""
     import dataclasses
+
     from server.core.config import FIELDS, SETTINGS_KEY
     parsed = {FIELDS[name].name: FIELDS[name].metadata["parse"](name, value)
               for name, value in changes.items()}
@@ -126,6 +128,7 @@ def change_settings(app, **changes) -> None:
 def dispatcher(database, executor, catalogue, **settings):
     """A dispatcher as a worker builds one, on the executor's spool (tests' own settings)."""
     import datetime as dt
+
     from server.core.config import Resources
     from worker.grading.dispatch import Dispatcher
     from worker.grading.pilots import Pilots
@@ -151,7 +154,9 @@ def grade(database, executor, catalogue, submission_id: int) -> str:
 def queue_submission(database, code: str, slug: str = "autograd-q") -> int:
     """A submission of ana's, accepted and committed as queued; its id."""
     import datetime as dt
+
     import sqlalchemy as sa
+
     from server.core.models import Exercise, User
     from server.web.submissions import Rules, accept
     with database.sessions.begin() as session:
@@ -224,6 +229,7 @@ def second_edition(app, folder: Path) -> None:
     import shutil
 
     import sqlalchemy as sa
+
     from server.core.catalogue import default_root, load_catalogue
     from server.core.courses import enrol
     from server.core.exercises import sync_exercises

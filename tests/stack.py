@@ -12,11 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import re
 import tempfile
 import time
 import uuid
@@ -24,12 +24,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import oidc_provider
 import requests
 import sqlalchemy as sa
+from helpers import alive, descendants, free_port
 from sqlalchemy.orm import selectinload
 
-import oidc_provider
-from helpers import alive, descendants, free_port
 from worker.cli.demo import write_config
 
 ROOT = Path(__file__).resolve().parents[1]

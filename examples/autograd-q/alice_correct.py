@@ -1,4 +1,3 @@
-import torch
 
 
 def q_grads(a, b, v):

@@ -15,8 +15,16 @@ from dataclasses import dataclass
 
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, advice, call, check,
-                                   expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteObject,
+    advice,
+    call,
+    check,
+    expect_tensor,
+)
 from worker.harness.diagnostics import close, short, value_error_details
 from worker.harness.remote import StudentError
 

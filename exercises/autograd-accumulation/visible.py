@@ -2,8 +2,16 @@
 use random micro-batches)."""
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   expect_close, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteTensor,
+    call,
+    check,
+    expect_close,
+    expect_tensor,
+)
 
 
 def _train(ctx: Context, weight: float, batches: list, steps: int, lr: float):

@@ -22,8 +22,18 @@ import re
 
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
-                                   check, diagnose_exception, expect_close, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteObject,
+    RemoteTensor,
+    call,
+    check,
+    diagnose_exception,
+    expect_close,
+    expect_tensor,
+)
 from worker.harness.diagnostics import close, compare_grad
 from worker.harness.remote import StudentError
 from worker.harness.source_rules import applies_own_function, obfuscated_lookups, own_function
@@ -419,7 +429,7 @@ def graph_uses_function(ctx: Context) -> None:
        en="a non-contiguous input (x.t()): silu's values, SiLU.apply's gradient",
        es="una entrada no contigua (x.t()): valores de silu, gradiente de SiLU.apply")
 def non_contiguous_input(ctx: Context) -> None:
-    for x0, v in _cases(ctx):
+    for x0, _ in _cases(ctx):
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
         transposed = ctx.student.method(x, "t")
         expected = ctx.reference.silu(x0.t()).detach()

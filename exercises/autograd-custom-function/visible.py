@@ -2,8 +2,17 @@
 use other inputs)."""
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, diagnose_exception,
-                                   expect_close, expect_grad, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    diagnose_exception,
+    expect_close,
+    expect_grad,
+    expect_tensor,
+)
 from worker.harness.remote import StudentError
 
 

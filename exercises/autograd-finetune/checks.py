@@ -18,8 +18,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
-                                   check, diagnose_exception, expect_close, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteObject,
+    RemoteTensor,
+    call,
+    check,
+    diagnose_exception,
+    expect_close,
+    expect_tensor,
+)
 from worker.harness.remote import StudentError
 
 RTOL, ATOL = 1e-4, 1e-6

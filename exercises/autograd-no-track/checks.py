@@ -17,8 +17,18 @@ from dataclasses import dataclass
 
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   diagnose_exception, expect_close, expect_grad, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteTensor,
+    call,
+    check,
+    diagnose_exception,
+    expect_close,
+    expect_grad,
+    expect_tensor,
+)
 from worker.harness.diagnostics import close, compare_grad, compare_values, value_error_details
 from worker.harness.remote import StudentError
 
@@ -188,8 +198,8 @@ def frozen_shares_memory(ctx: Context) -> None:
         tracked = _expect_tracked(ctx, x, x_ref, g, x_what, "x")
         if tracked:
             expect_grad(ctx.student.attr(x, "grad"), x_ref.grad,
-                        {"en": f"`x.grad` after `frozen_copy(x)` and a backward pass",
-                         "es": f"`x.grad` tras `frozen_copy(x)` y un paso hacia atrás"})
+                        {"en": "`x.grad` after `frozen_copy(x)` and a backward pass",
+                         "es": "`x.grad` tras `frozen_copy(x)` y un paso hacia atrás"})
 
 
 @check("frozen-no-grad", points=1, uses="frozen_copy",

@@ -2,8 +2,15 @@
 other values)."""
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_tensor,
+)
 from worker.harness.remote import StudentError
 
 

@@ -6,8 +6,16 @@ one.
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_tensor,
-                                   expect_tuple, refuse_hand_written_grads)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_tensor,
+    expect_tuple,
+    refuse_hand_written_grads,
+)
 from worker.harness.diagnostics import compare_grad
 
 FIXED_VECTOR = ([2.0, -1.5, 0.5], [3.0, -2.0, 1.5], [1.0, -2.0, 0.5])

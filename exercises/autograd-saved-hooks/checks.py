@@ -17,8 +17,16 @@ from contextlib import contextmanager
 
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_grad, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_grad,
+    expect_tensor,
+)
 
 THRESHOLD = 1000  # the statement's SAVE_ON_DISK_THRESHOLD
 DTYPES = (torch.float32, torch.float64, torch.int64)

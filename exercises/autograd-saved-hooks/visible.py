@@ -4,8 +4,16 @@ The files are counted as the hidden checks count them: by the grader, in its own
 process's temporary directory, emptied of files before each call."""
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_grad, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_grad,
+    expect_tensor,
+)
 
 COUNT_HINT = {
     "en": "A file of its own in `tempfile.gettempdir()` for each saved tensor with at least "

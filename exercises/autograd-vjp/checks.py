@@ -2,9 +2,18 @@
 softmax built one row per backward pass of a one-hot cotangent."""
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   expect_close, expect_grad, expect_tensor,
-                                   refuse_hand_written_grads)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteTensor,
+    call,
+    check,
+    expect_close,
+    expect_grad,
+    expect_tensor,
+    refuse_hand_written_grads,
+)
 from worker.harness.diagnostics import close
 
 # a cotangent that is not all ones, and not a multiple of ones

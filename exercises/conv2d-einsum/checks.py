@@ -14,9 +14,18 @@ import time
 
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   diagnose_exception, expect_close, expect_tensor,
-                                   refused_in_source)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteTensor,
+    call,
+    check,
+    diagnose_exception,
+    expect_close,
+    expect_tensor,
+    refused_in_source,
+)
 from worker.harness.diagnostics import compare_grad, value_error_details
 from worker.harness.remote import StudentError
 from worker.harness.source_rules import forbidden_uses, obfuscated_lookups, own_functions

@@ -5,8 +5,16 @@ a larger input for the bonus point.
 """
 import torch
 
-from worker.harness.checks import (Context, Fail, call, check, diagnose_exception,
-                                   expect_close, expect_grad, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Fail,
+    call,
+    check,
+    diagnose_exception,
+    expect_close,
+    expect_grad,
+    expect_tensor,
+)
 from worker.harness.remote import StudentError
 
 EXAMPLE_INPUT = torch.arange(16.).reshape(1, 1, 4, 4)

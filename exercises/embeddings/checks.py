@@ -6,8 +6,17 @@ inputs, and for embed-gradient the gradient that a backward pass from the batch 
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   diagnose_exception, expect_close, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteTensor,
+    call,
+    check,
+    diagnose_exception,
+    expect_close,
+    expect_tensor,
+)
 from worker.harness.diagnostics import compare_grad, compare_values
 from worker.harness.remote import StudentError
 

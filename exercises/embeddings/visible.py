@@ -1,8 +1,15 @@
 """Checks students run before submitting: the statement's example, with its expected values."""
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_tensor,
+)
 
 ONE_HOT = "`one_hot(indices, vocab_size)`"
 EMBED = "`embed_batch(sentences, word_to_ix, embeddings)`"

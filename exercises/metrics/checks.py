@@ -6,8 +6,7 @@ than 0 and 1), then a random one. Expected values are the reference's.
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteTensor, call, check,
-                                   expect_float)
+from worker.harness.checks import Context, Diagnostic, Fail, RemoteTensor, call, check, expect_float
 
 ACCURACY, MAE = "`accuracy(outputs, labels)`", "`mae(output, target)`"
 # arg-max over dim 1: [1, 0, 2, 3], so 3 rows of 4 are right; over dim 0: [3, 0, 2, 3] (2 of 4);

@@ -7,8 +7,15 @@ must be right too. A flag or a stride the student's process merely reports earns
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_tensor,
+)
 
 WHAT = "`to_channels_last(x)`"
 # C, H and W all differ: an NHWC permutation cannot keep this shape, a reshape to (N, H, W, C)

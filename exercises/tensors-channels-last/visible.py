@@ -1,8 +1,15 @@
 """Checks students run before submitting: the statement's example, with its expected values."""
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_tensor,
+)
 
 WHAT = "`to_channels_last(x)`"
 INPUT_HINT = {"en": "Leave `x` as it is: return a new tensor instead of changing `x`.",

@@ -6,8 +6,17 @@ the check again with it in place of the reference), so inputs on which `hstack` 
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
-                                   check, expect_close, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteObject,
+    RemoteTensor,
+    call,
+    check,
+    expect_close,
+    expect_tensor,
+)
 
 ROWS_HINT = {"en": "`stack_rows` puts the rows of `b` below those of `a`: the number of columns "
                    "stays, and two 1-D tensors become the two rows of a matrix.",

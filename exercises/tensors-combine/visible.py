@@ -2,8 +2,15 @@
 checks use other inputs, random shapes and sizes included."""
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_tensor,
+)
 
 
 def _expect(got: object, expected: torch.Tensor, what: str) -> None:

@@ -11,9 +11,19 @@ writes): never on a storage address, a flag or a type name the student's process
 import numpy as np
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
-                                   check, expect_close, expect_sharing, expect_tensor,
-                                   expect_tuple)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteObject,
+    RemoteTensor,
+    call,
+    check,
+    expect_close,
+    expect_sharing,
+    expect_tensor,
+    expect_tuple,
+)
 
 DTYPE_HINT = {"en": "The dtype must follow the values: int64 for a list of integers, PyTorch's "
                     "default float32 as soon as there is a float. Let PyTorch infer it rather than "
@@ -74,7 +84,7 @@ def _dtype_hint(data: list, got: torch.dtype, expected: torch.dtype,
     hint = {"en": f"For a {kind['en']} your tensor is {got_s}, but it must be {exp_s}",
             "es": f"Para una {kind['es']} tu tensor es {got_s}, pero debe ser {exp_s}"}
     kinds = []
-    for other, dtype in right:
+    for other, _ in right:
         k = _kind(other)
         if k != kind and k not in kinds:
             kinds.append(k)

@@ -3,8 +3,16 @@ checks use other inputs, more dtypes and shapes, and write through both sides of
 import numpy as np
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_tensor, expect_tuple)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_tensor,
+    expect_tuple,
+)
 
 
 @check("from-data", points=1, uses="from_data", en="from_data([1, 2, 3])",

@@ -9,8 +9,16 @@ other (a behaviour, never the storage address the student's process reports).
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_sharing, expect_tensor)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    call,
+    check,
+    expect_close,
+    expect_sharing,
+    expect_tensor,
+)
 
 
 def _sizes(ctx: Context, count: int, low: int, high: int) -> list[int]:

@@ -2,8 +2,7 @@
 random shapes and values)."""
 import torch
 
-from worker.harness.checks import (Context, call, check, expect_close, expect_sharing,
-                                   expect_tensor)
+from worker.harness.checks import Context, call, check, expect_close, expect_sharing, expect_tensor
 
 A = [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]]  # (2, 2, 3)
 

@@ -11,10 +11,23 @@ from dataclasses import dataclass
 
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, RemoteObject, RemoteTensor, call,
-                                   check, expect_float)
-from worker.harness.diagnostics import (close, compare_grad, compare_values, scale_factor,
-                                        value_error_details)
+from worker.harness.checks import (
+    Context,
+    Diagnostic,
+    Fail,
+    RemoteObject,
+    RemoteTensor,
+    call,
+    check,
+    expect_float,
+)
+from worker.harness.diagnostics import (
+    close,
+    compare_grad,
+    compare_values,
+    scale_factor,
+    value_error_details,
+)
 from worker.harness.remote import StudentError
 
 RTOL, ATOL = 1e-5, 1e-6

@@ -6,8 +6,7 @@ gradients are [[3, 1]] for W (the sum of the rows of data) and [2] for b.
 """
 import torch
 
-from worker.harness.checks import (Context, Diagnostic, Fail, call, check, expect_close,
-                                   expect_float)
+from worker.harness.checks import Context, Diagnostic, Fail, call, check, expect_close, expect_float
 
 DATA, LABELS = [[1.0, 1.0], [2.0, 0.0]], [[0.0], [1.0]]
 

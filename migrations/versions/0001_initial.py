@@ -1,12 +1,11 @@
 """users, exercises, submissions, grading runs, results
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-22
 """
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0001'
 down_revision = None

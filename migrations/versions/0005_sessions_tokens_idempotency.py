@@ -6,9 +6,8 @@ Create Date: 2026-11-23
 """
 import datetime as dt
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0005'
 down_revision = '0004'

@@ -13,9 +13,8 @@ Create Date: 2026-11-25
 import datetime as dt
 from itertools import groupby
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0007'
 down_revision = '0006'

@@ -5,9 +5,8 @@ Revision ID: 0016
 Revises: 0015
 Create Date: 2026-12-01
 """
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0016'
 down_revision = '0015'

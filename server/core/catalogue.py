@@ -15,12 +15,17 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server.core.config import ConfigError, Resources
 from worker.harness import visible_mistakes
 from worker.harness.codes import CATALOGUE
-from worker.harness.jobs import (HIDDEN_CHECKS, REQUIRED_LAYERS, VISIBLE_CHECKS, Job, Limits,
-                                exercise_version)
-
-from server.core.config import ConfigError, Resources
+from worker.harness.jobs import (
+    HIDDEN_CHECKS,
+    REQUIRED_LAYERS,
+    VISIBLE_CHECKS,
+    Job,
+    Limits,
+    exercise_version,
+)
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 REQUIRED_FILES = ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "checks.py",

@@ -15,10 +15,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from server.core.setting_values import (ConfigError, Parser, choice, choices, flag, ldap_address,
-                                        mail_address, memory_mb, minutes, networks, optional, rate_limits,
-                                        sandbox_layers, sbatch_options, seconds, strings, table,
-                                        text, time_zone, web_address, whole, word)
+from server.core.setting_values import (
+    ConfigError,
+    Parser,
+    choice,
+    choices,
+    flag,
+    ldap_address,
+    mail_address,
+    memory_mb,
+    minutes,
+    networks,
+    optional,
+    rate_limits,
+    sandbox_layers,
+    sbatch_options,
+    seconds,
+    strings,
+    table,
+    text,
+    time_zone,
+    web_address,
+    whole,
+    word,
+)
 from worker.harness.jobs import REQUIRED_LAYERS
 
 if TYPE_CHECKING:

@@ -11,8 +11,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.core.catalogue import (DEADLINE_POLICIES, SLUG, ExerciseInfo, current_catalogue,
-                                   default_root)
+from server.core.catalogue import (
+    DEADLINE_POLICIES,
+    SLUG,
+    ExerciseInfo,
+    current_catalogue,
+    default_root,
+)
 from server.core.config import ConfigError, Resources
 from server.core.models import STAFF_ROLES, Course, CourseRole, Enrolment, Exercise, User, utcnow
 from server.core.setting_values import time_zone, word

@@ -5,7 +5,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.catalogue import ExerciseInfo
-
 from server.core.models import Course, Exercise, utcnow
 
 

@@ -13,8 +13,16 @@ from sqlalchemy.orm import Session
 
 from server.core.catalogue import current_info
 from server.core.courses import exercise_folder
-from server.core.models import (Accommodation, Allowance, Exercise, GradingRun, RunStatus, SetGrade,
-                                Submission, SubmissionStatus)
+from server.core.models import (
+    Accommodation,
+    Allowance,
+    Exercise,
+    GradingRun,
+    RunStatus,
+    SetGrade,
+    Submission,
+    SubmissionStatus,
+)
 
 # the id of a submission's latest finished run, the one its grade and its result page come from
 # (in a query of submissions; None while it has none). Tied to the query's submission only, so

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import EmailMessage
 
-from flask_babel import force_locale, gettext as _
+from flask_babel import force_locale
+from flask_babel import gettext as _
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

@@ -14,8 +14,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    HistogramMetricFamily, Metric)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector, CollectorRegistry
 from sqlalchemy import case, extract, func, select
 from sqlalchemy.orm import Session
@@ -23,9 +27,18 @@ from sqlalchemy.orm import Session
 from server.core import counters
 from server.core.config import Settings
 from server.core.db import Database
-from server.core.models import (ClusterState, Course, Exercise, GradingRun, RunStatus,
-                                ScheduleRun, Submission, SubmissionStatus, WorkerHeartbeat,
-                                utcnow)
+from server.core.models import (
+    ClusterState,
+    Course,
+    Exercise,
+    GradingRun,
+    RunStatus,
+    ScheduleRun,
+    Submission,
+    SubmissionStatus,
+    WorkerHeartbeat,
+    utcnow,
+)
 from worker.harness.pilot import heartbeats
 
 # a submission's time to its grade, in seconds: a warm local grade, through a busy queue, to a

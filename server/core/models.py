@@ -4,8 +4,19 @@ from __future__ import annotations
 import datetime as dt
 import enum
 
-from sqlalchemy import (JSON, BigInteger, Boolean, CheckConstraint, Float, ForeignKey, Integer,
-                        String, Text, UniqueConstraint, func)
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 

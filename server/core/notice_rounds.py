@@ -11,17 +11,38 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 
-from flask_babel import gettext as _, ngettext
+from flask_babel import gettext as _
+from flask_babel import ngettext
 from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.orm import Session
 
 from server.core.grades import MAX_EXTRA_DAYS, student_terms
 from server.core.mail import MailAway, mail_configured
-from server.core.models import (Accommodation, Allowance, Course, CourseRole, DeadlineReminder,
-                                Enrolment, Exercise, GradingRun, RunStatus, Submission,
-                                SubmissionStatus, User)
-from server.core.notices import (Kind, Notice, compose, deliver, link, moment, titled, wants,
-                                  writing_in)
+from server.core.models import (
+    Accommodation,
+    Allowance,
+    Course,
+    CourseRole,
+    DeadlineReminder,
+    Enrolment,
+    Exercise,
+    GradingRun,
+    RunStatus,
+    Submission,
+    SubmissionStatus,
+    User,
+)
+from server.core.notices import (
+    Kind,
+    Notice,
+    compose,
+    deliver,
+    link,
+    moment,
+    titled,
+    wants,
+    writing_in,
+)
 
 REMIND_BEFORE = dt.timedelta(hours=24)
 REMIND_SECONDS = 3600.0

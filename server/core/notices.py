@@ -23,15 +23,25 @@ from typing import Any
 import babel.dates
 import babel.numbers
 from flask import current_app
-from flask_babel import force_locale, get_locale, gettext as _, ngettext
+from flask_babel import force_locale, get_locale, ngettext
+from flask_babel import gettext as _
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from server.core.config import app_settings
 from server.core.grades import student_grade, student_terms
 from server.core.mail import mail_configured, message, send_batch
-from server.core.models import (Accommodation, Allowance, Course, CourseRole, Enrolment, Exercise,
-                                SetGrade, Submission, User)
+from server.core.models import (
+    Accommodation,
+    Allowance,
+    Course,
+    CourseRole,
+    Enrolment,
+    Exercise,
+    SetGrade,
+    Submission,
+    User,
+)
 
 DEFAULT_LANGUAGE = "en"  # a reader who never chose one
 

@@ -1,7 +1,14 @@
 """Hidden checks: each draws its inputs from ctx.rng and takes its expected values from
 ctx.reference, so that a known wrong program can stand in for the reference."""
-from worker.harness.checks import (Context, Fail, call, check, diagnose_exception, expect_close,
-                                   expect_grad)
+from worker.harness.checks import (
+    Context,
+    Fail,
+    call,
+    check,
+    diagnose_exception,
+    expect_close,
+    expect_grad,
+)
 from worker.harness.remote import StudentError
 
 

@@ -11,12 +11,17 @@ import math
 import re
 
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
-from flask_babel import gettext as _, ngettext
+from flask_babel import gettext as _
+from flask_babel import ngettext
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from server.core.grades import (MAX_ATTEMPTS_FACTOR, MAX_EXTRA_DAYS, accommodation_of,
-                                reassess_lateness)
+from server.core.grades import (
+    MAX_ATTEMPTS_FACTOR,
+    MAX_EXTRA_DAYS,
+    accommodation_of,
+    reassess_lateness,
+)
 from server.core.models import Accommodation, Allowance, Exercise, User, utcnow
 from server.web.allowances import COMMENT_LIMIT, EXAMPLE_EXTENSION, exception_form, tell
 from server.web.auth import db, staff_required

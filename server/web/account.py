@@ -4,7 +4,9 @@ needed), changing it, listing and revoking their API tokens, the mail notices th
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
-from flask_babel import gettext as _, lazy_gettext as _l, ngettext
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
+from flask_babel import ngettext
 
 from server.core.config import app_settings
 from server.core.links import LinkExpired, LinkInvalid, fingerprint, read_token

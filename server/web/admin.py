@@ -8,14 +8,23 @@ stored, the exercises synced with the course included."""
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
-from flask_babel import gettext as _, lazy_gettext as _l, ngettext
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
+from flask_babel import ngettext
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from server.core.catalogue import ExerciseConfigError
 from server.core.course_admin import SLURM_KEYS, counts, slurm_text, slurm_with, sync_course
-from server.core.courses import (SETTINGS, CourseError, archive_course, copy_course,
-                                 create_course, edit_course, find_course)
+from server.core.courses import (
+    SETTINGS,
+    CourseError,
+    archive_course,
+    copy_course,
+    create_course,
+    edit_course,
+    find_course,
+)
 from server.core.models import Course
 from server.web.auth import db, login_required
 

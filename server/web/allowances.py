@@ -13,14 +13,19 @@ import re
 import zoneinfo
 
 from babel.dates import get_month_names
-from flask import (Blueprint, current_app, flash, g, redirect, render_template, request,
-                   url_for)
+from flask import Blueprint, current_app, flash, g, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from server.core.grades import (Terms, maximum_points, reassess_lateness, student_grade,
-                                student_terms, terms_of)
+from server.core.grades import (
+    Terms,
+    maximum_points,
+    reassess_lateness,
+    student_grade,
+    student_terms,
+    terms_of,
+)
 from server.core.models import Allowance, Exercise, SetGrade, Submission, User, utcnow
 from server.core.queue import send_notice
 from server.web.auth import db, staff_required

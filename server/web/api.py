@@ -16,11 +16,11 @@ from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Unauthorized
 
 from server.core.catalogue import CHECK_FILES, current_info
+from server.core.config import app_settings
 from server.core.courses import courses_of, exercise_folder, role_in
 from server.core.directory import DirectoryError
-from server.core.ldap_directory import DirectoryUnavailable
-from server.core.config import app_settings
 from server.core.grades import Grade
+from server.core.ldap_directory import DirectoryUnavailable
 from server.core.models import ApiToken, Course, Exercise, User, utcnow
 from server.core.munge import MungeRefused, MungeUnavailable, binding, vouched_user
 from server.core.queue import enqueue

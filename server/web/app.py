@@ -48,9 +48,25 @@ def create_app(config: dict | None = None) -> Flask:
     csrf.init_app(app)
     celery_init_app(app)
 
-    from server.web import (accommodations, account, admin, allowances, api, auth, courses,
-                            errors, handgrading, headers, health, i18n, portal, regrade, roster,
-                            staff, throttle)
+    from server.web import (
+        accommodations,
+        account,
+        admin,
+        allowances,
+        api,
+        auth,
+        courses,
+        errors,
+        handgrading,
+        headers,
+        health,
+        i18n,
+        portal,
+        regrade,
+        roster,
+        staff,
+        throttle,
+    )
     i18n.init_app(app)
     app.add_template_filter(inline_markdown, "inline_markdown")  # `code`, *em*, **strong** only
     app.add_template_filter(shown_name, "shown_name")  # "pasted code" for code pasted in the form

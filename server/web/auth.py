@@ -8,8 +8,18 @@ import functools
 import logging
 from urllib.parse import urlsplit
 
-from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
-                   session, url_for)
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_babel import gettext as _
 from sqlalchemy.orm import Session
 

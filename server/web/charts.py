@@ -10,7 +10,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from flask_babel import gettext as _, ngettext
+from flask_babel import gettext as _
+from flask_babel import ngettext
 from markupsafe import Markup, escape
 
 from server.web.i18n import points

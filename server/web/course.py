@@ -16,16 +16,25 @@ from dataclasses import dataclass, field
 from sqlalchemy import ColumnElement, Row, Select, Text, case, cast, func, select
 from sqlalchemy.orm import Session
 
-from worker.harness.codes import said_elsewhere
-from worker.harness.report import LOAD_ERROR
-
 from server.core.catalogue import current_info
 from server.core.courses import exercise_folder
 from server.core.grades import DONE_RUN, Grade, maximum_points
-from server.core.models import (CheckResult, CourseRole, DiagnosticResult, Enrolment, Exercise,
-                                GradingRun, SetGrade, Submission, SubmissionStatus, User)
+from server.core.models import (
+    CheckResult,
+    CourseRole,
+    DiagnosticResult,
+    Enrolment,
+    Exercise,
+    GradingRun,
+    SetGrade,
+    Submission,
+    SubmissionStatus,
+    User,
+)
 from server.web.results import WAITING
 from server.web.submissions import COUNTS_AS_ATTEMPT
+from worker.harness.codes import said_elsewhere
+from worker.harness.report import LOAD_ERROR
 
 FULL_MARKS_SLACK = 1e-9
 # why a file did not load, or lacks a function, is no check's diagnostic: the harness says it

@@ -6,7 +6,8 @@ pages do not exist for them. An archived course is read-only: what changes it is
 from __future__ import annotations
 
 from flask import Blueprint, abort, current_app, g, redirect, render_template, request, url_for
-from flask_babel import gettext as _, lazy_gettext as _l
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 
 from server.core.courses import courses_of, role_in

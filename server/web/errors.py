@@ -7,14 +7,19 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
-from flask import (Flask, current_app, flash, g, jsonify, redirect, render_template, request,
-                   url_for)
+from flask import Flask, current_app, flash, g, jsonify, redirect, render_template, request, url_for
 from flask.json.provider import DefaultJSONProvider
-from flask_babel import gettext as _, lazy_gettext as _l
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError, OperationalError
-from werkzeug.exceptions import (BadRequest, ClientDisconnected, HTTPException,
-                                 InternalServerError, RequestEntityTooLarge)
+from werkzeug.exceptions import (
+    BadRequest,
+    ClientDisconnected,
+    HTTPException,
+    InternalServerError,
+    RequestEntityTooLarge,
+)
 
 from server.core.config import app_settings
 from server.web.i18n import request_language

@@ -12,8 +12,9 @@ from urllib.parse import quote, urlencode
 import babel.numbers
 from babel import Locale
 from flask import Flask, g, request, session
-from flask_babel import (Babel, format_datetime, format_timedelta, get_locale, gettext as _,
-                         lazy_gettext as _l)
+from flask_babel import Babel, format_datetime, format_timedelta, get_locale
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from jinja2 import pass_context
 
 from server.core.config import app_settings

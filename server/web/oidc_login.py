@@ -16,8 +16,17 @@ from __future__ import annotations
 from authlib.common.errors import AuthlibBaseError
 from authlib.integrations.base_client import MismatchingStateError
 from authlib.integrations.flask_client import OAuth
-from flask import (Blueprint, abort, current_app, flash, redirect, render_template, request,
-                   session, url_for)
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_babel import gettext as _
 from joserfc.errors import JoseError
 from requests import RequestException

@@ -4,8 +4,20 @@ from __future__ import annotations
 import uuid
 
 import markdown
-from flask import (Blueprint, abort, current_app, flash, g, jsonify, redirect, render_template,
-                   request, send_file, session, url_for)
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    send_file,
+    session,
+    url_for,
+)
 from flask_babel import gettext as _
 from markdown.extensions.tables import TableExtension
 from sqlalchemy import select
@@ -21,8 +33,15 @@ from server.web import live
 from server.web.auth import db, login_required
 from server.web.course import run_rows
 from server.web.i18n import LANGS, request_language, when
-from server.web.results import (WAITING, exercise_rows, may_see, page_view, submission_dict,
-                      submission_state, waiting)
+from server.web.results import (
+    WAITING,
+    exercise_rows,
+    may_see,
+    page_view,
+    submission_dict,
+    submission_state,
+    waiting,
+)
 from server.web.submissions import PASTED, Refusal, Rules, idempotency_key, submit_once, upload_name
 
 blueprint = Blueprint("portal", __name__, url_prefix="/courses/<course>")

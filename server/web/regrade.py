@@ -12,17 +12,36 @@ from __future__ import annotations
 
 import logging
 
-from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
-                   url_for)
-from flask_babel import gettext as _, ngettext
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask_babel import gettext as _
+from flask_babel import ngettext
 from sqlalchemy import update
 
 from server.core.models import Exercise, GradingRun, Regrade, RunStatus, User, utcnow
 from server.core.queue import enqueue, send_notice
 from server.web.auth import db, instructor_required, staff_required
-from server.web.regrade_preview import (AlreadyOpen, discard, exercise_versions, open_regrade,
-                                        preview_rows, publish, run_counts, stalled, start,
-                                        summarise)
+from server.web.regrade_preview import (
+    AlreadyOpen,
+    discard,
+    exercise_versions,
+    open_regrade,
+    preview_rows,
+    publish,
+    run_counts,
+    stalled,
+    start,
+    summarise,
+)
 from server.web.results import WAITING
 from server.web.staff import exercise_or_404, submission_or_404
 from server.web.submissions import reopen

@@ -17,8 +17,16 @@ from sqlalchemy.orm import Session, contains_eager, defer, load_only, selectinlo
 
 from server.core.config import app_settings
 from server.core.grades import Grade, maximum_points, penalised, take
-from server.core.models import (Exercise, GradingRun, Regrade, RunStatus, SetGrade,
-                                Submission, SubmissionStatus, User)
+from server.core.models import (
+    Exercise,
+    GradingRun,
+    Regrade,
+    RunStatus,
+    SetGrade,
+    Submission,
+    SubmissionStatus,
+    User,
+)
 from server.web.course import by_students
 from server.web.results import WAITING
 

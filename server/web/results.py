@@ -8,19 +8,30 @@ import time
 from collections import defaultdict
 from typing import NamedTuple
 
-from flask_babel import get_locale, gettext as _, ngettext
+from flask_babel import get_locale, ngettext
+from flask_babel import gettext as _
 from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.orm import Session, object_session, selectinload
 
-from worker.harness.report import ADVICE, LOAD_ERROR
-from worker.harness.submission import Unreadable, read
-
 from server.core.config import app_settings
 from server.core.grades import DONE_RUN, Grade, student_terms, terms_of
-from server.core.models import (STAFF_ROLES, CheckResult, ClusterState, Exercise, GradingRun,
-                                RunStatus, SetGrade, Submission, SubmissionStatus, User, utcnow)
+from server.core.models import (
+    STAFF_ROLES,
+    CheckResult,
+    ClusterState,
+    Exercise,
+    GradingRun,
+    RunStatus,
+    SetGrade,
+    Submission,
+    SubmissionStatus,
+    User,
+    utcnow,
+)
 from server.core.queue import place
 from server.web.submissions import COUNTS_AS_ATTEMPT, shown_name, where
+from worker.harness.report import ADVICE, LOAD_ERROR
+from worker.harness.submission import Unreadable, read
 
 WAITING = (SubmissionStatus.queued.value, SubmissionStatus.running.value)
 

@@ -20,9 +20,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from flask import (Blueprint, abort, current_app, flash, g, redirect, render_template, request,
-                   url_for)
-from flask_babel import gettext as _, lazy_gettext as _l, ngettext
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
+from flask_babel import ngettext
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -34,10 +45,23 @@ from server.core.ldap_directory import DirectoryUnavailable, known_usernames
 from server.core.links import make_link
 from server.core.mail import mail_configured, server_problem
 from server.core.models import AuthSource, CourseRole, Enrolment, User
-from server.core.users import (NO_PASSWORD, ROLES, ROSTER_COLUMNS, UserError, add_or_enrol,
-                               clear_password, create_accounts, decode_roster, enrol_accounts,
-                               has_password, members, read_roster, role_refused, students_only,
-                               user_role)
+from server.core.users import (
+    NO_PASSWORD,
+    ROLES,
+    ROSTER_COLUMNS,
+    UserError,
+    add_or_enrol,
+    clear_password,
+    create_accounts,
+    decode_roster,
+    enrol_accounts,
+    has_password,
+    members,
+    read_roster,
+    role_refused,
+    students_only,
+    user_role,
+)
 from server.web.auth import db, instructor_required, staff_required
 from server.web.courses import ROLE_NAMES
 from server.web.listing import arrange, by_name, by_username, requested_listing

@@ -14,9 +14,20 @@ from copy import copy
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, render_template,
-                   stream_with_context, url_for)
-from flask_babel import get_locale, gettext as _
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    g,
+    redirect,
+    render_template,
+    stream_with_context,
+    url_for,
+)
+from flask_babel import get_locale
+from flask_babel import gettext as _
 from sqlalchemy import select
 
 from server.core.grades import maximum_points
@@ -24,9 +35,20 @@ from server.core.models import Exercise, Submission, User, utcnow
 from server.core.queue import cancel_grading
 from server.web import charts
 from server.web.auth import db, staff_required
-from server.web.course import (LatestSubmission, Standing, check_rates, diagnosed_submissions,
-                               diagnostic_counts, gradebook, latest_submissions, mistake_counts,
-                               standings, student_or_none, students, summaries)
+from server.web.course import (
+    LatestSubmission,
+    Standing,
+    check_rates,
+    diagnosed_submissions,
+    diagnostic_counts,
+    gradebook,
+    latest_submissions,
+    mistake_counts,
+    standings,
+    student_or_none,
+    students,
+    summaries,
+)
 from server.web.i18n import time_zone
 from server.web.listing import Listing, arrange, by_name, by_username, requested_listing
 from server.web.paging import requested_page

@@ -11,17 +11,18 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from flask_babel import LazyString, gettext as _, lazy_gettext as _l
+from flask_babel import LazyString
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
-
-from worker.harness.submission import Unreadable, notebook_cells
 
 from server.core.config import Settings
 from server.core.grades import lateness, student_terms
 from server.core.models import Exercise, Submission, SubmissionStatus, User
 from server.web.i18n import when
+from worker.harness.submission import Unreadable, notebook_cells
 
 EXTENSIONS = (".py", ".ipynb")
 # the name of code pasted into the page's form: a path, which no uploaded file's name is (a

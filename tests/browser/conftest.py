@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from browser import CHROMIUM, LOCALES, VIEWPORTS, PageWatch, running_site
 
 

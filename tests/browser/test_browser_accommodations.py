@@ -7,7 +7,6 @@ in English and Spanish, axe clean."""
 from __future__ import annotations
 
 import pytest
-
 from browser import layout_problems, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]

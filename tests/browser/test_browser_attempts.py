@@ -8,7 +8,6 @@ English and Spanish, axe clean; any console error or CSP violation fails the tes
 from __future__ import annotations
 
 import pytest
-
 from browser import layout_problems, log_in, screenshot
 from stack import EXERCISES, settle
 

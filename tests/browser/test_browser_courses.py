@@ -3,7 +3,6 @@ course's work apart; an instructor of one lands in it and finds nothing of the o
 from __future__ import annotations
 
 import pytest
-
 from browser import live_states, log_in, walk
 from stack import COURSES, EXERCISES
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from browser import layout_problems, log_in
-from server.core.catalogue import max_points
 from stack import EXERCISES, settle
+
+from server.core.catalogue import max_points
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 

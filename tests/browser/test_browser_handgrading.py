@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from sqlalchemy import select
-
 from browser import layout_problems, log_in, screenshot
-from server.core.models import Course, Exercise, SavedComment
+from sqlalchemy import select
 from stack import EXERCISES, settle
+
+from server.core.models import Course, Exercise, SavedComment
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 

@@ -14,11 +14,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from browser import layout_problems, log_in, screenshot, walk
+from stack import EXERCISES, FILES, settle, submissions
+
 from server.core.catalogue import max_points
 from server.core.models import Submission
-from stack import EXERCISES, FILES, settle, submissions
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 

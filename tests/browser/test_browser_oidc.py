@@ -3,11 +3,10 @@ groups claim, goes from hpcgrade's log-in page to the provider's form (scripts/o
 oidc-provider) and lands on their course, at desktop and at phone width."""
 from __future__ import annotations
 
-import pytest
-from sqlalchemy import select
-
 import oidc_provider
+import pytest
 from browser import overflows
+from sqlalchemy import select
 from stack import COURSES
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]

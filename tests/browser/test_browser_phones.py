@@ -7,11 +7,11 @@ The gradebook keeps its header row and its names in sight as it scrolls."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import select
-
 from browser import layout_problems, log_in, screenshot
-from server.core.models import Exercise, SetGrade, Submission, User
+from sqlalchemy import select
 from stack import EXERCISES, settle
+
+from server.core.models import Exercise, SetGrade, Submission, User
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 

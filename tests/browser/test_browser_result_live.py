@@ -5,9 +5,8 @@ At 1366 px and 390 px, in English and Spanish, axe clean and no wider than the s
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import TimeoutError
-
 from browser import layout_problems, log_in
+from playwright.sync_api import TimeoutError
 from stack import slow, submissions
 from test_browser_student import REFERENCE, submit
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-
 from browser import layout_problems, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]

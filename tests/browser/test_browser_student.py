@@ -12,12 +12,12 @@ import re
 
 import pytest
 import sqlalchemy as sa
-
 from browser import live_states, log_in, screenshot, walk
+from stack import EXERCISES, settle, slow, submissions
+
 from server.core.catalogue import max_points
 from server.core.models import Submission, User
 from server.web.submissions import PASTED
-from stack import EXERCISES, settle, slow, submissions
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 

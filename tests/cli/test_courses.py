@@ -6,8 +6,8 @@ import shutil
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-
 from helpers import queue_submission
+
 from server.core.courses import find_course
 from server.core.models import Course, Enrolment, Exercise, Submission, User
 from server.core.users import add_user

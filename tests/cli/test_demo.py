@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 import requests
-
 import slurm_cluster
-from helpers import alive, descendants, free_port
 import sqlalchemy as sa
+from helpers import alive, descendants, free_port
 
 from server.core import migrate
 from server.core.db import Database
@@ -251,7 +250,7 @@ def test_a_worker_killed_or_stuck_is_replaced_while_the_portal_answers(demo, tmp
         moment = dt.datetime.now(dt.timezone.utc)
         os.kill(worker, stop)
         deadline = time.monotonic() + within
-        while not ((replaced := demo_processes(process.pid).get("worker")) not in (None, worker)
+        while not (demo_processes(process.pid).get("worker") not in (None, worker)
                    and heartbeat_after(folder, moment)):
             assert time.monotonic() < deadline, (folder / "demo.log").read_text()
             time.sleep(0.2)

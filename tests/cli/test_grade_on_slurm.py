@@ -7,9 +7,9 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+import slurm_cluster
 from click.testing import CliRunner
 
-import slurm_cluster
 from server.core.catalogue import default_root
 from worker.cli.cluster import what_to_fix
 from worker.cli.main import main

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import alive
 from sqlalchemy.exc import OperationalError
 
-from helpers import alive
 from server.core.db import Database
 from server.core.models import utcnow
 from worker.cli.supervise import Supervisor, Watch
@@ -35,7 +35,8 @@ def test_one_killed_starts_again_at_once_however_often(tmp_path):
         for _ in range(3):
             before = supervisor.children["sleeper"].process
             os.kill(before.pid, signal.SIGKILL)
-            watched(supervisor, 5, lambda: supervisor.children["sleeper"].process is not before)
+            watched(supervisor, 5,
+                    lambda before=before: supervisor.children["sleeper"].process is not before)
             assert supervisor.children["sleeper"].process is not before
         assert said == ["the sleeper was killed by signal SIGKILL after 0 s; it starts again "
                         "in 1 s"] * 3

@@ -10,16 +10,25 @@ import threading
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from helpers import REFERENCE_Q, SECOND_COURSE, second_edition
 from werkzeug.serving import make_server
 
-from helpers import REFERENCE_Q, SECOND_COURSE, second_edition
 from hpcgrade.service import REFUSED as REFUSED_KIND
 from hpcgrade.service import Service, ServiceError, log_in
 from hpcgrade.summary import summary
 from server.core.models import ApiToken, Submission
 from worker.cli import client
-from worker.cli.client import (GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE,
-                           login, my_courses, submit)
+from worker.cli.client import (
+    GRADED,
+    NO_GRADE,
+    NOT_LOGGED_IN,
+    REFUSED,
+    TIMED_OUT,
+    UNREACHABLE,
+    login,
+    my_courses,
+    submit,
+)
 from worker.grading.settle import claim, record
 from worker.harness.report import Report
 

@@ -6,19 +6,18 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from IPython.core.interactiveshell import InteractiveShell
-
 from helpers import SECOND_COURSE, second_edition
-from hpcgrade.service import IN_JUPYTER, REFUSED as REFUSED_KIND
-from hpcgrade.service import Service, ServiceError
-from hpcgrade.visible import exercise_files
+from IPython.core.interactiveshell import InteractiveShell
 from sqlalchemy import delete
+from test_client_output import graded_at_once, portal  # noqa: F401 - a fixture
 
+from hpcgrade.service import IN_JUPYTER, Service, ServiceError
+from hpcgrade.service import REFUSED as REFUSED_KIND
+from hpcgrade.visible import exercise_files
 from server.core.catalogue import default_root
 from server.core.models import ApiToken
 from worker.cli.client import NOT_LOGGED_IN, REFUSED
 from worker.cli.main import main
-from test_client_output import graded_at_once, portal  # noqa: F401 - a fixture
 
 REFERENCE = (default_root() / "autograd-q" / "reference.py").read_text()
 WRONG = REFERENCE.replace("gradient=v", "gradient=torch.ones_like(v)")

@@ -7,12 +7,12 @@ import json
 import pytest
 from click.testing import CliRunner
 from IPython.core.error import StdinNotImplementedError
+from test_client_output import portal  # noqa: F401 - a fixture
+from test_jupyter import REFERENCE, WRONG, _run, kernel  # noqa: F401 - a fixture
 
 from hpcgrade import client_file
 from hpcgrade.summary import summary_html
 from worker.cli.main import main
-from test_client_output import portal  # noqa: F401 - a fixture
-from test_jupyter import REFERENCE, WRONG, _run, kernel  # noqa: F401 - a fixture
 
 
 def notebook(path, *sources: str):

@@ -4,11 +4,19 @@ import datetime as dt
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
+from test_database import insert
 
 from server.core import migrate
-from server.core.models import (Allowance, ApiToken, Course, Enrolment, Exercise, SetGrade,
-                                Submission, User)
-from test_database import insert
+from server.core.models import (
+    Allowance,
+    ApiToken,
+    Course,
+    Enrolment,
+    Exercise,
+    SetGrade,
+    Submission,
+    User,
+)
 
 NOON = dt.datetime(2026, 11, 20, 12, tzinfo=dt.timezone.utc)
 

@@ -5,6 +5,7 @@ import re
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from helpers import new_course, the_course
 
 from server.core import migrate
 from server.core.courses import role_in
@@ -12,7 +13,6 @@ from server.core.db import Database
 from server.core.models import Course, Enrolment, User
 from server.core.users import UserError, add_or_enrol, add_user, has_password, import_roster
 from worker.cli.main import main
-from helpers import new_course, the_course
 
 
 def csrf_token(client, path="/login") -> str:
@@ -233,6 +233,7 @@ def test_the_runs_of_an_sqlite_database_keep_their_results_across_0016(database,
     """0016 copies SQLite's grading_runs into a table that never gives an id twice: every run
     keeps its checks and diagnostics (the copy is made with foreign keys off)."""
     from helpers import REFERENCE_Q, grade, queue_submission
+
     from server.core import migrate
     from server.core.models import CheckResult, DiagnosticResult, GradingRun
     if database.engine.dialect.name != "sqlite":
@@ -255,6 +256,7 @@ def test_the_runs_of_an_sqlite_database_keep_their_results_across_0016(database,
 def test_models_and_migrations_agree(database_url):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
+
     from server.core.db import Base
     engine = sa.create_engine(database_url)
     with engine.connect() as connection:
@@ -267,8 +269,9 @@ def test_the_migration_of_grades_set_by_hand_changes_no_grade(empty_database_url
     counts, adjusted or not, unless a grade is set: where the rules differ, the score set last
     becomes the grade set by hand, so that every grade shown stays what it was."""
     from sqlalchemy.orm import Session
-    from server.web.course import standings
+
     from server.core.models import SetGrade
+    from server.web.course import standings
     migrate.upgrade(empty_database_url, "0006")
     engine = sa.create_engine(empty_database_url)
     noon = dt.datetime(2026, 11, 20, 12, tzinfo=dt.timezone.utc)

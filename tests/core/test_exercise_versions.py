@@ -2,11 +2,12 @@
 import shutil
 import subprocess
 
+from helpers import the_course
+
 from server.core.catalogue import default_root, load_exercise_info
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise
 from worker.harness.jobs import exercise_version
-from helpers import the_course
 
 
 def git(folder, *arguments: str) -> str:

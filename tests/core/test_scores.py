@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 from flask_babel import force_locale
-
 from helpers import new_course
+
 from server.core.catalogue import current_info, default_root
 from server.core.grades import Grade, maximum_points
 from server.core.models import Exercise, SetGrade, Submission, User

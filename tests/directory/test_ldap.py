@@ -9,7 +9,6 @@ from contextlib import contextmanager
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-
 from helpers import change_settings, log_in, logged_in, the_course
 
 pytestmark = [pytest.mark.services, pytest.mark.ldap]

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+import oidc_provider
 import pytest
 import requests
-from sqlalchemy import select
-
-import oidc_provider
 from helpers import CSRF_TOKEN, change_settings, free_port, log_in, new_course
 from oidc_provider import new_person, put_person, sign_in
+from sqlalchemy import select
+
 from server.core.config import ConfigError, load_settings
 from server.core.models import Course, Enrolment, User
 

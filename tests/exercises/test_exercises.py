@@ -5,10 +5,15 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-
 from helpers import COURSE_ORDER
-from server.core.catalogue import (ExerciseConfigError, current_catalogue, default_root,
-                                   load_catalogue, load_exercise_info)
+
+from server.core.catalogue import (
+    ExerciseConfigError,
+    current_catalogue,
+    default_root,
+    load_catalogue,
+    load_exercise_info,
+)
 from worker.cli.main import main
 from worker.cli.self_check import self_check
 

@@ -6,8 +6,8 @@ import json
 import time
 
 import pytest
-
 from helpers import REFERENCE_Q, queue_submission
+
 from server.core.models import GradingRun, Submission
 from worker.grading import settle as grading
 from worker.harness import spool

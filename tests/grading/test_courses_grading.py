@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-
 from helpers import REFERENCE_Q, dispatcher, new_course
+
 from server.core.catalogue import default_root
 from server.core.config import Resources, Settings, load_settings
 from server.core.courses import course_catalogue, edit_course, find_course

@@ -9,8 +9,8 @@ import time
 
 import pytest
 import sqlalchemy as sa
-
 from helpers import REFERENCE_Q, dispatcher, queue_submission
+
 from server.core.models import Course, GradingRun, Submission
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
 from worker.grading.settle import MAX_RUNS

@@ -3,8 +3,8 @@ file; the load of a file that never finishes is cut short. On SQLite and Postgre
 import io
 
 import sqlalchemy as sa
-
 from helpers import dispatcher, queue_submission
+
 from server.core.models import Submission, User
 from worker.harness import spool
 from worker.harness.jobs import Limits
@@ -138,8 +138,9 @@ def test_slurm_batches_take_one_file_per_student_in_the_queues_order(database, c
 
 
 def test_the_student_is_told_why_a_file_waits(course):
-    from worker.grading.settle import claim
     import datetime as dt
+
+    from worker.grading.settle import claim
     client = course.test_client()
     token = client.post("/api/v1/tokens", json={"username": "ana",
                                                 "password": "long-password"}).json["token"]
@@ -172,6 +173,7 @@ def test_reconcile_sends_again_only_the_files_whose_turn_has_come(database):
     """A file waiting for its student's earlier one is sent by the dispatch that ends that one;
     reconcile re-sending it every cycle would only cost queue queries."""
     import datetime as dt
+
     from server.core.queue import stuck
     add_students(database, "bea")
     first, second = (queue_as(database, "ana") for _ in range(2))

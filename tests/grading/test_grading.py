@@ -4,8 +4,9 @@ import textwrap
 from pathlib import Path
 
 import sqlalchemy as sa
+from helpers import REFERENCE_Q, grade
+from helpers import queue_submission as submit
 
-from helpers import REFERENCE_Q, grade, queue_submission as submit
 from server.core.catalogue import load_exercise_info
 from server.core.config import Settings
 from server.core.models import GradingRun, Submission

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-
 from helpers import descendants
+
 from server.core.db import Database
 from server.core.models import WorkerHeartbeat
 from worker.cli.demo import write_config

@@ -5,9 +5,9 @@ round, however many failed). Mailed through a real SMTP server (aiosmtpd)."""
 import datetime as dt
 
 import pytest
+from helpers import change_settings, queue_submission, received
 from sqlalchemy import select, update
 
-from helpers import change_settings, queue_submission, received
 from server.core.models import Exercise, GradingRun, Submission, User, utcnow
 from server.core.notices import Kind, choose
 from server.core.users import add_user
@@ -207,6 +207,7 @@ def test_a_submission_graded_on_the_cluster_is_told_by_the_collect_task(mailing,
     """On Slurm the grade is recorded by collect, which knows runs: the notice names the
     submission."""
     from test_dispatch import ScriptedCluster
+
     from worker.grading import tasks
     app, recorder, sent = mailing
     cluster = ScriptedCluster(tmp_path / "spool")

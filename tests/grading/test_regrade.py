@@ -11,9 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, select, text, update
-
 from helpers import REFERENCE_Q, dispatcher, grade, grade_next, logged_in
+from sqlalchemy import event, select, text, update
+from test_dispatch import ScriptedCluster
+
 from server.core.catalogue import default_root, load_exercise_info
 from server.core.config import app_settings
 from server.core.grades import student_grade
@@ -21,10 +22,15 @@ from server.core.models import Exercise, GradingRun, Regrade, SetGrade, Submissi
 from server.core.queue import MAIL, PREVIEWS, SUBMISSIONS, place
 from server.core.users import add_user
 from server.web.app import create_app
-from server.web.regrade_preview import (PREVIEW_PICKUP_SECONDS, AlreadyOpen, preview_rows,
-                                        publish, stalled, start)
+from server.web.regrade_preview import (
+    PREVIEW_PICKUP_SECONDS,
+    AlreadyOpen,
+    preview_rows,
+    publish,
+    stalled,
+    start,
+)
 from server.web.submissions import Rules, accept, reopen
-from test_dispatch import ScriptedCluster
 from worker.grading import settle as grading
 from worker.grading.preview import PreviewGrader, record
 from worker.harness import spool

@@ -4,14 +4,25 @@ from pathlib import Path
 
 import pytest
 
-from server.core.config import Resources
-from server.core.config import load_settings
+from server.core.config import Resources, load_settings
 from worker.grading.executor import ClusterError, JobState
 from worker.grading.slurm import SlurmExecutor
-from worker.grading.slurm_text import (NodeState, gres_gpus, job_script, late_job_id, limits,
-                               parse_comments, parse_nodes, parse_partition_nodes,
-                               parse_partitions, parse_sacct, parse_sbatch, parse_squeue,
-                               permanent_sbatch_error, sbatch_options)
+from worker.grading.slurm_text import (
+    NodeState,
+    gres_gpus,
+    job_script,
+    late_job_id,
+    limits,
+    parse_comments,
+    parse_nodes,
+    parse_partition_nodes,
+    parse_partitions,
+    parse_sacct,
+    parse_sbatch,
+    parse_squeue,
+    permanent_sbatch_error,
+    sbatch_options,
+)
 
 RECORDED = Path(__file__).parent / "recorded" / "slurm"
 GOLDEN = Path(__file__).parent / "golden"

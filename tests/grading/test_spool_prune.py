@@ -10,8 +10,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from click.testing import CliRunner
-
 from helpers import REFERENCE_Q, queue_submission
+
 from server.core.models import WorkerHeartbeat, utcnow
 from server.web.app import create_app
 from worker.cli.main import main

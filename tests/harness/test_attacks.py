@@ -4,7 +4,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import IDLE_HARNESS, SECRETS, codes, descendants, settled
 
 WRONG = "\n    return a.detach() * 0, b.detach() * 0\n"

@@ -14,15 +14,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
-
 from helpers import REFERENCE_Q
+from test_unprivileged import PYTHON, USER, as_user, needs_account
+
 from worker.harness.jobs import REQUIRED_LAYERS
 from worker.harness.sandbox import LANDLOCK_ABI_CAP
-from test_unprivileged import PYTHON, USER, as_user, needs_account
 
 ROOT = Path(__file__).resolve().parents[2]
 DENY = str(ROOT / "tests" / "harness" / "deny_syscalls.py")

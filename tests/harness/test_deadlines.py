@@ -8,8 +8,8 @@ import time
 from types import SimpleNamespace
 
 import pytest
-
 from helpers import REFERENCE_Q, alive, descendants
+
 from server.core.catalogue import default_root, load_exercise_info
 from worker.grading.local import LocalExecutor
 from worker.harness import runner

@@ -3,14 +3,25 @@ from dataclasses import replace
 
 import pytest
 import torch
-
 from helpers import ONE_BACKWARD_PER_WINDOW
+
 from server.core.catalogue import default_root
 from worker.harness.checks import diagnose_exception
-from worker.harness.codes import (BACKWARD_ON, CATALOGUE, DETACHED_BACKWARD, EINSUM_SUBSCRIPTS,
-                                  GRAD_CLEARED, LEAF_IN_PLACE, NUMPY_LEAVES_THE_GRAPH,
-                                  ONE_ELEMENT_ONLY, PERMUTE_DIMENSIONS, SAME_DEVICE, SAME_DTYPE,
-                                  VIEW_SIZE, VIEW_STRIDES)
+from worker.harness.codes import (
+    BACKWARD_ON,
+    CATALOGUE,
+    DETACHED_BACKWARD,
+    EINSUM_SUBSCRIPTS,
+    GRAD_CLEARED,
+    LEAF_IN_PLACE,
+    NUMPY_LEAVES_THE_GRAPH,
+    ONE_ELEMENT_ONLY,
+    PERMUTE_DIMENSIONS,
+    SAME_DEVICE,
+    SAME_DTYPE,
+    VIEW_SIZE,
+    VIEW_STRIDES,
+)
 from worker.harness.diagnostics import Diagnostic, compare_grad, compare_values
 
 EXPECTED = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]], dtype=torch.float64)

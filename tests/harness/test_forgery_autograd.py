@@ -5,7 +5,6 @@ program it hides: every point rests on values the grader checks, or on its readi
 from pathlib import Path
 
 import pytest
-
 from test_source_rules import FAKE_BASE
 
 EXERCISES = Path(__file__).resolve().parents[2] / "exercises"

@@ -5,8 +5,8 @@ classes stay allowed; a refusal is the submission's failure, said in both langua
 import re
 
 import pytest
-
 from helpers import REFERENCE_Q
+
 from server.core.catalogue import default_root, load_exercise_info
 from worker.harness.grader import Harness
 

@@ -7,7 +7,6 @@ runs into (it prints FORGED when the harness calls what the submission put there
 change is refused or found before the reply, and the grade is the submission's zero with a
 diagnostic that names it."""
 import pytest
-
 from helpers import REFERENCE_Q
 
 HARNESS_FUNCTION = '''

@@ -3,8 +3,14 @@ refuses (built-in convolutions, Functions of one's own, lookups it cannot follow
 (a Function applied in `silu`), and the honest code it must leave alone."""
 import pytest
 
-from worker.harness.source_rules import (applies_own_function, forbidden_uses, hand_written_grads,
-                                         obfuscated_lookups, own_function, own_functions)
+from worker.harness.source_rules import (
+    applies_own_function,
+    forbidden_uses,
+    hand_written_grads,
+    obfuscated_lookups,
+    own_function,
+    own_functions,
+)
 
 CONVOLUTIONS = {"conv2d", "Conv2d", "conv1d", "convolution", "_convolution"}
 

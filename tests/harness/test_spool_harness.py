@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import REFERENCE_Q, alive, descendants, notebook
+
 from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.harness.report import Report

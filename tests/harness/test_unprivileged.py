@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from helpers import IDLE_HARNESS, REFERENCE_Q, settled
 
 ROOT = Path(__file__).resolve().parents[2]

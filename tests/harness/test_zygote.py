@@ -52,6 +52,7 @@ def test_a_student_that_ended_keeps_its_pid_until_the_grader_lets_go(tmp_path):
     answered the grader's reap: until then the pid, which the grader may still signal, names no
     other process (a review: reaped at once, the pid could be reused before the grader's kill)."""
     import os
+
     from worker.harness import launch, sandbox
     from worker.harness.jobs import Limits
     scratch = tmp_path / "scratch"

@@ -27,7 +27,6 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 import requests
 import sqlalchemy as sa
-
 from stack import COURSES, FILES, ROOT, Ledger, Stack, done_run, late, running_run, settle
 
 pytestmark = [pytest.mark.faults, pytest.mark.services]

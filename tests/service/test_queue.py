@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from helpers import REFERENCE_Q, graded_through_api, logged_in, postgres_database, the_course
 
-from helpers import the_course, REFERENCE_Q, graded_through_api, logged_in, postgres_database
 from server.core import migrate
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise, GradingRun, Submission, User

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from helpers import REFERENCE_Q, dispatcher, postgres_database, queue_submission, the_course
 from sqlalchemy.exc import OperationalError
 
-from helpers import the_course, REFERENCE_Q, dispatcher, postgres_database, queue_submission
 from server.core import migrate
 from server.core.config import app_settings
 from server.core.exercises import sync_exercises

@@ -6,14 +6,13 @@ import subprocess
 import time
 
 import pytest
-from click.testing import CliRunner
-
 import slurm_cluster
+from click.testing import CliRunner
 from helpers import new_course
+from test_slurm import config_file, empty_database_url, exercises_folder, own_jobs, settings, shared  # noqa: F401
+
 from server.core.courses import course_catalogue
 from server.core.exercises import sync_exercises
-from test_slurm import (config_file, empty_database_url, exercises_folder,  # noqa: F401
-                        own_jobs, settings, shared)
 from worker.cli.main import main
 from worker.harness import spool
 

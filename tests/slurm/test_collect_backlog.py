@@ -12,9 +12,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 import slurm_cluster
-from helpers import the_course, REFERENCE_Q, queue_submission
+from helpers import REFERENCE_Q, queue_submission, the_course
+
 from server.core import migrate
 from server.core.config import app_settings, load_settings
 from server.core.db import Database

@@ -14,11 +14,18 @@ import uuid
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
-
 import slurm_cluster
-from helpers import (COURSE, REFERENCE_Q, graded_through_api, new_course, postgres_database,
-                     queue_submission, the_course)
+import sqlalchemy as sa
+from helpers import (
+    COURSE,
+    REFERENCE_Q,
+    graded_through_api,
+    new_course,
+    postgres_database,
+    queue_submission,
+    the_course,
+)
+
 from server.core import migrate
 from server.core.catalogue import load_catalogue
 from server.core.config import Settings, load_settings

@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 import slurm_cluster
+
 from server.core.config import Settings, load_settings
 from worker.grading.executor import JobState
 from worker.grading.slurm import SlurmExecutor

@@ -10,12 +10,22 @@ import time
 from pathlib import Path
 
 import pytest
-
 import slurm_cluster
 from helpers import REFERENCE_Q, queue_submission
+from test_slurm import (  # noqa: F401
+    ROOT,
+    config_file,
+    empty_database_url,
+    exercise_with,
+    exercises_folder,
+    make_dispatcher,
+    own_jobs,
+    settings,
+    settle,
+    shared,
+)
+
 from server.core.models import ClusterState, Submission, utcnow
-from test_slurm import (ROOT, config_file, empty_database_url, exercise_with,  # noqa: F401
-                        exercises_folder, make_dispatcher, own_jobs, settings, settle, shared)
 from worker.grading import slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.services,

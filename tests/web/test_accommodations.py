@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
+from helpers import logged_in, received, the_course
 from sqlalchemy import select, update
 
-from helpers import logged_in, received, the_course
 from server.core import migrate
 from server.core.grades import terms
 from server.core.models import Accommodation, Allowance, Exercise, Submission, User, utcnow
@@ -264,8 +264,8 @@ def test_a_bulk_exception_naming_a_non_student_stores_nothing(staffed):
 def test_deadline_reminders_follow_the_accommodation(mailing):
     """SLUG is due in 12 hours, OTHER was due 12 hours ago. ana's 3 extra days put both past the
     next 24 hours; bea's one day makes SLUG due in 36 hours and OTHER in 12; carl has none."""
-    from worker.grading.tasks import remind_deadlines
     from server.core.notices import Kind, choose
+    from worker.grading.tasks import remind_deadlines
     app, recorder, _sent = mailing
     now = utcnow()
     with database(app) as session:

@@ -6,14 +6,22 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from helpers import (
+    CSRF_TOKEN,
+    REFUSED,
+    change_settings,
+    free_port,
+    logged_in,
+    mail_settings,
+    mails,
+    new_course,
+)
 from sqlalchemy import select
+from test_roster import HEADER, links, set_password, users
 
-from helpers import (CSRF_TOKEN, REFUSED, change_settings, free_port, logged_in, mail_settings,
-                     mails, new_course)
 from server.core import counters
 from server.core.db import Database
 from server.core.models import User
-from test_roster import HEADER, links, set_password, users
 from worker.cli.main import main
 
 

@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 import sqlalchemy as sa
-
 from helpers import CSRF_TOKEN, REFERENCE_Q, logged_in, new_course
+
 from server.core.catalogue import DEADLINE_POLICIES
 from server.core.courses import enrol, find_course
 from server.core.models import Course, Enrolment, Exercise, Submission, User

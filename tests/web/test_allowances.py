@@ -8,12 +8,11 @@ import re
 import zoneinfo
 
 import pytest
+from helpers import change_settings, logged_in, the_course
 from sqlalchemy import select
 
-from helpers import change_settings, logged_in, the_course
 from hpcgrade.summary import summary
-from server.core.grades import terms
-from server.core.grades import take
+from server.core.grades import take, terms
 from server.core.models import Allowance, Exercise, GradingRun, Submission, User, utcnow
 from server.core.users import add_user
 from server.web import allowances as allowances_module

@@ -8,11 +8,18 @@ import html
 import re
 
 import pytest
+from helpers import logged_in
 from sqlalchemy import event, select
 
-from helpers import logged_in
-from server.core.models import (CheckResult, DiagnosticResult, Exercise, GradingRun, Submission,
-                                User, utcnow)
+from server.core.models import (
+    CheckResult,
+    DiagnosticResult,
+    Exercise,
+    GradingRun,
+    Submission,
+    User,
+    utcnow,
+)
 from server.core.users import add_user
 from server.web.course import check_rates, diagnosed_submissions, mistake_counts, standings
 

@@ -5,7 +5,6 @@ import time
 
 import pytest
 import sqlalchemy as sa
-
 from helpers import REFERENCE_Q, SECOND_COURSE, second_edition
 
 

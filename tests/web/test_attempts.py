@@ -7,10 +7,10 @@ import re
 from html import unescape
 
 import pytest
-from sqlalchemy import select
-
 from course_data import submit
 from helpers import logged_in, the_course
+from sqlalchemy import select
+
 from server.core.models import Exercise, GradingRun, SetGrade, Submission, User, utcnow
 from server.web.attempts import MOST_COMPARED_LINES, MOST_DIFF_ROWS, check_changes, code_diff
 

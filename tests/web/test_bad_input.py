@@ -6,8 +6,8 @@ import re
 
 import pytest
 import sqlalchemy as sa
-
 from helpers import log_in
+
 from server.core.models import Submission
 
 LIMIT = 1024 << 10  # MAX_UPLOAD_KB's default, in bytes

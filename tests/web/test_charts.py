@@ -5,8 +5,8 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from helpers import logged_in
+
 from server.web.charts import diagnostics_chart, histogram, score_bins
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs

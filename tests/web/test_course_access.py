@@ -9,15 +9,24 @@ import re
 import zipfile
 
 import pytest
+from course_data import submit
 from flask import url_for
+from helpers import CSRF_TOKEN, log_in, new_course
 from sqlalchemy import select
 
-from course_data import submit
-from helpers import CSRF_TOKEN, log_in, new_course
 from server.core.courses import enrol
 from server.core.exercises import sync_exercises
-from server.core.models import (Allowance, Course, Exercise, GradingRun, Regrade, SetGrade,
-                                Submission, User, utcnow)
+from server.core.models import (
+    Allowance,
+    Course,
+    Exercise,
+    GradingRun,
+    Regrade,
+    SetGrade,
+    Submission,
+    User,
+    utcnow,
+)
 from server.core.users import add_user
 from server.web.regrade_preview import start
 

@@ -4,9 +4,9 @@ import io
 import re
 
 import pytest
+from helpers import REFERENCE_Q, logged_in, new_course
 from sqlalchemy import select
 
-from helpers import REFERENCE_Q, logged_in, new_course
 from server.core.courses import archive_course, enrol
 from server.core.exercises import sync_exercises
 from server.core.models import Course, Submission, User

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from helpers import COURSE_ORDER, REFERENCE_Q, logged_in, the_course
 from werkzeug.serving import make_server
 
-from helpers import the_course, COURSE_ORDER, REFERENCE_Q, logged_in
 from server.core.catalogue import ExerciseConfigError, load_exercise_info
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise, Submission

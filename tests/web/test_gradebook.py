@@ -8,9 +8,9 @@ import re
 import zipfile
 
 import pytest
+from helpers import log_in, logged_in, the_course
 from sqlalchemy import update
 
-from helpers import the_course, log_in, logged_in
 from server.core.catalogue import load_catalogue
 from server.core.exercises import sync_exercises
 from server.core.models import Exercise

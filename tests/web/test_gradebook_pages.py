@@ -6,13 +6,13 @@ import io
 import re
 
 import pytest
-from sqlalchemy import select
-
 from course_data import submit
 from helpers import logged_in, the_course
+from sqlalchemy import select
+from test_gradebook import body_rows, only
+
 from server.core.models import Exercise, User
 from server.core.users import add_user
-from test_gradebook import body_rows, only
 
 STUDENTS = 200
 GRADES = "/courses/pytorch/staff/grades"

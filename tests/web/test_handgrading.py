@@ -5,9 +5,9 @@ import contextlib
 import re
 
 import pytest
+from helpers import logged_in
 from sqlalchemy import select
 
-from helpers import logged_in
 from server.core.models import Exercise, SavedComment, User, utcnow
 from server.core.users import add_user
 from server.web.submissions import Rules, accept

@@ -6,8 +6,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from helpers import REFERENCE_Q, log_in
+
 from server.core.users import add_user
 
 EXPECTED = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",

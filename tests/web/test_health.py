@@ -4,12 +4,12 @@ import datetime as dt
 import json
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from helpers import REFERENCE_Q, change_settings, grade_next, logged_in
+from prometheus_client.parser import text_string_to_metric_families
+from test_result_page import SIGN_FLIPPED, send
+
 from server.core.models import ClusterState, ScheduleRun, WorkerHeartbeat, utcnow
 from server.web.app import create_app
-from test_result_page import SIGN_FLIPPED, send
 from worker.grading import settle
 from worker.harness.report import HARNESS_START, Report
 

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
-
 from helpers import IN_COURSE, REFERENCE_Q, free_port, log_in, postgres_database, the_course
+
 from server.core.models import Exercise, Submission, User
 from server.web.submissions import Rules, submit_once
 
@@ -211,9 +211,10 @@ def test_a_database_nobody_listens_on_is_a_503_with_retry_after():
 @pytest.mark.services
 def test_a_postgresql_that_goes_away_is_a_503_and_comes_back():
     from helpers import POSTGRES
+
     from server.core import migrate
-    from server.core.exercises import sync_exercises
     from server.core.catalogue import load_catalogue
+    from server.core.exercises import sync_exercises
     from server.core.users import add_user
     for url in postgres_database():
         migrate.upgrade(url)
@@ -246,6 +247,7 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(course,
     the client sends again, with the same key, and one submission is stored."""
     from click.testing import CliRunner
     from werkzeug.serving import make_server
+
     from worker.cli.client import submit
     course.config["PROPAGATE_EXCEPTIONS"] = False
     failures = [RuntimeError("lost after the commit")]

@@ -6,10 +6,10 @@ import re
 
 import pytest
 from flask import render_template_string
+from helpers import CSRF_TOKEN, log_in
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
-from helpers import CSRF_TOKEN, log_in
 from server.core.models import Exercise
 from server.core.users import add_user
 from worker.harness import submission

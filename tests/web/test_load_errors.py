@@ -4,9 +4,9 @@ check that expects it, and a loader the student's code broke is such a load erro
 import shutil
 
 import pytest
+from helpers import REFERENCE_Q, grade_next, logged_in
 from sqlalchemy import select
 
-from helpers import REFERENCE_Q, grade_next, logged_in
 from server.core.catalogue import default_root, load_exercise_info
 from server.core.models import Exercise
 from server.core.users import add_user

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from helpers import REFERENCE_Q, change_settings
 from werkzeug.serving import make_server
 from werkzeug.test import EnvironBuilder
 
-from helpers import REFERENCE_Q, change_settings
 from hpcgrade.service import NOT_LOGGED_IN, Service, ServiceError
 from server.core.models import MungeCredential, Submission, User
 from server.core.munge import binding

@@ -4,9 +4,9 @@ the request); the task then mails, through a real SMTP server (aiosmtpd), the st
 wants it, in the language they last chose. Each user turns each notice on or off on their
 account's page."""
 import pytest
+from helpers import IN_COURSE, change_settings, logged_in, received
 from sqlalchemy import select
 
-from helpers import IN_COURSE, change_settings, logged_in, received
 from server.core.models import Exercise, GradingRun, SetGrade, User, utcnow
 
 SLUG = "autograd-q"
@@ -223,6 +223,7 @@ def test_nothing_is_sent_without_a_mail_server(mailing):
 
 def test_a_mail_server_that_is_away_is_tried_again_for_the_notices_left(mailing, monkeypatch):
     from helpers import free_port
+
     from worker.grading.tasks import notify
     app, recorder, sent = mailing
     set_grade(app)

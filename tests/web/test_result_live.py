@@ -8,12 +8,12 @@ import re
 from html import unescape
 
 import pytest
-from sqlalchemy import select
-
 from helpers import REFERENCE_Q, change_settings, logged_in, notebook
+from sqlalchemy import select
+from test_result_page import SIGN_FLIPPED, graded_page, send
+
 from server.core.models import ClusterState, Exercise, GradingRun, Submission, utcnow
 from server.web import live, results
-from test_result_page import SIGN_FLIPPED, graded_page, send
 
 pytestmark = pytest.mark.postgresql_only
 

@@ -9,9 +9,9 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from helpers import ONE_BACKWARD_PER_WINDOW, REFERENCE_Q, grade_next, logged_in, notebook
 from sqlalchemy import func, select
 
-from helpers import ONE_BACKWARD_PER_WINDOW, REFERENCE_Q, grade_next, logged_in, notebook
 from server.core.inline_markdown import to_terminal
 from server.core.models import Submission
 from server.web.markup import to_html
@@ -189,7 +189,7 @@ def test_the_waiting_page_has_one_live_status_the_script_updates(course):
     assert '<span id="place"> · posición en la cola: 1' in live
     for state, label in [("queued", "en cola"), ("running", "corrigiendo"), ("graded", "corregida"),
                          ("error", "error del corrector"), ("cancelled", "cancelada")]:
-        assert f'data-label-{state}="' in page
+        assert f'data-label-{state}="{label}"' in page
     assert re.search(r'data-label-running="corrigiendo"', page)
     script = client.get("/static/submission.js").text
     assert 'document.querySelector("#live .tag")' in script and "tag.className" in script

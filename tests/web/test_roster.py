@@ -9,9 +9,9 @@ from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner
+from helpers import COURSE_ORDER, CSRF_TOKEN, log_in, logged_in, new_course
 from sqlalchemy import func, select
 
-from helpers import COURSE_ORDER, CSRF_TOKEN, log_in, logged_in, new_course
 from server.core.catalogue import default_root
 from server.core.db import Database
 from server.core.models import Course, Enrolment, Exercise, User
@@ -308,7 +308,7 @@ def test_exercises_are_synced_from_the_web(staffed, exercises_copy):
     shutil.copytree(exercises_copy / "metrics", exercises_copy / "metrics-two")
     shutil.rmtree(exercises_copy / "autograd-no-track")
     toml = exercises_copy / "tensors-reshape" / "exercise.toml"
-    toml.write_text(re.sub(r'en = "[^"]*"', 'en = "Reshaping, renamed"', toml.read_text(), 1))
+    toml.write_text(re.sub(r'en = "[^"]*"', 'en = "Reshaping, renamed"', toml.read_text(), count=1))
     assert "Sync the exercises" in client.get("/courses/pytorch/staff/roster/").text
     synced = client.post("/courses/pytorch/staff/roster/exercises/sync", data={"csrf_token": token})
     assert synced.status_code == 303

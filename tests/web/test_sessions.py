@@ -6,10 +6,10 @@ import time
 import uuid
 from urllib.parse import quote
 
-import pytest
-
 import helpers
+import pytest
 from helpers import change_settings
+
 from server.core.config import app_settings
 from server.web.app import create_app
 
@@ -210,6 +210,7 @@ def test_tries_at_once_cannot_pass_the_account_limit_together(course, monkeypatc
     """Each try takes its room before its password is checked: ten sent while the first are
     still hashing get five checks (5 per minute), not ten."""
     import threading
+
     from server.web import throttle
     checked = []
 

@@ -6,11 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import COURSE_ORDER, REFERENCE_Q, dispatcher, grade, grade_next, logged_in, the_course
 from sqlalchemy import select
 
 from server.core.catalogue import default_root, load_exercise_info
-from helpers import (COURSE_ORDER, REFERENCE_Q, dispatcher, grade, grade_next, logged_in,
-                     the_course)
 from server.core.models import Enrolment, Exercise, Submission, User
 from server.core.users import add_user
 from server.web.submissions import Rules, accept, reopen

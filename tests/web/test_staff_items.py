@@ -8,14 +8,23 @@ import html
 import re
 import zoneinfo
 
-from sqlalchemy import select
-
 from course_data import marked_course, submit  # noqa: F401 (a fixture)
 from helpers import change_settings, logged_in
-from server.core.models import (Allowance, CheckResult, DiagnosticResult, Exercise, GradingRun,
-                                SetGrade, Submission, User, utcnow)
-from server.core.users import add_user
+from sqlalchemy import select
 from test_roster import HEADER, upload, users, wrong_lines
+
+from server.core.models import (
+    Allowance,
+    CheckResult,
+    DiagnosticResult,
+    Exercise,
+    GradingRun,
+    SetGrade,
+    Submission,
+    User,
+    utcnow,
+)
+from server.core.users import add_user
 
 PAGE = "/courses/pytorch/staff/students/ana/exercises/autograd-q"
 ZONE = "Europe/Madrid"

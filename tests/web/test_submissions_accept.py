@@ -4,8 +4,8 @@ import datetime as dt
 import pytest
 from flask import Flask
 from flask_babel import force_locale
-
 from helpers import the_course
+
 from server.core.config import SETTINGS_KEY, Settings
 from server.core.models import Exercise, Submission, User
 from server.web import i18n

@@ -7,9 +7,9 @@ import warnings
 from html import unescape
 
 import pytest
+from helpers import REFERENCE_Q, grade_next, logged_in, notebook
 from sqlalchemy import select
 
-from helpers import REFERENCE_Q, grade_next, logged_in, notebook
 from hpcgrade.summary import summary
 from server.core.models import Submission
 from server.web.submissions import PASTED, check_code

@@ -8,8 +8,8 @@ import re
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-
 from helpers import REFERENCE_Q, change_settings, log_in, new_course
+
 from server.core.models import ApiToken, Enrolment, User
 from worker.cli.main import main
 

@@ -3,8 +3,8 @@ ran: the answer names the limit of what was sent there (a notebook's advice for 
 only), and leads back to the page of this site it came from, never to another site."""
 
 import pytest
-
 from helpers import logged_in
+
 from server.web.app import UPLOAD_CAP_FACTOR
 
 # its queries are tested on both databases elsewhere: the pages, on the one a deployment runs

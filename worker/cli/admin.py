@@ -19,8 +19,16 @@ from server.core.db import Database
 from server.core.ldap_directory import DirectoryUnavailable, known_usernames
 from server.core.models import AuthSource, Enrolment, User, utcnow
 from server.core.tokens import TokenError, listed, revoke
-from server.core.users import (ROLES, UserError, add_or_enrol, add_user, decode_roster,
-                               import_roster, only_course, set_password)
+from server.core.users import (
+    ROLES,
+    UserError,
+    add_or_enrol,
+    add_user,
+    decode_roster,
+    import_roster,
+    only_course,
+    set_password,
+)
 from worker.cli.users_sync import users_sync
 
 

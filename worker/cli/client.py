@@ -16,8 +16,14 @@ from pathlib import Path
 import click
 
 from hpcgrade import client_file, service
-from hpcgrade.service import (Advice, Service, ServiceError, course_and_exercise, listed_courses,
-                              log_in)
+from hpcgrade.service import (
+    Advice,
+    Service,
+    ServiceError,
+    course_and_exercise,
+    listed_courses,
+    log_in,
+)
 from hpcgrade.summary import summary, translator
 
 LANGS = click.Choice(["en", "es"])

@@ -14,8 +14,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from server.core.catalogue import ExerciseConfigError, default_root
 from server.core.config import ConfigError, Resources, Settings, load_settings
-from server.core.courses import (CourseError, course_catalogue, exercises_path, find_course,
-                                 open_courses)
+from server.core.courses import (
+    CourseError,
+    course_catalogue,
+    exercises_path,
+    find_course,
+    open_courses,
+)
 from server.core.db import Database
 from server.core.models import Course
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState

@@ -14,11 +14,20 @@ import click
 from sqlalchemy import select
 
 from server.core.catalogue import DEADLINE_POLICIES, ExerciseConfigError
-from server.core.course_admin import (SLURM_KEYS, counts, pairs, slurm_text, slurm_with,
-                                      sync_course)
-from server.core.courses import (CourseError, archive_course, copy_course, course_catalogue,
-                                 course_settings, create_course, edit_course, exercises_path,
-                                 find_course, job_names, open_courses)
+from server.core.course_admin import SLURM_KEYS, counts, pairs, slurm_text, slurm_with, sync_course
+from server.core.courses import (
+    CourseError,
+    archive_course,
+    copy_course,
+    course_catalogue,
+    course_settings,
+    create_course,
+    edit_course,
+    exercises_path,
+    find_course,
+    job_names,
+    open_courses,
+)
 from server.core.models import Course
 from worker.cli.admin import _in_transaction, catalogue
 

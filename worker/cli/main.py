@@ -20,8 +20,13 @@ from pathlib import Path
 import click
 
 from hpcgrade.summary import summary
-from server.core.catalogue import (SLUG, ExerciseConfigError, ExerciseInfo, default_root,
-                              load_exercise_info)
+from server.core.catalogue import (
+    SLUG,
+    ExerciseConfigError,
+    ExerciseInfo,
+    default_root,
+    load_exercise_info,
+)
 from worker.cli.self_check import derived_check, self_check
 from worker.harness import spool
 from worker.harness.jobs import Job

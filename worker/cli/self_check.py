@@ -17,8 +17,8 @@ from pathlib import Path
 
 from server.core.catalogue import ExerciseInfo
 from worker.harness import visible_mistakes
-from worker.harness.derived import derive
 from worker.harness.codes import LANGUAGES
+from worker.harness.derived import derive
 from worker.harness.report import codes
 from worker.harness.runner import HarnessProcess
 

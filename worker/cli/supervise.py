@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 

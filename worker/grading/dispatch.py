@@ -38,14 +38,28 @@ from server.core.config import Resources, Settings
 from server.core.counters import count
 from server.core.courses import course_catalogue
 from server.core.db import Database
-from server.core.models import (Course, Exercise, GradingRun, RunStatus, Submission,
-                                SubmissionStatus, utcnow)
+from server.core.models import (
+    Course,
+    Exercise,
+    GradingRun,
+    RunStatus,
+    Submission,
+    SubmissionStatus,
+    utcnow,
+)
 from server.core.queue import TURNS
 from worker.grading import cluster_state
 from worker.grading import settle as grading
 from worker.grading.collect import Collecting, aware
-from worker.grading.executor import (ClusterError, Executor, ImpossibleRequest, JobState,
-                                     NotTakingJobs, SubmitError, reports_as_they_come)
+from worker.grading.executor import (
+    ClusterError,
+    Executor,
+    ImpossibleRequest,
+    JobState,
+    NotTakingJobs,
+    SubmitError,
+    reports_as_they_come,
+)
 from worker.grading.pilots import Pilots
 from worker.grading.shapes import Shape, course_shape
 from worker.harness import spool

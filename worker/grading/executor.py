@@ -18,8 +18,8 @@ on a pipe, keeps it in memory). An executor
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from worker.grading.shapes import Shape

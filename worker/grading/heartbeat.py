@@ -119,7 +119,8 @@ class Heartbeat(bootsteps.ConsumerStep):
                 log.warning("heartbeat %s not sent: the broker is away (%s)", number, exc)
             else:
                 with self.back:
-                    self.back.wait_for(lambda: self.last_back >= number or self.stopped.is_set(),
+                    self.back.wait_for(lambda number=number: self.last_back >= number
+                                       or self.stopped.is_set(),
                                        timeout=seconds)
                     came = self.last_back >= number
                 stopped = self._stopped_pool_processes(consumer)

@@ -34,8 +34,13 @@ from sqlalchemy.orm import Session, selectinload
 from server.core.models import GradingRun, Regrade, RunStatus, Submission, utcnow
 from worker.grading import settle as grading
 from worker.grading.dispatch import Dispatcher
-from worker.grading.executor import (ClusterError, Executor, SubmitError, ready_reports,
-                                     reports_as_they_come)
+from worker.grading.executor import (
+    ClusterError,
+    Executor,
+    SubmitError,
+    ready_reports,
+    reports_as_they_come,
+)
 from worker.harness import spool
 from worker.harness.jobs import Limits
 from worker.harness.report import Report

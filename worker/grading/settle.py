@@ -22,8 +22,15 @@ from sqlalchemy.orm import Session, object_session, sessionmaker
 
 from server.core.counters import START_BUCKETS, count, observe
 from server.core.grades import take
-from server.core.models import (CheckResult, DiagnosticResult, GradingRun, RunStatus,
-                                Submission, SubmissionStatus, utcnow)
+from server.core.models import (
+    CheckResult,
+    DiagnosticResult,
+    GradingRun,
+    RunStatus,
+    Submission,
+    SubmissionStatus,
+    utcnow,
+)
 from worker.harness.report import HARNESS_START, Report, clip
 
 MAX_RUNS = 3

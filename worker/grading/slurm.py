@@ -24,10 +24,22 @@ from server.core.config import Resources, Settings
 from server.core.submit_host import command_prefix, remote_command
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, NotTakingJobs
 from worker.grading.shapes import Shape, service_shape
-from worker.grading.slurm_text import (PartitionLimits, job_script, late_job_id, limits,
-                                       parse_comments, parse_nodes, parse_partition_nodes,
-                                       parse_partitions, parse_sacct, parse_sbatch, parse_squeue,
-                                       parse_squeue_json, permanent_sbatch_error, sbatch_options)
+from worker.grading.slurm_text import (
+    PartitionLimits,
+    job_script,
+    late_job_id,
+    limits,
+    parse_comments,
+    parse_nodes,
+    parse_partition_nodes,
+    parse_partitions,
+    parse_sacct,
+    parse_sbatch,
+    parse_squeue,
+    parse_squeue_json,
+    permanent_sbatch_error,
+    sbatch_options,
+)
 from worker.harness import spool
 from worker.harness.jobs import Job, Limits
 from worker.harness.report import Report

@@ -15,15 +15,15 @@ from typing import Callable, ContextManager
 from celery import shared_task
 from flask import current_app
 
+from server.core import notice_rounds, notices
 from server.core.config import app_settings
 from server.core.ldap_directory import DirectoryUnavailable
 from server.core.ldap_sync import describe, sync_enrolments
-from server.core import notice_rounds, notices
 from server.core.mail import MailAway, mail_configured, report_refused, send_links
 from server.core.models import ScheduleRun, User, utcnow
 from server.core.queue import enqueue, send_notice, stuck
-from worker.grading import settle as grading
 from worker.grading import heartbeat, spool_prune
+from worker.grading import settle as grading
 from worker.grading.dispatch import Dispatcher
 from worker.grading.executor import Executor
 from worker.grading.executors import make_executor
@@ -136,7 +136,7 @@ def mail_links(self, user_ids: list[int], base_url: str, lang: str, staff_id: in
             session.commit()
             log.warning("mail server away (%s): %s links wait", away, len(away.left))
             raise self.retry(args=[away.left, base_url, lang, staff_id], exc=away,
-                             countdown=MAIL_RETRY_SECONDS)
+                             countdown=MAIL_RETRY_SECONDS) from away
         if refused:
             try:
                 report_refused(session, session.get(User, staff_id), refused, lang)
@@ -157,7 +157,8 @@ def notify(self, event: str, ids: list[int]) -> int:
             return notices.notify(session, event, ids)
         except MailAway as away:
             log.warning("mail server away (%s): %s notices %s wait", away, event, away.left)
-            raise self.retry(args=[event, away.left], exc=away, countdown=MAIL_RETRY_SECONDS)
+            raise self.retry(args=[event, away.left], exc=away,
+                             countdown=MAIL_RETRY_SECONDS) from away
         finally:
             session.commit()  # what went out, counted
 

@@ -18,12 +18,20 @@ from typing import Any, Callable
 import torch
 
 from worker.harness import seal
-from worker.harness.codes import (BACKWARD_ON, DETACHED_BACKWARD, EINSUM_SUBSCRIPTS,
-                                  LEAF_IN_PLACE, NUMPY_LEAVES_THE_GRAPH, ONE_ELEMENT_ONLY,
-                                  PERMUTE_DIMENSIONS, SAME_DEVICE, SAME_DTYPE, VIEW_SIZE,
-                                  VIEW_STRIDES)
-from worker.harness.diagnostics import (Diagnostic, Fail, compare_grad, compare_values, short,
-                                        shown)
+from worker.harness.codes import (
+    BACKWARD_ON,
+    DETACHED_BACKWARD,
+    EINSUM_SUBSCRIPTS,
+    LEAF_IN_PLACE,
+    NUMPY_LEAVES_THE_GRAPH,
+    ONE_ELEMENT_ONLY,
+    PERMUTE_DIMENSIONS,
+    SAME_DEVICE,
+    SAME_DTYPE,
+    VIEW_SIZE,
+    VIEW_STRIDES,
+)
+from worker.harness.diagnostics import Diagnostic, Fail, compare_grad, compare_values, short, shown
 from worker.harness.remote import RemoteObject, RemoteTensor, Student, StudentError
 from worker.harness.source_rules import Finding, hand_written_grads
 

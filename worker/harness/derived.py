@@ -337,9 +337,9 @@ def _operator_edits(at: int, node: ast.AST) -> Iterator[Edit]:
         yield ((at, lambda u: u.operand),)
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         closed = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
-        if type(node.ops[0]) in closed:
-            yield ((at, lambda c, op=closed[type(node.ops[0])]: (
-                setattr(c, "ops", [op()]), c)[1]),)
+        other = closed.get(type(node.ops[0]))
+        if other is not None:
+            yield ((at, lambda c, op=other: (setattr(c, "ops", [op()]), c)[1]),)
 
 
 def _statement_edits(at: int, node: ast.stmt, places: dict[int, int]) -> Iterator[Edit]:

@@ -11,8 +11,14 @@ from typing import Any
 
 import torch
 
-from worker.harness.codes import ACCUMULATED_PATTERN, CATALOGUE, GRAD_CLEARED, LANGUAGES, WRONG_NUMBER, WRONG_TYPE
-
+from worker.harness.codes import (
+    ACCUMULATED_PATTERN,
+    CATALOGUE,
+    GRAD_CLEARED,
+    LANGUAGES,
+    WRONG_NUMBER,
+    WRONG_TYPE,
+)
 
 # A mistake an earlier check of the same submission already explained: said once, there.
 SAME_AS = (

@@ -10,8 +10,8 @@ import importlib.util
 import secrets
 import sys
 import time
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -26,11 +26,10 @@ from worker.harness.derived import Derived, derive
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.jobs import HIDDEN_CHECKS, VISIBLE_CHECKS, Job, Limits, exercise_version
 from worker.harness.launch import Zygote, ZygoteLost, child_environment
-from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
 from worker.harness.said_once import SaidOnce
 from worker.harness.second_look import SecondLook, run_check
 from worker.harness.session import LOADING, Session
-
+from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
 
 YOUR_CODE = {"en": "Your code", "es": "Tu código"}
 STOPPED_GRADER = {"en": "it stopped a process of the grader (a signal to a process that is not "

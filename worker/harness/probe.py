@@ -45,6 +45,7 @@ def layers(required: tuple[str, ...], device: str) -> dict:
     zygote = Zygote(child_environment())
     try:
         import torch  # after the zygote has started, as the grader does
+
         from worker.harness.student_process import Output, StudentProcess
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -17,7 +17,6 @@ from worker.harness import protocol
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.student_process import StudentDied, StudentError, StudentProcess
 
-
 # What the student process says about a tensor beyond its bytes, shape, strides, dtype and device,
 # and the types the grader accepts for it. A claim: it may choose a diagnostic's words, never earn
 # a point (the process is the submission's, its harness code included).

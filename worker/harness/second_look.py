@@ -27,9 +27,9 @@ from worker.harness.checks import AdviceSpec, CheckSpec, Context, diagnose_excep
 from worker.harness.codes import DETACHED_BACKWARD, LANGUAGES, said_elsewhere
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.graph_exits import exits_hint, graph_exits
+from worker.harness.session import Session
 from worker.harness.source_rules import said_of
 from worker.harness.student_process import StudentDied, StudentError
-from worker.harness.session import Session
 
 # what the student's code does on its own (it raised, hung, died, behaved at random): no wrong
 # program's values explain it

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from worker.harness import protocol, sandbox, seal, syscalls, watch
+from worker.harness import protocol, sandbox, syscalls, watch
 
 _TB = torch._C.TensorBase
 _TB_ATTRS = _TB.__dict__

@@ -109,7 +109,7 @@ def _student_loop(box: list, go: Any, done: Any, state: tuple, setup: Callable[[
             box[1] = (True, job(), tuple(repr(read()) for read in state))
         except BaseException as exc:
             box[1] = (False, exc, tuple(repr(read()) for read in state))
-        job = exc = None
+        job = None
         done.release()
 
 

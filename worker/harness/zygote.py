@@ -26,14 +26,14 @@ from typing import NoReturn
 
 from worker.harness import mounts, sandbox, seal, seccomp, syscalls
 
-
 IDLE_BEFORE_WARM = 0.2  # seconds without a request
 WARM_AT_LATEST = 5.0  # seconds after it is due: a busy queue leaves no quiet moment
 
 
 def warm_up_autograd() -> None:
     """Pay once the lazy imports that a first backward, Function and module cost every student."""
-    import math, random, tempfile, traceback, linecache  # noqa: F401,E401  (students' usual imports)
+    import math  # noqa: F401,E401  (students' usual imports)
+
     import numpy
     import torch
     import torch.fx.experimental.symbolic_shapes  # noqa: F401  (what a first backward imports)
@@ -223,6 +223,7 @@ def main(fd: int, sealed: bool = True) -> None:
     sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # die with the grader
     scratches = Scratches()  # before torch starts a thread
     import torch
+
     # in memory before the first spare: no student imports it
     from worker.harness import student  # noqa: F401
     torch.set_num_threads(1)
