@@ -13,6 +13,7 @@ the scratch used: the peak of what the grader saw under its scratch root (polled
 peak growth of the used space of the filesystem that holds it. Run it on an older tree with
 PYTHONPATH pointing at that tree to compare.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,10 @@ import threading
 import time
 from pathlib import Path
 
-HUGE = ("import sys\nsys.modules['worker.harness.student'].MAX_MESSAGE=1<<30\n"
-        "raise Exception('x'*15_000_000)\n")
+HUGE = (
+    "import sys\nsys.modules['worker.harness.student'].MAX_MESSAGE=1<<30\n"
+    "raise Exception('x'*15_000_000)\n"
+)
 
 SLEEPS = """import time, torch
 def stack_rows(a, b):
@@ -108,11 +111,14 @@ def main() -> int:
     from server.core.catalogue import default_root, load_exercise_info
     from worker.harness.grader import Harness
 
-    cases = [("huge-exception", "autograd-q", HUGE),
-             ("sleeps", "tensors-combine", SLEEPS.format(s=args.sleep)),
-             ("scratch", "autograd-q", SCRATCH)]
+    cases = [
+        ("huge-exception", "autograd-q", HUGE),
+        ("sleeps", "tensors-combine", SLEEPS.format(s=args.sleep)),
+        ("scratch", "autograd-q", SCRATCH),
+    ]
     cases = [c for c in cases if not args.only or c[0] in args.only]
     import worker.harness.grader as grader_module
+
     print(f"tree: {Path(grader_module.__file__).resolve().parents[2]}")
     with tempfile.TemporaryDirectory(prefix="hpcgrade-bench-") as work:
         scratch_root = os.path.join(work, "scratch")
@@ -127,22 +133,37 @@ def main() -> int:
                     report = harness.grade_job(job).to_dict()
                 seconds = time.perf_counter() - started
                 size = len(json.dumps(report).encode())
-                said = [line for line in report.get("output", "").splitlines()
-                        if line.startswith("scratch")]
-                codes = sorted({d["code"] for c in report.get("checks", [])
-                                for d in c["diagnostics"]}
-                               | {n.get("code") for n in report.get("notes", [])
-                                  if n.get("code")})
-                print(f"{name:15} {slug:16} report {size / 1024:10.1f} KiB  "
-                      f"score {report.get('score')}/{report.get('max_score')}  "
-                      f"time {seconds:6.1f} s  scratch peak {watch.peak_tree / 2**20:7.1f} MiB "
-                      f"(filesystem +{max(watch.peak_fs, 0) / 2**20:.1f} MiB)  codes {codes}"
-                      + (f"  student: {'; '.join(said)}" if said else ""), flush=True)
+                said = [
+                    line
+                    for line in report.get("output", "").splitlines()
+                    if line.startswith("scratch")
+                ]
+                codes = sorted(
+                    {d["code"] for c in report.get("checks", []) for d in c["diagnostics"]}
+                    | {n.get("code") for n in report.get("notes", []) if n.get("code")}
+                )
+                print(
+                    f"{name:15} {slug:16} report {size / 1024:10.1f} KiB  "
+                    f"score {report.get('score')}/{report.get('max_score')}  "
+                    f"time {seconds:6.1f} s  scratch peak {watch.peak_tree / 2**20:7.1f} MiB "
+                    f"(filesystem +{max(watch.peak_fs, 0) / 2**20:.1f} MiB)  codes {codes}"
+                    + (f"  student: {'; '.join(said)}" if said else ""),
+                    flush=True,
+                )
                 if args.json:
-                    print(json.dumps({"case": name, "report_bytes": size, "seconds": seconds,
-                                      "scratch_peak_bytes": watch.peak_tree,
-                                      "filesystem_peak_bytes": watch.peak_fs,
-                                      "score": report.get("score"), "codes": codes}))
+                    print(
+                        json.dumps(
+                            {
+                                "case": name,
+                                "report_bytes": size,
+                                "seconds": seconds,
+                                "scratch_peak_bytes": watch.peak_tree,
+                                "filesystem_peak_bytes": watch.peak_fs,
+                                "score": report.get("score"),
+                                "codes": codes,
+                            }
+                        )
+                    )
     return 0
 
 

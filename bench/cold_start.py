@@ -8,6 +8,7 @@ read back from there). The three are interleaved so that a noisy neighbour hits 
 
     .venv/bin/python bench/cold_start.py [--runs 5] [--python PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,14 +33,20 @@ ENVIRONMENT = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": st
 
 
 def job(run_id: str) -> Job:
-    return Job(exercise="autograd-q", exercise_dir=str(EXERCISE), submission=str(REFERENCE),
-               filename="reference.py", id=run_id)
+    return Job(
+        exercise="autograd-q",
+        exercise_dir=str(EXERCISE),
+        submission=str(REFERENCE),
+        filename="reference.py",
+        id=run_id,
+    )
 
 
 def timed(command: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
     started = time.perf_counter()
-    done = subprocess.run(command, env=ENVIRONMENT, cwd=ROOT, capture_output=True, text=True,
-                          **kwargs)
+    done = subprocess.run(
+        command, env=ENVIRONMENT, cwd=ROOT, capture_output=True, text=True, **kwargs
+    )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{command} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -52,8 +59,9 @@ def import_torch(python: str) -> float:
 
 def serve(python: str, scratch: str) -> float:
     line = json.dumps(job("serve").to_dict()) + "\n"
-    elapsed, done = timed([python, "-m", "worker.harness", "serve", "--scratch", scratch],
-                          input=line)
+    elapsed, done = timed(
+        [python, "-m", "worker.harness", "serve", "--scratch", scratch], input=line
+    )
     ready, report = (json.loads(line) for line in done.stdout.splitlines())
     assert ready == {"ready": True}, ready
     assert report["status"] == "graded" and report["score"] == report["max_score"], report
@@ -63,8 +71,9 @@ def serve(python: str, scratch: str) -> float:
 def spool_run(python: str, scratch: str, root: Path, number: int) -> float:
     run_id = f"cold-{number}"
     spool.write_run(root, job(run_id), REFERENCE.read_bytes())
-    elapsed, _ = timed([python, "-m", "worker.harness", "spool", "--scratch", scratch, str(root),
-                        run_id])
+    elapsed, _ = timed(
+        [python, "-m", "worker.harness", "spool", "--scratch", scratch, str(root), run_id]
+    )
     report = spool.read_report(spool.run_dir(root, run_id))
     assert report and report.status == "graded" and report.score == report.max_score, report
     return elapsed
@@ -72,8 +81,10 @@ def spool_run(python: str, scratch: str, root: Path, number: int) -> float:
 
 def describe(name: str, times: list[float], baseline: float) -> str:
     median = statistics.median(times)
-    return (f"{name:34}: median {median * 1000:6.0f} ms  (min {min(times) * 1000:.0f}, "
-            f"max {max(times) * 1000:.0f}, n={len(times)})  ratio {median / baseline:.2f}")
+    return (
+        f"{name:34}: median {median * 1000:6.0f} ms  (min {min(times) * 1000:.0f}, "
+        f"max {max(times) * 1000:.0f}, n={len(times)})  ratio {median / baseline:.2f}"
+    )
 
 
 def main() -> None:

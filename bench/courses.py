@@ -11,6 +11,7 @@ Needs PostgreSQL (`eval "$(scripts/services)"`) and `wrk`:
 
     .venv/bin/python bench/courses.py [--courses 10] [--students 200] [--seconds 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,33 +58,80 @@ def populate(database: Database, courses: int, students: int) -> None:
         for c in range(courses):
             course = create_course(session, f"c{c}")
             sync_exercises(session, course, catalogue)
-            exercises = {e.slug: e.id for e in session.scalars(
-                sa.select(Exercise).where(Exercise.course_id == course.id))}
-            people = [User(username=f"s{c}-{n}", name="Bench", email="b@example.org",
-                           password_hash=password_hash) for n in range(students)]
-            people.append(User(username=f"prof{c}", name="Prof", email="p@example.org",
-                               password_hash=password_hash))
+            exercises = {
+                e.slug: e.id
+                for e in session.scalars(sa.select(Exercise).where(Exercise.course_id == course.id))
+            }
+            people = [
+                User(
+                    username=f"s{c}-{n}",
+                    name="Bench",
+                    email="b@example.org",
+                    password_hash=password_hash,
+                )
+                for n in range(students)
+            ]
+            people.append(
+                User(
+                    username=f"prof{c}",
+                    name="Prof",
+                    email="p@example.org",
+                    password_hash=password_hash,
+                )
+            )
             session.add_all(people)
             session.flush()
-            session.add_all([Enrolment(user_id=user.id, course_id=course.id,
-                                       role="instructor" if user.username.startswith("prof")
-                                       else "student") for user in people])
-            rows = [{"user_id": user.id, "exercise_id": exercises[slug], "filename": "w.py",
-                     "code": b"x = 1\n", "sha256": "0" * 64, "status": "graded",
-                     "score": float(attempt * 3), "max_score": 10.0, "submitted_at": now}
-                    for user in people[:-1] for slug in EXERCISES for attempt in range(1, 4)]
+            session.add_all(
+                [
+                    Enrolment(
+                        user_id=user.id,
+                        course_id=course.id,
+                        role="instructor" if user.username.startswith("prof") else "student",
+                    )
+                    for user in people
+                ]
+            )
+            rows = [
+                {
+                    "user_id": user.id,
+                    "exercise_id": exercises[slug],
+                    "filename": "w.py",
+                    "code": b"x = 1\n",
+                    "sha256": "0" * 64,
+                    "status": "graded",
+                    "score": float(attempt * 3),
+                    "max_score": 10.0,
+                    "submitted_at": now,
+                }
+                for user in people[:-1]
+                for slug in EXERCISES
+                for attempt in range(1, 4)
+            ]
             ids = session.scalars(sa.insert(Submission).returning(Submission.id), rows).all()
-            session.execute(sa.insert(GradingRun), [
-                {"submission_id": i, "attempt": 1, "executor": "local", "status": "done",
-                 "lease_until": now, "finished_at": now, "score": row["score"],
-                 "max_score": 10.0} for i, row in zip(ids, rows)])
+            session.execute(
+                sa.insert(GradingRun),
+                [
+                    {
+                        "submission_id": i,
+                        "attempt": 1,
+                        "executor": "local",
+                        "status": "done",
+                        "lease_until": now,
+                        "finished_at": now,
+                        "score": row["score"],
+                        "max_score": 10.0,
+                    }
+                    for i, row in zip(ids, rows)
+                ],
+            )
 
 
 def course_page_seconds(base: str, username: str, slug: str, n: int = 30) -> list[float]:
     browser = requests.Session()
     token = CSRF_TOKEN.search(browser.get(f"{base}/login").text).group(1)
-    browser.post(f"{base}/login", data={"username": username, "password": PASSWORD,
-                                        "csrf_token": token})
+    browser.post(
+        f"{base}/login", data={"username": username, "password": PASSWORD, "csrf_token": token}
+    )
     times = []
     for _ in range(n):
         started = time.perf_counter()
@@ -98,31 +146,59 @@ def measure(courses: int, students: int, seconds: int) -> dict[str, float | str]
         database_url = stack.enter_context(contextmanager(postgres_database)())
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hpcgrade-bench-")))
         config = folder / "hpcgrade.toml"
-        write_config(config, {"DATABASE_URL": database_url, "SECRET_KEY": uuid.uuid4().hex,
-                              "BROKER_URL": "redis://127.0.0.1:1/0",
-                              "SESSION_COOKIE_SECURE": False, "LOGIN_LIMITS_STORAGE": "memory://"})
+        write_config(
+            config,
+            {
+                "DATABASE_URL": database_url,
+                "SECRET_KEY": uuid.uuid4().hex,
+                "BROKER_URL": "redis://127.0.0.1:1/0",
+                "SESSION_COOKIE_SECURE": False,
+                "LOGIN_LIMITS_STORAGE": "memory://",
+            },
+        )
         migrate.upgrade(database_url)
         database = Database(database_url)
         populate(database, courses, students)
         database.dispose()
         env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
         env["HPCGRADE_CONFIG"] = str(config)
-        portal = stack.enter_context(running(
-            [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{PORT}", "--workers", "2",
-             "--log-level", "warning", "server.web.app:create_app()"], env))
+        portal = stack.enter_context(
+            running(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "--bind",
+                    f"127.0.0.1:{PORT}",
+                    "--workers",
+                    "2",
+                    "--log-level",
+                    "warning",
+                    "server.web.app:create_app()",
+                ],
+                env,
+            )
+        )
         assert wait_for_port("127.0.0.1", PORT, portal, 30), "the portal did not start"
         base = f"http://127.0.0.1:{PORT}"
         last = courses - 1  # the course created last: its rows are the newest
         page = course_page_seconds(base, f"prof{last}", f"c{last}")
-        token = requests.post(f"{base}/api/v1/tokens", json={
-            "username": f"s{last}-0", "password": PASSWORD}).json()["token"]
+        token = requests.post(
+            f"{base}/api/v1/tokens", json={"username": f"s{last}-0", "password": PASSWORD}
+        ).json()["token"]
         with Database(database_url).sessions() as session:
-            mine = session.scalar(sa.select(sa.func.max(Submission.id))
-                                  .join(User, Submission.user_id == User.id)
-                                  .where(User.username == f"s{last}-0"))
+            mine = session.scalar(
+                sa.select(sa.func.max(Submission.id))
+                .join(User, Submission.user_id == User.id)
+                .where(User.username == f"s{last}-0")
+            )
         rps, p99 = wrk(f"{base}/api/v1/submissions/{mine}", seconds, token)
-    return {"page_p50": statistics.median(page), "page_p95": percentile(page, 95),
-            "status_rps": rps, "status_p99": p99}
+    return {
+        "page_p50": statistics.median(page),
+        "page_p95": percentile(page, 95),
+        "status_rps": rps,
+        "status_p99": p99,
+    }
 
 
 def main() -> None:
@@ -133,15 +209,21 @@ def main() -> None:
     args = parser.parse_args()
     one = measure(1, args.students, args.seconds)
     many = measure(args.courses, args.students, args.seconds)
-    for label, figures in ((f"1 course × {args.students} students", one),
-                           (f"{args.courses} courses × {args.students} students", many)):
-        print(f"{label:28}: course page p50 {figures['page_p50'] * 1000:6.1f} ms"
-              f"  p95 {figures['page_p95'] * 1000:6.1f} ms · status endpoint"
-              f" {figures['status_rps']:6.0f} req/s  p99 {figures['status_p99']}")
-    print(f"ratio {args.courses} courses / 1: course page p50 "
-          f"{many['page_p50'] / one['page_p50']:.2f}, status req/s "
-          f"{many['status_rps'] / one['status_rps']:.2f}  ({os.cpu_count()} cores, 2 gunicorn "
-          f"workers, wrk on the same machine)")
+    for label, figures in (
+        (f"1 course × {args.students} students", one),
+        (f"{args.courses} courses × {args.students} students", many),
+    ):
+        print(
+            f"{label:28}: course page p50 {figures['page_p50'] * 1000:6.1f} ms"
+            f"  p95 {figures['page_p95'] * 1000:6.1f} ms · status endpoint"
+            f" {figures['status_rps']:6.0f} req/s  p99 {figures['status_p99']}"
+        )
+    print(
+        f"ratio {args.courses} courses / 1: course page p50 "
+        f"{many['page_p50'] / one['page_p50']:.2f}, status req/s "
+        f"{many['status_rps'] / one['status_rps']:.2f}  ({os.cpu_count()} cores, 2 gunicorn "
+        f"workers, wrk on the same machine)"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ worker with 2 slots, Celery beat on its own).
 
     .venv/bin/python bench/faults.py [--flood 50] [--patience 300]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ OUTAGE_SECONDS = 10.0
 def batch(ledger: Ledger, phase: str, slow_files: int = 0, load_seconds: float = 0) -> list[int]:
     """Two of each kind of file, `slow_files` of them slow to load: what a fault hits."""
     kinds = [kind for kind in FILES for _ in range(2)]
-    return [ledger.submit(phase, kind, load_seconds if n < slow_files else 0).id
-            for n, kind in enumerate(kinds)]
+    return [
+        ledger.submit(phase, kind, load_seconds if n < slow_files else 0).id
+        for n, kind in enumerate(kinds)
+    ]
 
 
 def last_graded(stack: Stack, ids: list[int], since, patience: float) -> float | None:
@@ -106,8 +109,12 @@ def p50(values: list[float | None], patience: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--flood", type=int, default=50)
-    parser.add_argument("--patience", type=float, default=300,
-                        help="seconds to wait for a grade before giving up on it")
+    parser.add_argument(
+        "--patience",
+        type=float,
+        default=300,
+        help="seconds to wait for a grade before giving up on it",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     with Stack(students=11) as stack:
@@ -117,18 +124,26 @@ def main() -> None:
         apis = {name: stack.api(name) for name in STUDENTS}
         idle = waits(stack, apis, args.patience)
         hog = stack.api(HOG)
-        flood = [hog.submit(HOG_EXERCISES[n % len(HOG_EXERCISES)],
-                            f"# {n}\nwhile True:\n    pass\n") for n in range(args.flood)]
+        flood = [
+            hog.submit(HOG_EXERCISES[n % len(HOG_EXERCISES)], f"# {n}\nwhile True:\n    pass\n")
+            for n in range(args.flood)
+        ]
         accepted = sum(answer.status_code == 202 for answer in flood)
         time.sleep(1)  # the flood is in the queue, its first files in hand
         flooded = waits(stack, apis, args.patience)
     baseline = recovery.pop("none (baseline)")
     print("fault → last affected submission graded, seconds after the fault ended")
-    print(f"  {'no fault (baseline: last submission → last graded)':52} "
-          f"{baseline if baseline is None else f'{baseline:6.1f} s'}")
+    print(
+        f"  {'no fault (baseline: last submission → last graded)':52} "
+        f"{baseline if baseline is None else f'{baseline:6.1f} s'}"
+    )
     for name, seconds in recovery.items():
-        shown = f"not graded within {args.patience:.0f} s" if seconds is None else \
-            f"{seconds:6.1f} s" + (f"  ({seconds / baseline:.1f}× baseline)" if baseline else "")
+        shown = (
+            f"not graded within {args.patience:.0f} s"
+            if seconds is None
+            else f"{seconds:6.1f} s"
+            + (f"  ({seconds / baseline:.1f}× baseline)" if baseline else "")
+        )
         print(f"  {name:52} {shown}")
     print(f"fair share: p50 wait of {len(STUDENTS)} students' correct files")
     print(f"  {'idle queue':52} {p50(idle, args.patience)}")
@@ -136,8 +151,10 @@ def main() -> None:
     print(f"  {flood_label:52} {p50(flooded, args.patience)}")
     if None not in idle + flooded:
         print(f"  ratio flooded / idle: {statistics.median(flooded) / statistics.median(idle):.1f}")
-    print(f"({os.cpu_count()} cores, gunicorn 2 sync workers behind nginx, Celery --concurrency 2;"
-          f" {time.monotonic() - started:.0f} s in all)")
+    print(
+        f"({os.cpu_count()} cores, gunicorn 2 sync workers behind nginx, Celery --concurrency 2;"
+        f" {time.monotonic() - started:.0f} s in all)"
+    )
 
 
 if __name__ == "__main__":

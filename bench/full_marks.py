@@ -9,6 +9,7 @@ those seeds. A derived program at full marks on every seed is equivalent to the 
 checks' inputs (`dim=-1` for `dim=1` on matrices): counted apart, not a failure. The mutants of
 forged variants are graded; forged variants themselves are the self-check's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,10 @@ from worker.harness.grader import Harness
 def programs(info, folder: Path) -> dict[str, Path]:
     """name → file: mutants, student programs, derived programs (written to `folder`)."""
     found = {f"mutant {name}": info.path / "mutants" / f"{name}.py" for name in info.mutants}
-    found |= {f"student program {name}": info.path / "student_programs" / f"{name}.py"
-              for name in info.student_programs}
+    found |= {
+        f"student program {name}": info.path / "student_programs" / f"{name}.py"
+        for name in info.student_programs
+    }
     for number, program in enumerate(derive((info.path / "reference.py").read_text())):
         path = folder / f"{info.slug}_derived_{number}.py"
         path.write_text(program.source)
@@ -48,8 +51,11 @@ def main() -> int:
         for slug in slugs:
             info = load_exercise_info(default_root() / slug)
             for name, path in programs(info, Path(scratch)).items():
-                full = [seed for seed in range(args.seeds)
-                        if _full_marks(harness.grade_job(info.job(path, seed=seed)))]
+                full = [
+                    seed
+                    for seed in range(args.seeds)
+                    if _full_marks(harness.grade_job(info.job(path, seed=seed)))
+                ]
                 graded += 1
                 if name.startswith("derived:") and len(full) == args.seeds:
                     equivalent += 1
@@ -57,9 +63,11 @@ def main() -> int:
                     failing += 1
                     print(f"FULL MARKS {slug}: {name} on seeds {full}", flush=True)
             print(f"{slug}: done", flush=True)
-    print(f"\n{graded} wrong programs × {args.seeds} seeds in {time.perf_counter() - started:.0f} s:"
-          f" {failing} at full marks on some seed, {equivalent} derived ones at full marks on "
-          "every seed (equivalent on the checks' inputs)")
+    print(
+        f"\n{graded} wrong programs × {args.seeds} seeds in {time.perf_counter() - started:.0f} s:"
+        f" {failing} at full marks on some seed, {equivalent} derived ones at full marks on "
+        "every seed (equivalent on the checks' inputs)"
+    )
     return 1 if failing else 0
 
 

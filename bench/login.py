@@ -11,6 +11,7 @@ tests' real ones. Needs `eval "$(scripts/slapd)"; eval "$(scripts/oidc)"`:
 
     .venv/bin/python bench/login.py [--rounds 5] [--each 10]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,26 +35,38 @@ from server.core.users import add_user  # noqa: E402
 from server.web.app import create_app  # noqa: E402
 
 SUFFIX = "dc=hpcgrade,dc=test"
-DIRECTORY = {"LDAP_USER_BASE": f"ou=people,{SUFFIX}", "LDAP_GROUP_BASE": f"ou=groups,{SUFFIX}",
-             "LDAP_BIND_DN": f"cn=hpcgrade-reader,{SUFFIX}", "LDAP_BIND_PASSWORD": "reader-pw-2026",
-             "LDAP_CA_FILE": os.environ.get("HPCGRADE_TEST_LDAP_CA")}
+DIRECTORY = {
+    "LDAP_USER_BASE": f"ou=people,{SUFFIX}",
+    "LDAP_GROUP_BASE": f"ou=groups,{SUFFIX}",
+    "LDAP_BIND_DN": f"cn=hpcgrade-reader,{SUFFIX}",
+    "LDAP_BIND_PASSWORD": "reader-pw-2026",
+    "LDAP_CA_FILE": os.environ.get("HPCGRADE_TEST_LDAP_CA"),
+}
 GROUPS = {"student": ["pytorch-students"], "instructor": ["pytorch-staff"]}
 
 
 def app_on(url: str, ldap_url: str):
-    return create_app({"DATABASE_URL": url, "SECRET_KEY": uuid.uuid4().hex,
-                       "BROKER_URL": "redis://127.0.0.1:1/0", "LOGIN_LIMITS_STORAGE": "memory://",
-                       **DIRECTORY, "LDAP_URL": ldap_url,
-                       "LDAP_START_TLS": ldap_url.startswith("ldap://"),
-                       **oidc_provider.settings()})
+    return create_app(
+        {
+            "DATABASE_URL": url,
+            "SECRET_KEY": uuid.uuid4().hex,
+            "BROKER_URL": "redis://127.0.0.1:1/0",
+            "LOGIN_LIMITS_STORAGE": "memory://",
+            **DIRECTORY,
+            "LDAP_URL": ldap_url,
+            "LDAP_START_TLS": ldap_url.startswith("ldap://"),
+            **oidc_provider.settings(),
+        }
+    )
 
 
 def password_log_in(app, username: str, password: str) -> float:
     client = app.test_client()
     token = CSRF_TOKEN.search(client.get("/login").text).group(1)
     started = time.perf_counter()
-    answer = client.post("/login", data={"username": username, "password": password,
-                                         "csrf_token": token})
+    answer = client.post(
+        "/login", data={"username": username, "password": password, "csrf_token": token}
+    )
     assert answer.status_code == 302, answer.status_code
     return time.perf_counter() - started
 
@@ -83,14 +96,17 @@ def main() -> None:
         with starttls.app_context():
             session = starttls.extensions["hpcgrade.db"].sessions()
             course = new_course(session, "bench", directory_groups=GROUPS)
-            add_user(session, "local1", "Local", "l@uni.es", "student", "bench-password",
-                     course=course)
+            add_user(
+                session, "local1", "Local", "l@uni.es", "student", "bench-password", course=course
+            )
             session.commit()
         person = oidc_provider.new_person(groups=("pytorch-students",))
-        paths = {"local password": lambda: password_log_in(starttls, "local1", "bench-password"),
-                 "directory, StartTLS": lambda: password_log_in(starttls, "marta", "marta-pw-2026"),
-                 "directory, ldaps": lambda: password_log_in(ldaps, "marta", "marta-pw-2026"),
-                 "OpenID Connect": lambda: provider_log_in(starttls, person)}
+        paths = {
+            "local password": lambda: password_log_in(starttls, "local1", "bench-password"),
+            "directory, StartTLS": lambda: password_log_in(starttls, "marta", "marta-pw-2026"),
+            "directory, ldaps": lambda: password_log_in(ldaps, "marta", "marta-pw-2026"),
+            "OpenID Connect": lambda: provider_log_in(starttls, person),
+        }
         for log_in in paths.values():  # warm up: the provider's discovery, TLS contexts…
             log_in()
         seconds = {name: [] for name in paths}
@@ -100,8 +116,10 @@ def main() -> None:
     print(f"one log-in, {args.rounds} rounds of {args.each}, median (p90):")
     for name, figures in seconds.items():
         ordered = sorted(figures)
-        print(f"  {name:<22} {statistics.median(figures) * 1000:7.1f} ms "
-              f"({ordered[int(0.9 * (len(ordered) - 1))] * 1000:.1f} ms)")
+        print(
+            f"  {name:<22} {statistics.median(figures) * 1000:7.1f} ms "
+            f"({ordered[int(0.9 * (len(ordered) - 1))] * 1000:.1f} ms)"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ medians. Needs PostgreSQL and munged (`eval "$(scripts/services)"; scripts/slurm
 
     .venv/bin/python bench/munge_submit.py [--rounds 5] [--each 10]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,13 @@ from server.web.app import create_app  # noqa: E402
 
 def command_seconds(env: dict, work: Path) -> float:
     started = time.perf_counter()
-    subprocess.run([str(ROOT / ".venv" / "bin" / "hpcgrade"), "submit", "autograd-q", str(work),
-                    "--no-wait"], env=env, check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "hpcgrade"), "submit", "autograd-q", str(work), "--no-wait"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return time.perf_counter() - started
 
 
@@ -63,26 +69,42 @@ def main() -> None:
     logging.disable(logging.WARNING)  # each request's line, each "stays queued" (no broker here)
     with contextmanager(postgres_database)() as url, tempfile.TemporaryDirectory() as scratch:
         migrate.upgrade(url)
-        app = create_app({"DATABASE_URL": url, "SECRET_KEY": uuid.uuid4().hex,
-                          "BROKER_URL": "redis://127.0.0.1:1/0", "MUNGE_LOGIN": True,
-                          "MUNGE_MIN_UID": 0, "SUBMISSIONS_PER_WINDOW": 100000,
-                          "LOGIN_LIMITS_STORAGE": "memory://"})
+        app = create_app(
+            {
+                "DATABASE_URL": url,
+                "SECRET_KEY": uuid.uuid4().hex,
+                "BROKER_URL": "redis://127.0.0.1:1/0",
+                "MUNGE_LOGIN": True,
+                "MUNGE_MIN_UID": 0,
+                "SUBMISSIONS_PER_WINDOW": 100000,
+                "LOGIN_LIMITS_STORAGE": "memory://",
+            }
+        )
         with app.app_context(), app.extensions["hpcgrade.db"].sessions.begin() as session:
             sync_exercises(session, new_course(session, "bench"), load_catalogue())
             session.execute(sa.update(Exercise).values(max_attempts=None))  # as many as it takes
-            add_user(session, "root", "Root", "r@uni.es", "student",
-                     "bench-password").auth_source = "ldap"
-        token = app.test_client().post("/api/v1/tokens", json={
-            "username": "root", "password": "bench-password"}).json["token"]
+            add_user(
+                session, "root", "Root", "r@uni.es", "student", "bench-password"
+            ).auth_source = "ldap"
+        token = (
+            app.test_client()
+            .post("/api/v1/tokens", json={"username": "root", "password": "bench-password"})
+            .json["token"]
+        )
         server = make_server("127.0.0.1", 0, app, threaded=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{server.server_port}"
         work = Path(scratch) / "work.py"
         work.write_text(REFERENCE_Q)
-        quiet = {**os.environ, "HPCGRADE_SERVER": base,
-                 "HPCGRADE_CLIENT_CONFIG": str(Path(scratch) / "none.toml")}
-        ways = {"token": ({**quiet, "HPCGRADE_TOKEN": token}, Service(base, token)),
-                "MUNGE": (quiet, Service(base))}
+        quiet = {
+            **os.environ,
+            "HPCGRADE_SERVER": base,
+            "HPCGRADE_CLIENT_CONFIG": str(Path(scratch) / "none.toml"),
+        }
+        ways = {
+            "token": ({**quiet, "HPCGRADE_TOKEN": token}, Service(base, token)),
+            "MUNGE": (quiet, Service(base)),
+        }
         commands = {way: [] for way in ways}
         submits = {way: [] for way in ways}
         polls = {way: [] for way in ways}
@@ -99,12 +121,16 @@ def main() -> None:
         server.shutdown()
         app.extensions["hpcgrade.db"].dispose()
     print(f"{args.rounds} rounds of {args.each}, medians:")
-    for name, figures in (("`hpcgrade submit --no-wait` (a new process)", commands),
-                          ("the submission's request alone", submits),
-                          ("a status poll", polls)):
+    for name, figures in (
+        ("`hpcgrade submit --no-wait` (a new process)", commands),
+        ("the submission's request alone", submits),
+        ("a status poll", polls),
+    ):
         token_ms, munge_ms = (statistics.median(figures[way]) * 1000 for way in ways)
-        print(f"  {name}: token {token_ms:.1f} ms, MUNGE {munge_ms:.1f} ms "
-              f"(ratio {munge_ms / token_ms:.2f}, +{munge_ms - token_ms:.1f} ms)")
+        print(
+            f"  {name}: token {token_ms:.1f} ms, MUNGE {munge_ms:.1f} ms "
+            f"(ratio {munge_ms / token_ms:.2f}, +{munge_ms - token_ms:.1f} ms)"
+        )
 
 
 if __name__ == "__main__":

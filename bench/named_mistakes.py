@@ -15,6 +15,7 @@ full marks on every seed are equivalent to the reference on the checks' inputs; 
 many lose points on every seed with a wrong program named on every seed (the words come in both
 languages by construction), and those that score full marks on some seeds only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ def declared(programs: Path) -> dict[str, dict[str, dict]]:
     found = {}
     for toml in sorted(programs.glob("*/exercise.toml")):
         table = tomllib.loads(toml.read_text()).get("student_programs", {})
-        found[toml.parent.name] = {name: dict(entry, path=toml.parent / "student_programs" /
-                                              f"{name}.py") for name, entry in table.items()}
+        found[toml.parent.name] = {
+            name: dict(entry, path=toml.parent / "student_programs" / f"{name}.py")
+            for name, entry in table.items()
+        }
     return found
 
 
@@ -44,9 +47,16 @@ def named(report: dict, code: str, names: dict) -> bool:
     said = [d for c in report.get("checks", []) for d in c["diagnostics"] if d["code"] == code]
     said += [n for n in report.get("notes", []) if n.get("code") == code]
     return report.get("status") == "graded" and all(
-        any(names[lang].lower() in " ".join(
-            d.get("translations", {}).get(lang, {}).get(part, "") for part in ("message", "hint")
-        ).lower() for d in said) for lang in LANGUAGES)
+        any(
+            names[lang].lower()
+            in " ".join(
+                d.get("translations", {}).get(lang, {}).get(part, "")
+                for part in ("message", "hint")
+            ).lower()
+            for d in said
+        )
+        for lang in LANGUAGES
+    )
 
 
 def main() -> None:
@@ -56,34 +66,44 @@ def main() -> None:
     args = parser.parse_args()
     seeds = args.seeds or [0, 1]
     total = told = lost = 0
-    with tempfile.TemporaryDirectory() as scratch, \
-            HarnessProcess(python=sys.executable, scratch=scratch) as harness:
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        HarnessProcess(python=sys.executable, scratch=scratch) as harness,
+    ):
         for slug, programs in declared(args.programs).items():
             info = load_exercise_info(default_root() / slug)
             for name, program in programs.items():
-                reports = [harness.report_for(info.job(program["path"], seed=seed)).to_dict()
-                           for seed in seeds]
-                lost += all(r.get("status") == "graded" and r["score"] < r["max_score"]
-                            for r in reports)
+                reports = [
+                    harness.report_for(info.job(program["path"], seed=seed)).to_dict()
+                    for seed in seeds
+                ]
+                lost += all(
+                    r.get("status") == "graded" and r["score"] < r["max_score"] for r in reports
+                )
                 is_named = all(named(r, program["code"], program["names"]) for r in reports)
                 told += is_named
                 total += 1
                 print(f"{'named    ' if is_named else 'not named'} {slug}/{name}")
-        print(f"\n{total} student programs, seeds {seeds}: {lost} lose points on every seed, "
-              f"{told} are told their mistake in both languages on every seed\n")
+        print(
+            f"\n{total} student programs, seeds {seeds}: {lost} lose points on every seed, "
+            f"{told} are told their mistake in both languages on every seed\n"
+        )
         derived = equivalent = named_derived = weak = 0
         for slug in sorted(declared(default_root())):
-            tally = derived_check(harness, load_exercise_info(default_root() / slug),
-                                  tuple(seeds))
+            tally = derived_check(harness, load_exercise_info(default_root() / slug), tuple(seeds))
             derived += tally.programs
             equivalent += len(tally.equivalent)
             named_derived += len(tally.told)
             weak += len(tally.problems)
-            print(f"{slug}: {tally.programs} derived, {len(tally.equivalent)} equivalent, "
-                  f"{len(tally.told)} named")
-    print(f"\n{derived} derived wrong programs, seeds {seeds}: {equivalent} at full marks on "
-          f"every seed, {derived - equivalent - weak} lose points on every seed, {named_derived} "
-          f"of them named on every seed; {weak} at full marks on some seeds only")
+            print(
+                f"{slug}: {tally.programs} derived, {len(tally.equivalent)} equivalent, "
+                f"{len(tally.told)} named"
+            )
+    print(
+        f"\n{derived} derived wrong programs, seeds {seeds}: {equivalent} at full marks on "
+        f"every seed, {derived - equivalent - weak} lose points on every seed, {named_derived} "
+        f"of them named on every seed; {weak} at full marks on some seeds only"
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-""""Grade all again" on a course of 200 students with 5 graded `autograd-q` submissions each (real
+""" "Grade all again" on a course of 200 students with 5 graded `autograd-q` submissions each (real
 files: the reference and the exercise's mutants, cycled), through the whole service: gunicorn,
 a Celery worker (and beat), PostgreSQL and Redis.
 
@@ -15,6 +15,7 @@ Needs PostgreSQL and Redis, and for Slurm scripts/slurm:
     eval "$(scripts/services)"; eval "$(scripts/slurm --exports)"
     .venv/bin/python bench/regrade.py [--students 200] [--submissions 5] [--executors local slurm]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,18 +75,31 @@ class Course(Service):
                 user = session.scalar(sa.select(User).where(User.username == f"bench{n}"))
                 for k in range(per_student):
                     path = FILES[(n * per_student + k) % len(FILES)]
-                    session.add(graded(user, exercise, path, scores[path],
-                                       now - dt.timedelta(minutes=per_student - k)))
+                    session.add(
+                        graded(
+                            user,
+                            exercise,
+                            path,
+                            scores[path],
+                            now - dt.timedelta(minutes=per_student - k),
+                        )
+                    )
 
     def waiting(self, regrade_id: int) -> int:
         with self.database.sessions() as session:
-            return session.scalar(sa.select(sa.func.count()).where(
-                GradingRun.regrade_id == regrade_id, GradingRun.status == PREVIEWING))
+            return session.scalar(
+                sa.select(sa.func.count()).where(
+                    GradingRun.regrade_id == regrade_id, GradingRun.status == PREVIEWING
+                )
+            )
 
     def outcomes(self, regrade_id: int) -> Counter:
         with self.database.sessions() as session:
-            return Counter(session.scalars(sa.select(GradingRun.status).where(
-                GradingRun.regrade_id == regrade_id)))
+            return Counter(
+                session.scalars(
+                    sa.select(GradingRun.status).where(GradingRun.regrade_id == regrade_id)
+                )
+            )
 
     def latest_only(self, executor: str) -> int:
         """A preview as `start` made one before: a run for each student's latest finished
@@ -94,34 +108,67 @@ class Course(Service):
         with self.database.sessions.begin() as session:
             exercise = session.scalar(sa.select(Exercise).where(Exercise.slug == EXERCISE.name))
             prof = session.scalar(sa.select(User).where(User.username == "prof"))
-            latest = (sa.select(sa.func.max(Submission.id)).join(User, Submission.user_id == User.id)
-                      .where(Submission.exercise_id == exercise.id,
-                             Submission.status.in_(FINISHED),
-                             by_students(exercise.course_id, exercise.id))
-                      .group_by(Submission.user_id))
+            latest = (
+                sa.select(sa.func.max(Submission.id))
+                .join(User, Submission.user_id == User.id)
+                .where(
+                    Submission.exercise_id == exercise.id,
+                    Submission.status.in_(FINISHED),
+                    by_students(exercise.course_id, exercise.id),
+                )
+                .group_by(Submission.user_id)
+            )
             attempts = session.execute(
                 sa.select(GradingRun.submission_id, sa.func.max(GradingRun.attempt))
                 .where(GradingRun.submission_id.in_(latest))
-                .group_by(GradingRun.submission_id)).all()
+                .group_by(GradingRun.submission_id)
+            ).all()
             regrade = Regrade(exercise_id=exercise.id, started_by=prof.id, started_at=now)
             session.add(regrade)
             session.flush()
-            session.add_all(GradingRun(
-                submission_id=submission_id, attempt=attempt + 1, executor=executor,
-                status=PREVIEWING, regrade_id=regrade.id, started_at=now,
-                lease_until=now - dt.timedelta(seconds=1)) for submission_id, attempt in attempts)
+            session.add_all(
+                GradingRun(
+                    submission_id=submission_id,
+                    attempt=attempt + 1,
+                    executor=executor,
+                    status=PREVIEWING,
+                    regrade_id=regrade.id,
+                    started_at=now,
+                    lease_until=now - dt.timedelta(seconds=1),
+                )
+                for submission_id, attempt in attempts
+            )
             return regrade.id
 
 
-def graded(user: User, exercise: Exercise, path: Path, score: tuple[float, float],
-           at: dt.datetime) -> Submission:
+def graded(
+    user: User, exercise: Exercise, path: Path, score: tuple[float, float], at: dt.datetime
+) -> Submission:
     code = path.read_bytes()
-    submission = Submission(user_id=user.id, exercise_id=exercise.id, filename="work.py",
-                            code=code, sha256=hashlib.sha256(code).hexdigest(), status="graded",
-                            submitted_at=at, score=score[0], max_score=score[1])
-    submission.runs.append(GradingRun(
-        attempt=1, executor="local", status="done", started_at=at, lease_until=at,
-        finished_at=at, seed=random.getrandbits(48), score=score[0], max_score=score[1]))
+    submission = Submission(
+        user_id=user.id,
+        exercise_id=exercise.id,
+        filename="work.py",
+        code=code,
+        sha256=hashlib.sha256(code).hexdigest(),
+        status="graded",
+        submitted_at=at,
+        score=score[0],
+        max_score=score[1],
+    )
+    submission.runs.append(
+        GradingRun(
+            attempt=1,
+            executor="local",
+            status="done",
+            started_at=at,
+            lease_until=at,
+            finished_at=at,
+            seed=random.getrandbits(48),
+            score=score[0],
+            max_score=score[1],
+        )
+    )
     return submission
 
 
@@ -129,9 +176,21 @@ def scores() -> dict[Path, tuple[float, float]]:
     """Each file's score and maximum, as `hpcgrade grade` gives them."""
     found = {}
     for path in set(FILES):
-        report = json.loads(subprocess.run(
-            [str(ROOT / ".venv" / "bin" / "hpcgrade"), "grade", EXERCISE.name, str(path), "--json"],
-            capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+        report = json.loads(
+            subprocess.run(
+                [
+                    str(ROOT / ".venv" / "bin" / "hpcgrade"),
+                    "grade",
+                    EXERCISE.name,
+                    str(path),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=ROOT,
+            ).stdout
+        )
         found[path] = (report["score"], report["max_score"])
     return found
 
@@ -142,15 +201,19 @@ class Instructor:
     def __init__(self, base: str):
         self.base, self.http = base, requests.Session()
         token = CSRF_TOKEN.search(self.http.get(f"{base}/login").text).group(1)
-        answer = self.http.post(f"{base}/login", allow_redirects=False, data={
-            "username": "prof", "password": PASSWORD, "csrf_token": token})
+        answer = self.http.post(
+            f"{base}/login",
+            allow_redirects=False,
+            data={"username": "prof", "password": PASSWORD, "csrf_token": token},
+        )
         assert answer.status_code == 302, answer.text
         page = self.http.get(f"{base}/staff/exercises/{EXERCISE.name}").text
         self.token = CSRF_TOKEN.search(page).group(1)
 
     def post(self, path: str) -> str:
-        answer = self.http.post(f"{self.base}{path}", data={"csrf_token": self.token},
-                                allow_redirects=False)
+        answer = self.http.post(
+            f"{self.base}{path}", data={"csrf_token": self.token}, allow_redirects=False
+        )
         assert answer.status_code == 303, answer.text
         return answer.headers["Location"]
 
@@ -172,8 +235,10 @@ class Timed:
 
     def line(self) -> str:
         failed = sum(n for status, n in self.outcomes.items() if status != "preview")
-        return (f"{self.seconds:7.1f} s, {self.seconds / self.runs * 1000:5.0f} ms a run"
-                f" ({self.runs} runs, {failed} not graded)")
+        return (
+            f"{self.seconds:7.1f} s, {self.seconds / self.runs * 1000:5.0f} ms a run"
+            f" ({self.runs} runs, {failed} not graded)"
+        )
 
 
 def until_graded(course: Course, regrade_id: int, started: float) -> float:
@@ -200,8 +265,13 @@ def full_preview(course: Course, prof: Instructor) -> Timed:
     outcomes = course.outcomes(regrade_id)
     loads = [prof.page(regrade_id) for _ in range(5)]
     prof.post(f"/staff/regrades/{regrade_id}/discard")
-    return Timed(sum(outcomes.values()), seconds, outcomes,
-                 statistics.median(seconds for seconds, _ in loads), loads[0][1])
+    return Timed(
+        sum(outcomes.values()),
+        seconds,
+        outcomes,
+        statistics.median(seconds for seconds, _ in loads),
+        loads[0][1],
+    )
 
 
 def measure(course: Course, prof: Instructor, executor: str) -> tuple[Timed, Timed]:
@@ -210,10 +280,32 @@ def measure(course: Course, prof: Instructor, executor: str) -> tuple[Timed, Tim
     celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
     # one process: the local executor's warm harness is that process's
     processes = "1" if executor == "local" else "2"
-    with running([*celery, "worker", "--concurrency", processes, "--loglevel", "WARNING",
-                  "--without-gossip", "--without-mingle"], env), \
-            running([*celery, "beat", "--loglevel", "WARNING", "--schedule",
-                     str(course.folder / f"beat-{executor}")], env):
+    with (
+        running(
+            [
+                *celery,
+                "worker",
+                "--concurrency",
+                processes,
+                "--loglevel",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            env,
+        ),
+        running(
+            [
+                *celery,
+                "beat",
+                "--loglevel",
+                "WARNING",
+                "--schedule",
+                str(course.folder / f"beat-{executor}"),
+            ],
+            env,
+        ),
+    ):
         submit_and_wait(client(course.base, "prof"), course.base)
         return old_preview(course, prof, executor), full_preview(course, prof)
 
@@ -222,14 +314,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--students", type=int, default=200)
     parser.add_argument("--submissions", type=int, default=5, help="graded, per student")
-    parser.add_argument("--executors", nargs="+", default=["local", "slurm"],
-                        choices=["local", "slurm"])
+    parser.add_argument(
+        "--executors", nargs="+", default=["local", "slurm"], choices=["local", "slurm"]
+    )
     args = parser.parse_args()
     graded_files = scores()
     figures = {}
     with ExitStack() as stack:
-        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hpcgrade-bench-",
-                                                                      dir="/var/tmp")))
+        folder = Path(
+            stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="hpcgrade-bench-", dir="/var/tmp")
+            )
+        )
         folder.chmod(0o755)
         course = Course(stack, folder, args.students)
         course.seed(args.students, args.submissions, graded_files)
@@ -238,18 +334,26 @@ def main() -> None:
             figures[executor] = measure(course, prof, executor)
         course.database.dispose()
 
-    print(f"{args.students} students × {args.submissions} graded {EXERCISE.name} submissions "
-          f"(the reference and {len(FILES) - 3} mutants, one file in four right)")
+    print(
+        f"{args.students} students × {args.submissions} graded {EXERCISE.name} submissions "
+        f"(the reference and {len(FILES) - 3} mutants, one file in four right)"
+    )
     for executor, (old, new) in figures.items():
         print(f"{executor}:")
         print(f"  before: each student's latest submission  : {old.line()}")
-        print(f"  now: every graded submission, click → full: {new.line()}"
-              f"  → {new.seconds / old.seconds:.1f}× the time for "
-              f"{new.runs / old.runs:.1f}× the runs")
-        print(f"  the preview's page, {new.runs} runs of {args.students} students: "
-              f"{new.page_seconds * 1000:.0f} ms median (n=5), {new.page_bytes / 1024:.0f} KiB")
-    print(f"  ({os.cpu_count()} cores; one gunicorn worker; Slurm jobs of 1 CPU and 2 GB, "
-          "batches of 20, collect every 1 s)")
+        print(
+            f"  now: every graded submission, click → full: {new.line()}"
+            f"  → {new.seconds / old.seconds:.1f}× the time for "
+            f"{new.runs / old.runs:.1f}× the runs"
+        )
+        print(
+            f"  the preview's page, {new.runs} runs of {args.students} students: "
+            f"{new.page_seconds * 1000:.0f} ms median (n=5), {new.page_bytes / 1024:.0f} KiB"
+        )
+    print(
+        f"  ({os.cpu_count()} cores; one gunicorn worker; Slurm jobs of 1 CPU and 2 GB, "
+        "batches of 20, collect every 1 s)"
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ folder; `service` the whole service as deployed, behind nginx (tests/stack.py: P
 gunicorn, a Celery worker and beat; scripts/test's services must be installed). The first
 submission warms the harness and is left out of the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,25 @@ def demo():
     from helpers import free_port
 
     from worker.cli.demo import wait_for_port
+
     folder = Path(tempfile.mkdtemp(prefix="hpcgrade-latency-"))
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
-    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "demo", "--port", str(port),
-                                "--folder", str(folder)], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "demo", "--port", str(port), "--folder", str(folder)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         assert wait_for_port("127.0.0.1", port, process, 120), "the demo did not start"
-        yield f"http://127.0.0.1:{port}", "student", "student", \
-            f"sqlite:///{folder / 'hpcgrade.sqlite'}", "pytorch-2026"
+        yield (
+            f"http://127.0.0.1:{port}",
+            "student",
+            "student",
+            f"sqlite:///{folder / 'hpcgrade.sqlite'}",
+            "pytorch-2026",
+        )
     finally:
         process.terminate()
         process.wait(60)
@@ -62,15 +72,19 @@ def demo():
 @contextmanager
 def service():
     from stack import COURSES, Stack
+
     with Stack(students=1) as stack:
-        (username, password), = stack.passwords.items()
+        ((username, password),) = stack.passwords.items()
         yield stack.base, username, password, stack.settings["DATABASE_URL"], COURSES[0]
 
 
 def finished_at(database: Database, submission_id: int) -> float:
     with database.sessions() as session:
-        moment = session.scalar(sa.select(sa.func.max(GradingRun.finished_at))
-                                .where(GradingRun.submission_id == submission_id))
+        moment = session.scalar(
+            sa.select(sa.func.max(GradingRun.finished_at)).where(
+                GradingRun.submission_id == submission_id
+            )
+        )
     moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
     return moment.timestamp()
 
@@ -78,6 +92,7 @@ def finished_at(database: Database, submission_id: int) -> float:
 def measure(target, submissions: int) -> None:
     from browser import CHROMIUM
     from playwright.sync_api import sync_playwright
+
     with target() as (base, username, password, url, course), sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         page = browser.new_page()
@@ -105,8 +120,10 @@ def measure(target, submissions: int) -> None:
         browser.close()
     for name, values in (("click → result visible", clicks), ("stored → visible", stored)):
         cuts = statistics.quantiles(values, n=10)
-        print(f"{target.__name__}: {name}: p50 {statistics.median(values):.3f} s, "
-              f"p90 {cuts[8]:.3f} s ({len(values)} submissions)")
+        print(
+            f"{target.__name__}: {name}: p50 {statistics.median(values):.3f} s, "
+            f"p90 {cuts[8]:.3f} s ({len(values)} submissions)"
+        )
 
 
 def main() -> None:

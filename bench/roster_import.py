@@ -9,6 +9,7 @@ Needs PostgreSQL (`eval "$(scripts/services)"`):
 
     .venv/bin/python bench/roster_import.py [--rows 2000] [--sample 100]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,8 @@ SECRET_KEY = uuid.uuid4().hex
 
 def roster(prefix: str, rows: int) -> str:
     return "username,name,email,role\n" + "".join(
-        f"{prefix}{n:05},Student {n},{prefix}{n}@uni.es,student\n" for n in range(rows))
+        f"{prefix}{n:05},Student {n},{prefix}{n}@uni.es,student\n" for n in range(rows)
+    )
 
 
 def old_hashing(rows: int, sample: int) -> float:
@@ -50,15 +52,23 @@ def old_hashing(rows: int, sample: int) -> float:
 
 
 def through_the_page(url: str, rows: int) -> float:
-    app = create_app({"DATABASE_URL": url, "SECRET_KEY": SECRET_KEY,
-                      "BROKER_URL": "redis://127.0.0.1:1/0", "LOGIN_LIMITS_STORAGE": "memory://"})
+    app = create_app(
+        {
+            "DATABASE_URL": url,
+            "SECRET_KEY": SECRET_KEY,
+            "BROKER_URL": "redis://127.0.0.1:1/0",
+            "LOGIN_LIMITS_STORAGE": "memory://",
+        }
+    )
     with app.app_context(), app.extensions["hpcgrade.db"].sessions.begin() as session:
         new_course(session, "bench")
         add_user(session, "root", "Rosa", "r@uni.es", "admin", "bench-password")
     client, token = logged_in(app, "root", "bench-password")
     started = time.perf_counter()
-    reply = client.post("/courses/bench/staff/roster/import", data={"csrf_token": token,
-                                                       "roster": roster("web", rows)})
+    reply = client.post(
+        "/courses/bench/staff/roster/import",
+        data={"csrf_token": token, "roster": roster("web", rows)},
+    )
     elapsed = time.perf_counter() - started
     assert reply.status_code == 200 and f"{rows} accounts added" in reply.text, reply.status
     app.extensions["hpcgrade.db"].dispose()
@@ -68,8 +78,11 @@ def through_the_page(url: str, rows: int) -> float:
 def through_the_cli(url: str, rows: int, folder: Path) -> float:
     path = folder / "roster.csv"
     path.write_text(roster("cli", rows))
-    environment = {"HPCGRADE_DATABASE_URL": url, "HPCGRADE_SECRET_KEY": SECRET_KEY,
-                   "HPCGRADE_PUBLIC_URL": "https://grader.example"}
+    environment = {
+        "HPCGRADE_DATABASE_URL": url,
+        "HPCGRADE_SECRET_KEY": SECRET_KEY,
+        "HPCGRADE_PUBLIC_URL": "https://grader.example",
+    }
     with mock.patch.dict(os.environ, environment):
         started = time.perf_counter()
         done = CliRunner().invoke(cli, ["users", "import", str(path)])
@@ -89,12 +102,18 @@ def main() -> None:
         page = through_the_page(url, args.rows)
         command = through_the_cli(url, args.rows, Path(os.environ.get("TMPDIR", "/tmp")))
     print(f"a roster of {args.rows} new accounts, on PostgreSQL ({os.cpu_count()} cores):")
-    print(f"  baseline, a generated password hashed a row ({args.sample} timed, scaled): "
-          f"{baseline:.1f} s")
-    print(f"  through the roster page (the import's POST): {page:.2f} s  "
-          f"({baseline / page:.0f}x faster than the baseline)")
-    print(f"  through hpcgrade users import: {command:.2f} s  "
-          f"({baseline / command:.0f}x faster than the baseline)")
+    print(
+        f"  baseline, a generated password hashed a row ({args.sample} timed, scaled): "
+        f"{baseline:.1f} s"
+    )
+    print(
+        f"  through the roster page (the import's POST): {page:.2f} s  "
+        f"({baseline / page:.0f}x faster than the baseline)"
+    )
+    print(
+        f"  through hpcgrade users import: {command:.2f} s  "
+        f"({baseline / command:.0f}x faster than the baseline)"
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ costs the zygote, once per warm-up.
 
     .venv/bin/python bench/seal_cost.py [--grades 30]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,11 +33,21 @@ def main() -> None:
     info = load_exercise_info(EXERCISE)
     jobs = [info.job(SUBMISSIONS[k % len(SUBMISSIONS)], seed=k) for k in range(grades)]
     # the seal left out of the layers a grade requires, so that the unsealed side grades too
-    jobs = [type(job)(**dict(job.to_dict(), required_layers=[
-        layer for layer in job.required_layers if layer != "seal"])) for job in jobs]
+    jobs = [
+        type(job)(
+            **dict(
+                job.to_dict(),
+                required_layers=[layer for layer in job.required_layers if layer != "seal"],
+            )
+        )
+        for job in jobs
+    ]
     times: dict[bool, list[float]] = {True: [], False: []}
-    with tempfile.TemporaryDirectory() as scratch, \
-            Harness(scratch, sealed=True) as sealed, Harness(scratch, sealed=False) as unsealed:
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        Harness(scratch, sealed=True) as sealed,
+        Harness(scratch, sealed=False) as unsealed,
+    ):
         harnesses = {True: sealed, False: unsealed}
         for side in (True, False):  # a first grade each pays the lazy imports
             harnesses[side].grade_job(jobs[0])
@@ -55,8 +66,10 @@ def main() -> None:
     protect = time.perf_counter() - started
     with_seal, without = statistics.median(times[True]), statistics.median(times[False])
     print(f"grades: {grades} each side, autograd-q's reference and mutants")
-    print(f"sealed median {with_seal * 1e3:.1f} ms, unsealed {without * 1e3:.1f} ms, "
-          f"difference {(with_seal - without) * 1e3:+.2f} ms ({with_seal / without:.3f}×)")
+    print(
+        f"sealed median {with_seal * 1e3:.1f} ms, unsealed {without * 1e3:.1f} ms, "
+        f"difference {(with_seal - without) * 1e3:+.2f} ms ({with_seal / without:.3f}×)"
+    )
     print(f"the zygote making this process's protected types immutable: {protect * 1e3:.2f} ms")
 
 

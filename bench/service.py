@@ -11,6 +11,7 @@ Needs PostgreSQL and Redis (`eval "$(scripts/services)"`) and `wrk` (Debian's pa
 
     .venv/bin/python bench/service.py [--submissions 50] [--seconds 10] [--web-workers 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,16 +68,20 @@ def percentile(values: list[float], p: float) -> float:
 
 def client(base: str, username: str) -> requests.Session:
     api = requests.Session()
-    token = api.post(f"{base}/api/v1/tokens",
-                     json={"username": username, "password": "bench-password"}).json()["token"]
+    token = api.post(
+        f"{base}/api/v1/tokens", json={"username": username, "password": "bench-password"}
+    ).json()["token"]
     api.headers["Authorization"] = f"Bearer {token}"
     return api
 
 
 def submit_and_wait(api: requests.Session, base: str) -> float:
     started = time.perf_counter()
-    sent = api.post(f"{base}/api/v1/submissions", data={"exercise": "autograd-q"},
-                    files={"file": ("work.py", REFERENCE)})
+    sent = api.post(
+        f"{base}/api/v1/submissions",
+        data={"exercise": "autograd-q"},
+        files={"file": ("work.py", REFERENCE)},
+    )
     assert sent.status_code == 202, sent.text
     url = f"{base}/api/v1/submissions/{sent.json()['id']}"
     while True:
@@ -96,8 +101,9 @@ def wrk(url: str, seconds: int, token: str | None = None) -> tuple[float, str]:
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     assert errors is None, out
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), \
-        re.search(r"99%\s+(\S+)", out).group(1)
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), re.search(
+        r"99%\s+(\S+)", out
+    ).group(1)
 
 
 def main() -> None:
@@ -114,56 +120,118 @@ def main() -> None:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hpcgrade-bench-")))
         redis.Redis.from_url(BROKER).flushdb()
         config = folder / "hpcgrade.toml"
-        write_config(config, {"DATABASE_URL": database_url, "BROKER_URL": BROKER,
-                              "SECRET_KEY": uuid.uuid4().hex, "SUBMISSIONS_PER_WINDOW": 100000})
+        write_config(
+            config,
+            {
+                "DATABASE_URL": database_url,
+                "BROKER_URL": BROKER,
+                "SECRET_KEY": uuid.uuid4().hex,
+                "SUBMISSIONS_PER_WINDOW": 100000,
+            },
+        )
         migrate.upgrade(database_url)
         database = Database(database_url)
         with database.sessions.begin() as session:
             course = create_course(session, "bench")
             sync_exercises(session, course, course_catalogue(course))
             for n in range(students):
-                add_user(session, f"bench{n}", "Bench", "bench@example.org", "student", "bench-password")
+                add_user(
+                    session, f"bench{n}", "Bench", "bench@example.org", "student", "bench-password"
+                )
         database.dispose()
         env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
         env["HPCGRADE_CONFIG"] = str(config)
-        portal = stack.enter_context(running(
-            [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{PORT}", "--workers",
-             str(args.web_workers), "--threads", str(args.threads), "--log-level", "warning",
-             "server.web.app:create_app()"], env))
-        worker = stack.enter_context(running(
-            [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app", "worker",
-             "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip",
-             "--without-mingle"], env))
+        portal = stack.enter_context(
+            running(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "--bind",
+                    f"127.0.0.1:{PORT}",
+                    "--workers",
+                    str(args.web_workers),
+                    "--threads",
+                    str(args.threads),
+                    "--log-level",
+                    "warning",
+                    "server.web.app:create_app()",
+                ],
+                env,
+            )
+        )
+        worker = stack.enter_context(
+            running(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "--quiet",
+                    "-A",
+                    "worker.celery_app",
+                    "worker",
+                    "--concurrency",
+                    "1",
+                    "--loglevel",
+                    "WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+                env,
+            )
+        )
         assert wait_for_port("127.0.0.1", PORT, portal, 30), "the portal did not start"
         base = f"http://127.0.0.1:{PORT}"
         apis = [client(base, f"bench{n}") for n in range(students)]
         first = submit_and_wait(apis[0], base)  # the worker starts its warm harness here
-        latencies = [submit_and_wait(apis[(i + 1) // ATTEMPTS], base)
-                     for i in range(args.submissions)]
+        latencies = [
+            submit_and_wait(apis[(i + 1) // ATTEMPTS], base) for i in range(args.submissions)
+        ]
         token = apis[0].headers["Authorization"].split()[1]
         status_url = f"{base}/api/v1/submissions/1"  # bench0's first, graded
         status_rps, status_p99 = wrk(status_url, args.seconds, token)
         worker.terminate()  # what follows stays queued, as in a rush before a deadline
         worker.wait()
-        queued = apis[-1].post(f"{base}/api/v1/submissions", data={"exercise": "autograd-q"},
-                              files={"file": ("work.py", REFERENCE)}).json()["url"]
-        queued_rps, queued_p99 = wrk(queued, args.seconds,
-                                     apis[-1].headers["Authorization"].split()[1])
+        queued = (
+            apis[-1]
+            .post(
+                f"{base}/api/v1/submissions",
+                data={"exercise": "autograd-q"},
+                files={"file": ("work.py", REFERENCE)},
+            )
+            .json()["url"]
+        )
+        queued_rps, queued_p99 = wrk(
+            queued, args.seconds, apis[-1].headers["Authorization"].split()[1]
+        )
         static_rps, static_p99 = wrk(f"{base}/static/hpcgrade.css", args.seconds)
     fresh_times = fresh(3)
-    p50, p95, baseline = (percentile(latencies, 50), percentile(latencies, 95),
-                          statistics.median(fresh_times))
-    print(f"POST → grade readable, autograd-q : p50 {p50 * 1000:6.0f} ms  p95 {p95 * 1000:6.0f} ms"
-          f"  (n={len(latencies)}; target p50 < 500 ms)")
+    p50, p95, baseline = (
+        percentile(latencies, 50),
+        percentile(latencies, 95),
+        statistics.median(fresh_times),
+    )
+    print(
+        f"POST → grade readable, autograd-q : p50 {p50 * 1000:6.0f} ms  p95 {p95 * 1000:6.0f} ms"
+        f"  (n={len(latencies)}; target p50 < 500 ms)"
+    )
     print(f"  first submission (harness start): {first * 1000:6.0f} ms")
-    print(f"  fresh python grading the file   : {baseline * 1000:6.0f} ms median (n=3)"
-          f"  → ratio p50 / fresh {p50 / baseline:.3f}")
-    print(f"status endpoint, 100 connections  : {status_rps:7.0f} req/s  p99 {status_p99}"
-          f"  (target ≥ 1000 req/s)")
+    print(
+        f"  fresh python grading the file   : {baseline * 1000:6.0f} ms median (n=3)"
+        f"  → ratio p50 / fresh {p50 / baseline:.3f}"
+    )
+    print(
+        f"status endpoint, 100 connections  : {status_rps:7.0f} req/s  p99 {status_p99}"
+        f"  (target ≥ 1000 req/s)"
+    )
     print(f"  the same, a queued submission   : {queued_rps:7.0f} req/s  p99 {queued_p99}")
-    print(f"  static file, same gunicorn      : {static_rps:7.0f} req/s  p99 {static_p99}"
-          f"  → ratio status / static {status_rps / static_rps:.2f}")
-    print(f"  ({os.cpu_count()} cores, {args.web_workers} gunicorn workers, wrk on the same machine)")
+    print(
+        f"  static file, same gunicorn      : {static_rps:7.0f} req/s  p99 {static_p99}"
+        f"  → ratio status / static {status_rps / static_rps:.2f}"
+    )
+    print(
+        f"  ({os.cpu_count()} cores, {args.web_workers} gunicorn workers, wrk on the same machine)"
+    )
 
 
 if __name__ == "__main__":

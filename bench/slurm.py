@@ -19,6 +19,7 @@ Celery beat, on PostgreSQL and Redis. Needs scripts/services and scripts/slurm:
     eval "$(scripts/services)"; eval "$(scripts/slurm --exports)"
     .venv/bin/python bench/slurm.py [--latency 10] [--pilot 20] [--rush 200]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,20 +65,44 @@ SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scancel", "scontrol", "sinfo")
 def trivial_job(folder: Path) -> float:
     """A job that does nothing, from sbatch to COMPLETED, polled as often as squeue allows."""
     started = time.perf_counter()
-    job = subprocess.run(["sbatch", "--parsable", "--job-name=hpcgrade-floor", "--mem=100M",
-                          f"--output={folder}/floor-%j.out", "--wrap", "true"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    while subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], capture_output=True,
-                         text=True).stdout.strip() != "COMPLETED":
+    job = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--job-name=hpcgrade-floor",
+            "--mem=100M",
+            f"--output={folder}/floor-%j.out",
+            "--wrap",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    while (
+        subprocess.run(
+            ["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], capture_output=True, text=True
+        ).stdout.strip()
+        != "COMPLETED"
+    ):
         time.sleep(0.02)
     return time.perf_counter() - started
 
 
 def cold_cli() -> float:
     started = time.perf_counter()
-    subprocess.run([str(ROOT / ".venv" / "bin" / "hpcgrade"), "grade", "autograd-q",
-                    str(ROOT / "exercises" / "autograd-q" / "reference.py"), "--json"],
-                   check=True, capture_output=True, cwd=ROOT)
+    subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "hpcgrade"),
+            "grade",
+            "autograd-q",
+            str(ROOT / "exercises" / "autograd-q" / "reference.py"),
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
     return time.perf_counter() - started
 
 
@@ -88,8 +113,10 @@ def logged_slurm(folder: Path) -> Path:
     wrappers.mkdir()
     for name in SLURM_COMMANDS:
         wrapper = wrappers / name
-        wrapper.write_text(f'#!/bin/sh\necho "$(date +%s.%N) {name}" >> {folder}/calls.log\n'
-                           f'exec {shutil.which(name)} "$@"\n')
+        wrapper.write_text(
+            f'#!/bin/sh\necho "$(date +%s.%N) {name}" >> {folder}/calls.log\n'
+            f'exec {shutil.which(name)} "$@"\n'
+        )
         wrapper.chmod(0o755)
     return wrappers
 
@@ -99,14 +126,17 @@ def slurm_calls(folder: Path, since: float, until: float) -> collections.Counter
         lines = (folder / "calls.log").read_text().split()
     except FileNotFoundError:
         return collections.Counter()
-    return collections.Counter(name for when, name in zip(lines[::2], lines[1::2])
-                               if since <= float(when) < until)
+    return collections.Counter(
+        name for when, name in zip(lines[::2], lines[1::2]) if since <= float(when) < until
+    )
 
 
 def per_minute(calls: collections.Counter, seconds: float) -> str:
-    return (f"{sum(calls.values()) * 60 / seconds:5.1f} a minute ("
-            + ", ".join(f"{name} {count}" for name, count in sorted(calls.items()))
-            + f" in {seconds:.0f} s)")
+    return (
+        f"{sum(calls.values()) * 60 / seconds:5.1f} a minute ("
+        + ", ".join(f"{name} {count}" for name, count in sorted(calls.items()))
+        + f" in {seconds:.0f} s)"
+    )
 
 
 class Service:
@@ -123,16 +153,40 @@ class Service:
         with self.database.sessions.begin() as session:
             course = create_course(session, self.course)
             sync_exercises(session, course, course_catalogue(course))
-            users = [add_user(session, f"bench{n}", "Bench", "bench@example.org", "student",
-                              None, course=course) for n in range(students)]
+            users = [
+                add_user(
+                    session,
+                    f"bench{n}",
+                    "Bench",
+                    "bench@example.org",
+                    "student",
+                    None,
+                    course=course,
+                )
+                for n in range(students)
+            ]
             session.flush()
             self.tokens = [issue(session, user, "bench", 1)[0] for user in users]
         redis.Redis.from_url(BROKER).flushdb()
         self.wrappers = logged_slurm(folder)
         self.env = self.configure()
-        portal = stack.enter_context(running(
-            [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{PORT}", "--workers", "1",
-             "--log-level", "warning", "server.web.app:create_app()"], self.env))
+        portal = stack.enter_context(
+            running(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "--bind",
+                    f"127.0.0.1:{PORT}",
+                    "--workers",
+                    "1",
+                    "--log-level",
+                    "warning",
+                    "server.web.app:create_app()",
+                ],
+                self.env,
+            )
+        )
         assert wait_for_port("127.0.0.1", PORT, portal, 30), "the portal did not start"
         self.base = f"http://127.0.0.1:{PORT}"
         self.grading: ExitStack | None = None
@@ -145,12 +199,19 @@ class Service:
 
     def settings(self, **settings) -> dict:
         return {
-            "DATABASE_URL": self.database_url, "BROKER_URL": BROKER, "SECRET_KEY": "bench",
-            "SUBMISSIONS_PER_WINDOW": 100000, "EXECUTOR": "slurm", "COURSE": self.course,
+            "DATABASE_URL": self.database_url,
+            "BROKER_URL": BROKER,
+            "SECRET_KEY": "bench",
+            "SUBMISSIONS_PER_WINDOW": 100000,
+            "EXECUTOR": "slurm",
+            "COURSE": self.course,
             "SPOOL_DIR": str(self.folder / "spool"),
             "COURSE_PYTHON": os.environ.get("HPCGRADE_TEST_COURSE_PYTHON", sys.executable),
             "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
-            "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", **settings}
+            "SLURM_CPUS": 1,
+            "SLURM_MEMORY": "2G",
+            **settings,
+        }
 
     @property
     def effective_settings(self) -> Settings:
@@ -164,11 +225,27 @@ class Service:
         env = self.configure(**settings)
         env["PATH"] = f"{self.wrappers}:{env['PATH']}"
         celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
-        self.grading.enter_context(running([*celery, "worker", "--concurrency", "2",
-                                            "--loglevel", "WARNING", "--without-gossip",
-                                            "--without-mingle"], env))
-        self.grading.enter_context(running([*celery, "beat", "--loglevel", "WARNING",
-                                            "--schedule", str(self.folder / "beat")], env))
+        self.grading.enter_context(
+            running(
+                [
+                    *celery,
+                    "worker",
+                    "--concurrency",
+                    "2",
+                    "--loglevel",
+                    "WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+                env,
+            )
+        )
+        self.grading.enter_context(
+            running(
+                [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(self.folder / "beat")],
+                env,
+            )
+        )
 
     def stop_grading(self) -> None:
         if self.grading is not None:
@@ -177,8 +254,11 @@ class Service:
 
     def graded(self) -> int:
         with self.database.sessions() as session:
-            return session.scalar(sa.select(sa.func.count()).select_from(Submission)
-                                  .where(Submission.status == "graded"))
+            return session.scalar(
+                sa.select(sa.func.count())
+                .select_from(Submission)
+                .where(Submission.status == "graded")
+            )
 
     def last_run(self) -> int:
         with self.database.sessions() as session:
@@ -186,14 +266,18 @@ class Service:
 
     def first_claim_since(self, run_id: int) -> float:
         with self.database.sessions() as session:
-            return session.scalar(sa.select(sa.func.min(GradingRun.started_at))
-                                  .where(GradingRun.id > run_id)).timestamp()
+            return session.scalar(
+                sa.select(sa.func.min(GradingRun.started_at)).where(GradingRun.id > run_id)
+            ).timestamp()
 
     def jobs_since(self, run_id: int) -> int:
         """Slurm jobs that graded the runs after this one (squeue forgets jobs after minutes)."""
         with self.database.sessions() as session:
-            return session.scalar(sa.select(sa.func.count(sa.distinct(GradingRun.external_id)))
-                                  .where(GradingRun.id > run_id))
+            return session.scalar(
+                sa.select(sa.func.count(sa.distinct(GradingRun.external_id))).where(
+                    GradingRun.id > run_id
+                )
+            )
 
 
 class Students:
@@ -215,19 +299,23 @@ class Students:
     def fresh(self, count: int) -> list[requests.Session]:
         start = self.taken + -(-self.used // ATTEMPTS)
         self.taken, self.used = start + count, 0
-        return self.apis[start:start + count]
+        return self.apis[start : start + count]
 
 
-def rush(service: Service, students: Students, count: int, **settings
-         ) -> tuple[float, int, collections.Counter]:
+def rush(
+    service: Service, students: Students, count: int, **settings
+) -> tuple[float, int, collections.Counter]:
     """`count` students submit one file each while no worker runs, then it is graded: seconds
     from the first claim (a dispatcher in service is running already; this one starts), jobs
     used, and the Slurm commands run meanwhile."""
     service.stop_grading()
     before, last_run = service.graded(), service.last_run()
     for api in students.fresh(count):
-        sent = api.post(f"{service.base}/api/v1/submissions", data={"exercise": "autograd-q"},
-                        files={"file": ("work.py", REFERENCE)})
+        sent = api.post(
+            f"{service.base}/api/v1/submissions",
+            data={"exercise": "autograd-q"},
+            files={"file": ("work.py", REFERENCE)},
+        )
         assert sent.status_code == 202, sent.text
     started = time.perf_counter()
     service.start_grading(**settings)
@@ -236,8 +324,11 @@ def rush(service: Service, students: Students, count: int, **settings
         time.sleep(0.2)
     ended = time.time()
     first_claim = service.first_claim_since(last_run)
-    return (ended - first_claim, service.jobs_since(last_run),
-            slurm_calls(service.folder, first_claim, ended))
+    return (
+        ended - first_claim,
+        service.jobs_since(last_run),
+        slurm_calls(service.folder, first_claim, ended),
+    )
 
 
 def main() -> None:
@@ -250,8 +341,11 @@ def main() -> None:
     args = parser.parse_args()
     students = (args.latency + args.pilot + 1) // ATTEMPTS + 2 + 2 * args.rush
     with ExitStack() as stack:
-        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hpcgrade-bench-",
-                                                                      dir="/var/tmp")))
+        folder = Path(
+            stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="hpcgrade-bench-", dir="/var/tmp")
+            )
+        )
         folder.chmod(0o755)
         service = Service(stack, folder, students)
         stack.callback(service.stop_grading)
@@ -259,17 +353,31 @@ def main() -> None:
 
         floor = [trivial_job(folder) for _ in range(5)]
         service.start_grading()
-        through_sbatch = [submit_and_wait(clients.next(), service.base)
-                          for _ in range(args.latency)]
+        through_sbatch = [
+            submit_and_wait(clients.next(), service.base) for _ in range(args.latency)
+        ]
         time.sleep(2 * service.effective_settings.slurm_poll_seconds)  # the last job's end is seen
         idle_from = time.time()
         time.sleep(args.idle)
         idle = slurm_calls(folder, idle_from, time.time())
 
         pilot_env = service.configure()
-        started = subprocess.run([str(ROOT / ".venv" / "bin" / "hpcgrade"), "pilot", "start",
-                                  "--course", service.course, "--hours", "1"], env=pilot_env, capture_output=True, text=True,
-                                 check=True, cwd=ROOT).stdout.split()[1]
+        started = subprocess.run(
+            [
+                str(ROOT / ".venv" / "bin" / "hpcgrade"),
+                "pilot",
+                "start",
+                "--course",
+                service.course,
+                "--hours",
+                "1",
+            ],
+            env=pilot_env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout.split()[1]
         while not (folder / "spool" / "pilots" / started / "heartbeat.json").exists():
             time.sleep(0.1)
         submit_and_wait(clients.next(), service.base)  # the pilot's first grade warms it
@@ -278,8 +386,9 @@ def main() -> None:
         time.sleep(3)  # the dispatcher sees the pilot's job end
 
         batched, batched_jobs, batched_calls = rush(service, clients, args.rush)
-        one_each, one_each_jobs, one_each_calls = rush(service, clients, args.rush,
-                                                       SLURM_BATCH_SIZE=1, SLURM_BATCH_WAIT=0)
+        one_each, one_each_jobs, one_each_calls = rush(
+            service, clients, args.rush, SLURM_BATCH_SIZE=1, SLURM_BATCH_WAIT=0
+        )
         service.stop_grading()
 
         with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as root:
@@ -296,27 +405,41 @@ def main() -> None:
     torch_p50 = statistics.median(torch_times)
     shipped = service.effective_settings
     print(f"trivial sbatch job, submit → COMPLETED (floor) : p50 {floor_p50:6.2f} s (n=5)")
-    print(f"POST → grade readable, through sbatch        : p50 {p50:6.2f} s  p95 {p95:6.2f} s"
-          f"  (n={len(through_sbatch)}; p50 − floor {p50 - floor_p50:.2f} s, goal ≤ 2 s; "
-          f"shipped settings: batch wait {shipped.slurm_batch_wait:g} s, collect every "
-          f"{shipped.collect_seconds:g} s, Slurm polled every "
-          f"{shipped.slurm_poll_seconds:g} s)")
+    print(
+        f"POST → grade readable, through sbatch        : p50 {p50:6.2f} s  p95 {p95:6.2f} s"
+        f"  (n={len(through_sbatch)}; p50 − floor {p50 - floor_p50:.2f} s, goal ≤ 2 s; "
+        f"shipped settings: batch wait {shipped.slurm_batch_wait:g} s, collect every "
+        f"{shipped.collect_seconds:g} s, Slurm polled every "
+        f"{shipped.slurm_poll_seconds:g} s)"
+    )
     print(f"Slurm calls, idle with no job                : {per_minute(idle, args.idle)}")
-    print(f"POST → grade readable, through a live pilot  : p50 {pilot_p50:6.2f} s  "
-          f"p95 {pilot_p95:6.2f} s  (n={len(through_pilot)}; goal p50 ≤ 0.5 s)")
-    print(f"{args.rush} students at once, batches of {shipped.slurm_batch_size}     : "
-          f"{batched:6.1f} s in {batched_jobs} jobs; Slurm calls "
-          f"{per_minute(batched_calls, batched)}")
-    print(f"{args.rush} students at once, one job each       : {one_each:6.1f} s in "
-          f"{one_each_jobs} jobs  → batching {one_each / batched:.1f}× faster (goal ≥ 10×); "
-          f"Slurm calls {per_minute(one_each_calls, one_each)}")
+    print(
+        f"POST → grade readable, through a live pilot  : p50 {pilot_p50:6.2f} s  "
+        f"p95 {pilot_p95:6.2f} s  (n={len(through_pilot)}; goal p50 ≤ 0.5 s)"
+    )
+    print(
+        f"{args.rush} students at once, batches of {shipped.slurm_batch_size}     : "
+        f"{batched:6.1f} s in {batched_jobs} jobs; Slurm calls "
+        f"{per_minute(batched_calls, batched)}"
+    )
+    print(
+        f"{args.rush} students at once, one job each       : {one_each:6.1f} s in "
+        f"{one_each_jobs} jobs  → batching {one_each / batched:.1f}× faster (goal ≥ 10×); "
+        f"Slurm calls {per_minute(one_each_calls, one_each)}"
+    )
     print(f"python -c 'import torch'                     : {torch_p50:6.2f} s (n={args.cold})")
-    print(f"cold `hpcgrade grade` of one file            : {statistics.median(cli_times):6.2f} s"
-          f"  → {statistics.median(cli_times) / torch_p50:.2f}× import torch (goal ≤ 1.5×)")
-    print(f"cold one-run spool, as a job runs it         : {statistics.median(spool_times):6.2f} s"
-          f"  → {statistics.median(spool_times) / torch_p50:.2f}× import torch")
-    print(f"  ({os.cpu_count()} cores; single-node Slurm, jobs of 1 CPU, 2 GB and "
-          f"{shipped.slurm_time} minutes)")
+    print(
+        f"cold `hpcgrade grade` of one file            : {statistics.median(cli_times):6.2f} s"
+        f"  → {statistics.median(cli_times) / torch_p50:.2f}× import torch (goal ≤ 1.5×)"
+    )
+    print(
+        f"cold one-run spool, as a job runs it         : {statistics.median(spool_times):6.2f} s"
+        f"  → {statistics.median(spool_times) / torch_p50:.2f}× import torch"
+    )
+    print(
+        f"  ({os.cpu_count()} cores; single-node Slurm, jobs of 1 CPU, 2 GB and "
+        f"{shipped.slurm_time} minutes)"
+    )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ expected: a restart is a process that died), p50/p95 from a submission's arrival
     .venv/bin/python bench/soak.py --target demo [--seconds 600] [--students 20] [--code DIR]
     .venv/bin/python bench/soak.py --target service   # needs the tests' services (scripts/test)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,10 @@ FILES = {
     "metrics-wrong": ("metrics", EXERCISES / "metrics" / "mutants" / "mae_without_abs.py", False),
     "notebook": ("autograd-q", ROOT / "examples" / "autograd-q" / "carol_notebook.ipynb", False),
 }
-REFUSED = {"syntax-error": ("work.py", b"def q_grads(a, b, v)\n    return a, b\n"),
-           "not-python": ("work.txt", b"the answer is 42\n")}
+REFUSED = {
+    "syntax-error": ("work.py", b"def q_grads(a, b, v)\n    return a, b\n"),
+    "not-python": ("work.txt", b"the answer is 42\n"),
+}
 SUBMIT_EVERY = 35.0  # seconds, on average: 20 an hour each, the default rate limit
 PAGE_EVERY = 4.0
 ARRIVALS = 30.0  # seconds over which the students log in
@@ -103,18 +106,40 @@ class Tally:
 def browser_like() -> requests.Session:
     """A client that sends a request again when its kept-alive connection was closed under it."""
     http = requests.Session()
-    again = Retry(total=3, connect=3, read=2, status=0, other=0, allowed_methods=None,
-                  backoff_factor=0.1, raise_on_status=False)
+    again = Retry(
+        total=3,
+        connect=3,
+        read=2,
+        status=0,
+        other=0,
+        allowed_methods=None,
+        backoff_factor=0.1,
+        raise_on_status=False,
+    )
     http.mount("http://", HTTPAdapter(max_retries=again))
     return http
 
 
 class Student(threading.Thread):
-    def __init__(self, base: str, course: str, username: str, password: str, through_api: bool,
-                 until: float, tally: Tally, seed: int):
+    def __init__(
+        self,
+        base: str,
+        course: str,
+        username: str,
+        password: str,
+        through_api: bool,
+        until: float,
+        tally: Tally,
+        seed: int,
+    ):
         super().__init__(daemon=True)
         self.base, self.course, self.username = base, course, username
-        self.password, self.through_api, self.until, self.tally = password, through_api, until, tally
+        self.password, self.through_api, self.until, self.tally = (
+            password,
+            through_api,
+            until,
+            tally,
+        )
         self.random = random.Random(seed)
         self.http = browser_like()
 
@@ -135,14 +160,23 @@ class Student(threading.Thread):
     def _log_in(self) -> None:
         for _ in range(20):
             if self.through_api:
-                answer = self.http.post(f"{self.base}/api/v1/tokens", timeout=30, json={
-                    "username": self.username, "password": self.password})
+                answer = self.http.post(
+                    f"{self.base}/api/v1/tokens",
+                    timeout=30,
+                    json={"username": self.username, "password": self.password},
+                )
             else:
                 form = self.http.get(f"{self.base}/login", timeout=30)
-                answer = self.http.post(f"{self.base}/login", timeout=30, allow_redirects=False,
-                                        data={"username": self.username,
-                                              "password": self.password,
-                                              "csrf_token": CSRF.search(form.text).group(1)})
+                answer = self.http.post(
+                    f"{self.base}/login",
+                    timeout=30,
+                    allow_redirects=False,
+                    data={
+                        "username": self.username,
+                        "password": self.password,
+                        "csrf_token": CSRF.search(form.text).group(1),
+                    },
+                )
             if answer.status_code != 429:
                 break
             self.tally.add(busy_log_ins=self.username)  # the password checks were all taken
@@ -161,24 +195,32 @@ class Student(threading.Thread):
             filename, code = path.name, path.read_bytes()
         key = uuid.uuid4().hex  # sent again, it is stored once
         if self.through_api:
-            answer = self.http.post(f"{self.base}/api/v1/submissions", timeout=60,
-                                    headers={"Idempotency-Key": key},
-                                    data={"exercise": exercise, "course": self.course},
-                                    files={"file": (filename, code)})
+            answer = self.http.post(
+                f"{self.base}/api/v1/submissions",
+                timeout=60,
+                headers={"Idempotency-Key": key},
+                data={"exercise": exercise, "course": self.course},
+                files={"file": (filename, code)},
+            )
             accepted = answer.status_code == 202
             identifier = answer.json().get("id") if accepted else None
         else:
             page = f"{self.base}/courses/{self.course}/exercises/{exercise}"
             token = CSRF.search(self.http.get(page, timeout=30).text).group(1)
-            answer = self.http.post(f"{page}/submissions", timeout=60, allow_redirects=False,
-                                    data={"csrf_token": token, "idempotency_key": key},
-                                    files={"file": (filename, code)})
+            answer = self.http.post(
+                f"{page}/submissions",
+                timeout=60,
+                allow_redirects=False,
+                data={"csrf_token": token, "idempotency_key": key},
+                files={"file": (filename, code)},
+            )
             where = answer.headers.get("Location", "")
             accepted = answer.status_code == 303 and "/submissions/" in where
             identifier = int(where.rsplit("/", 1)[1]) if accepted else None
         if accepted != (kind not in REFUSED):
-            self.tally.add(unexpected=f"{self.username} {kind}: {answer.status_code} "
-                                      f"{answer.text[:200]}")
+            self.tally.add(
+                unexpected=f"{self.username} {kind}: {answer.status_code} {answer.text[:200]}"
+            )
         elif accepted:
             self.tally.add(accepted=(identifier, kind))
         else:
@@ -188,9 +230,13 @@ class Student(threading.Thread):
         if self.through_api:
             path = "/api/v1/exercises"
         else:
-            path = self.random.choice([f"/courses/{self.course}/",
-                                       f"/courses/{self.course}/exercises/autograd-q",
-                                       f"/courses/{self.course}/submissions"])
+            path = self.random.choice(
+                [
+                    f"/courses/{self.course}/",
+                    f"/courses/{self.course}/exercises/autograd-q",
+                    f"/courses/{self.course}/submissions",
+                ]
+            )
         started = time.perf_counter()
         answer = self.http.get(self.base + path, timeout=60)
         if answer.status_code != 200:
@@ -200,6 +246,7 @@ class Student(threading.Thread):
 
 
 # --- the targets -----------------------------------------------------------------------------
+
 
 @dataclass
 class Target:
@@ -221,9 +268,13 @@ def demo_target(students: int, code: Path = ROOT):
     env["PYTHONPATH"] = str(code)
     hpcgrade = [sys.executable, "-m", "worker.cli"]
     log = (folder / "demo.log").open("w")
-    demo = subprocess.Popen([*hpcgrade, "demo", "--port", str(port), "--folder",
-                             str(folder / "demo")], cwd=code, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    demo = subprocess.Popen(
+        [*hpcgrade, "demo", "--port", str(port), "--folder", str(folder / "demo")],
+        cwd=code,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 120
         while "hpcgrade demo: http://" not in (folder / "demo.log").read_text():
@@ -235,27 +286,51 @@ def demo_target(students: int, code: Path = ROOT):
         for number in range(students):
             username = f"soak{number:02d}"
             passwords[username] = f"{username}-password"
-            subprocess.run([*hpcgrade, "users", "add", username, "--name", f"Soak {number}",
-                            "--email", f"{username}@example.org", "--course", "pytorch-2026",
-                            "--password", passwords[username]],
-                           env=config, cwd=code, check=True, capture_output=True)
+            subprocess.run(
+                [
+                    *hpcgrade,
+                    "users",
+                    "add",
+                    username,
+                    "--name",
+                    f"Soak {number}",
+                    "--email",
+                    f"{username}@example.org",
+                    "--course",
+                    "pytorch-2026",
+                    "--password",
+                    passwords[username],
+                ],
+                env=config,
+                cwd=code,
+                check=True,
+                capture_output=True,
+            )
 
         def processes() -> dict[str, int]:
             found = {}
             for pid in descendants(demo.pid, depth=1):
                 with contextlib.suppress(OSError):
                     command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                    found[next((n for n in ("worker", "beat") if n.encode() in command),
-                               "portal")] = pid
+                    found[
+                        next((n for n in ("worker", "beat") if n.encode() in command), "portal")
+                    ] = pid
             return found
 
         def restarts() -> int:
-            return (folder / "demo.log").read_text().count("starts again") + \
-                (folder / "demo.log").read_text().count("started again")
+            return (folder / "demo.log").read_text().count("starts again") + (
+                folder / "demo.log"
+            ).read_text().count("started again")
 
-        yield Target(f"http://127.0.0.1:{port}", "pytorch-2026", passwords,
-                     f"sqlite:///{folder / 'demo' / 'hpcgrade.sqlite'}", processes, restarts,
-                     lambda: (folder / "demo.log").read_text())
+        yield Target(
+            f"http://127.0.0.1:{port}",
+            "pytorch-2026",
+            passwords,
+            f"sqlite:///{folder / 'demo' / 'hpcgrade.sqlite'}",
+            processes,
+            restarts,
+            lambda: (folder / "demo.log").read_text(),
+        )
     finally:
         demo.terminate()
         try:
@@ -268,22 +343,40 @@ def demo_target(students: int, code: Path = ROOT):
 @contextlib.contextmanager
 def service_target(students: int):
     from stack import COURSES, Stack
+
     with Stack(students=students) as stack:
         services = (stack.web, stack.worker, stack.beat, stack.nginx)
-        yield Target(stack.base, COURSES[0], stack.passwords, stack.postgres.url,
-                     lambda: {s.name: s.pid for s in services if s.process.poll() is None},
-                     lambda: sum(len(s.started) - 1 for s in services), stack.logs)
+        yield Target(
+            stack.base,
+            COURSES[0],
+            stack.passwords,
+            stack.postgres.url,
+            lambda: {s.name: s.pid for s in services if s.process.poll() is None},
+            lambda: sum(len(s.started) - 1 for s in services),
+            stack.logs,
+        )
 
 
 # --- the soak --------------------------------------------------------------------------------
+
 
 def soak(target: Target, seconds: float, seed: int) -> dict:
     tally = Tally()
     until = time.monotonic() + seconds
     names = sorted(target.passwords)
-    students = [Student(target.base, target.course, name, target.passwords[name],
-                        through_api=index % 2 == 0, until=until, tally=tally, seed=seed + index)
-                for index, name in enumerate(names)]
+    students = [
+        Student(
+            target.base,
+            target.course,
+            name,
+            target.passwords[name],
+            through_api=index % 2 == 0,
+            until=until,
+            tally=tally,
+            seed=seed + index,
+        )
+        for index, name in enumerate(names)
+    ]
     first = target.processes()
     for student in students:
         student.start()
@@ -304,8 +397,11 @@ def wait_for_grades(target: Target, ids: list[int], seconds: float) -> float:
     try:
         while time.monotonic() - started < seconds:
             with database.sessions() as session:
-                left = session.scalar(sa.select(sa.func.count()).select_from(Submission).where(
-                    Submission.id.in_(ids), Submission.status.in_(("queued", "running"))))
+                left = session.scalar(
+                    sa.select(sa.func.count())
+                    .select_from(Submission)
+                    .where(Submission.id.in_(ids), Submission.status.in_(("queued", "running")))
+                )
             if not left:
                 break
             time.sleep(1.0)
@@ -318,14 +414,23 @@ def report(target: Target, tally: Tally, changed: set, drained: float, seconds: 
     database = Database(target.database_url)
     kinds = dict(tally.accepted)
     with database.sessions() as session:
-        rows = session.execute(sa.select(Submission.id, Submission.status, Submission.score,
-                                         Submission.max_score, Submission.submitted_at)
-                               .where(Submission.id.in_(list(kinds)))).all()
-        runs = session.execute(sa.select(GradingRun.submission_id, GradingRun.status,
-                                         GradingRun.finished_at)
-                               .where(GradingRun.submission_id.in_(list(kinds)))).all()
-        students = session.scalar(sa.select(sa.func.count()).select_from(User)
-                                  .where(User.username.like("soak%")))
+        rows = session.execute(
+            sa.select(
+                Submission.id,
+                Submission.status,
+                Submission.score,
+                Submission.max_score,
+                Submission.submitted_at,
+            ).where(Submission.id.in_(list(kinds)))
+        ).all()
+        runs = session.execute(
+            sa.select(GradingRun.submission_id, GradingRun.status, GradingRun.finished_at).where(
+                GradingRun.submission_id.in_(list(kinds))
+            )
+        ).all()
+        students = session.scalar(
+            sa.select(sa.func.count()).select_from(User).where(User.username.like("soak%"))
+        )
     database.dispose()
     by_submission: dict[int, list] = {}
     for submission_id, status, finished in runs:
@@ -342,17 +447,26 @@ def report(target: Target, tally: Tally, changed: set, drained: float, seconds: 
         if (score == max_score) != full:
             wrong_scores.append((submission_id, kinds[submission_id], score, max_score))
     return {
-        "seconds": seconds, "students": students or len(target.passwords),
-        "accepted": len(kinds), "by kind": dict(Counter(kinds.values())),
-        "refused": dict(tally.refused), "graded": len(times),
-        "not graded exactly once": not_once, "scores not as their files earn": wrong_scores,
-        "unexpected answers": tally.unexpected, "log-ins told busy": len(tally.busy_log_ins),
+        "seconds": seconds,
+        "students": students or len(target.passwords),
+        "accepted": len(kinds),
+        "by kind": dict(Counter(kinds.values())),
+        "refused": dict(tally.refused),
+        "graded": len(times),
+        "not graded exactly once": not_once,
+        "scores not as their files earn": wrong_scores,
+        "unexpected answers": tally.unexpected,
+        "log-ins told busy": len(tally.busy_log_ins),
         "restarts": target.restarts(),
         "processes replaced": sorted(changed),
-        "grade p50 s": percentile(times, 50), "grade p95 s": percentile(times, 95),
-        "grade max s": round(max(times, default=0.0), 3), "queue drained in s": round(drained, 1),
-        "pages": len(tally.pages), "page p50 s": percentile(tally.pages, 50),
-        "page p95 s": percentile(tally.pages, 95)}
+        "grade p50 s": percentile(times, 50),
+        "grade p95 s": percentile(times, 95),
+        "grade max s": round(max(times, default=0.0), 3),
+        "queue drained in s": round(drained, 1),
+        "pages": len(tally.pages),
+        "page p50 s": percentile(tally.pages, 50),
+        "page p95 s": percentile(tally.pages, 95),
+    }
 
 
 def _aware(moment: dt.datetime) -> dt.datetime:
@@ -365,19 +479,30 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--students", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--code", type=Path, default=ROOT,
-                        help="the demo of this checkout (an older one's, for a baseline)")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=ROOT,
+        help="the demo of this checkout (an older one's, for a baseline)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
-    with (demo_target(args.students, args.code.resolve()) if args.target == "demo"
-          else service_target(args.students)) as target:
+    with (
+        demo_target(args.students, args.code.resolve())
+        if args.target == "demo"
+        else service_target(args.students)
+    ) as target:
         figures = soak(target, args.seconds, args.seed)
         if figures["not graded exactly once"] or figures["unexpected answers"]:
             print(target.log()[-5000:], file=sys.stderr)
     figures["wall s"] = round(time.monotonic() - started, 1)
     print(json.dumps({"target": args.target, **figures}, indent=1, default=str))
-    clean = not (figures["not graded exactly once"] or figures["scores not as their files earn"]
-                 or figures["unexpected answers"] or figures["restarts"])
+    clean = not (
+        figures["not graded exactly once"]
+        or figures["scores not as their files earn"]
+        or figures["unexpected answers"]
+        or figures["restarts"]
+    )
     return 0 if clean else 1
 
 

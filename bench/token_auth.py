@@ -9,6 +9,7 @@ Needs PostgreSQL (`eval "$(scripts/services)"`):
 
     .venv/bin/python bench/token_auth.py [--requests 2000] [--rounds 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,18 +48,26 @@ def main() -> None:
     args = parser.parse_args()
     with contextmanager(postgres_database)() as url:
         migrate.upgrade(url)
-        app = create_app({"DATABASE_URL": url, "SECRET_KEY": uuid.uuid4().hex,
-                          "BROKER_URL": "redis://127.0.0.1:1/0",
-                          "LOGIN_LIMITS_STORAGE": "memory://"})
+        app = create_app(
+            {
+                "DATABASE_URL": url,
+                "SECRET_KEY": uuid.uuid4().hex,
+                "BROKER_URL": "redis://127.0.0.1:1/0",
+                "LOGIN_LIMITS_STORAGE": "memory://",
+            }
+        )
         with app.app_context(), app.extensions["hpcgrade.db"].sessions.begin() as session:
             sync_exercises(session, new_course(session, "bench"), load_catalogue())
             add_user(session, "ana", "Ana", "a@uni.es", "student", "bench-password")
         client = app.test_client()
-        token = client.post("/api/v1/tokens",
-                            json={"username": "ana", "password": "bench-password"}).json["token"]
+        token = client.post(
+            "/api/v1/tokens", json={"username": "ana", "password": "bench-password"}
+        ).json["token"]
         headers = {"Authorization": f"Bearer {token}"}
-        url = client.post("/api/v1/submissions", headers=headers, data={
-            "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
+        url = client.post(
+            "/api/v1/submissions",
+            headers=headers,
+            data={"exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
         ).json["url"]
         read = api._bearer
         with app.test_request_context(), app.extensions["hpcgrade.db"].reads() as reads:

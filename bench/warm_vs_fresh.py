@@ -10,6 +10,7 @@ a freshly forked, fully sandboxed student process. Both are measured here, in th
 On a GPU node `--device cuda` grades on the GPU on both sides: each fresh process, and each
 forked student process of the warm harness, initialises CUDA for itself.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,11 @@ def fresh(runs: int, device: str) -> list[float]:
         times = []
         for i in range(runs):
             started = time.perf_counter()
-            subprocess.run([sys.executable, grader.name, str(SUBMISSIONS[i % len(SUBMISSIONS)]), device],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, grader.name, str(SUBMISSIONS[i % len(SUBMISSIONS)]), device],
+                check=True,
+                capture_output=True,
+            )
             times.append(time.perf_counter() - started)
     return times
 
@@ -91,8 +95,10 @@ def main() -> None:
     print(f"device                      : {args.device}")
     w, f = statistics.median(warm_times), statistics.median(fresh_times)
     print(f"fresh python per submission : median {f * 1000:7.0f} ms  (n={len(fresh_times)})")
-    print(f"warm harness per submission : median {w * 1000:7.1f} ms  p90 "
-          f"{sorted(warm_times)[int(0.9 * len(warm_times))] * 1000:.1f} ms  (n={len(warm_times)})")
+    print(
+        f"warm harness per submission : median {w * 1000:7.1f} ms  p90 "
+        f"{sorted(warm_times)[int(0.9 * len(warm_times))] * 1000:.1f} ms  (n={len(warm_times)})"
+    )
     print(f"warm harness start-up (once): {start_up * 1000:7.0f} ms")
     print(f"ratio warm / fresh          : {w / f:.4f}   (target ≤ 0.05, goal 0.02)")
     print(f"sandbox layers              : {', '.join(layers)}")

@@ -11,4 +11,5 @@ course venv's torch and numpy to run the checks): the course venv installs hpcgr
 
 def load_ipython_extension(ipython) -> None:
     from hpcgrade.magic import HpcgradeMagics
+
     ipython.register_magics(HpcgradeMagics)

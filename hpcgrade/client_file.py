@@ -2,6 +2,7 @@
 `%hpcgrade login`), at HPCGRADE_CLIENT_CONFIG, by default ~/.config/hpcgrade/client.toml,
 readable by its owner alone.
 """
+
 from __future__ import annotations
 
 import json

@@ -10,6 +10,7 @@ kernel's own notebook file, as last saved, to the service with that token, and s
 once graded. Reports render as HTML in a notebook (the result page's words and marks) and as text
 in a terminal's IPython.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,9 +32,11 @@ from hpcgrade.summary import summary, summary_html, translator
 from hpcgrade.visible import run_visible_checks
 from worker.harness.runner import HarnessFailed
 
-NO_INPUT = ("this kernel cannot ask for a username and password (it runs with no input: "
-            "papermill, nbclient…): run `hpcgrade login --server URL` once in a terminal, or set "
-            "HPCGRADE_SERVER and HPCGRADE_TOKEN (a token from the portal's Account → API tokens)")
+NO_INPUT = (
+    "this kernel cannot ask for a username and password (it runs with no input: "
+    "papermill, nbclient…): run `hpcgrade login --server URL` once in a terminal, or set "
+    "HPCGRADE_SERVER and HPCGRADE_TOKEN (a token from the portal's Account → API tokens)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,8 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%hpcgrade", exit_on_error=False, add_help=False)
     parser.add_argument("action", choices=("login", "check", "submit", "my-courses"))
     parser.add_argument("exercise", nargs="?", help="EXERCISE, or COURSE/EXERCISE")
-    parser.add_argument("notebook", nargs="?", help="submit: the notebook's file, when the "
-                                                    "kernel cannot tell")
+    parser.add_argument(
+        "notebook", nargs="?", help="submit: the notebook's file, when the kernel cannot tell"
+    )
     parser.add_argument("--course", help="the exercise's course, where it is in several of yours")
     parser.add_argument("--lang", choices=("en", "es"), default="en")
     parser.add_argument("--timeout", type=int, default=600, help="submit: seconds to wait")
@@ -103,45 +107,62 @@ class HpcgradeMagics(Magics):
         except (StdinNotImplementedError, EOFError, OSError):
             raise ValueError(NO_INPUT) from None
         answer = log_in(server, username, password)
-        print(f"logged in to {server} as {answer['username']} (valid until "
-              f"{answer.get('expires_at', '?')})")
+        print(
+            f"logged in to {server} as {answer['username']} (valid until "
+            f"{answer.get('expires_at', '?')})"
+        )
         print(f"your courses:\n{listed_courses(Service(server, answer['token']).courses())}")
 
     def check(self, exercise: str, course: str | None, lang: str) -> None:
         # the cells as a notebook, so that magics are neutralised (this extension's lines
         # without a note) and errors are told per cell: cell N is In [N] ([0] is IPython's
         # empty entry)
-        cells = [{"cell_type": "code", "source": code, "metadata": {}, "outputs": [],
-                  "execution_count": None}
-                 for code in self.shell.history_manager.input_hist_raw[1:]]
+        cells = [
+            {
+                "cell_type": "code",
+                "source": code,
+                "metadata": {},
+                "outputs": [],
+                "execution_count": None,
+            }
+            for code in self.shell.history_manager.input_hist_raw[1:]
+        ]
         try:  # what `submit` would send: its cells that do not compile are said
             saved = self.notebook_file()
         except ValueError:
             saved = None
         with tempfile.TemporaryDirectory(prefix="hpcgrade-notebook-") as folder:
             notebook = Path(folder) / "kernel.ipynb"
-            notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
-                                            "nbformat_minor": 5}))
+            notebook.write_text(
+                json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+            )
             report = run_visible_checks(exercise, notebook, lang, course, submitted=saved)
-        self.show(saved.name if saved else translator(lang).gettext("this notebook"), report,
-                  lang)
+        self.show(saved.name if saved else translator(lang).gettext("this notebook"), report, lang)
 
     @staticmethod
     def show(name: str, report: dict, lang: str) -> None:
         """The report as HTML in a notebook, as text where IPython shows text alone."""
-        display({"text/plain": summary(name, report, lang),
-                 "text/html": summary_html(name, report, lang)}, raw=True)
+        display(
+            {
+                "text/plain": summary(name, report, lang),
+                "text/html": summary_html(name, report, lang),
+            },
+            raw=True,
+        )
 
-    def submit(self, exercise: str, course: str | None, given: str | None, lang: str,
-               timeout: int) -> None:
+    def submit(
+        self, exercise: str, course: str | None, given: str | None, lang: str, timeout: int
+    ) -> None:
         path = Path(given) if given else self.notebook_file()
         if not path.is_file():
             raise ValueError(f"{path}: no such file")
         service = Service()
         saved = dt.datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
         created = service.submit(exercise, path.name, path.read_bytes(), lang, course)
-        print(f"submitted {path.name} for {created['course']}/{exercise} as saved at {saved} "
-              f"(unsaved changes are not sent): {service.page(created)}")
+        print(
+            f"submitted {path.name} for {created['course']}/{exercise} as saved at {saved} "
+            f"(unsaved changes are not sent): {service.page(created)}"
+        )
         shown = None
 
         def progress(status: dict, _seconds: float) -> None:
@@ -152,8 +173,9 @@ class HpcgradeMagics(Magics):
 
         status = service.wait_for_grade(created, lang, timeout, progress)
         if status is None:
-            print(f"no grade after {timeout} s; the submission stays queued: "
-                  f"{service.page(created)}")
+            print(
+                f"no grade after {timeout} s; the submission stays queued: {service.page(created)}"
+            )
             return
         self.show(path.name, status, lang)
 
@@ -161,11 +183,16 @@ class HpcgradeMagics(Magics):
         """The notebook this kernel runs, as Jupyter Server (JPY_SESSION_NAME), ipykernel
         (__session__) or VS Code (__vsc_ipynb_file__) tell it."""
         namespace = self.shell.user_ns
-        for told in (os.environ.get("JPY_SESSION_NAME"), namespace.get("__session__"),
-                     namespace.get("__vsc_ipynb_file__")):
+        for told in (
+            os.environ.get("JPY_SESSION_NAME"),
+            namespace.get("__session__"),
+            namespace.get("__vsc_ipynb_file__"),
+        ):
             if isinstance(told, str) and told.endswith(".ipynb"):
                 for candidate in (Path(told), Path(told).name):  # absolute, or the server's
-                    if Path(candidate).is_file():                # path; the kernel runs in
-                        return Path(candidate)                   # the notebook's folder
-        raise ValueError("cannot tell which notebook this kernel runs: give its file, "
-                         "%hpcgrade submit EXERCISE my-notebook.ipynb")
+                    if Path(candidate).is_file():  # path; the kernel runs in
+                        return Path(candidate)  # the notebook's folder
+        raise ValueError(
+            "cannot tell which notebook this kernel runs: give its file, "
+            "%hpcgrade submit EXERCISE my-notebook.ipynb"
+        )

@@ -11,6 +11,7 @@ https to http is refused. Here: Service (requests, their retries, waiting for a 
 the advice a student is given in the words of where the client runs (Advice), and the user's
 courses: an exercise is named EXERCISE, or COURSE/EXERCISE where it is in several of them.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -64,6 +65,7 @@ class Advice:
     client file holds or that HPCGRADE_TOKEN holds (logging in again does not help while
     HPCGRADE_TOKEN, which comes first, holds the old one), and how to name a course when the
     exercise is in several of theirs."""
+
     not_logged_in: str
     saved_token_refused: str
     environment_token_refused: str
@@ -72,16 +74,17 @@ class Advice:
 
 IN_JUPYTER = Advice(
     not_logged_in="not logged in: `%hpcgrade login --server URL` in Jupyter, or `hpcgrade login "
-                  "--server URL` in a terminal, once (or set HPCGRADE_SERVER and HPCGRADE_TOKEN)",
+    "--server URL` in a terminal, once (or set HPCGRADE_SERVER and HPCGRADE_TOKEN)",
     # the server's reason, written for any client ("send 'Authorization: Bearer <token>'",
     # "run hpcgrade login again"), is left out: it names neither `%hpcgrade login` nor Jupyter
     saved_token_refused="your saved token is no longer valid (revoked, after a change of "
-                        "password for instance, or expired): run `%hpcgrade login` again (in a "
-                        "terminal: `hpcgrade login`)",
+    "password for instance, or expired): run `%hpcgrade login` again (in a "
+    "terminal: `hpcgrade login`)",
     environment_token_refused="the token in HPCGRADE_TOKEN is not valid (revoked, expired or "
-                              "mistyped): set a new one, or unset it and run `%hpcgrade login`",
+    "mistyped): set a new one, or unset it and run `%hpcgrade login`",
     name_a_course="name one: COURSE/EXERCISE, or --course COURSE (`%hpcgrade my-courses` lists "
-                  "your courses)")
+    "your courses)",
+)
 
 
 def course_and_exercise(reference: str, course: str | None = None) -> tuple[str | None, str]:
@@ -97,10 +100,13 @@ def course_and_exercise(reference: str, course: str | None = None) -> tuple[str 
 
 def listed_courses(courses: list[dict], lang: str = "en") -> str:
     """The user's courses, one a line: slug, role, title and edition, the archived said so."""
-    lines = [f"{course['slug']:<24} {ROLE_NAMES.get(course['role'], course['role']):<19} "
-             f"{course['title'].get(lang) or course['title']['en']}"
-             f"{' (' + course['edition'] + ')' if course.get('edition') else ''}"
-             f"{' [archived]' if course.get('archived') else ''}" for course in courses]
+    lines = [
+        f"{course['slug']:<24} {ROLE_NAMES.get(course['role'], course['role']):<19} "
+        f"{course['title'].get(lang) or course['title']['en']}"
+        f"{' (' + course['edition'] + ')' if course.get('edition') else ''}"
+        f"{' [archived]' if course.get('archived') else ''}"
+        for course in courses
+    ]
     return "\n".join(lines) or "you are in no course yet: ask its instructors to enrol you"
 
 
@@ -127,8 +133,11 @@ class _SameHost(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, request, fp, code, message, headers, new_url):
         old, new = urllib.parse.urlsplit(request.full_url), urllib.parse.urlsplit(new_url)
         if (new.scheme, new.netloc) != (old.scheme, old.netloc):
-            raise ServiceError(f"{request.full_url} redirects to another place ({new_url}): "
-                               "is the server's URL right?", UNREACHABLE)
+            raise ServiceError(
+                f"{request.full_url} redirects to another place ({new_url}): "
+                "is the server's URL right?",
+                UNREACHABLE,
+            )
         return super().redirect_request(request, fp, code, message, headers, new_url)
 
 
@@ -139,31 +148,42 @@ def log_in(server: str, username: str, password: str) -> dict:
     """A new token for this user (the API's answer: token, username, expires_at), kept in the
     client file with the server's URL. Sent once, never again."""
     service = Service(server, token="")
-    answer = service.request("POST", "/api/v1/tokens", {}, json.dumps({
-        "username": username, "password": password, "label": token_label()}).encode(),
-        {"Content-Type": "application/json"}, retries=0)
+    answer = service.request(
+        "POST",
+        "/api/v1/tokens",
+        {},
+        json.dumps({"username": username, "password": password, "label": token_label()}).encode(),
+        {"Content-Type": "application/json"},
+        retries=0,
+    )
     if not isinstance(answer.get("token"), str) or not answer["token"]:
-        raise ServiceError(f"{service.server} gave no token: is it an hpcgrade server?",
-                           UNREACHABLE)
+        raise ServiceError(
+            f"{service.server} gave no token: is it an hpcgrade server?", UNREACHABLE
+        )
     client_file.save(service.server, answer["token"])
     return answer
 
 
 class Service:
-    def __init__(self, server: str | None = None, token: str | None = None,
-                 advice: Advice = IN_JUPYTER):
+    def __init__(
+        self, server: str | None = None, token: str | None = None, advice: Advice = IN_JUPYTER
+    ):
         """`token=""`: none (logging in); otherwise the given one, else HPCGRADE_TOKEN, else the
         client file's. Raises ValueError for a client file that cannot be read."""
         config = client_file.read() if not (server and token is not None) else {}
-        self.server = (server or os.environ.get("HPCGRADE_SERVER") or config.get("server") or "")
+        self.server = server or os.environ.get("HPCGRADE_SERVER") or config.get("server") or ""
         self.server = self.server.rstrip("/")
-        self.token = token if token is not None else (
-            os.environ.get("HPCGRADE_TOKEN") or config.get("token"))
+        self.token = (
+            token
+            if token is not None
+            else (os.environ.get("HPCGRADE_TOKEN") or config.get("token"))
+        )
         # no token: the cluster vouches for its user, where munge is installed
         self.munge = shutil.which("munge") if self.token is None else None
         from_environment = token is None and os.environ.get("HPCGRADE_TOKEN")
-        self.token_refused = (advice.environment_token_refused if from_environment
-                              else advice.saved_token_refused)
+        self.token_refused = (
+            advice.environment_token_refused if from_environment else advice.saved_token_refused
+        )
         self.not_logged_in = advice.not_logged_in
         self.name_a_course = advice.name_a_course
         if not self.server or (self.token is None and self.munge is None):
@@ -181,27 +201,44 @@ class Service:
         """The user's courses: each slug, title (en, es), edition, role, archived."""
         return self.get("/api/v1/courses")["courses"]
 
-    def submit(self, exercise: str, filename: str, data: bytes, lang: str = "en",
-               course: str | None = None) -> dict:
+    def submit(
+        self, exercise: str, filename: str, data: bytes, lang: str = "en", course: str | None = None
+    ) -> dict:
         """The API's answer: id, url (the status's address), page, course, status. `course`:
         the exercise's, where the user has several courses with it (None: the server finds
         it). One idempotency key for every try: the server stores the submission once."""
         boundary = uuid.uuid4().hex
         # the name as UTF-8 (as browsers send it: práctica.ipynb stays so), quotes escaped
-        quoted = (filename.replace("\\", "\\\\").replace('"', '\\"')
-                  .replace("\r", "").replace("\n", ""))
+        quoted = (
+            filename.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "").replace("\n", "")
+        )
         fields = {"exercise": exercise, **({"course": course} if course else {})}
-        body = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'
-                       f"{value}\r\n" for name, value in fields.items()).encode() + (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-            f'filename="{quoted}"\r\nContent-Type: application/octet-stream\r\n\r\n'
-            ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
-        return self.request("POST", "/api/v1/submissions", {"lang": lang}, body, {
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-            "Idempotency-Key": str(uuid.uuid4())})
+        body = (
+            "".join(
+                f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+                for name, value in fields.items()
+            ).encode()
+            + (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+                f'filename="{quoted}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        return self.request(
+            "POST",
+            "/api/v1/submissions",
+            {"lang": lang},
+            body,
+            {
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "Idempotency-Key": str(uuid.uuid4()),
+            },
+        )
 
-    def wait_for_grade(self, created: dict, lang: str, timeout: float,
-                       progress: Callable[[dict, float], None]) -> dict | None:
+    def wait_for_grade(
+        self, created: dict, lang: str, timeout: float, progress: Callable[[dict, float], None]
+    ) -> dict | None:
         """The submission's status in `lang` once it is neither queued nor running; None when
         `timeout` seconds pass first. `created` is the answer to the submission, read again
         even when final (it holds no result); `progress` is told each status still waiting,
@@ -216,17 +253,31 @@ class Service:
             status = self.get(created["url"], lang=lang)
         return self.get(created["url"], lang=lang) if status is created else status
 
-    def request(self, method: str, path: str, params: dict, body: bytes | None = None,
-                headers: dict | None = None, retries: int | None = None) -> dict:
+    def request(
+        self,
+        method: str,
+        path: str,
+        params: dict,
+        body: bytes | None = None,
+        headers: dict | None = None,
+        retries: int | None = None,
+    ) -> dict:
         """The answer, a JSON object; sent again as RETRIES says unless `retries` says less."""
         url = on_server(self.server, path)
         if params:
             url += "?" + urllib.parse.urlencode(params)
         tries = _Tries(RETRIES if retries is None else retries)
         while True:  # a new request each try: a MUNGE credential serves once
-            request = urllib.request.Request(url, body, method=method, headers={
-                "Accept": "application/json", **(headers or {}),
-                **self._authorization(method, url, body)})
+            request = urllib.request.Request(
+                url,
+                body,
+                method=method,
+                headers={
+                    "Accept": "application/json",
+                    **(headers or {}),
+                    **self._authorization(method, url, body),
+                },
+            )
             try:
                 with _OPENER.open(request, timeout=REQUEST_SECONDS) as reply:
                     answer = _json_object(reply.read())
@@ -238,8 +289,11 @@ class Service:
                 if not tries.again_after(exc):
                     raise _unreachable(exc, url) from None
         if answer is None:
-            raise ServiceError(f"{url} did not answer as an hpcgrade server does (no JSON "
-                               "object): is the server's URL right?", UNREACHABLE)
+            raise ServiceError(
+                f"{url} did not answer as an hpcgrade server does (no JSON "
+                "object): is the server's URL right?",
+                UNREACHABLE,
+            )
         return answer
 
     def _authorization(self, method: str, url: str, body: bytes | None) -> dict[str, str]:
@@ -256,13 +310,20 @@ class Service:
         computes it)."""
         binding = f"hpcgrade-api-v1 {method} {path} {hashlib.sha256(body).hexdigest()}"
         try:
-            made = subprocess.run([self.munge, "-s", binding, "-t", str(MUNGE_TTL_SECONDS)],
-                                  capture_output=True, text=True, timeout=REQUEST_SECONDS)
+            made = subprocess.run(
+                [self.munge, "-s", binding, "-t", str(MUNGE_TTL_SECONDS)],
+                capture_output=True,
+                text=True,
+                timeout=REQUEST_SECONDS,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             made = subprocess.CompletedProcess([], 1, "", str(exc))
         if made.returncode != 0 or not made.stdout.startswith("MUNGE:"):
-            raise ServiceError(f"munge cannot vouch for you here ({made.stderr.strip()}): log in "
-                               "with `hpcgrade login --server URL` instead", NOT_LOGGED_IN)
+            raise ServiceError(
+                f"munge cannot vouch for you here ({made.stderr.strip()}): log in "
+                "with `hpcgrade login --server URL` instead",
+                NOT_LOGGED_IN,
+            )
         return made.stdout.strip()
 
     def _refusal(self, exc: urllib.error.HTTPError, url: str) -> ServiceError:
@@ -272,8 +333,9 @@ class Service:
             schemes = " ".join(exc.headers.get_all("WWW-Authenticate") or []).lower()
             if self.munge and "munge" not in schemes:
                 return ServiceError(self.not_logged_in, NOT_LOGGED_IN)  # it takes tokens alone
-            return ServiceError(self.token_refused.format(reason=reason) if self.token
-                                else reason, NOT_LOGGED_IN)
+            return ServiceError(
+                self.token_refused.format(reason=reason) if self.token else reason, NOT_LOGGED_IN
+            )
         if exc.code == AMBIGUOUS:  # the server's words name the courses; these say how to pick
             return ServiceError(f"{reason}\n{self.name_a_course}", REFUSED)
         return ServiceError(reason, UNREACHABLE if exc.code >= 500 else REFUSED)
@@ -319,8 +381,9 @@ def _unreachable(exc: Exception, url: str) -> ServiceError:
     reason = getattr(exc, "reason", exc)
     if isinstance(reason, TimeoutError):
         return ServiceError(f"{url} did not answer within {REQUEST_SECONDS} s", UNREACHABLE)
-    return ServiceError(f"cannot connect to {url} ({reason}): is the server's URL right?",
-                        UNREACHABLE)
+    return ServiceError(
+        f"cannot connect to {url} ({reason}): is the server's URL right?", UNREACHABLE
+    )
 
 
 def _json_object(body: bytes) -> dict | None:

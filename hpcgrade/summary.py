@@ -6,6 +6,7 @@ gettext: neither command loads Flask), with the inline Markdown of titles, diagn
 rendered for a terminal (styled where `styled` says so, otherwise plain text without its marks)
 or, in HTML, as the result page renders it: the same words, the same marks.
 """
+
 from __future__ import annotations
 
 import gettext
@@ -35,9 +36,15 @@ def summary(path: Path | str, report: dict, lang: str | None = None, styled: boo
         return text.not_graded(report)
     notes = report.get("notes", [])
     unloaded = [n for n in notes if n.get("kind") == LOAD_ERROR]
-    return "\n".join([text.score(report), *text.load_errors(unloaded),
-                      *text.checks(report["checks"], bool(unloaded)), *text.notes(notes),
-                      *text.output(report)])
+    return "\n".join(
+        [
+            text.score(report),
+            *text.load_errors(unloaded),
+            *text.checks(report["checks"], bool(unloaded)),
+            *text.notes(notes),
+            *text.output(report),
+        ]
+    )
 
 
 def summary_html(path: Path | str, report: dict, lang: str | None = None) -> str:
@@ -48,11 +55,17 @@ def summary_html(path: Path | str, report: dict, lang: str | None = None) -> str
         return f'<div class="hpcgrade-report"><p>{text.not_graded(report)}</p></div>'
     notes = report.get("notes", [])
     unloaded = [n for n in notes if n.get("kind") == LOAD_ERROR]
-    return "\n".join(['<div class="hpcgrade-report">',
-                      f"<p><strong>{text.score(report)}</strong></p>",
-                      *text.load_errors(unloaded), *text.checks(report["checks"], bool(unloaded)),
-                      *(f"<p>{note.strip()}</p>" for note in text.notes(notes)),
-                      *text.output(report), "</div>"])
+    return "\n".join(
+        [
+            '<div class="hpcgrade-report">',
+            f"<p><strong>{text.score(report)}</strong></p>",
+            *text.load_errors(unloaded),
+            *text.checks(report["checks"], bool(unloaded)),
+            *(f"<p>{note.strip()}</p>" for note in text.notes(notes)),
+            *text.output(report),
+            "</div>",
+        ]
+    )
 
 
 class _Text:
@@ -81,14 +94,18 @@ class _Text:
             return f"{self.file}: {self.md(report.get('message'))}"
         reason = report.get("error") or report.get("message") or report.get("status")
         return self._("%(file)s: the grader failed (%(reason)s); this is not a grade.") % {
-            "file": self.file, "reason": self.md(reason)}
+            "file": self.file,
+            "reason": self.md(reason),
+        }
 
     def where(self, label: str | None, line: int | None, with_file: bool = True) -> str:
-        """"work.ipynb, cell 2, line 3", as the result page says it."""
+        """ "work.ipynb, cell 2, line 3", as the result page says it."""
         cell = re.fullmatch(r"cell (\d+)", label or "")
-        return ", ".join(([self.file] if with_file else []) + (
-            [self._("cell %(num)s") % {"num": cell[1]}] if cell else []) + (
-            [self._("line %(num)s") % {"num": line}] if line else []))
+        return ", ".join(
+            ([self.file] if with_file else [])
+            + ([self._("cell %(num)s") % {"num": cell[1]}] if cell else [])
+            + ([self._("line %(num)s") % {"num": line}] if line else [])
+        )
 
     def score(self, report: dict) -> str:
         """The score that counts: the API's counted_score (an instructor's adjustment, where one
@@ -98,16 +115,25 @@ class _Text:
         if report.get("override"):
             line += f" ({self._('adjusted by an instructor')})"
         if report.get("penalty"):
-            line += " (" + self.catalogue.ngettext(
-                "%(num)s day late: −%(percent)s%%", "%(num)s days late: −%(percent)s%%",
-                report["late_days"]) % {"num": report["late_days"],
-                                        "percent": round(report["penalty"] * 100)} + ")"
+            line += (
+                " ("
+                + self.catalogue.ngettext(
+                    "%(num)s day late: −%(percent)s%%",
+                    "%(num)s days late: −%(percent)s%%",
+                    report["late_days"],
+                )
+                % {"num": report["late_days"], "percent": round(report["penalty"] * 100)}
+                + ")"
+            )
         return line
 
     def diagnostic(self, d: dict, always_placed: bool = False) -> list[str]:
         line = d["details"].get("line")
         place = f" ({self.where(d['details'].get('file'), line)})" if line or always_placed else ""
-        return [f"      {d['code']}: {self.md(d['message'])}{place}", f"      → {self.md(d['hint'])}"]
+        return [
+            f"      {d['code']}: {self.md(d['message'])}{place}",
+            f"      → {self.md(d['hint'])}",
+        ]
 
     def load_errors(self, unloaded: list[dict]) -> list[str]:
         """Why no check could run, said once, before the checks."""
@@ -133,36 +159,61 @@ class _Text:
             if note.get("kind") == "cell-error":
                 frame = (note.get("frames") or [{}])[-1]
                 line = frame.get("line") if frame.get("file") == note["cell"] else None
-                lines.append("  " + self._("Note: %(place)s raised %(error)s") % {
-                    "place": self.where(note["cell"], line, with_file=False),
-                    "error": self.plain(f"{note['type']}: {note['message']}")})
+                lines.append(
+                    "  "
+                    + self._("Note: %(place)s raised %(error)s")
+                    % {
+                        "place": self.where(note["cell"], line, with_file=False),
+                        "error": self.plain(f"{note['type']}: {note['message']}"),
+                    }
+                )
             elif note.get("kind") == ADVICE:
                 lines.append("  " + self._("Advice, not graded:") + " " + self.md(note["message"]))
             elif note.get("kind") == "empty":
                 lines.append("  " + self._("Note: the file is empty"))
             elif note.get("kind") == "neutralised":
                 count = len(note["lines"])
-                lines.append("  " + self.catalogue.ngettext(
-                    "Note: in %(place)s, IPython line %(lines)s was not run.",
-                    "Note: in %(place)s, IPython lines %(lines)s were not run.", count) % {
-                    "place": self.where(note["cell"], None, with_file=False),
-                    "lines": ", ".join(map(str, note["lines"])), "num": count})
+                lines.append(
+                    "  "
+                    + self.catalogue.ngettext(
+                        "Note: in %(place)s, IPython line %(lines)s was not run.",
+                        "Note: in %(place)s, IPython lines %(lines)s were not run.",
+                        count,
+                    )
+                    % {
+                        "place": self.where(note["cell"], None, with_file=False),
+                        "lines": ", ".join(map(str, note["lines"])),
+                        "num": count,
+                    }
+                )
             elif note.get("kind") == DOES_NOT_COMPILE:
-                lines.append("  " + self._(
-                    "Warning: %(place)s does not compile (%(error)s): submitting this file would "
-                    "be refused. Fix it first (a refusal uses no attempt).") % {
-                    "place": self.where(note.get("cell"), note.get("line")),
-                    "error": self.plain(note["message"])})
+                lines.append(
+                    "  "
+                    + self._(
+                        "Warning: %(place)s does not compile (%(error)s): submitting this file would "
+                        "be refused. Fix it first (a refusal uses no attempt)."
+                    )
+                    % {
+                        "place": self.where(note.get("cell"), note.get("line")),
+                        "error": self.plain(note["message"]),
+                    }
+                )
         return lines
 
     def output(self, report: dict) -> list[str]:
         lines = []
         if report.get("output"):
-            lines.append(f"  {self._('What the code printed')}:\n" + "\n".join(
-                "    " + self.plain(line) for line in report["output"].splitlines()[:20]))
+            lines.append(
+                f"  {self._('What the code printed')}:\n"
+                + "\n".join(
+                    "    " + self.plain(line) for line in report["output"].splitlines()[:20]
+                )
+            )
         if "sandbox" in report:  # `hpcgrade grade`'s report: where and how fast it ran
-            lines.append(f"  sandbox: {', '.join(report['sandbox'].get('layers', [])) or 'none'}"
-                         f"; {report['timing']['total'] * 1000:.0f} ms")
+            lines.append(
+                f"  sandbox: {', '.join(report['sandbox'].get('layers', [])) or 'none'}"
+                f"; {report['timing']['total'] * 1000:.0f} ms"
+            )
         return lines
 
 
@@ -178,9 +229,12 @@ class _Html(_Text):
         return html.escape(str(self.path))
 
     def md(self, text: str | None) -> str:
-        return "".join("".join(f"<{s}>" for s in styles) + html.escape(piece)
-                       + "".join(f"</{s}>" for s in reversed(styles))
-                       for styles, piece in spans(CONTROL.sub("", text or "")))
+        return "".join(
+            "".join(f"<{s}>" for s in styles)
+            + html.escape(piece)
+            + "".join(f"</{s}>" for s in reversed(styles))
+            for styles, piece in spans(CONTROL.sub("", text or ""))
+        )
 
     @staticmethod
     def plain(text: str) -> str:
@@ -188,35 +242,46 @@ class _Html(_Text):
 
     def diagnostic(self, d: dict, always_placed: bool = False) -> list[str]:
         line = d["details"].get("line")
-        place = (f' <span style="color:{COLOURS["muted"]}">('
-                 f'{self.where(d["details"].get("file"), line)})</span>'
-                 if line or always_placed else "")
-        return [f'<p style="margin:0.3em 0 0 1.5em"><code>{html.escape(d["code"])}</code> '
-                f'{self.md(d["message"])}{place}</p>',
-                f'<p style="margin:0.1em 0 0 1.5em">→ {self.md(d["hint"])}</p>']
+        place = (
+            f' <span style="color:{COLOURS["muted"]}">('
+            f"{self.where(d['details'].get('file'), line)})</span>"
+            if line or always_placed
+            else ""
+        )
+        return [
+            f'<p style="margin:0.3em 0 0 1.5em"><code>{html.escape(d["code"])}</code> '
+            f"{self.md(d['message'])}{place}</p>",
+            f'<p style="margin:0.1em 0 0 1.5em">→ {self.md(d["hint"])}</p>',
+        ]
 
     def load_errors(self, unloaded: list[dict]) -> list[str]:
         if not unloaded:
             return []
-        return [f'<div style="border-left:4px solid {COLOURS["failed"]};padding-left:0.6em">',
-                f'<p style="margin:0"><strong>{self._("The checks could not run")}</strong></p>',
-                *(line for d in unloaded for line in self.diagnostic(d, always_placed=True)),
-                "</div>"]
+        return [
+            f'<div style="border-left:4px solid {COLOURS["failed"]};padding-left:0.6em">',
+            f'<p style="margin:0"><strong>{self._("The checks could not run")}</strong></p>',
+            *(line for d in unloaded for line in self.diagnostic(d, always_placed=True)),
+            "</div>",
+        ]
 
     def checks(self, checks: list[dict], unloaded: bool) -> list[str]:
         lines = []
         for c in checks:
             state = "passed" if c["passed"] else "failed"
-            lines += [f'<div style="border-left:4px solid {COLOURS[state]};padding-left:0.6em;'
-                      'margin:0.4em 0">',
-                      f'<p style="margin:0"><span style="color:{COLOURS[state]}">'
-                      f'{"✔" if c["passed"] else "✘"}</span> <strong>{self.md(c["title"])}'
-                      f'</strong> <small>({c["points"]:g} / {c["max_points"]:g})</small></p>']
+            lines += [
+                f'<div style="border-left:4px solid {COLOURS[state]};padding-left:0.6em;'
+                'margin:0.4em 0">',
+                f'<p style="margin:0"><span style="color:{COLOURS[state]}">'
+                f"{'✔' if c['passed'] else '✘'}</span> <strong>{self.md(c['title'])}"
+                f"</strong> <small>({c['points']:g} / {c['max_points']:g})</small></p>",
+            ]
             for d in c["diagnostics"]:
                 lines += self.diagnostic(d)
             if unloaded and not c["passed"] and not c["diagnostics"]:
-                lines.append(f'<p style="margin:0.3em 0 0 1.5em;color:{COLOURS["muted"]}">'
-                             f'{self._("Not run: see why above.")}</p>')
+                lines.append(
+                    f'<p style="margin:0.3em 0 0 1.5em;color:{COLOURS["muted"]}">'
+                    f"{self._('Not run: see why above.')}</p>"
+                )
             lines.append("</div>")
         return lines
 
@@ -224,5 +289,7 @@ class _Html(_Text):
         if not report.get("output"):
             return []
         printed = "\n".join(report["output"].splitlines()[:20])
-        return [f"<details><summary>{self._('What the code printed')}</summary>"
-                f"<pre>{self.plain(printed)}</pre></details>"]
+        return [
+            f"<details><summary>{self._('What the code printed')}</summary>"
+            f"<pre>{self.plain(printed)}</pre></details>"
+        ]

@@ -5,6 +5,7 @@ The exercise's public files come from the local exercises folder when it has the
 is named (an instructor, a checkout), otherwise from the service (`GET
 /api/v1/exercises/SLUG/files?course=COURSE`), into a folder of this run's own.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,14 @@ from worker.harness.runner import HarnessProcess
 from worker.harness.submission import Unreadable, read
 
 
-def run_visible_checks(slug: str, file: Path, lang: str = "en", course: str | None = None,
-                       advice: Advice = IN_JUPYTER, submitted: Path | None = None) -> dict:
+def run_visible_checks(
+    slug: str,
+    file: Path,
+    lang: str = "en",
+    course: str | None = None,
+    advice: Advice = IN_JUPYTER,
+    submitted: Path | None = None,
+) -> dict:
     """The report of the visible checks on `file` (a .py or .ipynb), as `hpcgrade grade --json`
     gives one; `course`: the exercise's, where it is in several of the user's courses;
     `submitted`: the file `submit` would send (`file`, or in Jupyter the saved notebook), whose
@@ -40,9 +47,17 @@ def run_visible_checks(slug: str, file: Path, lang: str = "en", course: str | No
         folder, limits = exercise_files(slug, Path(scratch) / slug, course, advice)
         # the student's own code and public checks on the student's own machine: no layer is
         # required (a node without user namespaces still runs them), each is raised where it can be
-        job = Job(exercise=slug, exercise_dir=str(folder), submission=str(file.resolve()),
-                  filename=file.name, limits=limits, seed=0, lang=lang, checks=VISIBLE_CHECKS,
-                  required_layers=())
+        job = Job(
+            exercise=slug,
+            exercise_dir=str(folder),
+            submission=str(file.resolve()),
+            filename=file.name,
+            limits=limits,
+            seed=0,
+            lang=lang,
+            checks=VISIBLE_CHECKS,
+            required_layers=(),
+        )
         with HarnessProcess(scratch=scratch) as harness:
             report = harness.report_for(job).to_dict()
         try:
@@ -62,13 +77,22 @@ def _mistakes(folder: Path) -> dict:
         mistakes = json.loads((folder / visible_mistakes.FILE).read_text())
     except (OSError, ValueError):
         return {}
-    return mistakes if isinstance(mistakes, dict) and all(
-        isinstance(m, dict) and isinstance(m.get("says"), dict) and isinstance(m.get("marks"), dict)
-        for m in mistakes.values()) else {}
+    return (
+        mistakes
+        if isinstance(mistakes, dict)
+        and all(
+            isinstance(m, dict)
+            and isinstance(m.get("says"), dict)
+            and isinstance(m.get("marks"), dict)
+            for m in mistakes.values()
+        )
+        else {}
+    )
 
 
-def exercise_files(slug: str, fetched: Path, course: str | None = None,
-                   advice: Advice = IN_JUPYTER) -> tuple[Path, dict]:
+def exercise_files(
+    slug: str, fetched: Path, course: str | None = None, advice: Advice = IN_JUPYTER
+) -> tuple[Path, dict]:
     """The folder holding the exercise's public files (the local one, or `fetched`, where they
     are written from the service), and its limits."""
     if not SLUG.match(slug):
@@ -83,15 +107,19 @@ def exercise_files(slug: str, fetched: Path, course: str | None = None,
         except ExerciseConfigError as exc:
             raise ValueError(str(exc)) from None
     try:
-        published = Service(advice=advice).get(f"/api/v1/exercises/{slug}/files",
-                                                **({"course": course} if course else {}))
+        published = Service(advice=advice).get(
+            f"/api/v1/exercises/{slug}/files", **({"course": course} if course else {})
+        )
     except ServiceError as exc:  # a refusal that does not say which exercise it is about
         if exc.kind != REFUSED or slug in str(exc):
             raise
         raise ServiceError(f"{course + '/' if course else ''}{slug}: {exc}", exc.kind) from None
     files, limits = published.get("files"), published.get("limits")
-    if not isinstance(files, dict) or not isinstance(limits, dict) \
-            or not isinstance(files.get(VISIBLE_CHECKS), str):
+    if (
+        not isinstance(files, dict)
+        or not isinstance(limits, dict)
+        or not isinstance(files.get(VISIBLE_CHECKS), str)
+    ):
         raise ValueError(f"the server sent no visible checks for {slug}")
     fetched.mkdir()
     for name in CHECK_FILES:
@@ -116,9 +144,16 @@ def not_compiling(file: Path) -> list[dict]:
                 warnings.simplefilter("ignore")
                 compile(code, label, "exec", dont_inherit=True)
         except SyntaxError as exc:
-            notes.append({"kind": DOES_NOT_COMPILE, "cell": label, "line": exc.lineno,
-                          "message": exc.msg})
+            notes.append(
+                {"kind": DOES_NOT_COMPILE, "cell": label, "line": exc.lineno, "message": exc.msg}
+            )
         except (RecursionError, MemoryError) as exc:
-            notes.append({"kind": DOES_NOT_COMPILE, "cell": label, "line": None,
-                          "message": type(exc).__name__})
+            notes.append(
+                {
+                    "kind": DOES_NOT_COMPILE,
+                    "cell": label,
+                    "line": None,
+                    "message": type(exc).__name__,
+                }
+            )
     return notes

@@ -1,4 +1,5 @@
 """Alembic environment: the URL comes from `hpcgrade db upgrade` (the service's configuration)."""
+
 from alembic import context
 
 from server.core import models  # noqa: F401  (registers the tables on Base.metadata)
@@ -15,8 +16,12 @@ def render_item(kind: str, obj, _context):
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=Base.metadata,
-                      literal_binds=True, render_as_batch=True)
+    context.configure(
+        url=config.get_main_option("sqlalchemy.url"),
+        target_metadata=Base.metadata,
+        literal_binds=True,
+        render_as_batch=True,
+    )
     with context.begin_transaction():
         context.run_migrations()
 
@@ -31,8 +36,12 @@ def run_migrations_online() -> None:
             # pragma only works outside a transaction, hence on the driver's connection.
             connection.connection.dbapi_connection.execute("PRAGMA foreign_keys=OFF")
         # batch mode lets SQLite, which cannot ALTER most things, follow the same migrations
-        context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True,
-                          render_item=render_item)
+        context.configure(
+            connection=connection,
+            target_metadata=Base.metadata,
+            render_as_batch=True,
+            render_item=render_item,
+        )
         with context.begin_transaction():
             context.run_migrations()
             if sqlite:

@@ -25,9 +25,13 @@ def quick_password_hashes():
     werkzeug's 2**15: an account or a log-in costs a millisecond, not a quarter of a second.
     What is hashed and checked stays the same; services started as processes keep the real cost."""
     from server.core import users
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(users, "generate_password_hash",
-                      functools.partial(generate_password_hash, method="scrypt:1024:8:1"))
+        patch.setattr(
+            users,
+            "generate_password_hash",
+            functools.partial(generate_password_hash, method="scrypt:1024:8:1"),
+        )
         yield
 
 
@@ -51,6 +55,7 @@ def templates_compiled_once():
     """Each test builds apps of its own, and each app compiled every template it rendered again:
     a sixth of the fast tier's time. The apps of a test run share one compiled copy."""
     import flask
+
     cache = TemplatesInMemory()
     create = flask.Flask.create_jinja_environment
 
@@ -58,6 +63,7 @@ def templates_compiled_once():
         environment = create(self)
         environment.bytecode_cache = cache
         return environment
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(flask.Flask, "create_jinja_environment", with_shared_cache)
         yield
@@ -70,6 +76,7 @@ def url_rules_compiled_once():
     reaches the rule's converters through the rule it is bound to), so the apps of a test run
     share one per rule."""
     from werkzeug.routing.rules import Rule
+
     compile_builder = Rule._compile_builder
     built: dict[tuple, object] = {}
 
@@ -78,6 +85,7 @@ def url_rules_compiled_once():
         if key not in built:
             built[key] = compile_builder(self, append_unknown)
         return built[key]
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Rule, "_compile_builder", once)
         yield
@@ -113,8 +121,9 @@ def grade_unsealed(unsealed_harness, tmp_path):
 @pytest.fixture(scope="session")
 def executor(tmp_path_factory):
     """The local executor, as a worker makes it (its own warm harness)."""
-    local = LocalExecutor(Settings(spool_dir=str(tmp_path_factory.mktemp("spool")),
-                                   course_python=None))
+    local = LocalExecutor(
+        Settings(spool_dir=str(tmp_path_factory.mktemp("spool")), course_python=None)
+    )
     yield local
     local.close()
 
@@ -122,17 +131,20 @@ def executor(tmp_path_factory):
 def grader(harness, folder, unsealed: bool = False):
     """grade(exercise, source, filename=…, seed=…, **limits): source text (or bytes) graded as
     a submission by `harness`; the JSON report. `unsealed`: the seal not required."""
+
     def run(exercise: str, source, filename: str = "submission.py", seed: int = 7, **limits):
         path = folder / filename
         path.write_bytes(source if isinstance(source, bytes) else source.encode())
         info = load_exercise_info(default_root() / exercise)
         job = info.job(path, seed=seed)
         required = [x for x in job.required_layers if not (unsealed and x == "seal")]
-        job = type(job)(**{**job.to_dict(), "limits": {**info.limits, **limits},
-                           "required_layers": required})
+        job = type(job)(
+            **{**job.to_dict(), "limits": {**info.limits, **limits}, "required_layers": required}
+        )
         report = harness.report_for(job).to_dict()
         json.dumps(report)
         return report
+
     return run
 
 
@@ -150,10 +162,13 @@ def empty_database_url(request, tmp_path):
         yield from postgres_database()
 
 
-@pytest.fixture(scope="session", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+@pytest.fixture(
+    scope="session", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)]
+)
 def database_url(request, tmp_path_factory):
     """A database at the newest migration, shared by a session's tests (each rolls back)."""
     from server.core import migrate
+
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.sqlite'}"
         migrate.upgrade(url)
@@ -170,6 +185,7 @@ def db_session(database_url):
     from sqlalchemy.orm import Session
 
     from server.core.db import Database
+
     database = Database(database_url)
     with database.engine.connect() as connection:
         outer = connection.begin()
@@ -185,8 +201,16 @@ def app(database_url):
     """The portal on a database that rolls back after the test; its broker is not there, so
     submissions stay queued (as when Redis is down), and failed log-ins are counted in memory."""
     from server.web.app import create_app
-    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True,
-                      "BROKER_URL": "redis://127.0.0.1:1/0", "LOGIN_LIMITS_STORAGE": "memory://"})
+
+    app = create_app(
+        {
+            "DATABASE_URL": database_url,
+            "SECRET_KEY": "test",
+            "TESTING": True,
+            "BROKER_URL": "redis://127.0.0.1:1/0",
+            "LOGIN_LIMITS_STORAGE": "memory://",
+        }
+    )
     database = app.extensions["hpcgrade.db"]
     with database.engine.connect() as connection:
         outer = connection.begin()
@@ -204,6 +228,7 @@ def course(app, catalogue):
     """The app with the exercises synced and two students, ana and bea (password long-password)."""
     from server.core.exercises import sync_exercises
     from server.core.users import add_user
+
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
         sync_exercises(session, new_course(session), catalogue)
@@ -218,6 +243,7 @@ def migrated_sqlite(tmp_path_factory):
     """A SQLite file at the newest migration, copied for each test that needs one of its own
     (the migrations run once, not once a test)."""
     from server.core import migrate
+
     path = tmp_path_factory.mktemp("migrated") / "newest.sqlite"
     migrate.upgrade(f"sqlite:///{path}")
     return path
@@ -230,6 +256,7 @@ def database(empty_database_url, catalogue, migrated_sqlite):
     from server.core.db import Database
     from server.core.exercises import sync_exercises
     from server.core.models import Enrolment, User
+
     if empty_database_url.startswith("sqlite:///"):
         shutil.copyfile(migrated_sqlite, empty_database_url.removeprefix("sqlite:///"))
     else:
@@ -249,6 +276,7 @@ def database(empty_database_url, catalogue, migrated_sqlite):
 def redis_server(tmp_path):
     """A Redis of this test's own, so that it can be stopped and started again."""
     from stack import Redis
+
     server = Redis(tmp_path)
     yield server
     server.close()
@@ -259,6 +287,7 @@ def smtp_server():
     """A real SMTP server on loopback (aiosmtpd): (port, helpers.Recorder of what it got)."""
     from aiosmtpd.controller import Controller
     from helpers import Recorder, free_port
+
     recorder = Recorder()
     controller = Controller(recorder, hostname="127.0.0.1", port=free_port())
     controller.start()
@@ -274,11 +303,15 @@ def mailing(course, smtp_server, monkeypatch):
     from helpers import change_settings, mail_settings
 
     from server.core.users import add_user
+
     port, recorder = smtp_server
     change_settings(course, **mail_settings(port), PUBLIC_URL="https://grader.uni.es")
     sent = []
-    monkeypatch.setattr(course.extensions["celery"], "send_task",
-                        lambda name, args, **options: sent.append((name, args)))
+    monkeypatch.setattr(
+        course.extensions["celery"],
+        "send_task",
+        lambda name, args, **options: sent.append((name, args)),
+    )
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         add_user(session, "tina", "Tina", "t@uni.es", "ta", "long-password")
@@ -302,6 +335,7 @@ def listener():
                 received.append(server.accept()[0].recv(100))
             except OSError:
                 continue
+
     threading.Thread(target=accept, daemon=True).start()
     yield server.getsockname()[1], received
     server.close()
@@ -310,8 +344,14 @@ def listener():
 # modules whose tests share something of the whole machine (the Slurm node, the unprivileged
 # user, timing against a full machine), as the tests marked slurm do: marked machine_wide, they
 # never run beside one another (scripts/test runs them in the same pytest as the fault tests)
-MACHINE_WIDE = {"test_demo", "test_queue", "test_recovery", "test_sessions", "test_unprivileged",
-                "test_regrade"}
+MACHINE_WIDE = {
+    "test_demo",
+    "test_queue",
+    "test_recovery",
+    "test_sessions",
+    "test_unprivileged",
+    "test_regrade",
+}
 
 
 def pytest_itemcollected(item):
@@ -321,9 +361,13 @@ def pytest_itemcollected(item):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked postgresql_only run on the PostgreSQL database alone."""
-    sqlite = [item for item in items if item.get_closest_marker("postgresql_only")
-              and getattr(item, "callspec", None)
-              and item.callspec.params.get("database_url") == "sqlite"]
+    sqlite = [
+        item
+        for item in items
+        if item.get_closest_marker("postgresql_only")
+        and getattr(item, "callspec", None)
+        and item.callspec.params.get("database_url") == "sqlite"
+    ]
     if sqlite:
         config.hook.pytest_deselected(items=sqlite)
         items[:] = [item for item in items if item not in set(sqlite)]

@@ -1,4 +1,5 @@
 """Small helpers shared by the tests."""
+
 import json
 import os
 import re
@@ -10,8 +11,11 @@ from pathlib import Path
 from worker.harness.report import codes  # noqa: F401  (re-exported for the tests)
 
 # The service's process holds secrets like these; the harness and the students must never see them.
-SECRETS = {"DATABASE_URL": "postgresql://hpcgrade:S3CRET-DB-PASSWORD@127.0.0.1/hpcgrade",
-           "HPCGRADE_SECRET_KEY": "S3CRET-SESSION-KEY", "REDIS_URL": "redis://:S3CRET-REDIS@127.0.0.1"}
+SECRETS = {
+    "DATABASE_URL": "postgresql://hpcgrade:S3CRET-DB-PASSWORD@127.0.0.1/hpcgrade",
+    "HPCGRADE_SECRET_KEY": "S3CRET-SESSION-KEY",
+    "REDIS_URL": "redis://:S3CRET-REDIS@127.0.0.1",
+}
 
 
 def descendants(pid: int, depth: int | None = None) -> list[int]:
@@ -53,13 +57,21 @@ def alive(pid: int) -> bool:
 
 
 def notebook(*cells: str) -> str:
-    return json.dumps({"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": []}
-                                 for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": "code", "source": c, "metadata": {}, "outputs": []} for c in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
 
 
 REFERENCE_Q = (Path(__file__).parents[1] / "exercises" / "autograd-q" / "reference.py").read_text()
 # autograd-accumulation done as the statement allows but advises against: one backward() per window
-ONE_BACKWARD_PER_WINDOW = '''def train_accumulated(model, optimizer, batches, accumulation_steps):
+ONE_BACKWARD_PER_WINDOW = """def train_accumulated(model, optimizer, batches, accumulation_steps):
     for start in range(0, len(batches), accumulation_steps):
         total = 0
         for x in batches[start:start + accumulation_steps]:
@@ -68,7 +80,7 @@ ONE_BACKWARD_PER_WINDOW = '''def train_accumulated(model, optimizer, batches, ac
         optimizer.step()
         optimizer.zero_grad()
     return model.weight
-'''
+"""
 
 
 POSTGRES = os.environ.get("HPCGRADE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -77,6 +89,7 @@ POSTGRES = os.environ.get("HPCGRADE_TEST_POSTGRES", "postgresql+psycopg://postgr
 def postgres_database():
     """A new, empty PostgreSQL database, dropped afterwards."""
     import sqlalchemy as sa
+
     name = f"hpcgrade_test_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(f"{POSTGRES}/postgres", isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
@@ -103,8 +116,12 @@ IN_COURSE = f"/courses/{COURSE}"
 def new_course(session, slug: str = COURSE, **values):
     """A course of the exercises/ folder (of `values`' exercises_dir) with no one in it."""
     from server.core.courses import create_course
-    return create_course(session, slug, **{"title_en": "Tensors and autograd",
-                                           "title_es": "Tensores y autograd", **values})
+
+    return create_course(
+        session,
+        slug,
+        **{"title_en": "Tensors and autograd", "title_es": "Tensores y autograd", **values},
+    )
 
 
 def the_course(session):
@@ -112,6 +129,7 @@ def the_course(session):
     import sqlalchemy as sa
 
     from server.core.models import Course
+
     return session.scalar(sa.select(Course).where(Course.slug == COURSE)) or new_course(session)
 
 
@@ -120,8 +138,11 @@ def change_settings(app, **changes) -> None:
     import dataclasses
 
     from server.core.config import FIELDS, SETTINGS_KEY
-    parsed = {FIELDS[name].name: FIELDS[name].metadata["parse"](name, value)
-              for name, value in changes.items()}
+
+    parsed = {
+        FIELDS[name].name: FIELDS[name].metadata["parse"](name, value)
+        for name, value in changes.items()
+    }
     app.extensions[SETTINGS_KEY] = dataclasses.replace(app.extensions[SETTINGS_KEY], **parsed)
 
 
@@ -132,9 +153,14 @@ def dispatcher(database, executor, catalogue, **settings):
     from server.core.config import Resources
     from worker.grading.dispatch import Dispatcher
     from worker.grading.pilots import Pilots
-    values = dict(spool=executor.spool, resources=Resources(), worker="t",
-                  lease=dt.timedelta(minutes=5),
-                  pilots=None if executor.synchronous else Pilots(executor.spool))
+
+    values = dict(
+        spool=executor.spool,
+        resources=Resources(),
+        worker="t",
+        lease=dt.timedelta(minutes=5),
+        pilots=None if executor.synchronous else Pilots(executor.spool),
+    )
     return Dispatcher(database, executor, catalogue, **{**values, **settings})
 
 
@@ -159,11 +185,17 @@ def queue_submission(database, code: str, slug: str = "autograd-q") -> int:
 
     from server.core.models import Exercise, User
     from server.web.submissions import Rules, accept
+
     with database.sessions.begin() as session:
-        submission = accept(session, session.scalar(sa.select(User).where(User.username == "ana")),
-                            session.scalar(sa.select(Exercise).where(Exercise.slug == slug)),
-                            "work.py", code.encode(), Rules(1024, 100, 60),
-                            dt.datetime.now(dt.timezone.utc))
+        submission = accept(
+            session,
+            session.scalar(sa.select(User).where(User.username == "ana")),
+            session.scalar(sa.select(Exercise).where(Exercise.slug == slug)),
+            "work.py",
+            code.encode(),
+            Rules(1024, 100, 60),
+            dt.datetime.now(dt.timezone.utc),
+        )
         session.flush()
         return submission.id
 
@@ -173,12 +205,17 @@ def graded_through_api(app, username: str, seconds: float = 60, context=lambda: 
     graded; its result. `context` says more when it never comes."""
     import io
     import time
+
     client = app.test_client()
-    token = client.post("/api/v1/tokens", json={"username": username,
-                                                "password": "long-password"}).json
+    token = client.post(
+        "/api/v1/tokens", json={"username": username, "password": "long-password"}
+    ).json
     headers = {"Authorization": f"Bearer {token['token']}"}
-    created = client.post("/api/v1/submissions", headers=headers, data={
-        "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+    created = client.post(
+        "/api/v1/submissions",
+        headers=headers,
+        data={"exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
+    )
     assert created.status_code == 202, created.json
     deadline = time.monotonic() + seconds
     while (status := client.get(created.json["url"], headers=headers).json)["status"] != "graded":
@@ -190,32 +227,48 @@ def graded_through_api(app, username: str, seconds: float = 60, context=lambda: 
 CSRF_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
-def log_in(client, username: str = "ana", password: str = "long-password", path: str = "/login",
-           **request):
+def log_in(
+    client, username: str = "ana", password: str = "long-password", path: str = "/login", **request
+):
     """The log-in form sent by a test client, as a browser sends it (the form's CSRF token read
     from the page at `path` first); the reply. `request` goes with the form (environ_base…)."""
     token = CSRF_TOKEN.search(client.get(path).text).group(1)
-    return client.post(path, data={"username": username, "password": password,
-                                   "csrf_token": token}, **request)
+    return client.post(
+        path, data={"username": username, "password": password, "csrf_token": token}, **request
+    )
 
 
-def logged_in(app, username: str = "ana", password: str = "long-password",
-              lang: str | None = None):
+def logged_in(app, username: str = "ana", password: str = "long-password", lang: str | None = None):
     """A test client logged in through the log-in page, and the CSRF token of its new session
     (logging in starts one); `lang` is chosen as the language switch does, for the next requests."""
     client = app.test_client()
     assert log_in(client, username, password).status_code == 302
     if lang:
         client.get(f"/courses/pytorch/?lang={lang}")
-    return client, CSRF_TOKEN.search(client.get("/courses/pytorch/", follow_redirects=True).text).group(1)
+    return client, CSRF_TOKEN.search(
+        client.get("/courses/pytorch/", follow_redirects=True).text
+    ).group(1)
 
 
 # the course's sixteen exercises in course order (../shared/EXERCISES.md, each exercise's `order`)
-COURSE_ORDER = ["tensors-create", "tensors-reshape", "tensors-combine", "tensors-channels-last",
-                "metrics", "conv2d-einsum", "embeddings", "autograd-q", "autograd-vjp",
-                "autograd-no-track", "autograd-graph", "autograd-accumulation",
-                "autograd-custom-function", "autograd-saved-hooks", "autograd-finetune",
-                "training-step"]
+COURSE_ORDER = [
+    "tensors-create",
+    "tensors-reshape",
+    "tensors-combine",
+    "tensors-channels-last",
+    "metrics",
+    "conv2d-einsum",
+    "embeddings",
+    "autograd-q",
+    "autograd-vjp",
+    "autograd-no-track",
+    "autograd-graph",
+    "autograd-accumulation",
+    "autograd-custom-function",
+    "autograd-saved-hooks",
+    "autograd-finetune",
+    "training-step",
+]
 
 
 # a second edition of the tests' course, with one exercise of the first (autograd-q)
@@ -235,17 +288,31 @@ def second_edition(app, folder: Path) -> None:
     from server.core.exercises import sync_exercises
     from server.core.models import User
     from server.core.users import add_user
-    shutil.copytree(default_root() / "autograd-q", folder / "autograd-q",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    shutil.copytree(
+        default_root() / "autograd-q",
+        folder / "autograd-q",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     with app.app_context(), app.extensions["hpcgrade.db"].sessions() as session:
         second = new_course(session, SECOND_COURSE, edition="2027", exercises_dir=str(folder))
         sync_exercises(session, second, load_catalogue(folder))
-        enrol(session, session.scalar(sa.select(User).where(User.username == "ana")), second,
-              "student")
-        add_user(session, "ines", "Inés", "i@uni.es", "instructor", "long-password",
-                 course=the_course(session))
-        add_user(session, "olga", "Olga", "o@uni.es", "instructor", "long-password",
-                 course=second)
+        enrol(
+            session,
+            session.scalar(sa.select(User).where(User.username == "ana")),
+            second,
+            "student",
+        )
+        add_user(
+            session,
+            "ines",
+            "Inés",
+            "i@uni.es",
+            "instructor",
+            "long-password",
+            course=the_course(session),
+        )
+        add_user(session, "olga", "Olga", "o@uni.es", "instructor", "long-password", course=second)
         session.commit()
 
 
@@ -272,14 +339,14 @@ class Recorder:
 
 
 def mail_settings(port: int) -> dict:
-    return {"MAIL_SERVER": "127.0.0.1", "MAIL_PORT": port,
-            "MAIL_FROM": "hpcgrade <noreply@uni.es>"}
+    return {"MAIL_SERVER": "127.0.0.1", "MAIL_PORT": port, "MAIL_FROM": "hpcgrade <noreply@uni.es>"}
 
 
 def received(recorder) -> list[tuple[str, str, str]]:
     """(address, subject, body) of every mail the server got, in order."""
     import email
     import email.policy
+
     found = []
     for recipients, content in recorder.messages:
         message = email.message_from_string(content, policy=email.policy.default)

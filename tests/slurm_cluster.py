@@ -1,4 +1,5 @@
 """Helpers for tests that drive the single-node Slurm cluster scripts/slurm starts (run as root)."""
+
 import glob
 import os
 import re
@@ -13,7 +14,9 @@ CONTROLLER_PID_FILE = "/var/lib/hpcgrade-slurm/run/slurmctld.pid"  # as scripts/
 def _run(*args: str, check: bool = True) -> str:
     result = subprocess.run(list(args), capture_output=True, text=True, timeout=30)
     if check and result.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+        raise RuntimeError(
+            f"{' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
+        )
     return result.stdout
 
 
@@ -37,7 +40,10 @@ def available() -> bool:
 
 def node() -> str:
     """The name of the cluster's only node."""
-    return os.environ.get("HPCGRADE_TEST_SLURM_NODE") or _run("sinfo", "-h", "-N", "-o", "%N").split()[0]
+    return (
+        os.environ.get("HPCGRADE_TEST_SLURM_NODE")
+        or _run("sinfo", "-h", "-N", "-o", "%N").split()[0]
+    )
 
 
 def node_state() -> str:
@@ -55,8 +61,9 @@ def lose_node(reason: str = "test: node lost") -> None:
     jobs), then every process of every job on it killed. Setting it DOWN alone leaves them
     running, and a requeued job restarting beside its old self drains the node."""
     set_node_down(reason)
-    for procs in glob.glob("/sys/fs/cgroup/freezer/slurm*/uid_*/job_*/**/cgroup.procs",
-                           recursive=True):
+    for procs in glob.glob(
+        "/sys/fs/cgroup/freezer/slurm*/uid_*/job_*/**/cgroup.procs", recursive=True
+    ):
         with open(procs) as f:
             for pid in f.read().split():
                 try:
@@ -89,8 +96,12 @@ def partition_field(key: str) -> str:
 
 def update_partition(**fields: str) -> None:
     """Sets fields of the partition, as an administrator: MaxTime="10", State="DOWN"…"""
-    _run("scontrol", "update", f"PartitionName={partition()}",
-         *(f"{key}={value}" for key, value in fields.items()))
+    _run(
+        "scontrol",
+        "update",
+        f"PartitionName={partition()}",
+        *(f"{key}={value}" for key, value in fields.items()),
+    )
 
 
 def _controller_answers() -> bool:
@@ -108,15 +119,22 @@ def stop_controller(timeout: float = 30) -> None:
 
 def start_controller(timeout: float = 30) -> None:
     """Starts slurmctld again and waits until it answers."""
-    subprocess.run(["slurmctld"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=True, timeout=30)
+    subprocess.run(
+        ["slurmctld"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=True,
+        timeout=30,
+    )
     _wait(_controller_answers, timeout, "slurmctld answering")
 
 
 def job_state(job_id: str) -> str:
     """The job's state, e.g. PENDING, RUNNING, COMPLETED, OUT_OF_MEMORY; "" when Slurm has none."""
-    shown = subprocess.run(["scontrol", "show", "job", "-o", str(job_id)], capture_output=True,
-                           text=True, timeout=30).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True, timeout=30
+    ).stdout
     match = re.search(r"\bJobState=(\S+)", shown)
     if match:
         return match.group(1)
@@ -124,8 +142,11 @@ def job_state(job_id: str) -> str:
     if state:
         return state.splitlines()[-1]
     lines = _run("sacct", "-c", "-j", str(job_id), "-n", "-P", "-o", "JobID,State", check=False)
-    states = [line.split("|")[1].split()[0] for line in lines.splitlines()
-              if line.split("|")[0] == str(job_id)]
+    states = [
+        line.split("|")[1].split()[0]
+        for line in lines.splitlines()
+        if line.split("|")[0] == str(job_id)
+    ]
     return states[-1] if states else ""
 
 

@@ -7,6 +7,7 @@ and nginx in front with the deploy's proxy settings (deploy/nginx/hpcgrade-proxy
 student sets a password with the link the import printed, as a student does. Each piece can be
 stopped, killed and started again; `Stack.processes()` says what runs.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -75,6 +76,7 @@ def _wait(predicate, seconds: float, what: str) -> None:
 
 def _port_open(port: int) -> bool:
     import socket
+
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
@@ -90,23 +92,52 @@ class Postgres:
         if os.geteuid() == 0:
             owner = pwd.getpwnam("postgres")
             os.chown(self.folder, owner.pw_uid, owner.pw_gid)
-        subprocess.run(_as_database_owner([str(self.bin / "initdb"), "-D", str(self.data),
-                                           "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                                           "--no-sync"]),
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            _as_database_owner(
+                [
+                    str(self.bin / "initdb"),
+                    "-D",
+                    str(self.data),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ]
+            ),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         self.start()
-        subprocess.run([str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
-                        "-U", "postgres", "hpcgrade"], check=True)
+        subprocess.run(
+            [
+                str(self.bin / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "hpcgrade",
+            ],
+            check=True,
+        )
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/hpcgrade"
 
     def _ctl(self, *arguments: str) -> None:
-        subprocess.run(_as_database_owner([str(self.bin / "pg_ctl"), "-D", str(self.data), "-w",
-                                           *arguments]), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            _as_database_owner([str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", *arguments]),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
     def start(self) -> None:
-        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 "
-                   f"-c unix_socket_directories={self.folder} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 "
+            f"-c unix_socket_directories={self.folder} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
         self._ctl("-l", str(self.folder / "postgres.log"), "-o", options, "start")
 
     def stop(self) -> None:
@@ -124,9 +155,19 @@ class Redis:
     def __init__(self, folder: Path):
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.command = [shutil.which("redis-server") or "/usr/bin/redis-server", "--port",
-                        str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                        "--dir", str(folder)]
+        self.command = [
+            shutil.which("redis-server") or "/usr/bin/redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+        ]
         self.process: subprocess.Popen | None = None
         self.start()
 
@@ -159,8 +200,14 @@ class Service:
 
     def start(self) -> None:
         with self.log.open("a") as log:
-            self.process = subprocess.Popen(self.command, env=self.env, cwd=ROOT, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command,
+                env=self.env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.started.append(dt.datetime.now(dt.timezone.utc))
         if self.ready is not None:
             _wait(lambda: self.ready(self) or self.process.poll() is not None, 60, self.name)
@@ -198,8 +245,11 @@ class Service:
                 pass
         self.leftovers = []
         self.process.wait()
-        _wait(lambda: not any(_in_group(pid, self.pid) for pid in _all_pids()), 10,
-              f"the end of {self.name}'s processes")
+        _wait(
+            lambda: not any(_in_group(pid, self.pid) for pid in _all_pids()),
+            10,
+            f"the end of {self.name}'s processes",
+        )
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -230,13 +280,15 @@ def _in_group(pid: int, group: int) -> bool:
 
 
 def nginx_config(prefix: Path, listen: int, portal: int) -> str:
-    temp = "\n".join(f"    {kind}_temp_path {prefix / kind};"
-                     for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    temp = "\n".join(
+        f"    {kind}_temp_path {prefix / kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     user = "user root root;\n" if os.geteuid() == 0 else ""
     return f"""{user}daemon off;
 worker_processes 1;
-pid {prefix / 'nginx.pid'};
-error_log {prefix / 'error.log'} warn;
+pid {prefix / "nginx.pid"};
+error_log {prefix / "error.log"} warn;
 events {{ worker_connections 512; }}
 http {{
     access_log off;
@@ -255,14 +307,20 @@ COURSES = ("pytorch", "lab")
 
 def roster(usernames: list[str]) -> str:
     return "username,name,email,role\n" + "".join(
-        f"{name},Student {name},{name}@uni.example,student\n" for name in usernames)
+        f"{name},Student {name},{name}@uni.example,student\n" for name in usernames
+    )
 
 
 class Stack:
     """The service, started in `__enter__`; `base` is nginx's address, `portal` gunicorn's."""
 
-    def __init__(self, students: int = 10, settings: dict | None = None, web_workers: int = 2,
-                 concurrency: int = 2):
+    def __init__(
+        self,
+        students: int = 10,
+        settings: dict | None = None,
+        web_workers: int = 2,
+        concurrency: int = 2,
+    ):
         self.student_count = students
         self.extra_settings = settings or {}
         self.web_workers, self.concurrency = web_workers, concurrency
@@ -290,14 +348,19 @@ class Stack:
         self._exit.callback(self.postgres.close)
         self.redis = Redis(self.folder)
         self._exit.callback(self.redis.close)
-        settings = {"DATABASE_URL": self.postgres.url, "BROKER_URL": self.redis.url,
-                    "SECRET_KEY": uuid.uuid4().hex, "SUBMISSIONS_PER_WINDOW": 100000,
-                    "SPOOL_DIR": str(self.folder / "spool"),
-                    # nginx in front, as deployed, but speaking http, not https
-                    "TRUSTED_PROXIES": 1, "SESSION_COOKIE_SECURE": False,
-                    # the log-in through scripts/oidc's provider where it runs: the processes
-                    # read no HPCGRADE_* variable of the tests, only this file
-                    **oidc_provider.settings()}
+        settings = {
+            "DATABASE_URL": self.postgres.url,
+            "BROKER_URL": self.redis.url,
+            "SECRET_KEY": uuid.uuid4().hex,
+            "SUBMISSIONS_PER_WINDOW": 100000,
+            "SPOOL_DIR": str(self.folder / "spool"),
+            # nginx in front, as deployed, but speaking http, not https
+            "TRUSTED_PROXIES": 1,
+            "SESSION_COOKIE_SECURE": False,
+            # the log-in through scripts/oidc's provider where it runs: the processes
+            # read no HPCGRADE_* variable of the tests, only this file
+            **oidc_provider.settings(),
+        }
         self.settings = {**settings, **self.extra_settings}
         self.config = self.folder / "hpcgrade.toml"
         write_config(self.config, self.settings)
@@ -307,22 +370,57 @@ class Stack:
         self.portal_port, self.nginx_port = free_port(), free_port()
         self.base = f"http://127.0.0.1:{self.nginx_port}"
         celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app"]
-        self.web = self._service("gunicorn", [
-            sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers), "--threads",
-            "16", "--bind", f"127.0.0.1:{self.portal_port}", "--log-level", "warning",
-             "server.web.app:create_app()"],
-            ready=lambda _: _port_open(self.portal_port))
-        self.worker = self._service("worker", [
-            *celery, "worker", "--concurrency", str(self.concurrency), "--hostname",
-            "faults@%h", "--loglevel", "WARNING"], ready=self._worker_ready)
-        self.beat = self._service("beat", [*celery, "beat", "--loglevel", "WARNING",
-                                           "--schedule", str(self.folder / "celerybeat-schedule")])
+        self.web = self._service(
+            "gunicorn",
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--workers",
+                str(self.web_workers),
+                "--threads",
+                "16",
+                "--bind",
+                f"127.0.0.1:{self.portal_port}",
+                "--log-level",
+                "warning",
+                "server.web.app:create_app()",
+            ],
+            ready=lambda _: _port_open(self.portal_port),
+        )
+        self.worker = self._service(
+            "worker",
+            [
+                *celery,
+                "worker",
+                "--concurrency",
+                str(self.concurrency),
+                "--hostname",
+                "faults@%h",
+                "--loglevel",
+                "WARNING",
+            ],
+            ready=self._worker_ready,
+        )
+        self.beat = self._service(
+            "beat",
+            [
+                *celery,
+                "beat",
+                "--loglevel",
+                "WARNING",
+                "--schedule",
+                str(self.folder / "celerybeat-schedule"),
+            ],
+        )
         prefix = self.folder / "nginx"
         prefix.mkdir()
         (prefix / "nginx.conf").write_text(nginx_config(prefix, self.nginx_port, self.portal_port))
-        self.nginx = self._service("nginx", [nginx_binary(), "-p", str(prefix), "-c",
-                                             str(prefix / "nginx.conf")],
-                                   ready=lambda _: _port_open(self.nginx_port))
+        self.nginx = self._service(
+            "nginx",
+            [nginx_binary(), "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
+            ready=lambda _: _port_open(self.nginx_port),
+        )
         self._set_passwords()
 
     def _service(self, name: str, command: list[str], ready=None) -> Service:
@@ -335,8 +433,14 @@ class Stack:
         return len(descendants(worker.pid, depth=1)) >= self.concurrency
 
     def hpcgrade(self, *arguments: str, stdin: str | None = None) -> str:
-        done = subprocess.run([sys.executable, "-m", "worker.cli", *arguments], env=self.env,
-                              cwd=ROOT, input=stdin, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "worker.cli", *arguments],
+            env=self.env,
+            cwd=ROOT,
+            input=stdin,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"hpcgrade {' '.join(arguments)}: {done.stderr}")
         return done.stdout
@@ -347,18 +451,36 @@ class Stack:
         the first ten students, who are in both."""
         self.hpcgrade("db", "upgrade")
         python = self.folder / "lab-python"
-        python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
         python.chmod(0o755)
-        self.hpcgrade("courses", "create", COURSES[0], "--title-en", "Tensors and autograd",
-                      "--title-es", "Tensores y autograd")
-        self.hpcgrade("courses", "create", COURSES[1], "--title-en", "Autograd lab",
-                      "--title-es", "Laboratorio de autograd", "--python", str(python))
+        self.hpcgrade(
+            "courses",
+            "create",
+            COURSES[0],
+            "--title-en",
+            "Tensors and autograd",
+            "--title-es",
+            "Tensores y autograd",
+        )
+        self.hpcgrade(
+            "courses",
+            "create",
+            COURSES[1],
+            "--title-en",
+            "Autograd lab",
+            "--title-es",
+            "Laboratorio de autograd",
+            "--python",
+            str(python),
+        )
         self.hpcgrade("exercise", "sync")
-        lines = self.hpcgrade("users", "import", "--course", COURSES[0], "-",
-                              stdin=roster(self.students())).splitlines()[1:]
+        lines = self.hpcgrade(
+            "users", "import", "--course", COURSES[0], "-", stdin=roster(self.students())
+        ).splitlines()[1:]
         self.links = dict(line.split(",", 1) for line in lines)  # paths: no PUBLIC_URL here
-        self.hpcgrade("users", "import", "--course", COURSES[1], "-",
-                      stdin=roster(self.students()[:10]))
+        self.hpcgrade(
+            "users", "import", "--course", COURSES[1], "-", stdin=roster(self.students()[:10])
+        )
 
     def _set_passwords(self) -> None:
         """Each student follows their link and sets a password of their own."""
@@ -366,9 +488,16 @@ class Stack:
             browser = requests.Session()
             form = browser.get(self.base + path, timeout=30)
             password = f"{username}-{uuid.uuid4().hex[:12]}"
-            done = browser.post(self.base + path, allow_redirects=False, timeout=30, data={
-                "new": password, "repeat": password,
-                "csrf_token": CSRF_TOKEN.search(form.text).group(1)})
+            done = browser.post(
+                self.base + path,
+                allow_redirects=False,
+                timeout=30,
+                data={
+                    "new": password,
+                    "repeat": password,
+                    "csrf_token": CSRF_TOKEN.search(form.text).group(1),
+                },
+            )
             assert done.status_code == 303, (username, done.status_code, done.text[:500])
             self.passwords[username] = password
 
@@ -380,23 +509,32 @@ class Stack:
     def database(self):
         """A Database on the stack's PostgreSQL (dispose it after use)."""
         from server.core.db import Database
+
         return Database(self.postgres.url)
 
     def busy(self) -> list[str]:
         """What the service is grading or has yet to grade: submissions queued or running, and
         runs (regrade previews among them) still running."""
         from server.core.models import GradingRun, Submission
+
         database = self.database()
         try:
             with database.sessions() as session:
-                waiting = session.execute(sa.select(Submission.id, Submission.status).where(
-                    Submission.status.in_(("queued", "running")))).all()
-                running = session.execute(sa.select(GradingRun.id, GradingRun.status).where(
-                    GradingRun.status.in_(("running", "previewing")))).all()
+                waiting = session.execute(
+                    sa.select(Submission.id, Submission.status).where(
+                        Submission.status.in_(("queued", "running"))
+                    )
+                ).all()
+                running = session.execute(
+                    sa.select(GradingRun.id, GradingRun.status).where(
+                        GradingRun.status.in_(("running", "previewing"))
+                    )
+                ).all()
         finally:
             database.dispose()
-        return [f"submission {i} {status}" for i, status in waiting] + \
-            [f"run {i} {status}" for i, status in running]
+        return [f"submission {i} {status}" for i, status in waiting] + [
+            f"run {i} {status}" for i, status in running
+        ]
 
     def wait_idle(self, seconds: float = 120) -> None:
         """Until nothing is graded or waits to be: a test that counts on the grading slots
@@ -424,8 +562,9 @@ class Stack:
         return found
 
     def logs(self) -> str:
-        return "\n".join(f"--- {s.name} ---\n{s.tail()}"
-                         for s in (self.web, self.worker, self.beat, self.nginx))
+        return "\n".join(
+            f"--- {s.name} ---\n{s.tail()}" for s in (self.web, self.worker, self.beat, self.nginx)
+        )
 
     # --- clients ----------------------------------------------------------------------------
 
@@ -439,24 +578,36 @@ class Api:
     def __init__(self, base: str, username: str, password: str):
         self.base, self.username = base, username
         self.http = requests.Session()
-        answer = self.http.post(f"{base}/api/v1/tokens", timeout=30,
-                                json={"username": username, "password": password})
+        answer = self.http.post(
+            f"{base}/api/v1/tokens", timeout=30, json={"username": username, "password": password}
+        )
         if answer.status_code != 201:
             raise RuntimeError(f"log-in of {username}: {answer.status_code} {answer.text[:300]}")
         self.http.headers["Authorization"] = f"Bearer {answer.json()['token']}"
 
-    def submit(self, exercise: str, code: str, key: str | None = None,
-               filename: str = "work.py", course: str = COURSES[0]) -> requests.Response:
+    def submit(
+        self,
+        exercise: str,
+        code: str,
+        key: str | None = None,
+        filename: str = "work.py",
+        course: str = COURSES[0],
+    ) -> requests.Response:
         headers = {"Idempotency-Key": key} if key else {}
-        return self.http.post(f"{self.base}/api/v1/submissions", headers=headers, timeout=30,
-                              data={"exercise": exercise, "course": course},
-                              files={"file": (filename, code.encode())})
+        return self.http.post(
+            f"{self.base}/api/v1/submissions",
+            headers=headers,
+            timeout=30,
+            data={"exercise": exercise, "course": course},
+            files={"file": (filename, code.encode())},
+        )
 
     def status(self, submission_id: int) -> dict:
         return self.http.get(f"{self.base}/api/v1/submissions/{submission_id}", timeout=30).json()
 
 
 # --- submissions through the API, and what became of them -----------------------------------
+
 
 def slow(code: str, seconds: float) -> str:
     """The same file, taking `seconds` to load: runs are still in hand when the fault comes."""
@@ -506,8 +657,11 @@ class Ledger:
         while True:
             try:
                 answer = self.apis[username].submit(
-                    exercise, slow(code, load_seconds) if load_seconds else code, key=sent.key,
-                    course=course)
+                    exercise,
+                    slow(code, load_seconds) if load_seconds else code,
+                    key=sent.key,
+                    course=course,
+                )
                 sent.answers.append(answer.status_code)
                 if answer.status_code == 202:
                     sent.id = answer.json()["id"]
@@ -531,13 +685,18 @@ def now() -> dt.datetime:
 
 def submissions(stack: "Stack", ids: list[int]):
     from server.core.models import Exercise, Submission
+
     database = stack.database()
     try:
         with database.sessions() as session:
-            found = session.scalars(sa.select(Submission).where(Submission.id.in_(ids))
-                                    .options(selectinload(Submission.runs),
-                                             selectinload(Submission.exercise)
-                                             .selectinload(Exercise.course))).all()
+            found = session.scalars(
+                sa.select(Submission)
+                .where(Submission.id.in_(ids))
+                .options(
+                    selectinload(Submission.runs),
+                    selectinload(Submission.exercise).selectinload(Exercise.course),
+                )
+            ).all()
             for submission in found:
                 for run in submission.runs:
                     run.checks  # loaded before the session closes
@@ -546,8 +705,9 @@ def submissions(stack: "Stack", ids: list[int]):
         database.dispose()
 
 
-def settle(stack: "Stack", ids: list[int], seconds: float,
-           past: tuple[str, ...] = ("queued", "running")) -> dict:
+def settle(
+    stack: "Stack", ids: list[int], seconds: float, past: tuple[str, ...] = ("queued", "running")
+) -> dict:
     """Wait until none of these submissions is in a status of `past` (by default: until they
     are done), for at most `seconds`; the submissions as they then are (the assertions say what
     was missed)."""
@@ -578,10 +738,12 @@ def late(found: dict, fault: Fault, allowance: float = 0.0) -> list[str]:
         run = done_run(submission)
         if run is None or run.finished_at > limit:
             finished = (run.finished_at - fault.ended).total_seconds() if run else None
-            problems.append(f"submission {submission.id}: {submission.status}, runs "
-                            f"{[r.status for r in submission.runs]}, graded "
-                            f"{'never' if finished is None else f'{finished:.1f} s'} after "
-                            f"the {fault.name} fault ended (goal {fault.goal + allowance:.0f} s)")
+            problems.append(
+                f"submission {submission.id}: {submission.status}, runs "
+                f"{[r.status for r in submission.runs]}, graded "
+                f"{'never' if finished is None else f'{finished:.1f} s'} after "
+                f"the {fault.name} fault ended (goal {fault.goal + allowance:.0f} s)"
+            )
     return problems
 
 

@@ -1,6 +1,7 @@
 """Each bench that needs no service, run at its smallest size: a change that breaks one (a
 signature it calls, a field it reads) fails here rather than the next time someone measures.
 The figures they print are not looked at."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,11 @@ SMALLEST = {
 @pytest.mark.bench
 @pytest.mark.parametrize("bench", sorted(SMALLEST))
 def test_a_bench_runs_at_its_smallest_size(bench):
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / bench), *SMALLEST[bench]],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / bench), *SMALLEST[bench]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]

@@ -3,6 +3,7 @@ the checkout standing for /opt/hpcgrade), and each comes back whatever it died o
 the worker is a notify service with a watchdog its heartbeat feeds (worker/grading/heartbeat.py).
 The Prometheus scrape configuration and alert rules pass promtool's check, the rules its unit
 tests (tests/prometheus/alerts_test.yml), and what /metrics writes its lint."""
+
 import os
 import re
 import shutil
@@ -27,8 +28,12 @@ def directives(unit: Path) -> dict[str, str]:
 def test_the_units_pass_systemds_check(tmp_path):
     for unit in UNITS:
         (tmp_path / unit.name).write_text(unit.read_text().replace("/opt/hpcgrade", str(ROOT)))
-    checked = subprocess.run(["systemd-analyze", "verify", *sorted(map(str, tmp_path.iterdir()))],
-                             capture_output=True, text=True, timeout=60)
+    checked = subprocess.run(
+        ["systemd-analyze", "verify", *sorted(map(str, tmp_path.iterdir()))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (checked.returncode, checked.stdout + checked.stderr) == (0, "")
 
 
@@ -47,8 +52,9 @@ def test_the_worker_is_restarted_when_its_heartbeat_stops():
 
 
 def promtool(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> str:
-    done = subprocess.run([PROMTOOL, *args], cwd=cwd, input=stdin, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [PROMTOOL, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 
@@ -61,8 +67,9 @@ def test_the_scrape_configuration_and_its_rules_pass_promtools_check(tmp_path):
     token = tmp_path / "token"
     token.write_text("a-token\n")
     scrape = tmp_path / "prometheus.yml"  # where the token lives is the centre's choice
-    scrape.write_text(scrape.read_text().replace("/etc/prometheus/hpcgrade-metrics-token",
-                                                 str(token)))
+    scrape.write_text(
+        scrape.read_text().replace("/etc/prometheus/hpcgrade-metrics-token", str(token))
+    )
     said = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
     assert "SUCCESS: 9 rules found" in said
 

@@ -8,6 +8,7 @@ Python blocks: each `%hpcgrade …` line parses as the magic parses it, and each
 `from … import …` imports. Inline code: an `hpcgrade …` span names a real command and its
 options; a path under a top-level folder exists. Links: their files and headings exist. Needs
 no service."""
+
 import importlib
 import re
 import shlex
@@ -21,16 +22,32 @@ from worker.cli.main import main as hpcgrade_group
 from worker.harness.codes import CATALOGUE
 
 ROOT = Path(__file__).parents[1]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-             ROOT / "exercises" / "README.md", ROOT / "migrations" / "README.md"]
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "exercises" / "README.md",
+    ROOT / "migrations" / "README.md",
+]
 # what a shell block may run besides hpcgrade, scripts, benches, gunicorn and celery: a program
 # of the system named here is checked by nothing, so each one added is a choice
 OTHER_PROGRAMS = {"export"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
-TOP_FOLDERS = ("server", "worker", "hpcgrade", "deploy", "scripts", "bench", "tests",
-               "migrations", "exercises", "docs", "examples", ".ci")
+TOP_FOLDERS = (
+    "server",
+    "worker",
+    "hpcgrade",
+    "deploy",
+    "scripts",
+    "bench",
+    "tests",
+    "migrations",
+    "exercises",
+    "docs",
+    "examples",
+    ".ci",
+)
 PATH = re.compile(rf"^(?:{'|'.join(re.escape(f) for f in TOP_FOLDERS)})/[\w./-]*$")
 PLACEHOLDERS = re.compile(r"[<>…*\[\]|]")
 
@@ -51,8 +68,9 @@ def hpcgrade_problem(words: list[str], whole: bool = True) -> str | None:
             command.make_context(context.info_name, list(words), parent=context.parent)
             return None
         known = {o for p in command.params for o in [*p.opts, *p.secondary_opts]}
-        unknown = [w.split("=")[0] for w in words if w.startswith("--")
-                   and w.split("=")[0] not in known]
+        unknown = [
+            w.split("=")[0] for w in words if w.startswith("--") and w.split("=")[0] not in known
+        ]
         return f"{command.name}: no option {', '.join(unknown)}" if unknown else None
     except click.ClickException as exc:
         return exc.format_message()
@@ -63,8 +81,11 @@ def bench_problem(words: list[str]) -> str | None:
     if not path.is_file():
         return f"{words[0]}: no such bench"
     source = path.read_text()
-    missing = [w for w in words[1:] if w.startswith("--")
-               and not re.search(rf"add_argument\(\s*\"{re.escape(w)}\"", source)]
+    missing = [
+        w
+        for w in words[1:]
+        if w.startswith("--") and not re.search(rf"add_argument\(\s*\"{re.escape(w)}\"", source)
+    ]
     return f"{words[0]}: no option {', '.join(missing)}" if missing else None
 
 
@@ -103,8 +124,9 @@ def module_problem(module: str, attribute: str | None) -> str | None:
     path = ROOT / (module.replace(".", "/") + ".py")
     if not path.is_file():
         return f"{module}: no such module"
-    if attribute and not re.search(rf"^(def {attribute}\(|{attribute} = )", path.read_text(),
-                                   re.MULTILINE):
+    if attribute and not re.search(
+        rf"^(def {attribute}\(|{attribute} = )", path.read_text(), re.MULTILINE
+    ):
         return f"{module}: defines no {attribute}"
     return None
 
@@ -180,41 +202,52 @@ def test_every_command_path_and_link_is_real(document):
 
 def test_the_diagnostic_codes_listed_are_the_harness_codes():
     section = (ROOT / "docs" / "using.md").read_text().split("## Diagnostics")[1]
-    listed = {code for row in re.findall(r"^\| (`.+?) \|", section, re.MULTILINE)
-              for code in re.findall(r"`([a-z-]+)`", row)}
+    listed = {
+        code
+        for row in re.findall(r"^\| (`.+?) \|", section, re.MULTILINE)
+        for code in re.findall(r"`([a-z-]+)`", row)
+    }
     assert listed == set(CATALOGUE)
 
 
 def test_the_modules_architecture_places_exist():
     """Each item of "Where each module is" links its folder; the files it names are there."""
     section = (ROOT / "docs" / "architecture.md").read_text().split("## Where each module is")[1]
-    missing = [f"{folder}{name}" for folder, item in re.findall(
-                   r"^- \[([\w/]+/)\]\(\S+\)(.*?)(?=^- |^#)", section, re.MULTILINE | re.DOTALL)
-               for name in re.findall(r"`(\w+\.py)`", item) if not (ROOT / folder / name).exists()]
+    missing = [
+        f"{folder}{name}"
+        for folder, item in re.findall(
+            r"^- \[([\w/]+/)\]\(\S+\)(.*?)(?=^- |^#)", section, re.MULTILINE | re.DOTALL
+        )
+        for name in re.findall(r"`(\w+\.py)`", item)
+        if not (ROOT / folder / name).exists()
+    ]
     assert missing == []
 
 
-@pytest.mark.parametrize("text", [
-    "```bash\nhpcgrade sumbit autograd-q work.py\n```",
-    "```bash\n.venv/bin/hpcgrade grade autograd-q work.py --bogus\n```",
-    "```bash\nhpcgrade grade autograd-q work.py --lang fr\n```",
-    "```bash\nhpcgrade grade autograd-q\n```",
-    "```bash\nhpcgrade exercise\n```",
-    "```bash\nscripts/tset\n```",
-    "```bash\nscripts/run --prot 8080\n```",
-    "```bash\n.venv/bin/python bench/warm_vs_fresh.py --hot 40\n```",
-    "```bash\n.venv/bin/python bench/no_such.py\n```",
-    "```bash\n.venv/bin/gunicorn -w 2 'server.web.app:make_app()'\n```",
-    "```bash\neval \"$(scripts/servces)\"\n```",
-    "```bash\nrm -rf instance\n```",
-    "```bash\nscripts/test tests/test_no_such.py\n```",
-    "```python\n%hpcgrade sumbit autograd-q\n```",
-    "```python\nfrom worker.harness.checks import Context, expect_gradient\n```",
-    "```python\nfrom worker.harness.no_such import check\n```",
-    "`hpcgrade pilot start --days 3`",
-    "`worker/grading/no_such.py`",
-    "[the design](DESIGN.md)",
-    "[security](docs/security.md#no-such-heading)",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```bash\nhpcgrade sumbit autograd-q work.py\n```",
+        "```bash\n.venv/bin/hpcgrade grade autograd-q work.py --bogus\n```",
+        "```bash\nhpcgrade grade autograd-q work.py --lang fr\n```",
+        "```bash\nhpcgrade grade autograd-q\n```",
+        "```bash\nhpcgrade exercise\n```",
+        "```bash\nscripts/tset\n```",
+        "```bash\nscripts/run --prot 8080\n```",
+        "```bash\n.venv/bin/python bench/warm_vs_fresh.py --hot 40\n```",
+        "```bash\n.venv/bin/python bench/no_such.py\n```",
+        "```bash\n.venv/bin/gunicorn -w 2 'server.web.app:make_app()'\n```",
+        '```bash\neval "$(scripts/servces)"\n```',
+        "```bash\nrm -rf instance\n```",
+        "```bash\nscripts/test tests/test_no_such.py\n```",
+        "```python\n%hpcgrade sumbit autograd-q\n```",
+        "```python\nfrom worker.harness.checks import Context, expect_gradient\n```",
+        "```python\nfrom worker.harness.no_such import check\n```",
+        "`hpcgrade pilot start --days 3`",
+        "`worker/grading/no_such.py`",
+        "[the design](DESIGN.md)",
+        "[security](docs/security.md#no-such-heading)",
+    ],
+)
 def test_a_wrong_command_path_or_link_is_found(text):
     assert len(problems(text, ROOT / "README.md")) == 1

@@ -2,6 +2,7 @@
 its contracts at the ground (what runs in a course venv and on compute nodes), the service's core
 above it, the web, the grading side and the terminal/Jupyter client side by side above the core,
 and the command line (with the worker's entry point) on top. No cycle anywhere."""
+
 import ast
 import functools
 import sys
@@ -13,15 +14,26 @@ ROOT = Path(__file__).parents[1]
 PACKAGES = ("hpcgrade", "server", "worker")
 # package → floor; a module belongs to the longest package that names it
 FLOORS = {
-    "worker.harness": "ground", "server.exercise_template": "ground",
+    "worker.harness": "ground",
+    "server.exercise_template": "ground",
     "server.core": "core",
-    "server.web": "web", "worker.grading": "grading", "hpcgrade": "client",
-    "worker.cli": "top", "worker.celery_app": "top",
-    "server": "folder", "worker": "folder",  # their __init__: a docstring, nothing imported
+    "server.web": "web",
+    "worker.grading": "grading",
+    "hpcgrade": "client",
+    "worker.cli": "top",
+    "worker.celery_app": "top",
+    "server": "folder",
+    "worker": "folder",  # their __init__: a docstring, nothing imported
 }
-BELOW = {"ground": set(), "core": {"ground"}, "web": {"ground", "core"},
-         "grading": {"ground", "core"}, "client": {"ground", "core"},
-         "top": {"ground", "core", "web", "grading", "client"}, "folder": set()}
+BELOW = {
+    "ground": set(),
+    "core": {"ground"},
+    "web": {"ground", "core"},
+    "grading": {"ground", "core"},
+    "client": {"ground", "core"},
+    "top": {"ground", "core", "web", "grading", "client"},
+    "folder": set(),
+}
 # the client is installed into course venvs without dependencies (`pip install --no-deps`)
 CLIENT_MAY_IMPORT = set(sys.stdlib_module_names) | {"IPython", "torch", "numpy"}
 
@@ -50,10 +62,12 @@ def imports(source: str, package: str, top_level_only: bool = False) -> set[str]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parent = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1])
+                parent = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
                 base = f"{parent}.{base}" if base else parent
-            found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
-                         for alias in node.names)
+            found.update(
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            )
     return found
 
 
@@ -77,8 +91,10 @@ def floor(module: str) -> str:
 
 @functools.cache  # read once: every module's test looks at its own arrows in it
 def graph() -> dict[str, set[str]]:
-    return {module: {target for name in imports_of(module) if (target := own(name))} - {module}
-            for module in MODULES}
+    return {
+        module: {target for name in imports_of(module) if (target := own(name))} - {module}
+        for module in MODULES
+    }
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -113,8 +129,11 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_every_import_points_down_or_within_its_floor(module):
     mine = floor(module)
-    wrong = sorted(f"{target} ({floor(target)})" for target in graph()[module]
-                   if floor(target) != mine and floor(target) not in BELOW[mine])
+    wrong = sorted(
+        f"{target} ({floor(target)})"
+        for target in graph()[module]
+        if floor(target) != mine and floor(target) not in BELOW[mine]
+    )
     assert not wrong, f"{module} ({mine}) imports {wrong}"
 
 
@@ -129,8 +148,11 @@ def test_the_cycle_check_finds_one():
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("worker.harness")))
 def test_the_harness_needs_only_the_standard_library_torch_and_numpy(module):
     allowed = set(sys.stdlib_module_names) | {"torch", "numpy"}
-    wrong = sorted(name for name in imports_of(module)
-                   if own(name) is None and name.split(".")[0] not in allowed)
+    wrong = sorted(
+        name
+        for name in imports_of(module)
+        if own(name) is None and name.split(".")[0] not in allowed
+    )
     assert not wrong, f"{module} imports {wrong}"
 
 
@@ -166,4 +188,5 @@ def test_every_module_has_a_floor():
 def test_every_configured_executor_is_registered():
     from server.core.config import EXECUTOR_NAMES
     from worker.grading.executors import EXECUTORS
+
     assert set(EXECUTOR_NAMES) == set(EXECUTORS)

@@ -2,6 +2,7 @@
 for the whole service: `celery -A worker.celery_app beat` (not `worker -B`: a killed worker would
 leave its embedded scheduler running as an orphan, beside the next one). A worker beats through
 the broker (worker/grading/heartbeat.py)."""
+
 from server.core.config import app_settings
 from server.web.app import create_app
 from worker.grading.heartbeat import heartbeat_step

@@ -1,7 +1,9 @@
 import torch
 
 
-def train_accumulated(model, optimizer, batches: list[torch.Tensor], accumulation_steps: int) -> torch.Tensor:
+def train_accumulated(
+    model, optimizer, batches: list[torch.Tensor], accumulation_steps: int
+) -> torch.Tensor:
     for i, x in enumerate(batches):
         loss = ((model(x) - 2 * x) ** 2).mean() / accumulation_steps
         loss.backward()

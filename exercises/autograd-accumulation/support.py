@@ -6,6 +6,7 @@ gradient to parameter i, and ("step", i, value, .grad) for each parameter at eve
 before it updates: print it to see what your training did. The grader's marks rest on the weight
 and `.grad` it reads back, never on this log, which code in your process can rewrite.
 """
+
 import torch
 from torch import nn
 
@@ -27,7 +28,9 @@ class RecordingSGD(torch.optim.SGD):
         self.events: list[tuple] = []
         self.recorded = [p for group in self.param_groups for p in group["params"]]
         for i, p in enumerate(self.recorded):
-            p.register_hook(lambda grad, i=i: self.events.append(("backward", i, grad.detach().clone())))
+            p.register_hook(
+                lambda grad, i=i: self.events.append(("backward", i, grad.detach().clone()))
+            )
 
     def step(self, closure=None):
         for i, p in enumerate(self.recorded):

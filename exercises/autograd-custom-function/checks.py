@@ -18,6 +18,7 @@ of WRONG_DERIVATIVES computed here from the same x and v; autograd's complaint a
 number of the gradients backward returned, and an error on x.t() alone (the same values in
 contiguous memory going through), choose a hint's words.
 """
+
 import re
 
 import torch
@@ -43,18 +44,20 @@ FIXED_X = [[-3.0, -1.0, 0.0], [0.5, 2.0, 4.0]]
 FIXED_V = [[1.0, -2.0, 0.5], [3.0, -0.5, 2.0]]
 SAME_DTYPE = {
     "en": "The output keeps the input's dtype: compute it from `x` alone, without `.float()`, "
-          "`.double()` or new tensors of a fixed dtype (`torch.tensor(...)`, `torch.ones(...)`) "
-          "inside `forward`.",
+    "`.double()` or new tensors of a fixed dtype (`torch.tensor(...)`, `torch.ones(...)`) "
+    "inside `forward`.",
     "es": "La salida conserva el dtype de la entrada: calcúlala solo a partir de `x`, sin "
-          "`.float()`, `.double()` ni tensores nuevos de un dtype fijo (`torch.tensor(...)`, "
-          "`torch.ones(...)`) dentro de `forward`."}
+    "`.float()`, `.double()` ni tensores nuevos de un dtype fijo (`torch.tensor(...)`, "
+    "`torch.ones(...)`) dentro de `forward`.",
+}
 APPLIED_TO_EXPRESSION = {
     "en": "Your Function is applied to the result of other operations, which autograd "
-          "differentiates itself: pass `x` itself to `SiLU.apply` and compute x·σ(x) inside "
-          "`forward`, so that your `backward` gives the gradient.",
+    "differentiates itself: pass `x` itself to `SiLU.apply` and compute x·σ(x) inside "
+    "`forward`, so that your `backward` gives the gradient.",
     "es": "Tu Function se aplica al resultado de otras operaciones, que autograd deriva por su "
-          "cuenta: pasa el propio `x` a `SiLU.apply` y calcula x·σ(x) dentro de `forward`, para "
-          "que sea tu `backward` quien dé el gradiente."}
+    "cuenta: pasa el propio `x` a `SiLU.apply` y calcula x·σ(x) dentro de `forward`, para "
+    "que sea tu `backward` quien dé el gradiente.",
+}
 
 
 # Wrong backwards recognised by their values, (name, derivative of x·σ(x) they return in place of
@@ -74,69 +77,81 @@ WRONG_DERIVATIVES = (
 WRONG_DERIVATIVE_HINTS = {
     "sigma-term-missing": {
         "en": "Your backward returns `grad_output · x·σ(x)(1 − σ(x))` alone, without the `σ(x)` "
-              "term: by the product rule d(x·σ(x))/dx = 1·σ(x) + x·σ'(x) = σ(x) + "
-              "x·σ(x)(1 − σ(x)).",
+        "term: by the product rule d(x·σ(x))/dx = 1·σ(x) + x·σ'(x) = σ(x) + "
+        "x·σ(x)(1 − σ(x)).",
         "es": "Tu backward devuelve `grad_output · x·σ(x)(1 − σ(x))` solo, sin el término "
-              "`σ(x)`: por la regla del producto, d(x·σ(x))/dx = 1·σ(x) + x·σ'(x) = σ(x) + "
-              "x·σ(x)(1 − σ(x))."},
+        "`σ(x)`: por la regla del producto, d(x·σ(x))/dx = 1·σ(x) + x·σ'(x) = σ(x) + "
+        "x·σ(x)(1 − σ(x)).",
+    },
     "sigma-only": {
         "en": "Your backward returns `grad_output · σ(x)`: by the product rule d(x·σ(x))/dx = "
-              "σ(x) + x·σ(x)(1 − σ(x)); the second term is missing.",
+        "σ(x) + x·σ(x)(1 − σ(x)); the second term is missing.",
         "es": "Tu backward devuelve `grad_output · σ(x)`: por la regla del producto, "
-              "d(x·σ(x))/dx = σ(x) + x·σ(x)(1 − σ(x)); falta el segundo término."},
+        "d(x·σ(x))/dx = σ(x) + x·σ(x)(1 − σ(x)); falta el segundo término.",
+    },
     "sigma-prime-only": {
         "en": "Your backward returns `grad_output · σ(x)(1 − σ(x))`, the derivative of σ alone, "
-              "not of x·σ(x): by the product rule d(x·σ(x))/dx = σ(x) + x·σ(x)(1 − σ(x)).",
+        "not of x·σ(x): by the product rule d(x·σ(x))/dx = σ(x) + x·σ(x)(1 − σ(x)).",
         "es": "Tu backward devuelve `grad_output · σ(x)(1 − σ(x))`, la derivada de σ sola y no "
-              "la de x·σ(x): por la regla del producto, d(x·σ(x))/dx = σ(x) + "
-              "x·σ(x)(1 − σ(x))."},
+        "la de x·σ(x): por la regla del producto, d(x·σ(x))/dx = σ(x) + "
+        "x·σ(x)(1 − σ(x)).",
+    },
     "sigma-of-minus-x": {
         "en": "Your backward's values are the right formula with σ(−x) where σ(x) belongs: check "
-              "the sign of the exponent where backward computes σ, σ(x) = 1 / (1 + e^(−x)) "
-              "(`torch.exp(-x)`), or use `torch.sigmoid(x)`.",
+        "the sign of the exponent where backward computes σ, σ(x) = 1 / (1 + e^(−x)) "
+        "(`torch.exp(-x)`), or use `torch.sigmoid(x)`.",
         "es": "Los valores de tu backward son los de la fórmula correcta con σ(−x) donde "
-              "corresponde σ(x): revisa el signo del exponente donde backward calcula σ, "
-              "σ(x) = 1 / (1 + e^(−x)) (`torch.exp(-x)`), o usa `torch.sigmoid(x)`."},
+        "corresponde σ(x): revisa el signo del exponente donde backward calcula σ, "
+        "σ(x) = 1 / (1 + e^(−x)) (`torch.exp(-x)`), o usa `torch.sigmoid(x)`.",
+    },
     "no-grad-output": {
         "en": "Your backward returns the derivative σ(x)(1 + x(1 − σ(x))) alone: by the chain "
-              "rule it must be multiplied by `grad_output`.",
+        "rule it must be multiplied by `grad_output`.",
         "es": "Tu backward devuelve solo la derivada σ(x)(1 + x(1 − σ(x))): por la regla de la "
-              "cadena hay que multiplicarla por `grad_output`."},
+        "cadena hay que multiplicarla por `grad_output`.",
+    },
 }
 NON_CONTIGUOUS = {
     "en": "This input is `x.t()`, a non-contiguous tensor, and only it fails: the same values "
-          "in contiguous memory went through. {hint}",
+    "in contiguous memory went through. {hint}",
     "es": "Esta entrada es `x.t()`, un tensor no contiguo, y solo ella falla: los mismos valores "
-          "en memoria contigua pasaron. {hint}"}
+    "en memoria contigua pasaron. {hint}",
+}
 NON_CONTIGUOUS_GENERIC = {
     "en": "Work elementwise on `x` as it comes (`x * torch.sigmoid(x)`), or use `reshape` / "
-          "`.contiguous()` where you regroup it: `view` needs contiguous memory.",
+    "`.contiguous()` where you regroup it: `view` needs contiguous memory.",
     "es": "Trabaja elemento a elemento sobre `x` tal como llega (`x * torch.sigmoid(x)`), o usa "
-          "`reshape` / `.contiguous()` donde lo reagrupes: `view` necesita memoria contigua."}
+    "`reshape` / `.contiguous()` donde lo reagrupes: `view` necesita memoria contigua.",
+}
 GRADIENT_SHAPE = {
     "en": "Your `backward` returned a gradient of shape [{got}] for an `x` of shape "
-          "[{expected}]: it must return one gradient per element of `x`, with `x`'s shape: "
-          "`grad_output` times the derivative, element by element.{reduced}",
+    "[{expected}]: it must return one gradient per element of `x`, with `x`'s shape: "
+    "`grad_output` times the derivative, element by element.{reduced}",
     "es": "Tu `backward` devolvió un gradiente de forma [{got}] para un `x` de forma "
-          "[{expected}]: debe devolver un gradiente por elemento de `x`, con la forma de `x`: "
-          "`grad_output` por la derivada, elemento a elemento.{reduced}"}
-REDUCED = {"en": " Shape [] is a single number: a reduction (`.sum()`, `.mean()`) collapsed it.",
-           "es": " La forma [] es un solo número: una reducción (`.sum()`, `.mean()`) lo redujo."}
+    "[{expected}]: debe devolver un gradiente por elemento de `x`, con la forma de `x`: "
+    "`grad_output` por la derivada, elemento a elemento.{reduced}",
+}
+REDUCED = {
+    "en": " Shape [] is a single number: a reduction (`.sum()`, `.mean()`) collapsed it.",
+    "es": " La forma [] es un solo número: una reducción (`.sum()`, `.mean()`) lo redujo.",
+}
 GRADIENT_IN_PLACE = {
     "en": "After `y.sum().backward()`, as in the statement, your `backward` wrote in place into a "
-          "tensor whose elements share one memory location: that is the `grad_output` autograd "
-          "hands it there (ones, expanded). Return a new tensor, `return grad_output * ...`, "
-          "rather than changing `grad_output` (`mul_`, `*=`).",
+    "tensor whose elements share one memory location: that is the `grad_output` autograd "
+    "hands it there (ones, expanded). Return a new tensor, `return grad_output * ...`, "
+    "rather than changing `grad_output` (`mul_`, `*=`).",
     "es": "Tras `y.sum().backward()`, como en el enunciado, tu `backward` escribió «in situ» en un "
-          "tensor cuyos elementos comparten una misma posición de memoria: es el `grad_output` "
-          "que autograd le pasa ahí (unos, expandidos). Devuelve un tensor nuevo, "
-          "`return grad_output * ...`, en lugar de modificar `grad_output` (`mul_`, `*=`)."}
+    "tensor cuyos elementos comparten una misma posición de memoria: es el `grad_output` "
+    "que autograd le pasa ahí (unos, expandidos). Devuelve un tensor nuevo, "
+    "`return grad_output * ...`, en lugar de modificar `grad_output` (`mul_`, `*=`).",
+}
 GRADIENT_COUNT = {
     "en": "Your `backward` returned {got} gradients: `forward` has one input besides `ctx`, `x`, "
-          "so `backward` returns one tensor (`return grad_output * ...`), not a tuple.",
+    "so `backward` returns one tensor (`return grad_output * ...`), not a tuple.",
     "es": "Tu `backward` devolvió {got} gradientes: `forward` tiene una sola entrada además de "
-          "`ctx`, `x`, así que `backward` devuelve un tensor (`return grad_output * ...`), no "
-          "una tupla."}
+    "`ctx`, `x`, así que `backward` devuelve un tensor (`return grad_output * ...`), no "
+    "una tupla.",
+}
 
 
 def _cases(ctx: Context, dtype: torch.dtype = torch.float64):
@@ -154,9 +169,20 @@ def _silu(ctx: Context, x: RemoteTensor, expected: torch.Tensor) -> RemoteTensor
 def _expect_dtype(y: RemoteTensor, x_dtype: torch.dtype, expected: torch.Tensor) -> None:
     if y.dtype != expected.dtype:
         name = str(x_dtype).removeprefix("torch.")
-        raise Fail(Diagnostic("dtype-mismatch", {
-            "what": {"en": f"`silu(x)` for a {name} `x`", "es": f"`silu(x)` para un `x` {name}"},
-            "got": str(y.dtype), "expected": str(expected.dtype), "hint": SAME_DTYPE}))
+        raise Fail(
+            Diagnostic(
+                "dtype-mismatch",
+                {
+                    "what": {
+                        "en": f"`silu(x)` for a {name} `x`",
+                        "es": f"`silu(x)` para un `x` {name}",
+                    },
+                    "got": str(y.dtype),
+                    "expected": str(expected.dtype),
+                    "hint": SAME_DTYPE,
+                },
+            )
+        )
 
 
 def _reference(ctx: Context, x: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -181,11 +207,12 @@ def _finite_differences(ctx: Context, function: RemoteObject, x: torch.Tensor) -
 
 FUNCTION_HINT = {
     "en": "Write `class SiLU(torch.autograd.Function)` with static `forward` and `backward` "
-          "(no `apply`, `__init__` or `__new__` of your own, no metaclass, nothing that changes it "
-          "after its definition): the grader measures the gradient of `SiLU.apply` itself.",
+    "(no `apply`, `__init__` or `__new__` of your own, no metaclass, nothing that changes it "
+    "after its definition): the grader measures the gradient of `SiLU.apply` itself.",
     "es": "Escribe `class SiLU(torch.autograd.Function)` con `forward` y `backward` estáticos "
-          "(sin `apply`, `__init__` ni `__new__` propios, sin metaclase, sin nada que la cambie "
-          "después de definirla): el corrector mide el gradiente del propio `SiLU.apply`."}
+    "(sin `apply`, `__init__` ni `__new__` propios, sin metaclase, sin nada que la cambie "
+    "después de definirla): el corrector mide el gradiente del propio `SiLU.apply`.",
+}
 
 
 def _function(ctx: Context) -> RemoteObject:
@@ -195,24 +222,34 @@ def _function(ctx: Context) -> RemoteObject:
     backward of the student's own can be measured, and the gradient points are not earned."""
     _refuse_obfuscated(ctx)
     if not own_function(ctx.source_cells, "SiLU"):
-        raise Fail(Diagnostic("custom-function-unused", {
-            "what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}))
+        raise Fail(
+            Diagnostic(
+                "custom-function-unused", {"what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}
+            )
+        )
     instance = call(ctx, "SiLU")  # the class's `apply` is a classmethod: reached from here
     if not isinstance(instance, RemoteObject):
-        raise Fail(Diagnostic("custom-function-unused", {
-            "what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}))
+        raise Fail(
+            Diagnostic(
+                "custom-function-unused", {"what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}
+            )
+        )
     try:
         function = ctx.student.attr(instance, "__class__")
     except StudentError as exc:
         raise Fail(diagnose_exception(exc.info, "`SiLU`")) from None
     if not isinstance(function, RemoteObject):
-        raise Fail(Diagnostic("custom-function-unused", {
-            "what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}))
+        raise Fail(
+            Diagnostic(
+                "custom-function-unused", {"what": "`SiLU`", "got": None, "hint": FUNCTION_HINT}
+            )
+        )
     return function
 
 
-def _apply(ctx: Context, function: RemoteObject, x: RemoteTensor,
-           expected: torch.Tensor) -> RemoteTensor:
+def _apply(
+    ctx: Context, function: RemoteObject, x: RemoteTensor, expected: torch.Tensor
+) -> RemoteTensor:
     """The student's SiLU.apply(x), of the reference's shape."""
     try:
         y = ctx.student.method(function, "apply", x)
@@ -221,9 +258,16 @@ def _apply(ctx: Context, function: RemoteObject, x: RemoteTensor,
     return expect_tensor(y, "`SiLU.apply(x)`", shape=expected.shape)
 
 
-def _function_backward(ctx: Context, function: RemoteObject, x0: torch.Tensor, v: torch.Tensor,
-                       *, transposed: bool = False, summed: bool = False,
-                       **tolerances: float) -> None:
+def _function_backward(
+    ctx: Context,
+    function: RemoteObject,
+    x0: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    transposed: bool = False,
+    summed: bool = False,
+    **tolerances: float,
+) -> None:
     """x.grad after the grader's own y = SiLU.apply(x0).backward(v) in the student's process,
     where x0 is a fresh x or, `transposed`, x.t(): the student's backward, whatever `silu`
     does. `summed`: y.sum().backward() instead, as the statement and a notebook run it (v is
@@ -248,7 +292,8 @@ def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor | None) -> None:
             ctx.student.method(y, "backward", ctx.on_device(v))
     except StudentError as exc:
         diagnostic = diagnose_exception(
-            exc.info, "`silu(x).sum().backward()`" if v is None else "`silu(x).backward(v)`")
+            exc.info, "`silu(x).sum().backward()`" if v is None else "`silu(x).backward(v)`"
+        )
         hint = _backward_error_hint(str(exc.info.get("message", "")))
         if hint and diagnostic.code == "exception":
             diagnostic = Diagnostic("exception", dict(diagnostic.details, hint=hint))
@@ -258,34 +303,53 @@ def _backward(ctx: Context, y: RemoteTensor, v: torch.Tensor | None) -> None:
 def _backward_error_hint(message: str) -> dict | None:
     """Words for autograd's own complaint about what a backward returned (its message only
     chooses them)."""
-    shape = re.search(r"returned an invalid gradient at index 0 - got \[([\d, ]*)\] but expected "
-                      r"shape compatible with \[([\d, ]*)\]", message)
+    shape = re.search(
+        r"returned an invalid gradient at index 0 - got \[([\d, ]*)\] but expected "
+        r"shape compatible with \[([\d, ]*)\]",
+        message,
+    )
     if shape:
         got, expected = shape.groups()
-        return {lang: GRADIENT_SHAPE[lang].format(got=got, expected=expected,
-                                                  reduced=REDUCED[lang] if not got else "")
-                for lang in GRADIENT_SHAPE}
-    if "more than one element of the written-to tensor refers to a single memory location" \
-            in message:
+        return {
+            lang: GRADIENT_SHAPE[lang].format(
+                got=got, expected=expected, reduced=REDUCED[lang] if not got else ""
+            )
+            for lang in GRADIENT_SHAPE
+        }
+    if (
+        "more than one element of the written-to tensor refers to a single memory location"
+        in message
+    ):
         return GRADIENT_IN_PLACE
-    count = re.search(r"returned an incorrect number of gradients \(expected 1, got (\d+)\)",
-                      message)
+    count = re.search(
+        r"returned an incorrect number of gradients \(expected 1, got (\d+)\)", message
+    )
     if count:
         return {lang: GRADIENT_COUNT[lang].format(got=count.group(1)) for lang in GRADIENT_COUNT}
     return None
 
 
-def _expect_backward(ctx: Context, function: RemoteObject, x: RemoteTensor, x0: torch.Tensor,
-                     y: RemoteTensor, v: torch.Tensor, *, transposed: bool = False,
-                     **tolerances: float) -> None:
+def _expect_backward(
+    ctx: Context,
+    function: RemoteObject,
+    x: RemoteTensor,
+    x0: torch.Tensor,
+    y: RemoteTensor,
+    v: torch.Tensor,
+    *,
+    transposed: bool = False,
+    **tolerances: float,
+) -> None:
     """x.grad after y = SiLU.apply(x0).backward(v), where x0 is x or, `transposed`, x.t()."""
     expected_y, expected = _reference(ctx, x0, v)
     # a backward consistent with a wrong forward is still right, where that forward is silu's
     # (read in the file, and silu(x0) gives the same values here): a Function that silu does
     # not apply, or whose forward answers the grader otherwise than silu, has none to excuse
-    if not close(y.value, expected_y, 1e-5, 1e-6) and \
-            applies_own_function(ctx.source_cells, "silu").applied and \
-            _as_silu_gives(ctx, x0, y):
+    if (
+        not close(y.value, expected_y, 1e-5, 1e-6)
+        and applies_own_function(ctx.source_cells, "silu").applied
+        and _as_silu_gives(ctx, x0, y)
+    ):
         expected = (v.double() * _finite_differences(ctx, function, x0)).to(v.dtype)
     what = "`x.grad`"
     grad = ctx.student.attr(x, "grad")
@@ -297,8 +361,9 @@ def _expect_backward(ctx: Context, function: RemoteObject, x: RemoteTensor, x0: 
         if close(y.value, expected_y, 1e-5, 1e-6) and grad is not None:
             hint = _wrong_derivative(grad, x0, v, transposed, **tolerances)
             if hint:
-                diagnostic = Diagnostic("custom-backward-mismatch",
-                                        dict(diagnostic.details, hint=hint))
+                diagnostic = Diagnostic(
+                    "custom-backward-mismatch", dict(diagnostic.details, hint=hint)
+                )
     if diagnostic is not None:
         raise Fail(diagnostic)
 
@@ -310,18 +375,28 @@ def _as_silu_gives(ctx: Context, x0: torch.Tensor, y: RemoteTensor) -> bool:
         got = call(ctx, "silu", ctx.student.put(x0.detach().clone()))
     except Fail:
         return False
-    return isinstance(got, RemoteTensor) and got.shape == y.shape and torch.equal(got.value, y.value)
+    return (
+        isinstance(got, RemoteTensor) and got.shape == y.shape and torch.equal(got.value, y.value)
+    )
 
 
-def _wrong_derivative(grad: torch.Tensor, x0: torch.Tensor, v: torch.Tensor, transposed: bool,
-                      rtol: float = 1e-5, atol: float = 1e-6) -> dict | None:
+def _wrong_derivative(
+    grad: torch.Tensor,
+    x0: torch.Tensor,
+    v: torch.Tensor,
+    transposed: bool,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> dict | None:
     """The hint of the one wrong backward of WRONG_DERIVATIVES whose values, computed here from
     x0 and v, are the student's x.grad; None if none is."""
     x, cotangent = x0.detach().double(), v.double()
     for name, derivative, chained in WRONG_DERIVATIVES:
         candidate = derivative(x) * (cotangent if chained else 1)
         candidate = candidate.t() if transposed else candidate
-        if grad.shape == candidate.shape and close(grad, candidate, max(rtol, 1e-4), max(atol, 1e-5)):
+        if grad.shape == candidate.shape and close(
+            grad, candidate, max(rtol, 1e-4), max(atol, 1e-5)
+        ):
             return WRONG_DERIVATIVE_HINTS[name]
     return None
 
@@ -343,17 +418,19 @@ def _reference_state(y: torch.Tensor) -> str:
     if not isinstance(fn, torch.autograd.function.BackwardCFunction):
         return "unused"
     below = [f for f, _ in fn.next_functions if f is not None]
-    return "applied" if all(type(f).__name__ == "AccumulateGrad" for f in below) \
-        else "to-expression"
+    return (
+        "applied" if all(type(f).__name__ == "AccumulateGrad" for f in below) else "to-expression"
+    )
 
 
 OBFUSCATED_HINT = {
     "en": "Write the names you use: the grader reads your file to check that `silu` applies your "
-          "Function, and a lookup by a computed name, `__import__`, `eval`/`exec`, `globals()`, "
-          "`__dict__` or `sys.modules` hides what it reaches.",
+    "Function, and a lookup by a computed name, `__import__`, `eval`/`exec`, `globals()`, "
+    "`__dict__` or `sys.modules` hides what it reaches.",
     "es": "Escribe los nombres que usas: el corrector lee tu archivo para comprobar que `silu` "
-          "aplica tu Function, y una búsqueda por un nombre calculado, `__import__`, "
-          "`eval`/`exec`, `globals()`, `__dict__` o `sys.modules` oculta lo que alcanza."}
+    "aplica tu Function, y una búsqueda por un nombre calculado, `__import__`, "
+    "`eval`/`exec`, `globals()`, `__dict__` o `sys.modules` oculta lo que alcanza.",
+}
 
 
 def _refuse_obfuscated(ctx: Context) -> None:
@@ -362,17 +439,34 @@ def _refuse_obfuscated(ctx: Context) -> None:
     found = obfuscated_lookups(ctx.source_cells)
     if found:
         first = found[0]
-        raise Fail(Diagnostic("forbidden-operation", {
-            "what": "`silu(x)`", "hint": OBFUSCATED_HINT, "rule": "obfuscated-lookup",
-            "found": first.name, "line": first.line, "file": first.cell,
-            "error": {"en": f"your file uses {first.name} ({first.where()}), a lookup the "
-                            "grader cannot follow in your source",
-                      "es": f"tu archivo usa {first.name} ({first.where()}), una búsqueda que "
-                            "el corrector no puede seguir en tu código"}}))
+        raise Fail(
+            Diagnostic(
+                "forbidden-operation",
+                {
+                    "what": "`silu(x)`",
+                    "hint": OBFUSCATED_HINT,
+                    "rule": "obfuscated-lookup",
+                    "found": first.name,
+                    "line": first.line,
+                    "file": first.cell,
+                    "error": {
+                        "en": f"your file uses {first.name} ({first.where()}), a lookup the "
+                        "grader cannot follow in your source",
+                        "es": f"tu archivo usa {first.name} ({first.where()}), una búsqueda que "
+                        "el corrector no puede seguir en tu código",
+                    },
+                },
+            )
+        )
 
 
-@check("forward-values", points=2, uses="silu", en="forward: silu(x) = x·σ(x)",
-       es="forward: silu(x) = x·σ(x)")
+@check(
+    "forward-values",
+    points=2,
+    uses="silu",
+    en="forward: silu(x) = x·σ(x)",
+    es="forward: silu(x) = x·σ(x)",
+)
 def forward_values(ctx: Context) -> None:
     for x, _ in _cases(ctx):
         expected = ctx.reference.silu(x.clone().requires_grad_()).detach()
@@ -382,11 +476,15 @@ def forward_values(ctx: Context) -> None:
         expect_close(y, expected, "`silu(x)`")
 
 
-@check("backward-finite-differences", points=3, uses=("silu", "SiLU"),
-       en="backward of SiLU.apply, with a cotangent v and after y.sum(), agrees with finite "
-          "differences of forward",
-       es="el backward de SiLU.apply, con un cotangente v y tras y.sum(), coincide con las "
-          "diferencias finitas de forward")
+@check(
+    "backward-finite-differences",
+    points=3,
+    uses=("silu", "SiLU"),
+    en="backward of SiLU.apply, with a cotangent v and after y.sum(), agrees with finite "
+    "differences of forward",
+    es="el backward de SiLU.apply, con un cotangente v y tras y.sum(), coincide con las "
+    "diferencias finitas de forward",
+)
 def backward_finite_differences(ctx: Context) -> None:
     function = _function(ctx)
     for x0, v in _cases(ctx):
@@ -395,9 +493,13 @@ def backward_finite_differences(ctx: Context) -> None:
     _function_backward(ctx, function, x0, torch.ones_like(x0), summed=True)
 
 
-@check("graph-uses-function", points=2, uses=("silu", "SiLU"),
-       en="silu(x) is your Function applied to x (read in your file)",
-       es="silu(x) es tu Function aplicada a x (leído en tu archivo)")
+@check(
+    "graph-uses-function",
+    points=2,
+    uses=("silu", "SiLU"),
+    en="silu(x) is your Function applied to x (read in your file)",
+    es="silu(x) es tu Function aplicada a x (leído en tu archivo)",
+)
 def graph_uses_function(ctx: Context) -> None:
     """Read in the source: `silu`, as the file leaves it, calls `C.apply(x)` on its own argument
     `x` (unchanged), where C is a class of the file derived from torch.autograd.Function with a
@@ -408,8 +510,7 @@ def graph_uses_function(ctx: Context) -> None:
     _refuse_obfuscated(ctx)
     x0, _ = next(_cases(ctx))
     applied = applies_own_function(ctx.source_cells, "silu")
-    state = "applied" if applied.applied else "to-expression" if applied.to_expression \
-        else "unused"
+    state = "applied" if applied.applied else "to-expression" if applied.to_expression else "unused"
     if state == _reference_state(ctx.reference.silu(x0.clone().requires_grad_())):
         return
     got = None
@@ -420,14 +521,22 @@ def graph_uses_function(ctx: Context) -> None:
         pass
     got = got if isinstance(got, str) and len(got) <= 100 else applied.returned
     if applied.to_expression:
-        raise Fail(Diagnostic("custom-function-unused", {
-            "what": "`silu(x)`", "got": got, "hint": APPLIED_TO_EXPRESSION}))
+        raise Fail(
+            Diagnostic(
+                "custom-function-unused",
+                {"what": "`silu(x)`", "got": got, "hint": APPLIED_TO_EXPRESSION},
+            )
+        )
     raise Fail(Diagnostic("custom-function-unused", {"what": "`silu(x)`", "got": got}))
 
 
-@check("non-contiguous-input", points=1, uses=("silu", "SiLU"),
-       en="a non-contiguous input (x.t()): silu's values, SiLU.apply's gradient",
-       es="una entrada no contigua (x.t()): valores de silu, gradiente de SiLU.apply")
+@check(
+    "non-contiguous-input",
+    points=1,
+    uses=("silu", "SiLU"),
+    en="a non-contiguous input (x.t()): silu's values, SiLU.apply's gradient",
+    es="una entrada no contigua (x.t()): valores de silu, gradiente de SiLU.apply",
+)
 def non_contiguous_input(ctx: Context) -> None:
     for x0, _ in _cases(ctx):
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())
@@ -453,19 +562,37 @@ def _non_contiguous(ctx: Context, fail: Fail, x0: torch.Tensor, expected: torch.
         y = ctx.student.call("silu", contiguous)
     except StudentError:
         return fail
-    if not isinstance(y, RemoteTensor) or tuple(y.shape) != tuple(expected.shape) or \
-            not close(y.value, expected, 1e-5, 1e-6):
+    if (
+        not isinstance(y, RemoteTensor)
+        or tuple(y.shape) != tuple(expected.shape)
+        or not close(y.value, expected, 1e-5, 1e-6)
+    ):
         return fail
     details = fail.diagnostics[0].details
     hint = details.get("hint") or NON_CONTIGUOUS_GENERIC
-    return Fail(Diagnostic("exception", dict(details, hint={
-        lang: NON_CONTIGUOUS[lang].format(hint=hint.get(lang, hint.get("en")) if isinstance(
-            hint, dict) else hint) for lang in NON_CONTIGUOUS})))
+    return Fail(
+        Diagnostic(
+            "exception",
+            dict(
+                details,
+                hint={
+                    lang: NON_CONTIGUOUS[lang].format(
+                        hint=hint.get(lang, hint.get("en")) if isinstance(hint, dict) else hint
+                    )
+                    for lang in NON_CONTIGUOUS
+                },
+            ),
+        )
+    )
 
 
-@check("float32", points=2, uses=("silu", "SiLU"),
-       en="float32 in, float32 out (silu's values, SiLU.apply's gradient)",
-       es="float32 en la entrada y en la salida (valores de silu, gradiente de SiLU.apply)")
+@check(
+    "float32",
+    points=2,
+    uses=("silu", "SiLU"),
+    en="float32 in, float32 out (silu's values, SiLU.apply's gradient)",
+    es="float32 en la entrada y en la salida (valores de silu, gradiente de SiLU.apply)",
+)
 def float32(ctx: Context) -> None:
     for x0, _ in _cases(ctx, torch.float32):
         x = ctx.student.put(ctx.on_device(x0.clone()).requires_grad_())

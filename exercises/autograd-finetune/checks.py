@@ -14,6 +14,7 @@ optimizer from the parameters after training with it. The claims only choose a d
 Hints follow the same values: which old parameters moved (all, the biases only, some), a head
 parameter left still while the rest of the head moved, a head weight of transposed shape.
 """
+
 from dataclasses import dataclass, field
 
 import torch
@@ -36,71 +37,81 @@ RTOL, ATOL = 1e-4, 1e-6
 PROBE_LR = 0.5  # the grader's own SGD step over every parameter, in trainable-flags
 # The fixed case: 7 classes, so that a head hard-coded to 10 (or left at 1000) cannot pass.
 FIXED_SEED, FIXED_CLASSES, FIXED_BATCH = 3, 7, 4
-STEPS = {1: {"en": "one training step", "es": "un paso de entrenamiento"},
-         2: {"en": "two training steps", "es": "dos pasos de entrenamiento"}}
+STEPS = {
+    1: {"en": "one training step", "es": "un paso de entrenamiento"},
+    2: {"en": "two training steps", "es": "dos pasos de entrenamiento"},
+}
 HYPERPARAMETERS = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
 HEAD_HINT = {
     "en": "Replace only `model.fc`, with `nn.Linear(512, num_classes)`: 512 inputs as the old head "
-          "(`model.fc.in_features`), `num_classes` outputs, and a bias (the default).",
+    "(`model.fc.in_features`), `num_classes` outputs, and a bias (the default).",
     "es": "Sustituye solo `model.fc`, por `nn.Linear(512, num_classes)`: 512 entradas como la "
-          "cabeza anterior (`model.fc.in_features`), `num_classes` salidas y sesgo (por defecto)."}
+    "cabeza anterior (`model.fc.in_features`), `num_classes` salidas y sesgo (por defecto).",
+}
 LEARNING_HINT = {
     "en": "The new head learns with the optimizer `make_optimizer(model)` returns: "
-          "`torch.optim.SGD` with lr 1e-2 and momentum 0.9, over the new head's parameters.",
+    "`torch.optim.SGD` with lr 1e-2 and momentum 0.9, over the new head's parameters.",
     "es": "La nueva cabeza aprende con el optimizador que devuelve `make_optimizer(model)`: "
-          "`torch.optim.SGD` con lr 1e-2 y momento 0.9, sobre los parámetros de la nueva cabeza."}
+    "`torch.optim.SGD` con lr 1e-2 y momento 0.9, sobre los parámetros de la nueva cabeza.",
+}
 SETTINGS_HINT = {
     "en": "`make_optimizer` returns `torch.optim.SGD` with `lr=1e-2` and `momentum=0.9`, "
-          "nothing else changed.",
+    "nothing else changed.",
     "es": "`make_optimizer` devuelve `torch.optim.SGD` con `lr=1e-2` y `momentum=0.9`, sin "
-          "cambiar nada más."}
+    "cambiar nada más.",
+}
 
 
 NOT_FROZEN = {
     "all": {
         "en": "No old parameter is frozen: set `requires_grad = False` on every parameter of the "
-              "model you are given (`for p in model.parameters(): p.requires_grad = False`, or "
-              "`model.requires_grad_(False)`), before the new head. `model.eval()` freezes "
-              "nothing, and neither does `requires_grad = False` set on a module "
-              "(`layer.requires_grad = False`): that is a plain attribute its parameters never "
-              "see.",
+        "model you are given (`for p in model.parameters(): p.requires_grad = False`, or "
+        "`model.requires_grad_(False)`), before the new head. `model.eval()` freezes "
+        "nothing, and neither does `requires_grad = False` set on a module "
+        "(`layer.requires_grad = False`): that is a plain attribute its parameters never "
+        "see.",
         "es": "Ningún parámetro anterior está congelado: pon `requires_grad = False` en cada "
-              "parámetro del modelo que recibes (`for p in model.parameters(): "
-              "p.requires_grad = False`, o `model.requires_grad_(False)`), antes de la nueva "
-              "cabeza. `model.eval()` no congela nada, y tampoco `requires_grad = False` puesto "
-              "en un módulo (`layer.requires_grad = False`): es un atributo cualquiera que sus "
-              "parámetros nunca ven."},
+        "parámetro del modelo que recibes (`for p in model.parameters(): "
+        "p.requires_grad = False`, o `model.requires_grad_(False)`), antes de la nueva "
+        "cabeza. `model.eval()` no congela nada, y tampoco `requires_grad = False` puesto "
+        "en un módulo (`layer.requires_grad = False`): es un atributo cualquiera que sus "
+        "parámetros nunca ven.",
+    },
     "biases": {
         "en": "The old weights are frozen, but not their biases ({names}): freeze every parameter "
-              "of the model, biases included (`for p in model.parameters(): "
-              "p.requires_grad = False`).",
+        "of the model, biases included (`for p in model.parameters(): "
+        "p.requires_grad = False`).",
         "es": "Los pesos anteriores están congelados, pero no sus sesgos ({names}): congela todos "
-              "los parámetros del modelo, sesgos incluidos (`for p in model.parameters(): "
-              "p.requires_grad = False`)."},
+        "los parámetros del modelo, sesgos incluidos (`for p in model.parameters(): "
+        "p.requires_grad = False`).",
+    },
     "some": {
         "en": "These old parameters are not frozen: {names}. Freeze every parameter of the model "
-              "you are given (`for p in model.parameters(): p.requires_grad = False`), then "
-              "replace the head.",
+        "you are given (`for p in model.parameters(): p.requires_grad = False`), then "
+        "replace the head.",
         "es": "Estos parámetros anteriores no están congelados: {names}. Congela todos los "
-              "parámetros del modelo que recibes (`for p in model.parameters(): "
-              "p.requires_grad = False`) y sustituye después la cabeza."},
+        "parámetros del modelo que recibes (`for p in model.parameters(): "
+        "p.requires_grad = False`) y sustituye después la cabeza.",
+    },
 }
 HEAD_STILL = {
     "en": "{still} did not move in {steps}, while {moved_words}: the optimizer "
-          "`make_optimizer` returns does not update it (it is not among the optimizer's "
-          "parameters, or it does not require grad). Give SGD every parameter of the new head, "
-          "`model.fc.parameters()` (or all the model's).",
+    "`make_optimizer` returns does not update it (it is not among the optimizer's "
+    "parameters, or it does not require grad). Give SGD every parameter of the new head, "
+    "`model.fc.parameters()` (or all the model's).",
     "es": "{still} no se movió en {steps}, mientras que {moved_words}: el "
-          "optimizador que devuelve `make_optimizer` no lo actualiza (no está entre los "
-          "parámetros del optimizador, o no requiere gradiente). Dale a SGD todos los parámetros "
-          "de la nueva cabeza, `model.fc.parameters()` (o todos los del modelo)."}
+    "optimizador que devuelve `make_optimizer` no lo actualiza (no está entre los "
+    "parámetros del optimizador, o no requiere gradiente). Dale a SGD todos los parámetros "
+    "de la nueva cabeza, `model.fc.parameters()` (o todos los del modelo).",
+}
 HEAD_TRANSPOSED = {
     "en": "`model.fc.weight` has the shape of `nn.Linear({outputs}, {inputs})`: "
-          "`nn.Linear(in_features, out_features)` takes the inputs first, so the new head is "
-          "`nn.Linear(512, num_classes)` (its weight is (num_classes, 512)).",
+    "`nn.Linear(in_features, out_features)` takes the inputs first, so the new head is "
+    "`nn.Linear(512, num_classes)` (its weight is (num_classes, 512)).",
     "es": "`model.fc.weight` tiene la forma de `nn.Linear({outputs}, {inputs})`: "
-          "`nn.Linear(in_features, out_features)` recibe primero las entradas, así que la nueva "
-          "cabeza es `nn.Linear(512, num_classes)` (su peso es (num_classes, 512))."}
+    "`nn.Linear(in_features, out_features)` recibe primero las entradas, así que la nueva "
+    "cabeza es `nn.Linear(512, num_classes)` (su peso es (num_classes, 512)).",
+}
 
 
 def _names(names: list[str]) -> str:
@@ -146,11 +157,19 @@ class Got:
 
 def _cases(ctx: Context) -> list[Case]:
     generator = torch.Generator().manual_seed(FIXED_SEED)
-    fixed = Case(FIXED_SEED, FIXED_CLASSES, torch.randn(FIXED_BATCH, 3, 16, 16, generator=generator),
-                 torch.randint(0, FIXED_CLASSES, (FIXED_BATCH,), generator=generator))
+    fixed = Case(
+        FIXED_SEED,
+        FIXED_CLASSES,
+        torch.randn(FIXED_BATCH, 3, 16, 16, generator=generator),
+        torch.randint(0, FIXED_CLASSES, (FIXED_BATCH,), generator=generator),
+    )
     classes, batch = int(ctx.randint(2, 30, ())), int(ctx.randint(2, 9, ()))
-    drawn = Case(int(ctx.randint(0, 1 << 30, ())), classes,
-                 ctx.randn(batch, 3, 16, 16, dtype=torch.float32), ctx.randint(0, classes, (batch,)))
+    drawn = Case(
+        int(ctx.randint(0, 1 << 30, ())),
+        classes,
+        ctx.randn(batch, 3, 16, 16, dtype=torch.float32),
+        ctx.randint(0, classes, (batch,)),
+    )
     return [fixed, drawn]
 
 
@@ -159,12 +178,18 @@ def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _expected(ctx: Context, case: Case, steps: int) -> Expected:
-    model = ctx.reference.freeze_and_replace_head(ctx.support.small_cnn(case.seed), case.num_classes)
+    model = ctx.reference.freeze_and_replace_head(
+        ctx.support.small_cnn(case.seed), case.num_classes
+    )
     ctx.support.seed_head(model, case.seed)
     with torch.no_grad():
         output = model(case.images)
-    expected = Expected(type(model.fc).__name__, _snapshot(model),
-                        {name: p.requires_grad for name, p in model.named_parameters()}, output)
+    expected = Expected(
+        type(model.fc).__name__,
+        _snapshot(model),
+        {name: p.requires_grad for name, p in model.named_parameters()},
+        output,
+    )
     if steps:
         expected.optimizer = ctx.reference.make_optimizer(model)
         ctx.support.train(model, expected.optimizer, case.images, case.labels, steps)
@@ -186,10 +211,20 @@ def _described(ctx: Context, model: object) -> dict:
     described = ctx.student.describe(model) if isinstance(model, RemoteObject) else {}
     if not isinstance(described.get("parameters"), dict):
         got = model.type_name if isinstance(model, RemoteObject) else type(model).__name__
-        raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": got,
-                                                  "expected_type": "nn.Module", "hint": {
-            "en": "Return the model (`return model`) once its head is replaced.",
-            "es": "Devuelve el modelo (`return model`) una vez sustituida su cabeza."}}))
+        raise Fail(
+            Diagnostic(
+                "output-mismatch",
+                {
+                    "what": what,
+                    "got_type": got,
+                    "expected_type": "nn.Module",
+                    "hint": {
+                        "en": "Return the model (`return model`) once its head is replaced.",
+                        "es": "Devuelve el modelo (`return model`) una vez sustituida su cabeza.",
+                    },
+                },
+            )
+        )
     return described
 
 
@@ -198,33 +233,60 @@ def _expect_head(described: dict, expected: Expected) -> None:
     (The class the process names for `model.fc` only words the hint.)"""
     modules = [m for m in described.get("modules", []) if isinstance(m, list) and len(m) == 2]
     head = dict(modules).get("fc")
-    hint = HEAD_HINT if head in (None, expected.head_class) else {
-        lang: f"{text} (`model.fc`: nn.{head})" for lang, text in HEAD_HINT.items()}
+    hint = (
+        HEAD_HINT
+        if head in (None, expected.head_class)
+        else {lang: f"{text} (`model.fc`: nn.{head})" for lang, text in HEAD_HINT.items()}
+    )
     got = described["parameters"]
     for name in list(expected.parameters) + [n for n in got if n not in expected.parameters]:
         what = f"`model.{name}`"
         if (name in got) != (name in expected.parameters):
             present = "nn.Parameter"
-            raise Fail(Diagnostic("output-mismatch", {
-                "what": what, "got": present if name in got else None, "worst_index": [],
-                "expected": present if name in expected.parameters else None, "hint": hint}))
+            raise Fail(
+                Diagnostic(
+                    "output-mismatch",
+                    {
+                        "what": what,
+                        "got": present if name in got else None,
+                        "worst_index": [],
+                        "expected": present if name in expected.parameters else None,
+                        "hint": hint,
+                    },
+                )
+            )
         if not isinstance(got[name], RemoteTensor):
-            raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": "?",
-                                                      "expected_type": "nn.Parameter"}))
+            raise Fail(
+                Diagnostic(
+                    "output-mismatch",
+                    {"what": what, "got_type": "?", "expected_type": "nn.Parameter"},
+                )
+            )
         want = list(expected.parameters[name].shape)
         if list(got[name].shape) != want:
             shape = list(got[name].shape)
-            if name == "fc.weight" and len(want) == 2 and shape == want[::-1] and want[0] != want[1]:
-                hint = {lang: HEAD_TRANSPOSED[lang].format(outputs=want[0], inputs=want[1])
-                        for lang in HEAD_TRANSPOSED}
-            raise Fail(Diagnostic("shape-mismatch", {"what": what, "got": shape,
-                                                     "expected": want, "hint": hint}))
+            if (
+                name == "fc.weight"
+                and len(want) == 2
+                and shape == want[::-1]
+                and want[0] != want[1]
+            ):
+                hint = {
+                    lang: HEAD_TRANSPOSED[lang].format(outputs=want[0], inputs=want[1])
+                    for lang in HEAD_TRANSPOSED
+                }
+            raise Fail(
+                Diagnostic(
+                    "shape-mismatch", {"what": what, "got": shape, "expected": want, "hint": hint}
+                )
+            )
 
 
 def _frozen(ctx: Context, case: Case) -> Got:
     """The student's freeze_and_replace_head on a fresh model."""
-    model = call(ctx, "freeze_and_replace_head", ctx.student.new("small_cnn", case.seed),
-                 case.num_classes)
+    model = call(
+        ctx, "freeze_and_replace_head", ctx.student.new("small_cnn", case.seed), case.num_classes
+    )
     return Got(model, _described(ctx, model)["parameters"])
 
 
@@ -236,65 +298,132 @@ def _prepared(ctx: Context, case: Case, expected: Expected) -> Got:
     got.parameters = _described(ctx, got.model)["parameters"]
     got.optimizer = call(ctx, "make_optimizer", got.model)
     if not isinstance(got.optimizer, RemoteObject):
-        raise Fail(Diagnostic("output-mismatch", {
-            "what": "`make_optimizer(model)`", "got_type": type(got.optimizer).__name__,
-            "expected_type": "torch.optim.Optimizer", "hint": SETTINGS_HINT}))
+        raise Fail(
+            Diagnostic(
+                "output-mismatch",
+                {
+                    "what": "`make_optimizer(model)`",
+                    "got_type": type(got.optimizer).__name__,
+                    "expected_type": "torch.optim.Optimizer",
+                    "hint": SETTINGS_HINT,
+                },
+            )
+        )
     got.settings = _optimizer_settings(ctx, got.optimizer)
     return got
 
 
 def _train(ctx: Context, got: Got, case: Case, steps: int) -> None:
     images, labels = ctx.student.put((case.images, case.labels))
-    _in_student(ctx, "train", got.model, got.optimizer, images, labels, steps,
-                what={lang: f"{words} (`loss.backward(); optimizer.step()`)"
-                      for lang, words in STEPS[steps].items()})
+    _in_student(
+        ctx,
+        "train",
+        got.model,
+        got.optimizer,
+        images,
+        labels,
+        steps,
+        what={
+            lang: f"{words} (`loss.backward(); optimizer.step()`)"
+            for lang, words in STEPS[steps].items()
+        },
+    )
     got.trained = _described(ctx, got.model)["parameters"]
 
 
 def _expect_learning(got: Got, expected: Expected, steps: int, hint: dict = LEARNING_HINT) -> None:
     """The frozen parameters did not move; the trained ones are where the reference's are."""
-    missing = [name for name in expected.parameters
-               if name not in got.parameters or name not in got.trained]
+    missing = [
+        name
+        for name in expected.parameters
+        if name not in got.parameters or name not in got.trained
+    ]
     if missing:
-        raise Fail(Diagnostic("output-mismatch", {
-            "what": f"`model.{missing[0]}`", "got": "no such parameter", "expected": "a parameter",
-            "worst_index": [], "hint": {
-                "en": "Keep every parameter of the model: freeze them (`requires_grad = False`), "
-                      "never remove one.",
-                "es": "Conserva todos los parámetros del modelo: congélalos "
-                      "(`requires_grad = False`), nunca quites ninguno."}}))
-    frozen = [name for name, before in expected.parameters.items()
-              if torch.equal(before, expected.trained[name])]
-    unfrozen = [name for name in frozen
-                if not torch.equal(got.parameters[name].value, got.trained[name].value)]
+        raise Fail(
+            Diagnostic(
+                "output-mismatch",
+                {
+                    "what": f"`model.{missing[0]}`",
+                    "got": "no such parameter",
+                    "expected": "a parameter",
+                    "worst_index": [],
+                    "hint": {
+                        "en": "Keep every parameter of the model: freeze them (`requires_grad = False`), "
+                        "never remove one.",
+                        "es": "Conserva todos los parámetros del modelo: congélalos "
+                        "(`requires_grad = False`), nunca quites ninguno.",
+                    },
+                },
+            )
+        )
+    frozen = [
+        name
+        for name, before in expected.parameters.items()
+        if torch.equal(before, expected.trained[name])
+    ]
+    unfrozen = [
+        name
+        for name in frozen
+        if not torch.equal(got.parameters[name].value, got.trained[name].value)
+    ]
     if unfrozen:
-        raise Fail(Diagnostic("frozen-param-changed", {
-            "what": f"`model.{unfrozen[0]}`", "hint": _not_frozen_hint(unfrozen, frozen)}))
+        raise Fail(
+            Diagnostic(
+                "frozen-param-changed",
+                {"what": f"`model.{unfrozen[0]}`", "hint": _not_frozen_hint(unfrozen, frozen)},
+            )
+        )
     trained = [name for name in expected.parameters if name not in frozen]
-    still = [name for name in trained
-             if torch.equal(got.parameters[name].value, got.trained[name].value)]
+    still = [
+        name for name in trained if torch.equal(got.parameters[name].value, got.trained[name].value)
+    ]
     if still and len(still) < len(trained):
         moved = [name for name in trained if name not in still]
         what = f"`model.{still[0]}`"
-        raise Fail(Diagnostic("output-mismatch", {
-            "what": {"en": f"How much {what} changed in {STEPS[steps]['en']}",
-                     "es": f"Cuánto cambió {what} en {STEPS[steps]['es']}"},
-            "got": 0.0, "expected": "> 0", "worst_index": [], "hint": {
-                lang: HEAD_STILL[lang].format(
-                    still=_names(still), steps=STEPS[steps][lang], moved_words={
-                        "en": f"{_names(moved)} moved", "es": f"{_names(moved)} sí se movió"}[lang])
-                for lang in HEAD_STILL}}))
+        raise Fail(
+            Diagnostic(
+                "output-mismatch",
+                {
+                    "what": {
+                        "en": f"How much {what} changed in {STEPS[steps]['en']}",
+                        "es": f"Cuánto cambió {what} en {STEPS[steps]['es']}",
+                    },
+                    "got": 0.0,
+                    "expected": "> 0",
+                    "worst_index": [],
+                    "hint": {
+                        lang: HEAD_STILL[lang].format(
+                            still=_names(still),
+                            steps=STEPS[steps][lang],
+                            moved_words={
+                                "en": f"{_names(moved)} moved",
+                                "es": f"{_names(moved)} sí se movió",
+                            }[lang],
+                        )
+                        for lang in HEAD_STILL
+                    },
+                },
+            )
+        )
     for name in expected.parameters:
         what = f"`model.{name}`"
-        expect_close(got.trained[name], expected.trained[name],
-                     {"en": f"{what} after {STEPS[steps]['en']}",
-                      "es": f"{what} tras {STEPS[steps]['es']}"},
-                     hint=hint, rtol=RTOL, atol=ATOL)
+        expect_close(
+            got.trained[name],
+            expected.trained[name],
+            {"en": f"{what} after {STEPS[steps]['en']}", "es": f"{what} tras {STEPS[steps]['es']}"},
+            hint=hint,
+            rtol=RTOL,
+            atol=ATOL,
+        )
 
 
-@check("only-head-learns", points=3, uses=("freeze_and_replace_head", "make_optimizer"),
-       en="a training step changes the new head, and nothing else",
-       es="un paso de entrenamiento cambia la nueva cabeza y nada más")
+@check(
+    "only-head-learns",
+    points=3,
+    uses=("freeze_and_replace_head", "make_optimizer"),
+    en="a training step changes the new head, and nothing else",
+    es="un paso de entrenamiento cambia la nueva cabeza y nada más",
+)
 def only_head_learns(ctx: Context) -> None:
     for case in _cases(ctx):
         expected = _expected(ctx, case, steps=1)
@@ -303,16 +432,21 @@ def only_head_learns(ctx: Context) -> None:
         _expect_learning(got, expected, steps=1)
 
 
-@check("trainable-flags", points=3, uses="freeze_and_replace_head",
-       en="only the new head requires grad (one SGD step over every parameter moves only it)",
-       es="solo la nueva cabeza requiere gradiente (un paso de SGD sobre todos los parámetros "
-          "solo la mueve a ella)")
+@check(
+    "trainable-flags",
+    points=3,
+    uses="freeze_and_replace_head",
+    en="only the new head requires grad (one SGD step over every parameter moves only it)",
+    es="solo la nueva cabeza requiere gradiente (un paso de SGD sobre todos los parámetros "
+    "solo la mueve a ella)",
+)
 def trainable_flags(ctx: Context) -> None:
     """One step of the grader's own SGD over every parameter, on both models: a parameter moves
     if and only if it requires grad, and a trainable one moves where the reference's does."""
     for case in _cases(ctx):
-        model_ref = ctx.reference.freeze_and_replace_head(ctx.support.small_cnn(case.seed),
-                                                          case.num_classes)
+        model_ref = ctx.reference.freeze_and_replace_head(
+            ctx.support.small_cnn(case.seed), case.num_classes
+        )
         ctx.support.seed_head(model_ref, case.seed)
         before_ref = _snapshot(model_ref)
         ctx.support.step_all(model_ref, case.images, case.labels, PROBE_LR)
@@ -321,9 +455,18 @@ def trainable_flags(ctx: Context) -> None:
         _in_student(ctx, "seed_head", got.model, case.seed, what="`seed_head(model)`")
         before = _described(ctx, got.model)["parameters"]
         images, labels = ctx.student.put((case.images, case.labels))
-        _in_student(ctx, "step_all", got.model, images, labels, PROBE_LR,
-                    what={"en": "one SGD step over every parameter of your model",
-                          "es": "un paso de SGD sobre todos los parámetros de tu modelo"})
+        _in_student(
+            ctx,
+            "step_all",
+            got.model,
+            images,
+            labels,
+            PROBE_LR,
+            what={
+                "en": "one SGD step over every parameter of your model",
+                "es": "un paso de SGD sobre todos los parámetros de tu modelo",
+            },
+        )
         after = _described(ctx, got.model)["parameters"]
         for name in before_ref:
             if name not in before or name not in after:
@@ -335,25 +478,51 @@ def trainable_flags(ctx: Context) -> None:
             moved = shifted or getattr(before[name], "claims", {}).get("requires_grad") is True
             if moved != trainable:
                 frozen = [n for n in before_ref if torch.equal(before_ref[n], after_ref[n])]
-                unfrozen = [n for n in frozen if n in before and n in after and
-                            not torch.equal(before[n].value, after[n].value)]
+                unfrozen = [
+                    n
+                    for n in frozen
+                    if n in before
+                    and n in after
+                    and not torch.equal(before[n].value, after[n].value)
+                ]
                 hint = {"hint": _not_frozen_hint(unfrozen, frozen)} if moved else {}
-                raise Fail(Diagnostic("requires-grad-wrong", {**hint,
-                    "what": {"en": f"`model.{name}` (one SGD step over every parameter "
-                                   f"{'moved' if shifted else 'left'} it)",
-                             "es": f"`model.{name}` (un paso de SGD sobre todos los parámetros "
-                                   f"lo {'movió' if shifted else 'dejó igual'})"},
-                    "got": moved, "expected": trainable}))
+                raise Fail(
+                    Diagnostic(
+                        "requires-grad-wrong",
+                        {
+                            **hint,
+                            "what": {
+                                "en": f"`model.{name}` (one SGD step over every parameter "
+                                f"{'moved' if shifted else 'left'} it)",
+                                "es": f"`model.{name}` (un paso de SGD sobre todos los parámetros "
+                                f"lo {'movió' if shifted else 'dejó igual'})",
+                            },
+                            "got": moved,
+                            "expected": trainable,
+                        },
+                    )
+                )
             if moved and after[name].shape == after_ref[name].shape:
-                expect_close(after[name], after_ref[name], {
-                    "en": f"`model.{name}` after one SGD step over every parameter",
-                    "es": f"`model.{name}` tras un paso de SGD sobre todos los parámetros"},
-                    hint=HEAD_HINT, rtol=RTOL, atol=ATOL)
+                expect_close(
+                    after[name],
+                    after_ref[name],
+                    {
+                        "en": f"`model.{name}` after one SGD step over every parameter",
+                        "es": f"`model.{name}` tras un paso de SGD sobre todos los parámetros",
+                    },
+                    hint=HEAD_HINT,
+                    rtol=RTOL,
+                    atol=ATOL,
+                )
 
 
-@check("new-head", points=2, uses="freeze_and_replace_head",
-       en="the new head: `nn.Linear(512, num_classes)`, and the model's output",
-       es="la nueva cabeza: `nn.Linear(512, num_classes)`, y la salida del modelo")
+@check(
+    "new-head",
+    points=2,
+    uses="freeze_and_replace_head",
+    en="the new head: `nn.Linear(512, num_classes)`, and the model's output",
+    es="la nueva cabeza: `nn.Linear(512, num_classes)`, y la salida del modelo",
+)
 def new_head(ctx: Context) -> None:
     for case in _cases(ctx):
         expected = _expected(ctx, case, steps=0)
@@ -373,8 +542,11 @@ def _same(got: object, want: object) -> bool:
     got = got.value.item() if isinstance(got, RemoteTensor) and got.value.numel() == 1 else got
     if isinstance(want, bool) or not isinstance(want, (int, float)):
         return got == want
-    return isinstance(got, (int, float)) and not isinstance(got, bool) \
+    return (
+        isinstance(got, (int, float))
+        and not isinstance(got, bool)
         and abs(got - want) <= 1e-9 * max(1.0, abs(want))
+    )
 
 
 def _optimizer_settings(ctx: Context, optimizer: object) -> dict:
@@ -390,26 +562,48 @@ def _optimizer_settings(ctx: Context, optimizer: object) -> dict:
 def _expect_settings(described: dict, expected: torch.optim.Optimizer) -> None:
     want_class = type(expected).__name__
     if described.get("class") != want_class:
-        raise Fail(Diagnostic("output-mismatch", {
-            "what": {"en": "The class of `make_optimizer(model)`",
-                     "es": "La clase de `make_optimizer(model)`"},
-            "got": f"`{described.get('class')}`", "expected": f"`{want_class}`", "worst_index": [],
-            "hint": SETTINGS_HINT}))
+        raise Fail(
+            Diagnostic(
+                "output-mismatch",
+                {
+                    "what": {
+                        "en": "The class of `make_optimizer(model)`",
+                        "es": "La clase de `make_optimizer(model)`",
+                    },
+                    "got": f"`{described.get('class')}`",
+                    "expected": f"`{want_class}`",
+                    "worst_index": [],
+                    "hint": SETTINGS_HINT,
+                },
+            )
+        )
     wanted = expected.param_groups
     for index, group in enumerate(described["param_groups"]):
         want = wanted[min(index, len(wanted) - 1)]
         for key in (k for k in HYPERPARAMETERS if k in want):
             got = group.get(key) if isinstance(group, dict) else None
             if not _same(got, want[key]):
-                raise Fail(Diagnostic("output-mismatch", {
-                    "what": f"`optimizer.param_groups[{index}]['{key}']`", "worst_index": [],
-                    "got": got.value.tolist() if isinstance(got, RemoteTensor) else got,
-                    "expected": want[key], "hint": SETTINGS_HINT}))
+                raise Fail(
+                    Diagnostic(
+                        "output-mismatch",
+                        {
+                            "what": f"`optimizer.param_groups[{index}]['{key}']`",
+                            "worst_index": [],
+                            "got": got.value.tolist() if isinstance(got, RemoteTensor) else got,
+                            "expected": want[key],
+                            "hint": SETTINGS_HINT,
+                        },
+                    )
+                )
 
 
-@check("optimizer-settings", points=2, uses=("freeze_and_replace_head", "make_optimizer"),
-       en="make_optimizer: SGD, lr 1e-2, momentum 0.9 (two training steps)",
-       es="make_optimizer: SGD, lr 1e-2, momento 0.9 (dos pasos de entrenamiento)")
+@check(
+    "optimizer-settings",
+    points=2,
+    uses=("freeze_and_replace_head", "make_optimizer"),
+    en="make_optimizer: SGD, lr 1e-2, momentum 0.9 (two training steps)",
+    es="make_optimizer: SGD, lr 1e-2, momento 0.9 (dos pasos de entrenamiento)",
+)
 def optimizer_settings(ctx: Context) -> None:
     """The parameters after two training steps with the student's optimizer are the reference's
     (momentum shows in the second). What the process says of its optimizer (class, lr,
@@ -422,7 +616,8 @@ def optimizer_settings(ctx: Context) -> None:
             _expect_learning(got, expected, steps=2)
         except Fail as fail:
             if fail.diagnostics[0].code != "output-mismatch" or not isinstance(
-                    got.settings.get("param_groups"), list):
+                got.settings.get("param_groups"), list
+            ):
                 raise
             try:
                 _expect_settings(got.settings, expected.optimizer)

@@ -8,6 +8,7 @@ own machine, save this file next to your notebook as `exercise_support.py`).
 compared with the reference's after training whatever else drew random numbers before.
 `train(...)` is the training loop the grader runs with your model and your optimizer.
 """
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -47,8 +48,13 @@ def seed_head(model: nn.Module, seed: int) -> None:
     _fill(model.fc.parameters(), seed + 1)
 
 
-def train(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
-          labels: torch.Tensor, steps: int) -> list[float]:
+def train(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    steps: int,
+) -> list[float]:
     """`steps` steps of the usual loop on one batch, with the cross-entropy loss; the losses.
     A model with nothing left to train learns nothing (`backward()` would raise)."""
     losses = []
@@ -79,4 +85,6 @@ def step_all(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, lr: f
     """One step of SGD with weight decay over *every* parameter of the model, the grader's own
     optimizer: a frozen parameter (`requires_grad` False) gets no gradient and does not move; a
     trainable one moves by `-lr * (grad + 0.1 * p)`, even where a hook made its gradient zero."""
-    train(model, torch.optim.SGD(every_parameter(model), lr=lr, weight_decay=0.1), images, labels, 1)
+    train(
+        model, torch.optim.SGD(every_parameter(model), lr=lr, weight_decay=0.1), images, labels, 1
+    )

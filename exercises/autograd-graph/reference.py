@@ -8,7 +8,14 @@ def leaf_grads(x1: torch.Tensor, x2: torch.Tensor, x3: torch.Tensor, x4: torch.T
     z2.retain_grad()
     f = z1 + z2
     f.backward()
-    return {"x1": x1.grad, "x2": x2.grad, "x3": x3.grad, "x4": x4.grad, "z1": z1.grad, "z2": z2.grad}
+    return {
+        "x1": x1.grad,
+        "x2": x2.grad,
+        "x3": x3.grad,
+        "x4": x4.grad,
+        "z1": z1.grad,
+        "z2": z2.grad,
+    }
 
 
 def is_leaf_report(a: torch.Tensor, b: torch.Tensor) -> dict:

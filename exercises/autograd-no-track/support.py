@@ -1,4 +1,5 @@
 """Objects the grader builds inside your process for the checks of autograd-no-track."""
+
 import torch
 from torch import nn
 
@@ -19,8 +20,9 @@ def backward_from(tensors: list, cotangents: list) -> None:
 class SmallNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.layers = nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(),
-                                    nn.Dropout(0.5), nn.Linear(16, 3))
+        self.layers = nn.Sequential(
+            nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)

@@ -4,6 +4,7 @@ Each check first runs a fixed case on which every known wrong program gives othe
 is not constant, and no element of a or b is 0 or ±1, which would hide a factor), then a random
 one.
 """
+
 import torch
 
 from worker.harness.checks import (
@@ -24,42 +25,55 @@ A_AFTER = {"en": "a.grad after the call", "es": "a.grad tras la llamada"}
 B_AFTER = {"en": "b.grad after the call", "es": "b.grad tras la llamada"}
 ONE_BACKWARD = {
     "en": "Each `backward()` adds to `.grad`, and `a` and `b` had no gradient before the call: "
-          "call `Q.backward(gradient=v)` once; it fills `a.grad` and `b.grad` together.",
+    "call `Q.backward(gradient=v)` once; it fills `a.grad` and `b.grad` together.",
     "es": "Cada `backward()` se suma a `.grad`, y `a` y `b` no tenían gradiente antes de la "
-          "llamada: llama una sola vez a `Q.backward(gradient=v)`; rellena a la vez `a.grad` y "
-          "`b.grad`."}
+    "llamada: llama una sola vez a `Q.backward(gradient=v)`; rellena a la vez `a.grad` y "
+    "`b.grad`.",
+}
 
 
 TWICE_V = {
     "en": "Your {name}.grad is {formula}·v², multiplied by `v` twice: `Q.backward(gradient=v)` "
-          "already multiplies ∂Q/∂{name} by `v`, so return `{name}.grad` as it is.",
+    "already multiplies ∂Q/∂{name} by `v`, so return `{name}.grad` as it is.",
     "es": "Tu {name}.grad es {formula}·v², multiplicado dos veces por `v`: `Q.backward(gradient=v)` "
-          "ya multiplica ∂Q/∂{name} por `v`, así que devuelve `{name}.grad` tal cual."}
+    "ya multiplica ∂Q/∂{name} por `v`, así que devuelve `{name}.grad` tal cual.",
+}
 SQUARE_A = {
     "en": "Your a.grad is 6a·v, the gradient of 3a², not of 3a³: Q = 3a³ − b², so ∂Q/∂a = 9a².",
-    "es": "Tu a.grad es 6a·v, el gradiente de 3a², no de 3a³: Q = 3a³ − b², así que ∂Q/∂a = 9a²."}
+    "es": "Tu a.grad es 6a·v, el gradiente de 3a², no de 3a³: Q = 3a³ − b², así que ∂Q/∂a = 9a².",
+}
 NO_THREE_A = {
     "en": "Your a.grad is 3a²·v, the gradient of a³: Q = 3a³ − b² keeps the factor 3, so ∂Q/∂a = 9a².",
-    "es": "Tu a.grad es 3a²·v, el gradiente de a³: Q = 3a³ − b² conserva el factor 3, así que ∂Q/∂a = 9a²."}
+    "es": "Tu a.grad es 3a²·v, el gradiente de a³: Q = 3a³ − b² conserva el factor 3, así que ∂Q/∂a = 9a².",
+}
 ONLY_1D = {
     "en": "`q_grads` works for 1-D inputs but raised for 2-D ones: an operation in it works only "
-          "for 1-D tensors (`torch.dot`, or `@`, which is a matrix product for 2-D). "
-          "`Q.backward(gradient=v)` takes a `v` of `Q`'s shape, whatever its number of dimensions.",
+    "for 1-D tensors (`torch.dot`, or `@`, which is a matrix product for 2-D). "
+    "`Q.backward(gradient=v)` takes a `v` of `Q`'s shape, whatever its number of dimensions.",
     "es": "`q_grads` funciona con entradas 1-D pero falló con entradas 2-D: una operación que usas "
-          "sirve solo para 1-D (`torch.dot`, o `@`, que para 2-D es un producto de matrices). "
-          "`Q.backward(gradient=v)` acepta un `v` con la forma de `Q`, tenga las dimensiones que tenga."}
+    "sirve solo para 1-D (`torch.dot`, o `@`, que para 2-D es un producto de matrices). "
+    "`Q.backward(gradient=v)` acepta un `v` con la forma de `Q`, tenga las dimensiones que tenga.",
+}
 
 
 def _formula_hint(got: torch.Tensor, case: tuple, name: str) -> dict | None:
     """The hint whose formula, computed here from the same (a, b, v), the gradient matches."""
     a, b, v = (t.double() for t in case)
-    candidates = ([(9 * a ** 2 * v * v, "twice", "9a²"), (6 * a * v, SQUARE_A, None),
-                   (3 * a ** 2 * v, NO_THREE_A, None)] if name == "a"
-                  else [(-2 * b * v * v, "twice", "−2b")])
+    candidates = (
+        [
+            (9 * a**2 * v * v, "twice", "9a²"),
+            (6 * a * v, SQUARE_A, None),
+            (3 * a**2 * v, NO_THREE_A, None),
+        ]
+        if name == "a"
+        else [(-2 * b * v * v, "twice", "−2b")]
+    )
     for value, hint, formula in candidates:
         if got.shape == value.shape and torch.allclose(got.double(), value, rtol=1e-4, atol=1e-5):
             if hint == "twice":
-                return {lang: text.format(name=name, formula=formula) for lang, text in TWICE_V.items()}
+                return {
+                    lang: text.format(name=name, formula=formula) for lang, text in TWICE_V.items()
+                }
             return hint
     return None
 
@@ -75,8 +89,9 @@ def _grads(ctx: Context, a: torch.Tensor, b: torch.Tensor, v: torch.Tensor):
     the gradients its leaves hold afterwards."""
     a_ref, b_ref = a.clone().requires_grad_(), b.clone().requires_grad_()
     returned = ctx.reference.q_grads(a_ref, b_ref, v.clone())
-    leaves = ctx.student.put((ctx.on_device(a).requires_grad_(),
-                              ctx.on_device(b).requires_grad_(), ctx.on_device(v)))
+    leaves = ctx.student.put(
+        (ctx.on_device(a).requires_grad_(), ctx.on_device(b).requires_grad_(), ctx.on_device(v))
+    )
     got = expect_tuple(call(ctx, "q_grads", *leaves), 2, "the value returned by `q_grads`")
     return leaves[:2], got, returned, (a_ref.grad, b_ref.grad)
 
@@ -89,15 +104,19 @@ def _expect(got, expected: torch.Tensor | None, what, case: tuple = (), name: st
         if got is not None:
             raise Fail(Diagnostic("grad-mismatch", {"what": what}))
         return
-    diagnostic = compare_grad(None if got is None else expect_tensor(got, what).value,
-                              expected, what)
+    diagnostic = compare_grad(
+        None if got is None else expect_tensor(got, what).value, expected, what
+    )
     if diagnostic is not None and diagnostic.code == "grad-mismatch" and case:
         hint = _formula_hint(expect_tensor(got, what).value, case, name)
         if hint:
             raise Fail(Diagnostic(diagnostic.code, dict(diagnostic.details, hint=hint)))
     if diagnostic is not None:  # the fresh leaves here had no gradient from earlier steps
-        raise Fail(Diagnostic(diagnostic.code, dict(diagnostic.details, hint=ONE_BACKWARD))
-                   if diagnostic.code == "grad-accumulated" else diagnostic)
+        raise Fail(
+            Diagnostic(diagnostic.code, dict(diagnostic.details, hint=ONE_BACKWARD))
+            if diagnostic.code == "grad-accumulated"
+            else diagnostic
+        )
 
 
 def _vector(ctx: Context) -> tuple[int, ...]:
@@ -141,8 +160,13 @@ def matrix_inputs(ctx: Context) -> None:
         _expect(gb, eb, "b.grad", case, "b")
 
 
-@check("stored-in-leaves", points=2, uses="q_grads", en="the gradients come from backward()",
-       es="los gradientes vienen de backward()")
+@check(
+    "stored-in-leaves",
+    points=2,
+    uses="q_grads",
+    en="the gradients come from backward()",
+    es="los gradientes vienen de backward()",
+)
 def stored_in_leaves(ctx: Context) -> None:
     for case in _cases(ctx, FIXED_VECTOR, _vector(ctx)):
         (ra, rb), _, _, (ea, eb) = _grads(ctx, *case)

@@ -14,6 +14,7 @@ directory (`tempfile.gettempdir()`): nothing your process says about them is use
     grad_with_offload(fn, torch.randn(1500, requires_grad=True))
     len(os.listdir(tempfile.gettempdir()))  # 3 more than before, until `del fn`
 """
+
 import gc
 
 import torch

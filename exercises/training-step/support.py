@@ -8,6 +8,7 @@ every `step()`, before it updates. The grader's marks rest on the parameters and
 back after each call, never on this log, which code in your process can rewrite; the log only
 helps it say which mistake a wrong value comes from.
 """
+
 import torch
 from torch import nn
 

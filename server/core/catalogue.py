@@ -3,6 +3,7 @@
 A plain dict keyed by slug. Read on the service side (it needs `tomllib`), so the harness itself
 gets everything it needs inside the job and never parses configuration.
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,8 +29,15 @@ from worker.harness.jobs import (
 )
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-REQUIRED_FILES = ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "checks.py",
-                  "reference.py", VISIBLE_CHECKS)
+REQUIRED_FILES = (
+    "exercise.toml",
+    "statement.en.md",
+    "statement.es.md",
+    "starter.py",
+    "checks.py",
+    "reference.py",
+    VISIBLE_CHECKS,
+)
 DEADLINE_POLICIES = ("none", "penalty", "refuse")
 # what a student may have of an exercise's folder (docs/writing-an-exercise.md): never its hidden
 # checks, reference or mutants
@@ -59,19 +67,30 @@ class Deadline:
     def from_toml(cls, data: dict, where: object) -> "Deadline":
         unknown = set(data) - {"policy", "at", "penalty_per_day"}
         if unknown:
-            raise ExerciseConfigError(f"{where}: [deadline]: unknown keys {', '.join(sorted(unknown))}")
+            raise ExerciseConfigError(
+                f"{where}: [deadline]: unknown keys {', '.join(sorted(unknown))}"
+            )
         if "at" in data and "policy" not in data:
             data = {**data, "policy": None}
         deadline = cls(**data)
         if deadline.policy is not None and deadline.policy not in DEADLINE_POLICIES:
-            raise ExerciseConfigError(f"{where}: [deadline] policy must be one of {DEADLINE_POLICIES}")
-        if deadline.policy != "none" and not (isinstance(deadline.at, dt.datetime)
-                                              and deadline.at.tzinfo is not None):
-            raise ExerciseConfigError(f"{where}: [deadline] at must be a date and time with its "
-                                      "UTC offset, like 2027-01-31T23:59:00+01:00")
-        if not isinstance(deadline.penalty_per_day, (int, float)) \
-                or not 0 <= deadline.penalty_per_day <= 1:
-            raise ExerciseConfigError(f"{where}: [deadline] penalty_per_day must be between 0 and 1")
+            raise ExerciseConfigError(
+                f"{where}: [deadline] policy must be one of {DEADLINE_POLICIES}"
+            )
+        if deadline.policy != "none" and not (
+            isinstance(deadline.at, dt.datetime) and deadline.at.tzinfo is not None
+        ):
+            raise ExerciseConfigError(
+                f"{where}: [deadline] at must be a date and time with its "
+                "UTC offset, like 2027-01-31T23:59:00+01:00"
+            )
+        if (
+            not isinstance(deadline.penalty_per_day, (int, float))
+            or not 0 <= deadline.penalty_per_day <= 1
+        ):
+            raise ExerciseConfigError(
+                f"{where}: [deadline] penalty_per_day must be between 0 and 1"
+            )
         return deadline
 
     def in_course(self, policy: str, penalty_per_day: float) -> "Deadline":
@@ -120,8 +139,9 @@ class ExerciseInfo:
         except (ValueError, TypeError) as exc:
             raise ExerciseConfigError(f"{where}: [limits]: {exc}") from None
         try:
-            object.__setattr__(self, "slurm_overrides",
-                               Resources.parse_overrides(self.slurm, "[slurm]"))
+            object.__setattr__(
+                self, "slurm_overrides", Resources.parse_overrides(self.slurm, "[slurm]")
+            )
         except ConfigError as exc:
             raise ExerciseConfigError(f"{where}: {exc}") from None
 
@@ -140,18 +160,34 @@ class ExerciseInfo:
         """The Slurm job shape for this exercise: the service's default with `[slurm]` applied."""
         return dataclasses.replace(default, **self.slurm_overrides)
 
-    def job(self, submission: Path | None, *, filename: str | None = None, lang: str = "en",
-            seed: int | None = None, device: str = "auto", job_id: str = "",
-            visible: bool = False, required_layers: tuple[str, ...] = REQUIRED_LAYERS) -> Job:
+    def job(
+        self,
+        submission: Path | None,
+        *,
+        filename: str | None = None,
+        lang: str = "en",
+        seed: int | None = None,
+        device: str = "auto",
+        job_id: str = "",
+        visible: bool = False,
+        required_layers: tuple[str, ...] = REQUIRED_LAYERS,
+    ) -> Job:
         """`submission`: the file, or None where the spool will hold it (`filename` names it
         then). `visible`: run the checks students have (visible.py) instead of the hidden ones."""
-        return Job(exercise=self.slug, exercise_dir=str(self.path),
-                   submission=str(submission.resolve()) if submission else "",
-                   filename=filename or submission.name,
-                   limits=self.limits, seed=seed, lang=lang, device=device, id=job_id,
-                   checks=VISIBLE_CHECKS if visible else HIDDEN_CHECKS,
-                   wrong_programs={} if visible else self.wrong_programs,
-                   required_layers=required_layers)
+        return Job(
+            exercise=self.slug,
+            exercise_dir=str(self.path),
+            submission=str(submission.resolve()) if submission else "",
+            filename=filename or submission.name,
+            limits=self.limits,
+            seed=seed,
+            lang=lang,
+            device=device,
+            id=job_id,
+            checks=VISIBLE_CHECKS if visible else HIDDEN_CHECKS,
+            wrong_programs={} if visible else self.wrong_programs,
+            required_layers=required_layers,
+        )
 
 
 _COMMITS: dict[tuple[Path, str], str] = {}
@@ -165,11 +201,13 @@ def _last_commit(folder: Path, version: str) -> str | None:
 
     def git(*arguments: str) -> str | None:
         try:
-            done = subprocess.run(["git", "-C", str(folder), *arguments], capture_output=True,
-                                  text=True, timeout=30)
+            done = subprocess.run(
+                ["git", "-C", str(folder), *arguments], capture_output=True, text=True, timeout=30
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
+
     commit = git("log", "-1", "--format=%H", "--", ".")
     if commit and git("status", "--porcelain", "--ignored=no", "--", ".") == "":
         _COMMITS[folder, version] = commit
@@ -178,16 +216,20 @@ def _last_commit(folder: Path, version: str) -> str | None:
 
 
 def default_root() -> Path:
-    return Path(os.environ.get("HPCGRADE_EXERCISES",
-                               Path(__file__).resolve().parents[2] / "exercises"))
+    return Path(
+        os.environ.get("HPCGRADE_EXERCISES", Path(__file__).resolve().parents[2] / "exercises")
+    )
 
 
 def load_catalogue(root: Path | None = None) -> dict[str, ExerciseInfo]:
     root = Path(root or default_root())
     if not root.is_dir():
         raise ExerciseConfigError(f"exercises folder {root} does not exist")
-    infos = [load_exercise_info(p) for p in root.iterdir()
-             if p.is_dir() and (p / "exercise.toml").exists()]
+    infos = [
+        load_exercise_info(p)
+        for p in root.iterdir()
+        if p.is_dir() and (p / "exercise.toml").exists()
+    ]
     return {info.slug: info for info in sorted(infos, key=lambda i: (i.order, i.slug))}
 
 
@@ -202,8 +244,18 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         data = tomllib.loads(where.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ExerciseConfigError(f"{where}: {exc}") from None
-    unknown = set(data) - {"title", "section", "limits", "deadline", "slurm", "mutants",
-                           "max_attempts", "order", "forged", "student_programs"}
+    unknown = set(data) - {
+        "title",
+        "section",
+        "limits",
+        "deadline",
+        "slurm",
+        "mutants",
+        "max_attempts",
+        "order",
+        "forged",
+        "student_programs",
+    }
     if unknown:
         raise ExerciseConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     title = data.get("title")
@@ -215,18 +267,30 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         raise ExerciseConfigError(f"{where}: max_attempts must be a positive whole number")
     order = data.get("order", 0)
     if not isinstance(order, int) or isinstance(order, bool) or order < 0:
-        raise ExerciseConfigError(f"{where}: order must be a whole number, 0 or more (the "
-                                  "exercise's place in the course: 10, 20, …)")
+        raise ExerciseConfigError(
+            f"{where}: order must be a whole number, 0 or more (the "
+            "exercise's place in the course: 10, 20, …)"
+        )
     slurm = data.get("slurm", {})
     if not isinstance(slurm, dict):
         raise ExerciseConfigError(f"{where}: slurm must be a table")
     mutants, wrong_programs = _mutants(data.get("mutants", {}), path, where)
-    return ExerciseInfo(path.name, path, title, str(data.get("section", "")),
-                        data.get("limits", {}), deadline,
-                        slurm, mutants, wrong_programs, max_attempts, order,
-                        max_points(path / "checks.py"),
-                        _forged(data.get("forged", {}), mutants, path, where),
-                        _student_programs(data.get("student_programs", {}), path, where))
+    return ExerciseInfo(
+        path.name,
+        path,
+        title,
+        str(data.get("section", "")),
+        data.get("limits", {}),
+        deadline,
+        slurm,
+        mutants,
+        wrong_programs,
+        max_attempts,
+        order,
+        max_points(path / "checks.py"),
+        _forged(data.get("forged", {}), mutants, path, where),
+        _student_programs(data.get("student_programs", {}), path, where),
+    )
 
 
 def _forged(table: object, mutants: dict, path: Path, where: Path) -> dict[str, str]:
@@ -236,8 +300,9 @@ def _forged(table: object, mutants: dict, path: Path, where: Path) -> dict[str, 
         raise ExerciseConfigError(f"{where}: forged must be a table")
     for name, mutant in table.items():
         if not isinstance(mutant, str) or mutant not in mutants:
-            raise ExerciseConfigError(f"{where}: forged {name}: {mutant!r} is not one of the "
-                                      "exercise's mutants")
+            raise ExerciseConfigError(
+                f"{where}: forged {name}: {mutant!r} is not one of the exercise's mutants"
+            )
         if not (path / "mutants" / f"{name}.py").is_file():
             raise ExerciseConfigError(f"{where}: forged {name}: mutants/{name}.py is missing")
     return dict(table)
@@ -250,18 +315,25 @@ def _student_programs(table: object, path: Path, where: Path) -> dict[str, dict]
         raise ExerciseConfigError(f"{where}: student_programs must be a table")
     for name, entry in table.items():
         names = entry.get("names") if isinstance(entry, dict) else None
-        if (not isinstance(entry, dict) or set(entry) != {"code", "names"}
-                or not isinstance(names, dict) or set(names) != {"en", "es"}
-                or not all(isinstance(w, str) and w.strip() for w in names.values())):
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"code", "names"}
+            or not isinstance(names, dict)
+            or set(names) != {"en", "es"}
+            or not all(isinstance(w, str) and w.strip() for w in names.values())
+        ):
             raise ExerciseConfigError(
                 f"{where}: [student_programs.{name}] must have `code` and `names` = "
-                "{ en = \"…\", es = \"…\" } (words its diagnostic must say in each language)")
+                '{ en = "…", es = "…" } (words its diagnostic must say in each language)'
+            )
         if entry["code"] not in CATALOGUE:
-            raise ExerciseConfigError(f"{where}: student program {name}: unknown diagnostic "
-                                      f"code {entry['code']!r}")
+            raise ExerciseConfigError(
+                f"{where}: student program {name}: unknown diagnostic code {entry['code']!r}"
+            )
         if not (path / "student_programs" / f"{name}.py").is_file():
-            raise ExerciseConfigError(f"{where}: student program {name}: "
-                                      f"student_programs/{name}.py is missing")
+            raise ExerciseConfigError(
+                f"{where}: student program {name}: student_programs/{name}.py is missing"
+            )
     return {name: {"code": e["code"], "names": dict(e["names"])} for name, e in table.items()}
 
 
@@ -290,7 +362,8 @@ def _wrong_program(name: str, entry: dict, where: Path) -> dict:
     def words(key: str) -> dict[str, str] | None:
         text = entry.get(key)
         if not isinstance(text, dict) or not all(
-                isinstance(text.get(k), str) and text[k].strip() for k in ("en", "es")):
+            isinstance(text.get(k), str) and text[k].strip() for k in ("en", "es")
+        ):
             return None
         return {"en": text["en"], "es": text["es"]}
 
@@ -298,18 +371,24 @@ def _wrong_program(name: str, entry: dict, where: Path) -> dict:
     keys = {"code", "says"} | ({"if_source", "may"} if "if_source" in entry else set())
     if set(entry) != keys or says is None:
         raise ExerciseConfigError(
-            f"{where}: [mutants.{name}] must have `code` and `says` = {{ en = \"…\", es = \"…\" }} "
+            f'{where}: [mutants.{name}] must have `code` and `says` = {{ en = "…", es = "…" }} '
             "(what a student whose code behaves like it is told), and may have `if_source` with "
-            "`may`")
+            "`may`"
+        )
     if condition is None:
         return {"says": says}
     names = [condition.get(k, []) for k in ("has", "lacks")]
-    if not isinstance(condition, dict) or set(condition) - {"has", "lacks"} or not any(names) \
-            or not all(isinstance(n, list) and all(isinstance(x, str) for x in n) for n in names) \
-            or may is None:
+    if (
+        not isinstance(condition, dict)
+        or set(condition) - {"has", "lacks"}
+        or not any(names)
+        or not all(isinstance(n, list) and all(isinstance(x, str) for x in n) for n in names)
+        or may is None
+    ):
         raise ExerciseConfigError(
             f"{where}: [mutants.{name}] `if_source` = {{ has = [names], lacks = [names] }}, with "
-            "`may` = { en = \"…\", es = \"…\" }: the words where the source does not show it")
+            '`may` = { en = "…", es = "…" }: the words where the source does not show it'
+        )
     return {"says": says, "may": may, "if_source": {"has": names[0], "lacks": names[1]}}
 
 
@@ -323,16 +402,24 @@ def max_points(checks: Path) -> float | None:
         tree = ast.parse(checks.read_text(), str(checks))
     except SyntaxError:
         return None
-    points = [_points(decorator) for node in ast.walk(tree)
-              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-              for decorator in node.decorator_list if _is_check(decorator)]
+    points = [
+        _points(decorator)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for decorator in node.decorator_list
+        if _is_check(decorator)
+    ]
     return None if None in points else float(sum(points))
 
 
 def _is_check(decorator: ast.expr) -> bool:
     function = decorator.func if isinstance(decorator, ast.Call) else None
-    return isinstance(function, ast.Name) and function.id == "check" \
-        or isinstance(function, ast.Attribute) and function.attr == "check"
+    return (
+        isinstance(function, ast.Name)
+        and function.id == "check"
+        or isinstance(function, ast.Attribute)
+        and function.attr == "check"
+    )
 
 
 def _points(decorator: ast.Call) -> float | None:
@@ -358,7 +445,7 @@ def signature(folder: Path) -> tuple:
     for parent, folders, files in os.walk(root, onerror=_raise):
         # compiled checks follow their sources: a grade that compiles them changes nothing
         folders[:] = sorted(name for name in folders if name != "__pycache__")
-        below = parent[len(root):].lstrip(os.sep)  # os.walk's parents start with root as given
+        below = parent[len(root) :].lstrip(os.sep)  # os.walk's parents start with root as given
         for name in sorted(files):
             try:
                 stat = os.stat(os.path.join(parent, name))

@@ -5,6 +5,7 @@ of docs/configuration.md); it is parsed and validated here, once: a wrong name o
 start-up with a message naming it. In the TOML file a `[slurm]` table stands for the SLURM_*
 settings (`[slurm] gpus = 1` is SLURM_GPUS); in the environment a list is a JSON array.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,6 +51,7 @@ EXECUTOR_NAMES = ("local", "slurm")
 
 # --- what one Slurm job asks for ----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Resources:
     """A job's shape: the service's SLURM_* defaults, overridden per exercise by `[slurm]`.
@@ -74,25 +76,38 @@ class Resources:
         """The values of a `[slurm]`-like table, parsed: what `dataclasses.replace` takes."""
         unknown = set(overrides) - set(RESOURCE_PARSERS)
         if unknown:
-            raise ConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}; valid keys are "
-                              f"{', '.join(RESOURCE_PARSERS)}")
-        return {key: RESOURCE_PARSERS[key](f"{where} {key}", value)
-                for key, value in overrides.items()}
+            raise ConfigError(
+                f"{where}: unknown keys {', '.join(sorted(unknown))}; valid keys are "
+                f"{', '.join(RESOURCE_PARSERS)}"
+            )
+        return {
+            key: RESOURCE_PARSERS[key](f"{where} {key}", value) for key, value in overrides.items()
+        }
 
 
 RESOURCE_PARSERS: dict[str, Parser] = {
-    "partition": optional(word), "account": optional(word), "qos": optional(word),
-    "reservation": optional(word), "gpus": whole(0), "cpus": whole(1), "memory": memory_mb, "time": minutes,
+    "partition": optional(word),
+    "account": optional(word),
+    "qos": optional(word),
+    "reservation": optional(word),
+    "gpus": whole(0),
+    "cpus": whole(1),
+    "memory": memory_mb,
+    "time": minutes,
     "extra": sbatch_options,
 }
 
 # --- the settings -------------------------------------------------------------------------------
 
+
 def setting(default: Any, parse: Parser, about: str, group: str) -> Any:
     """A field of Settings: its default, the parser its raw value goes through, one line saying
     what it does, and the group it is listed in (docs/configuration.md is made of these)."""
-    held = {"default_factory": lambda: dict(default)} if isinstance(default, dict) \
+    held = (
+        {"default_factory": lambda: dict(default)}
+        if isinstance(default, dict)
         else {"default": default}
+    )
     return dataclasses.field(**held, metadata={"parse": parse, "about": about, "group": group})
 
 
@@ -111,262 +126,483 @@ class Settings:
     upper case is its setting's name (HPCGRADE_<NAME> in the environment)."""
 
     database_url: str = setting(
-        f"sqlite:///{ROOT / 'instance' / 'hpcgrade.sqlite'}", text,
-        "The database, as an SQLAlchemy URL (postgresql+psycopg://... on a cluster).", SERVICE)
+        f"sqlite:///{ROOT / 'instance' / 'hpcgrade.sqlite'}",
+        text,
+        "The database, as an SQLAlchemy URL (postgresql+psycopg://... on a cluster).",
+        SERVICE,
+    )
     broker_url: str = setting(
-        "redis://127.0.0.1:6379/0", text, "Celery's broker, a Redis URL.", SERVICE)
+        "redis://127.0.0.1:6379/0", text, "Celery's broker, a Redis URL.", SERVICE
+    )
     secret_key: str | None = setting(
-        None, optional(text), "Signs sessions and set-password links; the portal needs it "
-        "(`openssl rand -hex 32`).", SERVICE)
+        None,
+        optional(text),
+        "Signs sessions and set-password links; the portal needs it (`openssl rand -hex 32`).",
+        SERVICE,
+    )
     # by default sending a task fails at once while the broker is away: the submission is
     # already committed and the reconcile task sends it later, so a request never hangs on Redis
     broker_transport_options: dict = setting(
-        {"max_retries": 0}, table, "kombu's transport options (a TOML table).", SERVICE)
+        {"max_retries": 0}, table, "kombu's transport options (a TOML table).", SERVICE
+    )
     timezone: str = setting(
-        "UTC", time_zone, "The time zone (e.g. `Europe/Madrid`) of the courses that name none: "
-        "deadlines and times are shown in it, stored in UTC.", SERVICE)
+        "UTC",
+        time_zone,
+        "The time zone (e.g. `Europe/Madrid`) of the courses that name none: "
+        "deadlines and times are shown in it, stored in UTC.",
+        SERVICE,
+    )
     public_url: str | None = setting(
-        None, optional(web_address), "The portal's address as people reach it (e.g. "
+        None,
+        optional(web_address),
+        "The portal's address as people reach it (e.g. "
         "`https://grader.uni.es`), for set-password links and the links in notices; unset, a page "
         "builds them from the address its request came to, and `hpcgrade users import` and "
-        "notices give paths.", SERVICE)
+        "notices give paths.",
+        SERVICE,
+    )
     trusted_proxies: int = setting(
-        0, whole(0), "Proxies in front that set X-Forwarded-For (1 behind nginx).", SERVICE)
+        0, whole(0), "Proxies in front that set X-Forwarded-For (1 behind nginx).", SERVICE
+    )
 
-    max_upload_kb: int = setting(1024, whole(1), "The largest file a student may submit, in kB.",
-                                 SUBMITTING)
+    max_upload_kb: int = setting(
+        1024, whole(1), "The largest file a student may submit, in kB.", SUBMITTING
+    )
     submissions_per_window: int = setting(
-        20, whole(1), "Submissions a student may make per SUBMISSION_WINDOW_MINUTES.", SUBMITTING)
+        20, whole(1), "Submissions a student may make per SUBMISSION_WINDOW_MINUTES.", SUBMITTING
+    )
     submission_window_minutes: int = setting(
-        60, whole(1), "The window SUBMISSIONS_PER_WINDOW counts in.", SUBMITTING)
+        60, whole(1), "The window SUBMISSIONS_PER_WINDOW counts in.", SUBMITTING
+    )
 
     session_lifetime_hours: int = setting(
-        12, whole(1), "A session ends this long after its last request (or at log-out, "
-        "everywhere).", LOG_IN)
+        12,
+        whole(1),
+        "A session ends this long after its last request (or at log-out, everywhere).",
+        LOG_IN,
+    )
     session_cookie_secure: bool = setting(
-        True, flag, "Session cookies over https only; false only where the portal is reached "
-        "over http.", LOG_IN)
+        True,
+        flag,
+        "Session cookies over https only; false only where the portal is reached over http.",
+        LOG_IN,
+    )
     session_cookie_samesite: str = setting(
-        "Lax", choice(("Lax", "Strict")), "The session cookie's SameSite: `Lax` or `Strict`.",
-        LOG_IN)
+        "Lax",
+        choice(("Lax", "Strict")),
+        "The session cookie's SameSite: `Lax` or `Strict`.",
+        LOG_IN,
+    )
     # the longer windows make the back-off
     login_limits_per_account: str = setting(
-        "5 per minute; 20 per hour", rate_limits, "Failed log-ins allowed per account; over a "
-        "limit, the next attempt is refused until the window frees up.", LOG_IN)
+        "5 per minute; 20 per hour",
+        rate_limits,
+        "Failed log-ins allowed per account; over a "
+        "limit, the next attempt is refused until the window frees up.",
+        LOG_IN,
+    )
     login_limits_per_address: str = setting(
-        "30 per minute; 300 per hour", rate_limits, "Failed log-ins allowed per client address.",
-        LOG_IN)
+        "30 per minute; 300 per hour",
+        rate_limits,
+        "Failed log-ins allowed per client address.",
+        LOG_IN,
+    )
     login_limits_storage: str | None = setting(
-        None, optional(text), "Where failed log-ins are counted: a `redis://` URL (default: the "
-        "broker's), or `memory://` for one process.", LOG_IN)
+        None,
+        optional(text),
+        "Where failed log-ins are counted: a `redis://` URL (default: the "
+        "broker's), or `memory://` for one process.",
+        LOG_IN,
+    )
     password_checks_per_process: int = setting(
-        2, whole(1), "Password checks one process runs at once; more are refused with a 429.",
-        LOG_IN)
+        2,
+        whole(1),
+        "Password checks one process runs at once; more are refused with a 429.",
+        LOG_IN,
+    )
     token_lifetime_days: int = setting(
-        120, whole(1), "How long an API token (the terminal client's) is valid.", LOG_IN)
+        120, whole(1), "How long an API token (the terminal client's) is valid.", LOG_IN
+    )
     set_password_link_days: int = setting(
-        14, whole(1), "A new account's link to set its password (also one a staff reset gives) "
-        "works once, and for this long.", LOG_IN)
+        14,
+        whole(1),
+        "A new account's link to set its password (also one a staff reset gives) "
+        "works once, and for this long.",
+        LOG_IN,
+    )
 
     mail_server: str | None = setting(
-        None, optional(text), "The SMTP host that mails set-password links and notices (a "
-        "worker consuming the `mail` queue sends them); unset, nothing is mailed.", MAIL)
+        None,
+        optional(text),
+        "The SMTP host that mails set-password links and notices (a "
+        "worker consuming the `mail` queue sends them); unset, nothing is mailed.",
+        MAIL,
+    )
     mail_port: int = setting(25, whole(1), "The SMTP port.", MAIL)
     mail_from: str | None = setting(
-        None, optional(mail_address), "The address mail comes from, e.g. "
-        "`\"hpcgrade <noreply@uni.es>\"`; required with MAIL_SERVER.", MAIL)
+        None,
+        optional(mail_address),
+        "The address mail comes from, e.g. "
+        '`"hpcgrade <noreply@uni.es>"`; required with MAIL_SERVER.',
+        MAIL,
+    )
     mail_username: str | None = setting(None, optional(text), "The SMTP log-in, if any.", MAIL)
     mail_password: str | None = setting(None, optional(text), "Its password.", MAIL)
     mail_starttls: bool = setting(False, flag, "STARTTLS before logging in.", MAIL)
 
     ldap_url: str | None = setting(
-        None, optional(ldap_address), "The centre's directory, `ldaps://ldap.uni.es` or "
+        None,
+        optional(ldap_address),
+        "The centre's directory, `ldaps://ldap.uni.es` or "
         "`ldap://ldap.uni.es` with LDAP_START_TLS; unset, only local accounts log in. A username "
-        "of a local account always logs in with its local password.", DIRECTORY)
+        "of a local account always logs in with its local password.",
+        DIRECTORY,
+    )
     ldap_start_tls: bool = setting(False, flag, "StartTLS on an `ldap://` LDAP_URL.", DIRECTORY)
     # passwords in the clear: only for a directory on the same host
     ldap_allow_plain: bool = setting(
-        False, flag, "Allow an `ldap://` LDAP_URL without StartTLS (passwords cross the network "
-        "in the clear).", DIRECTORY)
+        False,
+        flag,
+        "Allow an `ldap://` LDAP_URL without StartTLS (passwords cross the network in the clear).",
+        DIRECTORY,
+    )
     ldap_ca_file: str | None = setting(
-        None, optional(text), "The CA certificates (PEM) the directory's certificate is checked "
-        "against; unset, the system's.", DIRECTORY)
+        None,
+        optional(text),
+        "The CA certificates (PEM) the directory's certificate is checked "
+        "against; unset, the system's.",
+        DIRECTORY,
+    )
     ldap_bind_dn: str | None = setting(
-        None, optional(text), "The service account that searches for a user's entry, e.g. "
-        "`cn=hpcgrade,ou=services,dc=uni,dc=es`; unset, an anonymous search.", DIRECTORY)
+        None,
+        optional(text),
+        "The service account that searches for a user's entry, e.g. "
+        "`cn=hpcgrade,ou=services,dc=uni,dc=es`; unset, an anonymous search.",
+        DIRECTORY,
+    )
     ldap_bind_password: str | None = setting(None, optional(text), "Its password.", DIRECTORY)
     ldap_user_base: str | None = setting(
-        None, optional(text), "Where people are searched, e.g. `ou=people,dc=uni,dc=es`; "
-        "required with LDAP_URL.", DIRECTORY)
+        None,
+        optional(text),
+        "Where people are searched, e.g. `ou=people,dc=uni,dc=es`; required with LDAP_URL.",
+        DIRECTORY,
+    )
     ldap_user_filter: str = setting(
-        "(&(objectClass=inetOrgPerson)(uid={username}))", text, "The filter that finds the "
-        "entry of `{username}` (escaped), and of every person with `*`.", DIRECTORY)
-    ldap_username_attribute: str = setting("uid", word, "The attribute of the username.",
-                                           DIRECTORY)
+        "(&(objectClass=inetOrgPerson)(uid={username}))",
+        text,
+        "The filter that finds the entry of `{username}` (escaped), and of every person with `*`.",
+        DIRECTORY,
+    )
+    ldap_username_attribute: str = setting("uid", word, "The attribute of the username.", DIRECTORY)
     ldap_name_attribute: str = setting("cn", word, "The attribute of the full name.", DIRECTORY)
-    ldap_email_attribute: str = setting("mail", word, "The attribute of the email address.",
-                                        DIRECTORY)
+    ldap_email_attribute: str = setting(
+        "mail", word, "The attribute of the email address.", DIRECTORY
+    )
     ldap_group_base: str | None = setting(
-        None, optional(text), "Where groups are searched, e.g. `ou=groups,dc=uni,dc=es`; unset, "
-        "no groups are read and no one is enrolled from them.", DIRECTORY)
+        None,
+        optional(text),
+        "Where groups are searched, e.g. `ou=groups,dc=uni,dc=es`; unset, "
+        "no groups are read and no one is enrolled from them.",
+        DIRECTORY,
+    )
     ldap_group_filter: str = setting(
-        "(|(member={dn})(uniqueMember={dn})(memberUid={username}))", text, "The filter that "
+        "(|(member={dn})(uniqueMember={dn})(memberUid={username}))",
+        text,
+        "The filter that "
         "finds a person's groups, of their entry's `{dn}` or `{username}` (escaped).",
-        DIRECTORY)
+        DIRECTORY,
+    )
     ldap_group_name_attribute: str = setting(
-        "cn", word, "The attribute of a group's name, as courses' `directory_groups` name it.",
-        DIRECTORY)
+        "cn",
+        word,
+        "The attribute of a group's name, as courses' `directory_groups` name it.",
+        DIRECTORY,
+    )
     ldap_timeout_seconds: int = setting(
-        5, whole(1), "How long the directory may take to answer; longer, a log-in says it "
-        "cannot be reached (503).", DIRECTORY)
+        5,
+        whole(1),
+        "How long the directory may take to answer; longer, a log-in says it "
+        "cannot be reached (503).",
+        DIRECTORY,
+    )
     ldap_sync_minutes: int = setting(
-        60, whole(1), "How often beat runs `hpcgrade users sync` (enrolments from groups), "
-        "while LDAP_URL is set.", DIRECTORY)
+        60,
+        whole(1),
+        "How often beat runs `hpcgrade users sync` (enrolments from groups), "
+        "while LDAP_URL is set.",
+        DIRECTORY,
+    )
 
     oidc_issuer: str | None = setting(
-        None, optional(web_address), "The centre's OpenID Connect provider (its issuer, e.g. "
+        None,
+        optional(web_address),
+        "The centre's OpenID Connect provider (its issuer, e.g. "
         "`https://sso.uni.es/realms/uni`; http only on 127.0.0.1 or localhost); set, the log-in "
         "page offers it beside local accounts. The client's redirect URI to register there: "
-        "the portal's address and `/login/oidc/callback`.", SINGLE_SIGN_ON)
+        "the portal's address and `/login/oidc/callback`.",
+        SINGLE_SIGN_ON,
+    )
     oidc_client_id: str | None = setting(
-        None, optional(text), "hpcgrade's client id at the provider; required with OIDC_ISSUER.",
-        SINGLE_SIGN_ON)
+        None,
+        optional(text),
+        "hpcgrade's client id at the provider; required with OIDC_ISSUER.",
+        SINGLE_SIGN_ON,
+    )
     oidc_client_secret: str | None = setting(
-        None, optional(text), "Its client secret; required with OIDC_ISSUER.", SINGLE_SIGN_ON)
+        None, optional(text), "Its client secret; required with OIDC_ISSUER.", SINGLE_SIGN_ON
+    )
     oidc_username_claim: str = setting(
-        "preferred_username", text, "The claim that is the username here (an account is made "
+        "preferred_username",
+        text,
+        "The claim that is the username here (an account is made "
         "at the first log-in; a local account of that name is never taken over).",
-        SINGLE_SIGN_ON)
+        SINGLE_SIGN_ON,
+    )
     oidc_groups_claim: str = setting(
-        "groups", text, "The claim listing the person's groups, as courses' "
-        "`directory_groups` name them (a role's groups enrol their members).", SINGLE_SIGN_ON)
+        "groups",
+        text,
+        "The claim listing the person's groups, as courses' "
+        "`directory_groups` name them (a role's groups enrol their members).",
+        SINGLE_SIGN_ON,
+    )
     oidc_scopes: tuple[str, ...] = setting(
-        ("openid", "profile", "email"), strings, "The scopes asked for; `openid` among them, and "
-        "the one that brings the groups claim where the provider needs one.", SINGLE_SIGN_ON)
+        ("openid", "profile", "email"),
+        strings,
+        "The scopes asked for; `openid` among them, and "
+        "the one that brings the groups claim where the provider needs one.",
+        SINGLE_SIGN_ON,
+    )
     oidc_label: str | None = setting(
-        None, optional(text), "What the log-in button calls the provider's accounts, e.g. "
-        "`\"UCM account\"` (\"Log in with UCM account\"); unset, \"University account\", "
-        "translated.", SINGLE_SIGN_ON)
+        None,
+        optional(text),
+        "What the log-in button calls the provider's accounts, e.g. "
+        '`"UCM account"` ("Log in with UCM account"); unset, "University account", '
+        "translated.",
+        SINGLE_SIGN_ON,
+    )
 
-    executor: str = setting("local", choice(EXECUTOR_NAMES),
-                            "Where runs are graded: `local` or `slurm`.", GRADING)
+    executor: str = setting(
+        "local", choice(EXECUTOR_NAMES), "Where runs are graded: `local` or `slurm`.", GRADING
+    )
     course_python: str | None = setting(
-        None, optional(text), "The course venv's python as workers and compute nodes see it "
+        None,
+        optional(text),
+        "The course venv's python as workers and compute nodes see it "
         "(torch and numpy), for the courses that name none of their own; "
         "the portal checks a submission's syntax with its own Python, so that should be the "
-        "course's version or newer.", GRADING)
+        "course's version or newer.",
+        GRADING,
+    )
     course: str = setting(
-        "hpcgrade", word, "The slug of the course an installation of one course becomes at its "
+        "hpcgrade",
+        word,
+        "The slug of the course an installation of one course becomes at its "
         "upgrade to many (`hpcgrade db upgrade`, migration 0010), and the log-in counters' keys; "
         "each course has its own job names, `--wckey` and `--comment` (`hpcgrade courses …`).",
-        GRADING)
+        GRADING,
+    )
     grading_lease_seconds: int = setting(
-        900, whole(1), "A run claimed this long ago and not ended goes back to the queue (its "
-        "worker is taken for dead).", GRADING)
+        900,
+        whole(1),
+        "A run claimed this long ago and not ended goes back to the queue (its "
+        "worker is taken for dead).",
+        GRADING,
+    )
     # a student flooding the queue (or looping until the time-out) holds one slot, never all
     max_running_per_student: int = setting(
-        1, whole(1), "A student's files graded at once; the next waits its turn.", GRADING)
+        1, whole(1), "A student's files graded at once; the next waits its turn.", GRADING
+    )
     requeue_after_seconds: int = setting(
-        120, whole(1), "A queued submission sent this long ago (its message lost) or never is "
-        "sent again.", GRADING)
+        120,
+        whole(1),
+        "A queued submission sent this long ago (its message lost) or never is sent again.",
+        GRADING,
+    )
     collect_seconds: float = setting(
-        1.0, seconds, "How often reports are read (one listing of the spool's done/ folder).",
-        GRADING)
+        1.0,
+        seconds,
+        "How often reports are read (one listing of the spool's done/ folder).",
+        GRADING,
+    )
     # a node without them answers a grader error, never a zero
     sandbox_required_layers: tuple[str, ...] = setting(
-        REQUIRED_LAYERS, sandbox_layers, "Sandbox layers without which a node grades nothing; "
+        REQUIRED_LAYERS,
+        sandbox_layers,
+        "Sandbox layers without which a node grades nothing; "
         "`filesystem` is either of mount-namespace and landlock.",
-        GRADING)
+        GRADING,
+    )
 
     spool_dir: str = setting(
-        str(ROOT / "instance" / "spool"), text, "Where jobs and reports are written; for Slurm, "
+        str(ROOT / "instance" / "spool"),
+        text,
+        "Where jobs and reports are written; for Slurm, "
         "on a filesystem the compute nodes share, at the same path (owner and group hpcgrade, "
-        "mode 2770).", SPOOL)
+        "mode 2770).",
+        SPOOL,
+    )
     # a job in a full spool cannot write its reports, and would use a try of each of its runs
     spool_min_free_mb: int = setting(
-        512, whole(0), "Below this much free space in the spool, nothing is sent to be graded.",
-        SPOOL)
+        512,
+        whole(0),
+        "Below this much free space in the spool, nothing is sent to be graded.",
+        SPOOL,
+    )
     spool_keep_days: int = setting(
-        14, whole(1), "Job logs, dead pilots' folders and runs' folders left behind are removed "
-        "this long after their last change (hourly, or `hpcgrade slurm prune`).", SPOOL)
+        14,
+        whole(1),
+        "Job logs, dead pilots' folders and runs' folders left behind are removed "
+        "this long after their last change (hourly, or `hpcgrade slurm prune`).",
+        SPOOL,
+    )
 
     slurm_partition: str | None = setting(
-        Resources.partition, RESOURCE_PARSERS["partition"], "The partition (Slurm's default "
+        Resources.partition,
+        RESOURCE_PARSERS["partition"],
+        "The partition (Slurm's default "
         "if unset); a course's Slurm settings, then an exercise's `[slurm]` table, override this "
-        "and the next eight.", SLURM)
+        "and the next eight.",
+        SLURM,
+    )
     slurm_account: str | None = setting(
-        Resources.account, RESOURCE_PARSERS["account"], "The account jobs are charged to.", SLURM)
+        Resources.account, RESOURCE_PARSERS["account"], "The account jobs are charged to.", SLURM
+    )
     slurm_qos: str | None = setting(Resources.qos, RESOURCE_PARSERS["qos"], "The QOS.", SLURM)
     slurm_reservation: str | None = setting(
-        Resources.reservation, RESOURCE_PARSERS["reservation"], "The reservation jobs run in "
-        "(`scontrol create reservation`), e.g. a lab session's nodes.", SLURM)
-    slurm_gpus: int = setting(Resources.gpus, RESOURCE_PARSERS["gpus"],
-                              "GPUs per job; 0: CPU only, holds no GPU.", SLURM)
+        Resources.reservation,
+        RESOURCE_PARSERS["reservation"],
+        "The reservation jobs run in (`scontrol create reservation`), e.g. a lab session's nodes.",
+        SLURM,
+    )
+    slurm_gpus: int = setting(
+        Resources.gpus, RESOURCE_PARSERS["gpus"], "GPUs per job; 0: CPU only, holds no GPU.", SLURM
+    )
     slurm_cpus: int = setting(Resources.cpus, RESOURCE_PARSERS["cpus"], "CPUs per job.", SLURM)
     slurm_memory: int = setting(
-        Resources.memory, RESOURCE_PARSERS["memory"], "Memory per job, in MB or Slurm's "
-        "notation (`4G`, `4096M`).", SLURM)
+        Resources.memory,
+        RESOURCE_PARSERS["memory"],
+        "Memory per job, in MB or Slurm's notation (`4G`, `4096M`).",
+        SLURM,
+    )
     slurm_time: int = setting(
-        Resources.time, RESOURCE_PARSERS["time"], "Time limit per job, in minutes or Slurm's "
-        "notation (`1:30:00`, `1-00:00:00`); a batch of runs shares it.", SLURM)
+        Resources.time,
+        RESOURCE_PARSERS["time"],
+        "Time limit per job, in minutes or Slurm's "
+        "notation (`1:30:00`, `1-00:00:00`); a batch of runs shares it.",
+        SLURM,
+    )
     slurm_extra: tuple[str, ...] = setting(
-        Resources.extra, RESOURCE_PARSERS["extra"], "More sbatch options, e.g. "
-        "`[\"--constraint=a100\"]`.", SLURM)
+        Resources.extra,
+        RESOURCE_PARSERS["extra"],
+        'More sbatch options, e.g. `["--constraint=a100"]`.',
+        SLURM,
+    )
     slurm_modules: tuple[str, ...] = setting(
-        (), strings, "Modules loaded before the harness starts, e.g. `[\"cuda/12.4\"]`.", SLURM)
+        (), strings, 'Modules loaded before the harness starts, e.g. `["cuda/12.4"]`.', SLURM
+    )
     slurm_batch_size: int = setting(
-        20, whole(1), "Runs packed into one job; fewer when SLURM_TIME, less 2 minutes for the "
+        20,
+        whole(1),
+        "Runs packed into one job; fewer when SLURM_TIME, less 2 minutes for the "
         "job's start, cannot hold them at their exercises' `budget_seconds` plus 45 s each: a "
         "job starts no run that could not end before its limit, and such runs go back to the "
-        "queue without using an attempt.", SLURM)
+        "queue without using an attempt.",
+        SLURM,
+    )
     slurm_batch_wait: float = setting(
-        3.0, seconds, "Runs are sent at once while no job of ours waits to start, else once the "
-        "oldest has waited this long for others to share its job.", SLURM)
+        3.0,
+        seconds,
+        "Runs are sent at once while no job of ours waits to start, else once the "
+        "oldest has waited this long for others to share its job.",
+        SLURM,
+    )
     slurm_poll_seconds: float = setting(
-        5.0, seconds, "How often Slurm is asked about the jobs followed.", SLURM)
+        5.0, seconds, "How often Slurm is asked about the jobs followed.", SLURM
+    )
     # a node drained, a partition down: the runs end instead of waiting for ever
     slurm_pending_limit_seconds: int = setting(
-        3600, whole(1), "A job the cluster has not started by then is cancelled, its runs a "
-        "grader error, \"cluster unavailable\".", SLURM)
+        3600,
+        whole(1),
+        "A job the cluster has not started by then is cancelled, its runs a "
+        'grader error, "cluster unavailable".',
+        SLURM,
+    )
     slurm_submit_host: str | None = setting(
-        None, optional(text), "Run Slurm's commands there over ssh (e.g. "
-        "`hpcgrade@login1`), where the service's machine has none.", SLURM)
+        None,
+        optional(text),
+        "Run Slurm's commands there over ssh (e.g. "
+        "`hpcgrade@login1`), where the service's machine has none.",
+        SLURM,
+    )
     slurm_ssh_options: tuple[str, ...] = setting(
-        (), strings, "ssh's options, e.g. `[\"-i\", \"/etc/hpcgrade/id_ed25519\"]`; every "
+        (),
+        strings,
+        'ssh\'s options, e.g. `["-i", "/etc/hpcgrade/id_ed25519"]`; every '
         "command shares one connection (`-o ControlMaster=auto -o "
         "ControlPath=SPOOL_DIR/ssh/%C -o ControlPersist=60` added after these, so an option "
-        "given here wins: `[\"-o\", \"ControlMaster=no\"]` turns it off, `[\"-o\", "
-        "\"ControlPath=/run/hpcgrade/%C\"]` moves the socket where SPOOL_DIR is too long for a "
-        "socket's address, about 90 bytes with `%C`'s 40).", SLURM)
+        'given here wins: `["-o", "ControlMaster=no"]` turns it off, `["-o", '
+        '"ControlPath=/run/hpcgrade/%C"]` moves the socket where SPOOL_DIR is too long for a '
+        "socket's address, about 90 bytes with `%C`'s 40).",
+        SLURM,
+    )
 
     munge_login: bool = setting(
-        False, flag, "Take a MUNGE credential of the cluster in place of a token: on a login or "
+        False,
+        flag,
+        "Take a MUNGE credential of the cluster in place of a token: on a login or "
         "compute node, `hpcgrade submit`, `check` and `%hpcgrade` need no log-in (the client "
-        "makes one credential per request, bound to it).", MUNGE)
+        "makes one credential per request, bound to it).",
+        MUNGE,
+    )
     munge_accounts: tuple[str, ...] = setting(
-        ("ldap",), choices(AUTH_SOURCES), "The accounts a cluster user is, by the name the "
+        ("ldap",),
+        choices(AUTH_SOURCES),
+        "The accounts a cluster user is, by the name the "
         "decoding host gives their uid and by how the account logs in: the directory's (`ldap`) "
         "are the cluster's; add `oidc` or `local` only where those usernames are the cluster's "
-        "too.", MUNGE)
+        "too.",
+        MUNGE,
+    )
     munge_min_uid: int = setting(
-        1000, whole(0), "Credentials of lower uids (root, system accounts) are refused.", MUNGE)
+        1000, whole(0), "Credentials of lower uids (root, system accounts) are refused.", MUNGE
+    )
     munge_max_age_seconds: int = setting(
-        120, whole(1), "A credential made longer ago than this (or by a clock this far ahead) is "
-        "refused, whatever TTL it was given.", MUNGE)
+        120,
+        whole(1),
+        "A credential made longer ago than this (or by a clock this far ahead) is "
+        "refused, whatever TTL it was given.",
+        MUNGE,
+    )
     munge_socket: str | None = setting(
-        None, optional(text), "The munged socket unmunge asks (`unmunge -S`); unset, munge's "
-        "default. unmunge runs on SLURM_SUBMIT_HOST where that is set.", MUNGE)
+        None,
+        optional(text),
+        "The munged socket unmunge asks (`unmunge -S`); unset, munge's "
+        "default. unmunge runs on SLURM_SUBMIT_HOST where that is set.",
+        MUNGE,
+    )
 
     worker_heartbeat_seconds: float = setting(
-        10.0, seconds, "How often each worker sends itself a heartbeat through the broker and "
+        10.0,
+        seconds,
+        "How often each worker sends itself a heartbeat through the broker and "
         "takes it back, as it takes tasks; three missed, the worker is gone or stuck (/healthz "
-        "and /metrics say so, systemd's watchdog restarts it).", OPERATIONS)
+        "and /metrics say so, systemd's watchdog restarts it).",
+        OPERATIONS,
+    )
     metrics_allow: tuple[str, ...] = setting(
-        ("127.0.0.1", "::1"), networks, "The addresses and networks (`10.1.0.0/16`) that may read "
-        "/metrics without a token (the client's address behind TRUSTED_PROXIES).", OPERATIONS)
+        ("127.0.0.1", "::1"),
+        networks,
+        "The addresses and networks (`10.1.0.0/16`) that may read "
+        "/metrics without a token (the client's address behind TRUSTED_PROXIES).",
+        OPERATIONS,
+    )
     metrics_token: str | None = setting(
-        None, optional(text), "A bearer token that reads /metrics from any address "
-        "(`Authorization: Bearer …`, Prometheus's `authorization` of a scrape).", OPERATIONS)
+        None,
+        optional(text),
+        "A bearer token that reads /metrics from any address "
+        "(`Authorization: Bearer …`, Prometheus's `authorization` of a scrape).",
+        OPERATIONS,
+    )
 
     def to_dict(self) -> dict:
         """Every setting by name, as load_settings takes them back (written to a TOML file for
@@ -403,8 +639,13 @@ def load_settings(overrides: dict | None = None) -> Settings:
     unknown = set(raw) - set(FIELDS) - FLASK_KEYS
     if unknown:
         raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
-    settings = Settings(**{field.name: field.metadata["parse"](name, raw[name])
-                           for name, field in FIELDS.items() if name in raw})
+    settings = Settings(
+        **{
+            field.name: field.metadata["parse"](name, raw[name])
+            for name, field in FIELDS.items()
+            if name in raw
+        }
+    )
     if settings.mail_server and not settings.mail_from:
         raise ConfigError("MAIL_SERVER is set: set MAIL_FROM too (the address mail comes from)")
     _check_directory(settings)
@@ -433,13 +674,18 @@ def _check_directory(settings: Settings) -> None:
     if not settings.ldap_user_base:
         raise ConfigError("LDAP_URL is set: set LDAP_USER_BASE too (where people are searched)")
     if "{username}" not in settings.ldap_user_filter:
-        raise ConfigError("LDAP_USER_FILTER must hold {username}, e.g. "
-                          "(&(objectClass=inetOrgPerson)(uid={username}))")
-    if settings.ldap_url.startswith("ldap://") and not (settings.ldap_start_tls
-                                                         or settings.ldap_allow_plain):
-        raise ConfigError("LDAP_URL is ldap:// without LDAP_START_TLS: passwords would cross "
-                          "the network in the clear; use ldaps://, set LDAP_START_TLS = true, or "
-                          "LDAP_ALLOW_PLAIN = true for a directory on this host")
+        raise ConfigError(
+            "LDAP_USER_FILTER must hold {username}, e.g. "
+            "(&(objectClass=inetOrgPerson)(uid={username}))"
+        )
+    if settings.ldap_url.startswith("ldap://") and not (
+        settings.ldap_start_tls or settings.ldap_allow_plain
+    ):
+        raise ConfigError(
+            "LDAP_URL is ldap:// without LDAP_START_TLS: passwords would cross "
+            "the network in the clear; use ldaps://, set LDAP_START_TLS = true, or "
+            "LDAP_ALLOW_PLAIN = true for a directory on this host"
+        )
     if settings.ldap_url.startswith("ldaps://") and settings.ldap_start_tls:
         raise ConfigError("LDAP_START_TLS is for an ldap:// LDAP_URL; ldaps:// is TLS already")
     if bool(settings.ldap_bind_dn) != bool(settings.ldap_bind_password):
@@ -455,8 +701,10 @@ def _read_file(path: str) -> dict:
     slurm = data.pop("slurm", {})
     if not isinstance(slurm, dict):
         raise ConfigError(f"HPCGRADE_CONFIG={path}: slurm must be a table")
-    return {**{k.upper(): v for k, v in data.items()},
-            **{f"SLURM_{k.upper()}": v for k, v in slurm.items()}}
+    return {
+        **{k.upper(): v for k, v in data.items()},
+        **{f"SLURM_{k.upper()}": v for k, v in slurm.items()},
+    }
 
 
 SETTINGS_KEY = "hpcgrade.settings"
@@ -465,4 +713,5 @@ SETTINGS_KEY = "hpcgrade.settings"
 def app_settings(app: Flask | None = None) -> Settings:
     """The settings of `app`, else of the current Flask app (a request, a CLI command, a task)."""
     from flask import current_app  # not at import: the command line reads settings without Flask
+
     return (app if app is not None else current_app).extensions[SETTINGS_KEY]

@@ -1,5 +1,6 @@
 """docs/configuration.md, written from the settings' own definitions (server/core/config.py), so
 that the reference cannot drift from the code: `hpcgrade settings > docs/configuration.md`."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,9 @@ this checkout), the terminal client's `HPCGRADE_SERVER`, `HPCGRADE_TOKEN` and
 `HPCGRADE_CLIENT_CONFIG`, and an exercise's own `[limits]`, `[deadline]` and `[slurm]` tables in
 its `exercise.toml` (see [writing an exercise](writing-an-exercise.md)).
 """
-HEADER = ("| setting | environment | TOML | type | default | what it does |\n"
-          "|---|---|---|---|---|---|")
+HEADER = (
+    "| setting | environment | TOML | type | default | what it does |\n|---|---|---|---|---|---|"
+)
 
 
 def markdown() -> str:
@@ -47,7 +49,14 @@ def markdown() -> str:
 def _row(name: str, field: dataclasses.Field) -> str:
     key = f"`[slurm] {name[6:].lower()}`" if name.startswith("SLURM_") else f"`{name.lower()}`"
     default = _default(getattr(Settings(), field.name))
-    cells = [f"`{name}`", f"`HPCGRADE_{name}`", key, field.metadata["parse"].kind, default, field.metadata["about"]]
+    cells = [
+        f"`{name}`",
+        f"`HPCGRADE_{name}`",
+        key,
+        field.metadata["parse"].kind,
+        default,
+        field.metadata["about"],
+    ]
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 

@@ -6,6 +6,7 @@ grader error is counted once, with the run's settling), from any process on any 
 portal's, a worker's, a dispatcher on another machine. Counts only grow, as Prometheus expects
 of a counter, and survive restarts.
 """
+
 from __future__ import annotations
 
 from sqlalchemy import select
@@ -32,13 +33,17 @@ def count(session: Session, name: str, amount: float = 1.0, **labels: str) -> No
     """Add `amount` to the count `name` with these labels, in the session's transaction."""
     insert = INSERTS[session.get_bind().dialect.name](Counter)
     row = {"name": name, "labels": labels_key(labels), "value": amount}
-    session.execute(insert.values(**row).on_conflict_do_update(
-        index_elements=[Counter.name, Counter.labels],
-        set_={"value": Counter.value + insert.excluded.value}))
+    session.execute(
+        insert.values(**row).on_conflict_do_update(
+            index_elements=[Counter.name, Counter.labels],
+            set_={"value": Counter.value + insert.excluded.value},
+        )
+    )
 
 
-def observe(session: Session, name: str, value: float, buckets: tuple[float, ...],
-            **labels: str) -> None:
+def observe(
+    session: Session, name: str, value: float, buckets: tuple[float, ...], **labels: str
+) -> None:
     """One observation of a histogram: its buckets that hold it, its count and its sum."""
     for bound in (*buckets, float("inf")):
         if value <= bound:
@@ -54,8 +59,7 @@ def _bound(bound: float) -> str:
 def read(session: Session) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     """Every count: name → labels (as sorted pairs) → value."""
     found: dict[str, dict] = {}
-    for name, labels, value in session.execute(select(Counter.name, Counter.labels,
-                                                      Counter.value)):
+    for name, labels, value in session.execute(select(Counter.name, Counter.labels, Counter.value)):
         pairs = tuple(tuple(pair.split("=", 1)) for pair in labels.split(",") if pair)
         found.setdefault(name, {})[pairs] = value
     return found

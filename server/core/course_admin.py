@@ -2,6 +2,7 @@
 a course's Slurm table as people type it (`--slurm KEY=VALUE`, the form's fields) and as it is
 shown back, how many people and exercises each course has, and its exercises synced.
 server/core/courses.py checks every value."""
+
 from __future__ import annotations
 
 import shlex
@@ -23,8 +24,9 @@ def slurm_with(table: dict, changes: dict[str, str]) -> dict:
     SLURM_* setting again); `extra` is sbatch options separated by spaces."""
     unknown = sorted(set(changes) - set(SLURM_KEYS))
     if unknown:
-        raise CourseError(f"slurm: unknown keys {', '.join(unknown)}; valid keys are "
-                          f"{', '.join(SLURM_KEYS)}")
+        raise CourseError(
+            f"slurm: unknown keys {', '.join(unknown)}; valid keys are {', '.join(SLURM_KEYS)}"
+        )
     changed = dict(table)
     for key, value in changes.items():
         value = value.strip()
@@ -42,8 +44,10 @@ def slurm_with(table: dict, changes: dict[str, str]) -> dict:
 
 def slurm_text(table: dict) -> dict[str, str]:
     """Each key of the table as it is typed: what the form's fields and `courses show` hold."""
-    return {key: shlex.join(value) if isinstance(value, list) else str(value)
-            for key, value in table.items()}
+    return {
+        key: shlex.join(value) if isinstance(value, list) else str(value)
+        for key, value in table.items()
+    }
 
 
 def pairs(values: tuple[str, ...]) -> dict[str, str]:
@@ -61,13 +65,16 @@ def counts(session: Session) -> dict[int, Counter]:
     """Each course's (by id) students, staff (TAs and instructors) and active exercises."""
     found: dict[int, Counter] = {}
     for course_id, role, number in session.execute(
-            select(Enrolment.course_id, Enrolment.role, func.count())
-            .group_by(Enrolment.course_id, Enrolment.role)):
-        found.setdefault(course_id, Counter())["staff" if role in STAFF_ROLES else "students"] \
-            += number
+        select(Enrolment.course_id, Enrolment.role, func.count()).group_by(
+            Enrolment.course_id, Enrolment.role
+        )
+    ):
+        found.setdefault(course_id, Counter())["staff" if role in STAFF_ROLES else "students"] += (
+            number
+        )
     for course_id, number in session.execute(
-            select(Exercise.course_id, func.count()).where(Exercise.active)
-            .group_by(Exercise.course_id)):
+        select(Exercise.course_id, func.count()).where(Exercise.active).group_by(Exercise.course_id)
+    ):
         found.setdefault(course_id, Counter())["exercises"] = number
     return found
 

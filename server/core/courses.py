@@ -3,6 +3,7 @@ which, with what role; each course's exercises folder and Slurm job shape.
 
 Every value is checked here, once, for the command line and the admin's pages alike: a wrong
 one is a CourseError that names the field."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,9 +25,21 @@ from server.core.setting_values import time_zone, word
 
 COURSE_ROLES = tuple(role.value for role in CourseRole)
 # what an admin sets of a course, beside its slug; a copy into a new edition takes them all
-SETTINGS = ("title_en", "title_es", "edition", "timezone", "exercises_dir", "course_python",
-            "slurm", "deadline_policy", "penalty_per_day", "job_name", "job_comment", "wckey",
-            "directory_groups")
+SETTINGS = (
+    "title_en",
+    "title_es",
+    "edition",
+    "timezone",
+    "exercises_dir",
+    "course_python",
+    "slurm",
+    "deadline_policy",
+    "penalty_per_day",
+    "job_name",
+    "job_comment",
+    "wckey",
+    "directory_groups",
+)
 
 
 class CourseError(ValueError):
@@ -48,25 +61,31 @@ def course_catalogue(course: Course) -> dict[str, ExerciseInfo]:
 
 def job_names(course: Course) -> tuple[str, str, str]:
     """(job name, --comment, --wckey) of the course's Slurm jobs."""
-    return (course.job_name or f"hpcgrade-{course.slug}",
-            course.job_comment or f"hpcgrade {course.slug}", course.wckey or course.slug)
+    return (
+        course.job_name or f"hpcgrade-{course.slug}",
+        course.job_comment or f"hpcgrade {course.slug}",
+        course.wckey or course.slug,
+    )
 
 
 def checked(values: dict[str, Any]) -> dict[str, Any]:
     """The course's settings in `values`, each checked; unknown names are refused."""
     unknown = set(values) - set(SETTINGS)
     if unknown:
-        raise CourseError(f"unknown course settings: {', '.join(sorted(unknown))}; they are "
-                          f"{', '.join(SETTINGS)}")
-    values = {key: value.strip() if isinstance(value, str) else value
-              for key, value in values.items()}
+        raise CourseError(
+            f"unknown course settings: {', '.join(sorted(unknown))}; they are {', '.join(SETTINGS)}"
+        )
+    values = {
+        key: value.strip() if isinstance(value, str) else value for key, value in values.items()
+    }
     for key in ("timezone", "exercises_dir", "course_python", "job_name", "job_comment", "wckey"):
         if values.get(key) == "":
             values[key] = None  # the service's default
     try:
         for key in ("title_en", "title_es"):
-            if key in values and not (isinstance(values[key], str) and values[key]
-                                      and len(values[key]) <= 200):
+            if key in values and not (
+                isinstance(values[key], str) and values[key] and len(values[key]) <= 200
+            ):
                 raise CourseError(f"{key}: a title of 1 to 200 characters")
         if values.get("timezone"):
             time_zone("timezone", values["timezone"])
@@ -75,11 +94,15 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
                 word(key, values[key])
         if "slurm" in values:
             if not isinstance(values["slurm"], dict):
-                raise CourseError("slurm: a table of sbatch settings (partition, account, qos, "
-                                  "gpus, cpus, memory, time, extra)")
+                raise CourseError(
+                    "slurm: a table of sbatch settings (partition, account, qos, "
+                    "gpus, cpus, memory, time, extra)"
+                )
             parsed = Resources.parse_overrides(values["slurm"], "slurm")
-            values["slurm"] = {key: list(value) if isinstance(value, tuple) else value
-                               for key, value in parsed.items()}
+            values["slurm"] = {
+                key: list(value) if isinstance(value, tuple) else value
+                for key, value in parsed.items()
+            }
     except ConfigError as exc:
         raise CourseError(str(exc)) from None
     if "directory_groups" in values:
@@ -96,24 +119,35 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
         if not 0 <= values["penalty_per_day"] <= 1:
             raise CourseError("penalty_per_day: a fraction between 0 and 1")
     for key in ("edition", "job_comment"):
-        if values.get(key) and (len(values[key]) > 64 + 191 * (key == "job_comment")
-                                or not values[key].isprintable()):
-            raise CourseError(f"{key}: one printable line, at most "
-                              f"{255 if key == 'job_comment' else 64} characters")
+        if values.get(key) and (
+            len(values[key]) > 64 + 191 * (key == "job_comment") or not values[key].isprintable()
+        ):
+            raise CourseError(
+                f"{key}: one printable line, at most "
+                f"{255 if key == 'job_comment' else 64} characters"
+            )
     return values
 
 
 def checked_groups(value: object) -> dict[str, list[str]]:
     """A course's `directory_groups`, checked: role → the group names whose members it enrols
     in that role (server/core/directory.py)."""
-    if not isinstance(value, dict) or not set(value) <= set(COURSE_ROLES) or not all(
-            isinstance(names, (list, tuple)) and all(
-                isinstance(name, str) and name.strip() and name.isprintable() for name in names)
-            for names in value.values()):
-        raise CourseError("directory_groups: a table of role (student, ta, instructor) → a list "
-                          "of group names, e.g. {student = [\"pytorch-students\"]}")
-    return {role: sorted({name.strip() for name in names}) for role, names in value.items()
-            if names}
+    if (
+        not isinstance(value, dict)
+        or not set(value) <= set(COURSE_ROLES)
+        or not all(
+            isinstance(names, (list, tuple))
+            and all(isinstance(name, str) and name.strip() and name.isprintable() for name in names)
+            for names in value.values()
+        )
+    ):
+        raise CourseError(
+            "directory_groups: a table of role (student, ta, instructor) → a list "
+            'of group names, e.g. {student = ["pytorch-students"]}'
+        )
+    return {
+        role: sorted({name.strip() for name in names}) for role, names in value.items() if names
+    }
 
 
 def create_course(session: Session, slug: str, **values: Any) -> Course:
@@ -141,10 +175,12 @@ def copy_course(session: Session, course: Course, slug: str, **values: Any) -> C
     exercises, synced from the copy's folder; no student and no submission."""
     kept = {key: getattr(course, key) for key in SETTINGS}
     copy = create_course(session, slug, **{**kept, **values})
-    for enrolment in session.scalars(select(Enrolment).where(
-            Enrolment.course_id == course.id, Enrolment.role.in_(STAFF_ROLES))):
+    for enrolment in session.scalars(
+        select(Enrolment).where(Enrolment.course_id == course.id, Enrolment.role.in_(STAFF_ROLES))
+    ):
         session.add(Enrolment(user_id=enrolment.user_id, course_id=copy.id, role=enrolment.role))
     from server.core.exercises import sync_exercises  # which needs courses' folders
+
     sync_exercises(session, copy, course_catalogue(copy))
     session.flush()
     return copy
@@ -164,16 +200,18 @@ def find_course(session: Session, slug: str) -> Course:
 
 def open_courses(session: Session) -> list[Course]:
     """Every course not archived, by slug."""
-    return list(session.scalars(select(Course).where(Course.archived_at.is_(None))
-                                .order_by(Course.slug)))
+    return list(
+        session.scalars(select(Course).where(Course.archived_at.is_(None)).order_by(Course.slug))
+    )
 
 
 def enrol(session: Session, user: User, course: Course, role: str) -> Enrolment:
     """The user's role in the course, added or changed."""
     if role not in COURSE_ROLES:
         raise CourseError(f"role “{role}”: one of {', '.join(COURSE_ROLES)}")
-    enrolment = session.scalar(select(Enrolment).where(Enrolment.user_id == user.id,
-                                                       Enrolment.course_id == course.id))
+    enrolment = session.scalar(
+        select(Enrolment).where(Enrolment.user_id == user.id, Enrolment.course_id == course.id)
+    )
     if enrolment is None:
         session.add(enrolment := Enrolment(user_id=user.id, course_id=course.id, role=role))
     else:
@@ -185,9 +223,11 @@ def enrol(session: Session, user: User, course: Course, role: str) -> Enrolment:
 def role_in(session: Session, user_id: int, course_id: int) -> str | None:
     """The user's role in the course (an admin's is instructor everywhere); None: not in it."""
     found = session.execute(
-        select(User.is_admin, Enrolment.role).select_from(User)
+        select(User.is_admin, Enrolment.role)
+        .select_from(User)
         .outerjoin(Enrolment, (Enrolment.user_id == User.id) & (Enrolment.course_id == course_id))
-        .where(User.id == user_id)).first()
+        .where(User.id == user_id)
+    ).first()
     if found is None:
         return None
     return CourseRole.instructor.value if found.is_admin else found.role
@@ -197,18 +237,31 @@ def courses_of(session: Session, user: User) -> list[tuple[Course, str]]:
     """The courses the user may open and their role in each (an admin: every course), newest
     edition first, the archived last."""
     if user.is_admin:
-        found = [(course, CourseRole.instructor.value)
-                 for course in session.scalars(select(Course))]
+        found = [
+            (course, CourseRole.instructor.value) for course in session.scalars(select(Course))
+        ]
     else:
-        found = list(session.execute(
-            select(Course, Enrolment.role).join(Enrolment, Enrolment.course_id == Course.id)
-            .where(Enrolment.user_id == user.id)))
-    return sorted(found, key=lambda pair: (pair[0].archived_at is not None,
-                                           -pair[0].created_at.timestamp(), pair[0].slug))
+        found = list(
+            session.execute(
+                select(Course, Enrolment.role)
+                .join(Enrolment, Enrolment.course_id == Course.id)
+                .where(Enrolment.user_id == user.id)
+            )
+        )
+    return sorted(
+        found,
+        key=lambda pair: (
+            pair[0].archived_at is not None,
+            -pair[0].created_at.timestamp(),
+            pair[0].slug,
+        ),
+    )
 
 
 def course_settings(course: Course) -> dict[str, Any]:
     """The course's settings as an admin sees them (for the command line's `show`)."""
-    return {"slug": course.slug, **{key: getattr(course, key) for key in SETTINGS},
-            "archived": course.archived_at is not None}
-
+    return {
+        "slug": course.slug,
+        **{key: getattr(course, key) for key in SETTINGS},
+        "archived": course.archived_at is not None,
+    }

@@ -3,6 +3,7 @@
 Schema changes are Alembic migrations under `migrations/` (`hpcgrade db upgrade`), a deploy
 step: nothing here creates tables.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -35,8 +36,11 @@ class UTCDateTime(TypeDecorator):
     def process_result_value(self, value: dt.datetime | None, _dialect) -> dt.datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None \
+        return (
+            value.replace(tzinfo=dt.timezone.utc)
+            if value.tzinfo is None
             else value.astimezone(dt.timezone.utc)
+        )
 
 
 class Base(DeclarativeBase):
@@ -47,8 +51,9 @@ class Base(DeclarativeBase):
 def make_engine(url: str, pooled: bool = True) -> Engine:
     """`pooled`: connections kept for the next session; unpooled, each session opens its own
     (a thread of a process that forks, whose children must inherit no open connection)."""
-    engine = (create_engine(url, pool_pre_ping=True) if pooled
-              else create_engine(url, poolclass=NullPool))
+    engine = (
+        create_engine(url, pool_pre_ping=True) if pooled else create_engine(url, poolclass=NullPool)
+    )
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
@@ -86,8 +91,10 @@ class Database:
         # one-statement reads (status polls) need no transaction: on PostgreSQL they skip the
         # BEGIN and ROLLBACK round trips; on SQLite they take no write lock
         self.reads = make_session_factory(
-            self.engine.execution_options(hpcgrade_reads=True) if self.engine.dialect.name == "sqlite"
-            else self.engine.execution_options(isolation_level="AUTOCOMMIT"))
+            self.engine.execution_options(hpcgrade_reads=True)
+            if self.engine.dialect.name == "sqlite"
+            else self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -12,6 +12,7 @@ that `sub`'s alone: a username the provider gives to someone else later is refus
 A course names, per role, the groups whose members it enrols (`directory_groups`). The highest
 role a person's groups give wins. Enrolments made that way follow the groups (a role changes, a
 person who left every group leaves the course); one made by hand is never touched."""
+
 from __future__ import annotations
 
 from collections.abc import Collection
@@ -61,22 +62,34 @@ def account_for(session: Session, person: Person, source: AuthSource) -> User:
     username is another's)."""
     name = person.name.strip() or person.username
     try:
-        validate(person.username, name, person.email, CourseRole.student.value,
-                 email_required=False)
+        validate(
+            person.username, name, person.email, CourseRole.student.value, email_required=False
+        )
     except UserError as exc:
         raise DirectoryError(str(exc)) from None
     user = session.scalar(select(User).where(User.username == person.username))
     if user is None:
-        user = User(username=person.username, name=name, email=person.email,
-                    password_hash=NO_PASSWORD, auth_source=source.value, subject=person.subject)
+        user = User(
+            username=person.username,
+            name=name,
+            email=person.email,
+            password_hash=NO_PASSWORD,
+            auth_source=source.value,
+            subject=person.subject,
+        )
         session.add(user)
         session.flush()
         return user
     if user.auth_source == AuthSource.local.value or (
-            person.subject is not None and user.subject not in (None, person.subject)):
-        raise AnotherOwner(_("the account %(username)s here is another person's (a local "
-                             "account, or another at the single sign-on service)",
-                             username=person.username))
+        person.subject is not None and user.subject not in (None, person.subject)
+    ):
+        raise AnotherOwner(
+            _(
+                "the account %(username)s here is another person's (a local "
+                "account, or another at the single sign-on service)",
+                username=person.username,
+            )
+        )
     user.name, user.email = name, person.email or user.email
     if person.subject is not None:
         user.subject = person.subject
@@ -92,16 +105,19 @@ def role_from_groups(course: Course, groups: Collection[str]) -> str | None:
     return found
 
 
-def apply_groups(session: Session, user: User, groups: Collection[str],
-                 courses: Collection[Course] | None = None) -> list[EnrolmentChange]:
+def apply_groups(
+    session: Session, user: User, groups: Collection[str], courses: Collection[Course] | None = None
+) -> list[EnrolmentChange]:
     """Enrol the user as their groups say in every open course that names groups (or in
     `courses`, where a sync reads the groups of some only); the changes made (for a log or a
     sync's report)."""
     changes = []
     if courses is None:
         courses = session.scalars(select(Course).where(Course.archived_at.is_(None))).all()
-    enrolments = {enrolment.course_id: enrolment for enrolment in session.scalars(
-        select(Enrolment).where(Enrolment.user_id == user.id))}
+    enrolments = {
+        enrolment.course_id: enrolment
+        for enrolment in session.scalars(select(Enrolment).where(Enrolment.user_id == user.id))
+    }
     for course in courses:
         if not course.directory_groups:
             continue
@@ -112,8 +128,9 @@ def apply_groups(session: Session, user: User, groups: Collection[str],
         if role == old:
             continue
         if enrolment is None:
-            session.add(Enrolment(user_id=user.id, course_id=course.id, role=role,
-                                  from_directory=True))
+            session.add(
+                Enrolment(user_id=user.id, course_id=course.id, role=role, from_directory=True)
+            )
         elif role is None:
             session.delete(enrolment)
         else:
@@ -121,4 +138,3 @@ def apply_groups(session: Session, user: User, groups: Collection[str],
         changes.append(EnrolmentChange(course.slug, user.username, old, role))
     session.flush()
     return changes
-

@@ -17,6 +17,7 @@ The folders are made again where they are missing (an operator cleaned them away
 connection is established only once the messages' folder takes a file: a full disk, or a
 folder that cannot be written, is a broker that is away (/healthz says so).
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,8 +55,13 @@ class Channel(filesystem.Channel):
         self._make_folders()
 
     def _make_folders(self) -> None:
-        for folder in (self.data_folder_in, self.data_folder_out, self.control_folder,
-                       self._beside("taken"), self._beside("rejected")):
+        for folder in (
+            self.data_folder_in,
+            self.data_folder_out,
+            self.control_folder,
+            self._beside("taken"),
+            self._beside("rejected"),
+        ):
             Path(folder).mkdir(parents=True, exist_ok=True)
 
     def _beside(self, what: str) -> Path:

@@ -2,6 +2,7 @@
 from, the statuses of a regrade's preview runs), how scores become a student's grade on an
 exercise, and the deadline and attempts a student has there, their accommodation and allowance
 included. Shared by the portal and the workers."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -27,10 +28,12 @@ from server.core.models import (
 # the id of a submission's latest finished run, the one its grade and its result page come from
 # (in a query of submissions; None while it has none). Tied to the query's submission only, so
 # that a query which also joins runs gets the latest, not each of its own
-DONE_RUN = (select(func.max(GradingRun.id))
-            .where(GradingRun.submission_id == Submission.id,
-                   GradingRun.status == RunStatus.done.value)
-            .correlate(Submission).scalar_subquery())
+DONE_RUN = (
+    select(func.max(GradingRun.id))
+    .where(GradingRun.submission_id == Submission.id, GradingRun.status == RunStatus.done.value)
+    .correlate(Submission)
+    .scalar_subquery()
+)
 
 
 def take(run: GradingRun) -> None:
@@ -63,8 +66,13 @@ class Grade:
     best_adjusted: bool = False  # the best submission's score is an instructor's adjustment
     set_grade: SetGrade | None = None
 
-    def add(self, submission_id: int, counted_score: float | None, max_score: float | None,
-            adjusted: bool) -> None:
+    def add(
+        self,
+        submission_id: int,
+        counted_score: float | None,
+        max_score: float | None,
+        adjusted: bool,
+    ) -> None:
         if counted_score is not None and (self.best is None or counted_score > self.best):
             self.best, self.best_id, self.best_adjusted = counted_score, submission_id, adjusted
             self.max_score = max_score
@@ -92,13 +100,16 @@ def student_grade(session: Session, user_id: int, exercise_id: int) -> Grade:
     """One student's grade on one exercise."""
     grade = Grade()
     for row in session.execute(
-            select(Submission.id, Submission.counted_score, Submission.max_score,
-                   Submission.override_score)
-            .where(Submission.user_id == user_id, Submission.exercise_id == exercise_id)
-            .order_by(Submission.id)):
+        select(
+            Submission.id, Submission.counted_score, Submission.max_score, Submission.override_score
+        )
+        .where(Submission.user_id == user_id, Submission.exercise_id == exercise_id)
+        .order_by(Submission.id)
+    ):
         grade.add(row.id, row.counted_score, row.max_score, row.override_score is not None)
-    set_grade = session.scalar(select(SetGrade).where(SetGrade.user_id == user_id,
-                                                      SetGrade.exercise_id == exercise_id))
+    set_grade = session.scalar(
+        select(SetGrade).where(SetGrade.user_id == user_id, SetGrade.exercise_id == exercise_id)
+    )
     if set_grade is not None:
         exercise = session.get(Exercise, exercise_id)
         grade.set_by(set_grade, maximum_points(session, [exercise])[exercise_id])
@@ -109,13 +120,19 @@ def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | No
     """exercise id → what the exercise is out of: its checks' points added up, or, where the
     catalogue cannot tell (its folder broken, points not written as numbers), the largest
     maximum any of its submissions was graded out of (None before any was graded)."""
-    known = {exercise.id: info.max_points if (info := current_info(exercise_folder(exercise))) else None
-             for exercise in of}
+    known = {
+        exercise.id: info.max_points if (info := current_info(exercise_folder(exercise))) else None
+        for exercise in of
+    }
     unknown = [exercise_id for exercise_id, points in known.items() if points is None]
     if unknown:
-        known.update(session.execute(
-            select(Submission.exercise_id, func.max(Submission.max_score))
-            .where(Submission.exercise_id.in_(unknown)).group_by(Submission.exercise_id)).all())
+        known.update(
+            session.execute(
+                select(Submission.exercise_id, func.max(Submission.max_score))
+                .where(Submission.exercise_id.in_(unknown))
+                .group_by(Submission.exercise_id)
+            ).all()
+        )
     return known
 
 
@@ -124,6 +141,7 @@ def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | No
 # an accommodation's bounds: the form refuses more, and deadline reminders look this far back
 MAX_EXTRA_DAYS = 60
 MAX_ATTEMPTS_FACTOR = 10
+
 
 @dataclass(frozen=True)
 class Terms:
@@ -139,8 +157,9 @@ class Terms:
         return None if self.max_attempts is None else max(self.max_attempts - used, 0)
 
 
-def terms(exercise: Exercise, allowance: Allowance | None,
-          accommodation: Accommodation | None = None) -> Terms:
+def terms(
+    exercise: Exercise, allowance: Allowance | None, accommodation: Accommodation | None = None
+) -> Terms:
     """The one rule every page, refusal, late penalty and reminder uses. The accommodation
     first, on the exercise's own terms: its extra days after the deadline, the limit of
     attempts times its factor, rounded up. Then the allowance on top: an extension moves the
@@ -163,29 +182,45 @@ def terms(exercise: Exercise, allowance: Allowance | None,
 
 
 def student_terms(session: Session, user_id: int, exercise: Exercise) -> Terms:
-    return terms(exercise, session.scalar(select(Allowance).where(
-        Allowance.user_id == user_id, Allowance.exercise_id == exercise.id)),
-        accommodation_of(session, user_id, exercise.course_id))
+    return terms(
+        exercise,
+        session.scalar(
+            select(Allowance).where(
+                Allowance.user_id == user_id, Allowance.exercise_id == exercise.id
+            )
+        ),
+        accommodation_of(session, user_id, exercise.course_id),
+    )
 
 
 def terms_of(session: Session, user_id: int, exercises: list[Exercise]) -> dict[int, Terms]:
     """exercise id → the student's terms there, for a page's list of exercises of one course,
     in two queries."""
-    granted = {row.exercise_id: row for row in session.scalars(
-        select(Allowance).where(Allowance.user_id == user_id))}
-    accommodated = {course_id: accommodation_of(session, user_id, course_id)
-                    for course_id in {exercise.course_id for exercise in exercises}}
-    return {exercise.id: terms(exercise, granted.get(exercise.id),
-                               accommodated[exercise.course_id]) for exercise in exercises}
+    granted = {
+        row.exercise_id: row
+        for row in session.scalars(select(Allowance).where(Allowance.user_id == user_id))
+    }
+    accommodated = {
+        course_id: accommodation_of(session, user_id, course_id)
+        for course_id in {exercise.course_id for exercise in exercises}
+    }
+    return {
+        exercise.id: terms(exercise, granted.get(exercise.id), accommodated[exercise.course_id])
+        for exercise in exercises
+    }
 
 
 def accommodation_of(session: Session, user_id: int, course_id: int) -> Accommodation | None:
-    return session.scalar(select(Accommodation).where(Accommodation.user_id == user_id,
-                                                      Accommodation.course_id == course_id))
+    return session.scalar(
+        select(Accommodation).where(
+            Accommodation.user_id == user_id, Accommodation.course_id == course_id
+        )
+    )
 
 
-def lateness(exercise: Exercise, deadline: dt.datetime | None,
-             moment: dt.datetime) -> tuple[int, float]:
+def lateness(
+    exercise: Exercise, deadline: dt.datetime | None, moment: dt.datetime
+) -> tuple[int, float]:
     """(started days late, fraction of the score lost) of work sent at `moment`, by the student's
     deadline (the exercise's, or their extension's). Only the penalty policy takes points: work
     that the refuse policy let in (before the deadline, or in an extension) loses none."""
@@ -201,10 +236,13 @@ def reassess_lateness(session: Session, user_id: int, exercise: Exercise) -> Non
     graded one's score is its latest run's with the new penalty, as grading works it out."""
     deadline = student_terms(session, user_id, exercise).deadline
     for submission, run in session.execute(
-            select(Submission, GradingRun).outerjoin(GradingRun, GradingRun.id == DONE_RUN)
-            .where(Submission.user_id == user_id, Submission.exercise_id == exercise.id)):
-        submission.late_days, submission.penalty = lateness(exercise, deadline,
-                                                            submission.submitted_at)
+        select(Submission, GradingRun)
+        .outerjoin(GradingRun, GradingRun.id == DONE_RUN)
+        .where(Submission.user_id == user_id, Submission.exercise_id == exercise.id)
+    ):
+        submission.late_days, submission.penalty = lateness(
+            exercise, deadline, submission.submitted_at
+        )
         if run is not None:
             # runs recorded before their score was kept (migration 0006): their checks' points
             score = run.score if run.score is not None else sum(c.points for c in run.checks)

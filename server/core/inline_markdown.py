@@ -7,6 +7,7 @@ included, is shown as the text it is. The texts mix the exercises' words with th
 (an exception's message), so an asterisk counts only where it cannot be arithmetic: an opening
 one not preceded by a letter or digit, a closing one not followed by one (`a*b*c` stays as is).
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,11 @@ STYLES = {"*": "em", "**": "strong"}  # also the HTML elements' names
 # are dropped from the text)
 HOLD = ("\ue000", "\ue001")
 HELD = re.compile(f"{HOLD[0]}(\\d+){HOLD[1]}")
-ANSI = {"code": ("\x1b[36m", "\x1b[39m"), "em": ("\x1b[3m", "\x1b[23m"),
-        "strong": ("\x1b[1m", "\x1b[22m")}
+ANSI = {
+    "code": ("\x1b[36m", "\x1b[39m"),
+    "em": ("\x1b[3m", "\x1b[23m"),
+    "strong": ("\x1b[1m", "\x1b[22m"),
+}
 # what a student's text must not send to a terminal: escape sequences and other control bytes
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -47,7 +51,7 @@ def spans(text: str) -> Iterator[tuple[tuple[str, ...], str]]:
 def _emphasis(text: str) -> Iterator[tuple[tuple[str, ...], str]]:
     start = 0
     for found in EMPHASIS.finditer(text):
-        yield (), text[start:found.start()]
+        yield (), text[start : found.start()]
         yield (STYLES[found.group(1)],), found.group(2)
         start = found.end()
     yield (), text[start:]
@@ -63,6 +67,9 @@ def to_terminal(text: str | None, styled: bool) -> str:
     pieces = []
     for styles, piece in spans(CONTROL.sub("", text or "")):
         active = styles if styled else ()
-        pieces.append("".join(ANSI[s][0] for s in active) + piece +
-                      "".join(ANSI[s][1] for s in reversed(active)))
+        pieces.append(
+            "".join(ANSI[s][0] for s in active)
+            + piece
+            + "".join(ANSI[s][1] for s in reversed(active))
+        )
     return "".join(pieces)

@@ -10,6 +10,7 @@ escaped, so `*)(uid=*` finds no one.
 
 DirectoryUnavailable is the grader's side failing (the directory cannot be reached, refuses the
 service account or its certificate): a log-in says so, never "wrong password"."""
+
 from __future__ import annotations
 
 import logging
@@ -59,8 +60,11 @@ def checked_person(settings: Settings, username: str, password: str) -> Person |
         entries = _people(connection, settings, _user_filter(settings, username))
         if len(entries) != 1:
             if len(entries) > 1:
-                log.warning("%d directory entries match the username %r: none logs in",
-                            len(entries), username)
+                log.warning(
+                    "%d directory entries match the username %r: none logs in",
+                    len(entries),
+                    username,
+                )
             _rebind(connection, f"{NOBODY},{settings.ldap_user_base}", password)
             return None
         entry = entries[0]
@@ -81,8 +85,9 @@ def known_usernames(settings: Settings, usernames: Collection[str]) -> set[str]:
     return {entry.username for entry in entries} & set(usernames)
 
 
-def group_members(settings: Settings,
-                  group_names: Collection[str]) -> tuple[list[Person], set[str]]:
+def group_members(
+    settings: Settings, group_names: Collection[str]
+) -> tuple[list[Person], set[str]]:
     """Every member of these groups with the names of the ones (of these) they are in, and the
     groups whose members could be read (a group missing, renamed, or whose members the service
     account may not read is not among them): one search for the groups, then their members'
@@ -102,7 +107,8 @@ def group_members(settings: Settings,
     people = {}
     for entry in entries:
         groups = groups_of_dn.get(entry.dn.lower(), set()) | groups_of_username.get(
-            entry.username, set())
+            entry.username, set()
+        )
         if groups:  # an entry found by username but not a member: another person of that uid
             people[entry.username] = _person(entry, groups)
     return sorted(people.values(), key=lambda person: person.username), read
@@ -113,10 +119,10 @@ def _service_connection(settings: Settings) -> Iterator[Connection]:
     """A connection over TLS, bound as the service account (anonymous where none is set)."""
     url, timeout = settings.ldap_url, settings.ldap_timeout_seconds
     tls = Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=settings.ldap_ca_file)
-    server = Server(url, use_ssl=url.startswith("ldaps://"), tls=tls, get_info=NONE,
-                    connect_timeout=timeout)
-    connection = Connection(server, receive_timeout=timeout, read_only=True,
-                            raise_exceptions=False)
+    server = Server(
+        url, use_ssl=url.startswith("ldaps://"), tls=tls, get_info=NONE, connect_timeout=timeout
+    )
+    connection = Connection(server, receive_timeout=timeout, read_only=True, raise_exceptions=False)
     try:
         connection.open()
         if settings.ldap_start_tls:
@@ -129,8 +135,9 @@ def _service_connection(settings: Settings) -> Iterator[Connection]:
         connection.unbind()
 
 
-def _rebind(connection: Connection, dn: str | None, password: str | None,
-            service: bool = False) -> bool:
+def _rebind(
+    connection: Connection, dn: str | None, password: str | None, service: bool = False
+) -> bool:
     """A bind on the open connection; False where the directory refused it. The service
     account refused is the grader's side failing (DirectoryUnavailable)."""
     if dn is None:  # no service account: an anonymous search
@@ -150,10 +157,18 @@ def _user_filter(settings: Settings, username: str) -> str:
     return settings.ldap_user_filter.replace("{username}", escape_filter_chars(username))
 
 
-def _people(connection: Connection, settings: Settings, search_filter: str,
-            base: str | None = None, scope: str = SUBTREE) -> list[Entry]:
-    attributes = [settings.ldap_username_attribute, settings.ldap_name_attribute,
-                  settings.ldap_email_attribute]
+def _people(
+    connection: Connection,
+    settings: Settings,
+    search_filter: str,
+    base: str | None = None,
+    scope: str = SUBTREE,
+) -> list[Entry]:
+    attributes = [
+        settings.ldap_username_attribute,
+        settings.ldap_name_attribute,
+        settings.ldap_email_attribute,
+    ]
     _search(connection, base or settings.ldap_user_base, search_filter, attributes, scope)
     entries = []
     for found in connection.response or ():
@@ -162,8 +177,14 @@ def _people(connection: Connection, settings: Settings, search_filter: str,
         values = found["attributes"]
         username = _first(values, settings.ldap_username_attribute)
         if username:
-            entries.append(Entry(found["dn"], username, _first(values, settings.ldap_name_attribute),
-                                 _first(values, settings.ldap_email_attribute)))
+            entries.append(
+                Entry(
+                    found["dn"],
+                    username,
+                    _first(values, settings.ldap_name_attribute),
+                    _first(values, settings.ldap_email_attribute),
+                )
+            )
     return entries
 
 
@@ -171,23 +192,26 @@ def _groups_of(connection: Connection, settings: Settings, entry: Entry) -> set[
     if not settings.ldap_group_base:
         return set()
     search_filter = settings.ldap_group_filter.replace(
-        "{dn}", escape_filter_chars(entry.dn)).replace(
-        "{username}", escape_filter_chars(entry.username))
+        "{dn}", escape_filter_chars(entry.dn)
+    ).replace("{username}", escape_filter_chars(entry.username))
     name = settings.ldap_group_name_attribute
     _search(connection, settings.ldap_group_base, search_filter, [name])
-    return {value for found in connection.response or ()
-            if found.get("type") == "searchResEntry"
-            for value in _all(found["attributes"], name)}
+    return {
+        value
+        for found in connection.response or ()
+        if found.get("type") == "searchResEntry"
+        for value in _all(found["attributes"], name)
+    }
 
 
-def _members(connection: Connection, settings: Settings, group_names: Collection[str]
-             ) -> tuple[dict[str, set[str]], dict[str, set[str]], set[str]]:
+def _members(
+    connection: Connection, settings: Settings, group_names: Collection[str]
+) -> tuple[dict[str, set[str]], dict[str, set[str]], set[str]]:
     """The groups' members: (member DN in lower case → group names, memberUid → group names,
     the groups found with members the service account could read)."""
     name = settings.ldap_group_name_attribute
     wanted = "".join(f"({name}={escape_filter_chars(group)})" for group in sorted(group_names))
-    _search(connection, settings.ldap_group_base, f"(|{wanted})",
-            [name, *GROUP_MEMBER_ATTRIBUTES])
+    _search(connection, settings.ldap_group_base, f"(|{wanted})", [name, *GROUP_MEMBER_ATTRIBUTES])
     by_dn: dict[str, set[str]] = {}
     by_username: dict[str, set[str]] = {}
     read: set[str] = set()
@@ -207,11 +231,12 @@ def _members(connection: Connection, settings: Settings, group_names: Collection
     return by_dn, by_username, read
 
 
-def _entries_by_username(connection: Connection, settings: Settings,
-                         usernames: list[str]) -> list[Entry]:
+def _entries_by_username(
+    connection: Connection, settings: Settings, usernames: list[str]
+) -> list[Entry]:
     entries = []
     for start in range(0, len(usernames), SEARCH_CHUNK):
-        chunk = usernames[start:start + SEARCH_CHUNK]
+        chunk = usernames[start : start + SEARCH_CHUNK]
         anyone = "".join(_user_filter(settings, username) for username in chunk)
         entries += _people(connection, settings, f"(|{anyone})")
     return entries
@@ -226,14 +251,20 @@ def _username_in(dn: str, settings: Settings) -> str | None:
     return value if attribute.lower() == settings.ldap_username_attribute.lower() else None
 
 
-def _search(connection: Connection, base: str, search_filter: str, attributes: list[str],
-            scope: str = SUBTREE) -> None:
+def _search(
+    connection: Connection,
+    base: str,
+    search_filter: str,
+    attributes: list[str],
+    scope: str = SUBTREE,
+) -> None:
     """A search whose entries are in connection.response; a failure other than "no such
     object" is the directory failing."""
     connection.search(base, search_filter, scope, attributes=attributes)
     if connection.result.get("result") not in (0, 32):  # success, noSuchObject
-        raise DirectoryUnavailable(f"a search under {base} failed: "
-                                   f"{connection.result.get('description')}")
+        raise DirectoryUnavailable(
+            f"a search under {base} failed: {connection.result.get('description')}"
+        )
 
 
 def _first(values: dict, attribute: str) -> str:
@@ -249,5 +280,6 @@ def _all(values: dict, attribute: str) -> list[str]:
 
 
 def _person(entry: Entry, groups: Collection[str]) -> Person:
-    return Person(username=entry.username, name=entry.name, email=entry.email,
-                  groups=frozenset(groups))
+    return Person(
+        username=entry.username, name=entry.name, email=entry.email, groups=frozenset(groups)
+    )

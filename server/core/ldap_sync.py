@@ -5,6 +5,7 @@ in none of them any more leaves the courses its groups had put it in. A course o
 groups could not be read (missing, renamed, its members hidden from the service account, or
 empty) is left as it is and reported: a directory that answers with less must not take a
 whole class out of its course."""
+
 from __future__ import annotations
 
 import itertools
@@ -26,18 +27,25 @@ class SyncReport:
     unread: tuple[tuple[str, tuple[str, ...]], ...]  # (course, its groups not read): left as is
 
 
-def sync_enrolments(session: Session, settings: Settings,
-                    course: Course | None = None) -> SyncReport:
+def sync_enrolments(
+    session: Session, settings: Settings, course: Course | None = None
+) -> SyncReport:
     """Read the members of the groups `course` names (else every open course's) in one search
     and enrol them; the changes, not yet committed. DirectoryUnavailable where the directory
     cannot be read: then nothing changes."""
-    courses = [course] if course is not None else session.scalars(
-        select(Course).where(Course.archived_at.is_(None))).all()
+    courses = (
+        [course]
+        if course is not None
+        else session.scalars(select(Course).where(Course.archived_at.is_(None))).all()
+    )
     courses = [course for course in courses if course.directory_groups]
     names = set().union(*(_groups_of(course) for course in courses))
     members, read = group_members(settings, names)
-    unread = [(course.slug, tuple(sorted(_groups_of(course) - read))) for course in courses
-              if not _groups_of(course) <= read]
+    unread = [
+        (course.slug, tuple(sorted(_groups_of(course) - read)))
+        for course in courses
+        if not _groups_of(course) <= read
+    ]
     courses = [course for course in courses if _groups_of(course) <= read]
     changes, refused = [], []
     for person in members:
@@ -48,8 +56,11 @@ def sync_enrolments(session: Session, settings: Settings,
             continue
         changes += apply_groups(session, user, person.groups, courses)
     in_groups = {person.username for person in members}
-    left = session.scalars(select(User).where(User.auth_source == AuthSource.ldap.value,
-                                              User.username.not_in(in_groups))).all()
+    left = session.scalars(
+        select(User).where(
+            User.auth_source == AuthSource.ldap.value, User.username.not_in(in_groups)
+        )
+    ).all()
     for user in left:
         changes += apply_groups(session, user, (), courses)
     return SyncReport(tuple(changes), tuple(refused), tuple(unread))
@@ -61,5 +72,6 @@ def _groups_of(course: Course) -> set[str]:
 
 def describe(change: EnrolmentChange) -> str:
     """One line of a sync's report: course, user, old → new role ("-": none)."""
-    return f"{change.course}: {change.username} {change.old_role or '-'} -> {change.new_role or '-'}"
-
+    return (
+        f"{change.course}: {change.username} {change.old_role or '-'} -> {change.new_role or '-'}"
+    )

@@ -4,6 +4,7 @@ A link carries a token signed with SECRET_KEY (itsdangerous, a salt of its own) 
 user and a fingerprint of their password hash and session version when it was made. Setting the
 password changes both, so a link works once, and a later reset retires the links made before
 it, with no secret stored anywhere; it also expires after SET_PASSWORD_LINK_DAYS."""
+
 from __future__ import annotations
 
 import hashlib
@@ -40,8 +41,9 @@ def make_link(user: User, base_url: str = "") -> str:
     path alone without base_url. An account of the directory or of single sign-on has no
     password here, so no link (ValueError)."""
     if user.auth_source != AuthSource.local.value:
-        raise ValueError(f"{user.username} logs in through {user.auth_source}: no set-password "
-                         "link")
+        raise ValueError(
+            f"{user.username} logs in through {user.auth_source}: no set-password link"
+        )
     return base_url + PATH + _serializer().dumps([user.id, fingerprint(user)])
 
 

@@ -5,6 +5,7 @@ Nothing is mailed unless MAIL_SERVER is set. The portal checks that the server a
 leaves the sending to a worker (the task hpcgrade.mail_links), so that a roster of thousands
 holds no request; `hpcgrade users import` sends them itself. A refused address never undoes an
 import: it is reported, with its reason, to whoever imported."""
+
 from __future__ import annotations
 
 import smtplib
@@ -80,23 +81,34 @@ def message(to: str, subject: str, body: str) -> EmailMessage:
 
 def _link_message(user: User, base_url: str) -> EmailMessage:
     days = app_settings().set_password_link_days
-    body = _("Hello %(name)s,\n\nyou have an account on hpcgrade, the course's grader: your "
-             "username is %(username)s. Choose your password by following this link, within "
-             "%(days)s days; it works once:\n\n%(link)s\n\nIf the link has expired, ask your "
-             "instructor for a new one.\n", name=user.name, username=user.username, days=days,
-             link=make_link(user, base_url))
+    body = _(
+        "Hello %(name)s,\n\nyou have an account on hpcgrade, the course's grader: your "
+        "username is %(username)s. Choose your password by following this link, within "
+        "%(days)s days; it works once:\n\n%(link)s\n\nIf the link has expired, ask your "
+        "instructor for a new one.\n",
+        name=user.name,
+        username=user.username,
+        days=days,
+        link=make_link(user, base_url),
+    )
     return message(user.email, _("Your hpcgrade account"), body)
 
 
-def send_links(session: Session, user_ids: list[int], base_url: str,
-               lang: str) -> list[tuple[User, str]]:
+def send_links(
+    session: Session, user_ids: list[int], base_url: str, lang: str
+) -> list[tuple[User, str]]:
     """Mail each of these accounts that still waits for a password its link, in `lang`, through
     one connection; returns the accounts whose address the server refused, with its answer.
     MailAway when the server cannot be reached, naming the ids not mailed yet."""
-    users = session.scalars(select(User).where(User.id.in_(user_ids),
-                                               User.password_hash == NO_PASSWORD,
-                                               User.auth_source == AuthSource.local.value)
-                            .order_by(User.id)).all()
+    users = session.scalars(
+        select(User)
+        .where(
+            User.id.in_(user_ids),
+            User.password_hash == NO_PASSWORD,
+            User.auth_source == AuthSource.local.value,
+        )
+        .order_by(User.id)
+    ).all()
     with force_locale(lang):
         batch = [(user.id, _link_message(user, base_url)) for user in users]
     by_id = {user.id: user for user in users}
@@ -134,15 +146,19 @@ def _counted(session: Session, sent: int, refused: int) -> None:
         count(session, "mail_refused", refused)
 
 
-def report_refused(session: Session, staff: User, refused: list[tuple[User, str]],
-                   lang: str) -> None:
+def report_refused(
+    session: Session, staff: User, refused: list[tuple[User, str]], lang: str
+) -> None:
     """Tell the staff member who imported which links did not go out, so that they hand them
     out themselves (the roster's page of accounts waiting for a password has them)."""
     with force_locale(lang):
         lines = "\n".join(f"{user.username} <{user.email}>: {answer}" for user, answer in refused)
-        body = _("The mail server refused these addresses, so their accounts did not get their "
-                 "set-password links. Hand them their links yourself: on the Roster page, "
-                 "Accounts waiting for a password.\n\n%(lines)s\n", lines=lines)
+        body = _(
+            "The mail server refused these addresses, so their accounts did not get their "
+            "set-password links. Hand them their links yourself: on the Roster page, "
+            "Accounts waiting for a password.\n\n%(lines)s\n",
+            lines=lines,
+        )
         report = message(staff.email, _("Set-password links not mailed"), body)
     try:
         with connection() as smtp:

@@ -1,4 +1,5 @@
 """`hpcgrade db upgrade` / `downgrade`: Alembic driven from the service's configuration."""
+
 from __future__ import annotations
 
 from alembic import command

@@ -1,4 +1,5 @@
 """The service's tables: users, exercises, submissions, grading runs and their results."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -50,7 +51,7 @@ class SubmissionStatus(str, enum.Enum):
     queued = "queued"
     running = "running"
     graded = "graded"
-    error = "error"      # the grader failed for good; never shown as a zero
+    error = "error"  # the grader failed for good; never shown as a zero
     cancelled = "cancelled"  # staff stopped its grading (or its Slurm job was cancelled)
 
 
@@ -103,8 +104,9 @@ class Course(Base):
 
 class User(Base):
     __tablename__ = "users"
-    __table_args__ = (CheckConstraint("auth_source IN ('local', 'ldap', 'oidc')",
-                                      name="auth_source"),)
+    __table_args__ = (
+        CheckConstraint("auth_source IN ('local', 'ldap', 'oidc')", name="auth_source"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     username: Mapped[str] = mapped_column(String(64), unique=True)
@@ -112,8 +114,9 @@ class User(Base):
     email: Mapped[str] = mapped_column(String(254))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     password_hash: Mapped[str] = mapped_column(String(255))
-    auth_source: Mapped[str] = mapped_column(String(8), default=AuthSource.local.value,
-                                             server_default=AuthSource.local.value)
+    auth_source: Mapped[str] = mapped_column(
+        String(8), default=AuthSource.local.value, server_default=AuthSource.local.value
+    )
     # the OpenID provider's `sub` of the person, once they logged in through it: a username
     # the provider gives to someone else later (renamed, reissued) is not this account
     subject: Mapped[str | None] = mapped_column(String(255))
@@ -126,16 +129,19 @@ class User(Base):
     # notice kind → on/off, for the kinds they changed; the others keep notices.DEFAULTS
     notices: Mapped[dict] = mapped_column(JSON, default=dict)
 
-    submissions: Mapped[list["Submission"]] = relationship(back_populates="user",
-                                                           foreign_keys="Submission.user_id")
+    submissions: Mapped[list["Submission"]] = relationship(
+        back_populates="user", foreign_keys="Submission.user_id"
+    )
 
 
 class Enrolment(Base):
     """A user's place in a course: the role every page, API route and command checks there."""
 
     __tablename__ = "enrolments"
-    __table_args__ = (UniqueConstraint("user_id", "course_id"),
-                      CheckConstraint("role IN ('student', 'ta', 'instructor')", name="role"))
+    __table_args__ = (
+        UniqueConstraint("user_id", "course_id"),
+        CheckConstraint("role IN ('student', 'ta', 'instructor')", name="role"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
@@ -203,7 +209,9 @@ class Submission(Base):
     filename: Mapped[str] = mapped_column(String(255))
     code: Mapped[bytes] = mapped_column()
     sha256: Mapped[str] = mapped_column(String(64), index=True)
-    status: Mapped[str] = mapped_column(String(16), default=SubmissionStatus.queued.value, index=True)
+    status: Mapped[str] = mapped_column(
+        String(16), default=SubmissionStatus.queued.value, index=True
+    )
     submitted_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
     late_days: Mapped[int] = mapped_column(Integer, default=0)
     penalty: Mapped[float] = mapped_column(Float, default=0.0)
@@ -224,8 +232,9 @@ class Submission(Base):
     user: Mapped[User] = relationship(back_populates="submissions", foreign_keys=[user_id])
     exercise: Mapped[Exercise] = relationship()
     override_user: Mapped[User | None] = relationship(foreign_keys=[override_by])
-    runs: Mapped[list["GradingRun"]] = relationship(back_populates="submission",
-                                                    order_by="GradingRun.attempt")
+    runs: Mapped[list["GradingRun"]] = relationship(
+        back_populates="submission", order_by="GradingRun.attempt"
+    )
 
     @hybrid_property
     def counted_score(self) -> float | None:
@@ -307,14 +316,15 @@ class DeadlineReminder(Base):
 
 
 class Regrade(Base):
-    """"Grade all again" for one exercise: its runs are a preview until an instructor publishes
+    """ "Grade all again" for one exercise: its runs are a preview until an instructor publishes
     them (or discards them)."""
 
     __tablename__ = "regrades"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"),
-                                             index=True)
+    exercise_id: Mapped[int] = mapped_column(
+        ForeignKey("exercises.id", ondelete="CASCADE"), index=True
+    )
     started_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     published_at: Mapped[dt.datetime | None] = mapped_column()
@@ -331,8 +341,9 @@ class GradingRun(Base):
     __table_args__ = (UniqueConstraint("submission_id", "attempt"), {"sqlite_autoincrement": True})
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"),
-                                               index=True)
+    submission_id: Mapped[int] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), index=True
+    )
     attempt: Mapped[int] = mapped_column(Integer)
     executor: Mapped[str] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.running.value)
@@ -360,21 +371,25 @@ class GradingRun(Base):
     # their commit where they are those last synced from a checkout
     exercise_version: Mapped[str | None] = mapped_column(String(64))
     exercise_commit: Mapped[str | None] = mapped_column(String(40))
-    regrade_id: Mapped[int | None] = mapped_column(ForeignKey("regrades.id", ondelete="SET NULL"),
-                                                   index=True)  # a preview run's regrade
+    regrade_id: Mapped[int | None] = mapped_column(
+        ForeignKey("regrades.id", ondelete="SET NULL"), index=True
+    )  # a preview run's regrade
     # when the course's instructors were mailed that it failed (server/core/notice_rounds.py)
     failure_noticed_at: Mapped[dt.datetime | None] = mapped_column()
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     checks: Mapped[list["CheckResult"]] = relationship(
-        back_populates="run", order_by="CheckResult.position", cascade="all, delete-orphan")
+        back_populates="run", order_by="CheckResult.position", cascade="all, delete-orphan"
+    )
 
 
 class CheckResult(Base):
     __tablename__ = "check_results"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("grading_runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int] = mapped_column(
+        ForeignKey("grading_runs.id", ondelete="CASCADE"), index=True
+    )
     position: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(128))
     title: Mapped[str] = mapped_column(String(255))
@@ -385,16 +400,18 @@ class CheckResult(Base):
     titles: Mapped[dict | None] = mapped_column(JSON)  # language → title; older runs have none
 
     run: Mapped[GradingRun] = relationship(back_populates="checks")
-    diagnostics: Mapped[list["DiagnosticResult"]] = relationship(back_populates="check",
-                                                                 cascade="all, delete-orphan")
+    diagnostics: Mapped[list["DiagnosticResult"]] = relationship(
+        back_populates="check", cascade="all, delete-orphan"
+    )
 
 
 class DiagnosticResult(Base):
     __tablename__ = "diagnostics"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    check_id: Mapped[int] = mapped_column(ForeignKey("check_results.id", ondelete="CASCADE"),
-                                          index=True)
+    check_id: Mapped[int] = mapped_column(
+        ForeignKey("check_results.id", ondelete="CASCADE"), index=True
+    )
     code: Mapped[str] = mapped_column(String(64), index=True)
     message: Mapped[str] = mapped_column(Text)
     hint: Mapped[str] = mapped_column(Text)
@@ -421,10 +438,8 @@ class SavedComment(Base):
     __tablename__ = "saved_comments"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"),
-                                           index=True)
-    exercise_id: Mapped[int | None] = mapped_column(
-        ForeignKey("exercises.id", ondelete="CASCADE"))
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    exercise_id: Mapped[int | None] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"))
     text: Mapped[str] = mapped_column(Text)
     saved_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     saved_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -10,6 +10,7 @@ another file, exercise or course is worthless here), that it is recent, that no 
 used it (the database remembers it: several portals, each with its own munged, share no replay
 cache), and maps the uid, by the name the decoding host gives it, to an account of the sources
 MUNGE_ACCOUNTS names."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -80,9 +81,13 @@ def parse_unmunge(output: str) -> Decoded:
     status = re.sub(r"\s*\(\d+\)$", "", fields.get("STATUS", ""))
     if not status or (status == "Success" and (uid is None or encoded is None)):
         raise MungeUnavailable("unmunge answered in a way this service cannot read", output)
-    return Decoded(status, int(uid[2]) if uid else -1, uid[1] if uid else None,
-                   dt.datetime.fromtimestamp(int(encoded[1]) if encoded else 0, dt.timezone.utc),
-                   payload)
+    return Decoded(
+        status,
+        int(uid[2]) if uid else -1,
+        uid[1] if uid else None,
+        dt.datetime.fromtimestamp(int(encoded[1]) if encoded else 0, dt.timezone.utc),
+        payload,
+    )
 
 
 def decode(settings: Settings, credential: str) -> Decoded:
@@ -91,9 +96,14 @@ def decode(settings: Settings, credential: str) -> Decoded:
         raise MungeRefused(_("not a MUNGE credential"))
     args = ["unmunge", *(["-S", settings.munge_socket] if settings.munge_socket else [])]
     try:
-        done = subprocess.run(remote_command(command_prefix(settings), args), input=credential,
-                              capture_output=True, text=True, errors="replace",
-                              timeout=UNMUNGE_SECONDS)
+        done = subprocess.run(
+            remote_command(command_prefix(settings), args),
+            input=credential,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=UNMUNGE_SECONDS,
+        )
     except subprocess.TimeoutExpired:
         raise MungeUnavailable(f"unmunge did not answer in {UNMUNGE_SECONDS} s") from None
     except OSError as exc:
@@ -101,8 +111,9 @@ def decode(settings: Settings, credential: str) -> Decoded:
     if done.stdout.startswith("STATUS:"):  # decoded or refused: unmunge says which
         return parse_unmunge(done.stdout)
     if done.returncode in SERVICE_TROUBLE or done.returncode > 18:  # 255: ssh failed
-        raise MungeUnavailable(f"unmunge failed (exit {done.returncode})",
-                               done.stdout + done.stderr)
+        raise MungeUnavailable(
+            f"unmunge failed (exit {done.returncode})", done.stdout + done.stderr
+        )
     raise MungeRefused(_("not a MUNGE credential of this cluster"))
 
 
@@ -111,30 +122,52 @@ def vouched_user(session: Session, settings: Settings, credential: str, expected
     `expected`; MungeRefused (the client's), MungeUnavailable (the service's)."""
     decoded = decode(settings, credential)
     if decoded.status == "Rewound credential":
-        raise MungeRefused(_("the credential was made in the future: this node's clock is "
-                             "ahead of the service's"))
+        raise MungeRefused(
+            _("the credential was made in the future: this node's clock is ahead of the service's")
+        )
     if decoded.status != "Success":
-        raise MungeRefused(_("%(status)s: each request needs a new credential, made just "
-                             "before it", status=decoded.status.lower()))
+        raise MungeRefused(
+            _(
+                "%(status)s: each request needs a new credential, made just before it",
+                status=decoded.status.lower(),
+            )
+        )
     if decoded.payload != expected:
-        raise MungeRefused(_("the credential was made for another request (another file, "
-                             "exercise or course)"))
+        raise MungeRefused(
+            _("the credential was made for another request (another file, exercise or course)")
+        )
     now = utcnow()
     age = settings.munge_max_age_seconds
     if not now - dt.timedelta(seconds=age) <= decoded.encoded_at <= now + dt.timedelta(seconds=age):
-        raise MungeRefused(_("the credential was made more than %(seconds)s s from now (is "
-                             "this node's clock right?)", seconds=age))
+        raise MungeRefused(
+            _(
+                "the credential was made more than %(seconds)s s from now (is "
+                "this node's clock right?)",
+                seconds=age,
+            )
+        )
     if decoded.uid < settings.munge_min_uid:
         raise MungeRefused(_("uid %(uid)s may not submit with MUNGE", uid=decoded.uid))
     if decoded.user_name in (None, UNNAMED):
-        raise MungeRefused(_("the service cannot name uid %(uid)s (it is no user of its "
-                             "directory)", uid=decoded.uid))
-    user = session.scalar(select(User).where(User.username == decoded.user_name,
-                                             User.auth_source.in_(settings.munge_accounts)))
+        raise MungeRefused(
+            _(
+                "the service cannot name uid %(uid)s (it is no user of its directory)",
+                uid=decoded.uid,
+            )
+        )
+    user = session.scalar(
+        select(User).where(
+            User.username == decoded.user_name, User.auth_source.in_(settings.munge_accounts)
+        )
+    )
     if user is None:
-        raise MungeRefused(_("the cluster user %(username)s has no account here that MUNGE "
-                             "vouches for: log in with `hpcgrade login`",
-                             username=decoded.user_name))
+        raise MungeRefused(
+            _(
+                "the cluster user %(username)s has no account here that MUNGE "
+                "vouches for: log in with `hpcgrade login`",
+                username=decoded.user_name,
+            )
+        )
     _spend(session, credential, decoded.encoded_at + dt.timedelta(seconds=age))
     return user
 
@@ -143,12 +176,15 @@ def _spend(session: Session, credential: str, expires_at: dt.datetime) -> None:
     """Remember the credential until it could no longer pass; a second use is refused."""
     session.execute(delete(MungeCredential).where(MungeCredential.expires_at < utcnow()))
     # munged writes and reads one text per credential (base64 without spare bits or padding)
-    session.add(MungeCredential(digest=hashlib.sha256(credential.encode()).hexdigest(),
-                                expires_at=expires_at))
+    session.add(
+        MungeCredential(
+            digest=hashlib.sha256(credential.encode()).hexdigest(), expires_at=expires_at
+        )
+    )
     try:
         session.commit()
     except IntegrityError:
         session.rollback()
-        raise MungeRefused(_("replayed credential: each request needs a new credential, made "
-                             "just before it")) from None
-
+        raise MungeRefused(
+            _("replayed credential: each request needs a new credential, made just before it")
+        ) from None

@@ -1,4 +1,5 @@
 """Celery, bound in the app factory (Flask's own pattern), and enqueueing after the commit."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,8 +27,12 @@ PRUNE_SECONDS = 3600.0
 # (notices, set-password links) too, so that a slow mail server holds no grading slot, and a
 # grading rush delays no mail
 SUBMISSIONS, PREVIEWS, MAIL = "celery", "previews", "mail"
-MAIL_TASKS = ("hpcgrade.notify", "hpcgrade.mail_links", "hpcgrade.remind_deadlines",
-              "hpcgrade.report_failures")
+MAIL_TASKS = (
+    "hpcgrade.notify",
+    "hpcgrade.mail_links",
+    "hpcgrade.remind_deadlines",
+    "hpcgrade.report_failures",
+)
 # Each task's soft time limit, from the longest its work waits for; the hard limit (the pool
 # process killed: its message is delivered again) comes HARD_AFTER_SOFT later. Within a task
 # every wait has an end of its own (a Slurm command's COMMAND_SECONDS, a harness's answer, the
@@ -58,39 +63,64 @@ def _turns():
     not delay another course's first, and a student with ten files does not delay one with
     one, whatever the number of grading slots."""
     waiting = Submission.status == SubmissionStatus.queued.value
-    running = (select(Submission.user_id, func.count().label("running"))
-               .where(Submission.status == SubmissionStatus.running.value)
-               .group_by(Submission.user_id).subquery())
-    served = (select(Submission.user_id, func.max(GradingRun.started_at).label("at"))
-              .join(GradingRun, GradingRun.submission_id == Submission.id)
-              .where(Submission.user_id.in_(select(Submission.user_id).where(waiting)),
-                     GradingRun.regrade_id.is_(None))
-              .group_by(Submission.user_id).subquery())
+    running = (
+        select(Submission.user_id, func.count().label("running"))
+        .where(Submission.status == SubmissionStatus.running.value)
+        .group_by(Submission.user_id)
+        .subquery()
+    )
+    served = (
+        select(Submission.user_id, func.max(GradingRun.started_at).label("at"))
+        .join(GradingRun, GradingRun.submission_id == Submission.id)
+        .where(
+            Submission.user_id.in_(select(Submission.user_id).where(waiting)),
+            GradingRun.regrade_id.is_(None),
+        )
+        .group_by(Submission.user_id)
+        .subquery()
+    )
     waiting_courses = select(Exercise.course_id).join(Submission).where(waiting)
-    course_served = (select(Exercise.course_id, func.max(GradingRun.started_at).label("at"))
-                     .join(Submission, Submission.exercise_id == Exercise.id)
-                     .join(GradingRun, GradingRun.submission_id == Submission.id)
-                     .where(Exercise.course_id.in_(waiting_courses),
-                            GradingRun.regrade_id.is_(None))
-                     .group_by(Exercise.course_id).subquery())
+    course_served = (
+        select(Exercise.course_id, func.max(GradingRun.started_at).label("at"))
+        .join(Submission, Submission.exercise_id == Exercise.id)
+        .join(GradingRun, GradingRun.submission_id == Submission.id)
+        .where(Exercise.course_id.in_(waiting_courses), GradingRun.regrade_id.is_(None))
+        .group_by(Exercise.course_id)
+        .subquery()
+    )
     rank = func.row_number().over(partition_by=Submission.user_id, order_by=Submission.id)
-    queued = (select(Submission.id, Submission.user_id, Exercise.course_id, rank.label("rank"))
-              .join(Exercise).where(waiting).subquery())
+    queued = (
+        select(Submission.id, Submission.user_id, Exercise.course_id, rank.label("rank"))
+        .join(Exercise)
+        .where(waiting)
+        .subquery()
+    )
     turn = queued.c.rank + func.coalesce(running.c.running, 0)
-    turns = (select(queued.c.id, queued.c.course_id, turn.label("turn"),
-                    served.c.at.label("served"))
-             .outerjoin(running, running.c.user_id == queued.c.user_id)
-             .outerjoin(served, served.c.user_id == queued.c.user_id).subquery())
+    turns = (
+        select(queued.c.id, queued.c.course_id, turn.label("turn"), served.c.at.label("served"))
+        .outerjoin(running, running.c.user_id == queued.c.user_id)
+        .outerjoin(served, served.c.user_id == queued.c.user_id)
+        .subquery()
+    )
     # a window cannot order another: the place among the course's students is a column first
-    in_course = func.row_number().over(partition_by=(turns.c.course_id, turns.c.turn),
-                                       order_by=(nulls_first(turns.c.served), turns.c.id))
+    in_course = func.row_number().over(
+        partition_by=(turns.c.course_id, turns.c.turn),
+        order_by=(nulls_first(turns.c.served), turns.c.id),
+    )
     ranked = select(turns, in_course.label("in_course")).subquery()
-    position = func.row_number().over(order_by=(ranked.c.turn, ranked.c.in_course,
-                                                nulls_first(course_served.c.at),
-                                                ranked.c.course_id))
-    return (select(ranked.c.id, ranked.c.turn, position.label("position"))
-            .outerjoin(course_served, course_served.c.course_id == ranked.c.course_id)
-            .subquery("turns"))
+    position = func.row_number().over(
+        order_by=(
+            ranked.c.turn,
+            ranked.c.in_course,
+            nulls_first(course_served.c.at),
+            ranked.c.course_id,
+        )
+    )
+    return (
+        select(ranked.c.id, ranked.c.turn, position.label("position"))
+        .outerjoin(course_served, course_served.c.course_id == ranked.c.course_id)
+        .subquery("turns")
+    )
 
 
 TURNS = _turns()
@@ -107,8 +137,10 @@ def place(session: Session, submission_id: int) -> tuple[int, int] | None:
 
 def broker_transport(url: str) -> str | None:
     """kombu's transport for the broker's URL, with our mends where we have them."""
-    for scheme, transport in (("redis://", redis_broker.TRANSPORT),
-                              ("filesystem://", folder_broker.TRANSPORT)):
+    for scheme, transport in (
+        ("redis://", redis_broker.TRANSPORT),
+        ("filesystem://", folder_broker.TRANSPORT),
+    ):
         if url.startswith(scheme):
             return transport
     return None
@@ -133,8 +165,10 @@ def celery_init_app(app: Flask) -> Celery:
         broker_transport=broker_transport(settings.broker_url),
         broker_transport_options=settings.broker_transport_options,
         task_ignore_result=True,
-        task_annotations={name: {"soft_time_limit": soft, "time_limit": soft + HARD_AFTER_SOFT}
-                          for name, soft in time_limits(settings).items()},
+        task_annotations={
+            name: {"soft_time_limit": soft, "time_limit": soft + HARD_AFTER_SOFT}
+            for name, soft in time_limits(settings).items()
+        },
         # a message is acknowledged when its task ends, so a killed worker's task comes back
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -143,20 +177,27 @@ def celery_init_app(app: Flask) -> Celery:
         # a worker started without -Q consumes every queue named here; each its own routing key,
         # or the default exchange would copy every message into both
         task_queues=[Queue(name, routing_key=name) for name in (SUBMISSIONS, PREVIEWS, MAIL)],
-        task_routes={"hpcgrade.preview": {"queue": PREVIEWS},
-                     **{task: {"queue": MAIL} for task in MAIL_TASKS}},
+        task_routes={
+            "hpcgrade.preview": {"queue": PREVIEWS},
+            **{task: {"queue": MAIL} for task in MAIL_TASKS},
+        },
         # a scheduled task expires once the next is due: those queued while no worker ran
         # are dropped, not run in a burst at its restart
-        beat_schedule={name: {"task": task, "schedule": period, "options": {"expires": period}}
-                       for name, task, period in (
-                           ("reconcile", "hpcgrade.reconcile", RECONCILE_SECONDS),
-                           ("prune", "hpcgrade.prune_spool", PRUNE_SECONDS),
-                           *([("directory sync", "hpcgrade.users_sync",
-                               settings.ldap_sync_minutes * 60.0)] if settings.ldap_url else []),
-                           ("collect", "hpcgrade.collect", settings.collect_seconds),
-                           ("deadline reminders", "hpcgrade.remind_deadlines", REMIND_SECONDS),
-                           ("grader failures", "hpcgrade.report_failures",
-                            FAILURE_ROUND_SECONDS))},
+        beat_schedule={
+            name: {"task": task, "schedule": period, "options": {"expires": period}}
+            for name, task, period in (
+                ("reconcile", "hpcgrade.reconcile", RECONCILE_SECONDS),
+                ("prune", "hpcgrade.prune_spool", PRUNE_SECONDS),
+                *(
+                    [("directory sync", "hpcgrade.users_sync", settings.ldap_sync_minutes * 60.0)]
+                    if settings.ldap_url
+                    else []
+                ),
+                ("collect", "hpcgrade.collect", settings.collect_seconds),
+                ("deadline reminders", "hpcgrade.remind_deadlines", REMIND_SECONDS),
+                ("grader failures", "hpcgrade.report_failures", FAILURE_ROUND_SECONDS),
+            )
+        },
     )
     celery.set_default()
     app.extensions["celery"] = celery
@@ -175,8 +216,9 @@ def enqueue(celery: Celery, session: Session, submission_ids: list[int]) -> list
             break
         sent.append(submission_id)
     if sent:
-        session.execute(update(Submission).where(Submission.id.in_(sent))
-                        .values(enqueued_at=utcnow()))
+        session.execute(
+            update(Submission).where(Submission.id.in_(sent)).values(enqueued_at=utcnow())
+        )
         session.commit()
     return sent
 
@@ -205,14 +247,23 @@ def cancel_grading(celery: Celery, submission_ids: list[int]) -> bool:
     return True
 
 
-def stuck(session: Session, older_than: dt.timedelta, per_student: int,
-          now: dt.datetime | None = None) -> list[int]:
+def stuck(
+    session: Session, older_than: dt.timedelta, per_student: int, now: dt.datetime | None = None
+) -> list[int]:
     """Queued submissions to send again: never sent, or sent long ago (their message was lost),
     among those whose turn has come (one waiting for its student's earlier ones is sent by the
     dispatch that ends them). Runs whose worker died are sent back to the queue first, by the
     reconcile task (worker/grading/settle.py, recover)."""
     now = now or utcnow()
-    return list(session.scalars(select(Submission.id).join(TURNS, TURNS.c.id == Submission.id)
-        .where(Submission.status == SubmissionStatus.queued.value, TURNS.c.turn <= per_student,
-               or_(Submission.enqueued_at.is_(None), Submission.enqueued_at < now - older_than))
-        .order_by(TURNS.c.position)))
+    return list(
+        session.scalars(
+            select(Submission.id)
+            .join(TURNS, TURNS.c.id == Submission.id)
+            .where(
+                Submission.status == SubmissionStatus.queued.value,
+                TURNS.c.turn <= per_student,
+                or_(Submission.enqueued_at.is_(None), Submission.enqueued_at < now - older_than),
+            )
+            .order_by(TURNS.c.position)
+        )
+    )

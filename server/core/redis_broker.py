@@ -8,6 +8,7 @@ after a Redis restart). Such an acknowledgement cannot be made: the message's re
 delivered went with that connection (and with Redis, restarted). It is dropped and logged; the
 run is settled in the database already, and a message delivered again finds its submission
 graded."""
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,10 @@ class QoS(redis.QoS):
 
 
 def _left() -> None:
-    log.warning("a message of a connection to Redis that was closed is left as it is (its "
-                "task ended after Redis was lost and found again)")
+    log.warning(
+        "a message of a connection to Redis that was closed is left as it is (its "
+        "task ended after Redis was lost and found again)"
+    )
 
 
 class Channel(redis.Channel):

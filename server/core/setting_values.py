@@ -1,6 +1,7 @@
 """The parsers of setting values: (name, raw value) → value, or a ConfigError that names the
 setting and says what it takes. Each parser says in words what it accepts (`accepts`): the type
 column of docs/configuration.md."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -22,9 +23,11 @@ Parser = Callable[[str, Any], Any]
 
 def accepts(kind: str) -> Callable[[Parser], Parser]:
     """Name what a parser takes, in words: the type column of docs/configuration.md."""
+
     def mark(parse: Parser) -> Parser:
         parse.kind = kind
         return parse
+
     return mark
 
 
@@ -37,7 +40,8 @@ def text(name: str, value: Any) -> str:
 
 def optional(parse: Parser) -> Parser:
     return accepts(parse.kind)(
-        lambda name, value: None if value is None or value == "" else parse(name, value))
+        lambda name, value: None if value is None or value == "" else parse(name, value)
+    )
 
 
 @accepts("name (letters, digits, _ . + -)")
@@ -57,9 +61,11 @@ def whole(minimum: int) -> Callable[[str, Any], int]:
         if number is None:
             raise ConfigError(f"{name} must be a whole number, not {value!r}")
         if number < minimum:
-            raise ConfigError(f"{name} must be positive" if minimum == 1
-                              else f"{name} must be at least {minimum}")
+            raise ConfigError(
+                f"{name} must be positive" if minimum == 1 else f"{name} must be at least {minimum}"
+            )
         return number
+
     return accepts("whole number" if minimum == 0 else f"whole number, at least {minimum}")(parse)
 
 
@@ -88,7 +94,7 @@ def strings(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = _json(name, value)
     if not isinstance(value, (list, tuple)):
-        raise ConfigError(f"{name} must be a list of strings, like [\"a\", \"b\"]")
+        raise ConfigError(f'{name} must be a list of strings, like ["a", "b"]')
     return tuple(text(f"{name} item", item) for item in value)
 
 
@@ -99,8 +105,9 @@ def networks(name: str, value: Any) -> tuple[str, ...]:
         try:
             ipaddress.ip_network(network, strict=False)
         except ValueError:
-            raise ConfigError(f"{name}: {network!r} is not an address or a network like "
-                              "10.1.0.0/16") from None
+            raise ConfigError(
+                f"{name}: {network!r} is not an address or a network like 10.1.0.0/16"
+            ) from None
     return listed
 
 
@@ -109,8 +116,9 @@ def sandbox_layers(name: str, value: Any) -> tuple[str, ...]:
     layers = strings(name, value)
     unknown = sorted(set(layers) - set(SANDBOX_LAYERS))
     if unknown:
-        raise ConfigError(f"{name}: unknown layers {', '.join(unknown)}; known: "
-                          f"{', '.join(SANDBOX_LAYERS)}")
+        raise ConfigError(
+            f"{name}: unknown layers {', '.join(unknown)}; known: {', '.join(SANDBOX_LAYERS)}"
+        )
     return layers
 
 
@@ -170,6 +178,7 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
         if value not in options:
             raise ConfigError(f"{name} must be one of {', '.join(options)}, not {value!r}")
         return value
+
     return accepts(" or ".join(f"`{option}`" for option in options))(parse)
 
 
@@ -178,9 +187,11 @@ def choices(options: tuple[str, ...]) -> Callable[[str, Any], tuple[str, ...]]:
         picked = strings(name, value)
         wrong = [item for item in picked if item not in options]
         if wrong or not picked:
-            raise ConfigError(f"{name} must list one or more of {', '.join(options)}, not "
-                              f"{value!r}")
+            raise ConfigError(
+                f"{name} must list one or more of {', '.join(options)}, not {value!r}"
+            )
         return picked
+
     return accepts("list of " + ", ".join(f"`{option}`" for option in options))(parse)
 
 
@@ -188,8 +199,13 @@ def choices(options: tuple[str, ...]) -> Callable[[str, Any], tuple[str, ...]]:
 def ldap_address(name: str, value: Any) -> str:
     """ldap://host[:port] or ldaps://host[:port], nothing after it."""
     parts = urlsplit(text(name, value))
-    if parts.scheme not in ("ldap", "ldaps") or not parts.hostname or parts.path.strip("/") \
-            or parts.query or parts.fragment:
+    if (
+        parts.scheme not in ("ldap", "ldaps")
+        or not parts.hostname
+        or parts.path.strip("/")
+        or parts.query
+        or parts.fragment
+    ):
         raise ConfigError(f"{name} must be an address like ldaps://ldap.uni.es, not {value!r}")
     return value.rstrip("/")
 
@@ -197,8 +213,16 @@ def ldap_address(name: str, value: Any) -> str:
 @accepts("true or false")
 def flag(name: str, value: Any) -> bool:
     """true or false; in the environment also 1/0, yes/no, on/off."""
-    words = {"true": True, "1": True, "yes": True, "on": True,
-             "false": False, "0": False, "no": False, "off": False}
+    words = {
+        "true": True,
+        "1": True,
+        "yes": True,
+        "on": True,
+        "false": False,
+        "0": False,
+        "no": False,
+        "off": False,
+    }
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in words:
@@ -210,6 +234,7 @@ def flag(name: str, value: Any) -> bool:
 def time_zone(name: str, value: Any) -> str:
     """An IANA time zone name: Europe/Madrid, America/Bogota, UTC."""
     import zoneinfo
+
     try:
         zoneinfo.ZoneInfo(value)
     except (TypeError, ValueError, zoneinfo.ZoneInfoNotFoundError):
@@ -221,12 +246,13 @@ def time_zone(name: str, value: Any) -> str:
 def rate_limits(name: str, value: Any) -> str:
     """Limits in Flask-Limiter's notation: "5 per minute; 20 per hour"."""
     from limits import parse_many  # not at import: the grading side never needs it
+
     try:
         if isinstance(value, str) and parse_many(value):
             return value
     except ValueError:
         pass
-    raise ConfigError(f"{name} must be limits like \"5 per minute; 20 per hour\", not {value!r}")
+    raise ConfigError(f'{name} must be limits like "5 per minute; 20 per hour", not {value!r}')
 
 
 @accepts("http(s) address")
@@ -234,10 +260,10 @@ def web_address(name: str, value: Any) -> str:
     """Where people reach the portal: https://grader.uni.es or https://uni.es/hpcgrade (no
     trailing slash kept)."""
     parts = urlsplit(text(name, value))
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
-            or parts.fragment:
-        raise ConfigError(f"{name} must be an http(s) address like https://grader.uni.es, "
-                          f"not {value!r}")
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(
+            f"{name} must be an http(s) address like https://grader.uni.es, not {value!r}"
+        )
     return value.rstrip("/")
 
 

@@ -1,6 +1,7 @@
 """Where the cluster's commands run: here, or on SLURM_SUBMIT_HOST over ssh (as Open OnDemand's
 Slurm adapter does), for a service on a machine without them. Slurm's commands
 (worker/grading/slurm.py) and unmunge (server/core/munge.py) share this."""
+
 from __future__ import annotations
 
 import shlex
@@ -18,8 +19,14 @@ def command_prefix(settings: Settings) -> list[str]:
     if not settings.slurm_submit_host:
         return []
     sockets = _ssh_sockets(Path(settings.spool_dir))
-    shared = ["-o", "ControlMaster=auto", "-o", f"ControlPath={sockets}/%C",
-              "-o", f"ControlPersist={SSH_PERSIST_SECONDS}"]
+    shared = [
+        "-o",
+        "ControlMaster=auto",
+        "-o",
+        f"ControlPath={sockets}/%C",
+        "-o",
+        f"ControlPersist={SSH_PERSIST_SECONDS}",
+    ]
     return ["ssh", *settings.slurm_ssh_options, *shared, settings.slurm_submit_host]
 
 

@@ -1,4 +1,5 @@
 """API tokens: issuing one (kept as a digest, with a label and an expiry), listing, revoking."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -23,19 +24,23 @@ def digest(token: str) -> str:
 
 
 def clean_label(label: object) -> str:
-    if not isinstance(label, str) or len(label.strip()) > LABEL_LENGTH \
-            or not label.isprintable():
+    if not isinstance(label, str) or len(label.strip()) > LABEL_LENGTH or not label.isprintable():
         # in the reader's language; outside a request (the CLI) in English
-        raise TokenError(_("the label must be text of up to %(num)s printable characters",
-                           num=LABEL_LENGTH))
+        raise TokenError(
+            _("the label must be text of up to %(num)s printable characters", num=LABEL_LENGTH)
+        )
     return label.strip()
 
 
 def issue(session: Session, user: User, label: str, lifetime_days: int) -> tuple[str, ApiToken]:
     """A new token for the user (shown once: only its digest is stored) and its row."""
     token = secrets.token_urlsafe(32)
-    row = ApiToken(user=user, token_hash=digest(token), label=clean_label(label),
-                   expires_at=utcnow() + dt.timedelta(days=lifetime_days))
+    row = ApiToken(
+        user=user,
+        token_hash=digest(token),
+        label=clean_label(label),
+        expires_at=utcnow() + dt.timedelta(days=lifetime_days),
+    )
     session.add(row)
     return token, row
 

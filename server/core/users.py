@@ -1,6 +1,7 @@
 """Accounts: adding one, reading and importing a roster, checking and changing a password.
 
 The messages are translated (Flask-Babel): outside a request, as in the CLI, they are English."""
+
 from __future__ import annotations
 
 import csv
@@ -64,47 +65,96 @@ class RosterPlan:
     errors: list[tuple[int, str]] = field(default_factory=list)
 
 
-def validate(username: str, name: str, email: str, role: str, *,
-             email_required: bool = True) -> None:
+def validate(
+    username: str, name: str, email: str, role: str, *, email_required: bool = True
+) -> None:
     """A username, name, address and role an account may have (the centre's people may have
     no address: `email_required`)."""
     if not USERNAME.fullmatch(username):  # not match: "$" also matches before a final "\n"
-        raise UserError(_("username “%(username)s”: use 2 to 64 letters, digits, “.”, “_” or “-”",
-                          username=username))
+        raise UserError(
+            _(
+                "username “%(username)s”: use 2 to 64 letters, digits, “.”, “_” or “-”",
+                username=username,
+            )
+        )
     if not name.strip():
         raise UserError(_("user %(username)s: the name is empty", username=username))
     if len(name.strip()) > NAME_LENGTH:
-        raise UserError(_("user %(username)s: the name has %(length)s characters; at most "
-                          "%(num)s fit", username=username, length=len(name.strip()),
-                          num=NAME_LENGTH))
+        raise UserError(
+            _(
+                "user %(username)s: the name has %(length)s characters; at most %(num)s fit",
+                username=username,
+                length=len(name.strip()),
+                num=NAME_LENGTH,
+            )
+        )
     if len(email) > EMAIL_LENGTH:
-        raise UserError(_("user %(username)s: the email address has %(length)s characters; at "
-                          "most %(num)s fit", username=username, length=len(email),
-                          num=EMAIL_LENGTH))
+        raise UserError(
+            _(
+                "user %(username)s: the email address has %(length)s characters; at "
+                "most %(num)s fit",
+                username=username,
+                length=len(email),
+                num=EMAIL_LENGTH,
+            )
+        )
     if CONTROL.search(name.strip()):
-        raise UserError(_("user %(username)s: the name holds a control character (a tab, a line "
-                          "break…); remove it", username=username))
+        raise UserError(
+            _(
+                "user %(username)s: the name holds a control character (a tab, a line "
+                "break…); remove it",
+                username=username,
+            )
+        )
     if CONTROL.search(email):
-        raise UserError(_("user %(username)s: the email address holds a control character (a "
-                          "tab, a line break…); remove it", username=username))
+        raise UserError(
+            _(
+                "user %(username)s: the email address holds a control character (a "
+                "tab, a line break…); remove it",
+                username=username,
+            )
+        )
     if (email or email_required) and not EMAIL.match(email):
-        raise UserError(_("user %(username)s: “%(email)s” is not an email address",
-                          username=username, email=email))
+        raise UserError(
+            _(
+                "user %(username)s: “%(email)s” is not an email address",
+                username=username,
+                email=email,
+            )
+        )
     if role not in ROLES:
-        raise UserError(_("user %(username)s: role must be student, ta, instructor or admin, "
-                          "not “%(role)s”", username=username, role=role))
+        raise UserError(
+            _(
+                "user %(username)s: role must be student, ta, instructor or admin, not “%(role)s”",
+                username=username,
+                role=role,
+            )
+        )
 
 
 def _check_length(username: str, password: str, minimum: int) -> None:
     if len(password) < minimum:
-        raise UserError(_("user %(username)s: the password needs at least %(num)s characters",
-                          username=username, num=minimum))
+        raise UserError(
+            _(
+                "user %(username)s: the password needs at least %(num)s characters",
+                username=username,
+                num=minimum,
+            )
+        )
 
 
-def add_user(session: Session, username: str, name: str, email: str, role: str,
-             password: str | None, *, course: Course | None = None,
-             min_password_length: int = MIN_PASSWORD_LENGTH,
-             auth_source: AuthSource = AuthSource.local) -> User:
+def add_user(
+    session: Session,
+    username: str,
+    name: str,
+    email: str,
+    role: str,
+    password: str | None,
+    *,
+    course: Course | None = None,
+    min_password_length: int = MIN_PASSWORD_LENGTH,
+    auth_source: AuthSource = AuthSource.local,
+) -> User:
     """An account, enrolled in `course` with `role` (where the service has one course, that
     one), or an admin; without a password, one waiting for its owner to set one (its link), or
     one of the directory's people (`auth_source`), who log in with its password."""
@@ -115,9 +165,14 @@ def add_user(session: Session, username: str, name: str, email: str, role: str,
         raise UserError(_("user %(username)s already exists", username=username))
     if role != ADMIN and course is None:
         course = only_course(session)
-    user = User(username=username, name=name.strip(), email=email, is_admin=role == ADMIN,
-                password_hash=NO_PASSWORD if password is None
-                else generate_password_hash(password), auth_source=auth_source.value)
+    user = User(
+        username=username,
+        name=name.strip(),
+        email=email,
+        is_admin=role == ADMIN,
+        password_hash=NO_PASSWORD if password is None else generate_password_hash(password),
+        auth_source=auth_source.value,
+    )
     session.add(user)
     session.flush()
     if role != ADMIN:
@@ -125,21 +180,31 @@ def add_user(session: Session, username: str, name: str, email: str, role: str,
     return user
 
 
-def add_or_enrol(session: Session, username: str, name: str, email: str, role: str,
-                 password: str | None, *, course: Course,
-                 auth_source: AuthSource = AuthSource.local) -> tuple[User, bool]:
+def add_or_enrol(
+    session: Session,
+    username: str,
+    name: str,
+    email: str,
+    role: str,
+    password: str | None,
+    *,
+    course: Course,
+    auth_source: AuthSource = AuthSource.local,
+) -> tuple[User, bool]:
     """A new account in the course, or the existing account of that username enrolled in it
     (its name, email and password stay as they are: a student of two courses is one account);
     (the account, whether it is new)."""
     user = session.scalar(select(User).where(User.username == username))
     if user is None:
-        return add_user(session, username, name, email, role, password, course=course,
-                        auth_source=auth_source), True
+        return add_user(
+            session, username, name, email, role, password, course=course, auth_source=auth_source
+        ), True
     validate(username, name, email, role)
     if role == ADMIN:
         raise UserError(_("user %(username)s already exists", username=username))
-    enrolment = session.scalar(select(Enrolment).where(Enrolment.user_id == user.id,
-                                                       Enrolment.course_id == course.id))
+    enrolment = session.scalar(
+        select(Enrolment).where(Enrolment.user_id == user.id, Enrolment.course_id == course.id)
+    )
     if enrolment is not None:
         raise UserError(_("user %(username)s is in this course already", username=username))
     enrol(session, user, course, role)
@@ -151,8 +216,12 @@ def only_course(session: Session) -> Course:
     names them."""
     courses = open_courses(session)
     if len(courses) != 1:
-        raise UserError(_("name the course: %(courses)s", courses=", ".join(
-            course.slug for course in courses) or _("there is none yet")))
+        raise UserError(
+            _(
+                "name the course: %(courses)s",
+                courses=", ".join(course.slug for course in courses) or _("there is none yet"),
+            )
+        )
     return courses[0]
 
 
@@ -172,10 +241,16 @@ def students_only(course: Course) -> Select:
     another course (a student of it, whom they could enrol in their own first, or its staff)
     could take over that account there."""
     elsewhere = select(Enrolment.user_id).where(Enrolment.course_id != course.id)
-    return (select(User.id).join(Enrolment, Enrolment.user_id == User.id)
-            .where(Enrolment.course_id == course.id,
-                   Enrolment.role == CourseRole.student.value,
-                   User.is_admin.is_(False), User.id.not_in(elsewhere)))
+    return (
+        select(User.id)
+        .join(Enrolment, Enrolment.user_id == User.id)
+        .where(
+            Enrolment.course_id == course.id,
+            Enrolment.role == CourseRole.student.value,
+            User.is_admin.is_(False),
+            User.id.not_in(elsewhere),
+        )
+    )
 
 
 def has_password(user: User) -> bool:
@@ -185,8 +260,9 @@ def has_password(user: User) -> bool:
 def decode_roster(data: bytes) -> str:
     """A roster file's text, or a refusal that says how to save it right."""
     if data.startswith(ZIP_SIGNATURE):
-        raise UserError(_("this is a spreadsheet file, not CSV: save it as “CSV UTF-8” and "
-                          "upload that"))
+        raise UserError(
+            _("this is a spreadsheet file, not CSV: save it as “CSV UTF-8” and upload that")
+        )
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise UserError(_("the file is UTF-16 text: save it as “CSV UTF-8”"))
     if b"\0" in data:
@@ -194,12 +270,17 @@ def decode_roster(data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UserError(_("line %(line)s is not UTF-8 text: save the file as “CSV UTF-8”",
-                          line=data[:exc.start].count(b"\n") + 1)) from None
+        raise UserError(
+            _(
+                "line %(line)s is not UTF-8 text: save the file as “CSV UTF-8”",
+                line=data[: exc.start].count(b"\n") + 1,
+            )
+        ) from None
 
 
-def read_roster(session: Session, text: str, course: Course,
-                roles: Collection[str] = ROLES) -> RosterPlan:
+def read_roster(
+    session: Session, text: str, course: Course, roles: Collection[str] = ROLES
+) -> RosterPlan:
     """Read a roster CSV (username,name,email,role; commas or semicolons) against the accounts
     there are and the course's (the text as decode_roster gives it). A row whose role is not
     in `roles` is an error (who may add what)."""
@@ -214,8 +295,13 @@ def read_roster(session: Session, text: str, course: Course,
     except csv.Error as exc:
         raise _not_csv(1, exc) from None
     if header != list(ROSTER_COLUMNS):
-        raise UserError(_("the roster's header must be: %(columns)s (it is: %(found)s)",
-                          columns=",".join(ROSTER_COLUMNS), found=",".join(header)))
+        raise UserError(
+            _(
+                "the roster's header must be: %(columns)s (it is: %(found)s)",
+                columns=",".join(ROSTER_COLUMNS),
+                found=",".join(header),
+            )
+        )
     plan, first_seen, rows = RosterPlan(), {}, []
     # the lines as the csv module splits them (str.splitlines splits at more characters)
     lines = io.StringIO(text, newline="").readlines()
@@ -239,10 +325,16 @@ def read_roster(session: Session, text: str, course: Course,
 
 def _sort_rows(session: Session, rows: list[RosterRow], course: Course, plan: RosterPlan) -> None:
     """Each valid row into the plan: a new account, one to enrol, or one left as it is."""
-    there = {user.username: (user, enrolled) for user, enrolled in session.execute(
-        select(User, Enrolment.id).outerjoin(Enrolment, (Enrolment.user_id == User.id)
-                                             & (Enrolment.course_id == course.id))
-        .where(User.username.in_([row.username for row in rows])))}
+    there = {
+        user.username: (user, enrolled)
+        for user, enrolled in session.execute(
+            select(User, Enrolment.id)
+            .outerjoin(
+                Enrolment, (Enrolment.user_id == User.id) & (Enrolment.course_id == course.id)
+            )
+            .where(User.username.in_([row.username for row in rows]))
+        )
+    }
     for row in rows:
         user, enrolled = there.get(row.username, (None, None))
         if user is None:
@@ -250,9 +342,16 @@ def _sort_rows(session: Session, rows: list[RosterRow], course: Course, plan: Ro
         elif enrolled is not None or (row.role == ADMIN and user.is_admin):
             plan.existing.append(row)
         elif row.role == ADMIN:
-            plan.errors.append((row.line, _(
-                "user %(username)s exists already and is not an admin: a roster makes no "
-                "existing account an admin", username=row.username)))
+            plan.errors.append(
+                (
+                    row.line,
+                    _(
+                        "user %(username)s exists already and is not an admin: a roster makes no "
+                        "existing account an admin",
+                        username=row.username,
+                    ),
+                )
+            )
         else:
             plan.enrol.append(row)
 
@@ -263,8 +362,7 @@ def _rows(lines: list[str], header: list[str], delimiter: str, plan: RosterPlan)
     goes on on the next line: a quote left open does not take the rest of the file with it."""
     start = 1  # lines[start:] are read: the header is line 1
     while start < len(lines):
-        reader = csv.DictReader(lines[start:], fieldnames=header, delimiter=delimiter,
-                                strict=True)
+        reader = csv.DictReader(lines[start:], fieldnames=header, delimiter=delimiter, strict=True)
         while True:
             begins = start + reader.line_num + 1
             try:
@@ -283,21 +381,28 @@ def _not_csv(line: int, exc: csv.Error) -> UserError:
 
 
 def _not_csv_problem(exc: csv.Error) -> str:
-    return _("not CSV (%(reason)s); a value with a comma, a quote or a line break goes in double "
-             "quotes, its own quotes doubled", reason=str(exc))
+    return _(
+        "not CSV (%(reason)s); a value with a comma, a quote or a line break goes in double "
+        "quotes, its own quotes doubled",
+        reason=str(exc),
+    )
 
 
 def _row_problem(row: RosterRow, roles: Collection[str], first_seen: dict[str, int]) -> str | None:
     if row.username in first_seen:
-        return _("%(username)s appears twice (first on line %(line)s)", username=row.username,
-                 line=first_seen[row.username])
+        return _(
+            "%(username)s appears twice (first on line %(line)s)",
+            username=row.username,
+            line=first_seen[row.username],
+        )
     try:
         validate(row.username, row.name, row.email, row.role)
     except UserError as exc:
         return str(exc)
     if row.role not in roles:
-        return _("user %(username)s: %(problem)s", username=row.username,
-                 problem=role_refused(row.role))
+        return _(
+            "user %(username)s: %(problem)s", username=row.username, problem=role_refused(row.role)
+        )
     return None
 
 
@@ -308,46 +413,77 @@ def role_refused(role: str) -> str:
     return _("only an admin may add instructors")
 
 
-def create_accounts(session: Session, rows: list[RosterRow], course: Course,
-                    in_directory: Collection[str] = ()) -> list[User]:
+def create_accounts(
+    session: Session, rows: list[RosterRow], course: Course, in_directory: Collection[str] = ()
+) -> list[User]:
     """An account for each (checked) row, enrolled in the course (an admin row: global),
     waiting for its owner to set a password, or, for the usernames `in_directory`, one of the
     directory's people: nothing is hashed, so a course's roster (thousands of rows) takes a
     moment, not a slow hash a row."""
-    users = [User(username=row.username, name=row.name, email=row.email,
-                  is_admin=row.role == ADMIN, password_hash=NO_PASSWORD,
-                  auth_source=(AuthSource.ldap if row.username in in_directory
-                               else AuthSource.local).value) for row in rows]
+    users = [
+        User(
+            username=row.username,
+            name=row.name,
+            email=row.email,
+            is_admin=row.role == ADMIN,
+            password_hash=NO_PASSWORD,
+            auth_source=(
+                AuthSource.ldap if row.username in in_directory else AuthSource.local
+            ).value,
+        )
+        for row in rows
+    ]
     session.add_all(users)
     session.flush()  # their ids (one INSERT of many rows), which their links name
-    session.add_all([Enrolment(user_id=user.id, course_id=course.id, role=row.role)
-                     for user, row in zip(users, rows) if row.role != ADMIN])
+    session.add_all(
+        [
+            Enrolment(user_id=user.id, course_id=course.id, role=row.role)
+            for user, row in zip(users, rows)
+            if row.role != ADMIN
+        ]
+    )
     session.flush()
     return users
 
 
 def enrol_accounts(session: Session, rows: list[RosterRow], course: Course) -> list[User]:
     """The existing account of each (checked) row enrolled in the course with its row's role."""
-    accounts = {user.username: user for user in session.scalars(
-        select(User).where(User.username.in_([row.username for row in rows])))}
-    session.add_all([Enrolment(user_id=accounts[row.username].id, course_id=course.id,
-                               role=row.role) for row in rows])
+    accounts = {
+        user.username: user
+        for user in session.scalars(
+            select(User).where(User.username.in_([row.username for row in rows]))
+        )
+    }
+    session.add_all(
+        [
+            Enrolment(user_id=accounts[row.username].id, course_id=course.id, role=row.role)
+            for row in rows
+        ]
+    )
     session.flush()
     return [accounts[row.username] for row in rows]
 
 
-def import_roster(session: Session, text: str, course: Course,
-                  known_to_directory: Callable[[list[str]], set[str]] = lambda _names: set()
-                  ) -> tuple[list[User], RosterPlan]:
+def import_roster(
+    session: Session,
+    text: str,
+    course: Course,
+    known_to_directory: Callable[[list[str]], set[str]] = lambda _names: set(),
+) -> tuple[list[User], RosterPlan]:
     """Every row of a roster CSV into the course, or none where a line is wrong: new accounts
     added (those whose usernames `known_to_directory` finds, as the directory's), existing
     ones enrolled, the course's own left as they are; (the new accounts, the plan)."""
     plan = read_roster(session, text, course)
     if plan.errors:
-        raise UserError("\n".join(_("line %(line)s: %(problem)s", line=line, problem=problem)
-                                  for line, problem in plan.errors))
-    created = create_accounts(session, plan.new, course,
-                              known_to_directory([row.username for row in plan.new]))
+        raise UserError(
+            "\n".join(
+                _("line %(line)s: %(problem)s", line=line, problem=problem)
+                for line, problem in plan.errors
+            )
+        )
+    created = create_accounts(
+        session, plan.new, course, known_to_directory([row.username for row in plan.new])
+    )
     enrol_accounts(session, plan.enrol, course)
     return created, plan
 
@@ -358,8 +494,11 @@ def _unknown_user_hash() -> str:
 
 
 def authenticate(session: Session, username: str, password: str) -> User | None:
-    user = session.scalar(select(User).where(User.username == username)) \
-        if USERNAME.fullmatch(username) else None
+    user = (
+        session.scalar(select(User).where(User.username == username))
+        if USERNAME.fullmatch(username)
+        else None
+    )
     usable = user is not None and has_password(user)
     # an unknown user, or one with no password yet, costs a hash check as a known one does: the
     # time must not tell who exists
@@ -376,8 +515,9 @@ def spend_a_password_check(password: str) -> None:
 
 def end_sessions(session: Session, user_id: int) -> None:
     """Every session cookie of the user stops working (see User.session_version)."""
-    session.execute(update(User).where(User.id == user_id)
-                    .values(session_version=User.session_version + 1))
+    session.execute(
+        update(User).where(User.id == user_id).values(session_version=User.session_version + 1)
+    )
 
 
 def set_password(session: Session, user: User, password: str) -> int:
@@ -406,9 +546,13 @@ def _local_only(user: User) -> None:
     would otherwise gain a second way in, which its owner's directory password no longer
     governs."""
     if user.auth_source != AuthSource.local.value:
-        raise UserError(_("user %(username)s logs in through the centre's directory or single "
-                          "sign-on: its password is changed there, not here",
-                          username=user.username))
+        raise UserError(
+            _(
+                "user %(username)s logs in through the centre's directory or single "
+                "sign-on: its password is changed there, not here",
+                username=user.username,
+            )
+        )
 
 
 def set_password_once(session: Session, user: User, made_for: str, password: str) -> bool:
@@ -419,8 +563,10 @@ def set_password_once(session: Session, user: User, made_for: str, password: str
     if fingerprint(user) != made_for:
         return False
     changed = session.execute(
-        update(User).where(User.id == user.id, User.password_hash == old_hash,
-                           User.session_version == old_version)
-        .values(password_hash=generate_password_hash(password),
-                session_version=old_version + 1)).rowcount
+        update(User)
+        .where(
+            User.id == user.id, User.password_hash == old_hash, User.session_version == old_version
+        )
+        .values(password_hash=generate_password_hash(password), session_version=old_version + 1)
+    ).rowcount
     return changed == 1

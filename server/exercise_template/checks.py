@@ -1,5 +1,6 @@
 """Hidden checks: each draws its inputs from ctx.rng and takes its expected values from
 ctx.reference, so that a known wrong program can stand in for the reference."""
+
 from worker.harness.checks import (
     Context,
     Fail,
@@ -27,8 +28,7 @@ def values(ctx: Context) -> None:
     expect_close(call(ctx, "scaled_square", x, c), expected, "`scaled_square(x, c)`")
 
 
-@check("gradient", points=6, uses="scaled_square", en="the gradient 2·c·x",
-       es="el gradiente 2·c·x")
+@check("gradient", points=6, uses="scaled_square", en="the gradient 2·c·x", es="el gradiente 2·c·x")
 def gradient(ctx: Context) -> None:
     x, c, _, expected_grad = _case(ctx, (3, 4))
     out = call(ctx, "scaled_square", x, c)

@@ -1,11 +1,17 @@
 """Visible checks: fixed inputs and their expected values written here; students run them."""
+
 import torch
 
 from worker.harness.checks import Context, call, check, expect_close, expect_grad
 
 
-@check("example", points=1, uses="scaled_square", en="the statement's example",
-       es="el ejemplo del enunciado")
+@check(
+    "example",
+    points=1,
+    uses="scaled_square",
+    en="the statement's example",
+    es="el ejemplo del enunciado",
+)
 def example(ctx: Context) -> None:
     (x,) = ctx.student.put((torch.tensor([1.0, 2.0], requires_grad=True),))
     out = call(ctx, "scaled_square", x, 3.0)

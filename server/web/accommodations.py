@@ -5,6 +5,7 @@ is grades.terms; the per-exercise exception of one student is allowances.py.
 
 For the course's teaching assistants and instructors, as every exception is; a student of
 another course is not found (404), and a bulk action naming one is refused whole."""
+
 from __future__ import annotations
 
 import math
@@ -49,6 +50,7 @@ def accommodation_for(student: User) -> Accommodation | None:
 
 # --- one student's accommodation, on every exercise -------------------------------------------
 
+
 @blueprint.route("/students/<username>/accommodation", methods=["GET", "POST"])
 def accommodation(username: str):
     student = student_or_404(username)
@@ -62,12 +64,20 @@ def accommodation(username: str):
             flash(message, "error")
     granter = db().get(User, found.granted_by) if found is not None and found.granted_by else None
     return render_template(
-        "staff/allowance_accommodation.html", student=student, found=found, granter=granter,
-        max_days=MAX_EXTRA_DAYS, max_factor=MAX_ATTEMPTS_FACTOR,
-        form=request.form if request.method == "POST" else {
+        "staff/allowance_accommodation.html",
+        student=student,
+        found=found,
+        granter=granter,
+        max_days=MAX_EXTRA_DAYS,
+        max_factor=MAX_ATTEMPTS_FACTOR,
+        form=request.form
+        if request.method == "POST"
+        else {
             "extra_days": found.extra_days if found else 0,
             "attempts_factor": f"{found.attempts_factor:g}" if found else "1",
-            "comment": found.comment if found else ""}), 400 if request.method == "POST" else 200
+            "comment": found.comment if found else "",
+        },
+    ), 400 if request.method == "POST" else 200
 
 
 def _save_accommodation(student: User, found: Accommodation | None) -> list[str]:
@@ -80,8 +90,12 @@ def _save_accommodation(student: User, found: Accommodation | None) -> list[str]
         errors.append(_("Extra days must be a whole number from 0 to %(num)s.", num=MAX_EXTRA_DAYS))
     factor = _factor(request.form.get("attempts_factor", ""))
     if factor is None:
-        errors.append(_("The attempts factor must be a number from 1 to %(num)s, such as 1.5.",
-                        num=MAX_ATTEMPTS_FACTOR))
+        errors.append(
+            _(
+                "The attempts factor must be a number from 1 to %(num)s, such as 1.5.",
+                num=MAX_ATTEMPTS_FACTOR,
+            )
+        )
     comment = request.form.get("comment", "").strip()
     if len(comment) > COMMENT_LIMIT:
         errors.append(_("The comment is longer than %(num)s characters.", num=COMMENT_LIMIT))
@@ -93,13 +107,15 @@ def _save_accommodation(student: User, found: Accommodation | None) -> list[str]
         _store_accommodation(student, found, days, factor, comment)
     except IntegrityError:
         db().rollback()
-        _store_accommodation(student, accommodation_of(db(), student.id, g.course.id), days,
-                             factor, comment)
+        _store_accommodation(
+            student, accommodation_of(db(), student.id, g.course.id), days, factor, comment
+        )
     return []
 
 
-def _store_accommodation(student: User, found: Accommodation | None, days: int, factor: float,
-                         comment: str) -> None:
+def _store_accommodation(
+    student: User, found: Accommodation | None, days: int, factor: float, comment: str
+) -> None:
     row = found or Accommodation(user_id=student.id, course_id=g.course.id)
     row.extra_days, row.attempts_factor, row.comment = days, factor, comment
     row.granted_by, row.granted_at = g.user.id, utcnow()
@@ -113,8 +129,9 @@ def _store_accommodation(student: User, found: Accommodation | None, days: int, 
 def _reassess_course(student: User) -> None:
     """Every deadline of the student's moved: the late penalty of each submission to the
     course's exercises (inactive ones too) is worked out again."""
-    for exercise in db().scalars(select(Exercise).where(Exercise.course_id == g.course.id,
-                                                        Exercise.deadline.is_not(None))):
+    for exercise in db().scalars(
+        select(Exercise).where(Exercise.course_id == g.course.id, Exercise.deadline.is_not(None))
+    ):
         reassess_lateness(db(), student.id, exercise)
 
 
@@ -144,17 +161,35 @@ def remove_accommodation(username: str):
     found = accommodation_of(db(), student.id, g.course.id)
     if request.method == "GET":
         return render_template(
-            "staff/confirm_removal.html", student=student, back=back,
-            heading=_("Remove the accommodation?") if found else
-            _("%(name)s has no accommodation in this course.", name=student.name),
+            "staff/confirm_removal.html",
+            student=student,
+            back=back,
+            heading=_("Remove the accommodation?")
+            if found
+            else _("%(name)s has no accommodation in this course.", name=student.name),
             button=_("Remove the accommodation") if found else None,
-            removed=[(_("Extra days on every deadline"), str(found.extra_days)),
-                     (_("Attempts factor"), f"× {found.attempts_factor:g}")] if found else [],
-            consequence=_("The exercises' deadlines and attempts apply to %(name)s again "
-                          "(with their exceptions on single exercises), and the late penalty of "
-                          "the submissions already sent is worked out again.", name=student.name))
-    removed = db().execute(delete(Accommodation).where(
-        Accommodation.user_id == student.id, Accommodation.course_id == g.course.id)).rowcount
+            removed=[
+                (_("Extra days on every deadline"), str(found.extra_days)),
+                (_("Attempts factor"), f"× {found.attempts_factor:g}"),
+            ]
+            if found
+            else [],
+            consequence=_(
+                "The exercises' deadlines and attempts apply to %(name)s again "
+                "(with their exceptions on single exercises), and the late penalty of "
+                "the submissions already sent is worked out again.",
+                name=student.name,
+            ),
+        )
+    removed = (
+        db()
+        .execute(
+            delete(Accommodation).where(
+                Accommodation.user_id == student.id, Accommodation.course_id == g.course.id
+            )
+        )
+        .rowcount
+    )
     if removed:
         _reassess_course(student)
         db().commit()
@@ -165,6 +200,7 @@ def remove_accommodation(username: str):
 
 
 # --- the same exception for several students ---------------------------------------------------
+
 
 @blueprint.route("/exceptions", methods=["GET", "POST"])
 def bulk_exceptions():
@@ -177,19 +213,31 @@ def bulk_exceptions():
         if not errors:
             for row_id in granted:
                 tell("exception", row_id)
-            flash(ngettext("The exception is saved for %(num)s student.",
-                           "The exception is saved for %(num)s students.", len(granted)), "info")
-            return redirect(url_for("accommodations.bulk_exceptions",
-                                    exercise=request.form["exercise"]), 303)
+            flash(
+                ngettext(
+                    "The exception is saved for %(num)s student.",
+                    "The exception is saved for %(num)s students.",
+                    len(granted),
+                ),
+                "info",
+            )
+            return redirect(
+                url_for("accommodations.bulk_exceptions", exercise=request.form["exercise"]), 303
+            )
         for message in errors:
             flash(message, "error")
     form = request.form if request.method == "POST" else request.args
     chosen = _chosen_exercise(active, form.get("exercise", ""))
     return render_template(
-        "staff/allowances_bulk.html", exercises=active, students=everyone, chosen=chosen,
-        ticked=set(form.getlist("student")), zone=time_zone(),
+        "staff/allowances_bulk.html",
+        exercises=active,
+        students=everyone,
+        chosen=chosen,
+        ticked=set(form.getlist("student")),
+        zone=time_zone(),
         example=when(chosen.deadline + EXAMPLE_EXTENSION) if chosen and chosen.deadline else "",
-        form=form), 400 if request.method == "POST" else 200
+        form=form,
+    ), 400 if request.method == "POST" else 200
 
 
 def _chosen_exercise(active: list[Exercise], slug: str) -> Exercise | None:
@@ -200,15 +248,23 @@ def _grant_to_all(everyone: list[User]) -> tuple[list[str], list[int]]:
     """(the reasons it is refused, the ids of the exceptions stored): all or nothing."""
     exercise = exercise_or_404(request.form.get("exercise", ""))
     by_username = {student.username: student for student in everyone}
-    named = list(dict.fromkeys(
-        [name for name in SEPARATORS.split(request.form.get("usernames", "")) if name]
-        + request.form.getlist("student")))
+    named = list(
+        dict.fromkeys(
+            [name for name in SEPARATORS.split(request.form.get("usernames", "")) if name]
+            + request.form.getlist("student")
+        )
+    )
     unknown = [name for name in named if name not in by_username]
     errors = []
     if unknown:
-        errors.append(ngettext("%(names)s is not a student of this course: nothing was saved.",
-                               "%(names)s are not students of this course: nothing was saved.",
-                               len(unknown), names=", ".join(unknown)))
+        errors.append(
+            ngettext(
+                "%(names)s is not a student of this course: nothing was saved.",
+                "%(names)s are not students of this course: nothing was saved.",
+                len(unknown),
+                names=", ".join(unknown),
+            )
+        )
     elif not named:
         errors.append(_("Choose the students: paste their usernames or tick them."))
     deadline, extra, comment, refused = exception_form(exercise, None)
@@ -223,18 +279,26 @@ def _grant_to_all(everyone: list[User]) -> tuple[list[str], list[int]]:
         return [], _store_all(exercise, chosen, deadline, extra, comment)
 
 
-def _store_all(exercise: Exercise, chosen: list[User], deadline, extra: int,
-               comment: str) -> list[int]:
+def _store_all(
+    exercise: Exercise, chosen: list[User], deadline, extra: int, comment: str
+) -> list[int]:
     """Each student's exception on the exercise, new or changed: what the form gives replaces
     theirs (a deadline, extra attempts, a comment), what it leaves empty stays as it was; with
     the late penalties it changes, in one transaction."""
-    found = {row.user_id: row for row in db().scalars(select(Allowance).where(
-        Allowance.exercise_id == exercise.id,
-        Allowance.user_id.in_([student.id for student in chosen])))}
+    found = {
+        row.user_id: row
+        for row in db().scalars(
+            select(Allowance).where(
+                Allowance.exercise_id == exercise.id,
+                Allowance.user_id.in_([student.id for student in chosen]),
+            )
+        )
+    }
     rows = []
     for student in chosen:
-        row = found.get(student.id) or Allowance(user_id=student.id, exercise_id=exercise.id,
-                                                 extra_attempts=0, comment="")
+        row = found.get(student.id) or Allowance(
+            user_id=student.id, exercise_id=exercise.id, extra_attempts=0, comment=""
+        )
         if deadline is not None:
             row.deadline = deadline
         if extra:

@@ -1,6 +1,7 @@
 """A user's own account: its page (who they are, and its notices, password and tokens), setting
 the password with the link a new account gets (no log-in
 needed), changing it, listing and revoking their API tokens, the mail notices they get."""
+
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
@@ -21,13 +22,16 @@ blueprint = Blueprint("account", __name__, url_prefix="/account")
 # what each notice tells, as its page says it
 NOTICES = {
     Kind.score_set: _l("Staff set my grade on an exercise, or a submission's score, by hand"),
-    Kind.exception: _l("Staff grant me an exception or an accommodation (later deadlines, "
-                       "more attempts)"),
+    Kind.exception: _l(
+        "Staff grant me an exception or an accommodation (later deadlines, more attempts)"
+    ),
     Kind.regrade: _l("An exercise is graded again and my grade changes"),
     Kind.graded: _l("A submission of mine is graded"),
     Kind.deadline: _l("A day before a deadline, if I have sent nothing to it yet"),
-    Kind.grading_failed: _l("The grader fails on submissions of a course I teach (one mail "
-                            "every few minutes at most, listing them)"),
+    Kind.grading_failed: _l(
+        "The grader fails on submissions of a course I teach (one mail "
+        "every few minutes at most, listing them)"
+    ),
 }
 
 
@@ -37,9 +41,11 @@ def home():
     """What "Account" opens: the mail notices, the password and the API tokens, each said in a
     line and reached from here."""
     return render_template(
-        "auth/account.html", local_password=g.user.auth_source == AuthSource.local.value,
+        "auth/account.html",
+        local_password=g.user.auth_source == AuthSource.local.value,
         tokens=len([token for token in listed(db(), g.user.id) if token.expires_at > utcnow()]),
-        notices=[NOTICES[kind] for kind in kinds_for(db(), g.user) if wants(g.user, kind)])
+        notices=[NOTICES[kind] for kind in kinds_for(db(), g.user) if wants(g.user, kind)],
+    )
 
 
 @blueprint.route("/set-password/<token>", methods=["GET", "POST"])
@@ -49,15 +55,23 @@ def set_password_by_link(token: str):
     try:
         user_id, made_for = read_token(token)
     except LinkExpired:
-        return _link_refused(410, _("This link has expired"), _(
-            "A link to set your password works for a limited time: ask your instructor for a "
-            "new one."))
+        return _link_refused(
+            410,
+            _("This link has expired"),
+            _(
+                "A link to set your password works for a limited time: ask your instructor for a "
+                "new one."
+            ),
+        )
     except LinkInvalid:
         user_id, made_for = None, None
     user = db().get(User, user_id) if user_id is not None else None
     if user is None:
-        return _link_refused(404, _("This link is not valid"), _(
-            "Check that you copied all of it, or ask your instructor for a new one."))
+        return _link_refused(
+            404,
+            _("This link is not valid"),
+            _("Check that you copied all of it, or ask your instructor for a new one."),
+        )
     if fingerprint(user) != made_for:
         return _link_used()
     if request.method == "GET":
@@ -76,19 +90,22 @@ def set_password_by_link(token: str):
 
 
 def _set_password_form(user: User, status: int = 200):
-    return render_template("auth/set_password.html", user=user,
-                           minimum=MIN_PASSWORD_LENGTH), status
+    return render_template("auth/set_password.html", user=user, minimum=MIN_PASSWORD_LENGTH), status
 
 
 def _link_used():
-    return _link_refused(410, _("This link was used already"), _(
-        "Log in with the password you set with it; if you have lost it, ask your instructor for "
-        "a new link."))
+    return _link_refused(
+        410,
+        _("This link was used already"),
+        _(
+            "Log in with the password you set with it; if you have lost it, ask your instructor for "
+            "a new link."
+        ),
+    )
 
 
 def _link_refused(status: int, title: str, explanation: str):
-    return render_template("error.html", code=status, title=title,
-                           explanation=explanation), status
+    return render_template("error.html", code=status, title=title, explanation=explanation), status
 
 
 def _new_password_problem() -> str | None:
@@ -105,8 +122,13 @@ def _new_password_problem() -> str | None:
 @login_required
 def password():
     if g.user.auth_source != AuthSource.local.value:  # never a second, local password
-        flash(_("You log in through the centre's directory or single sign-on: change your "
-                "password there."), "info")
+        flash(
+            _(
+                "You log in through the centre's directory or single sign-on: change your "
+                "password there."
+            ),
+            "info",
+        )
         return redirect(url_for("courses.home"), 303)
     if request.method == "GET":
         return render_template("auth/password.html", minimum=MIN_PASSWORD_LENGTH)
@@ -124,12 +146,18 @@ def password():
     db().commit()
     db().refresh(user)
     start_session(user)  # this browser stays logged in; every other session has ended
-    flash(ngettext("Password changed; your other sessions have ended and your API token was "
-                   "revoked: log in again with hpcgrade login where you used it.",
-                   "Password changed; your other sessions have ended and your %(num)s API "
-                   "tokens were revoked: log in again with hpcgrade login where you used them.",
-                   revoked) if revoked else _("Password changed; your other sessions have ended."),
-          "ok")
+    flash(
+        ngettext(
+            "Password changed; your other sessions have ended and your API token was "
+            "revoked: log in again with hpcgrade login where you used it.",
+            "Password changed; your other sessions have ended and your %(num)s API "
+            "tokens were revoked: log in again with hpcgrade login where you used them.",
+            revoked,
+        )
+        if revoked
+        else _("Password changed; your other sessions have ended."),
+        "ok",
+    )
     return redirect(url_for("courses.home"), 303)
 
 
@@ -150,15 +178,21 @@ def new_token():
     """A token made here, for those who have no password to give `hpcgrade login` (they log in
     through single sign-on): shown once, never stored in the page's cache."""
     try:
-        token, _row = issue(db(), g.user, request.form.get("label", ""),
-                            app_settings().token_lifetime_days)
+        token, _row = issue(
+            db(), g.user, request.form.get("label", ""), app_settings().token_lifetime_days
+        )
     except TokenError as exc:
         flash(str(exc), "error")
         return redirect(url_for("account.tokens"), 303)
     db().commit()
     server = app_settings().public_url or request.url_root.rstrip("/")
-    page = render_template("auth/tokens.html", tokens=listed(db(), g.user.id), now=utcnow(),
-                           new_token=token, server=server)
+    page = render_template(
+        "auth/tokens.html",
+        tokens=listed(db(), g.user.id),
+        now=utcnow(),
+        new_token=token,
+        server=server,
+    )
     return page, 201, {"Cache-Control": "no-store"}
 
 
@@ -182,5 +216,7 @@ def notices():
         db().commit()
         flash(_("Your notice settings are saved."), "ok")
         return redirect(url_for("account.notices"), 303)
-    return render_template("auth/notices.html", notices=[
-        (kind.value, NOTICES[kind], wants(g.user, kind)) for kind in kinds])
+    return render_template(
+        "auth/notices.html",
+        notices=[(kind.value, NOTICES[kind], wants(g.user, kind)) for kind in kinds],
+    )

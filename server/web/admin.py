@@ -5,6 +5,7 @@ no submission) and archived or opened again: what `hpcgrade courses …` does.
 Admins only (an account's global `is_admin`): an instructor of every course is not one. Every
 value is checked by server/core/courses.py; a wrong one is shown in the form and nothing is
 stored, the exercises synced with the course included."""
+
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
@@ -32,9 +33,11 @@ blueprint = Blueprint("admin", __name__, url_prefix="/admin/courses")
 # the form's fields of settings that are text as typed (the Slurm table is one field a key)
 TEXT_SETTINGS = tuple(key for key in SETTINGS if key != "slurm")
 # the late policies (catalogue.DEADLINE_POLICIES), in the reader's words
-POLICIES = {"none": _l("none: late work counts in full"),
-            "penalty": _l("penalty: late work loses the penalty per started day"),
-            "refuse": _l("refuse: late work is not accepted")}
+POLICIES = {
+    "none": _l("none: late work counts in full"),
+    "penalty": _l("penalty: late work loses the penalty per started day"),
+    "refuse": _l("refuse: late work is not accepted"),
+}
 
 
 @blueprint.before_request
@@ -47,8 +50,9 @@ def only_admins() -> None:
 @blueprint.get("/")
 def courses():
     """Every course, the open ones first, with its students, staff and exercises."""
-    listed = db().scalars(select(Course).order_by(Course.archived_at.is_not(None),
-                                                  Course.slug)).all()
+    listed = (
+        db().scalars(select(Course).order_by(Course.archived_at.is_not(None), Course.slug)).all()
+    )
     return render_template("admin/courses.html", courses=listed, counts=counts(db()))
 
 
@@ -81,16 +85,23 @@ def copy(slug: str):
     form = _posted()
     if not form["edition"]:
         return _refused(form, "copy", _("give the new edition"), course)
-    return _saved(form, "copy", lambda: copy_course(db(), course, form["slug"], **_values(form)),
-                  course)
+    return _saved(
+        form, "copy", lambda: copy_course(db(), course, form["slug"], **_values(form)), course
+    )
 
 
 @blueprint.post("/<slug>/archive")
 def archive(slug: str):
     archive_course(_course(slug))
     db().commit()
-    flash(_("Course %(slug)s is archived: its staff and students still read it; nobody can "
-            "submit or change anything in it.", slug=slug), "ok")
+    flash(
+        _(
+            "Course %(slug)s is archived: its staff and students still read it; nobody can "
+            "submit or change anything in it.",
+            slug=slug,
+        ),
+        "ok",
+    )
     return redirect(url_for(".courses"), 303)
 
 
@@ -127,11 +138,16 @@ def _values(form: dict[str, str]) -> dict:
 def _shown(course: Course) -> dict[str, str]:
     """The course's settings as the form shows them: its own, empty where it takes the
     service's."""
-    shown = {key: "" if getattr(course, key) is None else str(getattr(course, key))
-             for key in TEXT_SETTINGS}
+    shown = {
+        key: "" if getattr(course, key) is None else str(getattr(course, key))
+        for key in TEXT_SETTINGS
+    }
     slurm = slurm_text(course.slurm or {})
-    return {"slug": course.slug, **shown,
-            **{f"slurm_{key}": slurm.get(key, "") for key in SLURM_KEYS}}
+    return {
+        "slug": course.slug,
+        **shown,
+        **{f"slurm_{key}": slurm.get(key, "") for key in SLURM_KEYS},
+    }
 
 
 def _saved(form: dict, action: str, save, course: Course | None = None):
@@ -144,11 +160,18 @@ def _saved(form: dict, action: str, save, course: Course | None = None):
     except (CourseError, ExerciseConfigError) as exc:
         return _refused(form, action, str(exc), course)
     except IntegrityError:  # the same slug, created by someone else since the check
-        return _refused(form, action, _("course %(slug)s already exists", slug=form["slug"]),
-                        course)
-    flash(ngettext("Course %(slug)s saved, with %(num)s exercise in step with its folder.",
-                   "Course %(slug)s saved, with %(num)s exercises in step with their folder.",
-                   number, slug=saved.slug), "ok")
+        return _refused(
+            form, action, _("course %(slug)s already exists", slug=form["slug"]), course
+        )
+    flash(
+        ngettext(
+            "Course %(slug)s saved, with %(num)s exercise in step with its folder.",
+            "Course %(slug)s saved, with %(num)s exercises in step with their folder.",
+            number,
+            slug=saved.slug,
+        ),
+        "ok",
+    )
     return redirect(url_for(".courses"), 303)
 
 
@@ -157,8 +180,19 @@ def _refused(form: dict, action: str, problem: str, course: Course | None):
     return _form(action, form, course, _("Not saved: %(problem)s.", problem=problem), 400)
 
 
-def _form(action: str, form: dict, course: Course | None = None, problem: str | None = None,
-          status: int = 200):
-    return render_template("admin/course_form.html", action=action, form=form, course=course,
-                           problem=problem, slurm_keys=SLURM_KEYS,
-                           policies=POLICIES), status
+def _form(
+    action: str,
+    form: dict,
+    course: Course | None = None,
+    problem: str | None = None,
+    status: int = 200,
+):
+    return render_template(
+        "admin/course_form.html",
+        action=action,
+        form=form,
+        course=course,
+        problem=problem,
+        slurm_keys=SLURM_KEYS,
+        policies=POLICIES,
+    ), status

@@ -5,6 +5,7 @@ automatic one. The rules that apply them are in grades.py (`terms`, `lateness`, 
 
 Teaching assistants grade by hand and grant exceptions as instructors do; a student, exercise
 or submission of another course is not found (404)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -44,14 +45,18 @@ PAGE_MOMENT = re.compile(r"(\d{1,2}) ([^\W\d_]+)\.? (\d{4}),? (\d{1,2}):(\d{2})(
 ISO_MOMENT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")
 # a month's name in either language, abbreviated ("sept", "Sep") or not: a Spanish reader may
 # paste a date of the English page
-MONTHS = {name.casefold().rstrip("."): number for lang in LANGS
-          for width in ("abbreviated", "wide")
-          for number, name in get_month_names(width, locale=lang).items()} | {"sep": 9}
+MONTHS = {
+    name.casefold().rstrip("."): number
+    for lang in LANGS
+    for width in ("abbreviated", "wide")
+    for number, name in get_month_names(width, locale=lang).items()
+} | {"sep": 9}
 # how far after the exercise's deadline the form's example is
 EXAMPLE_EXTENSION = dt.timedelta(days=7)
 
 
 # --- the pages ----------------------------------------------------------------------------------
+
 
 @blueprint.before_request
 @staff_required
@@ -91,21 +96,36 @@ def allowance(username: str, slug: str):
 
 def _allowance_page(student: User, exercise: Exercise, status: int):
     granted = student_terms(db(), student.id, exercise)
-    submissions = db().scalars(select(Submission).where(
-        Submission.user_id == student.id, Submission.exercise_id == exercise.id)
-        .order_by(Submission.id.desc())).all()
+    submissions = (
+        db()
+        .scalars(
+            select(Submission)
+            .where(Submission.user_id == student.id, Submission.exercise_id == exercise.id)
+            .order_by(Submission.id.desc())
+        )
+        .all()
+    )
     row = granted.allowance
     granter = db().get(User, row.granted_by) if row is not None and row.granted_by else None
     return render_template(
-        "staff/allowance.html", student=student, exercise=exercise, terms=granted,
-        granter=granter, submissions=submissions, zone=time_zone(),
+        "staff/allowance.html",
+        student=student,
+        exercise=exercise,
+        terms=granted,
+        granter=granter,
+        submissions=submissions,
+        zone=time_zone(),
         example=when(exercise.deadline + EXAMPLE_EXTENSION) if exercise.deadline else "",
         grade=student_grade(db(), student.id, exercise.id),
         max_points=maximum_points(db(), [exercise])[exercise.id],
-        form=request.form if request.method == "POST" else {
+        form=request.form
+        if request.method == "POST"
+        else {
             "deadline": when(row.deadline) if row and row.deadline else "",
             "extra_attempts": row.extra_attempts if row else 0,
-            "comment": row.comment if row else ""}), status
+            "comment": row.comment if row else "",
+        },
+    ), status
 
 
 def _save(student: User, exercise: Exercise) -> list[str]:
@@ -141,8 +161,9 @@ def _grant(student: User, exercise: Exercise, found: Allowance | None) -> list[s
     return []
 
 
-def exception_form(exercise: Exercise, found: Allowance | None
-                   ) -> tuple[dt.datetime | None, int, str, list[str]]:
+def exception_form(
+    exercise: Exercise, found: Allowance | None
+) -> tuple[dt.datetime | None, int, str, list[str]]:
     """The exception the form asks for (`found`: the student's, when it changes one): its
     deadline, extra attempts and comment, and the reasons to refuse it."""
     errors = []
@@ -172,11 +193,16 @@ def new_deadline(exercise: Exercise, found: Allowance | None, text: str) -> dt.d
     if found is not None and moment == found.deadline:
         return moment  # kept as it was, even once passed, while the attempts change
     if moment <= utcnow():
-        raise ValueError(_("The new deadline (%(when)s) has already passed.",
-                           when=when_zoned(moment)))
+        raise ValueError(
+            _("The new deadline (%(when)s) has already passed.", when=when_zoned(moment))
+        )
     if moment <= exercise.deadline:
-        raise ValueError(_("An extension must end after the exercise's deadline (%(when)s).",
-                           when=when_zoned(exercise.deadline)))
+        raise ValueError(
+            _(
+                "An extension must end after the exercise's deadline (%(when)s).",
+                when=when_zoned(exercise.deadline),
+            )
+        )
     return moment
 
 
@@ -185,9 +211,14 @@ def _parse_local(text: str, exercise: Exercise) -> dt.datetime:
     UTC."""
     moment = _typed_moment(" ".join(text.split()), zoneinfo.ZoneInfo(time_zone()))
     if moment is None:
-        raise ValueError(_("The new deadline must be a date and a time as this page writes them, "
-                           "in %(zone)s time, such as %(example)s.", zone=time_zone(),
-                           example=when(exercise.deadline + EXAMPLE_EXTENSION)))
+        raise ValueError(
+            _(
+                "The new deadline must be a date and a time as this page writes them, "
+                "in %(zone)s time, such as %(example)s.",
+                zone=time_zone(),
+                example=when(exercise.deadline + EXAMPLE_EXTENSION),
+            )
+        )
     return moment.astimezone(dt.timezone.utc)
 
 
@@ -201,8 +232,9 @@ def _typed_moment(text: str, zone: zoneinfo.ZoneInfo) -> dt.datetime | None:
         if found is None or found[2].casefold() not in MONTHS:
             return None
         day, month, year, hour, minute, named = found.groups()
-        moment = dt.datetime(int(year), MONTHS[month.casefold()], int(day), int(hour),
-                             int(minute), tzinfo=zone)
+        moment = dt.datetime(
+            int(year), MONTHS[month.casefold()], int(day), int(hour), int(minute), tzinfo=zone
+        )
     except ValueError:  # a 31 February, a 25:00
         return None
     return moment if named in (None, moment.tzname()) else None
@@ -214,8 +246,9 @@ def extra_attempts(exercise: Exercise, text: str) -> int:
     except ValueError:
         extra = -1
     if not 0 <= extra <= MAX_EXTRA_ATTEMPTS:
-        raise ValueError(_("Extra attempts must be a whole number from 0 to %(num)s.",
-                           num=MAX_EXTRA_ATTEMPTS))
+        raise ValueError(
+            _("Extra attempts must be a whole number from 0 to %(num)s.", num=MAX_EXTRA_ATTEMPTS)
+        )
     if extra and exercise.max_attempts is None:
         raise ValueError(_("This exercise has no limit on attempts: extra attempts do not apply."))
     return extra
@@ -230,18 +263,39 @@ def remove_allowance(username: str, slug: str):
     if request.method == "GET":
         granted = student_terms(db(), student.id, exercise)
         if granted.allowance is None:
-            return _nothing_to_remove(student, exercise, back, _(
-                "%(name)s has no exception on this exercise.", name=student.name))
+            return _nothing_to_remove(
+                student,
+                exercise,
+                back,
+                _("%(name)s has no exception on this exercise.", name=student.name),
+            )
         return confirm_removal(
-            student, exercise, back, _("Remove the exception?"), _("Remove the exception"),
-            [(_("Deadline"), when_zoned(granted.deadline)),
-             (_("Attempts"), "∞" if granted.max_attempts is None else str(granted.max_attempts))],
-            _("The exercise's deadline and attempts apply to %(name)s again, and the late "
-              "penalty of the submissions already sent is worked out again.", name=student.name))
+            student,
+            exercise,
+            back,
+            _("Remove the exception?"),
+            _("Remove the exception"),
+            [
+                (_("Deadline"), when_zoned(granted.deadline)),
+                (_("Attempts"), "∞" if granted.max_attempts is None else str(granted.max_attempts)),
+            ],
+            _(
+                "The exercise's deadline and attempts apply to %(name)s again, and the late "
+                "penalty of the submissions already sent is worked out again.",
+                name=student.name,
+            ),
+        )
     # a statement, not the ORM's delete: a removal racing another one finds nothing to delete
     # instead of failing
-    removed = db().execute(delete(Allowance).where(
-        Allowance.user_id == student.id, Allowance.exercise_id == exercise.id)).rowcount
+    removed = (
+        db()
+        .execute(
+            delete(Allowance).where(
+                Allowance.user_id == student.id, Allowance.exercise_id == exercise.id
+            )
+        )
+        .rowcount
+    )
     if not removed:
         flash(_("%(name)s has no exception on this exercise.", name=student.name), "error")
     else:
@@ -251,20 +305,40 @@ def remove_allowance(username: str, slug: str):
     return redirect(back, 303)
 
 
-def confirm_removal(student: User, exercise: Exercise, back: str, heading: str, button: str,
-                     removed: list[tuple[str, str]], consequence: str):
+def confirm_removal(
+    student: User,
+    exercise: Exercise,
+    back: str,
+    heading: str,
+    button: str,
+    removed: list[tuple[str, str]],
+    consequence: str,
+):
     """A removal's confirmation: a page of its own, no script (the Content-Security-Policy
     allows none inline), its button sending the same address the POST that removes."""
-    return render_template("staff/confirm_removal.html", student=student, exercise=exercise,
-                           back=back, heading=heading, button=button, removed=removed,
-                           consequence=consequence)
+    return render_template(
+        "staff/confirm_removal.html",
+        student=student,
+        exercise=exercise,
+        back=back,
+        heading=heading,
+        button=button,
+        removed=removed,
+        consequence=consequence,
+    )
 
 
 def _nothing_to_remove(student: User, exercise: Exercise, back: str, reason: str):
     """The confirmation's address when there is nothing to remove (removed meanwhile, or an old
     bookmark): said, with the way back."""
-    return render_template("staff/confirm_removal.html", student=student, exercise=exercise,
-                           back=back, heading=reason, removed=[])
+    return render_template(
+        "staff/confirm_removal.html",
+        student=student,
+        exercise=exercise,
+        back=back,
+        heading=reason,
+        removed=[],
+    )
 
 
 @blueprint.post("/students/<username>/exercises/<slug>/grade")
@@ -293,9 +367,9 @@ def tell(event: str, row_id: int) -> None:
 
 
 def _store_set_grade(student: User, exercise: Exercise) -> int:
-    row = db().scalar(select(SetGrade).where(SetGrade.user_id == student.id,
-                                             SetGrade.exercise_id == exercise.id)) \
-        or SetGrade(user_id=student.id, exercise_id=exercise.id)
+    row = db().scalar(
+        select(SetGrade).where(SetGrade.user_id == student.id, SetGrade.exercise_id == exercise.id)
+    ) or SetGrade(user_id=student.id, exercise_id=exercise.id)
     row.score = _number(request.form["score"])
     row.comment = request.form["comment"].strip()
     row.set_by, row.set_at = g.user.id, utcnow()
@@ -312,23 +386,45 @@ def remove_set_grade(username: str, slug: str):
     if request.method == "GET":
         grade = student_grade(db(), student.id, exercise.id)
         if not grade.set_by_hand:
-            return _nothing_to_remove(student, exercise, back, _(
-                "%(name)s has no grade set by hand on this exercise.", name=student.name))
+            return _nothing_to_remove(
+                student,
+                exercise,
+                back,
+                _("%(name)s has no grade set by hand on this exercise.", name=student.name),
+            )
         maximum = maximum_points(db(), [exercise])[exercise.id]
         return confirm_removal(
-            student, exercise, back, _("Remove the grade set by hand?"),
+            student,
+            exercise,
+            back,
+            _("Remove the grade set by hand?"),
             _("Remove it: the best submission counts again"),
             [(_("Grade set by hand"), out_of(grade.set_grade.score, maximum))],
-            _("The grade of %(name)s on this exercise is their best submission's again.",
-              name=student.name))
-    removed = db().execute(delete(SetGrade).where(
-        SetGrade.user_id == student.id, SetGrade.exercise_id == exercise.id)).rowcount
+            _(
+                "The grade of %(name)s on this exercise is their best submission's again.",
+                name=student.name,
+            ),
+        )
+    removed = (
+        db()
+        .execute(
+            delete(SetGrade).where(
+                SetGrade.user_id == student.id, SetGrade.exercise_id == exercise.id
+            )
+        )
+        .rowcount
+    )
     if not removed:
         flash(_("%(name)s has no grade set by hand on this exercise.", name=student.name), "error")
     else:
         db().commit()
-        flash(_("The grade of %(name)s on this exercise is their best submission's again.",
-                name=student.name), "info")
+        flash(
+            _(
+                "The grade of %(name)s on this exercise is their best submission's again.",
+                name=student.name,
+            ),
+            "info",
+        )
     return redirect(back, 303)
 
 
@@ -348,8 +444,10 @@ def override(submission_id: int):
     db().commit()
     tell("score_adjusted", submission.id)
     flash(_("The score of submission #%(id)s is adjusted by hand.", id=submission.id), "info")
-    return redirect(after_adjusting(submission)
-                    or url_for("portal.submission", submission_id=submission_id), 303)
+    return redirect(
+        after_adjusting(submission) or url_for("portal.submission", submission_id=submission_id),
+        303,
+    )
 
 
 def _override_errors(submission: Submission) -> list[str]:
@@ -390,19 +488,30 @@ def remove_override(submission_id: int):
     back = url_for("portal.submission", submission_id=submission_id)
     if submission.override_score is None:
         if request.method == "GET":
-            return _nothing_to_remove(submission.user, submission.exercise, back,
-                                      _("This submission has no score set by hand."))
+            return _nothing_to_remove(
+                submission.user,
+                submission.exercise,
+                back,
+                _("This submission has no score set by hand."),
+            )
         flash(_("This submission has no score set by hand."), "error")
         return redirect(back, 303)
     if request.method == "GET":
         return confirm_removal(
-            submission.user, submission.exercise, back,
+            submission.user,
+            submission.exercise,
+            back,
             _("Go back to the automatic score of submission #%(id)s?", id=submission.id),
             _("Go back to the automatic score"),
-            [(_("Score adjusted by the instructors"),
-              out_of(submission.override_score, submission.max_score)),
-             (_("Automatic score"), out_of(submission.score, submission.max_score))],
-            _("The student's grade is worked out again with the automatic score."))
+            [
+                (
+                    _("Score adjusted by the instructors"),
+                    out_of(submission.override_score, submission.max_score),
+                ),
+                (_("Automatic score"), out_of(submission.score, submission.max_score)),
+            ],
+            _("The student's grade is worked out again with the automatic score."),
+        )
     submission.override_score = submission.override_comment = None
     submission.override_by = submission.override_at = None
     db().commit()

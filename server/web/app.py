@@ -1,4 +1,5 @@
 """The app factory: configuration, database, Celery, CSRF and blueprints, wired together."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,13 +33,15 @@ def create_app(config: dict | None = None) -> Flask:
     # may be as large (not Werkzeug's 500 kB). Above this cap, errors.py reads and discards the
     # body before answering 413, or a browser would show "connection reset" instead.
     request_limit = UPLOAD_CAP_FACTOR * settings.max_upload_kb << 10
-    app.config.update({key: value for key, value in (config or {}).items() if key in FLASK_KEYS},
-                      SECRET_KEY=settings.secret_key,
-                      SESSION_COOKIE_SECURE=settings.session_cookie_secure,
-                      SESSION_COOKIE_SAMESITE=settings.session_cookie_samesite,
-                      MAX_CONTENT_LENGTH=request_limit, MAX_FORM_MEMORY_SIZE=request_limit,
-                      PERMANENT_SESSION_LIFETIME=dt.timedelta(
-                          hours=settings.session_lifetime_hours))
+    app.config.update(
+        {key: value for key, value in (config or {}).items() if key in FLASK_KEYS},
+        SECRET_KEY=settings.secret_key,
+        SESSION_COOKIE_SECURE=settings.session_cookie_secure,
+        SESSION_COOKIE_SAMESITE=settings.session_cookie_samesite,
+        MAX_CONTENT_LENGTH=request_limit,
+        MAX_FORM_MEMORY_SIZE=request_limit,
+        PERMANENT_SESSION_LIFETIME=dt.timedelta(hours=settings.session_lifetime_hours),
+    )
     app.extensions[SETTINGS_KEY] = settings
     if settings.trusted_proxies:  # the client's address and scheme, as the proxy saw them
         proxies = settings.trusted_proxies
@@ -67,6 +70,7 @@ def create_app(config: dict | None = None) -> Flask:
         staff,
         throttle,
     )
+
     i18n.init_app(app)
     app.add_template_filter(inline_markdown, "inline_markdown")  # `code`, *em*, **strong** only
     app.add_template_filter(shown_name, "shown_name")  # "pasted code" for code pasted in the form
@@ -75,6 +79,7 @@ def create_app(config: dict | None = None) -> Flask:
     headers.register(app)
     app.register_blueprint(auth.blueprint)
     from server.web.oidc_login import blueprint as single_sign_on
+
     app.register_blueprint(single_sign_on)
     app.register_blueprint(account.blueprint)
     app.register_blueprint(portal.blueprint)
@@ -87,6 +92,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(accommodations.blueprint)
     app.register_blueprint(handgrading.blueprint)
     from server.web.attempts import blueprint as attempts  # a student's history of an exercise
+
     app.register_blueprint(attempts)
     app.register_blueprint(regrade.blueprint)
     app.register_blueprint(admin.blueprint)

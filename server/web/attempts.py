@@ -4,6 +4,7 @@ code, line by line, and the checks (passed → failed, points, diagnostics).
 
 Students see their own (/courses/<c>/exercises/<slug>/attempts); the course's staff any
 student's (/courses/<c>/staff/students/<username>/attempts/<slug>)."""
+
 from __future__ import annotations
 
 import difflib
@@ -63,8 +64,11 @@ class Comparison(NamedTuple):
 @blueprint.route("/exercises/<slug>/attempts")
 @login_required
 def mine(slug: str):
-    exercise = db().scalar(select(Exercise).where(Exercise.course_id == g.course.id,
-                                                  Exercise.slug == slug, Exercise.active))
+    exercise = db().scalar(
+        select(Exercise).where(
+            Exercise.course_id == g.course.id, Exercise.slug == slug, Exercise.active
+        )
+    )
     if exercise is None:
         abort(404)
     return _history_page(g.user, exercise)
@@ -80,26 +84,39 @@ def _history_page(student: User, exercise: Exercise):
     grade = student_grade(db(), student.id, exercise.id)
     attempts = attempts_of(student.id, exercise.id, grade)
     return render_template(
-        "portal/attempts.html", student=student, exercise=exercise, grade=grade,
-        max_points=maximum_points(db(), [exercise])[exercise.id], attempts=attempts,
+        "portal/attempts.html",
+        student=student,
+        exercise=exercise,
+        grade=grade,
+        max_points=maximum_points(db(), [exercise])[exercise.id],
+        attempts=attempts,
         comparison=_requested_comparison(attempts),
         title=exercise.title_es if g.lang == "es" else exercise.title_en,
-        own=student.id == g.user.id, most_compared_lines=MOST_COMPARED_LINES,
-        most_diff_rows=MOST_DIFF_ROWS)
+        own=student.id == g.user.id,
+        most_compared_lines=MOST_COMPARED_LINES,
+        most_diff_rows=MOST_DIFF_ROWS,
+    )
 
 
 def attempts_of(user_id: int, exercise_id: int, grade: Grade) -> list[Attempt]:
     """The student's submissions of the exercise, newest first, each with why it counts or not
     by `grade` (the rule is grades.Grade's: the first best counted score, unless an instructor
     set the grade)."""
-    rows = db().execute(
-        select(Submission, GradingRun.score).outerjoin(GradingRun, GradingRun.id == DONE_RUN)
-        .where(Submission.user_id == user_id, Submission.exercise_id == exercise_id)
-        .order_by(Submission.id)).all()
+    rows = (
+        db()
+        .execute(
+            select(Submission, GradingRun.score)
+            .outerjoin(GradingRun, GradingRun.id == DONE_RUN)
+            .where(Submission.user_id == user_id, Submission.exercise_id == exercise_id)
+            .order_by(Submission.id)
+        )
+        .all()
+    )
     attempts, previous_id = [], None
     for submission, graded_score in rows:
-        attempts.append(Attempt(submission, graded_score, _standing(submission, grade),
-                                previous_id))
+        attempts.append(
+            Attempt(submission, graded_score, _standing(submission, grade), previous_id)
+        )
         previous_id = submission.id
     return attempts[::-1]
 
@@ -134,8 +151,14 @@ def compare(old: Attempt, new: Attempt) -> Comparison:
     if before is None or after is None:
         return Comparison(old, new, code, cut, None, 0)
     checks = check_changes(before, after)
-    return Comparison(old, new, code, cut, [c for c in checks if _changed(c)],
-                      sum(not _changed(c) for c in checks))
+    return Comparison(
+        old,
+        new,
+        code,
+        cut,
+        [c for c in checks if _changed(c)],
+        sum(not _changed(c) for c in checks),
+    )
 
 
 def _numbered_lines(submission: Submission) -> list[tuple[int | None, str]]:
@@ -151,8 +174,9 @@ def _numbered_lines(submission: Submission) -> list[tuple[int | None, str]]:
     return lines
 
 
-def code_diff(old: list[tuple[int | None, str]],
-              new: list[tuple[int | None, str]]) -> tuple[list[DiffRow], bool]:
+def code_diff(
+    old: list[tuple[int | None, str]], new: list[tuple[int | None, str]]
+) -> tuple[list[DiffRow], bool]:
     """The lines that changed, with CONTEXT_LINES of unchanged ones around each change and a gap
     row where unchanged lines are left out; ([], False) for the same code."""
     old_texts, new_texts = [text for _n, text in old], [text for _n, text in new]
@@ -161,13 +185,16 @@ def code_diff(old: list[tuple[int | None, str]],
     rows: list[DiffRow] = []
     end = 0
     for group in difflib.SequenceMatcher(None, old_texts, new_texts).get_grouped_opcodes(
-            CONTEXT_LINES):
+        CONTEXT_LINES
+    ):
         if group[0][1] > end:
             rows.append(DiffRow("gap", None, None, ""))
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                rows += [DiffRow("same", old[i][0], new[j][0], old_texts[i])
-                         for i, j in zip(range(i1, i2), range(j1, j2))]
+                rows += [
+                    DiffRow("same", old[i][0], new[j][0], old_texts[i])
+                    for i, j in zip(range(i1, i2), range(j1, j2))
+                ]
                 continue
             rows += [DiffRow("removed", old[i][0], None, old_texts[i]) for i in range(i1, i2)]
             rows += [DiffRow("added", None, new[j][0], new_texts[j]) for j in range(j1, j2)]
@@ -194,10 +221,15 @@ def check_changes(before: list[dict], after: list[dict]) -> list[CheckChange]:
     for name in [*new, *(name for name in old if name not in new)]:
         was, now = old.get(name), new.get(name)
         said_before, said_after = _diagnostics(was), _diagnostics(now)
-        changes.append(CheckChange(
-            (now or was)["title"], was, now,
-            [d for key, d in said_before.items() if key not in said_after],
-            [d for key, d in said_after.items() if key not in said_before]))
+        changes.append(
+            CheckChange(
+                (now or was)["title"],
+                was,
+                now,
+                [d for key, d in said_before.items() if key not in said_after],
+                [d for key, d in said_after.items() if key not in said_before],
+            )
+        )
     return changes
 
 
@@ -208,6 +240,8 @@ def _diagnostics(check: dict | None) -> dict[tuple[str, str], dict]:
 def _changed(change: CheckChange) -> bool:
     if change.before is None or change.after is None:
         return True
-    return (change.before["passed"] != change.after["passed"]
-            or change.before["points"] != change.after["points"]
-            or bool(change.gone or change.new))
+    return (
+        change.before["passed"] != change.after["passed"]
+        or change.before["points"] != change.after["points"]
+        or bool(change.gone or change.new)
+    )

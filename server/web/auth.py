@@ -2,6 +2,7 @@
 
 A session cookie carries the user's session version: log-out and a new password raise it, which
 ends every session of the user at once, a copied cookie included."""
+
 from __future__ import annotations
 
 import functools
@@ -66,8 +67,9 @@ def start_session(user: User) -> None:
 
 def log_in_first():
     """To the log-in page, which comes back here."""
-    return redirect(url_for("auth.login", next=request.full_path if request.query_string
-                            else request.path))
+    return redirect(
+        url_for("auth.login", next=request.full_path if request.query_string else request.path)
+    )
 
 
 def login_required(view):
@@ -76,29 +78,34 @@ def login_required(view):
         if g.user is None:
             return log_in_first()
         return view(*args, **kwargs)
+
     return wrapped
 
 
 def staff_required(view):
     """The course's teaching assistants and instructors (and admins); a student gets 403."""
+
     @functools.wraps(view)
     @login_required
     def wrapped(*args, **kwargs):
         if g.get("role") not in STAFF_ROLES:
             abort(403)
         return view(*args, **kwargs)
+
     return wrapped
 
 
 def instructor_required(view):
     """The course's instructors (and admins): what changes exercises, grades of everyone or
     settings; a teaching assistant gets 403."""
+
     @functools.wraps(view)
     @login_required
     def wrapped(*args, **kwargs):
         if g.get("role") != CourseRole.instructor.value:
             abort(403)
         return view(*args, **kwargs)
+
     return wrapped
 
 
@@ -110,8 +117,13 @@ def safe_next(target: str | None) -> str:
     cleaned = (target or "").strip("".join(map(chr, range(33))))
     cleaned = cleaned.translate({9: None, 10: None, 13: None}).replace("\\", "/")
     parts = urlsplit(cleaned)
-    if (cleaned.startswith("/") and not cleaned.startswith("//") and not parts.scheme
-            and not parts.netloc and cleaned.isprintable()):
+    if (
+        cleaned.startswith("/")
+        and not cleaned.startswith("//")
+        and not parts.scheme
+        and not parts.netloc
+        and cleaned.isprintable()
+    ):
         return cleaned
     return url_for("courses.home")
 
@@ -121,20 +133,31 @@ def login():
     if request.method == "GET":
         return render_template("auth/login.html")
     try:
-        user = check_password(db(), request.form.get("username", ""),
-                              request.form.get("password", ""))
+        user = check_password(
+            db(), request.form.get("username", ""), request.form.get("password", "")
+        )
     except Throttled as throttled:
         flash(throttled.message, "error")
         return render_template("auth/login.html"), 429, throttled.headers
     except DirectoryUnavailable as away:  # ours to fix, not the user's password
         log.error("log-in through the directory failed: %s", away)
-        flash(_("The centre's directory cannot be reached just now, so your password cannot "
-                "be checked; try again in a few minutes."), "error")
+        flash(
+            _(
+                "The centre's directory cannot be reached just now, so your password cannot "
+                "be checked; try again in a few minutes."
+            ),
+            "error",
+        )
         return render_template("auth/login.html"), 503
     except DirectoryError as refused:
         log.warning("a directory log-in refused: %s", refused)
-        flash(_("Your directory account cannot log in here: %(reason)s. Ask an admin.",
-                reason=str(refused)), "error")
+        flash(
+            _(
+                "Your directory account cannot log in here: %(reason)s. Ask an admin.",
+                reason=str(refused),
+            ),
+            "error",
+        )
         return render_template("auth/login.html"), 403
     if user is None:
         flash(_("Wrong username or password."), "error")

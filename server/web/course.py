@@ -5,6 +5,7 @@ diagnostics the students hit, as plain data for the staff pages and the grade ex
 Every figure is one course's: its students (users enrolled in it as students) on its exercises.
 A student of two courses counts in each with that course's submissions only; what the staff
 submit to try an exercise out counts nowhere."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -80,8 +81,9 @@ class ExerciseSummary:
 
 def student_ids(course_id: int) -> Select:
     """The ids of the users enrolled in the course as students: the figures are theirs."""
-    return select(Enrolment.user_id).where(Enrolment.course_id == course_id,
-                                           Enrolment.role == CourseRole.student.value)
+    return select(Enrolment.user_id).where(
+        Enrolment.course_id == course_id, Enrolment.role == CourseRole.student.value
+    )
 
 
 def exercise_ids(course_id: int) -> Select:
@@ -91,52 +93,79 @@ def exercise_ids(course_id: int) -> Select:
 def by_students(course_id: int, exercise_id: int | None = None) -> ColumnElement[bool]:
     """A submission that counts in the course's figures: a student's of the course, to one of
     its exercises (to `exercise_id`, where given)."""
-    counted = Submission.exercise_id.in_(exercise_ids(course_id)) \
-        & Submission.user_id.in_(student_ids(course_id))
+    counted = Submission.exercise_id.in_(exercise_ids(course_id)) & Submission.user_id.in_(
+        student_ids(course_id)
+    )
     return counted if exercise_id is None else counted & (Submission.exercise_id == exercise_id)
 
 
 def students(session: Session, course_id: int) -> list[User]:
-    return list(session.scalars(select(User).where(User.id.in_(student_ids(course_id)))
-                                .order_by(User.username)))
+    return list(
+        session.scalars(
+            select(User).where(User.id.in_(student_ids(course_id))).order_by(User.username)
+        )
+    )
 
 
 def student_or_none(session: Session, course_id: int, username: str) -> User | None:
     """The user, if a student of the course: to its staff, anyone else is nobody."""
-    return session.scalar(select(User).where(User.username == username,
-                                             User.id.in_(student_ids(course_id))))
+    return session.scalar(
+        select(User).where(User.username == username, User.id.in_(student_ids(course_id)))
+    )
 
 
 def exercises(session: Session, course_id: int) -> list[Exercise]:
     """The course's active exercises in course order."""
-    return list(session.scalars(select(Exercise).where(Exercise.course_id == course_id,
-                                                       Exercise.active)
-                                .order_by(Exercise.position, Exercise.slug)))
+    return list(
+        session.scalars(
+            select(Exercise)
+            .where(Exercise.course_id == course_id, Exercise.active)
+            .order_by(Exercise.position, Exercise.slug)
+        )
+    )
 
 
-def standings(session: Session, course_id: int, exercise_id: int | None = None
-              ) -> dict[tuple[int, int], Standing]:
+def standings(
+    session: Session, course_id: int, exercise_id: int | None = None
+) -> dict[tuple[int, int], Standing]:
     """(user id, exercise id) → the course's students' standings (on one of its exercises);
     one pass over the submissions."""
-    query = select(Submission.id, Submission.user_id, Submission.exercise_id, Submission.status,
-                   Submission.counted_score, Submission.max_score, Submission.override_score,
-                   Submission.submitted_at, COUNTS_AS_ATTEMPT.label("counts")) \
-        .where(by_students(course_id, exercise_id)).order_by(Submission.id)
+    query = (
+        select(
+            Submission.id,
+            Submission.user_id,
+            Submission.exercise_id,
+            Submission.status,
+            Submission.counted_score,
+            Submission.max_score,
+            Submission.override_score,
+            Submission.submitted_at,
+            COUNTS_AS_ATTEMPT.label("counts"),
+        )
+        .where(by_students(course_id, exercise_id))
+        .order_by(Submission.id)
+    )
     table: dict[tuple[int, int], Standing] = defaultdict(Standing)
     for row in session.execute(query):
         standing = table[(row.user_id, row.exercise_id)]
         standing.attempts += bool(row.counts)
-        standing.latest_id, standing.latest_status, standing.latest_at = \
-            row.id, row.status, row.submitted_at
-        standing.grade.add(row.id, row.counted_score, row.max_score,
-                           row.override_score is not None)
-    set_by_hand = select(SetGrade).where(SetGrade.user_id.in_(student_ids(course_id)),
-                                         SetGrade.exercise_id.in_(exercise_ids(course_id)))
+        standing.latest_id, standing.latest_status, standing.latest_at = (
+            row.id,
+            row.status,
+            row.submitted_at,
+        )
+        standing.grade.add(row.id, row.counted_score, row.max_score, row.override_score is not None)
+    set_by_hand = select(SetGrade).where(
+        SetGrade.user_id.in_(student_ids(course_id)),
+        SetGrade.exercise_id.in_(exercise_ids(course_id)),
+    )
     if exercise_id is not None:
         set_by_hand = set_by_hand.where(SetGrade.exercise_id == exercise_id)
     rows = session.scalars(set_by_hand).all()
-    maxima = maximum_points(session, list({row.exercise_id: session.get(Exercise, row.exercise_id)
-                                           for row in rows}.values()))
+    maxima = maximum_points(
+        session,
+        list({row.exercise_id: session.get(Exercise, row.exercise_id) for row in rows}.values()),
+    )
     for row in rows:  # a student with no submission may have a grade set too
         table[(row.user_id, row.exercise_id)].grade.set_by(row, maxima[row.exercise_id])
     return dict(table)
@@ -146,37 +175,48 @@ def _current_runs(*columns, course_id: int, exercise_id: int | None = None) -> S
     """`columns` of the course's students' submissions (of one exercise) that have a finished
     run: their diagnostics are those of the latest (DONE_RUN), the one the student reads (a
     regrade preview's runs are not "done" until they are published)."""
-    return (select(*columns).select_from(Submission)
-            .where(DONE_RUN.is_not(None), by_students(course_id, exercise_id)))
+    return (
+        select(*columns)
+        .select_from(Submission)
+        .where(DONE_RUN.is_not(None), by_students(course_id, exercise_id))
+    )
 
 
 def _check_diagnostics(query: Select) -> Select:
     """`_current_runs` with their checks' diagnostics joined, one row each."""
-    return (query.join(CheckResult, CheckResult.run_id == DONE_RUN)
-            .join(DiagnosticResult, DiagnosticResult.check_id == CheckResult.id))
+    return query.join(CheckResult, CheckResult.run_id == DONE_RUN).join(
+        DiagnosticResult, DiagnosticResult.check_id == CheckResult.id
+    )
 
 
 def _load_errors(session: Session, query: Select) -> Iterator[tuple[Row, dict]]:
     """Each load-error note of the runs of `query` (`_current_runs` with GradingRun.notes as
     its last column), with its row."""
-    narrowed = query.join(GradingRun, GradingRun.id == DONE_RUN).where(
-        MAY_HAVE_LOAD_ERROR)
+    narrowed = query.join(GradingRun, GradingRun.id == DONE_RUN).where(MAY_HAVE_LOAD_ERROR)
     for row in session.execute(narrowed):
         for note in row[-1] or []:
             if note.get("kind") == LOAD_ERROR:
                 yield row, note
 
 
-def diagnostic_counts(session: Session, course_id: int, exercise_id: int | None = None
-                      ) -> dict[int, list[tuple[str, int, int]]]:
+def diagnostic_counts(
+    session: Session, course_id: int, exercise_id: int | None = None
+) -> dict[int, list[tuple[str, int, int]]]:
     """exercise id → [(code, students, submissions)], most students first: the checks'
     diagnostics and the load errors of the runs' notes."""
     columns = (Submission.exercise_id, Submission.user_id, Submission.id)
     which = {"course_id": course_id, "exercise_id": exercise_id}
-    diagnosed = [*session.execute(_check_diagnostics(
-        _current_runs(*columns, DiagnosticResult.code, **which)).distinct()),
-                 *((*row[:3], note["code"]) for row, note in _load_errors(
-                     session, _current_runs(*columns, GradingRun.notes, **which)))]
+    diagnosed = [
+        *session.execute(
+            _check_diagnostics(_current_runs(*columns, DiagnosticResult.code, **which)).distinct()
+        ),
+        *(
+            (*row[:3], note["code"])
+            for row, note in _load_errors(
+                session, _current_runs(*columns, GradingRun.notes, **which)
+            )
+        ),
+    ]
     # sets, not a sum of two counts: a student may get a code both ways (a check's import
     # error on a restart, say)
     who: dict[tuple[int, str], tuple[set[int], set[int]]] = defaultdict(lambda: (set(), set()))
@@ -196,9 +236,14 @@ def summaries(session: Session, course_id: int, lang: str) -> list[ExerciseSumma
     table = standings(session, course_id)
     codes = diagnostic_counts(session, course_id)
     mistakes = mistake_counts(session, course_id, lang)
-    status_counts = {(exercise_id, status): n for exercise_id, status, n in session.execute(
-        select(Submission.exercise_id, Submission.status, func.count())
-        .where(by_students(course_id)).group_by(Submission.exercise_id, Submission.status))}
+    status_counts = {
+        (exercise_id, status): n
+        for exercise_id, status, n in session.execute(
+            select(Submission.exercise_id, Submission.status, func.count())
+            .where(by_students(course_id))
+            .group_by(Submission.exercise_id, Submission.status)
+        )
+    }
     result = []
     active = exercises(session, course_id)
     maxima = maximum_points(session, active)
@@ -206,14 +251,20 @@ def summaries(session: Session, course_id: int, lang: str) -> list[ExerciseSumma
         mine = [s for (_, exercise_id), s in table.items() if exercise_id == exercise.id]
         bests = [s.score for s in mine if s.score is not None]
         out_of = maxima[exercise.id]
-        result.append(ExerciseSummary(
-            exercise=exercise, max_points=out_of, submissions=sum(s.attempts for s in mine),
-            students=len(mine), mean_best=sum(bests) / len(bests) if bests else None,
-            full_marks=sum(1 for best in bests if full_marks(best, out_of)),
-            waiting=sum(status_counts.get((exercise.id, status), 0) for status in WAITING),
-            errors=status_counts.get((exercise.id, SubmissionStatus.error.value), 0),
-            diagnostics=[(code, n) for code, n, _ in codes.get(exercise.id, [])],
-            mistakes=mistakes.get(exercise.id, [])))
+        result.append(
+            ExerciseSummary(
+                exercise=exercise,
+                max_points=out_of,
+                submissions=sum(s.attempts for s in mine),
+                students=len(mine),
+                mean_best=sum(bests) / len(bests) if bests else None,
+                full_marks=sum(1 for best in bests if full_marks(best, out_of)),
+                waiting=sum(status_counts.get((exercise.id, status), 0) for status in WAITING),
+                errors=status_counts.get((exercise.id, SubmissionStatus.error.value), 0),
+                diagnostics=[(code, n) for code, n, _ in codes.get(exercise.id, [])],
+                mistakes=mistakes.get(exercise.id, []),
+            )
+        )
     return result
 
 
@@ -257,8 +308,9 @@ def gradebook(session: Session, course_id: int) -> tuple[list[Column], list[Grad
     rows = []
     for student in students(session, course_id):
         cells = [table.get((student.id, column.exercise.id)) for column in columns]
-        rows.append(GradebookRow(student, cells, sum(c.score for c in cells if c and c.score),
-                                 out_of))
+        rows.append(
+            GradebookRow(student, cells, sum(c.score for c in cells if c and c.score), out_of)
+        )
     return columns, rows
 
 
@@ -299,35 +351,65 @@ def mistake_anchor(wrong_program: str | None, hint: str) -> str:
     return "mistake-" + (wrong_program or hashlib.sha256(hint.encode()).hexdigest()[:12])
 
 
-def diagnosed_submissions(session: Session, course_id: int, exercise_id: int, code: str,
-                          lang: str) -> list[NamedMistake]:
+def diagnosed_submissions(
+    session: Session, course_id: int, exercise_id: int, code: str, lang: str
+) -> list[NamedMistake]:
     """The course's students' submissions of an exercise that got the diagnostic `code` (from a
     check, or as the load error of its run's notes), by named mistake (most students first),
     then by student. A submission that made two of them is under each."""
-    columns = (User, Submission.id, Submission.submitted_at, Submission.counted_score,
-               Submission.max_score)
+    columns = (
+        User,
+        Submission.id,
+        Submission.submitted_at,
+        Submission.counted_score,
+        Submission.max_score,
+    )
     which = {"course_id": course_id, "exercise_id": exercise_id}
-    checks = (_check_diagnostics(_current_runs(
-        *columns, DiagnosticResult.message, DiagnosticResult.hint,
-        DiagnosticResult.translations, DiagnosticResult.details, **which)
-        .join(User, Submission.user_id == User.id))
+    checks = (
+        _check_diagnostics(
+            _current_runs(
+                *columns,
+                DiagnosticResult.message,
+                DiagnosticResult.hint,
+                DiagnosticResult.translations,
+                DiagnosticResult.details,
+                **which,
+            ).join(User, Submission.user_id == User.id)
+        )
         .where(DiagnosticResult.code == code)
-        .order_by(Submission.id, CheckResult.position, DiagnosticResult.id))
-    said = [*((row[:5], _in_language(note, lang), None, None)
-              for row, note in _load_errors(session, _current_runs(
-                  *columns, GradingRun.notes, **which).join(User, Submission.user_id == User.id))
-              if note["code"] == code),
-            # a later check's "the same mistake as in …" adds nothing to the first's words
-            *((row[:5], _in_language(row._asdict(), lang), (row.details or {}).get(
-                "wrong_program"), _derived_words(row.details or {}, lang))
-              for row in session.execute(checks) if not said_elsewhere(row.details or {}))]
+        .order_by(Submission.id, CheckResult.position, DiagnosticResult.id)
+    )
+    said = [
+        *(
+            (row[:5], _in_language(note, lang), None, None)
+            for row, note in _load_errors(
+                session,
+                _current_runs(*columns, GradingRun.notes, **which).join(
+                    User, Submission.user_id == User.id
+                ),
+            )
+            if note["code"] == code
+        ),
+        # a later check's "the same mistake as in …" adds nothing to the first's words
+        *(
+            (
+                row[:5],
+                _in_language(row._asdict(), lang),
+                (row.details or {}).get("wrong_program"),
+                _derived_words(row.details or {}, lang),
+            )
+            for row in session.execute(checks)
+            if not said_elsewhere(row.details or {})
+        ),
+    ]
     said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
     mistakes: dict[tuple[str | None, str], NamedMistake] = {}
     for (user, submission_id, at, score, max_score), (message, hint), program, words in said:
         key = (program, "") if program else (None, hint)
         mistake = mistakes.setdefault(key, NamedMistake(words or hint, program))
-        row = mistake.submissions.setdefault(submission_id, DiagnosedSubmission(
-            user, submission_id, at, score, max_score, []))
+        row = mistake.submissions.setdefault(
+            submission_id, DiagnosedSubmission(user, submission_id, at, score, max_score, [])
+        )
         if message not in row.messages:  # a failure that several checks hit is read once
             row.messages.append(message)
     return sorted(mistakes.values(), key=lambda mistake: (-mistake.students, mistake.hint))
@@ -336,8 +418,7 @@ def diagnosed_submissions(session: Session, course_id: int, exercise_id: int, co
 def _in_language(said: dict, lang: str) -> tuple[str, str]:
     """A diagnostic's (or a load error's) message and hint in the reader's language."""
     words = (said.get("translations") or {}).get(lang, {})
-    return (words.get("message", said["message"]),
-            words.get("hint", said.get("hint") or ""))
+    return (words.get("message", said["message"]), words.get("hint", said.get("hint") or ""))
 
 
 @dataclass(frozen=True)
@@ -361,21 +442,39 @@ class CheckRate:
         return self.submissions_passed / self.submissions if self.submissions else None
 
 
-def check_rates(session: Session, course_id: int, exercise_id: int, counted: Iterable[int],
-                lang: str) -> list[CheckRate]:
+def check_rates(
+    session: Session, course_id: int, exercise_id: int, counted: Iterable[int], lang: str
+) -> list[CheckRate]:
     """Each check of the exercise (as graded last: DONE_RUN) in the order it runs, with its pass
     rates; `counted` are the students' counted submissions (`Standing.grade.best_id`). Two
     queries whatever the number of students: the counted ones' checks, and a sum over all."""
     which = {"course_id": course_id, "exercise_id": exercise_id}
     counted = list(counted)
-    mine = _current_runs(CheckResult.name, CheckResult.title, CheckResult.titles,
-                         CheckResult.position, CheckResult.passed, **which) \
-        .join(CheckResult, CheckResult.run_id == DONE_RUN).where(Submission.id.in_(counted)) \
+    mine = (
+        _current_runs(
+            CheckResult.name,
+            CheckResult.title,
+            CheckResult.titles,
+            CheckResult.position,
+            CheckResult.passed,
+            **which,
+        )
+        .join(CheckResult, CheckResult.run_id == DONE_RUN)
+        .where(Submission.id.in_(counted))
         .order_by(Submission.id)
-    everyone = _current_runs(
-        CheckResult.name, func.max(CheckResult.title), func.max(CheckResult.position),
-        func.count(), func.sum(case((CheckResult.passed, 1), else_=0)), **which) \
-        .join(CheckResult, CheckResult.run_id == DONE_RUN).group_by(CheckResult.name)
+    )
+    everyone = (
+        _current_runs(
+            CheckResult.name,
+            func.max(CheckResult.title),
+            func.max(CheckResult.position),
+            func.count(),
+            func.sum(case((CheckResult.passed, 1), else_=0)),
+            **which,
+        )
+        .join(CheckResult, CheckResult.run_id == DONE_RUN)
+        .group_by(CheckResult.name)
+    )
     seen: dict[str, list] = {}  # name → [title, position, passed, students]
     for row in session.execute(mine):
         title = (row.titles or {}).get(lang, row.title)
@@ -386,8 +485,12 @@ def check_rates(session: Session, course_id: int, exercise_id: int, counted: Ite
     rates = []
     for name, title, position, submissions, passed in session.execute(everyone):
         title, position, students_passed, students = seen.get(name, [title, position, 0, 0])
-        rates.append((position, CheckRate(name, title, students_passed, students, int(passed or 0),
-                                          submissions)))
+        rates.append(
+            (
+                position,
+                CheckRate(name, title, students_passed, students, int(passed or 0), submissions),
+            )
+        )
     return [rate for _, rate in sorted(rates, key=lambda item: (item[0], item[1].name))]
 
 
@@ -423,35 +526,60 @@ class MistakeCount:
         in_code = False
         for i, char in enumerate(self.words):
             in_code ^= char == "`"
-            if not in_code and char in ".:;" and self.words[i + 1:i + 2] in (" ", "\n"):
+            if not in_code and char in ".:;" and self.words[i + 1 : i + 2] in (" ", "\n"):
                 return self.words[:i] + "…"
         return self.words
 
 
-def mistake_counts(session: Session, course_id: int, lang: str,
-                   exercise_id: int | None = None) -> dict[int, list[MistakeCount]]:
+def mistake_counts(
+    session: Session, course_id: int, lang: str, exercise_id: int | None = None
+) -> dict[int, list[MistakeCount]]:
     """exercise id → its named mistakes, most students first: one query over the checks'
     diagnostics (and one over the runs' load errors), whatever the number of students."""
     columns = (Submission.exercise_id, Submission.user_id, Submission.id)
     which = {"course_id": course_id, "exercise_id": exercise_id}
-    checks = _check_diagnostics(_current_runs(
-        *columns, DiagnosticResult.code, DiagnosticResult.message, DiagnosticResult.hint,
-        DiagnosticResult.translations, DiagnosticResult.details, **which))
-    said = [*((row[:3], note["code"], _in_language(note, lang)[1], None, {})
-              for row, note in _load_errors(session, _current_runs(
-                  *columns, GradingRun.notes, **which))),
-            # a later check's "the same mistake as in …" is the first's, already counted
-            *((row[:3], row.code, _in_language(row._asdict(), lang)[1],
-               (row.details or {}).get("wrong_program"), row.details or {})
-              for row in session.execute(checks) if not said_elsewhere(row.details or {}))]
+    checks = _check_diagnostics(
+        _current_runs(
+            *columns,
+            DiagnosticResult.code,
+            DiagnosticResult.message,
+            DiagnosticResult.hint,
+            DiagnosticResult.translations,
+            DiagnosticResult.details,
+            **which,
+        )
+    )
+    said = [
+        *(
+            (row[:3], note["code"], _in_language(note, lang)[1], None, {})
+            for row, note in _load_errors(
+                session, _current_runs(*columns, GradingRun.notes, **which)
+            )
+        ),
+        # a later check's "the same mistake as in …" is the first's, already counted
+        *(
+            (
+                row[:3],
+                row.code,
+                _in_language(row._asdict(), lang)[1],
+                (row.details or {}).get("wrong_program"),
+                row.details or {},
+            )
+            for row in session.execute(checks)
+            if not said_elsewhere(row.details or {})
+        ),
+    ]
     says = _wrong_programs_words(session, course_id, lang)
     found: dict[tuple, MistakeCount] = {}
     for (exercise, user_id, submission_id), code, hint, program, details in said:
         key = (exercise, program) if program else (exercise, None, code, hint)
         mistake = found.get(key)
         if mistake is None:
-            words = says.get(exercise, {}).get(program, _derived_words(details, lang) or hint) \
-                if program else hint
+            words = (
+                says.get(exercise, {}).get(program, _derived_words(details, lang) or hint)
+                if program
+                else hint
+            )
             mistake = found[key] = MistakeCount(words, program, mistake_anchor(program, hint))
         mistake.by_code.setdefault(code, set()).add(user_id)
         mistake.submission_ids.add(submission_id)
@@ -479,8 +607,10 @@ def _wrong_programs_words(session: Session, course_id: int, lang: str) -> dict[i
         if info is not None:
             # the words of the program itself (`says`): the page counts students whose values
             # were its values, and names the mistake, not what each one's code does
-            words[exercise.id] = {name: program["says"].get(lang, program["says"]["en"])
-                                  for name, program in info.wrong_programs.items()}
+            words[exercise.id] = {
+                name: program["says"].get(lang, program["says"]["en"])
+                for name, program in info.wrong_programs.items()
+            }
     return words
 
 
@@ -492,16 +622,25 @@ class LatestSubmission:
     submitted_at: dt.datetime
 
 
-def latest_submissions(session: Session, course_id: int, exercise_id: int
-                       ) -> list[LatestSubmission]:
+def latest_submissions(
+    session: Session, course_id: int, exercise_id: int
+) -> list[LatestSubmission]:
     """Each of the course's students' latest submission of an exercise (without its code, which
     can be large)."""
-    latest = (select(func.max(Submission.id)).where(by_students(course_id, exercise_id))
-              .group_by(Submission.user_id))
-    return [LatestSubmission(*row) for row in session.execute(
-        select(User.username, Submission.id, Submission.filename, Submission.submitted_at)
-        .join(User, Submission.user_id == User.id)
-        .where(Submission.id.in_(latest)).order_by(User.username))]
+    latest = (
+        select(func.max(Submission.id))
+        .where(by_students(course_id, exercise_id))
+        .group_by(Submission.user_id)
+    )
+    return [
+        LatestSubmission(*row)
+        for row in session.execute(
+            select(User.username, Submission.id, Submission.filename, Submission.submitted_at)
+            .join(User, Submission.user_id == User.id)
+            .where(Submission.id.in_(latest))
+            .order_by(User.username)
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -534,13 +673,28 @@ def run_rows(submission: Submission) -> list[RunRow]:
         environment, timing = run.environment or {}, run.timing or {}
         graded_from = timing.get("started_at")
         device = environment.get("gpu") or environment.get("device")
-        rows.append(RunRow(
-            run.attempt, run.status, run.error, run.executor, run.external_id, run.job_state,
-            run.job_reason, environment.get("node") or run.node,
-            f"{device} · torch {environment['torch']}" if device and environment.get("torch")
-            else device,
-            run.started_at,
-            max(graded_from - run.started_at.timestamp(), 0.0) if graded_from else None,
-            timing.get("total"), run.score, run.max_score, run.seed, run.regrade_id,
-            run.exercise_version, run.exercise_commit))
+        rows.append(
+            RunRow(
+                run.attempt,
+                run.status,
+                run.error,
+                run.executor,
+                run.external_id,
+                run.job_state,
+                run.job_reason,
+                environment.get("node") or run.node,
+                f"{device} · torch {environment['torch']}"
+                if device and environment.get("torch")
+                else device,
+                run.started_at,
+                max(graded_from - run.started_at.timestamp(), 0.0) if graded_from else None,
+                timing.get("total"),
+                run.score,
+                run.max_score,
+                run.seed,
+                run.regrade_id,
+                run.exercise_version,
+                run.exercise_commit,
+            )
+        )
     return rows

@@ -3,6 +3,7 @@
 
 A user who is not in the course (nor an admin) gets 404 on every page of it: another course's
 pages do not exist for them. An archived course is read-only: what changes it is refused."""
+
 from __future__ import annotations
 
 from flask import Blueprint, abort, current_app, g, redirect, render_template, request, url_for
@@ -16,8 +17,12 @@ from server.web.auth import db, log_in_first, login_required
 
 blueprint = Blueprint("courses", __name__)
 COURSE = "course"  # the URL value that names a course
-ROLE_NAMES = {"student": _l("student"), "ta": _l("teaching assistant"),
-              "instructor": _l("instructor"), "admin": _l("admin")}
+ROLE_NAMES = {
+    "student": _l("student"),
+    "ta": _l("teaching assistant"),
+    "instructor": _l("instructor"),
+    "admin": _l("admin"),
+}
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -31,8 +36,11 @@ def keep_course(endpoint: str, values: dict) -> None:
     """A link from a course's page to another of its pages names the same course."""
     # the URL's slug, which a refusal made before the course is loaded (a request too large)
     # has too
-    if COURSE not in values and g.get("course_slug") is not None \
-            and blueprint_needs_course(endpoint):
+    if (
+        COURSE not in values
+        and g.get("course_slug") is not None
+        and blueprint_needs_course(endpoint)
+    ):
         values[COURSE] = g.course_slug
 
 
@@ -78,8 +86,11 @@ def home():
     if len(mine) == 1 and not g.user.is_admin:
         course, role = mine[0]
         return redirect(landing(course, role))
-    return render_template("courses/home.html", role_names=ROLE_NAMES, courses=[
-        (course, role, landing(course, role)) for course, role in mine])
+    return render_template(
+        "courses/home.html",
+        role_names=ROLE_NAMES,
+        courses=[(course, role, landing(course, role)) for course, role in mine],
+    )
 
 
 def landing(course: Course, role: str) -> str:
@@ -101,8 +112,11 @@ def old_submission(submission_id: int):
     if submission.user_id != g.user.id and role_in(db(), g.user.id, course_id) not in STAFF_ROLES:
         abort(404)
     # not 301: browsers keep those, and where it leads depends on who asks
-    return redirect(url_for("portal.submission", course=submission.exercise.course.slug,
-                            submission_id=submission_id))
+    return redirect(
+        url_for(
+            "portal.submission", course=submission.exercise.course.slug, submission_id=submission_id
+        )
+    )
 
 
 @blueprint.route("/exercises/<slug>")
@@ -110,8 +124,15 @@ def old_submission(submission_id: int):
 def old_exercise(slug: str):
     """The exercise in the user's one course that has it; the list of courses where several do."""
     mine = {course.id: course for course, _role in courses_of(db(), g.user)}
-    found = db().scalars(select(Exercise).where(Exercise.slug == slug, Exercise.active,
-                                                Exercise.course_id.in_(mine))).all()
+    found = (
+        db()
+        .scalars(
+            select(Exercise).where(
+                Exercise.slug == slug, Exercise.active, Exercise.course_id.in_(mine)
+            )
+        )
+        .all()
+    )
     if len(found) != 1:
         return redirect(url_for("courses.home")) if found else abort(404)
     return redirect(url_for("portal.exercise", course=mine[found[0].course_id].slug, slug=slug))

@@ -2,6 +2,7 @@
 reader's language that says what to do and leads back (an expired form included); a database
 that cannot be reached is a 503 to retry, not a 500; a NUL byte in a request is refused up front,
 and JSON nested too deep to parse is malformed like any other."""
+
 from __future__ import annotations
 
 import logging
@@ -34,16 +35,26 @@ RETRY_AFTER_SECONDS = 5
 log = logging.getLogger(__name__)
 # an error page's title and what the reader can do about it
 PAGES = {
-    400: (_l("The request could not be understood"),
-          _l("Something in it was malformed; go back and try again.")),
+    400: (
+        _l("The request could not be understood"),
+        _l("Something in it was malformed; go back and try again."),
+    ),
     403: (_l("Not allowed"), _l("Your account may not open this page.")),
-    404: (_l("Page not found"),
-          _l("There is no such page, or it is not yours to see; check the address.")),
-    405: (_l("Not possible here"),
-          _l("This address does not take that kind of request; use the links and buttons "
-             "of the pages.")),
-    500: (_l("Something went wrong on our side"),
-          _l("The error was logged and will be looked into; try again in a moment.")),
+    404: (
+        _l("Page not found"),
+        _l("There is no such page, or it is not yours to see; check the address."),
+    ),
+    405: (
+        _l("Not possible here"),
+        _l(
+            "This address does not take that kind of request; use the links and buttons "
+            "of the pages."
+        ),
+    ),
+    500: (
+        _l("Something went wrong on our side"),
+        _l("The error was logged and will be looked into; try again in a moment."),
+    ),
 }
 OTHER = (_l("The request could not be completed"), _l("Go back and try again."))
 # Flask-WTF's reasons for refusing a form, in the reader's language
@@ -112,8 +123,9 @@ def _too_large_message() -> str:
         return str(too_large(upload_kb))
     if request.endpoint in ROSTER_ENDPOINTS:
         return roster_too_large(upload_kb)
-    return _("The request is larger than %(kb)s KB.",
-             kb=current_app.config["MAX_CONTENT_LENGTH"] >> 10)
+    return _(
+        "The request is larger than %(kb)s KB.", kb=current_app.config["MAX_CONTENT_LENGTH"] >> 10
+    )
 
 
 def discard_body(at_most: int) -> None:
@@ -161,12 +173,23 @@ def csrf_error(exc: CSRFError):
     if request.path.startswith(API_PREFIX):
         return jsonify(error=message), 400
     reason = CSRF_REASONS.get(exc.description, exc.description)
-    return error_page(exc, title=_("The form could not be sent"), explanation=message,
-                      detail=reason, again=_page_sent_from())
+    return error_page(
+        exc,
+        title=_("The form could not be sent"),
+        explanation=message,
+        detail=reason,
+        again=_page_sent_from(),
+    )
 
 
-def error_page(exc: HTTPException, *, title: str | None = None, explanation: str | None = None,
-               detail: str | None = None, again: str | None = None):
+def error_page(
+    exc: HTTPException,
+    *,
+    title: str | None = None,
+    explanation: str | None = None,
+    detail: str | None = None,
+    again: str | None = None,
+):
     """The error on a page of the site, with the way back. A description given where the error
     was raised (already in the reader's language) explains it better than the general one."""
     _page_language()
@@ -174,9 +197,18 @@ def error_page(exc: HTTPException, *, title: str | None = None, explanation: str
     if explanation is None and exc.description != type(exc).description:
         explanation = exc.description
     headers = [(k, v) for k, v in exc.get_headers() if k.lower() != "content-type"]
-    return render_template("error.html", code=exc.code, title=title or default_title,
-                           explanation=explanation or default_explanation, detail=detail,
-                           again=again), exc.code, headers
+    return (
+        render_template(
+            "error.html",
+            code=exc.code,
+            title=title or default_title,
+            explanation=explanation or default_explanation,
+            detail=detail,
+            again=again,
+        ),
+        exc.code,
+        headers,
+    )
 
 
 def _page_language() -> None:
@@ -188,8 +220,11 @@ def _page_language() -> None:
 def _page_sent_from() -> str | None:
     """The page of this site that sent the request (its path and query), to go back to."""
     referrer = urlsplit(request.referrer or "")
-    if (referrer.netloc != request.host or not referrer.path.startswith("/")
-            or referrer.path.startswith("//")):
+    if (
+        referrer.netloc != request.host
+        or not referrer.path.startswith("/")
+        or referrer.path.startswith("//")
+    ):
         return None
     return referrer.path + (f"?{referrer.query}" if referrer.query else "")
 
@@ -202,14 +237,17 @@ def refuse_nul_bytes() -> None:
         # (server/web/api.py)
         request.get_data(cache=True)
     if request.mimetype in ("multipart/form-data", "application/x-www-form-urlencoded"):
-        fields += [*request.form.items(multi=True),
-                   *((name, upload.filename or "") for name, upload in request.files.items(multi=True))]
+        fields += [
+            *request.form.items(multi=True),
+            *((name, upload.filename or "") for name, upload in request.files.items(multi=True)),
+        ]
     elif request.is_json:
         fields += [("JSON", text) for text in _strings(request.get_json(silent=True))]
     for name, value in fields:
         if isinstance(value, str) and "\x00" in value:
-            raise BadRequest(_("The field '%(name)s' contains a NUL byte (\\0); remove it.",
-                               name=name))
+            raise BadRequest(
+                _("The field '%(name)s' contains a NUL byte (\\0); remove it.", name=name)
+            )
 
 
 def _strings(value):

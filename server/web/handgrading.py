@@ -11,6 +11,7 @@ moves the grader back or skips anyone. Two orders:
 
 For the course's teaching assistants and instructors; the score itself is saved by
 allowances.override, which comes back here (`after_adjusting`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -62,19 +63,28 @@ def _sequence(exercise_id: int, order: str) -> list[tuple[tuple, int]]:
     """(sort key, submission id) of the exercise's submissions in the grader's order."""
     people = {user.id: user for user in students(db(), g.course.id)}
     if order == "counted":
-        return sorted((by_name(people[user_id]), standing.grade.best_id or standing.latest_id)
-                      for (user_id, _exercise), standing
-                      in standings(db(), g.course.id, exercise_id).items()
-                      if standing.latest_id is not None)
-    return sorted((_key(people[row.user_id], row, order), row.id) for row in db().execute(
-        select(Submission.id, Submission.user_id, Submission.submitted_at)
-        .where(by_students(g.course.id, exercise_id))))
+        return sorted(
+            (by_name(people[user_id]), standing.grade.best_id or standing.latest_id)
+            for (user_id, _exercise), standing in standings(db(), g.course.id, exercise_id).items()
+            if standing.latest_id is not None
+        )
+    return sorted(
+        (_key(people[row.user_id], row, order), row.id)
+        for row in db().execute(
+            select(Submission.id, Submission.user_id, Submission.submitted_at).where(
+                by_students(g.course.id, exercise_id)
+            )
+        )
+    )
 
 
 def _key(user: User, submission: Any, order: str) -> tuple:
     """A submission's place in the order: its student's; then, for every submission, its time."""
-    return by_name(user) if order == "counted" \
+    return (
+        by_name(user)
+        if order == "counted"
         else (*by_name(user), submission.submitted_at, submission.id)
+    )
 
 
 def place_of(submission: Submission, order: str) -> Place:
@@ -86,18 +96,29 @@ def place_of(submission: Submission, order: str) -> Place:
     before = [number for rank, number in sequence if rank < key]
     after = [number for rank, number in sequence if rank > key]
     ids = [number for _rank, number in sequence]
-    return Place(previous=before[-1] if before else None, next=after[0] if after else None,
-                 number=ids.index(submission.id) + 1 if submission.id in ids else None,
-                 total=len(ids))
+    return Place(
+        previous=before[-1] if before else None,
+        next=after[0] if after else None,
+        number=ids.index(submission.id) + 1 if submission.id in ids else None,
+        total=len(ids),
+    )
 
 
 def saved_comments(submission: Submission) -> list[SavedComment]:
     """The comments saved for the submission's exercise, then those for the whole course."""
-    return list(db().scalars(select(SavedComment).where(
-        SavedComment.course_id == g.course.id,
-        or_(SavedComment.exercise_id == submission.exercise_id,
-            SavedComment.exercise_id.is_(None)))
-        .order_by(SavedComment.exercise_id.is_(None), SavedComment.id)))
+    return list(
+        db().scalars(
+            select(SavedComment)
+            .where(
+                SavedComment.course_id == g.course.id,
+                or_(
+                    SavedComment.exercise_id == submission.exercise_id,
+                    SavedComment.exercise_id.is_(None),
+                ),
+            )
+            .order_by(SavedComment.exercise_id.is_(None), SavedComment.id)
+        )
+    )
 
 
 @blueprint.get("/exercises/<slug>/hand-grading")
@@ -107,11 +128,12 @@ def start(slug: str):
     order = _order()
     sequence = _sequence(exercise.id, order)
     if not sequence:
-        flash(_("No student has submitted to this exercise yet: there is nothing to grade by "
-                "hand."), "info")
+        flash(
+            _("No student has submitted to this exercise yet: there is nothing to grade by hand."),
+            "info",
+        )
         return redirect(url_for("staff.exercise", slug=slug), 303)
-    return redirect(url_for("handgrading.grading", submission_id=sequence[0][1], order=order),
-                    303)
+    return redirect(url_for("handgrading.grading", submission_id=sequence[0][1], order=order), 303)
 
 
 @blueprint.get("/submissions/<int:submission_id>/hand-grading")
@@ -126,10 +148,16 @@ def hand_grading_page(submission_id: int) -> str:
     order = _order()
     result = submission_dict(db(), submission_state(db(), submission.id), g.lang)
     return render_template(
-        "staff/hand_grading.html", submission=submission, result=result,
-        view=page_view(submission, result), order=order, place=place_of(submission, order),
-        saved_comments=saved_comments(submission), hand_grading=True,
-        of_a_student=role_in(db(), submission.user_id, g.course.id) == CourseRole.student.value)
+        "staff/hand_grading.html",
+        submission=submission,
+        result=result,
+        view=page_view(submission, result),
+        order=order,
+        place=place_of(submission, order),
+        saved_comments=saved_comments(submission),
+        hand_grading=True,
+        of_a_student=role_in(db(), submission.user_id, g.course.id) == CourseRole.student.value,
+    )
 
 
 def came_from_hand_grading() -> bool:
@@ -154,13 +182,18 @@ def save_comment(submission_id: int):
     submission = submission_or_404(submission_id)
     text = request.form.get("text", "").strip()
     if not text or len(text) > COMMENT_LIMIT:
-        flash(_("A saved comment needs from 1 to %(num)s characters.", num=COMMENT_LIMIT),
-              "error")
+        flash(_("A saved comment needs from 1 to %(num)s characters.", num=COMMENT_LIMIT), "error")
     else:
         whole_course = request.form.get("scope") == "course"
-        db().add(SavedComment(course_id=g.course.id, text=text, saved_by=g.user.id,
-                              saved_at=utcnow(),
-                              exercise_id=None if whole_course else submission.exercise_id))
+        db().add(
+            SavedComment(
+                course_id=g.course.id,
+                text=text,
+                saved_by=g.user.id,
+                saved_at=utcnow(),
+                exercise_id=None if whole_course else submission.exercise_id,
+            )
+        )
         db().commit()
         flash(_("The comment is saved: pick it when you adjust a score."), "info")
     return _back(submission_id)
@@ -170,8 +203,15 @@ def save_comment(submission_id: int):
 def forget_comment(submission_id: int, comment_id: int):
     """A saved comment removed from the list (the scores it explained keep their words)."""
     submission_or_404(submission_id)
-    removed = db().execute(delete(SavedComment).where(
-        SavedComment.id == comment_id, SavedComment.course_id == g.course.id)).rowcount
+    removed = (
+        db()
+        .execute(
+            delete(SavedComment).where(
+                SavedComment.id == comment_id, SavedComment.course_id == g.course.id
+            )
+        )
+        .rowcount
+    )
     if not removed:
         abort(404)
     db().commit()
@@ -180,5 +220,6 @@ def forget_comment(submission_id: int, comment_id: int):
 
 
 def _back(submission_id: int):
-    return redirect(url_for("handgrading.grading", submission_id=submission_id,
-                            order=_order()), 303)
+    return redirect(
+        url_for("handgrading.grading", submission_id=submission_id, order=_order()), 303
+    )

@@ -1,11 +1,14 @@
 """Security headers on every response: the pages load scripts and styles from this site only
 (nothing inline), cannot be framed, and send no referrer to other sites."""
+
 from __future__ import annotations
 
 from flask import Flask, Response
 
-CONTENT_SECURITY_POLICY = ("default-src 'self'; frame-ancestors 'none'; object-src 'none'; "
-                           "base-uri 'self'; form-action 'self'")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; frame-ancestors 'none'; object-src 'none'; "
+    "base-uri 'self'; form-action 'self'"
+)
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",

@@ -7,6 +7,7 @@ TRUSTED_PROXIES), and a request that carries METRICS_TOKEN as a bearer token fro
 heartbeat is fresh and whether the schedule runs (its reconcile, every 30 s), without a word of
 why not (the service's log has that).
 """
+
 from __future__ import annotations
 
 import hmac
@@ -32,11 +33,16 @@ SCHEDULE_STALE_SECONDS = 3 * RECONCILE_SECONDS  # three reconciles missed: beat 
 @blueprint.get("/metrics")
 def metrics() -> Response:
     if not _may_read_metrics():
-        return Response("403 Forbidden: /metrics answers the addresses of METRICS_ALLOW, or "
-                        "METRICS_TOKEN as a bearer token\n", 403, mimetype="text/plain")
+        return Response(
+            "403 Forbidden: /metrics answers the addresses of METRICS_ALLOW, or "
+            "METRICS_TOKEN as a bearer token\n",
+            403,
+            mimetype="text/plain",
+        )
     if REGISTRY not in current_app.extensions:
-        current_app.extensions[REGISTRY] = registry(current_app.extensions["hpcgrade.db"],
-                                                    app_settings())
+        current_app.extensions[REGISTRY] = registry(
+            current_app.extensions["hpcgrade.db"], app_settings()
+        )
     # the text format, or OpenMetrics where the scraper asks for it
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     return Response(encode(current_app.extensions[REGISTRY]), content_type=content_type)
@@ -45,15 +51,19 @@ def metrics() -> Response:
 def _may_read_metrics() -> bool:
     settings = app_settings()
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if settings.metrics_token and scheme.lower() == "bearer" and hmac.compare_digest(
-            given.strip().encode(), settings.metrics_token.encode()):
+    if (
+        settings.metrics_token
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(given.strip().encode(), settings.metrics_token.encode())
+    ):
         return True
     try:
         client = ipaddress.ip_address(request.remote_addr or "")
     except ValueError:
         return False
-    return any(client in ipaddress.ip_network(allowed, strict=False)
-               for allowed in settings.metrics_allow)
+    return any(
+        client in ipaddress.ip_network(allowed, strict=False) for allowed in settings.metrics_allow
+    )
 
 
 @blueprint.get("/healthz")
@@ -80,7 +90,8 @@ def _database() -> str:
 def _broker() -> str:
     try:
         with current_app.extensions["celery"].connection_for_write(
-                connect_timeout=BROKER_SECONDS) as connection:
+            connect_timeout=BROKER_SECONDS
+        ) as connection:
             connection.ensure_connection(max_retries=1, timeout=BROKER_SECONDS)
     except Exception as exc:  # kombu raises many types for a broker that is away
         log.warning("healthz: the broker does not answer: %s", exc)

@@ -1,5 +1,6 @@
 """Languages and times: Flask-Babel with the portal's choice of language, the course's time zone,
 and the template filters that show a moment as a reader expects it (never raw ISO)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -23,11 +24,19 @@ LANGS = ("en", "es")
 # the catalogues beside the web, shared with the terminal client (hpcgrade/summary.py)
 CATALOGUES = str(Path(__file__).resolve().parents[1] / "translations")
 # the states of a submission and of one grading run, as the pages name them
-STATES = {"queued": _l("queued"), "running": _l("running"), "graded": _l("graded"),
-          "error": _l("grader error"), "cancelled": _l("cancelled"), "done": _l("done"),
-          "failed": _l("failed"), "lost": _l("lost"),
-          # a regrade's preview runs (worker/grading/preview.py)
-          "previewing": _l("being graded"), "preview": _l("preview")}
+STATES = {
+    "queued": _l("queued"),
+    "running": _l("running"),
+    "graded": _l("graded"),
+    "error": _l("grader error"),
+    "cancelled": _l("cancelled"),
+    "done": _l("done"),
+    "failed": _l("failed"),
+    "lost": _l("lost"),
+    # a regrade's preview runs (worker/grading/preview.py)
+    "previewing": _l("being graded"),
+    "preview": _l("preview"),
+}
 # exercise.toml's sections; a section not named here is shown as its exercises spell it
 SECTIONS = {"tensors": _l("Tensors"), "autograd": _l("Autograd")}
 
@@ -35,8 +44,11 @@ SECTIONS = {"tensors": _l("Tensors"), "autograd": _l("Autograd")}
 def request_language() -> str:
     """The request's language: ?lang=, then the session's choice, then the browser's."""
     asked = request.args.get("lang")
-    return asked if asked in LANGS else (
-        session.get("lang") or request.accept_languages.best_match(LANGS) or "en")
+    return (
+        asked
+        if asked in LANGS
+        else (session.get("lang") or request.accept_languages.best_match(LANGS) or "en")
+    )
 
 
 def time_zone() -> str:
@@ -46,27 +58,48 @@ def time_zone() -> str:
 
 
 def init_app(app: Flask) -> None:
-    Babel(app, locale_selector=request_language, default_translation_directories=CATALOGUES,
-          timezone_selector=time_zone)
+    Babel(
+        app,
+        locale_selector=request_language,
+        default_translation_directories=CATALOGUES,
+        timezone_selector=time_zone,
+    )
     filters = app.jinja_env.filters
     by_language = {name: filters[name] for name in BABEL_FILTERS} | dict(
-        when=when, when_zoned=when_zoned, due=due, state=state, section=section, points=points,
-        out_of=out_of)
+        when=when,
+        when_zoned=when_zoned,
+        due=due,
+        state=state,
+        section=section,
+        points=points,
+        out_of=out_of,
+    )
     filters.update({name: at_render_time(f) for name, f in by_language.items()})
     app.jinja_env.globals.update(language_url=language_url)
 
 
-BABEL_FILTERS = ("datetimeformat", "dateformat", "timeformat", "timedeltaformat", "numberformat",
-                 "decimalformat", "currencyformat", "percentformat", "scientificformat")
+BABEL_FILTERS = (
+    "datetimeformat",
+    "dateformat",
+    "timeformat",
+    "timedeltaformat",
+    "numberformat",
+    "decimalformat",
+    "currencyformat",
+    "percentformat",
+    "scientificformat",
+)
 
 
 def at_render_time(language_filter: Callable) -> Callable:
     """Jinja applies a filter to a constant (`{{ 1|percentformat }}`) once, as it compiles the
     template, in the language of whichever request compiled it; a filter that takes the context
     is applied at each rendering, in the reader's language."""
+
     @pass_context
     def rendered(context, value, *args, **kwargs):
         return language_filter(value, *args, **kwargs)
+
     return rendered
 
 
@@ -101,7 +134,7 @@ def _decimal(value: float, locale: Locale | None) -> str:
 
 
 def out_of(score: float | None, maximum: float | None) -> str:
-    """"8 / 10"; "8" where the maximum is not known; "—" for no score yet."""
+    """ "8 / 10"; "8" where the maximum is not known; "—" for no score yet."""
     if score is None:
         return "—"
     return points(score) if maximum is None else f"{points(score)} / {points(maximum)}"
@@ -124,5 +157,8 @@ def due(deadline: dt.datetime, now: dt.datetime) -> str:
     """How far a deadline is: "due in 3 days", "closed 2 hours ago"."""
     left = deadline - now  # both aware: db.UTCDateTime and models.utcnow
     distance = format_timedelta(left, add_direction=True, threshold=1.0)
-    return _("due %(distance)s", distance=distance) if left > dt.timedelta(0) else \
-        _("closed %(distance)s", distance=distance)
+    return (
+        _("due %(distance)s", distance=distance)
+        if left > dt.timedelta(0)
+        else _("closed %(distance)s", distance=distance)
+    )

@@ -5,6 +5,7 @@ enrols it as its groups say (server/core/directory.py).
 A local account's username never reaches the directory, and a directory entry of that name never
 takes the account over: the demo's, guests' and break-glass admins' accounts log in while the
 directory is down."""
+
 from __future__ import annotations
 
 from sqlalchemy import select

@@ -1,6 +1,7 @@
 """Search, sort and filter a page's list of students from its query string: ?q= (part of a
 username, name or email; neither case nor accents matter), ?sort= (a column), ?order=asc|desc and
 ?filter=. Done on the server, so that the links can be shared and the page needs no script."""
+
 from __future__ import annotations
 
 import unicodedata
@@ -41,8 +42,11 @@ class Listing:
         """This page's address with some of the parameters changed (the defaults left out)."""
         chosen = replace(self, **changes)
         params = {name: getattr(chosen, name) for name in ("q", "sort", "order", "filter")}
-        params = {name: value for name, value in params.items()
-                  if value and value != getattr(Listing, name)}
+        params = {
+            name: value
+            for name, value in params.items()
+            if value and value != getattr(Listing, name)
+        }
         return url_for(request.endpoint, **(request.view_args or {}), **params)
 
     def sort_link(self, column: str) -> str:
@@ -52,15 +56,15 @@ class Listing:
         return self.link(sort=column, order="desc" if reverse else "asc")
 
 
-def read_listing(args: Mapping[str, str], sorts: Iterable[str], filters: Iterable[str]
-                 ) -> Listing:
+def read_listing(args: Mapping[str, str], sorts: Iterable[str], filters: Iterable[str]) -> Listing:
     """The page's Listing; a sort, order or filter it does not know is left at its default and
     named in `problems`."""
     problems = []
     sort, order, chosen = args.get("sort", "name"), args.get("order", "asc"), args.get("filter", "")
     if sort not in sorts:
-        problems.append(_("The list cannot be sorted by “%(name)s”; it is sorted by name.",
-                          name=sort))
+        problems.append(
+            _("The list cannot be sorted by “%(name)s”; it is sorted by name.", name=sort)
+        )
         sort = "name"
     if order not in ORDERS:
         problems.append(_("The order is “asc” or “desc”, not “%(name)s”.", name=order))
@@ -79,18 +83,26 @@ def requested_listing(sorts: Iterable[str], filters: Iterable[str]) -> Listing:
     return listing
 
 
-def arrange(rows: Iterable[Row], listing: Listing, student: Callable[[Row], User],
-            keys: Mapping[str, Callable[[Row], Any]],
-            filters: Mapping[str, Callable[[Row], bool]]) -> list[Row]:
+def arrange(
+    rows: Iterable[Row],
+    listing: Listing,
+    student: Callable[[Row], User],
+    keys: Mapping[str, Callable[[Row], Any]],
+    filters: Mapping[str, Callable[[Row], bool]],
+) -> list[Row]:
     """The rows the listing asks for, in its order; rows with nothing to sort by (no score
     yet) come last either way, and ties keep the order the rows came in."""
     wanted = folded(listing.q)
-    kept = [row for row in rows
-            if (not wanted or any(wanted in folded(text) for text in _searched(student(row))))
-            and (not listing.filter or filters[listing.filter](row))]
+    kept = [
+        row
+        for row in rows
+        if (not wanted or any(wanted in folded(text) for text in _searched(student(row))))
+        and (not listing.filter or filters[listing.filter](row))
+    ]
     key = keys[listing.sort]
-    valued = sorted((row for row in kept if key(row) is not None), key=key,
-                    reverse=listing.order == "desc")
+    valued = sorted(
+        (row for row in kept if key(row) is not None), key=key, reverse=listing.order == "desc"
+    )
     return valued + [row for row in kept if key(row) is None]
 
 

@@ -8,6 +8,7 @@ most HELD_PER_PROCESS at once, fewer than its threads, so that pages and the API
 threads left; beyond that, or under sync workers, the answer comes at once and the page asks
 again a second later, as a plain poll.
 """
+
 from __future__ import annotations
 
 import threading
@@ -22,13 +23,22 @@ HELD_PER_PROCESS = 8  # deploy/systemd runs 16 threads a process
 _held = threading.BoundedSemaphore(HELD_PER_PROCESS)
 
 
-def once_changed(state: State, read: Callable[[], State], status_of: Callable[[State], str],
-                 shown: str | None, threaded: bool) -> State:
+def once_changed(
+    state: State,
+    read: Callable[[], State],
+    status_of: Callable[[State], str],
+    shown: str | None,
+    threaded: bool,
+) -> State:
     """`state`, or a newer one read again every CHECK_EVERY while its status is still `shown`
     (the page's), for up to HOLD_SECONDS; at once when the page shows another status, when the
     server has no threads to spare, or when `shown` is None (a plain poll)."""
-    if shown is None or not threaded or status_of(state) != shown \
-            or not _held.acquire(blocking=False):
+    if (
+        shown is None
+        or not threaded
+        or status_of(state) != shown
+        or not _held.acquire(blocking=False)
+    ):
         return state
     try:
         deadline = time.monotonic() + HOLD_SECONDS

@@ -11,6 +11,7 @@ give.
 Logging out ends hpcgrade's sessions only, not the person's session at the provider: that one
 is the centre's single sign-on for its other services too, which a log-out here should not end.
 """
+
 from __future__ import annotations
 
 from authlib.common.errors import AuthlibBaseError
@@ -55,8 +56,11 @@ class LoginRefused(Exception):
 def single_sign_on_button() -> dict:
     """The log-in page's button: its text, or None where no provider is configured."""
     settings = app_settings()
-    return {"oidc_label": (settings.oidc_label or _("University account"))
-            if settings.oidc_issuer else None}
+    return {
+        "oidc_label": (settings.oidc_label or _("University account"))
+        if settings.oidc_issuer
+        else None
+    }
 
 
 @blueprint.get("/login/oidc")
@@ -94,11 +98,16 @@ def _client():
     if EXTENSION not in app.extensions:
         oauth = OAuth(app)
         oauth.register(
-            CLIENT, client_id=settings.oidc_client_id, client_secret=settings.oidc_client_secret,
+            CLIENT,
+            client_id=settings.oidc_client_id,
+            client_secret=settings.oidc_client_secret,
             server_metadata_url=f"{settings.oidc_issuer}/.well-known/openid-configuration",
-            client_kwargs={"scope": " ".join(settings.oidc_scopes),
-                           "code_challenge_method": "S256",
-                           "default_timeout": TIMEOUT_SECONDS})
+            client_kwargs={
+                "scope": " ".join(settings.oidc_scopes),
+                "code_challenge_method": "S256",
+                "default_timeout": TIMEOUT_SECONDS,
+            },
+        )
         app.extensions[EXTENSION] = oauth
     return app.extensions[EXTENSION].create_client(CLIENT)
 
@@ -107,8 +116,9 @@ def _check_issuer(provider) -> None:
     """The discovery document must be the configured issuer's own (OpenID Connect Discovery
     §4.3): the ID token's issuer is checked against the document's."""
     if provider.load_server_metadata().get("issuer") != app_settings().oidc_issuer:
-        raise LoginRefused(_("The single sign-on service is misconfigured: ask the "
-                             "administrators."), 502)
+        raise LoginRefused(
+            _("The single sign-on service is misconfigured: ask the administrators."), 502
+        )
 
 
 def _person(provider) -> Person:
@@ -116,12 +126,16 @@ def _person(provider) -> Person:
     if request.args.get("error") == "access_denied":
         raise LoginRefused(_("The log-in was cancelled at the single sign-on service."), 403)
     if request.args.get("error"):
-        raise LoginRefused(_("The single sign-on service refused the log-in (%(error)s).",
-                             error=request.args["error"]), 400)
+        raise LoginRefused(
+            _(
+                "The single sign-on service refused the log-in (%(error)s).",
+                error=request.args["error"],
+            ),
+            400,
+        )
     # RFC 9207: an answer that names another issuer was meant for another provider
     if request.args.get("iss", app_settings().oidc_issuer) != app_settings().oidc_issuer:
-        raise LoginRefused(_("This log-in came from another sign-on service: log in again."),
-                           400)
+        raise LoginRefused(_("This log-in came from another sign-on service: log in again."), 400)
     try:
         _check_issuer(provider)
         token = provider.authorize_access_token()
@@ -130,39 +144,50 @@ def _person(provider) -> Person:
             raise JoseError("the token response holds no ID token")
         return _from_claims(provider, token, claims)
     except MismatchingStateError:
-        raise LoginRefused(_("This log-in has expired or was already used: log in again."),
-                           400) from None
+        raise LoginRefused(
+            _("This log-in has expired or was already used: log in again."), 400
+        ) from None
     except RequestException:
         raise _unreachable() from None
     except JoseError:
-        raise LoginRefused(_("The single sign-on service's answer could not be verified: log "
-                             "in again, and tell the administrators if it happens again."),
-                           502) from None
+        raise LoginRefused(
+            _(
+                "The single sign-on service's answer could not be verified: log "
+                "in again, and tell the administrators if it happens again."
+            ),
+            502,
+        ) from None
     except AuthlibBaseError:  # the provider refused the code: replayed, expired, PKCE wrong
-        raise LoginRefused(_("The single sign-on service did not confirm this log-in: log in "
-                             "again."), 400) from None
+        raise LoginRefused(
+            _("The single sign-on service did not confirm this log-in: log in again."), 400
+        ) from None
 
 
 def _from_claims(provider, token: dict, claims: dict) -> Person:
     settings = app_settings()
     wanted = (settings.oidc_username_claim, settings.oidc_groups_claim)
-    if any(claim not in claims for claim in wanted) and \
-            provider.load_server_metadata().get("userinfo_endpoint"):
+    if any(claim not in claims for claim in wanted) and provider.load_server_metadata().get(
+        "userinfo_endpoint"
+    ):
         userinfo = provider.userinfo(token=token)
         if userinfo.get("sub") != claims["sub"]:  # OpenID Connect Core §5.3.2
             raise JoseError("the userinfo is another person's")
         claims = {**userinfo, **claims}
     username = claims.get(settings.oidc_username_claim)
     if not isinstance(username, str) or not username:
-        raise LoginRefused(_("The single sign-on service did not say your username: ask the "
-                             "administrators."), 403)
+        raise LoginRefused(
+            _("The single sign-on service did not say your username: ask the administrators."), 403
+        )
     groups = claims.get(settings.oidc_groups_claim) or []
     if isinstance(groups, str):  # some providers send one group as a string
         groups = [groups]
-    return Person(username=username, name=str(claims.get("name") or ""),
-                  email=str(claims.get("email") or ""),
-                  groups=frozenset(group for group in groups if isinstance(group, str)),
-                  subject=str(claims["sub"]))
+    return Person(
+        username=username,
+        name=str(claims.get("name") or ""),
+        email=str(claims.get("email") or ""),
+        groups=frozenset(group for group in groups if isinstance(group, str)),
+        subject=str(claims["sub"]),
+    )
 
 
 def _account(person: Person) -> User:
@@ -173,19 +198,26 @@ def _account(person: Person) -> User:
     except DirectoryError as refusal:
         session_.rollback()
         current_app.logger.warning("single sign-on of %s refused: %s", person.username, refusal)
-        raise LoginRefused(_("Your account at the single sign-on service cannot log in here: "
-                             "%(reason)s. Ask the administrators.", reason=str(refusal)),
-                           403) from None
+        raise LoginRefused(
+            _(
+                "Your account at the single sign-on service cannot log in here: "
+                "%(reason)s. Ask the administrators.",
+                reason=str(refusal),
+            ),
+            403,
+        ) from None
     session_.commit()
     return user
 
 
 def _unreachable() -> LoginRefused:
-    return LoginRefused(_("The single sign-on service cannot be reached just now: try again in "
-                          "a few minutes."), 503)
+    return LoginRefused(
+        _("The single sign-on service cannot be reached just now: try again in a few minutes."), 503
+    )
 
 
 def _refused(refused: LoginRefused):
     flash(refused.message, "error")
-    return render_template("auth/login.html", login_next=session.pop(NEXT_KEY, None)), \
-        refused.status
+    return render_template(
+        "auth/login.html", login_next=session.pop(NEXT_KEY, None)
+    ), refused.status

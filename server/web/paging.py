@@ -3,6 +3,7 @@ gradebook of a 200-student course is four pages of 50 rows, not one 20,000-pixel
 other parameters (search, sort, filter) are kept in the pages' links, so that paging never loses
 them; a new search or sort starts again at the first page (listing.Listing's links leave
 ?page= out)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -44,4 +45,4 @@ def requested_page(rows: Sequence[Row], size: int = PAGE_SIZE) -> Page[Row]:
         number = 1
     number = min(max(number, 1), count)
     start = (number - 1) * size
-    return Page(rows[start:start + size], number, count, start + 1)
+    return Page(rows[start : start + size], number, count, start + 1)

@@ -1,4 +1,5 @@
 """The student pages: exercises, statements, uploading, history, live status and results."""
+
 from __future__ import annotations
 
 import uuid
@@ -67,8 +68,11 @@ def language() -> dict:
 
 
 def _exercise(slug: str) -> Exercise:
-    exercise = db().scalar(select(Exercise).where(Exercise.course_id == g.course.id,
-                                                  Exercise.slug == slug, Exercise.active))
+    exercise = db().scalar(
+        select(Exercise).where(
+            Exercise.course_id == g.course.id, Exercise.slug == slug, Exercise.active
+        )
+    )
     if exercise is None:
         abort(404)
     return exercise
@@ -76,8 +80,11 @@ def _exercise(slug: str) -> Exercise:
 
 def _mine(submission_id: int) -> Submission:
     submission = db().get(Submission, submission_id)
-    if submission is None or submission.exercise.course_id != g.course.id \
-            or not may_see(submission.user_id, g.user.id, g.role):
+    if (
+        submission is None
+        or submission.exercise.course_id != g.course.id
+        or not may_see(submission.user_id, g.user.id, g.role)
+    ):
         abort(404)  # not 403: another student's submission does not exist for you
     return submission
 
@@ -95,14 +102,21 @@ def _closed_because(row: dict, now) -> str | None:
     """Why this student can submit no more to the exercise, said before they try; the same
     rules as submissions.accept, which still refuses a form sent from an older page."""
     exercise = row["exercise"]
-    if exercise.deadline_policy == "refuse" and row["deadline"] is not None \
-            and now > row["deadline"]:
-        return _("The deadline for this exercise passed (%(when)s); late work is not accepted.",
-                 when=when(row["deadline"]))
+    if (
+        exercise.deadline_policy == "refuse"
+        and row["deadline"] is not None
+        and now > row["deadline"]
+    ):
+        return _(
+            "The deadline for this exercise passed (%(when)s); late work is not accepted.",
+            when=when(row["deadline"]),
+        )
     if row["attempts_left"] == 0:  # worded as submissions.accept words it
-        return _("You have used your only attempt for this exercise.") \
-            if row["max_attempts"] == 1 else \
-            _("You have used all %(num)s attempts for this exercise.", num=row["max_attempts"])
+        return (
+            _("You have used your only attempt for this exercise.")
+            if row["max_attempts"] == 1
+            else _("You have used all %(num)s attempts for this exercise.", num=row["max_attempts"])
+        )
     return None
 
 
@@ -120,22 +134,48 @@ def exercise(slug: str):
 
 def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
     path = exercise_folder(exercise) / f"statement.{g.lang}.md"
-    statement = _focusable_code(markdown.markdown(_without_title(path.read_text()), extensions=[
-        "fenced_code", TableExtension(use_align_attribute=True)])) if path.exists() else ""
-    submissions = db().scalars(select(Submission).where(
-        Submission.user_id == g.user.id, Submission.exercise_id == exercise.id)
-        .order_by(Submission.id.desc())).all()
+    statement = (
+        _focusable_code(
+            markdown.markdown(
+                _without_title(path.read_text()),
+                extensions=["fenced_code", TableExtension(use_align_attribute=True)],
+            )
+        )
+        if path.exists()
+        else ""
+    )
+    submissions = (
+        db()
+        .scalars(
+            select(Submission)
+            .where(Submission.user_id == g.user.id, Submission.exercise_id == exercise.id)
+            .order_by(Submission.id.desc())
+        )
+        .all()
+    )
     row = next(r for r in _rows() if r["exercise"].id == exercise.id)
     now = utcnow()
     files = [name for name in PUBLIC_FILES if (exercise_folder(exercise) / name).is_file()]
     # each rendering of the form gets its own key: sending it twice stores one submission, and
     # no-store keeps the back button from showing an old form with a used key
-    return render_template(
-        "portal/exercise.html", exercise=exercise, row=row, statement=statement,
-        title=exercise.title_es if g.lang == "es" else exercise.title_en, files=files,
-        download_names=download_names(exercise),
-        submissions=submissions, now=now, closed=_closed_because(row, now), pasted=pasted,
-        idempotency_key=uuid.uuid4().hex), status, {"Cache-Control": "no-store"}
+    return (
+        render_template(
+            "portal/exercise.html",
+            exercise=exercise,
+            row=row,
+            statement=statement,
+            title=exercise.title_es if g.lang == "es" else exercise.title_en,
+            files=files,
+            download_names=download_names(exercise),
+            submissions=submissions,
+            now=now,
+            closed=_closed_because(row, now),
+            pasted=pasted,
+            idempotency_key=uuid.uuid4().hex,
+        ),
+        status,
+        {"Cache-Control": "no-store"},
+    )
 
 
 def _without_title(statement: str) -> str:
@@ -163,8 +203,12 @@ def download(slug: str, name: str):
     path = exercise_folder(exercise) / name
     if not path.is_file():
         abort(404)
-    return send_file(path, mimetype="text/x-python", as_attachment=True,
-                     download_name=download_names(exercise).get(name, name))
+    return send_file(
+        path,
+        mimetype="text/x-python",
+        as_attachment=True,
+        download_name=download_names(exercise).get(name, name),
+    )
 
 
 def download_names(exercise: Exercise) -> dict[str, str]:
@@ -185,17 +229,29 @@ def submit(slug: str):
     rules = Rules.from_settings(app_settings())
     try:
         # one byte over the limit is enough to refuse a file (a request may be 32 times larger)
-        filename, data = (upload_name(upload.filename),
-                          upload.read((rules.max_upload_kb << 10) + 1)) \
-            if uploaded else (PASTED, pasted.encode())
-        submission, new = submit_once(db(), g.user, exercise, filename, data, rules, utcnow(),
-                                      idempotency_key(request.form.get("idempotency_key")))
+        filename, data = (
+            (upload_name(upload.filename), upload.read((rules.max_upload_kb << 10) + 1))
+            if uploaded
+            else (PASTED, pasted.encode())
+        )
+        submission, new = submit_once(
+            db(),
+            g.user,
+            exercise,
+            filename,
+            data,
+            rules,
+            utcnow(),
+            idempotency_key(request.form.get("idempotency_key")),
+        )
     except Refusal as refusal:
         flash(refusal.message, "error")
         return _exercise_page(exercise, pasted, refusal.status)  # the pasted code stays
     if uploaded and pasted.strip():
-        flash(_("The file %(name)s was graded; the pasted code was not.", name=upload.filename),
-              "info")
+        flash(
+            _("The file %(name)s was graded; the pasted code was not.", name=upload.filename),
+            "info",
+        )
     if new or submission.enqueued_at is None:  # a replay of a request that failed before this
         enqueue(current_app.extensions["celery"], db(), [submission.id])
     return redirect(url_for("portal.submission", submission_id=submission.id), 303)
@@ -204,9 +260,16 @@ def submit(slug: str):
 @blueprint.route("/submissions")
 @login_required
 def history():
-    submissions = db().scalars(select(Submission).join(Exercise).where(
-        Submission.user_id == g.user.id, Exercise.course_id == g.course.id)
-        .order_by(Submission.id.desc())).all()
+    submissions = (
+        db()
+        .scalars(
+            select(Submission)
+            .join(Exercise)
+            .where(Submission.user_id == g.user.id, Exercise.course_id == g.course.id)
+            .order_by(Submission.id.desc())
+        )
+        .all()
+    )
     return render_template("portal/history.html", submissions=submissions)
 
 
@@ -215,21 +278,34 @@ def history():
 def submission(submission_id: int):
     row = _mine(submission_id)
     result = submission_dict(db(), submission_state(db(), row.id), g.lang)
-    return render_template("portal/submission.html", submission=row, result=result,
-                           view=page_view(row, result), waiting=row.status in WAITING,
-                           grade=student_grade(db(), row.user_id, row.exercise_id),
-                           runs=run_rows(row) if g.role in STAFF_ROLES else [],
-                           later=_later_submissions(row) if g.role in STAFF_ROLES else [],
-                           # staff's own files have no student page, nor exceptions
-                           of_a_student=role_in(db(), row.user_id, g.course.id)
-                           == CourseRole.student.value)
+    return render_template(
+        "portal/submission.html",
+        submission=row,
+        result=result,
+        view=page_view(row, result),
+        waiting=row.status in WAITING,
+        grade=student_grade(db(), row.user_id, row.exercise_id),
+        runs=run_rows(row) if g.role in STAFF_ROLES else [],
+        later=_later_submissions(row) if g.role in STAFF_ROLES else [],
+        # staff's own files have no student page, nor exceptions
+        of_a_student=role_in(db(), row.user_id, g.course.id) == CourseRole.student.value,
+    )
 
 
 def _later_submissions(row: Submission) -> list[Submission]:
     """For staff adjusting a score: what the student sent to the exercise after this one."""
-    return list(db().scalars(select(Submission).where(
-        Submission.user_id == row.user_id, Submission.exercise_id == row.exercise_id,
-        Submission.id > row.id).order_by(Submission.id).options(defer(Submission.code))))
+    return list(
+        db().scalars(
+            select(Submission)
+            .where(
+                Submission.user_id == row.user_id,
+                Submission.exercise_id == row.exercise_id,
+                Submission.id > row.id,
+            )
+            .order_by(Submission.id)
+            .options(defer(Submission.code))
+        )
+    )
 
 
 @blueprint.route("/submissions/<int:submission_id>/status")
@@ -244,15 +320,27 @@ def status(submission_id: int):
             return submission_state(reads, submission_id)
 
     state = read()
-    if state is None or state.course_id != g.course.id \
-            or not may_see(state.user_id, g.user.id, g.role):
+    if (
+        state is None
+        or state.course_id != g.course.id
+        or not may_see(state.user_id, g.user.id, g.role)
+    ):
         abort(404)
     db().close()  # the log-in's session: its connection goes back to the pool before any hold
-    state = live.once_changed(state, read, lambda s: s and s.status, request.args.get("after"),
-                              request.environ.get("wsgi.multithread", False))
+    state = live.once_changed(
+        state,
+        read,
+        lambda s: s and s.status,
+        request.args.get("after"),
+        request.environ.get("wsgi.multithread", False),
+    )
     if state is None:  # deleted while held
         abort(404)
     with database.reads() as reads:
-        return jsonify(status=state.status, **waiting(reads, state, g.lang),
-                       score=state.score, counted_score=state.counted_score,
-                       max_score=state.max_score)
+        return jsonify(
+            status=state.status,
+            **waiting(reads, state, g.lang),
+            score=state.score,
+            counted_score=state.counted_score,
+            max_score=state.max_score,
+        )

@@ -8,6 +8,7 @@ The course's staff read a preview; only its instructors (and admins) start, publ
 resume one, or grade a submission again: teaching assistants grade by hand. A regrade or a
 submission of another course is not found (404).
 """
+
 from __future__ import annotations
 
 import logging
@@ -59,8 +60,9 @@ def only_staff() -> None:
 def send(regrade_id: int) -> bool:
     """Ask a worker to grade the preview; False if the broker is away."""
     try:
-        current_app.extensions["celery"].send_task("hpcgrade.preview", args=[regrade_id],
-                                                   retry=False)
+        current_app.extensions["celery"].send_task(
+            "hpcgrade.preview", args=[regrade_id], retry=False
+        )
     except Exception as exc:  # kombu raises many types for a broker that is away
         log.warning("regrade %s waits: broker unavailable (%s)", regrade_id, exc)
         return False
@@ -68,6 +70,7 @@ def send(regrade_id: int) -> bool:
 
 
 # --- the pages --------------------------------------------------------------------------------
+
 
 def _regrade(regrade_id: int, lock: bool = False) -> Regrade:
     """A regrade of one of the course's exercises."""
@@ -80,14 +83,15 @@ def _regrade(regrade_id: int, lock: bool = False) -> Regrade:
 @blueprint.post("/exercises/<slug>/regrade")
 @instructor_required
 def start_preview(slug: str):
-    """"Grade all again": a preview, graded by the workers, published only on confirmation."""
+    """ "Grade all again": a preview, graded by the workers, published only on confirmation."""
     exercise = exercise_or_404(slug)
     try:
         regrade = start(db(), exercise, g.user, utcnow())
     except AlreadyOpen as already:
         db().rollback()
-        flash(_("A preview of this exercise is already open: publish or discard it first."),
-              "error")
+        flash(
+            _("A preview of this exercise is already open: publish or discard it first."), "error"
+        )
         return redirect(url_for("regrade.preview", regrade_id=already.regrade.id), 303)
     if regrade is None:
         flash(_("No submission of this exercise has been graded yet."), "error")
@@ -102,9 +106,15 @@ def _send_or_say(regrade: Regrade) -> None:
     page's "start again" at once."""
     if send(regrade.id):
         return
-    db().execute(update(GradingRun).where(
-        GradingRun.regrade_id == regrade.id, GradingRun.status == RunStatus.previewing.value,
-        GradingRun.worker.is_(None)).values(lease_until=utcnow()))
+    db().execute(
+        update(GradingRun)
+        .where(
+            GradingRun.regrade_id == regrade.id,
+            GradingRun.status == RunStatus.previewing.value,
+            GradingRun.worker.is_(None),
+        )
+        .values(lease_until=utcnow())
+    )
     db().commit()
     flash(_("The grading queue does not answer; try again."), "error")
 
@@ -113,12 +123,16 @@ def _send_or_say(regrade: Regrade) -> None:
 def preview(regrade_id: int):
     regrade = _regrade(regrade_id)
     rows = preview_rows(db(), regrade)
-    return render_template("staff/regrade.html", regrade=regrade, rows=rows,
-                           summary=summarise(rows), stalled=stalled(rows, utcnow()),
-                           versions=exercise_versions(db(), regrade),
-                           exercise=db().get(Exercise, regrade.exercise_id),
-                           started_by=db().get(User, regrade.started_by)
-                           if regrade.started_by else None)
+    return render_template(
+        "staff/regrade.html",
+        regrade=regrade,
+        rows=rows,
+        summary=summarise(rows),
+        stalled=stalled(rows, utcnow()),
+        versions=exercise_versions(db(), regrade),
+        exercise=db().get(Exercise, regrade.exercise_id),
+        started_by=db().get(User, regrade.started_by) if regrade.started_by else None,
+    )
 
 
 def _why_closed(regrade: Regrade) -> str | None:
@@ -140,32 +154,57 @@ def publish_preview(regrade_id: int):
         return back
     counts = run_counts(db(), regrade_id)
     if counts[RunStatus.previewing.value]:
-        flash(_("Some submissions are still being graded: publish when they are all graded, or "
-                "discard the preview."), "error")
+        flash(
+            _(
+                "Some submissions are still being graded: publish when they are all graded, or "
+                "discard the preview."
+            ),
+            "error",
+        )
         return back
     published, skipped = publish(db(), regrade, utcnow())
     db().commit()
     _tell_changed_grades(regrade)
-    flash(ngettext("The new score of %(num)s submission is published.",
-                   "The new scores of %(num)s submissions are published.", published), "info")
+    flash(
+        ngettext(
+            "The new score of %(num)s submission is published.",
+            "The new scores of %(num)s submissions are published.",
+            published,
+        ),
+        "info",
+    )
     if skipped:
-        flash(ngettext("%(num)s submission was graded again since the preview started: its newer "
-                       "grade stands.",
-                       "%(num)s submissions were graded again since the preview started: their "
-                       "newer grades stand.", skipped), "info")
+        flash(
+            ngettext(
+                "%(num)s submission was graded again since the preview started: its newer "
+                "grade stands.",
+                "%(num)s submissions were graded again since the preview started: their "
+                "newer grades stand.",
+                skipped,
+            ),
+            "info",
+        )
     failed = counts[RunStatus.failed.value]
     if failed:
-        flash(ngettext("%(num)s submission could not be graded in the preview: it keeps its grade.",
-                       "%(num)s submissions could not be graded in the preview: they keep their "
-                       "grades.", failed), "info")
+        flash(
+            ngettext(
+                "%(num)s submission could not be graded in the preview: it keeps its grade.",
+                "%(num)s submissions could not be graded in the preview: they keep their grades.",
+                failed,
+            ),
+            "info",
+        )
     return back
 
 
 def _tell_changed_grades(regrade: Regrade) -> None:
     """Each student whose grade the published preview changed is mailed, by a worker, about
     the submission that gives it now."""
-    ids = [row.new.submission_id for row in preview_rows(db(), regrade)
-           if row.grade_changed and row.new.submission_id is not None]
+    ids = [
+        row.new.submission_id
+        for row in preview_rows(db(), regrade)
+        if row.grade_changed and row.new.submission_id is not None
+    ]
     send_notice(current_app.extensions["celery"], "regraded", ids)
 
 
@@ -207,8 +246,11 @@ def submission(submission_id: int):
         flash(_("This submission is already waiting to be graded."), "error")
         return redirect(url_for("portal.submission", submission_id=submission_id), 303)
     if request.method == "GET":
-        return render_template("staff/regrade_submission.html", submission=row,
-                               previewed=open_regrade(db(), row.exercise_id))
+        return render_template(
+            "staff/regrade_submission.html",
+            submission=row,
+            previewed=open_regrade(db(), row.exercise_id),
+        )
     reopen(row)
     db().commit()
     enqueue(current_app.extensions["celery"], db(), [row.id])

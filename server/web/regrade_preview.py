@@ -6,6 +6,7 @@ A preview run becomes its submission's result only when published, through the s
 normal grade (server/core/grades.py `take`: the submission's own late penalty applied). A
 submission graded again normally since the preview started keeps its newer grade.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -40,9 +41,16 @@ FINISHED = (SubmissionStatus.graded.value, SubmissionStatus.error.value)
 # its whole length): a busy queue is no reason to offer to start it again
 PREVIEW_PICKUP_SECONDS = 600
 # what the preview's page reads of a run: not its report (checks, output, environment)
-PREVIEW_RUN_COLUMNS = (GradingRun.submission_id, GradingRun.attempt, GradingRun.status,
-                       GradingRun.score, GradingRun.max_score, GradingRun.error,
-                       GradingRun.lease_until, GradingRun.worker)
+PREVIEW_RUN_COLUMNS = (
+    GradingRun.submission_id,
+    GradingRun.attempt,
+    GradingRun.status,
+    GradingRun.score,
+    GradingRun.max_score,
+    GradingRun.error,
+    GradingRun.lease_until,
+    GradingRun.worker,
+)
 
 
 @dataclass(frozen=True)
@@ -152,9 +160,16 @@ class ExerciseVersions:
 def exercise_versions(session: Session, regrade: Regrade) -> ExerciseVersions:
     previewed = select(GradingRun.submission_id).where(GradingRun.regrade_id == regrade.id)
     runs = session.execute(
-        select(GradingRun.submission_id, GradingRun.regrade_id, GradingRun.status,
-               GradingRun.exercise_version, GradingRun.exercise_commit)
-        .where(GradingRun.submission_id.in_(previewed)).order_by(GradingRun.attempt))
+        select(
+            GradingRun.submission_id,
+            GradingRun.regrade_id,
+            GradingRun.status,
+            GradingRun.exercise_version,
+            GradingRun.exercise_commit,
+        )
+        .where(GradingRun.submission_id.in_(previewed))
+        .order_by(GradingRun.attempt)
+    )
     before: dict[int, str] = {}  # submission -> the version of its latest grade before the preview
     after: Counter[str] = Counter()
     commits: dict[str, str] = {}
@@ -165,8 +180,11 @@ def exercise_versions(session: Session, regrade: Regrade) -> ExerciseVersions:
         if run.regrade_id == regrade.id:
             reached.add(run.submission_id)
             after.update([run.exercise_version] if run.exercise_version else [])
-        elif run.status == RunStatus.done.value and run.exercise_version \
-                and run.submission_id not in reached:
+        elif (
+            run.status == RunStatus.done.value
+            and run.exercise_version
+            and run.submission_id not in reached
+        ):
             before[run.submission_id] = run.exercise_version
     return ExerciseVersions(dict(Counter(before.values())), dict(after), commits)
 
@@ -179,9 +197,13 @@ def _differ(old: float | None, new: float | None) -> bool:
 
 def open_regrade(session: Session, exercise_id: int) -> Regrade | None:
     """The exercise's preview that is neither published nor discarded (at most one)."""
-    return session.scalar(select(Regrade).where(
-        Regrade.exercise_id == exercise_id, Regrade.published_at.is_(None),
-        Regrade.discarded_at.is_(None)))
+    return session.scalar(
+        select(Regrade).where(
+            Regrade.exercise_id == exercise_id,
+            Regrade.published_at.is_(None),
+            Regrade.discarded_at.is_(None),
+        )
+    )
 
 
 class AlreadyOpen(Exception):
@@ -203,25 +225,38 @@ def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) ->
     already = open_regrade(session, exercise.id)
     if already is not None:
         raise AlreadyOpen(already)
-    finished = select(Submission.id).where(by_students(exercise.course_id, exercise.id),
-                                           Submission.status.in_(FINISHED))
-    submission_ids = session.scalars(finished.order_by(Submission.id)
-                                     .with_for_update(of=Submission)).all()
+    finished = select(Submission.id).where(
+        by_students(exercise.course_id, exercise.id), Submission.status.in_(FINISHED)
+    )
+    submission_ids = session.scalars(
+        finished.order_by(Submission.id).with_for_update(of=Submission)
+    ).all()
     if not submission_ids:
         return None
-    last_attempt = dict(session.execute(
-        select(GradingRun.submission_id, func.max(GradingRun.attempt))
-        .where(GradingRun.submission_id.in_(finished)).group_by(GradingRun.submission_id)).all())
+    last_attempt = dict(
+        session.execute(
+            select(GradingRun.submission_id, func.max(GradingRun.attempt))
+            .where(GradingRun.submission_id.in_(finished))
+            .group_by(GradingRun.submission_id)
+        ).all()
+    )
     regrade = Regrade(exercise_id=exercise.id, started_by=user.id, started_at=now)
     session.add(regrade)
     session.flush()
     # unclaimed until a worker takes them: if none has by then, the page offers to start again
     waits_until = now + dt.timedelta(seconds=PREVIEW_PICKUP_SECONDS)
-    session.add_all(GradingRun(
-        submission_id=submission_id, attempt=last_attempt.get(submission_id, 0) + 1,
-        executor=app_settings().executor, status=RunStatus.previewing.value,
-        regrade_id=regrade.id,
-        started_at=now, lease_until=waits_until) for submission_id in submission_ids)
+    session.add_all(
+        GradingRun(
+            submission_id=submission_id,
+            attempt=last_attempt.get(submission_id, 0) + 1,
+            executor=app_settings().executor,
+            status=RunStatus.previewing.value,
+            regrade_id=regrade.id,
+            started_at=now,
+            lease_until=waits_until,
+        )
+        for submission_id in submission_ids
+    )
     return regrade
 
 
@@ -232,42 +267,66 @@ def preview_rows(session: Session, regrade: Regrade) -> list[StudentRow]:
     runs = _runs(session, regrade)
     users = {run.submission.user_id: run.submission.user for run in runs}
     others = _untouched(session, regrade, {run.submission_id for run in runs}, list(users))
-    set_grades = {row.user_id: row for row in session.scalars(select(SetGrade).where(
-        SetGrade.exercise_id == regrade.exercise_id, SetGrade.user_id.in_(users)))}
+    set_grades = {
+        row.user_id: row
+        for row in session.scalars(
+            select(SetGrade).where(
+                SetGrade.exercise_id == regrade.exercise_id, SetGrade.user_id.in_(users)
+            )
+        )
+    }
     out_of = maximum_points(session, [session.get(Exercise, regrade.exercise_id)])
     replaced = _replaced(session, regrade) if regrade.published_at is not None else None
     by_user: dict[int, list[Previewed]] = defaultdict(list)
     for run in runs:
         by_user[run.submission.user_id].append(_previewed(run, regrade, replaced))
     max_points = out_of[regrade.exercise_id]
-    return [_student_row(users[user_id], previewed, others[user_id],
-                         set_grades.get(user_id), max_points)
-            for user_id, previewed in by_user.items()]
+    return [
+        _student_row(
+            users[user_id], previewed, others[user_id], set_grades.get(user_id), max_points
+        )
+        for user_id, previewed in by_user.items()
+    ]
 
 
 def _runs(session: Session, regrade: Regrade) -> list[GradingRun]:
     """The regrade's runs, with their submissions and students, by username then submission."""
     submission = contains_eager(GradingRun.submission)
-    return list(session.scalars(
-        select(GradingRun).join(Submission).join(User, Submission.user_id == User.id)
-        .where(GradingRun.regrade_id == regrade.id).order_by(User.username, Submission.id)
-        .options(load_only(*PREVIEW_RUN_COLUMNS), submission.defer(Submission.code),
-                 submission.contains_eager(Submission.user))))
+    return list(
+        session.scalars(
+            select(GradingRun)
+            .join(Submission)
+            .join(User, Submission.user_id == User.id)
+            .where(GradingRun.regrade_id == regrade.id)
+            .order_by(User.username, Submission.id)
+            .options(
+                load_only(*PREVIEW_RUN_COLUMNS),
+                submission.defer(Submission.code),
+                submission.contains_eager(Submission.user),
+            )
+        )
+    )
 
 
-def _untouched(session: Session, regrade: Regrade, previewed: set[int],
-               user_ids: list[int]) -> dict[int, list[Untouched]]:
+def _untouched(
+    session: Session, regrade: Regrade, previewed: set[int], user_ids: list[int]
+) -> dict[int, list[Untouched]]:
     """user id → their submissions of the exercise that are not in the preview: they count in
     their grade before and after alike."""
     others: dict[int, list[Untouched]] = defaultdict(list)
     for row in session.execute(
-            select(Submission.id, Submission.user_id, Submission.counted_score,
-                   Submission.max_score, Submission.override_score)
-            .where(Submission.exercise_id == regrade.exercise_id,
-                   Submission.user_id.in_(user_ids))):
+        select(
+            Submission.id,
+            Submission.user_id,
+            Submission.counted_score,
+            Submission.max_score,
+            Submission.override_score,
+        ).where(Submission.exercise_id == regrade.exercise_id, Submission.user_id.in_(user_ids))
+    ):
         if row.id not in previewed:
-            others[row.user_id].append(Untouched(row.id, row.counted_score, row.max_score,
-                                                 row.override_score is not None))
+            others[row.user_id].append(
+                Untouched(row.id, row.counted_score, row.max_score, row.override_score is not None)
+            )
     return others
 
 
@@ -275,11 +334,22 @@ def _replaced(session: Session, regrade: Regrade) -> dict[int, tuple[float | Non
     """A published regrade: preview run id → the score and maximum of the result it replaced,
     its submission's latest "done" run before it (runs recorded since runs keep their score)."""
     runs = session.execute(
-        select(GradingRun.id, GradingRun.submission_id, GradingRun.attempt, GradingRun.score,
-               GradingRun.max_score, GradingRun.regrade_id)
-        .where(GradingRun.status == RunStatus.done.value, GradingRun.submission_id.in_(
-            select(GradingRun.submission_id).where(GradingRun.regrade_id == regrade.id)))
-        .order_by(GradingRun.submission_id, GradingRun.attempt)).all()
+        select(
+            GradingRun.id,
+            GradingRun.submission_id,
+            GradingRun.attempt,
+            GradingRun.score,
+            GradingRun.max_score,
+            GradingRun.regrade_id,
+        )
+        .where(
+            GradingRun.status == RunStatus.done.value,
+            GradingRun.submission_id.in_(
+                select(GradingRun.submission_id).where(GradingRun.regrade_id == regrade.id)
+            ),
+        )
+        .order_by(GradingRun.submission_id, GradingRun.attempt)
+    ).all()
     replaced, before = {}, {}
     for run in runs:
         if run.regrade_id == regrade.id:
@@ -288,8 +358,9 @@ def _replaced(session: Session, regrade: Regrade) -> dict[int, tuple[float | Non
     return replaced
 
 
-def _previewed(run: GradingRun, regrade: Regrade,
-               replaced: dict[int, tuple[float | None, float | None]] | None) -> Previewed:
+def _previewed(
+    run: GradingRun, regrade: Regrade, replaced: dict[int, tuple[float | None, float | None]] | None
+) -> Previewed:
     """The run's submission before (as it is; once published, the result the run replaced) and
     after: the run's score once graded; a failed run, or one not published (its submission was
     graded again meanwhile), leaves the submission's."""
@@ -300,16 +371,23 @@ def _previewed(run: GradingRun, regrade: Regrade,
         old_score = None if score is None else penalised(score, submission.penalty)
     if run.status == RunStatus.previewing.value:
         new_score = new_max = None
-    elif run.score is not None and (run.status == RunStatus.done.value or (
-            run.status == RunStatus.preview.value and regrade.published_at is None)):
+    elif run.score is not None and (
+        run.status == RunStatus.done.value
+        or (run.status == RunStatus.preview.value and regrade.published_at is None)
+    ):
         new_score, new_max = penalised(run.score, submission.penalty), run.max_score
     else:
         new_score, new_max = submission.score, submission.max_score
     return Previewed(submission, run, old_score, old_max, new_score, new_max)
 
 
-def _student_row(user: User, previewed: list[Previewed], others: list[Untouched],
-                 set_grade: SetGrade | None, max_points: float | None) -> StudentRow:
+def _student_row(
+    user: User,
+    previewed: list[Previewed],
+    others: list[Untouched],
+    set_grade: SetGrade | None,
+    max_points: float | None,
+) -> StudentRow:
     old, new = Grade(), Grade()
     for p in previewed:
         old.add(p.submission.id, p.old, p.old_max, p.adjusted)
@@ -329,14 +407,16 @@ def summarise(rows: list[StudentRow]) -> Summary:
     graded = [row for row in rows if row.new is not None]
     changes = [row.change for row in graded if row.change is not None]
     return Summary(
-        total=len(previewed), graded=len(finished),
+        total=len(previewed),
+        graded=len(finished),
         unchanged=sum(1 for row in graded if not _differ(row.old.score, row.new.score)),
         up=sum(1 for c in changes if c > SAME_SCORE),
         down=sum(1 for c in changes if c < -SAME_SCORE),
         first=sum(1 for row in graded if row.old.score is None and row.new.score is not None),
         changed=sum(p.changed for p in finished),
         failed=sum(1 for p in finished if p.run.status == RunStatus.failed.value),
-        mean_change=sum(changes) / len(changes) if changes else None)
+        mean_change=sum(changes) / len(changes) if changes else None,
+    )
 
 
 def stalled(rows: list[StudentRow], now: dt.datetime) -> bool:
@@ -349,16 +429,22 @@ def publish(session: Session, regrade: Regrade, now: dt.datetime) -> tuple[int, 
     (published, skipped: graded again normally since the preview started)."""
     published = skipped = 0
     graded = (GradingRun.regrade_id == regrade.id, GradingRun.status == RunStatus.preview.value)
-    runs = session.scalars(select(GradingRun).where(*graded)
-                           .order_by(GradingRun.submission_id)).all()
+    runs = session.scalars(
+        select(GradingRun).where(*graded).order_by(GradingRun.submission_id)
+    ).all()
     # locked and read again, with their runs: the preview's rows loaded them before a "Grade
     # again" may have reopened one, and the lock alone keeps the session's stale copy of them
-    submissions = {submission.id: submission for submission in session.scalars(
-        select(Submission).where(Submission.id.in_(select(GradingRun.submission_id)
-                                                   .where(*graded)))
-        .order_by(Submission.id).with_for_update(of=Submission)
-        .options(defer(Submission.code), selectinload(Submission.runs))
-        .execution_options(populate_existing=True))}
+    submissions = {
+        submission.id: submission
+        for submission in session.scalars(
+            select(Submission)
+            .where(Submission.id.in_(select(GradingRun.submission_id).where(*graded)))
+            .order_by(Submission.id)
+            .with_for_update(of=Submission)
+            .options(defer(Submission.code), selectinload(Submission.runs))
+            .execution_options(populate_existing=True)
+        )
+    }
     for run in runs:
         if graded_since(submissions[run.submission_id], run):
             skipped += 1
@@ -372,14 +458,21 @@ def publish(session: Session, regrade: Regrade, now: dt.datetime) -> tuple[int, 
 def graded_since(submission: Submission, run: GradingRun) -> bool:
     """Whether the submission was sent to be graded again, or graded, after the preview run."""
     return submission.status in WAITING or any(
-        r.status == RunStatus.done.value and r.attempt > run.attempt for r in submission.runs)
+        r.status == RunStatus.done.value and r.attempt > run.attempt for r in submission.runs
+    )
 
 
 def run_counts(session: Session, regrade_id: int) -> Counter[str]:
     """How many of the regrade's runs are at each status."""
-    return Counter(dict(session.execute(
-        select(GradingRun.status, func.count()).where(GradingRun.regrade_id == regrade_id)
-        .group_by(GradingRun.status)).all()))
+    return Counter(
+        dict(
+            session.execute(
+                select(GradingRun.status, func.count())
+                .where(GradingRun.regrade_id == regrade_id)
+                .group_by(GradingRun.status)
+            ).all()
+        )
+    )
 
 
 def discard(session: Session, regrade: Regrade, now: dt.datetime) -> None:
@@ -387,7 +480,10 @@ def discard(session: Session, regrade: Regrade, now: dt.datetime) -> None:
     stops, and records nothing)."""
     regrade.discarded_at = now
     # a run's error is a note for staff, in English like the workers' (worker/grading/preview.py)
-    session.execute(update(GradingRun).where(
-        GradingRun.regrade_id == regrade.id,
-        GradingRun.status == RunStatus.previewing.value).values(
-        status=RunStatus.cancelled.value, error="the preview was discarded", finished_at=now))
+    session.execute(
+        update(GradingRun)
+        .where(GradingRun.regrade_id == regrade.id, GradingRun.status == RunStatus.previewing.value)
+        .values(
+            status=RunStatus.cancelled.value, error="the preview was discarded", finished_at=now
+        )
+    )

@@ -1,4 +1,5 @@
 """What a student may see of a submission, as plain data for the API and the pages."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -58,18 +59,34 @@ class SubmissionState(NamedTuple):
 
 
 # built once: composing a statement costs about as much as running it, and polls are many
-_STATE = (select(Submission.id, Submission.user_id, Exercise.slug, Exercise.course_id,
-                 Submission.filename,
-                 Submission.status, Submission.submitted_at, Submission.score,
-                 Submission.counted_score, Submission.max_score, Submission.late_days,
-                 Submission.penalty, DONE_RUN,
-                 Submission.override_score, Submission.override_comment, Submission.override_at)
-          .join(Exercise, Submission.exercise_id == Exercise.id)
-          .where(Submission.id == bindparam("submission_id")))
+_STATE = (
+    select(
+        Submission.id,
+        Submission.user_id,
+        Exercise.slug,
+        Exercise.course_id,
+        Submission.filename,
+        Submission.status,
+        Submission.submitted_at,
+        Submission.score,
+        Submission.counted_score,
+        Submission.max_score,
+        Submission.late_days,
+        Submission.penalty,
+        DONE_RUN,
+        Submission.override_score,
+        Submission.override_comment,
+        Submission.override_at,
+    )
+    .join(Exercise, Submission.exercise_id == Exercise.id)
+    .where(Submission.id == bindparam("submission_id"))
+)
 # a running submission whose job the cluster has not started
-_PENDING = select(GradingRun.id).where(GradingRun.submission_id == bindparam("submission_id"),
-                                       GradingRun.status == RunStatus.running.value,
-                                       GradingRun.job_state == "PENDING")
+_PENDING = select(GradingRun.id).where(
+    GradingRun.submission_id == bindparam("submission_id"),
+    GradingRun.status == RunStatus.running.value,
+    GradingRun.job_state == "PENDING",
+)
 _CHECKS = (selectinload(GradingRun.checks).selectinload(CheckResult.diagnostics),)
 
 
@@ -95,11 +112,20 @@ def waiting(session: Session, state: SubmissionState | Submission, lang: str) ->
     ones, for the cluster, or longer than usual."""
     still = {"estimate_seconds": None, "estimate": None, "stalled": False}
     if state.status == SubmissionStatus.running.value:
-        pending = session.connection().execute(
-            _PENDING, {"submission_id": state.id}).first() is not None
-        return {"queue_position": None, "waiting_for_cluster": pending, **still, "note": _(
-            "Waiting for the cluster to start grading it: the cluster is busy or under "
-            "maintenance. It keeps its place; nothing is lost.") if pending else None}
+        pending = (
+            session.connection().execute(_PENDING, {"submission_id": state.id}).first() is not None
+        )
+        return {
+            "queue_position": None,
+            "waiting_for_cluster": pending,
+            **still,
+            "note": _(
+                "Waiting for the cluster to start grading it: the cluster is busy or under "
+                "maintenance. It keeps its place; nothing is lost."
+            )
+            if pending
+            else None,
+        }
     found = place(session, state.id) if state.status == SubmissionStatus.queued.value else None
     if found is None:
         return {"queue_position": None, "waiting_for_cluster": False, **still, "note": None}
@@ -107,17 +133,33 @@ def waiting(session: Session, state: SubmissionState | Submission, lang: str) ->
     pace = recent_pace(session)
     seconds = pace.seconds_for(position)
     stalled = pace.stalled_since(state.submitted_at)
-    notes = [_("Your earlier submissions are graded first; this one starts when one of them "
-               "finishes.")] if turn > app_settings().max_running_per_student else []
+    notes = (
+        [_("Your earlier submissions are graded first; this one starts when one of them finishes.")]
+        if turn > app_settings().max_running_per_student
+        else []
+    )
     if pace.cluster_resting:
-        notes.append(_("The cluster is not taking new jobs just now: grading goes on by itself "
-                       "once it does. It keeps its place; nothing is lost."))
+        notes.append(
+            _(
+                "The cluster is not taking new jobs just now: grading goes on by itself "
+                "once it does. It keeps its place; nothing is lost."
+            )
+        )
     elif stalled:
-        notes.append(_("Grading is slower than usual; your submission is safe and keeps its "
-                       "place in the queue."))
-    return {"queue_position": position, "waiting_for_cluster": pace.cluster_resting,
-            "estimate_seconds": seconds, "estimate": _estimate_text(seconds), "stalled": stalled,
-            "note": " ".join(notes) or None}
+        notes.append(
+            _(
+                "Grading is slower than usual; your submission is safe and keeps its "
+                "place in the queue."
+            )
+        )
+    return {
+        "queue_position": position,
+        "waiting_for_cluster": pace.cluster_resting,
+        "estimate_seconds": seconds,
+        "estimate": _estimate_text(seconds),
+        "stalled": stalled,
+        "note": " ".join(notes) or None,
+    }
 
 
 # how far back the grading rate is measured, the fewest finished runs it is worth an estimate
@@ -148,7 +190,8 @@ class Pace(NamedTuple):
         """Nothing moved since a while before now, and the submission has waited that long."""
         before = self.read_at - STALL_AFTER
         return _aware(submitted_at) < before and (
-            self.last_moved is None or _aware(self.last_moved) < before)
+            self.last_moved is None or _aware(self.last_moved) < before
+        )
 
 
 _pace_kept: tuple[float, Pace] | None = None
@@ -160,15 +203,26 @@ def recent_pace(session: Session) -> Pace:
         return _pace_kept[1]
     now = utcnow()
     since = now - PACE_WINDOW
-    resting = (select(ClusterState.resting_until)
-               .where(ClusterState.executor == app_settings().executor).scalar_subquery())
+    resting = (
+        select(ClusterState.resting_until)
+        .where(ClusterState.executor == app_settings().executor)
+        .scalar_subquery()
+    )
     finished, started_last, finished_last, resting_until = session.execute(
-        select(func.count(GradingRun.finished_at).filter(GradingRun.finished_at > since),
-               func.max(GradingRun.started_at), func.max(GradingRun.finished_at), resting)
-        .where(or_(GradingRun.started_at > since, GradingRun.finished_at > since))).one()
+        select(
+            func.count(GradingRun.finished_at).filter(GradingRun.finished_at > since),
+            func.max(GradingRun.started_at),
+            func.max(GradingRun.finished_at),
+            resting,
+        ).where(or_(GradingRun.started_at > since, GradingRun.finished_at > since))
+    ).one()
     moved = [_aware(t) for t in (started_last, finished_last) if t is not None]
-    pace = Pace(finished, max(moved, default=None), now,
-                resting_until is not None and _aware(resting_until) > now)
+    pace = Pace(
+        finished,
+        max(moved, default=None),
+        now,
+        resting_until is not None and _aware(resting_until) > now,
+    )
     _pace_kept = (time.monotonic(), pace)
     return pace
 
@@ -199,8 +253,15 @@ class ResultCache:
     def get_or_build(self, session: Session, state: SubmissionState, lang: str) -> str:
         if state.status in WAITING:
             return _json(submission_dict(session, state, lang))
-        key = (state.id, state.status, state.done_run_id, state.override_at,
-               state.late_days, state.penalty, lang)
+        key = (
+            state.id,
+            state.status,
+            state.done_run_id,
+            state.override_at,
+            state.late_days,
+            state.penalty,
+            lang,
+        )
         body = self._bodies.get(key)
         if body is None:
             if len(self._bodies) >= self._size:
@@ -216,31 +277,58 @@ def _json(data: dict) -> str:
 def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict:
     """The submission as its student sees it: two queries while it waits, four once graded."""
     data = {
-        "id": state.id, "exercise": state.exercise, "filename": state.filename,
-        "status": state.status, "submitted_at": state.submitted_at.isoformat(),
+        "id": state.id,
+        "exercise": state.exercise,
+        "filename": state.filename,
+        "status": state.status,
+        "submitted_at": state.submitted_at.isoformat(),
         **waiting(session, state, lang),
         # `score` is the automatic one; `counted_score` the one that counts (an instructor's)
-        "score": state.score, "counted_score": state.counted_score, "max_score": state.max_score,
-        "late_days": state.late_days, "penalty": state.penalty,
-        "override": None if state.override_score is None else {
-            "score": state.override_score, "comment": state.override_comment,
-            "at": state.override_at.isoformat()},
-        "checks": [], "notes": [], "output": "",
+        "score": state.score,
+        "counted_score": state.counted_score,
+        "max_score": state.max_score,
+        "late_days": state.late_days,
+        "penalty": state.penalty,
+        "override": None
+        if state.override_score is None
+        else {
+            "score": state.override_score,
+            "comment": state.override_comment,
+            "at": state.override_at.isoformat(),
+        },
+        "checks": [],
+        "notes": [],
+        "output": "",
     }
     if state.status == SubmissionStatus.cancelled.value:
-        data["message"] = _("The instructors stopped the grading of this submission; this is "
-                            "not a grade.")
+        data["message"] = _(
+            "The instructors stopped the grading of this submission; this is not a grade."
+        )
     if state.status == SubmissionStatus.error.value:
-        data["message"] = _("The grader failed repeatedly; your submission is kept and the "
-                            "instructors will look at it. This is not a grade.")
+        data["message"] = _(
+            "The grader failed repeatedly; your submission is kept and the "
+            "instructors will look at it. This is not a grade."
+        )
     if state.done_run_id is not None:
         run = session.get(GradingRun, state.done_run_id, options=_CHECKS)
-        data["checks"] = [{
-            "name": c.name, "title": (c.titles or {}).get(lang, c.title), "points": c.points, "max_points": c.max_points,
-            "passed": c.passed,
-            "diagnostics": [{"code": d.code, "details": d.details,
-                             **d.translations.get(lang, {"message": d.message, "hint": d.hint})}
-                            for d in c.diagnostics]} for c in run.checks]
+        data["checks"] = [
+            {
+                "name": c.name,
+                "title": (c.titles or {}).get(lang, c.title),
+                "points": c.points,
+                "max_points": c.max_points,
+                "passed": c.passed,
+                "diagnostics": [
+                    {
+                        "code": d.code,
+                        "details": d.details,
+                        **d.translations.get(lang, {"message": d.message, "hint": d.hint}),
+                    }
+                    for d in c.diagnostics
+                ],
+            }
+            for c in run.checks
+        ]
         data["notes"] = [_localised(note, lang) for note in run.notes or []]
         data["output"] = run.output or ""
     return data
@@ -249,8 +337,11 @@ def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict
 def _localised(note: dict, lang: str) -> dict:
     """A note in the reader's language: a load error and advice carry their text in each (the
     harness's)."""
-    texts = (note.get("translations") or {}).get(lang) if note.get("kind") in (
-        LOAD_ERROR, ADVICE) else None
+    texts = (
+        (note.get("translations") or {}).get(lang)
+        if note.get("kind") in (LOAD_ERROR, ADVICE)
+        else None
+    )
     return dict(note, **texts) if texts else note
 
 
@@ -263,29 +354,47 @@ def exercise_rows(session: Session, user: User, course_id: int) -> list[dict]:
     used: dict[int, int] = defaultdict(int)
     of_course = select(Exercise.id).where(Exercise.course_id == course_id)
     for row in session.execute(
-            select(Submission.exercise_id, Submission.id, Submission.counted_score,
-                   Submission.max_score, Submission.override_score,
-                   COUNTS_AS_ATTEMPT.label("counts"))
-            .where(Submission.user_id == user.id, Submission.exercise_id.in_(of_course))
-            .order_by(Submission.id)):
-        grades[row.exercise_id].add(row.id, row.counted_score, row.max_score,
-                                    row.override_score is not None)
+        select(
+            Submission.exercise_id,
+            Submission.id,
+            Submission.counted_score,
+            Submission.max_score,
+            Submission.override_score,
+            COUNTS_AS_ATTEMPT.label("counts"),
+        )
+        .where(Submission.user_id == user.id, Submission.exercise_id.in_(of_course))
+        .order_by(Submission.id)
+    ):
+        grades[row.exercise_id].add(
+            row.id, row.counted_score, row.max_score, row.override_score is not None
+        )
         used[row.exercise_id] += bool(row.counts)
-    for row in session.scalars(select(SetGrade).where(SetGrade.user_id == user.id,
-                                                      SetGrade.exercise_id.in_(of_course))):
+    for row in session.scalars(
+        select(SetGrade).where(SetGrade.user_id == user.id, SetGrade.exercise_id.in_(of_course))
+    ):
         grades[row.exercise_id].set_by(row, None)  # the pages show it out of the exercise's points
-    active = list(session.scalars(select(Exercise).where(Exercise.course_id == course_id,
-                                                         Exercise.active)
-                                  .order_by(Exercise.position, Exercise.slug)))
+    active = list(
+        session.scalars(
+            select(Exercise)
+            .where(Exercise.course_id == course_id, Exercise.active)
+            .order_by(Exercise.position, Exercise.slug)
+        )
+    )
     granted = terms_of(session, user.id, active)
     rows = []
     for exercise in active:
         mine = granted[exercise.id]
-        rows.append({"exercise": exercise, "deadline": mine.deadline, "terms": mine,
-                     "grade": grades[exercise.id],
-                     "attempts_used": used[exercise.id],
-                     "max_attempts": mine.max_attempts,
-                     "attempts_left": mine.attempts_left(used[exercise.id])})
+        rows.append(
+            {
+                "exercise": exercise,
+                "deadline": mine.deadline,
+                "terms": mine,
+                "grade": grades[exercise.id],
+                "attempts_used": used[exercise.id],
+                "max_attempts": mine.max_attempts,
+                "attempts_left": mine.attempts_left(used[exercise.id]),
+            }
+        )
     return rows
 
 
@@ -308,14 +417,19 @@ def page_view(submission: Submission, result: dict) -> dict:
     (a later diagnostic with the same hint shows none), the attempts the student has left, and
     the code line by line with the lines they name marked."""
     cells = code_cells(submission)
-    anchors = {(label, number): f"line-{index}-{number}"
-               for index, (label, code) in enumerate(cells, start=1)
-               for number in range(1, code.count("\n") + 2)}
+    anchors = {
+        (label, number): f"line-{index}-{number}"
+        for index, (label, code) in enumerate(cells, start=1)
+        for number in range(1, code.count("\n") + 2)
+    }
     hints_given: set[str] = set()
 
     def placed(item: dict, label: str | None, line: int | None, with_file: bool = True) -> dict:
-        return dict(item, place=where(submission.filename if with_file else None, label, line),
-                    anchor=anchors.get((label, line)))
+        return dict(
+            item,
+            place=where(submission.filename if with_file else None, label, line),
+            anchor=anchors.get((label, line)),
+        )
 
     def hinted(item: dict) -> dict:
         hint = item.get("hint")
@@ -323,34 +437,69 @@ def page_view(submission: Submission, result: dict) -> dict:
         hints_given.add(hint)
         return dict(item, hint=None if repeated else hint)
 
-    load_errors = [hinted(placed(n, n["details"].get("file"), n["details"].get("line")))
-                   for n in result["notes"] if n.get("kind") == "load-error"]
-    checks = [dict(c, anchor=f"check-{number}", diagnostics=[
-        hinted(placed(d, d["details"].get("file"), d["details"].get("line"))
-               if d["details"].get("line") else d) for d in c["diagnostics"]])
-        for number, c in enumerate(result["checks"], start=1)]
-    notes = [placed(n, n.get("cell"), _raised_at(n), with_file=False)
-             for n in result["notes"] if n.get("kind") != "load-error"]
+    load_errors = [
+        hinted(placed(n, n["details"].get("file"), n["details"].get("line")))
+        for n in result["notes"]
+        if n.get("kind") == "load-error"
+    ]
+    checks = [
+        dict(
+            c,
+            anchor=f"check-{number}",
+            diagnostics=[
+                hinted(
+                    placed(d, d["details"].get("file"), d["details"].get("line"))
+                    if d["details"].get("line")
+                    else d
+                )
+                for d in c["diagnostics"]
+            ],
+        )
+        for number, c in enumerate(result["checks"], start=1)
+    ]
+    notes = [
+        placed(n, n.get("cell"), _raised_at(n), with_file=False)
+        for n in result["notes"]
+        if n.get("kind") != "load-error"
+    ]
     marked = {item["anchor"] for item in load_errors + notes if item["anchor"]} | {
-        d["anchor"] for c in checks for d in c["diagnostics"] if d.get("anchor")}
+        d["anchor"] for c in checks for d in c["diagnostics"] if d.get("anchor")
+    }
     notebook = submission.filename.lower().endswith(".ipynb")
-    return {"file": shown_name(submission.filename), "load_errors": load_errors, "checks": checks,
-            "failed": [c for c in checks if not c["passed"]],
-            "attempts_left": _attempts_left(submission),
-            "notes": notes, "marked": bool(marked),
-            "cells": [CodeCell(where(None, label, None) if notebook else None, [
-                CodeLine(number, text, anchors[label, number], anchors[label, number] in marked)
-                for number, text in enumerate(code.removesuffix("\n").split("\n"), start=1)])
-                for label, code in cells]}
+    return {
+        "file": shown_name(submission.filename),
+        "load_errors": load_errors,
+        "checks": checks,
+        "failed": [c for c in checks if not c["passed"]],
+        "attempts_left": _attempts_left(submission),
+        "notes": notes,
+        "marked": bool(marked),
+        "cells": [
+            CodeCell(
+                where(None, label, None) if notebook else None,
+                [
+                    CodeLine(number, text, anchors[label, number], anchors[label, number] in marked)
+                    for number, text in enumerate(code.removesuffix("\n").split("\n"), start=1)
+                ],
+            )
+            for label, code in cells
+        ],
+    }
 
 
 def _attempts_left(submission: Submission) -> int | None:
     """The attempts its student has left at the exercise, with their accommodation and
     allowance; None: no limit."""
     session = object_session(submission)
-    used = session.scalar(select(func.count()).select_from(Submission).where(
-        Submission.user_id == submission.user_id, Submission.exercise_id == submission.exercise_id,
-        COUNTS_AS_ATTEMPT))
+    used = session.scalar(
+        select(func.count())
+        .select_from(Submission)
+        .where(
+            Submission.user_id == submission.user_id,
+            Submission.exercise_id == submission.exercise_id,
+            COUNTS_AS_ATTEMPT,
+        )
+    )
     return student_terms(session, submission.user_id, submission.exercise).attempts_left(used)
 
 
@@ -371,8 +520,10 @@ def code_cells(submission: Submission) -> list[tuple[str, str]]:
     if not source.notebook:
         return list(source.cells)
     written = json.loads(submission.code.decode("utf-8-sig"))["cells"]
-    return [(label, _joined(written[int(label.removeprefix("cell ")) - 1].get("source", "")))
-            for label, _rewritten in source.cells]
+    return [
+        (label, _joined(written[int(label.removeprefix("cell ")) - 1].get("source", "")))
+        for label, _rewritten in source.cells
+    ]
 
 
 def _joined(source: list[str] | str) -> str:

@@ -13,6 +13,7 @@ instructor adds students and teaching assistants, and resets the passwords of st
 nothing more anywhere (one who could set a teaching assistant's password with its link, or an
 admin's, could become one); a teaching assistant reads the roster and changes nothing. Admins
 are made with the command line only."""
+
 from __future__ import annotations
 
 import logging
@@ -80,13 +81,20 @@ class Member:
 
 
 ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
-COLUMNS = {"username": _l("Username"), "name": _l("Name"), "email": _l("Email"),
-           "role": _l("Role"), "added": _l("Added")}
-SORT_KEYS = {"name": lambda member: by_name(member.user),
-             "username": lambda member: by_username(member.user),
-             "email": lambda member: member.user.email.casefold(),
-             "role": lambda member: (ROLE_RANK[member.role], by_name(member.user)),
-             "added": lambda member: member.user.created_at}
+COLUMNS = {
+    "username": _l("Username"),
+    "name": _l("Name"),
+    "email": _l("Email"),
+    "role": _l("Role"),
+    "added": _l("Added"),
+}
+SORT_KEYS = {
+    "name": lambda member: by_name(member.user),
+    "username": lambda member: by_username(member.user),
+    "email": lambda member: member.user.email.casefold(),
+    "role": lambda member: (ROLE_RANK[member.role], by_name(member.user)),
+    "added": lambda member: member.user.created_at,
+}
 FILTERS = {role: (lambda member, role=role: member.role == role) for role in COURSE_ROLES}
 
 
@@ -107,8 +115,11 @@ def addable_roles() -> tuple[str, ...]:
 
 
 def course_members() -> list[Member]:
-    found = db().execute(select(User, Enrolment).join(Enrolment, Enrolment.user_id == User.id)
-                         .where(Enrolment.course_id == g.course.id))
+    found = db().execute(
+        select(User, Enrolment)
+        .join(Enrolment, Enrolment.user_id == User.id)
+        .where(Enrolment.course_id == g.course.id)
+    )
     return [Member(user, user_role(user, enrolment)) for user, enrolment in found]
 
 
@@ -121,8 +132,9 @@ def resettable() -> set[int]:
         found = students_only(g.course)
     else:
         return set()
-    local = found.where(Enrolment.user_id.in_(
-        select(User.id).where(User.auth_source == AuthSource.local.value)))
+    local = found.where(
+        Enrolment.user_id.in_(select(User.id).where(User.auth_source == AuthSource.local.value))
+    )
     return set(db().scalars(local)) - {g.user.id}
 
 
@@ -134,17 +146,28 @@ def roster():
     everyone = course_members()
     shown = arrange(everyone, listing, lambda member: member.user, SORT_KEYS, FILTERS)
     student = CourseRole.student.value
-    sections = [(_("Students"), [member for member in shown if member.role == student]),
-                (_("Staff"), [member for member in shown if member.role != student])]
+    sections = [
+        (_("Students"), [member for member in shown if member.role == student]),
+        (_("Staff"), [member for member in shown if member.role != student]),
+    ]
     may_reset = resettable()
-    waiting = sum(not has_password(member.user) and member.user.id in may_reset
-                  for member in everyone)
-    return render_template("staff/roster.html", listing=listing, columns=COLUMNS,
-                           sections=sections, shown=len(shown), total=len(everyone),
-                           role_names=ROLE_NAMES, filters={
-                               role: ROLE_NAMES[role] for role in COURSE_ROLES},
-                           addable=addable_roles(), resettable=may_reset, limit_kb=_limit_kb(),
-                           waiting=waiting)
+    waiting = sum(
+        not has_password(member.user) and member.user.id in may_reset for member in everyone
+    )
+    return render_template(
+        "staff/roster.html",
+        listing=listing,
+        columns=COLUMNS,
+        sections=sections,
+        shown=len(shown),
+        total=len(everyone),
+        role_names=ROLE_NAMES,
+        filters={role: ROLE_NAMES[role] for role in COURSE_ROLES},
+        addable=addable_roles(),
+        resettable=may_reset,
+        limit_kb=_limit_kb(),
+        waiting=waiting,
+    )
 
 
 def _limit_kb() -> int:
@@ -168,8 +191,13 @@ def upload():
         plan = read_roster(db(), text, g.course, addable_roles())
     except UserError as exc:
         return _refused(_("Nothing was imported: %(problem)s.", problem=str(exc)))
-    return render_template("staff/roster_preview.html", plan=plan, text=text,
-                           filename=file.filename, role_names=ROLE_NAMES)
+    return render_template(
+        "staff/roster_preview.html",
+        plan=plan,
+        text=text,
+        filename=file.filename,
+        role_names=ROLE_NAMES,
+    )
 
 
 def too_large(limit_kb: int) -> str:
@@ -193,47 +221,75 @@ def apply():
     except UserError as exc:
         return _refused(_("Nothing was imported: %(problem)s.", problem=str(exc)))
     if not plan.new and not plan.enrol:
-        flash(_("No line of the roster adds a valid account: nothing was imported.")
-              if plan.errors else
-              _("Every account of the roster is in this course already: nothing to add."), "info")
+        flash(
+            _("No line of the roster adds a valid account: nothing was imported.")
+            if plan.errors
+            else _("Every account of the roster is in this course already: nothing to add."),
+            "info",
+        )
         return redirect(url_for(".roster"), 303)
     try:
         in_directory = known_usernames(app_settings(), [row.username for row in plan.new])
     except DirectoryUnavailable as away:
         log.error("a roster import could not ask the directory: %s", away)
-        return _refused(_("Nothing was imported: the centre's directory cannot be reached to "
-                          "tell its people from guests. Try again in a few minutes."))
+        return _refused(
+            _(
+                "Nothing was imported: the centre's directory cannot be reached to "
+                "tell its people from guests. Try again in a few minutes."
+            )
+        )
     try:
         created = create_accounts(db(), plan.new, g.course, in_directory)
         enrolled = enrol_accounts(db(), plan.enrol, g.course)
         db().commit()
     except IntegrityError:  # an account of the roster was added or enrolled since it was checked
         db().rollback()
-        return _refused(_("Some of these accounts were added meanwhile: nothing was imported. "
-                          "Upload the roster again."))
+        return _refused(
+            _(
+                "Some of these accounts were added meanwhile: nothing was imported. "
+                "Upload the roster again."
+            )
+        )
     if enrolled:
         _say_enrolled(enrolled)
     if not created:  # no page of links to list the wrong lines on
         if plan.errors:
             _say_left_out(plan.errors)
         return redirect(url_for(".roster"), 303)
-    return _links(created, ngettext("%(num)s account added", "%(num)s accounts added",
-                                    len(created)), mailed=True, left_out=plan.errors)
+    return _links(
+        created,
+        ngettext("%(num)s account added", "%(num)s accounts added", len(created)),
+        mailed=True,
+        left_out=plan.errors,
+    )
 
 
 def _say_left_out(errors: Sequence[tuple[int, str]]) -> None:
     # apart: a call of _() inside ngettext's arguments hides its plural from the extraction
-    lines = "; ".join(_("line %(line)s: %(problem)s", line=line, problem=problem)
-                      for line, problem in errors)
-    flash(ngettext("%(num)s wrong line was left out: %(lines)s",
-                   "%(num)s wrong lines were left out: %(lines)s", len(errors), lines=lines),
-          "error")
+    lines = "; ".join(
+        _("line %(line)s: %(problem)s", line=line, problem=problem) for line, problem in errors
+    )
+    flash(
+        ngettext(
+            "%(num)s wrong line was left out: %(lines)s",
+            "%(num)s wrong lines were left out: %(lines)s",
+            len(errors),
+            lines=lines,
+        ),
+        "error",
+    )
 
 
 def _say_enrolled(users: list[User]) -> None:
-    flash(ngettext("%(num)s existing account was enrolled in this course: %(usernames)s",
-                   "%(num)s existing accounts were enrolled in this course: %(usernames)s",
-                   len(users), usernames=", ".join(user.username for user in users)), "ok")
+    flash(
+        ngettext(
+            "%(num)s existing account was enrolled in this course: %(usernames)s",
+            "%(num)s existing accounts were enrolled in this course: %(usernames)s",
+            len(users),
+            usernames=", ".join(user.username for user in users),
+        ),
+        "ok",
+    )
 
 
 @blueprint.route("/add", methods=["GET", "POST"])
@@ -250,15 +306,27 @@ def add():
         in_directory = known_usernames(app_settings(), [form["username"]])
     except DirectoryUnavailable as away:
         log.error("adding an account could not ask the directory: %s", away)
-        flash(_("Not added: the centre's directory cannot be reached to tell whether "
+        flash(
+            _(
+                "Not added: the centre's directory cannot be reached to tell whether "
                 "%(username)s is one of its people. Try again in a few minutes.",
-                username=form["username"]), "error")
+                username=form["username"],
+            ),
+            "error",
+        )
         return _add_form(form, 503)
     source = AuthSource.ldap if in_directory else AuthSource.local
     try:
-        user, created = add_or_enrol(db(), form["username"], form["name"], form["email"],
-                                     form["role"], password=None, course=g.course,
-                                     auth_source=source)
+        user, created = add_or_enrol(
+            db(),
+            form["username"],
+            form["name"],
+            form["email"],
+            form["role"],
+            password=None,
+            course=g.course,
+            auth_source=source,
+        )
         db().commit()
     except UserError as exc:
         db().rollback()
@@ -266,20 +334,32 @@ def add():
         return _add_form(form, 400)
     except IntegrityError:  # added by someone else between the check and the commit
         db().rollback()
-        flash(_("Not added: %(problem)s.", problem=_("user %(username)s already exists",
-                                                       username=form["username"])), "error")
+        flash(
+            _(
+                "Not added: %(problem)s.",
+                problem=_("user %(username)s already exists", username=form["username"]),
+            ),
+            "error",
+        )
         return _add_form(form, 409)
     if not created:
-        flash(_("%(username)s had an account already: it is enrolled in this course as "
-                "%(role)s, its name, email and password unchanged.", username=user.username,
-                role=ROLE_NAMES[form["role"]]), "ok")
+        flash(
+            _(
+                "%(username)s had an account already: it is enrolled in this course as "
+                "%(role)s, its name, email and password unchanged.",
+                username=user.username,
+                role=ROLE_NAMES[form["role"]],
+            ),
+            "ok",
+        )
         return redirect(url_for(".roster"), 303)
     return _links([user], _("Account added"), mailed=True)
 
 
 def _add_form(form: dict, status: int = 200):
-    return render_template("staff/roster_add.html", form=form, addable=addable_roles(),
-                           role_names=ROLE_NAMES), status
+    return render_template(
+        "staff/roster_add.html", form=form, addable=addable_roles(), role_names=ROLE_NAMES
+    ), status
 
 
 @blueprint.route("/<username>/password", methods=["GET", "POST"])
@@ -295,8 +375,14 @@ def reset_password(username: str):
         flash(_("Change your own password here."), "info")
         return redirect(url_for("account.password"), 303)
     if user.auth_source != AuthSource.local.value:
-        flash(_("%(username)s logs in through the centre's directory or single sign-on: their "
-                "password is changed there, not here.", username=user.username), "info")
+        flash(
+            _(
+                "%(username)s logs in through the centre's directory or single sign-on: their "
+                "password is changed there, not here.",
+                username=user.username,
+            ),
+            "info",
+        )
         return redirect(url_for(".roster"), 303)
     if user.id not in resettable():
         abort(403)
@@ -304,11 +390,16 @@ def reset_password(username: str):
         return render_template("staff/roster_reset.html", user=user)
     revoked = clear_password(db(), user)
     db().commit()
-    flash(ngettext("%(num)s API token of %(username)s was revoked.",
-                   "%(num)s API tokens of %(username)s were revoked.", revoked,
-                   username=user.username), "ok")
-    return _links([user], _("Password of %(username)s reset", username=user.username),
-                  mailed=True)
+    flash(
+        ngettext(
+            "%(num)s API token of %(username)s was revoked.",
+            "%(num)s API tokens of %(username)s were revoked.",
+            revoked,
+            username=user.username,
+        ),
+        "ok",
+    )
+    return _links([user], _("Password of %(username)s reset", username=user.username), mailed=True)
 
 
 def _in_course(user: User) -> bool:
@@ -320,14 +411,25 @@ def _in_course(user: User) -> bool:
 def waiting():
     """The links of the course's accounts whose owners have not set a password yet, made again
     (one handed out and lost, or never mailed): those whose password the user may reset."""
-    users = db().scalars(select(User).where(User.password_hash == NO_PASSWORD,
-                                            User.id.in_(resettable()))
-                         .order_by(User.username)).all()
+    users = (
+        db()
+        .scalars(
+            select(User)
+            .where(User.password_hash == NO_PASSWORD, User.id.in_(resettable()))
+            .order_by(User.username)
+        )
+        .all()
+    )
     return _links(users, _("Accounts waiting for a password"))
 
 
-def _links(users: list[User], heading: str, *, mailed: bool = False,
-           left_out: Sequence[tuple[int, str]] = ()):
+def _links(
+    users: list[User],
+    heading: str,
+    *,
+    mailed: bool = False,
+    left_out: Sequence[tuple[int, str]] = (),
+):
     """Each account's set-password link (and a CSV of them made inside the page): a link is as
     good as a password while it works, so this response is not to be stored anywhere. The CSV is
     for a spreadsheet (server/web/spreadsheet.py): Excel's, in the reader's language; no name in it
@@ -335,25 +437,43 @@ def _links(users: list[User], heading: str, *, mailed: bool = False,
     directory's people need none: they are named, as logging in with its password."""
     directory_people = [user for user in users if user.auth_source != AuthSource.local.value]
     if directory_people:
-        flash(ngettext("%(usernames)s logs in with the password of the centre's directory: no "
-                       "link to hand out.",
-                       "%(num)s accounts log in with the password of the centre's directory: "
-                       "no link to hand out (%(usernames)s).", len(directory_people),
-                       usernames=", ".join(user.username for user in directory_people)), "ok")
+        flash(
+            ngettext(
+                "%(usernames)s logs in with the password of the centre's directory: no "
+                "link to hand out.",
+                "%(num)s accounts log in with the password of the centre's directory: "
+                "no link to hand out (%(usernames)s).",
+                len(directory_people),
+                usernames=", ".join(user.username for user in directory_people),
+            ),
+            "ok",
+        )
         users = [user for user in users if user.auth_source == AuthSource.local.value]
         if not users:
             return redirect(url_for(".roster"), 303)
     base_url = app_settings().public_url or request.url_root.rstrip("/")
     accounts = [(user, make_link(user, base_url)) for user in users]
-    sheet = csv_text([["username", "name", "email", "link"],
-                      *([cell(user.username), cell(user.name), cell(user.email), cell(link)]
-                        for user, link in accounts)],
-                     for_excel(g.lang))
+    sheet = csv_text(
+        [
+            ["username", "name", "email", "link"],
+            *(
+                [cell(user.username), cell(user.name), cell(user.email), cell(link)]
+                for user, link in accounts
+            ),
+        ],
+        for_excel(g.lang),
+    )
     download = "data:text/csv;charset=utf-8," + quote(sheet)
     mail = _mail_links([user.id for user in users], base_url) if mailed else None
-    page = render_template("staff/roster_links.html", accounts=accounts, heading=heading,
-                           download=download, mail=mail, left_out=left_out,
-                           days=app_settings().set_password_link_days)
+    page = render_template(
+        "staff/roster_links.html",
+        accounts=accounts,
+        heading=heading,
+        download=download,
+        mail=mail,
+        left_out=left_out,
+        days=app_settings().set_password_link_days,
+    )
     return page, 200, {"Cache-Control": "no-store"}
 
 
@@ -361,23 +481,31 @@ def _mail_links(user_ids: list[int], base_url: str) -> tuple[str, str]:
     """Hand the mailing of these accounts' links to a worker (thousands of mails would hold the
     request), once the mail server has answered; what the page says of it: (category, text)."""
     if not mail_configured():
-        return "info", _("Mail is not set up on this service: hand each person their link, or "
-                         "the CSV.")
+        return "info", _(
+            "Mail is not set up on this service: hand each person their link, or the CSV."
+        )
     problem = server_problem()
     if problem is not None:
-        return "error", _("The links were not mailed, the mail server cannot take them "
-                          "(%(problem)s): hand each person their link, or the CSV.",
-                          problem=problem)
+        return "error", _(
+            "The links were not mailed, the mail server cannot take them "
+            "(%(problem)s): hand each person their link, or the CSV.",
+            problem=problem,
+        )
     try:
         current_app.extensions["celery"].send_task(
-            "hpcgrade.mail_links", args=[user_ids, base_url, g.lang, g.user.id], retry=False)
+            "hpcgrade.mail_links", args=[user_ids, base_url, g.lang, g.user.id], retry=False
+        )
     except Exception:  # kombu raises many types for a broker that is away
-        return "error", _("The links were not mailed: the task queue cannot be reached. Hand "
-                          "each person their link, or the CSV.")
-    return "ok", ngettext("The link is being mailed to its address; you get a mail if the "
-                          "server refuses it.",
-                          "The links are being mailed to their %(num)s addresses; you get a "
-                          "mail listing any the server refuses.", len(user_ids))
+        return "error", _(
+            "The links were not mailed: the task queue cannot be reached. Hand "
+            "each person their link, or the CSV."
+        )
+    return "ok", ngettext(
+        "The link is being mailed to its address; you get a mail if the server refuses it.",
+        "The links are being mailed to their %(num)s addresses; you get a "
+        "mail listing any the server refuses.",
+        len(user_ids),
+    )
 
 
 @blueprint.post("/exercises/sync")
@@ -388,8 +516,10 @@ def sync():
     try:
         catalogue = course_catalogue(g.course)
     except ExerciseConfigError as exc:
-        flash(_("The exercises were not synced, nothing changed: %(problem)s",
-                problem=str(exc)), "error")
+        flash(
+            _("The exercises were not synced, nothing changed: %(problem)s", problem=str(exc)),
+            "error",
+        )
         return redirect(url_for(".roster"), 303)
     changes = sync_exercises(db(), g.course, catalogue)
     db().commit()
@@ -400,6 +530,12 @@ def sync():
         flash(_("Updated: %(slugs)s", slugs=changed["updated"]), "ok")
     if "deactivated" in changed:
         flash(_("Withdrawn, their folder is gone: %(slugs)s", slugs=changed["deactivated"]), "ok")
-    flash(ngettext("%(num)s exercise is in step with its folder.",
-                   "%(num)s exercises are in step with their folders.", len(catalogue)), "ok")
+    flash(
+        ngettext(
+            "%(num)s exercise is in step with its folder.",
+            "%(num)s exercises are in step with their folders.",
+            len(catalogue),
+        ),
+        "ok",
+    )
     return redirect(url_for(".roster"), 303)

@@ -7,6 +7,7 @@ mark: "García" turns into "GarcÃ­a". Its variant is UTF-8 with a BOM, and for
 `;` between the cells and a decimal comma (with `,` a Spanish Excel puts each line in one cell,
 and reads 7.5 as a date). A first line `sep=;` would choose the separator whatever the region,
 but Excel then ignores the BOM and the accents break again."""
+
 from __future__ import annotations
 
 import csv
@@ -63,7 +64,11 @@ def course_file(kind: str) -> str:
     return f"{g.course.slug}-{kind}.csv"
 
 
-def csv_response(rows: Iterable[Sequence[str]], filename: str, dialect: Dialect = PLAIN
-                 ) -> Response:
-    return Response(csv_text(rows, dialect), mimetype="text/csv",  # UTF-8, named by Flask
-                    headers={"Content-Disposition": f"attachment; filename={filename}"})
+def csv_response(
+    rows: Iterable[Sequence[str]], filename: str, dialect: Dialect = PLAIN
+) -> Response:
+    return Response(
+        csv_text(rows, dialect),
+        mimetype="text/csv",  # UTF-8, named by Flask
+        headers={"Content-Disposition": f"attachment; filename={filename}"},
+    )

@@ -6,6 +6,7 @@ gradebook (and its CSV for the university's records), and stopping a submission'
 For its teaching assistants and instructors. Everything here is the course's (`g.course`): an
 exercise, a student or a submission of another course is not found (404), as it would not be
 for a user who cannot see that course at all."""
+
 from __future__ import annotations
 
 import zipfile
@@ -73,14 +74,18 @@ def only_staff() -> None:
 
 @blueprint.route("/")
 def overview():
-    return render_template("staff/overview.html", summaries=summaries(db(), g.course.id, g.lang),
-                           student_count=len(students(db(), g.course.id)))
+    return render_template(
+        "staff/overview.html",
+        summaries=summaries(db(), g.course.id, g.lang),
+        student_count=len(students(db(), g.course.id)),
+    )
 
 
 def exercise_or_404(slug: str) -> Exercise:
     """The course's exercise, active or not: staff still read the results of a retired one."""
-    row = db().scalar(select(Exercise).where(Exercise.course_id == g.course.id,
-                                             Exercise.slug == slug))
+    row = db().scalar(
+        select(Exercise).where(Exercise.course_id == g.course.id, Exercise.slug == slug)
+    )
     if row is None:
         abort(404)
     return row
@@ -111,16 +116,23 @@ def exercise(slug: str):
     row = exercise_or_404(slug)
     table = standings(db(), g.course.id, row.id)
     out_of = maximum_points(db(), [row])[row.id]
-    everyone = [(student, table.get((student.id, row.id)))
-                for student in students(db(), g.course.id)]
+    everyone = [
+        (student, table.get((student.id, row.id))) for student in students(db(), g.course.id)
+    ]
     listing, shown = _arranged_standings(everyone, out_of)
     bests = [s.score for s in table.values() if s.score is not None]
     return render_template(
-        "staff/exercise.html", exercise=row, now=utcnow(), max_points=out_of, rows=shown,
-        student_count=len(everyone), listing=listing,
+        "staff/exercise.html",
+        exercise=row,
+        now=utcnow(),
+        max_points=out_of,
+        rows=shown,
+        student_count=len(everyone),
+        listing=listing,
         filters={"missing": _("Nothing submitted"), "below": _("Below half the points")},
         histogram=charts.histogram(bests, out_of, "scores-chart") if bests and out_of else None,
-        **_analytics(row, table))
+        **_analytics(row, table),
+    )
 
 
 def _analytics(row: Exercise, table: dict[tuple[int, int], Standing]) -> dict:
@@ -137,17 +149,28 @@ def _analytics(row: Exercise, table: dict[tuple[int, int], Standing]) -> dict:
         "diagnostics_chart": charts.diagnostics_chart(
             [(code, by_students) for code, by_students, _submissions in diagnostics],
             lambda code: url_for("staff.diagnostic", slug=row.slug, code=code),
-            "diagnostics-chart") if diagnostics else None}
+            "diagnostics-chart",
+        )
+        if diagnostics
+        else None,
+    }
 
 
-def _arranged_standings(everyone: list[tuple[User, Standing | None]], out_of: float | None
-                        ) -> tuple[Listing, list[tuple[User, Standing | None]]]:
+def _arranged_standings(
+    everyone: list[tuple[User, Standing | None]], out_of: float | None
+) -> tuple[Listing, list[tuple[User, Standing | None]]]:
     """An exercise's students, searched, filtered and sorted as the query string asks."""
-    filters = {"missing": lambda r: r[1] is None,
-               "below": lambda r: _below_half(r[1] and r[1].score, out_of)}
-    keys = {"name": lambda r: by_name(r[0]), "username": lambda r: by_username(r[0]),
-            "attempts": lambda r: r[1].attempts if r[1] else 0,
-            "best": lambda r: r[1] and r[1].score, "latest": lambda r: r[1] and r[1].latest_at}
+    filters = {
+        "missing": lambda r: r[1] is None,
+        "below": lambda r: _below_half(r[1] and r[1].score, out_of),
+    }
+    keys = {
+        "name": lambda r: by_name(r[0]),
+        "username": lambda r: by_username(r[0]),
+        "attempts": lambda r: r[1].attempts if r[1] else 0,
+        "best": lambda r: r[1] and r[1].score,
+        "latest": lambda r: r[1] and r[1].latest_at,
+    }
     listing = requested_listing(keys, filters)
     return listing, arrange(everyone, listing, lambda r: r[0], keys, filters)
 
@@ -158,9 +181,13 @@ def diagnostic(slug: str, code: str):
     its hint names."""
     row = exercise_or_404(slug)
     mistakes = diagnosed_submissions(db(), g.course.id, row.id, code, g.lang)
-    return render_template("staff/diagnostic.html", exercise=row, code=code, mistakes=mistakes,
-                           submissions=len({submission for mistake in mistakes
-                                            for submission in mistake.submissions}))
+    return render_template(
+        "staff/diagnostic.html",
+        exercise=row,
+        code=code,
+        mistakes=mistakes,
+        submissions=len({submission for mistake in mistakes for submission in mistake.submissions}),
+    )
 
 
 @blueprint.route("/exercises/<slug>/submissions.zip")
@@ -172,8 +199,11 @@ def submissions_zip(slug: str):
     if not latest:
         flash(_("Nobody has submitted this exercise yet: there is nothing to download."), "error")
         return redirect(url_for("staff.exercise", slug=slug), 303)
-    return Response(stream_with_context(_zipped(latest)), mimetype="application/zip", headers={
-        "Content-Disposition": f"attachment; filename={row.slug}-submissions.zip"})
+    return Response(
+        stream_with_context(_zipped(latest)),
+        mimetype="application/zip",
+        headers={"Content-Disposition": f"attachment; filename={row.slug}-submissions.zip"},
+    )
 
 
 class _Chunks:
@@ -204,8 +234,11 @@ def _zipped(latest: list[LatestSubmission]) -> Iterator[bytes]:
             # a zip stores local times: the course's, as instructors read them
             at = item.submitted_at.astimezone(zone)
             suffix = ".ipynb" if item.filename.lower().endswith(".ipynb") else ".py"
-            archive.writestr(zipfile.ZipInfo(item.username + suffix, at.timetuple()[:6]),
-                             code, zipfile.ZIP_DEFLATED)
+            archive.writestr(
+                zipfile.ZipInfo(item.username + suffix, at.timetuple()[:6]),
+                code,
+                zipfile.ZIP_DEFLATED,
+            )
             yield out.take()
     yield out.take()
 
@@ -213,28 +246,45 @@ def _zipped(latest: list[LatestSubmission]) -> Iterator[bytes]:
 @blueprint.route("/students/<username>")
 def student(username: str):
     user = student_or_404(username)
-    submissions = db().scalars(select(Submission).join(Exercise).where(
-        Submission.user_id == user.id, Exercise.course_id == g.course.id)
-        .order_by(Submission.id.desc())).all()
+    submissions = (
+        db()
+        .scalars(
+            select(Submission)
+            .join(Exercise)
+            .where(Submission.user_id == user.id, Exercise.course_id == g.course.id)
+            .order_by(Submission.id.desc())
+        )
+        .all()
+    )
     return render_template("staff/student.html", student=user, submissions=submissions)
 
 
 @blueprint.route("/grades")
 def grades():
     columns, everyone = gradebook(db(), g.course.id)
-    filters = {"missing": lambda r: r.missing,
-               "below": lambda r: r.percent is not None and r.percent < 50}
-    keys = {"name": lambda r: by_name(r.student), "username": lambda r: by_username(r.student),
-            "total": lambda r: r.total,
-            **{EXERCISE_SORT + column.exercise.slug: _grade_in(i)
-               for i, column in enumerate(columns)}}
+    filters = {
+        "missing": lambda r: r.missing,
+        "below": lambda r: r.percent is not None and r.percent < 50,
+    }
+    keys = {
+        "name": lambda r: by_name(r.student),
+        "username": lambda r: by_username(r.student),
+        "total": lambda r: r.total,
+        **{EXERCISE_SORT + column.exercise.slug: _grade_in(i) for i, column in enumerate(columns)},
+    }
     listing = requested_listing(keys, filters)
     rows = arrange(everyone, listing, lambda r: r.student, keys, filters)
     return render_template(
-        "staff/grades.html", columns=columns, listing=listing, student_count=len(everyone),
-        matched=len(rows), page=requested_page(rows), percent=one_decimal_percent,
+        "staff/grades.html",
+        columns=columns,
+        listing=listing,
+        student_count=len(everyone),
+        matched=len(rows),
+        page=requested_page(rows),
+        percent=one_decimal_percent,
         out_of=sum(column.max_points or 0 for column in columns),
-        filters={"missing": _("Missing an exercise"), "below": _("Below half the points")})
+        filters={"missing": _("Missing an exercise"), "below": _("Below half the points")},
+    )
 
 
 def one_decimal_percent(value: float | None) -> str:
@@ -261,8 +311,9 @@ def grades_excel_csv():
     """The same table, for Excel to open right: UTF-8 with a byte order mark, and for a reader
     in Spanish `;` between the cells and decimal commas, as a Spanish Excel expects
     (server/web/spreadsheet.py says why not a `sep=` line)."""
-    return csv_response(_grades_rows(for_excel(g.lang)), course_file("grades-excel"),
-                        for_excel(g.lang))
+    return csv_response(
+        _grades_rows(for_excel(g.lang)), course_file("grades-excel"), for_excel(g.lang)
+    )
 
 
 @blueprint.route("/grades-moodle.csv")
@@ -271,11 +322,20 @@ def grades_moodle_csv():
     read it as a student), each exercise a column to map to a grade item; the students are
     matched by username or email."""
     columns, rows = gradebook(db(), g.course.id)
-    return csv_response([
-        ["username", "email", *(cell(column.exercise.slug) for column in columns)],
-        *([cell(row.student.username), cell(row.student.email),
-           *(PLAIN.number(item and item.score) for item in row.cells)] for row in rows)],
-        f"{g.course.slug}-moodle.csv")
+    return csv_response(
+        [
+            ["username", "email", *(cell(column.exercise.slug) for column in columns)],
+            *(
+                [
+                    cell(row.student.username),
+                    cell(row.student.email),
+                    *(PLAIN.number(item and item.score) for item in row.cells),
+                ]
+                for row in rows
+            ),
+        ],
+        f"{g.course.slug}-moodle.csv",
+    )
 
 
 @blueprint.route("/grades-canvas.csv")
@@ -284,13 +344,31 @@ def grades_canvas_csv():
     "Points Possible" row (which it reads as each new assignment's points, not as a student),
     and the students matched by their SIS Login ID, the username."""
     columns, rows = gradebook(db(), g.course.id)
-    return csv_response([
-        [*CANVAS_COLUMNS, *(cell(column.exercise.slug) for column in columns)],
-        [CANVAS_POINTS, "", "", "", "",
-         *(PLAIN.number(column.max_points) for column in columns)],
-        *([cell(row.student.name), "", "", cell(row.student.username), "",
-           *(PLAIN.number(item and item.score) for item in row.cells)] for row in rows)],
-        f"{g.course.slug}-canvas.csv")
+    return csv_response(
+        [
+            [*CANVAS_COLUMNS, *(cell(column.exercise.slug) for column in columns)],
+            [
+                CANVAS_POINTS,
+                "",
+                "",
+                "",
+                "",
+                *(PLAIN.number(column.max_points) for column in columns),
+            ],
+            *(
+                [
+                    cell(row.student.name),
+                    "",
+                    "",
+                    cell(row.student.username),
+                    "",
+                    *(PLAIN.number(item and item.score) for item in row.cells),
+                ]
+                for row in rows
+            ),
+        ],
+        f"{g.course.slug}-canvas.csv",
+    )
 
 
 def _grades_rows(dialect: Dialect) -> list[list[str]]:
@@ -299,13 +377,34 @@ def _grades_rows(dialect: Dialect) -> list[list[str]]:
     columns, rows = gradebook(db(), g.course.id)
     out_of = sum(column.max_points or 0 for column in columns)
     return [
-        ["username", "name", "email", *(cell(column.exercise.slug) for column in columns),
-         "total", "percent"],
-        ["", "max_points", "", *(dialect.number(column.max_points) for column in columns),
-         dialect.number(out_of), "100"],
-        *([cell(row.student.username), cell(row.student.name), cell(row.student.email),
-           *(dialect.number(item and item.score) for item in row.cells),
-           dialect.number(row.total), dialect.number(row.percent, places=1)] for row in rows)]
+        [
+            "username",
+            "name",
+            "email",
+            *(cell(column.exercise.slug) for column in columns),
+            "total",
+            "percent",
+        ],
+        [
+            "",
+            "max_points",
+            "",
+            *(dialect.number(column.max_points) for column in columns),
+            dialect.number(out_of),
+            "100",
+        ],
+        *(
+            [
+                cell(row.student.username),
+                cell(row.student.name),
+                cell(row.student.email),
+                *(dialect.number(item and item.score) for item in row.cells),
+                dialect.number(row.total),
+                dialect.number(row.percent, places=1),
+            ]
+            for row in rows
+        ),
+    ]
 
 
 @blueprint.post("/submissions/<int:submission_id>/cancel")

@@ -3,6 +3,7 @@
 What is refused is refused with a message in both languages and an HTTP status; what is
 accepted is committed as `queued` before anything is queued, so it is never lost.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -53,26 +54,40 @@ class Rules:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Rules":
-        return cls(settings.max_upload_kb, settings.submissions_per_window,
-                   settings.submission_window_minutes)
+        return cls(
+            settings.max_upload_kb,
+            settings.submissions_per_window,
+            settings.submission_window_minutes,
+        )
 
 
-def late_penalty(exercise: Exercise, deadline: dt.datetime | None,
-                 now: dt.datetime) -> tuple[int, float]:
+def late_penalty(
+    exercise: Exercise, deadline: dt.datetime | None, now: dt.datetime
+) -> tuple[int, float]:
     """(started days late, fraction of the score lost) by the student's deadline (the exercise's,
     or their extension's); refuses late work where the policy says so."""
     if exercise.deadline_policy == "refuse" and deadline is not None and now > deadline:
-        raise Refusal(403, LazyString(lambda: _("The deadline for this exercise passed (%(when)s); "
-                                                "late work is not accepted.", when=when(deadline))))
+        raise Refusal(
+            403,
+            LazyString(
+                lambda: _(
+                    "The deadline for this exercise passed (%(when)s); late work is not accepted.",
+                    when=when(deadline),
+                )
+            ),
+        )
     return lateness(exercise, deadline, now)
 
 
 def too_large(limit_kb: int, pasted: bool = False) -> LazyString:
     if pasted:
         return _l("The pasted code is larger than %(kb)s KB.", kb=limit_kb)
-    return _l("The file is larger than %(kb)s KB. If it is a notebook, its outputs (plots, printed "
-              "tensors) make most of its size: clear them (Edit → Clear All Outputs), save it and "
-              "upload it again.", kb=limit_kb)
+    return _l(
+        "The file is larger than %(kb)s KB. If it is a notebook, its outputs (plots, printed "
+        "tensors) make most of its size: clear them (Edit → Clear All Outputs), save it and "
+        "upload it again.",
+        kb=limit_kb,
+    )
 
 
 def upload_name(filename: str) -> str:
@@ -90,9 +105,11 @@ def where(filename: str | None, label: str | None, line: int | None) -> str:
     line 3", "pasted code"; without the file's name when `filename` is None. `label` is the
     grader's name for a piece of it: "cell 2" for a notebook's cell, its name for the file."""
     cell = re.fullmatch(r"cell (\d+)", label or "")
-    parts = ([shown_name(filename)] if filename else []) + (
-        [_("cell %(num)s", num=cell[1])] if cell else []) + (
-        [_("line %(num)s", num=line)] if line else [])
+    parts = (
+        ([shown_name(filename)] if filename else [])
+        + ([_("cell %(num)s", num=cell[1])] if cell else [])
+        + ([_("line %(num)s", num=line)] if line else [])
+    )
     return ", ".join(parts)
 
 
@@ -120,8 +137,13 @@ def check_code(filename: str, text: str) -> None:
         try:  # the grader's reader: magics and shell lines are left out as the grader does
             cells = notebook_cells(text).cells
         except Unreadable:
-            raise Refusal(400, _l("The notebook cannot be read: its JSON is damaged. Open it in "
-                                  "Jupyter, save it and upload it again.")) from None
+            raise Refusal(
+                400,
+                _l(
+                    "The notebook cannot be read: its JSON is damaged. Open it in "
+                    "Jupyter, save it and upload it again."
+                ),
+            ) from None
         if not any(code.strip() for _label, code in cells):
             raise Refusal(400, _l("The notebook has no code in it."))
     for label, code in cells:
@@ -133,39 +155,79 @@ def check_code(filename: str, text: str) -> None:
                 compile(code, label or filename, "exec", dont_inherit=True)
         except SyntaxError as exc:
             place = where(filename, label, exc.lineno)
-            raise Refusal(400, _l("The code is not valid Python: %(error)s (%(place)s). Fix it and "
-                                  "submit again; nothing was graded and no attempt was used.",
-                                  error=exc.msg, place=place)) from None
+            raise Refusal(
+                400,
+                _l(
+                    "The code is not valid Python: %(error)s (%(place)s). Fix it and "
+                    "submit again; nothing was graded and no attempt was used.",
+                    error=exc.msg,
+                    place=place,
+                ),
+            ) from None
         except (RecursionError, MemoryError):  # the compiler's own limits on nesting
-            raise Refusal(400, _l("The code is nested too deeply for Python to compile it (%(place)s).",
-                                  place=where(filename, label, None))) from None
+            raise Refusal(
+                400,
+                _l(
+                    "The code is nested too deeply for Python to compile it (%(place)s).",
+                    place=where(filename, label, None),
+                ),
+            ) from None
 
 
-def accept(session: Session, user: User, exercise: Exercise | None, filename: str, data: bytes,
-           rules: Rules, now: dt.datetime) -> Submission:
+def accept(
+    session: Session,
+    user: User,
+    exercise: Exercise | None,
+    filename: str,
+    data: bytes,
+    rules: Rules,
+    now: dt.datetime,
+) -> Submission:
     """Validate and add a queued submission to the session (the caller commits)."""
     if exercise is None or not exercise.active:
         raise Refusal(404, _l("There is no such exercise."))
     check_file(filename, data, rules)
     granted = student_terms(session, user.id, exercise)  # with the student's allowance
     late_days, penalty = late_penalty(exercise, granted.deadline, now)
-    mine = select(func.count()).select_from(Submission).where(
-        Submission.user_id == user.id, Submission.exercise_id == exercise.id)
-    if granted.max_attempts is not None \
-            and session.scalar(mine.where(COUNTS_AS_ATTEMPT)) >= granted.max_attempts:
+    mine = (
+        select(func.count())
+        .select_from(Submission)
+        .where(Submission.user_id == user.id, Submission.exercise_id == exercise.id)
+    )
+    if (
+        granted.max_attempts is not None
+        and session.scalar(mine.where(COUNTS_AS_ATTEMPT)) >= granted.max_attempts
+    ):
         # lazy, so no ngettext (pybabel extracts _l only): one attempt is worded apart
-        raise Refusal(403, _l("You have used your only attempt for this exercise.")
-                      if granted.max_attempts == 1 else
-                      _l("You have used all %(num)s attempts for this exercise.",
-                         num=granted.max_attempts))
+        raise Refusal(
+            403,
+            _l("You have used your only attempt for this exercise.")
+            if granted.max_attempts == 1
+            else _l(
+                "You have used all %(num)s attempts for this exercise.", num=granted.max_attempts
+            ),
+        )
     since = now - dt.timedelta(minutes=rules.window_minutes)
     if session.scalar(mine.where(Submission.submitted_at > since)) >= rules.per_window:
-        raise Refusal(429, _l("At most %(num)s submissions every %(minutes)s minutes; try again "
-                              "later.", num=rules.per_window, minutes=rules.window_minutes))
-    submission = Submission(user=user, exercise=exercise, filename=filename[-255:], code=data,
-                            sha256=hashlib.sha256(data).hexdigest(), submitted_at=now,
-                            status=SubmissionStatus.queued.value, late_days=late_days,
-                            penalty=penalty)
+        raise Refusal(
+            429,
+            _l(
+                "At most %(num)s submissions every %(minutes)s minutes; try again later.",
+                num=rules.per_window,
+                minutes=rules.window_minutes,
+            ),
+        )
+    submission = Submission(
+        user=user,
+        exercise=exercise,
+        filename=filename[-255:],
+        code=data,
+        sha256=hashlib.sha256(data).hexdigest(),
+        submitted_at=now,
+        status=SubmissionStatus.queued.value,
+        late_days=late_days,
+        penalty=penalty,
+    )
     session.add(submission)
     return submission
 
@@ -179,14 +241,24 @@ def idempotency_key(value: str | None) -> str | None:
     return value
 
 
-def submit_once(session: Session, user: User, exercise: Exercise | None, filename: str,
-                data: bytes, rules: Rules, now: dt.datetime, key: str | None
-                ) -> tuple[Submission, bool]:
+def submit_once(
+    session: Session,
+    user: User,
+    exercise: Exercise | None,
+    filename: str,
+    data: bytes,
+    rules: Rules,
+    now: dt.datetime,
+    key: str | None,
+) -> tuple[Submission, bool]:
     """Accept and commit a submission, once per idempotency key: a request sent again with its
     key gets the first submission back and uses no attempt. Returns (submission, whether new)."""
     user_id = user.id
-    if key is not None and exercise is not None \
-            and (earlier := _sent_before(session, user_id, key, exercise, data)) is not None:
+    if (
+        key is not None
+        and exercise is not None
+        and (earlier := _sent_before(session, user_id, key, exercise, data)) is not None
+    ):
         return earlier, False
     submission = accept(session, user, exercise, filename, data, rules, now)
     submission.idempotency_key = key
@@ -202,14 +274,22 @@ def submit_once(session: Session, user: User, exercise: Exercise | None, filenam
     return submission, True
 
 
-def _sent_before(session: Session, user_id: int, key: str, exercise: Exercise,
-                 data: bytes) -> Submission | None:
-    earlier = session.scalar(select(Submission).where(Submission.user_id == user_id,
-                                                      Submission.idempotency_key == key))
-    if earlier is not None and (earlier.exercise_id != exercise.id
-                                or earlier.sha256 != hashlib.sha256(data).hexdigest()):
-        raise Refusal(422, _l("This idempotency key was already used for another file or exercise; "
-                              "send it with a new key (on the page: reload it)."))
+def _sent_before(
+    session: Session, user_id: int, key: str, exercise: Exercise, data: bytes
+) -> Submission | None:
+    earlier = session.scalar(
+        select(Submission).where(Submission.user_id == user_id, Submission.idempotency_key == key)
+    )
+    if earlier is not None and (
+        earlier.exercise_id != exercise.id or earlier.sha256 != hashlib.sha256(data).hexdigest()
+    ):
+        raise Refusal(
+            422,
+            _l(
+                "This idempotency key was already used for another file or exercise; "
+                "send it with a new key (on the page: reload it)."
+            ),
+        )
     return earlier
 
 

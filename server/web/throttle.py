@@ -5,6 +5,7 @@ before any password is hashed, so one client's guessing costs the portal at most
 limits' worth of hashing. A threaded worker also checks at most PASSWORD_CHECKS_PER_PROCESS
 passwords at once (a sync worker checks one by construction). A log-in through the directory
 (server/web/ldap_login.py) counts against the same limits."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -72,6 +73,7 @@ class LoginThrottle:
 
     def wait_seconds(self, keys: dict[str, str]) -> int:
         """Seconds until every limit of these keys has room again; 0: it has now."""
+
         def longest(counters: MovingWindowRateLimiter) -> float:
             now, waits = time.time(), [0.0]
             for scope, key in keys.items():
@@ -80,20 +82,28 @@ class LoginThrottle:
                     if stats.remaining <= 0:
                         waits.append(stats.reset_time - now)
             return max(waits)
+
         wait = self._counted(longest)
         return max(1, math.ceil(wait)) if wait > 0 else 0
 
     def take_account_try(self, keys: dict[str, str]) -> bool:
         """Count a try against the account before its password is checked, in one step per
         limit: of many tries at once, no more pass than the limits allow. False: no room."""
+
         def take(counters: MovingWindowRateLimiter) -> bool:
-            return all([counters.hit(item, self.prefix, "account", keys["account"])
-                        for item in self.limits["account"]])
+            return all(
+                [
+                    counters.hit(item, self.prefix, "account", keys["account"])
+                    for item in self.limits["account"]
+                ]
+            )
+
         return self._counted(take)
 
     def record(self, keys: dict[str, str], failed: bool) -> None:
         """After the check: a failure counts against the address too; a success forgets the
         account's tries."""
+
         def count(counters: MovingWindowRateLimiter) -> None:
             if failed:
                 for item in self.limits["address"]:
@@ -101,25 +111,34 @@ class LoginThrottle:
             else:
                 for item in self.limits["account"]:
                     counters.clear(item, self.prefix, "account", keys["account"])
+
         self._counted(count)
 
 
 def init_app(app: Flask) -> None:
     settings = app_settings(app)
     try:
-        storage = storage_from_string(settings.login_limits_storage or settings.broker_url,
-                                      wrap_exceptions=True, socket_timeout=REDIS_SECONDS,
-                                      socket_connect_timeout=REDIS_SECONDS)
+        storage = storage_from_string(
+            settings.login_limits_storage or settings.broker_url,
+            wrap_exceptions=True,
+            socket_timeout=REDIS_SECONDS,
+            socket_connect_timeout=REDIS_SECONDS,
+        )
     except ConfigurationError:  # the message would show the URL, and its password
-        raise ConfigError("LOGIN_LIMITS_STORAGE (by default the broker's URL) must be a "
-                          "redis:// URL, or memory:// for one process") from None
+        raise ConfigError(
+            "LOGIN_LIMITS_STORAGE (by default the broker's URL) must be a "
+            "redis:// URL, or memory:// for one process"
+        ) from None
     app.extensions["hpcgrade.throttle"] = LoginThrottle(
         prefix=settings.course,
-        limits={"account": parse_many(settings.login_limits_per_account),
-                "address": parse_many(settings.login_limits_per_address)},
+        limits={
+            "account": parse_many(settings.login_limits_per_account),
+            "address": parse_many(settings.login_limits_per_address),
+        },
         counters=MovingWindowRateLimiter(storage),
         fallback=MovingWindowRateLimiter(MemoryStorage()),
-        checks=threading.BoundedSemaphore(settings.password_checks_per_process))
+        checks=threading.BoundedSemaphore(settings.password_checks_per_process),
+    )
 
 
 def client_address() -> str:

@@ -6,6 +6,7 @@ a deployment. The helpers here log in, read the live status, run axe-core, look 
 than the screen and keep screenshots for the docs; `PageWatch` records what the browser
 complains of (console errors, script errors, Content-Security-Policy violations, failed loads).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,13 +24,18 @@ ROOT = Path(__file__).resolve().parents[2]
 AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 # the docs' pictures are refreshed with HPCGRADE_SCREENSHOTS=docs/screenshots; other runs keep
 # theirs out of the checkout
-SCREENSHOTS = Path(os.environ.get("HPCGRADE_SCREENSHOTS")
-                   or Path(tempfile.gettempdir()) / "hpcgrade-screenshots")
+SCREENSHOTS = Path(
+    os.environ.get("HPCGRADE_SCREENSHOTS") or Path(tempfile.gettempdir()) / "hpcgrade-screenshots"
+)
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (scripts/browser installs it)
 VIEWPORTS = {
     "desktop": {"viewport": {"width": 1366, "height": 900}},
-    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True,
-              "device_scale_factor": 2},
+    "phone": {
+        "viewport": {"width": 390, "height": 844},
+        "is_mobile": True,
+        "has_touch": True,
+        "device_scale_factor": 2,
+    },
 }
 # the browser's language, which the portal reads from Accept-Language when neither ?lang= nor
 # the session chose one
@@ -66,15 +72,29 @@ def running_site(students: int = 4) -> Iterator[Site]:
     """The whole service, with `students` student accounts, each in both courses (stack.COURSES),
     and one instructor of the first, `prof`."""
     from stack import COURSES, Stack
+
     with Stack(students=students) as stack:
         username, password = INSTRUCTOR
-        stack.hpcgrade("users", "add", username, "--name", "Pilar Prof", "--email",
-                       "prof@uni.example", "--role", "instructor", "--course", COURSES[0],
-                       "--password", password)
+        stack.hpcgrade(
+            "users",
+            "add",
+            username,
+            "--name",
+            "Pilar Prof",
+            "--email",
+            "prof@uni.example",
+            "--role",
+            "instructor",
+            "--course",
+            COURSES[0],
+            "--password",
+            password,
+        )
         yield Site(stack, dict(stack.passwords))
 
 
 # --- what the browser complains of -------------------------------------------------------------
+
 
 @dataclass
 class PageWatch:
@@ -88,8 +108,13 @@ class PageWatch:
     pages: set[str] = field(default_factory=set)  # the documents navigated to
 
     def attach(self, page) -> None:
-        page.on("console", lambda message: message.type == "error" and self.console.append(
-            (message.text, message.location.get("url", ""))))
+        page.on(
+            "console",
+            lambda message: (
+                message.type == "error"
+                and self.console.append((message.text, message.location.get("url", "")))
+            ),
+        )
         page.on("pageerror", lambda error: self.script_errors.append(str(error)))
         page.on("response", self._response)
         page.on("requestfailed", self._request_failed)
@@ -110,8 +135,10 @@ class PageWatch:
         found += [f"failed load: {load}" for load in self.failed_loads]
         for text, url in self.console:
             if text.startswith("Failed to load resource") and (
-                    url in self.pages or url.endswith("/favicon.ico") or
-                    any(url in load for load in self.failed_loads)):
+                url in self.pages
+                or url.endswith("/favicon.ico")
+                or any(url in load for load in self.failed_loads)
+            ):
                 continue  # a document's own status, the browser's favicon probe, or told above
             kind = "CSP violation" if "Content Security Policy" in text else "console error"
             found.append(f"{kind} on {url or 'the page'}: {text}")
@@ -119,6 +146,7 @@ class PageWatch:
 
 
 # --- what a user does --------------------------------------------------------------------------
+
 
 def log_in(page, site: Site, username: str, password: str | None = None) -> None:
     """Through the log-in page, as a user does; fails with the page's message if refused."""
@@ -137,6 +165,7 @@ def live_states(page, seconds: float = 90) -> list[str]:
     until it says that grading ended (English labels), or `seconds` pass. Read every 0.1 s: the
     page changes the region at most once a second."""
     from playwright.sync_api import Error as BrowserError
+
     seen: list[str] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -153,6 +182,7 @@ def live_states(page, seconds: float = 90) -> list[str]:
 
 
 # --- what the tests check ----------------------------------------------------------------------
+
 
 def axe_violations(page) -> list[dict]:
     """axe-core's WCAG 2 A and AA violations on the page as it is now: id, impact, help and the
@@ -215,8 +245,9 @@ def layout_problems(page, axe: bool = True) -> dict[str, list]:
     return {kind: problems for kind, problems in found.items() if problems}
 
 
-def walk(page, site: Site, pages: dict[str, str], lang: str, axe: bool = True,
-         **values) -> dict[str, dict]:
+def walk(
+    page, site: Site, pages: dict[str, str], lang: str, axe: bool = True, **values
+) -> dict[str, dict]:
     """Each of `pages` (name → path, formatted with `values`) in turn, checked to be in `lang`:
     what is wrong with each (layout_problems), by name; {} when every page is right."""
     found = {}

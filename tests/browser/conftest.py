@@ -1,5 +1,6 @@
 """The fixtures of the -m browser tests, which this folder holds (their helpers are in
 browser.py)."""
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ every deadline, a factor on every limit of attempts), the student sees their dea
 attempts extended, the instructor removes it through its confirmation step; one exception for
 several students at once, refused whole when a username is no student's. At 1366 px and 390 px,
 in English and Spanish, axe clean."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,10 +17,16 @@ STAFF = "/courses/pytorch/staff"
 BULK_EXERCISE = "training-step"  # no other browser test reads its attempts
 # the exercises' deadline, 31 Jan 2027 23:59 in Madrid, two days later
 EXTENDED = {"en": "2 Feb 2027", "es": "2 feb 2027"}
-WHY = {"en": ("The exercise allows 20: your accommodation gives 1.5 times as many.",
-              "Moved for you: the 2 extra days of your accommodation"),
-       "es": ("El ejercicio permite 20: tu adaptación te da 1,5 veces más.",
-              "Cambiado para ti: los 2 días adicionales de tu adaptación")}
+WHY = {
+    "en": (
+        "The exercise allows 20: your accommodation gives 1.5 times as many.",
+        "Moved for you: the 2 extra days of your accommodation",
+    ),
+    "es": (
+        "El ejercicio permite 20: tu adaptación te da 1,5 veces más.",
+        "Cambiado para ti: los 2 días adicionales de tu adaptación",
+    ),
+}
 
 
 def no_errors(page) -> None:

@@ -5,6 +5,7 @@ marked by a sign and a hidden word besides its colour; two attempts chosen in th
 staff's view of a student's history from the student's page. At 1366 px and 390 px, in
 English and Spanish, axe clean; any console error or CSP violation fails the test
 (conftest.open_page)."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.services]
 
 EXERCISE = "autograd-no-track"  # no other browser test submits to it
 STUDENT = "s02"
-SENT = [EXERCISES / EXERCISE / "mutants" / "grad_not_cleared.py", EXERCISES / EXERCISE / "reference.py"]
+SENT = [
+    EXERCISES / EXERCISE / "mutants" / "grad_not_cleared.py",
+    EXERCISES / EXERCISE / "reference.py",
+]
 ATTEMPTS = f"/courses/pytorch/exercises/{EXERCISE}/attempts"
 
 
@@ -50,7 +54,9 @@ def test_a_student_sees_which_attempt_counts_and_what_changed(site, open_page, s
     assert page.locator("table.code-diff tr.removed").count() >= 1
     if lang == "en":
         assert "failed → passed" in page.locator("table.check-changes").inner_text()
-        assert page.locator("table.code-diff tr.added .visually-hidden").first.inner_text() == "added"
+        assert (
+            page.locator("table.code-diff tr.added .visually-hidden").first.inner_text() == "added"
+        )
         assert "Counts: the best score" in page.locator("table.attempts tr.counted").inner_text()
     assert layout_problems(page) == {}
     if lang == "en":

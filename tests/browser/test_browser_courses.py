@@ -1,5 +1,6 @@
 """Two courses in a real browser: a student of both picks one, submits there and finds each
 course's work apart; an instructor of one lands in it and finds nothing of the other."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 nginx, on the whole service: partial credit on one submission that a better file sent later
 overtakes; a grade set on the exercise that holds whatever is sent, said to the student with its
 reason, then removed. The student reads it on a phone, the instructor on a desktop."""
+
 from __future__ import annotations
 
 import re
@@ -35,9 +36,12 @@ def flashed(page) -> str:
 
 def your_grade(page, site) -> str:
     page.goto(site.url(f"/courses/pytorch/exercises/{EXERCISE}"))
-    facts = dict(zip(page.locator(".facts dt").all_text_contents(),
-                     (" ".join(text.split()) for text in
-                      page.locator(".facts dd").all_text_contents())))
+    facts = dict(
+        zip(
+            page.locator(".facts dt").all_text_contents(),
+            (" ".join(text.split()) for text in page.locator(".facts dd").all_text_contents()),
+        )
+    )
     assert layout_problems(page) == {}
     return facts["Your grade"]
 
@@ -47,7 +51,8 @@ def points(value: float) -> str:
 
 
 def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
-        site, desktop, open_page):
+    site, desktop, open_page
+):
     wrong = graded(site, WRONG)
     log_in(desktop, site, "prof")
     desktop.goto(site.url(f"/courses/pytorch/submissions/{wrong}"))
@@ -55,20 +60,25 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
     half = OUT_OF / 2
     desktop.fill("input[name=score]", f"{half:g}")
     desktop.get_by_label("Comment for the student (required)").fill(
-        "Half marks: the loop is right, the gradients add up.")
+        "Half marks: the loop is right, the gradients add up."
+    )
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Save the adjusted score").click()
     assert f"The score of submission #{wrong} is adjusted by hand." in flashed(desktop)
 
     student = open_page("phone")
     log_in(student, site, STUDENT)
-    assert your_grade(student, site).startswith(f"{points(half)} ✎ (adjusted by an instructor) your best: #{wrong}")
+    assert your_grade(student, site).startswith(
+        f"{points(half)} ✎ (adjusted by an instructor) your best: #{wrong}"
+    )
 
     right = graded(site, RIGHT)
     assert your_grade(student, site) == f"{points(OUT_OF)} your best: #{right}"
     student.goto(site.url(f"/courses/pytorch/submissions/{wrong}"))
-    assert f"The grade on this exercise is the best submission's: #{right}, {points(OUT_OF)}." in \
-        " ".join(student.locator(".counts").text_content().split())
+    assert (
+        f"The grade on this exercise is the best submission's: #{right}, {points(OUT_OF)}."
+        in " ".join(student.locator(".counts").text_content().split())
+    )
     desktop.goto(site.url(f"/courses/pytorch/submissions/{wrong}"))
     later = desktop.locator("section", has_text="Later submissions of this student")
     assert later.get_by_role("link", name=f"#{right}").is_visible()
@@ -77,7 +87,8 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
     desktop.get_by_text("Set the grade by hand").click()
     desktop.fill("input[name=score]", "0")
     desktop.get_by_label("Comment for the student (required)").fill(
-        "The same file as another student's, line for line.")
+        "The same file as another student's, line for line."
+    )
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Save the grade").click()
     assert "is set by hand" in flashed(desktop)
@@ -86,7 +97,9 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
     row = desktop.locator("tr", has_text=f"Student {STUDENT}")
     assert re.search(r"\b0 ✎ \(set by an instructor\)", " ".join(row.text_content().split()))
 
-    assert your_grade(student, site).startswith(f"{points(0)} ✎ (set by an instructor) set by your instructor")
+    assert your_grade(student, site).startswith(
+        f"{points(0)} ✎ (set by an instructor) set by your instructor"
+    )
     card = student.locator(".set-grade")
     assert "Your grade is set by your instructor" in card.text_content()
     assert "line for line" in card.text_content()

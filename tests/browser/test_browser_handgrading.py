@@ -4,6 +4,7 @@ the checks on a wide screen and under them on a phone, the keys n/j and p/k that
 the students' counted submissions (and do nothing while typing), a saved comment picked into the
 score's comment, and "Save and go to the next". At 1366 px and 390 px, in English and Spanish, axe
 clean; any console error or CSP violation fails the test (conftest.open_page)."""
+
 from __future__ import annotations
 
 import re
@@ -19,9 +20,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.services]
 
 # an exercise no other browser test submits to: the order below is these three students'
 EXERCISE = "autograd-vjp"
-SENT = {"s00": EXERCISES / EXERCISE / "reference.py",
-        "s01": EXERCISES / EXERCISE / "mutants" / "vjp_ones_cotangent.py",
-        "s02": EXERCISES / EXERCISE / "mutants" / "vjp_formula_by_hand.py"}
+SENT = {
+    "s00": EXERCISES / EXERCISE / "reference.py",
+    "s01": EXERCISES / EXERCISE / "mutants" / "vjp_ones_cotangent.py",
+    "s02": EXERCISES / EXERCISE / "mutants" / "vjp_formula_by_hand.py",
+}
 SAVED = "The cotangent is `v`, not ones."
 
 
@@ -33,18 +36,24 @@ def hand_grading(submission_id: int) -> str:
 def graded(site) -> dict[str, int]:
     """Each student's submission, graded (username → its id), and a comment saved for the
     exercise."""
-    ids = {name: site.stack.api(name).submit(EXERCISE, path.read_text()).json()["id"]
-           for name, path in SENT.items()}
+    ids = {
+        name: site.stack.api(name).submit(EXERCISE, path.read_text()).json()["id"]
+        for name, path in SENT.items()
+    }
     found = settle(site.stack, list(ids.values()), 180)
     assert [s.status for s in found.values()] == ["graded"] * len(ids), site.stack.logs()
     database = site.database()
     try:
         with database.sessions.begin() as session:
-            exercise = session.scalar(select(Exercise).join(Course).where(
-                Exercise.slug == EXERCISE, Course.slug == "pytorch"))
+            exercise = session.scalar(
+                select(Exercise)
+                .join(Course)
+                .where(Exercise.slug == EXERCISE, Course.slug == "pytorch")
+            )
             if not session.scalar(select(SavedComment).where(SavedComment.text == SAVED)):
-                session.add(SavedComment(course_id=exercise.course_id, exercise_id=exercise.id,
-                                         text=SAVED))
+                session.add(
+                    SavedComment(course_id=exercise.course_id, exercise_id=exercise.id, text=SAVED)
+                )
     finally:
         database.dispose()
     return ids
@@ -53,7 +62,8 @@ def graded(site) -> dict[str, int]:
 @pytest.mark.parametrize("lang", ["en", "es"])
 @pytest.mark.parametrize("kind", ["desktop", "phone"])
 def test_the_code_beside_the_checks_on_a_wide_screen_and_under_them_on_a_phone(
-        site, open_page, graded, kind, lang):
+    site, open_page, graded, kind, lang
+):
     page = open_page(kind)
     log_in(page, site, "prof")
     page.goto(site.url(f"/courses/pytorch/submissions/{graded['s01']}"))
@@ -61,10 +71,16 @@ def test_the_code_beside_the_checks_on_a_wide_screen_and_under_them_on_a_phone(
     with page.expect_navigation():
         page.locator(f"a[href$='{hand_grading(graded['s01'])}']").click()
     assert page.locator("#hand-grading").count() == 1
-    assert page.locator("#previous-submission").get_attribute("href").startswith(
-        hand_grading(graded["s00"]))
-    assert page.locator("#next-submission").get_attribute("href").startswith(
-        hand_grading(graded["s02"]))
+    assert (
+        page.locator("#previous-submission")
+        .get_attribute("href")
+        .startswith(hand_grading(graded["s00"]))
+    )
+    assert (
+        page.locator("#next-submission")
+        .get_attribute("href")
+        .startswith(hand_grading(graded["s02"]))
+    )
     assert page.locator("kbd").count() >= 5  # the keys are written on the page
     assert page.locator("button.use-comment:visible").count() >= 1  # shown by the script
     code = page.locator(".hand-grading-code").bounding_box()
@@ -80,7 +96,8 @@ def test_the_code_beside_the_checks_on_a_wide_screen_and_under_them_on_a_phone(
 
 @pytest.mark.parametrize("kind", ["desktop", "phone"])
 def test_keys_move_between_students_and_a_saved_comment_goes_into_the_score(
-        site, open_page, graded, kind):
+    site, open_page, graded, kind
+):
     page = open_page(kind)
     log_in(page, site, "prof")
     page.goto(site.url(f"/courses/pytorch/staff/exercises/{EXERCISE}"))

@@ -4,6 +4,7 @@ grading everything again with a preview before publishing, granting one student 
 downloading the gradebook; and the staff pages on a phone and a desktop: nothing wider than the
 screen, no WCAG 2 A/AA violation that axe-core finds. Any console error or CSP violation on a page
 fails its test (browser_fixtures.open_page)."""
+
 from __future__ import annotations
 
 import csv
@@ -27,8 +28,11 @@ TITLE = "Accuracy and mean absolute error"
 OUT_OF = max_points(EXERCISES / EXERCISE / "checks.py")
 MISTAKE = "output-mismatch"  # what mutants/mae_without_abs.py gets
 # s00 sends a right file, s01 and s02 the same mistake; s03 sends nothing
-SENT = {"s00": FILES["metrics-right"][1], "s01": FILES["metrics-wrong"][1],
-        "s02": FILES["metrics-wrong"][1]}
+SENT = {
+    "s00": FILES["metrics-right"][1],
+    "s01": FILES["metrics-wrong"][1],
+    "s02": FILES["metrics-wrong"][1],
+}
 
 
 def exercise_deadline(slug: str) -> dt.datetime:
@@ -39,8 +43,10 @@ def exercise_deadline(slug: str) -> dt.datetime:
 @pytest.fixture(scope="module")
 def graded(site) -> dict[str, int]:
     """Each of SENT's submissions, sent through the API and graded: username → its id."""
-    ids = {name: site.stack.api(name).submit(EXERCISE, path.read_text()).json()["id"]
-           for name, path in SENT.items()}
+    ids = {
+        name: site.stack.api(name).submit(EXERCISE, path.read_text()).json()["id"]
+        for name, path in SENT.items()
+    }
     found = settle(site.stack, list(ids.values()), 180)
     assert [s.status for s in found.values()] == ["graded"] * len(ids), site.stack.logs()
     return ids
@@ -54,7 +60,8 @@ def cells(page, table: str) -> list[list[str]]:
     """The text of each body row's cells (th and td), white space collapsed."""
     return page.locator(f"{table} tbody tr").evaluate_all(
         "rows => rows.map(r => [...r.cells].map(c => c.textContent.split(/\\s+/)"
-        ".filter(Boolean).join(' ')))")
+        ".filter(Boolean).join(' ')))"
+    )
 
 
 def stored_score(site, submission_id: int, score: float | None = None) -> float:
@@ -73,6 +80,7 @@ def stored_score(site, submission_id: int, score: float | None = None) -> float:
 
 # --- the course, the charts, a diagnostic --------------------------------------------------
 
+
 def test_an_instructor_lands_on_the_course_and_reads_the_charts(site, desktop, graded):
     log_in(desktop, site, "prof")
     assert desktop.url == site.url("/courses/pytorch/staff/")
@@ -90,7 +98,9 @@ def test_an_instructor_lands_on_the_course_and_reads_the_charts(site, desktop, g
     assert bar.get_attribute("aria-label") == f"{MISTAKE}: 2 students"
 
     bar.click()
-    desktop.wait_for_url(site.url(f"/courses/pytorch/staff/exercises/{EXERCISE}/diagnostics/{MISTAKE}"))
+    desktop.wait_for_url(
+        site.url(f"/courses/pytorch/staff/exercises/{EXERCISE}/diagnostics/{MISTAKE}")
+    )
     rows = cells(desktop, "table")
     assert [row[0].split()[-1] for row in rows] == ["s01", "s02"]  # "Student s01 s01"
     assert [row[1].split()[0] for row in rows] == [f"#{graded['s01']}", f"#{graded['s02']}"]
@@ -98,8 +108,8 @@ def test_an_instructor_lands_on_the_course_and_reads_the_charts(site, desktop, g
 
 # --- grading everything again, with a preview ----------------------------------------------
 
-def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone, open_page,
-                                                            graded):
+
+def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone, open_page, graded):
     # as if the checks had given the right file nothing; s00 then sent the wrong file, which
     # makes their grade: grading again must reach the right one, their first
     right = graded["s00"]
@@ -117,22 +127,36 @@ def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone,
     # the page loads itself again every few seconds until every preview run is graded
     desktop.get_by_role("button", name="Publish these grades").wait_for(timeout=150_000)
     out_of, was = f"{OUT_OF:g}", f"{wrong_score:g}"
-    shown = {row[0].split()[-1]: row[1:4] + row[5:]  # the submissions' list left out
-             for row in cells(desktop, "table.regrade-table")}
-    assert shown["s00"] == [f"{was} / {out_of}", f"{out_of} / {out_of}",
-                            f"+{OUT_OF - wrong_score:g}", "ready"]
+    shown = {
+        row[0].split()[-1]: row[1:4] + row[5:]  # the submissions' list left out
+        for row in cells(desktop, "table.regrade-table")
+    }
+    assert shown["s00"] == [
+        f"{was} / {out_of}",
+        f"{out_of} / {out_of}",
+        f"+{OUT_OF - wrong_score:g}",
+        "ready",
+    ]
     for name in ("s01", "s02"):
         before, after, change, state = shown[name]
         assert (after, change, state) == (before, "+0", "ready"), shown
     summary = desktop.locator(".regrade-summary li").all_text_contents()
-    assert summary[:4] == ["2 unchanged", "1 up", "0 down",
-                           "Submissions whose score changed: 1 of 4"]
+    assert summary[:4] == [
+        "2 unchanged",
+        "1 up",
+        "0 down",
+        "Submissions whose score changed: 1 of 4",
+    ]
     s00 = desktop.locator("table.regrade-table tr", has_text="s00")
     s00.locator("summary").click()  # the student's submissions, each before and after
-    items = [" ".join(item.split()) for item in
-             s00.locator(".regrade-submissions li").all_text_contents()]
-    assert items == [f"#{right} 0 / {out_of} → {out_of} / {out_of} ready",
-                     f"#{wrong} {was} / {out_of} → {was} / {out_of} ready"]
+    items = [
+        " ".join(item.split())
+        for item in s00.locator(".regrade-submissions li").all_text_contents()
+    ]
+    assert items == [
+        f"#{right} 0 / {out_of} → {out_of} / {out_of} ready",
+        f"#{wrong} {was} / {out_of} → {was} / {out_of} ready",
+    ]
     assert stored_score(site, right) == 0.0  # nothing changes before publishing
 
     log_in(phone, site, "prof")  # the preview on a phone, ready to publish
@@ -149,13 +173,17 @@ def test_grade_all_again_shows_a_preview_then_publishes_it(site, desktop, phone,
     student = open_page("desktop")  # s00 reads their new grade, from their first submission
     log_in(student, site, "s00")
     student.goto(site.url(f"/courses/pytorch/exercises/{EXERCISE}"))
-    facts = dict(zip(student.locator(".facts dt").all_text_contents(),
-                     (" ".join(value.split())
-                      for value in student.locator(".facts dd").all_text_contents())))
+    facts = dict(
+        zip(
+            student.locator(".facts dt").all_text_contents(),
+            (" ".join(value.split()) for value in student.locator(".facts dd").all_text_contents()),
+        )
+    )
     assert facts["Your grade"] == f"{out_of} / {out_of} your best: #{right}"
 
 
 # --- one student's extension ---------------------------------------------------------------
+
 
 def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_page, graded):
     log_in(desktop, site, "prof")
@@ -165,11 +193,14 @@ def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_p
     desktop.wait_for_url(site.url(f"/courses/pytorch/staff/students/s02/exercises/{EXERCISE}"))
     # a month after the exercise's deadline or today, whichever is later; in the course's zone, UTC
     extended = max(exercise_deadline(EXERCISE), dt.datetime.now(dt.timezone.utc)).replace(
-        hour=12, minute=0, second=0, microsecond=0) + dt.timedelta(days=30)
+        hour=12, minute=0, second=0, microsecond=0
+    ) + dt.timedelta(days=30)
     # as the page writes dates
     desktop.fill("input[name=deadline]", f"{extended.day} {extended:%b %Y, %H:%M}")
     desktop.fill("input[name=extra_attempts]", "5")
-    desktop.get_by_label("Comment (optional, for the staff)").fill("Ill in the last week of January")
+    desktop.get_by_label("Comment (optional, for the staff)").fill(
+        "Ill in the last week of January"
+    )
     with desktop.expect_navigation():
         desktop.get_by_role("button", name="Save the exception").click()
     assert "The exception for Student s02 is saved." in flashed(desktop)
@@ -179,21 +210,30 @@ def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_p
     log_in(student, site, "s02")
     student.goto(site.url(f"/courses/pytorch/exercises/{EXERCISE}"))
     values = student.locator(".facts dd").all_text_contents()
-    facts = dict(zip(student.locator(".facts dt").all_text_contents(),
-                     (" ".join(value.split()) for value in values)))
+    facts = dict(
+        zip(
+            student.locator(".facts dt").all_text_contents(),
+            (" ".join(value.split()) for value in values),
+        )
+    )
     assert student.locator(".facts time").get_attribute("datetime") == extended.isoformat()
     assert facts["Deadline"].startswith(f"{extended.day} {extended:%b %Y, %H:%M} UTC due in"), facts
     # 20 + 5, one used, and why the limit is not the exercise's
-    assert facts["Attempts left"] == \
-        "24 of 25 The exercise allows 20: your instructor granted you 5 more."
+    assert (
+        facts["Attempts left"]
+        == "24 of 25 The exercise allows 20: your instructor granted you 5 more."
+    )
 
 
 # --- the gradebook as a CSV ----------------------------------------------------------------
 
+
 def course_order() -> list[str]:
     """The exercises' slugs in the course's order (exercise.toml's `order`, then the slug)."""
-    found = [(tomllib.loads(path.read_text()).get("order", 0), path.parent.name)
-             for path in EXERCISES.glob("*/exercise.toml")]
+    found = [
+        (tomllib.loads(path.read_text()).get("order", 0), path.parent.name)
+        for path in EXERCISES.glob("*/exercise.toml")
+    ]
     return [slug for _order, slug in sorted(found)]
 
 
@@ -209,8 +249,7 @@ def test_the_gradebook_downloads_as_csv(site, desktop, graded):
     slugs = course_order()
     points = [max_points(EXERCISES / slug / "checks.py") for slug in slugs]
     assert rows[0] == ["username", "name", "email", *slugs, "total", "percent"]
-    assert rows[1] == ["", "max_points", "", *(f"{p:g}" for p in points), f"{sum(points):g}",
-                       "100"]
+    assert rows[1] == ["", "max_points", "", *(f"{p:g}" for p in points), f"{sum(points):g}", "100"]
     by_student = {row[0]: row for row in rows[2:]}
     assert sorted(by_student) == sorted(site.students)
     column = 3 + slugs.index(EXERCISE)
@@ -221,13 +260,19 @@ def test_the_gradebook_downloads_as_csv(site, desktop, graded):
 # --- every staff page on a phone, and on a desktop -----------------------------------------
 
 STAFF_PAGES = {
-    "course": "/courses/pytorch/staff/", "exercise": f"/courses/pytorch/staff/exercises/{EXERCISE}",
+    "course": "/courses/pytorch/staff/",
+    "exercise": f"/courses/pytorch/staff/exercises/{EXERCISE}",
     "diagnostic": f"/courses/pytorch/staff/exercises/{EXERCISE}/diagnostics/{MISTAKE}",
-    "student": "/courses/pytorch/staff/students/s01", "submission": "/courses/pytorch/submissions/{id}",
-    "grade-again": "/courses/pytorch/staff/submissions/{id}/regrade", "gradebook": "/courses/pytorch/staff/grades",
-    "roster": "/courses/pytorch/staff/roster/", "add-user": "/courses/pytorch/staff/roster/add", "waiting": "/courses/pytorch/staff/roster/waiting",
+    "student": "/courses/pytorch/staff/students/s01",
+    "submission": "/courses/pytorch/submissions/{id}",
+    "grade-again": "/courses/pytorch/staff/submissions/{id}/regrade",
+    "gradebook": "/courses/pytorch/staff/grades",
+    "roster": "/courses/pytorch/staff/roster/",
+    "add-user": "/courses/pytorch/staff/roster/add",
+    "waiting": "/courses/pytorch/staff/roster/waiting",
     "allowance": f"/courses/pytorch/staff/students/s03/exercises/{EXERCISE}",
-    "error": "/courses/pytorch/staff/exercises/no-such-exercise"}
+    "error": "/courses/pytorch/staff/exercises/no-such-exercise",
+}
 
 
 @pytest.mark.parametrize("lang", ["en", "es"])

@@ -1,6 +1,7 @@
 """Log-in through the centre's provider in a real browser: a student, enrolled by the provider's
 groups claim, goes from hpcgrade's log-in page to the provider's form (scripts/oidc's
 oidc-provider) and lands on their course, at desktop and at phone width."""
+
 from __future__ import annotations
 
 import oidc_provider
@@ -20,19 +21,22 @@ def course_of_groups(site):
     the provider's settings)."""
     oidc_provider.require()
     from server.core.models import Course
+
     database = site.database()
     try:
         with database.sessions.begin() as session:
             session.scalar(select(Course).where(Course.slug == COURSE)).directory_groups = {
-                "student": ["pytorch-students"]}
+                "student": ["pytorch-students"]
+            }
     finally:
         database.dispose()
     return site
 
 
 @pytest.mark.parametrize("kind", ["desktop", "phone"])
-def test_a_student_logs_in_at_the_provider_and_lands_on_their_course(course_of_groups, open_page,
-                                                                     kind):
+def test_a_student_logs_in_at_the_provider_and_lands_on_their_course(
+    course_of_groups, open_page, kind
+):
     site, page = course_of_groups, open_page(kind)
     person = oidc_provider.new_person(groups=["pytorch-students"])
     page.goto(site.url(f"/courses/{COURSE}/"))  # to the log-in page, which comes back here

@@ -4,6 +4,7 @@ list, the exercise page, "my submissions" nor the result page is wider than the 
 for screen readers, "(set by an instructor)", stay inside their table), and on each the score, the
 status and the attempts left are on the screen without scrolling sideways, each score on one line.
 The gradebook keeps its header row and its names in sight as it scrolls."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,8 +30,9 @@ def marked(site) -> int:
     through them), written here as they store it."""
     code = (EXERCISES / ADJUSTED / "reference.py").read_text()
     submission_id = site.stack.api(STUDENT).submit(ADJUSTED, code).json()["id"]
-    assert settle(site.stack, [submission_id], 180)[submission_id].status == "graded", \
+    assert settle(site.stack, [submission_id], 180)[submission_id].status == "graded", (
         site.stack.logs()
+    )
     database = site.database()
     try:
         with database.sessions.begin() as session:
@@ -38,10 +40,17 @@ def marked(site) -> int:
             submission = session.get(Submission, submission_id)
             submission.override_score = 0.5 * submission.max_score + 0.29
             submission.override_comment = "Half marks, and a little more."
-            exercise = session.scalar(select(Exercise).where(
-                Exercise.slug == SET, Exercise.course.has(slug="pytorch")))
-            session.add(SetGrade(user_id=student.id, exercise_id=exercise.id, score=9.29,
-                                 comment="Agreed in person."))
+            exercise = session.scalar(
+                select(Exercise).where(Exercise.slug == SET, Exercise.course.has(slug="pytorch"))
+            )
+            session.add(
+                SetGrade(
+                    user_id=student.id,
+                    exercise_id=exercise.id,
+                    score=9.29,
+                    comment="Agreed in person.",
+                )
+            )
     finally:
         database.dispose()
     return submission_id
@@ -49,12 +58,15 @@ def marked(site) -> int:
 
 def off_screen(page, selector: str) -> list[str]:
     """The elements matched that are not wholly within the window, as "text: left–right"."""
-    return page.evaluate("""([selector, width]) => [...document.querySelectorAll(selector)]
+    return page.evaluate(
+        """([selector, width]) => [...document.querySelectorAll(selector)]
         .filter(el => { const box = el.getBoundingClientRect();
                         return box.width && (box.left < 0 || box.right > width + 0.5); })
         .map(el => { const box = el.getBoundingClientRect();
                      return `${el.textContent.trim()}: ${Math.round(box.left)}–${Math.round(box.right)}`; })
-        """, [selector, PHONE_WIDTH])
+        """,
+        [selector, PHONE_WIDTH],
+    )
 
 
 def broken_scores(page) -> list[str]:
@@ -67,9 +79,13 @@ def broken_scores(page) -> list[str]:
             return lines.size > 1; }).map(el => el.textContent)""")
 
 
-STUDENT_PAGES = {"exercises": "/courses/pytorch/", "adjusted": f"/courses/pytorch/exercises/{ADJUSTED}",
-                 "set": f"/courses/pytorch/exercises/{SET}", "history": "/courses/pytorch/submissions",
-                 "result": "/courses/pytorch/submissions/{id}"}
+STUDENT_PAGES = {
+    "exercises": "/courses/pytorch/",
+    "adjusted": f"/courses/pytorch/exercises/{ADJUSTED}",
+    "set": f"/courses/pytorch/exercises/{SET}",
+    "history": "/courses/pytorch/submissions",
+    "result": "/courses/pytorch/submissions/{id}",
+}
 # what a student looks for first, in the tables' columns, and the words that say a score was
 # set or adjusted by hand, for screen readers (hidden, but where the score is)
 LOOKED_FOR = "td.col-score, td.col-status, td.col-attempts, td .visually-hidden"

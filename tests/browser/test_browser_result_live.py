@@ -2,6 +2,7 @@
 through a held request and shows the result by itself, with no "Submit again" while the file is
 still queued or running; the result page then says when it was sent and offers to submit again.
 At 1366 px and 390 px, in English and Spanish, axe clean and no wider than the screen."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,8 +31,10 @@ def test_the_result_shows_by_itself_and_submit_again_only_once_graded(site, open
     except TimeoutError as late:  # what the service was doing, to find why
         found = submissions(site.stack, [sent])[sent]
         runs = [(r.id, r.status, r.started_at, r.finished_at, r.error) for r in found.runs]
-        raise AssertionError(f"not graded in 60 s: the page shows {page.locator('#live').inner_text()!r}"
-                             f", the submission {found.status}, its runs {runs}\n{site.stack.logs()}") from late
+        raise AssertionError(
+            f"not graded in 60 s: the page shows {page.locator('#live').inner_text()!r}"
+            f", the submission {found.status}, its runs {runs}\n{site.stack.logs()}"
+        ) from late
     assert page.locator("#summary .score").text_content().strip().startswith("10")
     assert page.locator("#summary a[href$='/exercises/autograd-q']").count() == 1
     assert page.locator("main p.muted").first.text_content().strip()  # when it was sent

@@ -3,6 +3,7 @@ is a step apart from Save, confirmed on a page of its own that needs no script; 
 date field is in the page's notation; "Account" opens the account's page; every page has a
 favicon and a skip link, first, that shows when the keyboard reaches it. At 1366 px and 390 px,
 in English and Spanish, axe clean."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -55,7 +56,8 @@ def test_an_exception_is_removed_through_a_confirmation_step(site, open_page, ki
 @pytest.mark.parametrize("lang", ["en", "es"])
 @pytest.mark.parametrize("kind", ["desktop", "phone"])
 def test_account_opens_its_page_and_every_page_has_a_skip_link_and_a_favicon(
-        site, open_page, kind, lang):
+    site, open_page, kind, lang
+):
     page = open_page(kind)
     favicons = []
     page.on("request", lambda request: "favicon" in request.url and favicons.append(request.url))

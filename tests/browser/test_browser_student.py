@@ -5,6 +5,7 @@ before they cost an attempt, the pasted code kept; the diagnostics in Spanish; t
 on the log-in page kept after it; and every student page on a phone and a desktop: nothing wider
 than the screen, no WCAG 2 A/AA violation that axe-core finds, in English and Spanish.
 Any console error or CSP violation on a page fails its test (browser_fixtures.open_page)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -67,8 +68,10 @@ def test_a_student_submits_and_hears_the_status_change(site, desktop, tmp_path):
     # this one waits its turn, and its own three seconds of loading keep it running long
     # enough to be seen. They hold the slots before it comes, or the queue's round-robin
     # between students could put it before one of them
-    blockers = [site.stack.api(name).submit(EXERCISE, slow(REFERENCE.read_text(), 9))
-                for name in ("s01", "s02")]
+    blockers = [
+        site.stack.api(name).submit(EXERCISE, slow(REFERENCE.read_text(), 9))
+        for name in ("s01", "s02")
+    ]
     assert [answer.status_code for answer in blockers] == [202, 202]
     held = settle(site.stack, [answer.json()["id"] for answer in blockers], 30, past=("queued",))
     assert [s.status for s in held.values()] == ["running", "running"]
@@ -112,9 +115,12 @@ def stored_submissions(site, username: str) -> int:
     database = site.database()
     try:
         with database.sessions() as session:
-            return session.scalar(sa.select(sa.func.count()).select_from(Submission)
-                                  .join(User, Submission.user_id == User.id)
-                                  .where(User.username == username))
+            return session.scalar(
+                sa.select(sa.func.count())
+                .select_from(Submission)
+                .join(User, Submission.user_id == User.id)
+                .where(User.username == username)
+            )
     finally:
         database.dispose()
 
@@ -137,8 +143,12 @@ def test_the_exercise_page_states_points_attempts_and_deadline(site, desktop):
     assert shown["Attempts left"] == "20 of 20"
     # exercise.toml's 2027-01-31T23:59+01:00, in the course's time zone (UTC here), and how far
     assert desktop.locator(".facts time").get_attribute("datetime") == "2027-01-31T22:59:00+00:00"
-    ahead = dt.datetime.now(dt.timezone.utc) < dt.datetime(2027, 1, 31, 22, 59, tzinfo=dt.timezone.utc)
-    assert shown["Deadline"].startswith("31 Jan 2027, 22:59 UTC " + ("due in" if ahead else "closed")), shown
+    ahead = dt.datetime.now(dt.timezone.utc) < dt.datetime(
+        2027, 1, 31, 22, 59, tzinfo=dt.timezone.utc
+    )
+    assert shown["Deadline"].startswith(
+        "31 Jan 2027, 22:59 UTC " + ("due in" if ahead else "closed")
+    ), shown
 
 
 def test_code_that_cannot_load_is_refused_before_it_costs_an_attempt(site, desktop, tmp_path):
@@ -162,8 +172,9 @@ def test_code_that_cannot_load_is_refused_before_it_costs_an_attempt(site, deskt
 
 
 @pytest.mark.parametrize("size_kb", [1229, 20480])  # 1.2 MB and 20 MB, through nginx
-def test_an_oversized_upload_states_the_limit_and_keeps_the_pasted_code(site, desktop, tmp_path,
-                                                                        size_kb):
+def test_an_oversized_upload_states_the_limit_and_keeps_the_pasted_code(
+    site, desktop, tmp_path, size_kb
+):
     log_in(desktop, site, "s01")
     desktop.goto(site.url(f"/courses/pytorch/exercises/{REFUSED}"))
     big = tmp_path / "big.py"
@@ -217,8 +228,11 @@ def test_a_student_reads_the_diagnostics_in_spanish(site, desktop, graded_wrong,
 
 # --- the language chosen on the log-in page ---------------------------------------------------
 
+
 def test_the_language_chosen_on_the_log_in_page_survives_logging_in(site, desktop):
-    desktop.goto(site.url("/courses/pytorch/submissions"))  # not logged in: the log-in page, next=/submissions
+    desktop.goto(
+        site.url("/courses/pytorch/submissions")
+    )  # not logged in: the log-in page, next=/submissions
     desktop.locator("a[hreflang=es]").click()
     desktop.wait_for_url(re.compile(r"lang=es"))
     assert desktop.locator("html").get_attribute("lang") == "es"
@@ -235,12 +249,16 @@ def test_the_language_chosen_on_the_log_in_page_survives_logging_in(site, deskto
 
 # --- every student page on a phone, and on a desktop -------------------------------------------
 
-STUDENT_PAGES = {"courses": "/", "exercises": "/courses/pytorch/",
-                 "exercise": f"/courses/pytorch/exercises/{EXERCISE}",
-                 "result": "/courses/pytorch/submissions/{id}",
-                 "history": "/courses/pytorch/submissions",
-                 "account": "/account/tokens", "password": "/account/password",
-                 "error": "/courses/pytorch/exercises/no-such-exercise"}
+STUDENT_PAGES = {
+    "courses": "/",
+    "exercises": "/courses/pytorch/",
+    "exercise": f"/courses/pytorch/exercises/{EXERCISE}",
+    "result": "/courses/pytorch/submissions/{id}",
+    "history": "/courses/pytorch/submissions",
+    "account": "/account/tokens",
+    "password": "/account/password",
+    "error": "/courses/pytorch/exercises/no-such-exercise",
+}
 
 
 @pytest.mark.parametrize("lang", ["en", "es"])

@@ -1,5 +1,6 @@
 """`hpcgrade demo` (SQLite, a broker in a folder, gunicorn, a worker) driven by `hpcgrade login`
 and `hpcgrade submit`, as a student would from a terminal."""
+
 import contextlib
 import datetime as dt
 import json
@@ -30,13 +31,20 @@ HPCGRADE = [sys.executable, "-m", "worker.cli"]
 
 
 # the demo's two courses: who is what in each (an admin is in every course without enrolment)
-ROLES = [("instructor", "pytorch-2026", "instructor"), ("student", "pytorch-2025", "student"),
-         ("student", "pytorch-2026", "student"), ("ta", "pytorch-2025", "ta")]
+ROLES = [
+    ("instructor", "pytorch-2026", "instructor"),
+    ("student", "pytorch-2025", "student"),
+    ("student", "pytorch-2026", "student"),
+    ("ta", "pytorch-2025", "ta"),
+]
 
 
 def roles(session) -> list[tuple[str, str, str]]:
-    return sorted(session.execute(sa.select(User.username, Course.slug, Enrolment.role)
-                                  .join(Enrolment.user).join(Course)))
+    return sorted(
+        session.execute(
+            sa.select(User.username, Course.slug, Enrolment.role).join(Enrolment.user).join(Course)
+        )
+    )
 
 
 def test_prepare_twice_keeps_one_set_of_accounts_in_two_courses(tmp_path):
@@ -51,10 +59,13 @@ def test_prepare_twice_keeps_one_set_of_accounts_in_two_courses(tmp_path):
         assert session.scalar(sa.select(User.username).where(User.is_admin)) == "admin"
         assert session.query(User).count() == 4
         assert roles(session) == ROLES
-        assert sorted(session.execute(
-            sa.select(Course.slug, Course.archived_at, sa.func.count(Exercise.id))
-            .join(Exercise).group_by(Course.slug))) == [
-            ("pytorch-2025", None, 16), ("pytorch-2026", None, 16)]
+        assert sorted(
+            session.execute(
+                sa.select(Course.slug, Course.archived_at, sa.func.count(Exercise.id))
+                .join(Exercise)
+                .group_by(Course.slug)
+            )
+        ) == [("pytorch-2025", None, 16), ("pytorch-2026", None, 16)]
     database.dispose()
 
 
@@ -65,16 +76,20 @@ def test_an_older_demos_accounts_and_exercises_land_in_its_first_course(tmp_path
     migrate.upgrade(url, "0009")
     engine = sa.create_engine(url)
     with engine.begin() as connection:
-        connection.execute(sa.text(
-            "INSERT INTO users (username, name, email, role, password_hash, created_at) "
-            "VALUES ('student', 'Old Student', 's@example.org', 'student', 'x', "
-            "CURRENT_TIMESTAMP)"))
+        connection.execute(
+            sa.text(
+                "INSERT INTO users (username, name, email, role, password_hash, created_at) "
+                "VALUES ('student', 'Old Student', 's@example.org', 'student', 'x', "
+                "CURRENT_TIMESTAMP)"
+            )
+        )
     engine.dispose()
     prepare(tmp_path)
     database = Database(url)
     with database.sessions() as session:
-        assert session.scalar(sa.select(User.name).where(User.username == "student")) \
-            == "Old Student"  # kept, not made again
+        assert (
+            session.scalar(sa.select(User.name).where(User.username == "student")) == "Old Student"
+        )  # kept, not made again
         assert roles(session) == ROLES
     database.dispose()
 
@@ -87,9 +102,14 @@ def running_demo(folder: Path, *options: str):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
     folder.mkdir(parents=True, exist_ok=True)
     log = open(folder / "demo.log", "w")
-    process = subprocess.Popen(HPCGRADE + ["demo", "--port", str(port), "--folder", str(folder),
-                                           *options],
-                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+    process = subprocess.Popen(
+        HPCGRADE + ["demo", "--port", str(port), "--folder", str(folder), *options],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
     log.close()
     for line in process.stdout:
         if line.startswith("hpcgrade demo: http://"):
@@ -120,37 +140,59 @@ def _csrf(browser, page: str) -> str:
 def browsing(url: str, username: str) -> requests.Session:
     """A browser logged in as one of the demo's accounts (its password is its username)."""
     browser = requests.Session()
-    browser.post(f"{url}/login", data={"username": username, "password": username,
-                                       "csrf_token": _csrf(browser, f"{url}/login")})
+    browser.post(
+        f"{url}/login",
+        data={
+            "username": username,
+            "password": username,
+            "csrf_token": _csrf(browser, f"{url}/login"),
+        },
+    )
     return browser
 
 
 def client(tmp_path, *args, **env):
-    return subprocess.run(HPCGRADE + list(args), cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, HPCGRADE_CLIENT_CONFIG=str(tmp_path / "client.toml"),
-                                   **env))
+    return subprocess.run(
+        HPCGRADE + list(args),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HPCGRADE_CLIENT_CONFIG=str(tmp_path / "client.toml"), **env),
+    )
 
 
 def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
     process, url = demo
     assert client(tmp_path, "submit", "pytorch-2026/autograd-q", "README.md").returncode == 2
-    logged_in = client(tmp_path, "login", "--server", url, "--username", "student",
-                       "--password", "student")
+    logged_in = client(
+        tmp_path, "login", "--server", url, "--username", "student", "--password", "student"
+    )
     assert logged_in.returncode == 0, logged_in.stderr
     assert (tmp_path / "client.toml").stat().st_mode & 0o777 == 0o600
 
     ambiguous = client(tmp_path, "submit", "autograd-q", "examples/autograd-q/alice_correct.py")
     assert ambiguous.returncode != 0  # in both of the student's courses: they name one
     assert "pytorch-2025" in ambiguous.stderr and "pytorch-2026" in ambiguous.stderr
-    correct = client(tmp_path, "submit", "pytorch-2026/autograd-q",
-                     "examples/autograd-q/alice_correct.py", "--json")
+    correct = client(
+        tmp_path,
+        "submit",
+        "pytorch-2026/autograd-q",
+        "examples/autograd-q/alice_correct.py",
+        "--json",
+    )
     assert correct.returncode == 0, correct.stderr
     graded = json.loads(correct.stdout)
     assert (graded["status"], graded["score"], graded["max_score"]) == ("graded", 10, 10)
     assert "queued" in correct.stderr or "running" in correct.stderr
 
-    wrong = client(tmp_path, "submit", "pytorch-2026/autograd-q",
-                   "examples/autograd-q/carol_notebook.ipynb", "--lang", "es")
+    wrong = client(
+        tmp_path,
+        "submit",
+        "pytorch-2026/autograd-q",
+        "examples/autograd-q/carol_notebook.ipynb",
+        "--lang",
+        "es",
+    )
     assert wrong.returncode == 0 and "3 / 10" in wrong.stdout
     assert "grad-sign-flipped: b.grad tiene el signo contrario" in wrong.stdout
 
@@ -159,11 +201,17 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
     assert "no exercise nope in your courses (pytorch-2025, pytorch-2026)" in unknown.stderr
     refused = client(tmp_path, "submit", "pytorch-2026/autograd-q", "README.md")
     assert refused.returncode == 3 and ".py" in refused.stderr
-    forged = client(tmp_path, "submit", "pytorch-2026/autograd-q",
-                    "examples/autograd-q/alice_correct.py", HPCGRADE_TOKEN="forged")
+    forged = client(
+        tmp_path,
+        "submit",
+        "pytorch-2026/autograd-q",
+        "examples/autograd-q/alice_correct.py",
+        HPCGRADE_TOKEN="forged",
+    )
     assert forged.returncode == 2 and "hpcgrade login" in forged.stderr  # not logged in
-    wrong_password = client(tmp_path, "login", "--server", url, "--username", "instructor",
-                            "--password", "student")
+    wrong_password = client(
+        tmp_path, "login", "--server", url, "--username", "instructor", "--password", "student"
+    )
     assert wrong_password.returncode == 2 and "wrong username or password" in wrong_password.stderr
 
     # the instructor, in a browser: the course page, then a regrade followed by the page's polls
@@ -171,8 +219,10 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
     assert "grad-sign-flipped" in browser.get(f"{url}/courses/pytorch-2026/staff/").text
     assert browser.get(f"{url}/courses/pytorch-2025/staff/").status_code == 404  # not theirs
     submission = f"{url}/courses/pytorch-2026/submissions/{graded['id']}"
-    regraded = browser.post(f"{url}/courses/pytorch-2026/staff/submissions/{graded['id']}/regrade",
-                            data={"csrf_token": _csrf(browser, submission)})
+    regraded = browser.post(
+        f"{url}/courses/pytorch-2026/staff/submissions/{graded['id']}/regrade",
+        data={"csrf_token": _csrf(browser, submission)},
+    )
     assert "queued for grading again" in regraded.text
     deadline = time.monotonic() + 60
     while (status := browser.get(f"{submission}/status", timeout=5)).json()["status"] != "graded":
@@ -250,8 +300,10 @@ def test_a_worker_killed_or_stuck_is_replaced_while_the_portal_answers(demo, tmp
         moment = dt.datetime.now(dt.timezone.utc)
         os.kill(worker, stop)
         deadline = time.monotonic() + within
-        while not (demo_processes(process.pid).get("worker") not in (None, worker)
-                   and heartbeat_after(folder, moment)):
+        while not (
+            demo_processes(process.pid).get("worker") not in (None, worker)
+            and heartbeat_after(folder, moment)
+        ):
             assert time.monotonic() < deadline, (folder / "demo.log").read_text()
             time.sleep(0.2)
         assert not alive(worker)
@@ -260,13 +312,21 @@ def test_a_worker_killed_or_stuck_is_replaced_while_the_portal_answers(demo, tmp
     assert watch.asked > 50 and watch.failures == []
     log = (folder / "demo.log").read_text()
     assert "the worker was killed by signal SIGKILL" in log
-    assert "the worker sent no heartbeat (it takes nothing from the broker, or cannot write to " \
+    assert (
+        "the worker sent no heartbeat (it takes nothing from the broker, or cannot write to "
         "the database) for" in log
-    logged_in = client(tmp_path, "login", "--server", url, "--username", "student",
-                       "--password", "student")
+    )
+    logged_in = client(
+        tmp_path, "login", "--server", url, "--username", "student", "--password", "student"
+    )
     assert logged_in.returncode == 0, logged_in.stderr
-    graded = client(tmp_path, "submit", "pytorch-2026/autograd-q",
-                    "examples/autograd-q/alice_correct.py", "--json")
+    graded = client(
+        tmp_path,
+        "submit",
+        "pytorch-2026/autograd-q",
+        "examples/autograd-q/alice_correct.py",
+        "--json",
+    )
     assert graded.returncode == 0 and json.loads(graded.stdout)["score"] == 10, graded.stderr
 
 
@@ -293,9 +353,13 @@ def test_the_demo_leaves_nothing_running_however_it_ends(tmp_path, end):
 def test_a_second_demo_of_one_folder_is_refused(demo, tmp_path):
     """Two would run two schedules, and two workers of one name taking each other's heartbeat
     for their own."""
-    second = subprocess.run(HPCGRADE + ["demo", "--port", str(free_port()), "--folder",
-                                        str(tmp_path / "demo")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    second = subprocess.run(
+        HPCGRADE + ["demo", "--port", str(free_port()), "--folder", str(tmp_path / "demo")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert second.returncode == 1 and "another demo runs on" in second.stderr
 
 
@@ -303,23 +367,40 @@ def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path):
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        taken = subprocess.run(HPCGRADE + ["demo", "--port", str(listener.getsockname()[1]),
-                                           "--folder", str(tmp_path)],
-                               cwd=ROOT, capture_output=True, text=True)
+        taken = subprocess.run(
+            HPCGRADE
+            + ["demo", "--port", str(listener.getsockname()[1]), "--folder", str(tmp_path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
     assert taken.returncode == 1 and "in use" in taken.stderr
     assert not (tmp_path / "hpcgrade.sqlite").exists()
 
 
 @pytest.mark.slurm
-@pytest.mark.skipif(not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here")
+@pytest.mark.skipif(
+    not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here"
+)
 def test_the_demo_grades_on_slurm_as_the_readme_says(tmp_path):
     """README: `scripts/slurm`, then `scripts/run --executor slurm`; a student submits, and the
     instructor sees the Slurm job that graded it."""
     with running_demo(tmp_path / "demo", "--executor", "slurm") as (process, url):
-        assert client(tmp_path, "login", "--server", url, "--username", "student",
-                      "--password", "student").returncode == 0
-        graded = client(tmp_path, "submit", "pytorch-2026/autograd-q",
-                        "examples/autograd-q/alice_correct.py", "--json", "--timeout", "120")
+        assert (
+            client(
+                tmp_path, "login", "--server", url, "--username", "student", "--password", "student"
+            ).returncode
+            == 0
+        )
+        graded = client(
+            tmp_path,
+            "submit",
+            "pytorch-2026/autograd-q",
+            "examples/autograd-q/alice_correct.py",
+            "--json",
+            "--timeout",
+            "120",
+        )
         assert graded.returncode == 0, graded.stderr
         result = json.loads(graded.stdout)
         assert (result["status"], result["score"]) == ("graded", 10)

@@ -2,6 +2,7 @@
 and what scripts/slurm says (issue 23): with no COURSE_PYTHON a job ran the node's own python3,
 which has no torch, and `--python` was not used; the check named the cause, then said to fix
 SLURM_*; scripts/slurm printed the tests' exports to a newcomer."""
+
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -38,12 +39,15 @@ def cluster(monkeypatch, tmp_path):
     return asked
 
 
-@pytest.mark.parametrize("course_python, given, runs", [
-    (None, [], sys.executable),                             # nothing set: this interpreter
-    (None, ["--python", "/venv/bin/python"], "/venv/bin/python"),
-    ("/course/bin/python", [], "/course/bin/python"),       # COURSE_PYTHON, where it is set
-    ("/course/bin/python", ["--python", "/venv/bin/python"], "/venv/bin/python"),
-])
+@pytest.mark.parametrize(
+    "course_python, given, runs",
+    [
+        (None, [], sys.executable),  # nothing set: this interpreter
+        (None, ["--python", "/venv/bin/python"], "/venv/bin/python"),
+        ("/course/bin/python", [], "/course/bin/python"),  # COURSE_PYTHON, where it is set
+        ("/course/bin/python", ["--python", "/venv/bin/python"], "/venv/bin/python"),
+    ],
+)
 def test_a_grade_on_slurm_runs_an_interpreter_that_has_torch(cluster, course_python, given, runs):
     cluster.course_python = course_python
     CliRunner().invoke(main, ["grade", "autograd-q", str(CORRECT), "--executor", "slurm", *given])
@@ -62,14 +66,17 @@ def test_slurm_check_points_at_course_python_when_a_course_has_no_python():
 
 
 @pytest.mark.slurm
-@pytest.mark.skipif(not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here")
+@pytest.mark.skipif(
+    not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here"
+)
 def test_scripts_slurm_says_what_runs_and_keeps_the_exports_for_the_tests():
     """A newcomer reads what runs and what to do next; the test suite still gets its exports."""
     said = subprocess.run(["scripts/slurm"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert said.returncode == 0, said.stderr
     assert "export" not in said.stdout and "partition grading" in said.stdout
     assert "Next: scripts/run --executor slurm" in said.stdout
-    exports = subprocess.run(["scripts/slurm", "--exports"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=300)
+    exports = subprocess.run(
+        ["scripts/slurm", "--exports"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert "export HPCGRADE_TEST_SLURM=own" in exports.stdout
     assert "HPCGRADE_TEST_COURSE_PYTHON=" in exports.stdout

@@ -2,6 +2,7 @@
 starts again after a second however often, one that keeps exiting at its start waits longer
 each time, one whose sign of life stopped is replaced, and the log says why; a supervisor killed
 takes its processes with it."""
+
 import datetime as dt
 import os
 import signal
@@ -35,11 +36,16 @@ def test_one_killed_starts_again_at_once_however_often(tmp_path):
         for _ in range(3):
             before = supervisor.children["sleeper"].process
             os.kill(before.pid, signal.SIGKILL)
-            watched(supervisor, 5,
-                    lambda before=before: supervisor.children["sleeper"].process is not before)
+            watched(
+                supervisor,
+                5,
+                lambda before=before: supervisor.children["sleeper"].process is not before,
+            )
             assert supervisor.children["sleeper"].process is not before
-        assert said == ["the sleeper was killed by signal SIGKILL after 0 s; it starts again "
-                        "in 1 s"] * 3
+        assert (
+            said
+            == ["the sleeper was killed by signal SIGKILL after 0 s; it starts again in 1 s"] * 3
+        )
         assert not alive(first.pid)
     finally:
         supervisor.stop(grace=1)
@@ -51,18 +57,23 @@ def test_one_that_exits_at_its_start_waits_longer_each_time(tmp_path):
     supervisor.start("quitter", ["sh", "-c", "exit 3"])
     watched(supervisor, 4, lambda: len(said) >= 2)
     supervisor.stop(grace=1)
-    assert said == ["the quitter exited with status 3 after 0 s; it starts again in 2 s",
-                    "the quitter exited with status 3 after 0 s; it starts again in 4 s"]
+    assert said == [
+        "the quitter exited with status 3 after 0 s; it starts again in 2 s",
+        "the quitter exited with status 3 after 0 s; it starts again in 4 s",
+    ]
 
 
 def test_a_supervisor_killed_takes_its_processes_with_it(tmp_path):
-    script = ("import os, sys, time\n"
-              "from worker.cli.supervise import Supervisor\n"
-              "s = Supervisor(dict(os.environ), '.', print)\n"
-              "print(s.start('sleeper', ['sleep', '60']).pid, flush=True)\n"
-              "time.sleep(60)\n")
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=ROOT)
+    script = (
+        "import os, sys, time\n"
+        "from worker.cli.supervise import Supervisor\n"
+        "s = Supervisor(dict(os.environ), '.', print)\n"
+        "print(s.start('sleeper', ['sleep', '60']).pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
     child = int(parent.stdout.readline())
     assert alive(child)
     parent.kill()
@@ -73,8 +84,7 @@ def test_a_supervisor_killed_takes_its_processes_with_it(tmp_path):
     assert not alive(child)
 
 
-def test_one_whose_sign_of_life_stopped_is_replaced_and_a_locked_database_blames_no_one(
-        tmp_path):
+def test_one_whose_sign_of_life_stopped_is_replaced_and_a_locked_database_blames_no_one(tmp_path):
     """A worker's heartbeat or beat's reconcile, read from the database: silent too long, the
     process is replaced and the log says what the silence means; a database that cannot be
     read (locked by an operator's sqlite3 shell) replaces nothing, and is said once."""
@@ -92,8 +102,10 @@ def test_one_whose_sign_of_life_stopped_is_replaced_and_a_locked_database_blames
     try:
         last["sign"] = OperationalError("SELECT", {}, Exception("database is locked"))
         watched(supervisor, 0.3)
-        assert said == ["cannot read the processes' signs of life (database is locked); they "
-                        "are left as they are"]
+        assert said == [
+            "cannot read the processes' signs of life (database is locked); they "
+            "are left as they are"
+        ]
         last["sign"] = utcnow()
         watched(supervisor, 0.3)
         assert supervisor.children["sleeper"].process is first

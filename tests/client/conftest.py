@@ -9,5 +9,6 @@ def checks_share_the_sessions_harness(request, monkeypatch):
     (about 2.3 s of CPU, a sixth of the fast tier's harness starts): here it grades with the
     session's. The confinement tests run `hpcgrade check` as a process, which starts its own."""
     harness = request.getfixturevalue("harness")
-    monkeypatch.setattr("hpcgrade.visible.HarnessProcess",
-                        lambda scratch=None: contextlib.nullcontext(harness))
+    monkeypatch.setattr(
+        "hpcgrade.visible.HarnessProcess", lambda scratch=None: contextlib.nullcontext(harness)
+    )

@@ -1,6 +1,7 @@
 """The client file that `hpcgrade login` (and `%hpcgrade login`) writes holds a token: it ends
 readable by its owner alone whatever stood at its path before, and a symlink there is replaced,
 never followed (it could lead the token into a file others read)."""
+
 import stat
 
 import pytest
@@ -24,9 +25,12 @@ def mode(path) -> int:
 
 def kept_alone(path) -> bool:
     """A regular file of the owner's alone, holding KEPT, and nothing else left beside it."""
-    return (stat.S_ISREG(path.lstat().st_mode) and mode(path) == 0o600
-            and read_client_file() == KEPT
-            and [p.name for p in path.parent.iterdir()] == [path.name])
+    return (
+        stat.S_ISREG(path.lstat().st_mode)
+        and mode(path) == 0o600
+        and read_client_file() == KEPT
+        and [p.name for p in path.parent.iterdir()] == [path.name]
+    )
 
 
 def test_a_new_client_file_is_its_owners_alone(client_file):

@@ -1,6 +1,7 @@
 """`hpcgrade submit` against the portal over HTTP: the web page's address, a result without
 Markdown marks (styled only on a terminal that wants colour), and one exit status for each way
 it can end."""
+
 import datetime as dt
 import io
 import json
@@ -39,8 +40,9 @@ MISNAMED = "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n"
 def portal(course, tmp_path, monkeypatch):
     """The portal over HTTP, and a token of ana's in the environment; returns its URL."""
     monkeypatch.setenv("HPCGRADE_CLIENT_CONFIG", str(tmp_path / "client.toml"))
-    token = course.test_client().post("/api/v1/tokens", json={"username": "ana",
-                                                              "password": "long-password"})
+    token = course.test_client().post(
+        "/api/v1/tokens", json={"username": "ana", "password": "long-password"}
+    )
     monkeypatch.setenv("HPCGRADE_TOKEN", token.json["token"])
     monkeypatch.setattr("hpcgrade.service.POLL_SECONDS", 0.05)
     server = make_server("127.0.0.1", 0, course)
@@ -53,11 +55,13 @@ def portal(course, tmp_path, monkeypatch):
 
 def graded_at_once(report: Report):
     """An `enqueue` that grades each submission with this report as soon as it is queued."""
+
     def enqueue(_celery, session, ids):
         for submission_id in ids:
             claimed = claim(session, submission_id, "local", "test", dt.timedelta(minutes=5))
             assert record(session, claimed.run_id, report) == "graded"
         session.commit()
+
     return enqueue
 
 
@@ -67,8 +71,14 @@ def failed_at_once(_celery, session, ids):
     session.commit()
 
 
-def run_submit(tmp_path, code: str, *args: str, name: str = "work.py", env: dict | None = None,
-               exercise: str = "autograd-q"):
+def run_submit(
+    tmp_path,
+    code: str,
+    *args: str,
+    name: str = "work.py",
+    env: dict | None = None,
+    exercise: str = "autograd-q",
+):
     work = tmp_path / name
     work.write_text(code)
     return CliRunner().invoke(submit, [exercise, str(work), *args], env=env)
@@ -77,6 +87,7 @@ def run_submit(tmp_path, code: str, *args: str, name: str = "work.py", env: dict
 @pytest.fixture(scope="module")
 def misnamed_report(harness, tmp_path_factory):
     from server.core.catalogue import default_root, load_exercise_info
+
     path = tmp_path_factory.mktemp("misnamed") / "work.py"
     path.write_text(MISNAMED)
     info = load_exercise_info(default_root() / "autograd-q")
@@ -84,9 +95,9 @@ def misnamed_report(harness, tmp_path_factory):
 
 
 def test_a_graded_file_prints_the_page_and_the_result_without_markdown_marks(
-        portal, monkeypatch, tmp_path, misnamed_report):
-    monkeypatch.setattr("server.web.api.enqueue",
-                        graded_at_once(Report.from_dict(misnamed_report)))
+    portal, monkeypatch, tmp_path, misnamed_report
+):
+    monkeypatch.setattr("server.web.api.enqueue", graded_at_once(Report.from_dict(misnamed_report)))
     result = run_submit(tmp_path, MISNAMED, "--lang", "es")
     assert result.exit_code == GRADED, result.output
     assert re.search(rf"{portal}/courses/pytorch/submissions/\d+\n", result.stderr)
@@ -116,8 +127,9 @@ def test_a_grader_error_is_its_own_exit_status(portal, monkeypatch, tmp_path):
 def test_no_grade_within_the_timeout_is_its_own_exit_status(portal, tmp_path):
     result = run_submit(tmp_path, REFERENCE_Q, "--timeout", "1", "--lang", "es")
     assert result.exit_code == TIMED_OUT, result.output
-    assert re.search(rf"la entrega sigue en la cola: {portal}/courses/pytorch/submissions/\d+",
-                     result.stderr)
+    assert re.search(
+        rf"la entrega sigue en la cola: {portal}/courses/pytorch/submissions/\d+", result.stderr
+    )
     assert "en cola · posición en la cola: 1" in result.stderr  # the progress, in Spanish
 
 
@@ -140,11 +152,19 @@ def test_not_logged_in_and_bad_arguments_share_an_exit_status(portal, tmp_path, 
     assert wrong.exit_code == NOT_LOGGED_IN and "wrong username or password" in wrong.stderr
 
 
-@pytest.mark.parametrize("ended", [sa.delete(ApiToken), sa.update(ApiToken).values(
-    expires_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1))],
-    ids=["revoked", "expired"])
-def test_a_saved_token_that_no_longer_works_says_to_log_in_again(portal, course, monkeypatch,
-                                                                 tmp_path, ended):
+@pytest.mark.parametrize(
+    "ended",
+    [
+        sa.delete(ApiToken),
+        sa.update(ApiToken).values(
+            expires_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+        ),
+    ],
+    ids=["revoked", "expired"],
+)
+def test_a_saved_token_that_no_longer_works_says_to_log_in_again(
+    portal, course, monkeypatch, tmp_path, ended
+):
     monkeypatch.delenv("HPCGRADE_TOKEN")
     logged_in = CliRunner().invoke(login, ["--username", "ana", "--password", "long-password"])
     assert logged_in.exit_code == 0, logged_in.output
@@ -153,8 +173,9 @@ def test_a_saved_token_that_no_longer_works_says_to_log_in_again(portal, course,
         session.commit()
     result = run_submit(tmp_path, REFERENCE_Q)
     assert result.exit_code == NOT_LOGGED_IN
-    assert ("Your saved token is no longer valid (revoked or expired): run `hpcgrade login` "
-            "again") in result.stderr
+    assert (
+        "Your saved token is no longer valid (revoked or expired): run `hpcgrade login` again"
+    ) in result.stderr
     from_environment = run_submit(tmp_path, REFERENCE_Q, env={"HPCGRADE_TOKEN": "forged"})
     assert from_environment.exit_code == NOT_LOGGED_IN
     assert "The token in HPCGRADE_TOKEN" in from_environment.stderr  # logging in again won't do
@@ -164,36 +185,47 @@ def test_an_exercise_in_two_courses_is_submitted_to_the_one_named(portal, course
     second_edition(course, tmp_path / "exercises")
     both = run_submit(tmp_path, REFERENCE_Q, "--no-wait")
     assert both.exit_code == REFUSED
-    assert both.stderr == ("Error: exercise autograd-q is in several of your courses: name one, as "
-                           f"COURSE/autograd-q (pytorch, {SECOND_COURSE})\nName one: "
-                           "COURSE/EXERCISE, or --course COURSE (`hpcgrade my-courses` lists "
-                           "your courses)\n")
+    assert both.stderr == (
+        "Error: exercise autograd-q is in several of your courses: name one, as "
+        f"COURSE/autograd-q (pytorch, {SECOND_COURSE})\nName one: "
+        "COURSE/EXERCISE, or --course COURSE (`hpcgrade my-courses` lists "
+        "your courses)\n"
+    )
     for args in (["--course", SECOND_COURSE], ["--course", SECOND_COURSE, "--json"]):
         named = run_submit(tmp_path, REFERENCE_Q, "--no-wait", *args)
         assert named.exit_code == GRADED, named.output
-        assert f"for {SECOND_COURSE}/autograd-q: {portal}/courses/{SECOND_COURSE}/submissions/" \
+        assert (
+            f"for {SECOND_COURSE}/autograd-q: {portal}/courses/{SECOND_COURSE}/submissions/"
             in named.stderr
+        )
     in_the_name = run_submit(tmp_path, REFERENCE_Q, "--no-wait", exercise="pytorch/autograd-q")
     assert re.fullmatch(rf"{portal}/courses/pytorch/submissions/\d+", in_the_name.stdout.strip())
-    clash = run_submit(tmp_path, REFERENCE_Q, "--course", SECOND_COURSE,
-                       exercise="pytorch/autograd-q")
+    clash = run_submit(
+        tmp_path, REFERENCE_Q, "--course", SECOND_COURSE, exercise="pytorch/autograd-q"
+    )
     assert clash.exit_code == NOT_LOGGED_IN and "names another course" in clash.stderr  # bad args
     alone = run_submit(tmp_path, REFERENCE_Q, "--no-wait", exercise="autograd-vjp")
     assert alone.exit_code == GRADED, alone.output  # in one of ana's courses: no course needed
 
 
-def test_my_courses_and_logging_in_list_the_users_courses_and_role(portal, course, tmp_path,
-                                                                    monkeypatch):
+def test_my_courses_and_logging_in_list_the_users_courses_and_role(
+    portal, course, tmp_path, monkeypatch
+):
     second_edition(course, tmp_path / "exercises")
     listed = CliRunner().invoke(my_courses, [])
     assert listed.exit_code == 0, listed.output
-    assert re.fullmatch(rf"{SECOND_COURSE} +student +Tensors and autograd \(2027\)\n"
-                        r"pytorch +student +Tensors and autograd\n", listed.stdout)
+    assert re.fullmatch(
+        rf"{SECOND_COURSE} +student +Tensors and autograd \(2027\)\n"
+        r"pytorch +student +Tensors and autograd\n",
+        listed.stdout,
+    )
     spanish = CliRunner().invoke(my_courses, ["--lang", "es"]).stdout
     assert "Tensores y autograd (2027)" in spanish
     as_json = json.loads(CliRunner().invoke(my_courses, ["--json"]).stdout)
-    assert [(c["slug"], c["role"]) for c in as_json] == [(SECOND_COURSE, "student"),
-                                                         ("pytorch", "student")]
+    assert [(c["slug"], c["role"]) for c in as_json] == [
+        (SECOND_COURSE, "student"),
+        ("pytorch", "student"),
+    ]
     monkeypatch.delenv("HPCGRADE_TOKEN")
     logged_in = CliRunner().invoke(login, ["--username", "olga", "--password", "long-password"])
     assert logged_in.exit_code == 0, logged_in.output
@@ -214,6 +246,7 @@ def another_host():
         received.append(environ.get("HTTP_AUTHORIZATION"))
         start_response("404 Not Found", [("Content-Type", "application/json")])
         return [b'{"error": "nothing here"}']
+
     server = make_server("127.0.0.1", 0, site)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"127.0.0.1:{server.server_port}", received
@@ -221,13 +254,15 @@ def another_host():
 
 
 def test_the_token_goes_to_the_configured_server_whatever_host_an_answer_names(
-        portal, course, another_host, monkeypatch, tmp_path):
+    portal, course, another_host, monkeypatch, tmp_path
+):
     """The submission's address in the portal's answer names another host (the Host header a
     proxy passed on, or an answer forged): its path is followed on the configured server."""
     host, received = another_host
     portal_app = course.wsgi_app
-    monkeypatch.setattr(course, "wsgi_app",
-                        lambda environ, start: portal_app({**environ, "HTTP_HOST": host}, start))
+    monkeypatch.setattr(
+        course, "wsgi_app", lambda environ, start: portal_app({**environ, "HTTP_HOST": host}, start)
+    )
     monkeypatch.setattr("server.web.api.enqueue", failed_at_once)  # the result is read once at once
     named = json.loads(run_submit(tmp_path, REFERENCE_Q, "--no-wait", "--json").stdout)["url"]
     assert named.startswith(f"http://{host}/api/v1/submissions/")
@@ -239,8 +274,9 @@ def test_the_token_goes_to_the_configured_server_whatever_host_an_answer_names(
 
 def test_an_unreachable_server_is_its_own_exit_status(tmp_path, monkeypatch):
     monkeypatch.setattr("hpcgrade.service.RETRIES", 0)
-    result = run_submit(tmp_path, REFERENCE_Q, env={"HPCGRADE_SERVER": "http://127.0.0.1:1",
-                                                   "HPCGRADE_TOKEN": "t"})
+    result = run_submit(
+        tmp_path, REFERENCE_Q, env={"HPCGRADE_SERVER": "http://127.0.0.1:1", "HPCGRADE_TOKEN": "t"}
+    )
     assert result.exit_code == UNREACHABLE and "cannot connect" in result.stderr
 
 
@@ -274,14 +310,17 @@ def test_the_client_sends_again_after_a_server_error_not_after_a_refusal(monkeyp
         status, headers, body = answers.pop(0)
         start_response(status, [("Content-Type", "application/json"), *headers])
         return [body]
+
     server = make_server("127.0.0.1", 0, site)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setattr("hpcgrade.service.time.sleep", slept.append)
     try:
         service = Service(f"http://127.0.0.1:{server.server_port}", token="t")
-        answers[:] = [("500 Internal Server Error", [], b"{}"),
-                      ("503 Service Unavailable", [("Retry-After", "7")], b"{}"),
-                      ("200 OK", [], b'{"exercises": []}')]
+        answers[:] = [
+            ("500 Internal Server Error", [], b"{}"),
+            ("503 Service Unavailable", [("Retry-After", "7")], b"{}"),
+            ("200 OK", [], b'{"exercises": []}'),
+        ]
         assert service.get("/api/v1/exercises") == {"exercises": []} and slept == [0, 7]
         answers[:] = [("404 Not Found", [], b'{"error": "no such exercise"}')]
         with pytest.raises(ServiceError, match="no such exercise") as refused:

@@ -1,4 +1,5 @@
 """`hpcgrade check` and the IPython extension, in an IPython shell as a student's kernel runs it."""
+
 import json
 import re
 import subprocess
@@ -52,7 +53,8 @@ def test_check_runs_the_visible_checks_on_what_the_kernel_defined(kernel, capsys
 
 @pytest.mark.postgresql_only
 def test_check_fetches_the_public_files_from_the_server_without_a_local_folder(
-        kernel, capsys, portal, monkeypatch, tmp_path):  # noqa: F811
+    kernel, capsys, portal, monkeypatch, tmp_path
+):  # noqa: F811
     monkeypatch.setattr("hpcgrade.visible.default_root", lambda: tmp_path / "none")
     _run(kernel, REFERENCE, capsys)
     out = _run(kernel, "%hpcgrade check autograd-q", capsys)
@@ -62,12 +64,29 @@ def test_check_fetches_the_public_files_from_the_server_without_a_local_folder(
 
 @pytest.mark.postgresql_only
 def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
-        kernel, capsys, portal, monkeypatch, tmp_path, harness):  # noqa: F811
+    kernel, capsys, portal, monkeypatch, tmp_path, harness
+):  # noqa: F811
     notebook = tmp_path / "práctica 1.ipynb"  # sent as UTF-8, as a browser sends it
-    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "source": REFERENCE, "metadata": {}, "outputs": [],
-         "execution_count": 1}]}))
+    notebook.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "source": REFERENCE,
+                        "metadata": {},
+                        "outputs": [],
+                        "execution_count": 1,
+                    }
+                ],
+            }
+        )
+    )
     from server.core.catalogue import load_exercise_info
+
     info = load_exercise_info(default_root() / "autograd-q")
     report = harness.report_for(info.job(notebook, seed=1))
     monkeypatch.setattr("server.web.api.enqueue", graded_at_once(report))
@@ -81,8 +100,7 @@ def test_submit_sends_the_kernels_notebook_and_shows_the_grade(
 
 
 @pytest.mark.postgresql_only
-def test_login_keeps_a_token_that_submit_then_uses(
-        kernel, capsys, portal, monkeypatch, tmp_path):  # noqa: F811
+def test_login_keeps_a_token_that_submit_then_uses(kernel, capsys, portal, monkeypatch, tmp_path):  # noqa: F811
     monkeypatch.delenv("HPCGRADE_TOKEN")
     monkeypatch.setattr("getpass.getpass", lambda _prompt: "long-password")
     out = _run(kernel, f"%hpcgrade login --server {portal} --username ana", capsys)
@@ -92,12 +110,14 @@ def test_login_keeps_a_token_that_submit_then_uses(
     assert Service().get("/api/v1/exercises")["exercises"]
     monkeypatch.setattr("getpass.getpass", lambda _prompt: "wrong")
     assert "wrong username or password" in str(
-        kernel.run_cell("%hpcgrade login --username ana").error_in_exec)
+        kernel.run_cell("%hpcgrade login --username ana").error_in_exec
+    )
 
 
 @pytest.mark.postgresql_only
 def test_a_saved_token_the_server_no_longer_takes_says_to_log_in_again(
-        kernel, capsys, portal, course, monkeypatch, tmp_path):  # noqa: F811
+    kernel, capsys, portal, course, monkeypatch, tmp_path
+):  # noqa: F811
     monkeypatch.delenv("HPCGRADE_TOKEN")
     monkeypatch.setattr("getpass.getpass", lambda _prompt: "long-password")
     _run(kernel, f"%hpcgrade login --server {portal} --username ana", capsys)
@@ -113,21 +133,41 @@ def test_a_saved_token_the_server_no_longer_takes_says_to_log_in_again(
 
 
 def test_an_exercise_in_two_courses_is_named_with_its_course_in_jupyter(
-        kernel, capsys, portal, course, tmp_path):  # noqa: F811
+    kernel, capsys, portal, course, tmp_path
+):  # noqa: F811
     second_edition(course, tmp_path / "exercises")
     notebook = tmp_path / "q.ipynb"
-    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "source": REFERENCE, "metadata": {}, "outputs": [],
-         "execution_count": 1}]}))
+    notebook.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "source": REFERENCE,
+                        "metadata": {},
+                        "outputs": [],
+                        "execution_count": 1,
+                    }
+                ],
+            }
+        )
+    )
     both = str(kernel.run_cell("%hpcgrade submit autograd-q q.ipynb").error_in_exec)
-    assert both == ("exercise autograd-q is in several of your courses: name one, as "
-                    f"COURSE/autograd-q (pytorch, {SECOND_COURSE})\nname one: COURSE/EXERCISE, "
-                    "or --course COURSE (`%hpcgrade my-courses` lists your courses)")
+    assert both == (
+        "exercise autograd-q is in several of your courses: name one, as "
+        f"COURSE/autograd-q (pytorch, {SECOND_COURSE})\nname one: COURSE/EXERCISE, "
+        "or --course COURSE (`%hpcgrade my-courses` lists your courses)"
+    )
     for named in (f"{SECOND_COURSE}/autograd-q", f"autograd-q --course {SECOND_COURSE}"):
         out = _run(kernel, f"%hpcgrade submit {named} q.ipynb --timeout 0", capsys)
         assert f"q.ipynb for {SECOND_COURSE}/autograd-q as saved" in out
-        assert ("no grade after 0 s; the submission stays queued: "
-                f"{portal}/courses/{SECOND_COURSE}/submissions/") in out
+        assert (
+            "no grade after 0 s; the submission stays queued: "
+            f"{portal}/courses/{SECOND_COURSE}/submissions/"
+        ) in out
     listed = _run(kernel, "%hpcgrade my-courses", capsys)
     assert re.match(rf"{SECOND_COURSE} +student .*\npytorch +student ", listed)
     _run(kernel, REFERENCE, capsys)
@@ -135,14 +175,15 @@ def test_an_exercise_in_two_courses_is_named_with_its_course_in_jupyter(
     assert "✔" in checked and "✘" not in checked
 
 
-def test_check_fetches_the_public_files_of_the_course_named(portal, course, tmp_path,
-                                                            monkeypatch):  # noqa: F811
+def test_check_fetches_the_public_files_of_the_course_named(portal, course, tmp_path, monkeypatch):  # noqa: F811
     second_edition(course, tmp_path / "exercises")
     starter = tmp_path / "exercises" / "autograd-q" / "starter.py"
     starter.write_text(starter.read_text() + "# the 2027 edition's\n")
     folder, limits = exercise_files("autograd-q", tmp_path / "fetched", SECOND_COURSE)
-    assert folder == tmp_path / "fetched" and (folder / "starter.py").read_text() == \
-        starter.read_text()  # the local folder is the other course's: not used
+    assert (
+        folder == tmp_path / "fetched"
+        and (folder / "starter.py").read_text() == starter.read_text()
+    )  # the local folder is the other course's: not used
     monkeypatch.setattr("hpcgrade.visible.default_root", lambda: tmp_path / "none")
     with pytest.raises(ServiceError, match="several of your courses") as both:
         exercise_files("autograd-q", tmp_path / "again", None, IN_JUPYTER)
@@ -151,12 +192,15 @@ def test_check_fetches_the_public_files_of_the_course_named(portal, course, tmp_
     work.write_text(WRONG)
     refused = CliRunner().invoke(main, ["check", "autograd-q", str(work)])
     assert refused.exit_code == REFUSED and "`hpcgrade my-courses`" in refused.output
-    clash = CliRunner().invoke(main, ["check", "pytorch/autograd-q", str(work), "--course",
-                                      SECOND_COURSE])
+    clash = CliRunner().invoke(
+        main, ["check", "pytorch/autograd-q", str(work), "--course", SECOND_COURSE]
+    )
     assert clash.exit_code == NOT_LOGGED_IN and "names another course" in clash.output
 
 
-def test_submit_without_a_notebook_or_a_login_says_what_to_do(kernel, capsys, monkeypatch, tmp_path):
+def test_submit_without_a_notebook_or_a_login_says_what_to_do(
+    kernel, capsys, monkeypatch, tmp_path
+):
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     result = kernel.run_cell("%hpcgrade submit autograd-q")
     assert "give its file" in str(result.error_in_exec)
@@ -185,12 +229,24 @@ def test_the_command_line_check_prints_the_same_report(tmp_path, monkeypatch):
 
 def test_the_extension_needs_none_of_the_services_dependencies():
     """The course venv gets the package with --no-deps: Jupyter, torch and the standard library."""
-    blocked = ("click", "requests", "flask", "flask_babel", "sqlalchemy", "celery", "psycopg",
-               "alembic", "markdown")
-    code = ("import sys\nfor name in %r: sys.modules[name] = None\n"
-            "import hpcgrade.magic, hpcgrade.visible\nprint('ok')" % (blocked,))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=default_root().parent)
+    blocked = (
+        "click",
+        "requests",
+        "flask",
+        "flask_babel",
+        "sqlalchemy",
+        "celery",
+        "psycopg",
+        "alembic",
+        "markdown",
+    )
+    code = (
+        "import sys\nfor name in %r: sys.modules[name] = None\n"
+        "import hpcgrade.magic, hpcgrade.visible\nprint('ok')" % (blocked,)
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=default_root().parent
+    )
     assert done.stdout == "ok\n", done.stderr
 
 
@@ -213,8 +269,10 @@ def test_the_client_says_when_the_address_is_not_an_hpcgrade_server():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         service = Service(f"http://127.0.0.1:{server.server_port}", token="secret")
-        for path, said in [("/api/v1/exercises", "did not answer as an hpcgrade server does"),
-                           ("/away", "redirects to another place")]:
+        for path, said in [
+            ("/api/v1/exercises", "did not answer as an hpcgrade server does"),
+            ("/away", "redirects to another place"),
+        ]:
             with pytest.raises(ServiceError, match=said) as refused:
                 service.get(path)
             assert refused.value.kind == UNREACHABLE

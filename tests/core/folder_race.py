@@ -1,6 +1,7 @@
 """One side of the folder broker's race (tests/core/test_folder_broker.py), as a process of its
 own: `put N` sends N large messages, `get N` takes them as fast as it can and prints how many
 came whole and how many could not be read."""
+
 import json
 import sys
 import time

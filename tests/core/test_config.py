@@ -1,5 +1,6 @@
 """Configuration: defaults, a TOML file, HPCGRADE_* variables, and clear refusals; the reference
 in docs/ written from the settings' definitions."""
+
 import dataclasses
 import os
 from pathlib import Path
@@ -23,8 +24,10 @@ def no_settings_in_environment(monkeypatch):
 
 def test_file_then_environment_then_overrides(tmp_path, monkeypatch):
     path = tmp_path / "hpcgrade.toml"
-    path.write_text('secret_key = "from-file"\nmax_upload_kb = 10\n'
-                    'broker_transport_options = { max_retries = 1 }\n')
+    path.write_text(
+        'secret_key = "from-file"\nmax_upload_kb = 10\n'
+        "broker_transport_options = { max_retries = 1 }\n"
+    )
     monkeypatch.setenv("HPCGRADE_CONFIG", str(path))
     monkeypatch.setenv("HPCGRADE_MAX_UPLOAD_KB", "20")
     config = load_settings({"SUBMISSIONS_PER_WINDOW": 3})
@@ -33,23 +36,29 @@ def test_file_then_environment_then_overrides(tmp_path, monkeypatch):
     assert config.broker_transport_options == {"max_retries": 1}
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"EXECUTOR": "cloud"}, "EXECUTOR must be one of local, slurm, not 'cloud'"),
-    ({"SLURM_MEMORY": "lots"}, "SLURM_MEMORY must be an amount of memory like 4G"),
-    ({"SLURM_TIME": "1h"}, "SLURM_TIME must be a time like 30, 1:30:00"),
-    ({"SLURM_GPUS": -1}, "SLURM_GPUS must be at least 0"),
-    ({"SLURM_PARTITION": "gpu; rm -rf"}, "SLURM_PARTITION must be a name"),
-    ({"SLURM_EXTRA": ["constraint=a100"]}, "is not an sbatch option"),
-    ({"SLURM_MODULES": "cuda/12"}, "SLURM_MODULES must be written as JSON"),
-    ({"COLLECT_SECONDS": "soon"}, "COLLECT_SECONDS must be a number of seconds"),
-    ({"MAX_UPLOAD_KB": "lots"}, "MAX_UPLOAD_KB must be a whole number"),
-    ({"GRADING_LEASE_SECONDS": 0}, "GRADING_LEASE_SECONDS must be positive"),
-    ({"SPOOL_MIN_FREE_MB": -1}, "SPOOL_MIN_FREE_MB must be at least 0"),
-    ({"DATABSE_URL": "x"}, "unknown settings: DATABSE_URL"),
-    ({"SESSION_COOKIE_SECURE": "maybe"}, "SESSION_COOKIE_SECURE must be true or false"),
-    ({"SESSION_COOKIE_SAMESITE": "None"}, "SESSION_COOKIE_SAMESITE must be one of Lax, Strict"),
-    ({"LOGIN_LIMITS_PER_ACCOUNT": "5 a minute"}, "LOGIN_LIMITS_PER_ACCOUNT must be limits like"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"EXECUTOR": "cloud"}, "EXECUTOR must be one of local, slurm, not 'cloud'"),
+        ({"SLURM_MEMORY": "lots"}, "SLURM_MEMORY must be an amount of memory like 4G"),
+        ({"SLURM_TIME": "1h"}, "SLURM_TIME must be a time like 30, 1:30:00"),
+        ({"SLURM_GPUS": -1}, "SLURM_GPUS must be at least 0"),
+        ({"SLURM_PARTITION": "gpu; rm -rf"}, "SLURM_PARTITION must be a name"),
+        ({"SLURM_EXTRA": ["constraint=a100"]}, "is not an sbatch option"),
+        ({"SLURM_MODULES": "cuda/12"}, "SLURM_MODULES must be written as JSON"),
+        ({"COLLECT_SECONDS": "soon"}, "COLLECT_SECONDS must be a number of seconds"),
+        ({"MAX_UPLOAD_KB": "lots"}, "MAX_UPLOAD_KB must be a whole number"),
+        ({"GRADING_LEASE_SECONDS": 0}, "GRADING_LEASE_SECONDS must be positive"),
+        ({"SPOOL_MIN_FREE_MB": -1}, "SPOOL_MIN_FREE_MB must be at least 0"),
+        ({"DATABSE_URL": "x"}, "unknown settings: DATABSE_URL"),
+        ({"SESSION_COOKIE_SECURE": "maybe"}, "SESSION_COOKIE_SECURE must be true or false"),
+        ({"SESSION_COOKIE_SAMESITE": "None"}, "SESSION_COOKIE_SAMESITE must be one of Lax, Strict"),
+        (
+            {"LOGIN_LIMITS_PER_ACCOUNT": "5 a minute"},
+            "LOGIN_LIMITS_PER_ACCOUNT must be limits like",
+        ),
+    ],
+)
 def test_wrong_values_are_named(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_settings(overrides)
@@ -79,20 +88,24 @@ def test_a_broken_file_and_a_missing_secret_are_refused(tmp_path, monkeypatch):
 
 def test_a_slurm_table_and_json_lists(tmp_path, monkeypatch):
     from server.core.config import Resources
+
     path = tmp_path / "hpcgrade.toml"
-    path.write_text('executor = "slurm"\n[slurm]\npartition = "gpu"\ngpus = 2\nmemory = "8G"\n'
-                    'time = "1:30:00"\nextra = ["--constraint=a100"]\n')
+    path.write_text(
+        'executor = "slurm"\n[slurm]\npartition = "gpu"\ngpus = 2\nmemory = "8G"\n'
+        'time = "1:30:00"\nextra = ["--constraint=a100"]\n'
+    )
     monkeypatch.setenv("HPCGRADE_CONFIG", str(path))
     monkeypatch.setenv("HPCGRADE_SLURM_MODULES", '["cuda/12.4", "python/3.11"]')
     config = load_settings()
     assert config.executor == "slurm" and config.slurm_modules == ("cuda/12.4", "python/3.11")
-    assert config.slurm_resources == Resources(partition="gpu", gpus=2, memory=8192, time=90,
-                                          extra=("--constraint=a100",))
+    assert config.slurm_resources == Resources(
+        partition="gpu", gpus=2, memory=8192, time=90, extra=("--constraint=a100",)
+    )
 
 
 def test_an_unknown_key_in_the_slurm_table_is_named(tmp_path, monkeypatch):
     path = tmp_path / "hpcgrade.toml"
-    path.write_text('[slurm]\ngpu = 1\n')
+    path.write_text("[slurm]\ngpu = 1\n")
     monkeypatch.setenv("HPCGRADE_CONFIG", str(path))
     with pytest.raises(ConfigError, match="unknown settings: SLURM_GPU"):
         load_settings()
@@ -100,21 +113,27 @@ def test_an_unknown_key_in_the_slurm_table_is_named(tmp_path, monkeypatch):
 
 def test_the_deploy_example_is_a_valid_configuration(monkeypatch):
     from pathlib import Path
-    monkeypatch.setenv("HPCGRADE_CONFIG", str(Path(__file__).parents[2] / "deploy" / "hpcgrade.toml"))
+
+    monkeypatch.setenv(
+        "HPCGRADE_CONFIG", str(Path(__file__).parents[2] / "deploy" / "hpcgrade.toml")
+    )
     config = load_settings()
     assert config.executor == "slurm" and config.slurm_time == 30
     assert config.slurm_memory == 8192 and config.slurm_batch_size == 20
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"SET_PASSWORD_LINK_DAYS": 0}, "SET_PASSWORD_LINK_DAYS must be positive"),
-    ({"PUBLIC_URL": "grader.uni.es"}, "PUBLIC_URL must be an http\\(s\\) address"),
-    ({"PUBLIC_URL": "https://grader.uni.es/?x=1"}, "PUBLIC_URL must be an http\\(s\\) address"),
-    ({"MAIL_SERVER": "smtp.uni.es"}, "MAIL_SERVER is set: set MAIL_FROM too"),
-    ({"MAIL_SERVER": "smtp.uni.es", "MAIL_FROM": "nobody"}, "MAIL_FROM must be a mail address"),
-    ({"MAIL_PORT": "smtp"}, "MAIL_PORT must be a whole number"),
-    ({"MAIL_STARTTLS": "sometimes"}, "MAIL_STARTTLS must be true or false"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"SET_PASSWORD_LINK_DAYS": 0}, "SET_PASSWORD_LINK_DAYS must be positive"),
+        ({"PUBLIC_URL": "grader.uni.es"}, "PUBLIC_URL must be an http\\(s\\) address"),
+        ({"PUBLIC_URL": "https://grader.uni.es/?x=1"}, "PUBLIC_URL must be an http\\(s\\) address"),
+        ({"MAIL_SERVER": "smtp.uni.es"}, "MAIL_SERVER is set: set MAIL_FROM too"),
+        ({"MAIL_SERVER": "smtp.uni.es", "MAIL_FROM": "nobody"}, "MAIL_FROM must be a mail address"),
+        ({"MAIL_PORT": "smtp"}, "MAIL_PORT must be a whole number"),
+        ({"MAIL_STARTTLS": "sometimes"}, "MAIL_STARTTLS must be true or false"),
+    ],
+)
 def test_wrong_link_and_mail_settings_are_named(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_settings(overrides)
@@ -145,8 +164,15 @@ def test_the_configuration_reference_is_the_settings_own():
 
 
 def test_the_app_holds_one_frozen_settings_object_beside_flasks_own_keys(tmp_path):
-    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "s",
-                      "TESTING": True, "LOGIN_LIMITS_STORAGE": "memory://", "MAX_UPLOAD_KB": 2})
+    app = create_app(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+            "SECRET_KEY": "s",
+            "TESTING": True,
+            "LOGIN_LIMITS_STORAGE": "memory://",
+            "MAX_UPLOAD_KB": 2,
+        }
+    )
     settings = app_settings(app)
     assert settings.max_upload_kb == 2 and settings.login_limits_storage == "memory://"
     assert app.config["TESTING"] is True and app.config["SECRET_KEY"] == "s"

@@ -2,6 +2,7 @@
 in another, many large messages. kombu's own filesystem transport lets the consumer read
 messages the producer has not finished writing (the demo's worker then stopped with
 "Unrecoverable error: JSONDecodeError"); ours hands over each message whole, once."""
+
 import json
 import os
 import shutil
@@ -39,10 +40,14 @@ def test_ours_hands_over_every_message_whole_and_once(tmp_path):
     assert [p.name for p in (tmp_path / "broker").iterdir()] == []  # nothing left behind
 
 
-@pytest.mark.parametrize("url, transport", [
-    ("filesystem://localhost/", folder_broker.TRANSPORT),
-    ("redis://127.0.0.1:6379/0", "server.core.redis_broker:Transport"),
-    ("amqp://guest@localhost//", None)])
+@pytest.mark.parametrize(
+    "url, transport",
+    [
+        ("filesystem://localhost/", folder_broker.TRANSPORT),
+        ("redis://127.0.0.1:6379/0", "server.core.redis_broker:Transport"),
+        ("amqp://guest@localhost//", None),
+    ],
+)
 def test_each_brokers_url_gets_our_mended_transport(url, transport):
     assert broker_transport(url) == transport
 
@@ -51,9 +56,16 @@ def folder_queue(folder: Path, name: str):
     """A queue of its own name (kombu's filesystem transport keeps the exchanges it declared
     in the process, whatever their folder)."""
     from kombu import Connection
-    connection = Connection("filesystem://", transport=folder_broker.TRANSPORT, transport_options={
-        "data_folder_in": str(folder / "messages"), "data_folder_out": str(folder / "messages"),
-        "control_folder": str(folder / "control")})
+
+    connection = Connection(
+        "filesystem://",
+        transport=folder_broker.TRANSPORT,
+        transport_options={
+            "data_folder_in": str(folder / "messages"),
+            "data_folder_out": str(folder / "messages"),
+            "control_folder": str(folder / "control"),
+        },
+    )
     return connection, connection.SimpleQueue(name, serializer="json")
 
 
@@ -82,14 +94,20 @@ def test_folders_taken_away_are_made_again(tmp_path):
 def test_a_folder_that_takes_no_file_is_a_broker_that_is_away(tmp_path):
     from kombu import Connection
     from kombu.exceptions import OperationalError
+
     (tmp_path / "messages").mkdir()
     (tmp_path / "messages").chmod(0o500)
     if os.access(tmp_path / "messages", os.W_OK):  # root writes anyway: a file stands for it
         (tmp_path / "messages").rmdir()
         (tmp_path / "messages").write_text("a file where the folder should be")
-    connection = Connection("filesystem://", transport=folder_broker.TRANSPORT,
-                            transport_options={"data_folder_in": str(tmp_path / "messages"),
-                                               "data_folder_out": str(tmp_path / "messages"),
-                                               "control_folder": str(tmp_path / "control")})
+    connection = Connection(
+        "filesystem://",
+        transport=folder_broker.TRANSPORT,
+        transport_options={
+            "data_folder_in": str(tmp_path / "messages"),
+            "data_folder_out": str(tmp_path / "messages"),
+            "control_folder": str(tmp_path / "control"),
+        },
+    )
     with pytest.raises((OperationalError, OSError)):
         connection.ensure_connection(max_retries=1)

@@ -2,6 +2,7 @@
 channel of a connection that was closed (a task that ended after the worker lost Redis and
 connected again) raises in the worker's event loop with kombu's own transport, and is left as
 it is with ours. Against the real Redis of scripts/services."""
+
 import uuid
 
 import pytest
@@ -18,11 +19,14 @@ def message_of_a_closed_connection(transport: str):
     replaces (its transport's client gone, its channel's pools disconnected), with that channel."""
     queue = Queue(name := f"mend-{uuid.uuid4().hex}", Exchange(name), routing_key=name)
     with Connection(URL) as producer:
-        producer.Producer().publish({"n": 1}, exchange=queue.exchange, routing_key=name,
-                                    declare=[queue])
+        producer.Producer().publish(
+            {"n": 1}, exchange=queue.exchange, routing_key=name, declare=[queue]
+        )
     connection = Connection(URL, transport=transport)
     channel, got = connection.channel(), []
-    connection.Consumer(queue, channel=channel, callbacks=[lambda _body, m: got.append(m)]).consume()
+    connection.Consumer(
+        queue, channel=channel, callbacks=[lambda _body, m: got.append(m)]
+    ).consume()
     connection.drain_events(timeout=5)
     connection._do_close_transport()
     channel._disconnect_pools()

@@ -1,6 +1,7 @@
 """Log-in through the centre's directory and enrolment from its groups, against the real OpenLDAP
 of scripts/slapd (tests/directory/directory.ldif: every password is "<uid>-pw-2026"; ana is a
 local account of the tests too, whose local password wins)."""
+
 from __future__ import annotations
 
 import os
@@ -17,9 +18,14 @@ LDAPS_URL = os.environ.get("HPCGRADE_TEST_LDAPS_URL")
 CA_FILE = os.environ.get("HPCGRADE_TEST_LDAP_CA")
 SUFFIX = "dc=hpcgrade,dc=test"
 # the settings but LDAP_URL; StartTLS on ldap://
-DIRECTORY = {"LDAP_USER_BASE": f"ou=people,{SUFFIX}", "LDAP_GROUP_BASE": f"ou=groups,{SUFFIX}",
-             "LDAP_BIND_DN": f"cn=hpcgrade-reader,{SUFFIX}", "LDAP_BIND_PASSWORD": "reader-pw-2026",
-             "LDAP_CA_FILE": CA_FILE, "LDAP_TIMEOUT_SECONDS": 2}
+DIRECTORY = {
+    "LDAP_USER_BASE": f"ou=people,{SUFFIX}",
+    "LDAP_GROUP_BASE": f"ou=groups,{SUFFIX}",
+    "LDAP_BIND_DN": f"cn=hpcgrade-reader,{SUFFIX}",
+    "LDAP_BIND_PASSWORD": "reader-pw-2026",
+    "LDAP_CA_FILE": CA_FILE,
+    "LDAP_TIMEOUT_SECONDS": 2,
+}
 GROUPS = {"student": ["pytorch-students"], "ta": ["pytorch-tas"], "instructor": ["pytorch-staff"]}
 DOWN = "ldaps://127.0.0.1:1"  # no directory answers there
 
@@ -29,8 +35,8 @@ def directory():
     """The tests' directory: skipped where scripts/slapd did not run, except in CI."""
     if not LDAP_URL:
         if os.environ.get("CI"):
-            pytest.fail("HPCGRADE_TEST_LDAP_URL is unset: run eval \"$(scripts/slapd)\" first")
-        pytest.skip("no directory: eval \"$(scripts/slapd)\" starts the tests' OpenLDAP")
+            pytest.fail('HPCGRADE_TEST_LDAP_URL is unset: run eval "$(scripts/slapd)" first')
+        pytest.skip('no directory: eval "$(scripts/slapd)" starts the tests\' OpenLDAP')
 
 
 def directory_settings(url: str = LDAP_URL) -> dict:
@@ -51,14 +57,20 @@ def ldap_app(course):
 def account(app, username: str):
     """(the account's auth_source, name, email, {course: (role, from_directory)}) or None."""
     from server.core.models import Course, Enrolment, User
+
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
         user = session.scalar(sa.select(User).where(User.username == username))
         if user is None:
             return None
-        enrolled = {slug: (role, made) for slug, role, made in session.execute(
-            sa.select(Course.slug, Enrolment.role, Enrolment.from_directory)
-            .join(Enrolment.course).where(Enrolment.user_id == user.id))}
+        enrolled = {
+            slug: (role, made)
+            for slug, role, made in session.execute(
+                sa.select(Course.slug, Enrolment.role, Enrolment.from_directory)
+                .join(Enrolment.course)
+                .where(Enrolment.user_id == user.id)
+            )
+        }
         return user.auth_source, user.name, user.email, enrolled
 
 
@@ -66,14 +78,19 @@ def account(app, username: str):
 def group_changed(group: str, add: tuple[str, ...] = (), remove: tuple[str, ...] = ()):
     """A groupOfNames of the directory with these members added and removed, as before after."""
     from ldap3 import MODIFY_ADD, MODIFY_DELETE, Connection, Server, Tls
+
     tls = Tls(ca_certs_file=CA_FILE)
-    with Connection(Server(LDAPS_URL, use_ssl=True, tls=tls), os.environ[
-            "HPCGRADE_TEST_LDAP_ADMIN"], os.environ["HPCGRADE_TEST_LDAP_ADMIN_PASSWORD"],
-            auto_bind=True) as admin:
+    with Connection(
+        Server(LDAPS_URL, use_ssl=True, tls=tls),
+        os.environ["HPCGRADE_TEST_LDAP_ADMIN"],
+        os.environ["HPCGRADE_TEST_LDAP_ADMIN_PASSWORD"],
+        auto_bind=True,
+    ) as admin:
         dn, people = f"cn={group},ou=groups,{SUFFIX}", f"ou=people,{SUFFIX}"
 
         def members(names, how):
             return {"member": [(how, [f"uid={name},{people}" for name in names])]}
+
         if add:
             assert admin.modify(dn, members(add, MODIFY_ADD)), admin.result
         if remove:
@@ -89,23 +106,36 @@ def group_changed(group: str, add: tuple[str, ...] = (), remove: tuple[str, ...]
 
 # --- log-in -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("url", [LDAP_URL, LDAPS_URL], ids=["starttls", "ldaps"])
 def test_the_first_log_in_makes_the_account_from_the_directory(ldap_app, url):
     change_settings(ldap_app, **directory_settings(url))
     assert account(ldap_app, "luis") is None
     answer = log_in(ldap_app.test_client(), "luis", "luis-pw-2026")
     assert answer.status_code == 302, answer.text
-    assert account(ldap_app, "luis") == ("ldap", "Luis Perez", "luis@uni.test",
-                                         {"pytorch": ("student", True)})
+    assert account(ldap_app, "luis") == (
+        "ldap",
+        "Luis Perez",
+        "luis@uni.test",
+        {"pytorch": ("student", True)},
+    )
     client, _token = logged_in(ldap_app, "luis", "luis-pw-2026")  # and the next time
     assert "Tensors and autograd" in client.get("/courses/pytorch/", follow_redirects=True).text
 
 
-@pytest.mark.parametrize("username, password", [
-    ("luis", "wrong-password"), ("luis", ""), ("nobody", "nobody-pw-2026"),
-    ("lu*", "luis-pw-2026"), ("luis)(uid=luis", "luis-pw-2026"), ("*)(uid=*", "luis-pw-2026"),
-    ("*", "luis-pw-2026")], ids=["wrong", "empty", "unknown", "wildcard", "injected",
-                                  "injected-any", "star"])
+@pytest.mark.parametrize(
+    "username, password",
+    [
+        ("luis", "wrong-password"),
+        ("luis", ""),
+        ("nobody", "nobody-pw-2026"),
+        ("lu*", "luis-pw-2026"),
+        ("luis)(uid=luis", "luis-pw-2026"),
+        ("*)(uid=*", "luis-pw-2026"),
+        ("*", "luis-pw-2026"),
+    ],
+    ids=["wrong", "empty", "unknown", "wildcard", "injected", "injected-any", "star"],
+)
 def test_wrong_credentials_and_filter_injections_log_no_one_in(ldap_app, username, password):
     answer = log_in(ldap_app.test_client(), username, password)
     assert answer.status_code == 401 and "Wrong username or password" in answer.text
@@ -115,6 +145,7 @@ def test_wrong_credentials_and_filter_injections_log_no_one_in(ldap_app, usernam
 def test_the_client_never_binds_with_an_empty_password_nor_an_escaped_name():
     from server.core.config import load_settings
     from server.core.ldap_directory import checked_person
+
     settings = load_settings(directory_settings())
     assert checked_person(settings, "luis", "luis-pw-2026").username == "luis"
     assert checked_person(settings, "luis", "") is None
@@ -146,6 +177,7 @@ def test_a_local_account_wins_over_the_directory_and_is_never_taken_over(ldap_ap
 
 def test_directory_log_ins_are_throttled_with_the_same_counters(ldap_app):
     from limits import parse_many
+
     ldap_app.extensions["hpcgrade.throttle"].limits["account"] = parse_many("2 per minute")
     client = ldap_app.test_client()
     assert [log_in(client, "luis", "wrong-password").status_code for _ in range(2)] == [401, 401]
@@ -153,12 +185,14 @@ def test_directory_log_ins_are_throttled_with_the_same_counters(ldap_app):
 
 
 def test_an_api_token_through_the_directory(ldap_app):
-    made = ldap_app.test_client().post("/api/v1/tokens", json={"username": "tomas",
-                                                               "password": "tomas-pw-2026"})
+    made = ldap_app.test_client().post(
+        "/api/v1/tokens", json={"username": "tomas", "password": "tomas-pw-2026"}
+    )
     assert made.status_code == 201 and made.json["username"] == "tomas"
 
 
 # --- enrolment from groups ------------------------------------------------------------------
+
 
 def test_groups_enrol_with_the_highest_role_and_follow_the_groups(ldap_app):
     for username in ("marta", "tomas", "luis"):
@@ -179,6 +213,7 @@ def test_groups_enrol_with_the_highest_role_and_follow_the_groups(ldap_app):
 def test_an_enrolment_made_by_hand_is_left_alone(ldap_app):
     from server.core.courses import enrol
     from server.core.models import User
+
     assert log_in(ldap_app.test_client(), "nadia", "nadia-pw-2026").status_code == 302
     assert account(ldap_app, "nadia")[3] == {}  # in no group
     with ldap_app.app_context():
@@ -201,49 +236,72 @@ def synced_database(database):
 
 
 def environment(settings: dict) -> dict:
-    return {f"HPCGRADE_{name}": str(value).lower() if isinstance(value, bool) else str(value)
-            for name, value in settings.items()}
+    return {
+        f"HPCGRADE_{name}": str(value).lower() if isinstance(value, bool) else str(value)
+        for name, value in settings.items()
+    }
 
 
 def test_users_sync_enrols_who_never_logged_in_and_follows_the_groups(synced_database):
     from worker.cli.main import main
+
     database, env = synced_database
     first = CliRunner().invoke(main, ["users", "sync"], env=env)
     assert first.exit_code == 0, first.output
     assert set(first.stdout.splitlines()) == {
-        "pytorch: luis - -> student", "pytorch: marta - -> instructor", "pytorch: tomas - -> ta"}
+        "pytorch: luis - -> student",
+        "pytorch: marta - -> instructor",
+        "pytorch: tomas - -> ta",
+    }
     assert "no account for ana" in first.stderr  # the local ana stays as she is
     again = CliRunner().invoke(main, ["users", "sync", "--course", "pytorch"], env=env)
     assert again.exit_code == 0 and again.stdout == "" and "0 changes" in again.stderr
-    with group_changed("pytorch-staff", add=("nadia",)), \
-            group_changed("pytorch-students", remove=("luis",)):
+    with (
+        group_changed("pytorch-staff", add=("nadia",)),
+        group_changed("pytorch-students", remove=("luis",)),
+    ):
         changed = CliRunner().invoke(main, ["users", "sync"], env=env)
-    assert set(changed.stdout.splitlines()) == {"pytorch: nadia - -> instructor",
-                                                 "pytorch: luis student -> -"}
+    assert set(changed.stdout.splitlines()) == {
+        "pytorch: nadia - -> instructor",
+        "pytorch: luis student -> -",
+    }
     from server.core.models import User
+
     with database.sessions() as session:
         nadia = session.scalar(sa.select(User).where(User.username == "nadia"))
-        assert (nadia.name, nadia.email, nadia.auth_source) == ("Nadia Sanz", "nadia@uni.test",
-                                                               "ldap")
+        assert (nadia.name, nadia.email, nadia.auth_source) == (
+            "Nadia Sanz",
+            "nadia@uni.test",
+            "ldap",
+        )
 
 
 def test_users_sync_says_what_is_wrong_and_changes_nothing(synced_database):
     from worker.cli.main import main
+
     _database, env = synced_database
     unknown = CliRunner().invoke(main, ["users", "sync", "--course", "nope"], env=env)
     assert unknown.exit_code == 1 and "no course nope" in unknown.output
-    down = CliRunner().invoke(main, ["users", "sync"],
-                              env={**env, **environment(directory_settings(DOWN))})
+    down = CliRunner().invoke(
+        main, ["users", "sync"], env={**env, **environment(directory_settings(DOWN))}
+    )
     assert down.exit_code == 1 and "nothing changed" in down.output
 
 
 def test_beat_syncs_while_a_directory_is_set(tmp_path):
     from server.web.app import create_app
     from worker.grading import tasks  # noqa: F401  (the worker imports them)
-    base = {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "test",
-            "TESTING": True, "BROKER_URL": "redis://127.0.0.1:1/0",
-            "LOGIN_LIMITS_STORAGE": "memory://"}
-    celery = create_app({**base, **directory_settings(), "LDAP_SYNC_MINUTES": 30}).extensions["celery"]
+
+    base = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+        "SECRET_KEY": "test",
+        "TESTING": True,
+        "BROKER_URL": "redis://127.0.0.1:1/0",
+        "LOGIN_LIMITS_STORAGE": "memory://",
+    }
+    celery = create_app({**base, **directory_settings(), "LDAP_SYNC_MINUTES": 30}).extensions[
+        "celery"
+    ]
     scheduled = {entry["task"]: entry["schedule"] for entry in celery.conf.beat_schedule.values()}
     assert scheduled["hpcgrade.users_sync"] == 1800 and "hpcgrade.users_sync" in celery.tasks
     plain = create_app(base).extensions["celery"]
@@ -252,14 +310,23 @@ def test_beat_syncs_while_a_directory_is_set(tmp_path):
 
 # --- no password here for a directory account -----------------------------------------------
 
+
 @pytest.fixture
 def ines(ldap_app):
     """ldap_app with ines, a local instructor of its course."""
     from server.core.users import add_user
+
     with ldap_app.app_context():
         session = ldap_app.extensions["hpcgrade.db"].sessions()
-        add_user(session, "ines", "Ines", "i@uni.es", "instructor", "long-password",
-                 course=the_course(session))
+        add_user(
+            session,
+            "ines",
+            "Ines",
+            "i@uni.es",
+            "instructor",
+            "long-password",
+            course=the_course(session),
+        )
         session.commit()
     return ldap_app
 
@@ -268,18 +335,25 @@ def test_a_directory_account_gets_no_set_password_link_nor_password(ldap_app, in
     from server.core.links import make_link
     from server.core.models import User
     from server.core.users import UserError, clear_password, set_password
+
     luis, _token = logged_in(ldap_app, "luis", "luis-pw-2026")
     staff, token = logged_in(ldap_app, "ines")
-    reset = staff.post("/courses/pytorch/staff/roster/luis/password", data={"csrf_token": token},
-                       follow_redirects=True)
+    reset = staff.post(
+        "/courses/pytorch/staff/roster/luis/password",
+        data={"csrf_token": token},
+        follow_redirects=True,
+    )
     assert "password is changed there" in reset.text and "/account/set-password/" not in reset.text
     assert "luis" not in staff.get("/courses/pytorch/staff/roster/waiting").text
     assert "password there" in luis.get("/account/password", follow_redirects=True).text
     with ldap_app.test_request_context():
         session = ldap_app.extensions["hpcgrade.db"].sessions()
         user = session.scalar(sa.select(User).where(User.username == "luis"))
-        for refused in (lambda: make_link(user), lambda: set_password(session, user, "x" * 12),
-                        lambda: clear_password(session, user)):
+        for refused in (
+            lambda: make_link(user),
+            lambda: set_password(session, user, "x" * 12),
+            lambda: clear_password(session, user),
+        ):
             with pytest.raises((ValueError, UserError)):
                 refused()
 
@@ -287,55 +361,82 @@ def test_a_directory_account_gets_no_set_password_link_nor_password(ldap_app, in
 def test_a_roster_naming_a_directory_account_enrols_it(ldap_app, ines):
     assert log_in(ldap_app.test_client(), "nadia", "nadia-pw-2026").status_code == 302
     staff, token = logged_in(ldap_app, "ines")
-    done = staff.post("/courses/pytorch/staff/roster/import", data={
-        "csrf_token": token, "roster": "username,name,email,role\nnadia,N,n@uni.es,student\n"},
-        follow_redirects=True)
-    assert "existing account was enrolled" in done.text and "/account/set-password/" not in done.text
+    done = staff.post(
+        "/courses/pytorch/staff/roster/import",
+        data={
+            "csrf_token": token,
+            "roster": "username,name,email,role\nnadia,N,n@uni.es,student\n",
+        },
+        follow_redirects=True,
+    )
+    assert (
+        "existing account was enrolled" in done.text and "/account/set-password/" not in done.text
+    )
     assert account(ldap_app, "nadia")[0] == "ldap"
     assert account(ldap_app, "nadia")[3] == {"pytorch": ("student", False)}
 
 
-def test_a_rosters_new_directory_people_log_in_with_its_password_and_guests_get_links(ldap_app,
-                                                                                     ines):
+def test_a_rosters_new_directory_people_log_in_with_its_password_and_guests_get_links(
+    ldap_app, ines
+):
     """A roster imported before anyone logged in: the usernames the directory knows become its
     accounts (no link, which would make them local and lock them out of their directory log-in);
     the others are guests, with links."""
     staff, token = logged_in(ldap_app, "ines")
-    done = staff.post("/courses/pytorch/staff/roster/import", data={
-        "csrf_token": token, "roster": "username,name,email,role\nnadia,N,n@uni.es,student\n"
-                                       "guest7,Guest,g@uni.es,student\n"})
+    done = staff.post(
+        "/courses/pytorch/staff/roster/import",
+        data={
+            "csrf_token": token,
+            "roster": "username,name,email,role\nnadia,N,n@uni.es,student\n"
+            "guest7,Guest,g@uni.es,student\n",
+        },
+    )
     assert done.status_code == 200
     assert "/account/set-password/" in done.text and "guest7" in done.text
     assert "nadia logs in with the password of the centre&#39;s directory" in done.text
     assert account(ldap_app, "nadia")[0] == "ldap" and account(ldap_app, "guest7")[0] == "local"
     assert log_in(ldap_app.test_client(), "nadia", "nadia-pw-2026").status_code == 302
-    added = staff.post("/courses/pytorch/staff/roster/add", data={
-        "csrf_token": token, "username": "tomas", "name": "T", "email": "t@uni.es",
-        "role": "student"}, follow_redirects=True)
+    added = staff.post(
+        "/courses/pytorch/staff/roster/add",
+        data={
+            "csrf_token": token,
+            "username": "tomas",
+            "name": "T",
+            "email": "t@uni.es",
+            "role": "student",
+        },
+        follow_redirects=True,
+    )
     assert "tomas logs in with the password of the centre&#39;s directory" in added.text
     assert account(ldap_app, "tomas")[0] == "ldap"
     change_settings(ldap_app, LDAP_URL=DOWN)
-    refused = staff.post("/courses/pytorch/staff/roster/import", data={
-        "csrf_token": token, "roster": "username,name,email,role\nluis,L,l@uni.es,student\n"},
-        follow_redirects=True)
+    refused = staff.post(
+        "/courses/pytorch/staff/roster/import",
+        data={"csrf_token": token, "roster": "username,name,email,role\nluis,L,l@uni.es,student\n"},
+        follow_redirects=True,
+    )
     assert "directory cannot be reached" in refused.text and account(ldap_app, "luis") is None
 
 
-def test_the_command_line_import_makes_the_directorys_people_its_accounts(synced_database,
-                                                                           tmp_path):
+def test_the_command_line_import_makes_the_directorys_people_its_accounts(
+    synced_database, tmp_path
+):
     from worker.cli.main import main
+
     _database, env = synced_database
     roster = tmp_path / "roster.csv"
-    roster.write_text("username,name,email,role\nluis,L,l@uni.es,student\nguest7,G,g@uni.es,"
-                      "student\n")
+    roster.write_text(
+        "username,name,email,role\nluis,L,l@uni.es,student\nguest7,G,g@uni.es,student\n"
+    )
     env = {**env, "HPCGRADE_SECRET_KEY": "test"}  # which signs the guests' links
     done = CliRunner().invoke(main, ["users", "import", str(roster)], env=env)
     assert done.exit_code == 0, done.output
     assert [line.split(",")[0] for line in done.stdout.splitlines()] == ["username", "guest7"]
     assert "log in with its password (no link): luis" in done.stderr
     roster.write_text("username,name,email,role\nnadia,N,n@uni.es,student\n")
-    down = CliRunner().invoke(main, ["users", "import", str(roster)],
-                              env={**env, **environment(directory_settings(DOWN))})
+    down = CliRunner().invoke(
+        main, ["users", "import", str(roster)], env={**env, **environment(directory_settings(DOWN))}
+    )
     assert down.exit_code == 1 and "nothing was added" in down.output
 
 
@@ -344,17 +445,24 @@ def test_a_course_whose_group_the_directory_does_not_give_is_left_as_it_is(synce
     the sync must not take the whole class out of its course for it."""
     from server.core.models import Enrolment
     from worker.cli.main import main
+
     database, env = synced_database
     assert CliRunner().invoke(main, ["users", "sync"], env=env).exit_code == 0
     with database.sessions.begin() as session:
         the_course(session).directory_groups = {**GROUPS, "student": ["pytorch-students-2027"]}
     renamed = CliRunner().invoke(main, ["users", "sync"], env=env)
     assert renamed.exit_code == 0 and renamed.stdout == ""
-    assert "pytorch left as it is: the directory gave no members of pytorch-students-2027" \
+    assert (
+        "pytorch left as it is: the directory gave no members of pytorch-students-2027"
         in renamed.stderr
+    )
     with database.sessions() as session:
-        assert session.scalar(sa.select(sa.func.count()).select_from(Enrolment).where(
-            Enrolment.from_directory)) == 3
+        assert (
+            session.scalar(
+                sa.select(sa.func.count()).select_from(Enrolment).where(Enrolment.from_directory)
+            )
+            == 3
+        )
 
 
 @pytest.mark.parametrize("variant", ["luis\u00ad", "luis\u200b", "ｌｕｉｓ", "LUİS"])

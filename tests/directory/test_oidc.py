@@ -2,6 +2,7 @@
 one: scripts/oidc's oidc-provider (tests/oidc/provider.mjs). hpcgrade runs in a test client, the
 person's browser at the provider is a requests session: the provider's form is posted and its
 redirects followed until one leads back to hpcgrade's callback."""
+
 from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
@@ -19,8 +20,11 @@ from server.core.models import Course, Enrolment, User
 GROUPS = {"student": ["pytorch-students"], "ta": ["pytorch-staff"]}
 LAB_GROUPS = {"student": ["lab-students"], "instructor": ["lab-staff"]}
 NEXT = "/courses/pytorch/"
-WITH_PROVIDER = {"OIDC_ISSUER": "http://127.0.0.1:9400", "OIDC_CLIENT_ID": "hpcgrade",
-                 "OIDC_CLIENT_SECRET": "secret"}
+WITH_PROVIDER = {
+    "OIDC_ISSUER": "http://127.0.0.1:9400",
+    "OIDC_CLIENT_ID": "hpcgrade",
+    "OIDC_CLIENT_SECRET": "secret",
+}
 
 
 @pytest.fixture
@@ -40,17 +44,21 @@ def sso_app(course):
 def start(client, next_page: str | None = None):
     """GET /login/oidc: hpcgrade's redirect to the provider. hpcgrade is reached as
     http://127.0.0.1, so that its redirect URI is a loopback one the provider takes."""
-    answer = client.get("http://127.0.0.1/login/oidc" + (f"?next={next_page}" if next_page
-                                                          else ""))
+    answer = client.get("http://127.0.0.1/login/oidc" + (f"?next={next_page}" if next_page else ""))
     assert answer.status_code == 302, answer.text
     return answer.location
 
 
-def to_callback(client, person: dict, next_page: str | None = None,
-                provider: requests.Session | None = None) -> str:
+def to_callback(
+    client, person: dict, next_page: str | None = None, provider: requests.Session | None = None
+) -> str:
     """The URL the provider sends the browser back to, code and state in it."""
-    answer = sign_in(provider or requests.Session(), start(client, next_page), person["login"],
-                     person["password"])
+    answer = sign_in(
+        provider or requests.Session(),
+        start(client, next_page),
+        person["login"],
+        person["password"],
+    )
     assert answer.is_redirect, answer.text
     return answer.headers["Location"]
 
@@ -69,9 +77,12 @@ def roles(app, username: str) -> dict[str, tuple[str, bool]]:
     """The user's courses: slug → (role, from_directory)."""
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
-        rows = session.execute(select(Course.slug, Enrolment.role, Enrolment.from_directory)
-                               .join(Enrolment.course).join(Enrolment.user)
-                               .where(User.username == username))
+        rows = session.execute(
+            select(Course.slug, Enrolment.role, Enrolment.from_directory)
+            .join(Enrolment.course)
+            .join(Enrolment.user)
+            .where(User.username == username)
+        )
         return {slug: (role, from_directory) for slug, role, from_directory in rows}
 
 
@@ -81,13 +92,19 @@ def shows(answer, text: str) -> bool:
 
 # --- settings (no provider needed) ----------------------------------------------------------
 
-@pytest.mark.parametrize("settings, message", [
-    ({**WITH_PROVIDER, "OIDC_ISSUER": "http://sso.uni.example/realms/uni"},
-     "must be an https address"),
-    ({"OIDC_ISSUER": "https://sso.uni.example"}, "set OIDC_CLIENT_ID and OIDC_CLIENT_SECRET"),
-    ({"OIDC_CLIENT_ID": "hpcgrade"}, "set OIDC_ISSUER too"),
-    ({**WITH_PROVIDER, "OIDC_SCOPES": ["profile"]}, "must include openid"),
-])
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (
+            {**WITH_PROVIDER, "OIDC_ISSUER": "http://sso.uni.example/realms/uni"},
+            "must be an https address",
+        ),
+        ({"OIDC_ISSUER": "https://sso.uni.example"}, "set OIDC_CLIENT_ID and OIDC_CLIENT_SECRET"),
+        ({"OIDC_CLIENT_ID": "hpcgrade"}, "set OIDC_ISSUER too"),
+        ({**WITH_PROVIDER, "OIDC_SCOPES": ["profile"]}, "must include openid"),
+    ],
+)
 def test_wrong_single_sign_on_settings_stop_start_up(settings, message):
     with pytest.raises(ConfigError, match=message):
         load_settings(settings)
@@ -104,6 +121,7 @@ def test_the_log_in_page_offers_the_provider_only_where_one_is_configured(app):
 
 # --- the code flow against the provider -----------------------------------------------------
 
+
 @pytest.mark.services
 def test_a_person_logs_in_through_the_provider_and_lands_where_they_were_going(sso_app):
     person = new_person(groups=["pytorch-students"])
@@ -114,10 +132,14 @@ def test_a_person_logs_in_through_the_provider_and_lands_where_they_were_going(s
     assert page.status_code == 200 and shows(page, person["claims"]["name"])
     user = account(sso_app, person["login"])
     assert (user.auth_source, user.name, user.email) == (
-        "oidc", person["claims"]["name"], person["claims"]["email"])
+        "oidc",
+        person["claims"]["name"],
+        person["claims"]["email"],
+    )
     # logging out ends hpcgrade's session (the provider's is the centre's to end)
-    client.post("http://127.0.0.1/logout",
-                data={"csrf_token": CSRF_TOKEN.search(page.text).group(1)})
+    client.post(
+        "http://127.0.0.1/logout", data={"csrf_token": CSRF_TOKEN.search(page.text).group(1)}
+    )
     assert client.get("http://127.0.0.1/courses/pytorch/").status_code == 302
 
 
@@ -129,16 +151,25 @@ def test_pkce_is_sent_and_the_provider_requires_it(sso_app):
     assert query["state"] and query["nonce"]
     # the same request without the challenge is refused
     del query["code_challenge"], query["code_challenge_method"]
-    refused = requests.get(f"{oidc_provider.ISSUER}/auth", params=query, allow_redirects=False,
-                           timeout=10)
-    assert "requires PKCE" in parse_qs(urlsplit(refused.headers["Location"]).query)[
-        "error_description"][0]
+    refused = requests.get(
+        f"{oidc_provider.ISSUER}/auth", params=query, allow_redirects=False, timeout=10
+    )
+    assert (
+        "requires PKCE"
+        in parse_qs(urlsplit(refused.headers["Location"]).query)["error_description"][0]
+    )
     # a code caught on its way back is worth nothing without the verifier in hpcgrade's session
     callback = to_callback(client, new_person())
-    stolen = requests.post(f"{oidc_provider.ISSUER}/token", timeout=10, data={
-        "grant_type": "authorization_code", "code": parse_qs(urlsplit(callback).query)["code"][0],
-        "redirect_uri": "http://127.0.0.1/login/oidc/callback"},
-        auth=(oidc_provider.CLIENT_ID, oidc_provider.CLIENT_SECRET))
+    stolen = requests.post(
+        f"{oidc_provider.ISSUER}/token",
+        timeout=10,
+        data={
+            "grant_type": "authorization_code",
+            "code": parse_qs(urlsplit(callback).query)["code"][0],
+            "redirect_uri": "http://127.0.0.1/login/oidc/callback",
+        },
+        auth=(oidc_provider.CLIENT_ID, oidc_provider.CLIENT_SECRET),
+    )
     assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"
 
 
@@ -190,8 +221,9 @@ def test_groups_enrol_per_course_with_the_highest_role_and_later_log_ins_follow_
     client = sso_app.test_client()
     assert client.get(to_callback(client, person, provider=provider)).status_code == 302
     assert roles(sso_app, person["login"]) == {"pytorch": ("ta", True), "lab": ("student", True)}
-    put_person(person["login"], {**person, "claims": {**person["claims"],
-                                                       "groups": ["pytorch-students"]}})
+    put_person(
+        person["login"], {**person, "claims": {**person["claims"], "groups": ["pytorch-students"]}}
+    )
     # signed in at the provider already: back at once, with the groups as they are now
     client = sso_app.test_client()
     assert client.get(to_callback(client, person, provider=provider)).status_code == 302
@@ -207,7 +239,11 @@ def test_a_local_account_of_the_same_username_is_refused_and_untouched(sso_app):
     assert answer.status_code == 403 and shows(answer, "the account ana here is another person's")
     after = account(sso_app, "ana")
     assert (after.auth_source, after.name, after.email, after.password_hash) == (
-        "local", before.name, before.email, before.password_hash)
+        "local",
+        before.name,
+        before.email,
+        before.password_hash,
+    )
     assert client.get("http://127.0.0.1/courses/pytorch/").status_code == 302
     assert log_in(sso_app.test_client()).status_code == 302  # her own password still works
 
@@ -221,12 +257,20 @@ def test_a_username_the_provider_gives_to_someone_else_later_is_not_their_accoun
     assert account(sso_app, "reused").subject == first["login"]
     later = new_person(username="reused")
     answer = oidc_log_in(sso_app.test_client(), later)
-    assert answer.status_code == 403 and shows(answer, "the account reused here is another "
-                                                       "person's")
+    assert answer.status_code == 403 and shows(
+        answer, "the account reused here is another person's"
+    )
     with sso_app.app_context():
         session = sso_app.extensions["hpcgrade.db"].sessions()
-        session.add(User(username="dirk", name="Dirk", email="d@uni.es", password_hash="!",
-                         auth_source="ldap"))
+        session.add(
+            User(
+                username="dirk",
+                name="Dirk",
+                email="d@uni.es",
+                password_hash="!",
+                auth_source="ldap",
+            )
+        )
         session.commit()
     directory_person = new_person(username="dirk")
     assert oidc_log_in(sso_app.test_client(), directory_person).status_code == 302

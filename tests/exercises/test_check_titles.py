@@ -3,6 +3,7 @@
 makes, or one of the student's functions it calls, or the reference's (`chunk(k)`: the expected
 values are what the reference computes with it) (issue: a check titled "y.sum().backward()"
 ran no such call, and a backward that fails there scored full marks)."""
+
 import re
 import types
 
@@ -47,6 +48,9 @@ def test_each_call_a_title_names_is_one_its_check_makes(slug, checks):
         made = reached(spec.function, spec.function.__globals__) | set(spec.uses)
         for name in spec.uses if exercise.reference else ():
             solution = getattr(exercise.reference, name)
-            made |= reached(solution, solution.__globals__) if isinstance(
-                solution, types.FunctionType) else set(dir(solution))
+            made |= (
+                reached(solution, solution.__globals__)
+                if isinstance(solution, types.FunctionType)
+                else set(dir(solution))
+            )
         assert called <= made, f"{slug}: “{title}” names {sorted(called - made)}, not called"

@@ -1,4 +1,5 @@
 """Every exercise: its reference scores full marks and every mutant loses points with its code."""
+
 import json
 import os
 import shutil
@@ -56,8 +57,14 @@ def test_a_worker_reads_the_catalogue_again_only_when_the_folder_changed(tmp_pat
 def empty_exercise(folder):
     """An exercise's files, empty: its exercise.toml is the test's."""
     folder.mkdir()
-    for name in ("statement.en.md", "statement.es.md", "starter.py", "checks.py", "reference.py",
-                 "visible.py"):
+    for name in (
+        "statement.en.md",
+        "statement.es.md",
+        "starter.py",
+        "checks.py",
+        "reference.py",
+        "visible.py",
+    ):
         (folder / name).write_text("")
     return folder
 
@@ -67,42 +74,56 @@ def test_bad_exercise_toml_is_explained(tmp_path):
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory = 3\n')
     with pytest.raises(ExerciseConfigError, match=r"\[limits\]: unknown limits: memory"):
         load_exercise_info(folder)
-    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\ncall_seconds = 0\n')
+    (folder / "exercise.toml").write_text(
+        'title = { en = "x", es = "x" }\n[limits]\ncall_seconds = 0\n'
+    )
     with pytest.raises(ExerciseConfigError, match="limits must be positive numbers: call_seconds"):
         load_exercise_info(folder)
-    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[limits]\nmemory_mb = "lots"\n')
+    (folder / "exercise.toml").write_text(
+        'title = { en = "x", es = "x" }\n[limits]\nmemory_mb = "lots"\n'
+    )
     with pytest.raises(ExerciseConfigError, match=r"\[limits\]"):
         load_exercise_info(folder)
-    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants]\nm = "no-such-code"\n')
+    (folder / "exercise.toml").write_text(
+        'title = { en = "x", es = "x" }\n[mutants]\nm = "no-such-code"\n'
+    )
     with pytest.raises(ExerciseConfigError, match="unknown diagnostic code"):
         load_exercise_info(folder)
-    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants.m]\n'
-                                          'code = "grad-mismatch"\nsays = "Q.sum()"\n')
+    (folder / "exercise.toml").write_text(
+        'title = { en = "x", es = "x" }\n[mutants.m]\ncode = "grad-mismatch"\nsays = "Q.sum()"\n'
+    )
     with pytest.raises(ExerciseConfigError, match=r"\[mutants.m\] must have `code` and `says`"):
         load_exercise_info(folder)
     says = 'code = "grad-mismatch"\nsays = { en = "x", es = "y" }\n'
-    for extra in ('if_source = { has = ["zeros"] }\n',  # words that state a fact, and no `may`
-                  'if_source = { has = "zeros" }\nmay = { en = "x", es = "y" }\n',
-                  'if_source = { all = ["zeros"] }\nmay = { en = "x", es = "y" }\n',
-                  'may = { en = "x", es = "y" }\n'):
-        (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n[mutants.m]\n'
-                                              + says + extra)
+    for extra in (
+        'if_source = { has = ["zeros"] }\n',  # words that state a fact, and no `may`
+        'if_source = { has = "zeros" }\nmay = { en = "x", es = "y" }\n',
+        'if_source = { all = ["zeros"] }\nmay = { en = "x", es = "y" }\n',
+        'may = { en = "x", es = "y" }\n',
+    ):
+        (folder / "exercise.toml").write_text(
+            'title = { en = "x", es = "x" }\n[mutants.m]\n' + says + extra
+        )
         with pytest.raises(ExerciseConfigError, match=r"\[mutants.m\]"):
             load_exercise_info(folder)
     for table, message in [
-            ('code = "grad-mismatch"', r"\[student_programs.p\] must have `code` and `names`"),
-            ('code = "grad-mismatch"\nnames = { en = "x", es = " " }', "must have `code` and `names`"),
-            ('code = "wrong"\nnames = { en = "x", es = "y" }', "unknown diagnostic code 'wrong'"),
-            ('code = "grad-mismatch"\nnames = { en = "x", es = "y" }',
-             "student_programs/p.py is missing")]:
-        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\n'
-                                              f'[student_programs.p]\n{table}\n')
+        ('code = "grad-mismatch"', r"\[student_programs.p\] must have `code` and `names`"),
+        ('code = "grad-mismatch"\nnames = { en = "x", es = " " }', "must have `code` and `names`"),
+        ('code = "wrong"\nnames = { en = "x", es = "y" }', "unknown diagnostic code 'wrong'"),
+        (
+            'code = "grad-mismatch"\nnames = { en = "x", es = "y" }',
+            "student_programs/p.py is missing",
+        ),
+    ]:
+        (folder / "exercise.toml").write_text(
+            f'title = {{ en = "x", es = "x" }}\n[student_programs.p]\n{table}\n'
+        )
         with pytest.raises(ExerciseConfigError, match=message):
             load_exercise_info(folder)
     (folder / "exercise.toml").write_text('title = "x"')
     with pytest.raises(ExerciseConfigError, match="title must be a table"):
         load_exercise_info(folder)
-    (folder / "exercise.toml").write_text('title = [')
+    (folder / "exercise.toml").write_text("title = [")
     with pytest.raises(ExerciseConfigError, match="exercise.toml"):
         load_exercise_info(folder)
 
@@ -116,7 +137,9 @@ def test_deadline_is_validated(tmp_path):
         ('policy = "penalty"\nat = 2027-01-31T23:59:00Z\npenalty_per_day = 2', "between 0 and 1"),
         ('policy = "none"\nwhen = 1', "unknown keys when"),
     ]:
-        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\n[deadline]\n{deadline}\n')
+        (folder / "exercise.toml").write_text(
+            f'title = {{ en = "x", es = "x" }}\n[deadline]\n{deadline}\n'
+        )
         with pytest.raises(ExerciseConfigError, match=message):
             load_exercise_info(folder)
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\nmax_attempts = 0\n')
@@ -126,19 +149,26 @@ def test_deadline_is_validated(tmp_path):
 
 def test_slurm_overrides_are_validated_and_shape_the_job(tmp_path):
     from server.core.config import Resources
+
     folder = empty_exercise(tmp_path / "on-a-gpu")
     for slurm, message in [
-        ("gpu = 1", r"\[slurm\]: unknown keys gpu; valid keys are partition, account, qos, reservation, gpus"),
+        (
+            "gpu = 1",
+            r"\[slurm\]: unknown keys gpu; valid keys are partition, account, qos, reservation, gpus",
+        ),
         ('memory = "a lot"', "memory must be an amount of memory like 4G"),
         ('extra = ["constraint=a100"]', "is not an sbatch option"),
         ("cpus = 0", "cpus must be positive"),
         ('partition = "gpu a100"', "partition must be a name"),
     ]:
-        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\n[slurm]\n{slurm}\n')
+        (folder / "exercise.toml").write_text(
+            f'title = {{ en = "x", es = "x" }}\n[slurm]\n{slurm}\n'
+        )
         with pytest.raises(ExerciseConfigError, match=message):
             load_exercise_info(folder)
-    (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\n'
-                                          '[slurm]\ngpus = 2\nmemory = "16G"\ntime = "1:00:00"\n')
+    (folder / "exercise.toml").write_text(
+        'title = { en = "x", es = "x" }\n[slurm]\ngpus = 2\nmemory = "16G"\ntime = "1:00:00"\n'
+    )
     shape = load_exercise_info(folder).resources(Resources(partition="gpu", cpus=4))
     assert shape == Resources(partition="gpu", cpus=4, gpus=2, memory=16384, time=60)
 

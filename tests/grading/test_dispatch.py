@@ -1,6 +1,7 @@
 """The dispatch/collect state machine on SQLite and PostgreSQL, against a cluster whose jobs end
 as each test says (tests/slurm/test_slurm.py runs the same flows on a real Slurm). Reports are real
 ones from the harness, written into the spool as a job would write them."""
+
 import dataclasses
 import datetime as dt
 import json
@@ -36,8 +37,11 @@ class ScriptedCluster:
             raise SubmitError("sbatch failed (exit 1)", "Unable to contact slurm controller")
         job_id = str(100 + self.submitted)
         self.submitted += 1
-        self.jobs[job_id] = {"state": "PENDING", "runs": [job.id for job in jobs],
-                             "resources": resources}
+        self.jobs[job_id] = {
+            "state": "PENDING",
+            "runs": [job.id for job in jobs],
+            "resources": resources,
+        }
         return [job_id] * len(jobs)
 
     def poll(self, ids):
@@ -88,8 +92,10 @@ def grading(database, cluster, catalogue):
 
 def states(database):
     with database.sessions() as session:
-        return {s.id: (s.status, s.score, [(r.status, r.external_id) for r in s.runs])
-                for s in session.scalars(sa.select(Submission).order_by(Submission.id))}
+        return {
+            s.id: (s.status, s.score, [(r.status, r.external_id) for r in s.runs])
+            for s in session.scalars(sa.select(Submission).order_by(Submission.id))
+        }
 
 
 def shape_of(database, grading, slug="autograd-q"):
@@ -101,8 +107,11 @@ def shape_of(database, grading, slug="autograd-q"):
 
 def run_error(database, submission_id, attempt):
     with database.sessions() as session:
-        return session.scalar(sa.select(GradingRun.error).where(
-            GradingRun.submission_id == submission_id, GradingRun.attempt == attempt))
+        return session.scalar(
+            sa.select(GradingRun.error).where(
+                GradingRun.submission_id == submission_id, GradingRun.attempt == attempt
+            )
+        )
 
 
 def test_runs_are_packed_into_one_job_per_shape(database, cluster, catalogue, grading):
@@ -113,19 +122,24 @@ def test_runs_are_packed_into_one_job_per_shape(database, cluster, catalogue, gr
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(5)]
     ids += [queue_submission(database, "def accuracy(): pass", "metrics") for _ in range(2)]
     grading.dispatch(ids[:1])
-    shapes = sorted((len(job["runs"]), job["resources"].gpus, job["resources"].memory)
-                    for job in cluster.jobs.values())
+    shapes = sorted(
+        (len(job["runs"]), job["resources"].gpus, job["resources"].memory)
+        for job in cluster.jobs.values()
+    )
     assert shapes == [(2, 0, 2048), (2, 1, 4096), (3, 1, 4096)]
     assert all(status == "running" for status, _, _ in states(database).values())
-    jobs = {job_id: spool.read_job(spool.run_dir(cluster.spool, job["runs"][0]))
-            for job_id, job in cluster.jobs.items()}
-    assert {(j.exercise, j.device) for j in jobs.values()} == {("autograd-q", "auto"),
-                                                                ("metrics", "cpu")}
+    jobs = {
+        job_id: spool.read_job(spool.run_dir(cluster.spool, job["runs"][0]))
+        for job_id, job in cluster.jobs.items()
+    }
+    assert {(j.exercise, j.device) for j in jobs.values()} == {
+        ("autograd-q", "auto"),
+        ("metrics", "cpu"),
+    }
     assert open(jobs["100"].submission).read() == REFERENCE_Q
 
 
-def test_a_partial_batch_waits_only_while_a_job_of_ours_waits_to_start(database, cluster,
-                                                                       grading):
+def test_a_partial_batch_waits_only_while_a_job_of_ours_waits_to_start(database, cluster, grading):
     grading.batch_wait = 60.0
     first = queue_submission(database, REFERENCE_Q)
     grading.dispatch([first])
@@ -144,7 +158,8 @@ def test_a_partial_batch_waits_only_while_a_job_of_ours_waits_to_start(database,
 
 
 def test_the_harness_marks_runs_done_and_collect_reads_those_between_polls(
-        database, cluster, grading, report):
+    database, cluster, grading, report
+):
     """Reports are read every collect (one listing of done/); the cluster is asked, and every
     run's folder looked into, once per SLURM_POLL_SECONDS."""
     grading.poll_every = 3600.0
@@ -159,8 +174,9 @@ def test_the_harness_marks_runs_done_and_collect_reads_those_between_polls(
     assert list(grading.collect().values()) == ["graded"] and len(polls) == 1
     assert spool.done_runs(cluster.spool) == set()
     # a report without its mark waits for the next poll
-    spool.write_atomically(spool.run_dir(cluster.spool, second) / spool.REPORT,
-                           json.dumps(report.to_dict()).encode())
+    spool.write_atomically(
+        spool.run_dir(cluster.spool, second) / spool.REPORT, json.dumps(report.to_dict()).encode()
+    )
     assert grading.collect() == {} and len(polls) == 1
     (cluster.spool / ".polled-at").write_text("0")
     assert list(grading.collect().values()) == ["graded"] and len(polls) == 1
@@ -179,7 +195,8 @@ def test_reports_become_grades_as_they_appear_and_are_read_once(database, cluste
 
 
 def test_a_job_that_ends_without_a_report_is_dispatched_again_then_a_grader_error(
-        database, cluster, grading, report):
+    database, cluster, grading, report
+):
     graded, unlucky = (queue_submission(database, REFERENCE_Q) for _ in range(2))
     grading.dispatch([graded])
     cluster.end("100", "FAILED", report, runs=cluster.jobs["100"]["runs"][:1])
@@ -208,8 +225,9 @@ def test_a_report_counts_whatever_slurm_says_of_the_job(database, cluster, gradi
 
 
 @pytest.mark.parametrize("state", ["CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL"])
-def test_a_job_the_service_did_not_stop_sends_its_runs_back_unused(database, cluster, grading,
-                                                                   state):
+def test_a_job_the_service_did_not_stop_sends_its_runs_back_unused(
+    database, cluster, grading, state
+):
     """An administrator's scancel, a preemption, a lost node: no run caused it."""
     submission_id = queue_submission(database, REFERENCE_Q)
     grading.dispatch([submission_id])
@@ -242,7 +260,8 @@ def test_a_requeued_job_keeps_its_runs(database, cluster, grading, report):
 
 
 def test_sbatch_failing_leaves_the_submissions_queued_and_nothing_half_done(
-        database, cluster, grading):
+    database, cluster, grading
+):
     cluster.down = True
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
     grading.dispatch(ids)
@@ -254,8 +273,9 @@ def test_sbatch_failing_leaves_the_submissions_queued_and_nothing_half_done(
     assert [len(job["runs"]) for job in cluster.jobs.values()] == [2]
 
 
-def test_a_spool_that_cannot_be_written_leaves_the_submissions_queued(database, cluster, grading,
-                                                                      tmp_path):
+def test_a_spool_that_cannot_be_written_leaves_the_submissions_queued(
+    database, cluster, grading, tmp_path
+):
     grading.spool = tmp_path / "not-a-folder"
     grading.spool.write_text("the shared filesystem is not mounted")
     submission_id = queue_submission(database, REFERENCE_Q)
@@ -292,14 +312,16 @@ def test_a_newer_submission_does_not_cancel_an_older_one(database, cluster, grad
 
 
 def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
-        database, cluster, grading, report, monkeypatch):
+    database, cluster, grading, report, monkeypatch
+):
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     pilot = Pilot(cluster.spool, "77", minutes=30)
     shape = shape_of(database, grading)
     grading.pilots.belong("77", shape)
-    serving = threading.Thread(target=pilot.serve,
-                               args=(lambda run: spool.write_report(run, report),), daemon=True)
+    serving = threading.Thread(
+        target=pilot.serve, args=(lambda run: spool.write_report(run, report),), daemon=True
+    )
     serving.start()
     grading.batch_wait = 60.0  # a pilot does not wait for a batch to fill
     submission_id = queue_submission(database, REFERENCE_Q)
@@ -316,10 +338,17 @@ def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
     beat.write_text(json.dumps(dict(json.loads(beat.read_text()), beat=time.time() - 60)))
     silent = queue_submission(database, REFERENCE_Q)
     with database.sessions.begin() as session:
-        run = GradingRun(submission_id=silent, attempt=1, executor="pilot", status="running",
-                         worker="t", external_id="77", job_state="RUNNING",
-                         started_at=dt.datetime.now(dt.timezone.utc),
-                         lease_until=dt.datetime.now(dt.timezone.utc) + LATER)
+        run = GradingRun(
+            submission_id=silent,
+            attempt=1,
+            executor="pilot",
+            status="running",
+            worker="t",
+            external_id="77",
+            job_state="RUNNING",
+            started_at=dt.datetime.now(dt.timezone.utc),
+            lease_until=dt.datetime.now(dt.timezone.utc) + LATER,
+        )
         session.add(run)
         session.get(Submission, silent).status = "running"
     grading.collect()
@@ -336,10 +365,19 @@ def test_a_pilot_an_administrator_cancels_sends_its_run_back_unused(database, cl
     cluster.jobs["78"] = {"state": "CANCELLED", "runs": [], "resources": grading.resources}
     held = queue_submission(database, REFERENCE_Q)
     with database.sessions.begin() as session:
-        session.add(GradingRun(submission_id=held, attempt=1, executor="pilot", status="running",
-                               worker="t", external_id="78", job_state="RUNNING",
-                               started_at=dt.datetime.now(dt.timezone.utc),
-                               lease_until=dt.datetime.now(dt.timezone.utc) + LATER))
+        session.add(
+            GradingRun(
+                submission_id=held,
+                attempt=1,
+                executor="pilot",
+                status="running",
+                worker="t",
+                external_id="78",
+                job_state="RUNNING",
+                started_at=dt.datetime.now(dt.timezone.utc),
+                lease_until=dt.datetime.now(dt.timezone.utc) + LATER,
+            )
+        )
         session.get(Submission, held).status = "running"
     grading.collect()  # one poll saw it end: a report may still be on its way
     grading.collect()
@@ -349,7 +387,8 @@ def test_a_pilot_an_administrator_cancels_sends_its_run_back_unused(database, cl
 
 
 def test_a_pilot_whose_harness_stopped_answering_loses_its_run_and_is_cancelled(
-        database, cluster, grading, monkeypatch):
+    database, cluster, grading, monkeypatch
+):
     """Its heartbeat goes on (a thread of its own) while it has held one run longer than the
     run may take: the run is lost, a try used (a submission that hangs every pilot is not sent
     round them for ever), and the pilot's job is cancelled."""
@@ -358,16 +397,31 @@ def test_a_pilot_whose_harness_stopped_answering_loses_its_run_and_is_cancelled(
     cluster.jobs["79"] = {"state": "RUNNING", "runs": [], "resources": grading.resources}
     held = queue_submission(database, REFERENCE_Q)
     with database.sessions.begin() as session:
-        run = GradingRun(submission_id=held, attempt=1, executor="pilot", status="running",
-                         worker="t", external_id="79", job_state="RUNNING",
-                         started_at=dt.datetime.now(dt.timezone.utc),
-                         lease_until=dt.datetime.now(dt.timezone.utc) + LATER)
+        run = GradingRun(
+            submission_id=held,
+            attempt=1,
+            executor="pilot",
+            status="running",
+            worker="t",
+            external_id="79",
+            job_state="RUNNING",
+            started_at=dt.datetime.now(dt.timezone.utc),
+            lease_until=dt.datetime.now(dt.timezone.utc) + LATER,
+        )
         session.add(run)
         session.get(Submission, held).status = "running"
     beat = cluster.spool / "pilots" / "79" / "heartbeat.json"
     for since, left in ((time.time() - 60, "running"), (time.time() - 3600, "lost")):
-        beat.write_text(json.dumps(dict(json.loads(beat.read_text()), beat=time.time(),
-                                        grading=str(run.id), grading_since=since)))
+        beat.write_text(
+            json.dumps(
+                dict(
+                    json.loads(beat.read_text()),
+                    beat=time.time(),
+                    grading=str(run.id),
+                    grading_since=since,
+                )
+            )
+        )
         grading.collect()
         grading.collect()
         assert states(database)[held][2] == [(left, "79")]  # within its time, then far past
@@ -377,7 +431,8 @@ def test_a_pilot_whose_harness_stopped_answering_loses_its_run_and_is_cancelled(
 
 
 def test_staff_stop_a_submission_and_its_job_once_no_one_else_is_in_it(
-        database, cluster, grading, report):
+    database, cluster, grading, report
+):
     first, second = (queue_submission(database, REFERENCE_Q) for _ in range(2))
     waiting = queue_submission(database, REFERENCE_Q)
     grading.batch_size = 2

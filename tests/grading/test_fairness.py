@@ -1,5 +1,6 @@
 """Fair grading: one student's files never hold every grading slot, nor delay another student's
 file; the load of a file that never finishes is cut short. On SQLite and PostgreSQL."""
+
 import io
 
 import sqlalchemy as sa
@@ -38,20 +39,25 @@ class Slots:
 def add_students(database, *usernames):
     with database.sessions.begin() as session:
         for username in usernames:
-            session.add(User(username=username, name=username, email=f"{username}@uni.es",
-                             password_hash="x"))
+            session.add(
+                User(
+                    username=username, name=username, email=f"{username}@uni.es", password_hash="x"
+                )
+            )
 
 
 def queue_as(database, username: str) -> int:
     submission_id = queue_submission(database, "def f(): pass\n")
     with database.sessions.begin() as session:
         session.get(Submission, submission_id).user = session.scalar(
-            sa.select(User).where(User.username == username))
+            sa.select(User).where(User.username == username)
+        )
     return submission_id
 
 
 def submissions_of(database, run_ids):
     from server.core.models import GradingRun
+
     with database.sessions() as session:
         return [session.get(GradingRun, run_id).submission_id for run_id in run_ids]
 
@@ -70,24 +76,29 @@ def test_one_slot_goes_round_robin_between_students(database, catalogue, tmp_pat
 
 
 def test_a_student_holds_one_slot_and_the_other_goes_to_another_student(
-        database, catalogue, tmp_path):
+    database, catalogue, tmp_path
+):
     add_students(database, "bea")
     ana = [queue_as(database, "ana") for _ in range(2)]
     bea = queue_as(database, "bea")
     second_slot = []
 
     def meanwhile():  # ana's first file is in flight: the other slot must not take her second
-        second_slot.append(dispatcher(database, Slots(tmp_path), catalogue,
-                                      spool=tmp_path).dispatch([]).outcomes)
-        second_slot.append(dispatcher(database, Slots(tmp_path), catalogue,
-                                      spool=tmp_path).dispatch([]))
+        second_slot.append(
+            dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch([]).outcomes
+        )
+        second_slot.append(
+            dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch([])
+        )
+
     first = dispatcher(database, Slots(tmp_path, meanwhile), catalogue, spool=tmp_path)
     done = first.dispatch([])
     assert done.outcomes == {ana[0]: "graded"} and done.more
     assert second_slot[0] == {bea: "graded"}
     assert second_slot[1].outcomes == {} and not second_slot[1].more
-    assert dispatcher(database, Slots(tmp_path), catalogue,
-                      spool=tmp_path).dispatch([]).outcomes == {ana[1]: "graded"}
+    assert dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch(
+        []
+    ).outcomes == {ana[1]: "graded"}
 
 
 def test_a_bound_of_two_lets_two_in_flight(database, catalogue, tmp_path):
@@ -95,10 +106,15 @@ def test_a_bound_of_two_lets_two_in_flight(database, catalogue, tmp_path):
     nested = []
 
     def meanwhile():
-        nested.append(dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path,
-                                 per_student=2).dispatch([]).outcomes)
-    dispatcher(database, Slots(tmp_path, meanwhile), catalogue, spool=tmp_path,
-               per_student=2).dispatch([])
+        nested.append(
+            dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path, per_student=2)
+            .dispatch([])
+            .outcomes
+        )
+
+    dispatcher(
+        database, Slots(tmp_path, meanwhile), catalogue, spool=tmp_path, per_student=2
+    ).dispatch([])
     assert nested == [{ana[1]: "graded"}]
 
 
@@ -119,11 +135,11 @@ class Batches:
 
     def poll(self, ids):
         from worker.grading.executor import JobState
+
         return {i: JobState("RUNNING") for i in ids}
 
 
-def test_slurm_batches_take_one_file_per_student_in_the_queues_order(database, catalogue,
-                                                                       tmp_path):
+def test_slurm_batches_take_one_file_per_student_in_the_queues_order(database, catalogue, tmp_path):
     add_students(database, "bea")
     ana = [queue_as(database, "ana") for _ in range(3)]
     bea = queue_as(database, "bea")
@@ -141,14 +157,20 @@ def test_the_student_is_told_why_a_file_waits(course):
     import datetime as dt
 
     from worker.grading.settle import claim
+
     client = course.test_client()
-    token = client.post("/api/v1/tokens", json={"username": "ana",
-                                                "password": "long-password"}).json["token"]
+    token = client.post(
+        "/api/v1/tokens", json={"username": "ana", "password": "long-password"}
+    ).json["token"]
     headers = {"Authorization": f"Bearer {token}"}
 
     def send():
-        return client.post("/api/v1/submissions", headers=headers, data={
-            "exercise": "autograd-q", "file": (io.BytesIO(b"def f(): pass\n"), "w.py")}).json
+        return client.post(
+            "/api/v1/submissions",
+            headers=headers,
+            data={"exercise": "autograd-q", "file": (io.BytesIO(b"def f(): pass\n"), "w.py")},
+        ).json
+
     first, second = send(), send()
     waiting = client.get(second["url"], headers=headers).json
     assert waiting["queue_position"] == 2 and "earlier submissions" in waiting["note"]
@@ -175,6 +197,7 @@ def test_reconcile_sends_again_only_the_files_whose_turn_has_come(database):
     import datetime as dt
 
     from server.core.queue import stuck
+
     add_students(database, "bea")
     first, second = (queue_as(database, "ana") for _ in range(2))
     other = queue_as(database, "bea")

@@ -1,4 +1,5 @@
 """Grading into the database: results stored once, leases, grader failures never a grade."""
+
 import datetime as dt
 import textwrap
 from pathlib import Path
@@ -85,21 +86,30 @@ def test_grader_failure_is_retried_then_error_never_zero(database, executor, cat
     broken = tmp_path / "autograd-q"
     broken.mkdir()
     source = Path(catalogue["autograd-q"].path)
-    for name in ("exercise.toml", "statement.en.md", "statement.es.md", "starter.py", "reference.py",
-                 "visible.py"):
+    for name in (
+        "exercise.toml",
+        "statement.en.md",
+        "statement.es.md",
+        "starter.py",
+        "reference.py",
+        "visible.py",
+    ):
         (broken / name).write_bytes((source / name).read_bytes())
     (broken / "mutants").symlink_to(source / "mutants")
     (broken / "student_programs").symlink_to(source / "student_programs")
-    (broken / "checks.py").write_text(textwrap.dedent("""
+    (broken / "checks.py").write_text(
+        textwrap.dedent("""
         from worker.harness.checks import check
         @check("boom", points=1, uses="q_grads", en="x", es="x")
         def boom(ctx):
             raise KeyError("a bug in the checks")
-    """))
+    """)
+    )
     broken_catalogue = dict(catalogue, **{"autograd-q": load_exercise_info(broken)})
     submission_id = submit(database, REFERENCE_Q)
-    outcomes = [grade(database, executor, broken_catalogue, submission_id)
-                for _ in range(MAX_RUNS + 1)]
+    outcomes = [
+        grade(database, executor, broken_catalogue, submission_id) for _ in range(MAX_RUNS + 1)
+    ]
     assert outcomes == ["failed"] * MAX_RUNS + ["skipped"]
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)

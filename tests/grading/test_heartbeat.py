@@ -3,6 +3,7 @@ broker: written while the worker takes messages, silent while it takes none (her
 by a signal, then its pool process is: the main process would answer on, its tasks would not
 run), told to systemd's watchdog (NOTIFY_SOCKET, as systemd gives it), and gone when the worker
 stops on purpose."""
+
 import datetime as dt
 import os
 import shutil
@@ -30,14 +31,23 @@ def worker(tmp_path, migrated_sqlite):
     """A worker beating every 0.5 s, its systemd notifications on a socket of the test's."""
     shutil.copyfile(migrated_sqlite, tmp_path / "h.sqlite")
     broker = tmp_path / "broker"
-    write_config(tmp_path / "h.toml", {
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'h.sqlite'}", "SECRET_KEY": "x",
-        "BROKER_URL": "filesystem://localhost/", "SPOOL_DIR": str(tmp_path / "spool"),
-        "WORKER_HEARTBEAT_SECONDS": 0.5, "LOGIN_LIMITS_STORAGE": "memory://",
-        "BROKER_TRANSPORT_OPTIONS": {"data_folder_in": str(broker / "messages"),
-                                     "data_folder_out": str(broker / "messages"),
-                                     "control_folder": str(broker / "control"),
-                                     "polling_interval": 0.05}})
+    write_config(
+        tmp_path / "h.toml",
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'h.sqlite'}",
+            "SECRET_KEY": "x",
+            "BROKER_URL": "filesystem://localhost/",
+            "SPOOL_DIR": str(tmp_path / "spool"),
+            "WORKER_HEARTBEAT_SECONDS": 0.5,
+            "LOGIN_LIMITS_STORAGE": "memory://",
+            "BROKER_TRANSPORT_OPTIONS": {
+                "data_folder_in": str(broker / "messages"),
+                "data_folder_out": str(broker / "messages"),
+                "control_folder": str(broker / "control"),
+                "polling_interval": 0.05,
+            },
+        },
+    )
     for folder in ("messages", "control"):
         (broker / folder).mkdir(parents=True)
     notices = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -45,10 +55,27 @@ def worker(tmp_path, migrated_sqlite):
     notices.settimeout(0.2)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "--concurrency",
-         "1", "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--hostname",
-         NODE], cwd=ROOT, env=dict(env, HPCGRADE_CONFIG=str(tmp_path / "h.toml"),
-                                   NOTIFY_SOCKET=str(tmp_path / "notify")))
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "worker.celery_app",
+            "worker",
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            NODE,
+        ],
+        cwd=ROOT,
+        env=dict(
+            env, HPCGRADE_CONFIG=str(tmp_path / "h.toml"), NOTIFY_SOCKET=str(tmp_path / "notify")
+        ),
+    )
     database = Database(f"sqlite:///{tmp_path / 'h.sqlite'}")
     yield process, notices, database
     process.kill()

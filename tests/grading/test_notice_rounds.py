@@ -2,6 +2,7 @@
 grading task once the grade is committed; the beat's rounds: deadline reminders (once, to
 students who sent nothing) and grader failures (one mail per course to each instructor per
 round, however many failed). Mailed through a real SMTP server (aiosmtpd)."""
+
 import datetime as dt
 
 import pytest
@@ -32,6 +33,7 @@ def set_up(app, username: str, language: str | None = None, **notices: bool) -> 
 
 # --- graded -------------------------------------------------------------------------------------
 
+
 class Slots:
     """A synchronous executor that grades at once: 3 points of 4."""
 
@@ -42,8 +44,12 @@ class Slots:
 
     def submit(self, jobs, shape=None):
         for job in jobs:
-            spool.write_report(spool.run_dir(self.spool, job.id), Report.from_dict(
-                {"status": "graded", "score": 3.0, "max_score": 4.0, "checks": []}))
+            spool.write_report(
+                spool.run_dir(self.spool, job.id),
+                Report.from_dict(
+                    {"status": "graded", "score": 3.0, "max_score": 4.0, "checks": []}
+                ),
+            )
         return [f"local-{job.id}" for job in jobs]
 
     def read_report(self, run_id):
@@ -53,17 +59,23 @@ class Slots:
 @pytest.fixture
 def slots(mailing, tmp_path, monkeypatch):
     from worker.grading import tasks
+
     app = mailing[0]
     change_settings(app, SPOOL_DIR=str(tmp_path / "spool"))
     monkeypatch.setattr(tasks, "_executor", [Slots(tmp_path / "spool")])
     return mailing
 
 
-@pytest.mark.parametrize("language, subject", [
-    (None, "Submission #{id} to {title} is graded"),
-    ("es", "La entrega n.º {id} de {title} está corregida")])
+@pytest.mark.parametrize(
+    "language, subject",
+    [
+        (None, "Submission #{id} to {title} is graded"),
+        ("es", "La entrega n.º {id} de {title} está corregida"),
+    ],
+)
 def test_a_graded_submission_is_mailed_to_a_student_who_asked(slots, language, subject):
     from worker.grading.tasks import dispatch, notify
+
     app, recorder, sent = slots
     set_up(app, "ana", language, graded=True)
     submission_id = queue_submission(database(app), "def f(): pass\n")
@@ -78,6 +90,7 @@ def test_a_graded_submission_is_mailed_to_a_student_who_asked(slots, language, s
 
 def test_graded_is_off_until_chosen(slots):
     from worker.grading.tasks import dispatch, notify
+
     app, recorder, sent = slots
     submission_id = queue_submission(database(app), "def f(): pass\n")
     dispatch.apply(args=[[submission_id]]).get()
@@ -85,6 +98,7 @@ def test_graded_is_off_until_chosen(slots):
 
 
 # --- deadline reminders -------------------------------------------------------------------------
+
 
 @pytest.fixture
 def due_soon(mailing):
@@ -95,23 +109,31 @@ def due_soon(mailing):
     with app.app_context(), database(app).sessions() as session:
         add_user(session, "carl", "Carl", "c@uni.es", "student", "long-password")
         session.execute(update(Exercise).values(deadline=None))
-        session.execute(update(Exercise).where(Exercise.slug == SLUG)
-                        .values(deadline=now + dt.timedelta(hours=12)))
-        session.execute(update(Exercise).where(Exercise.slug == OTHER)
-                        .values(deadline=now + dt.timedelta(days=3)))
+        session.execute(
+            update(Exercise)
+            .where(Exercise.slug == SLUG)
+            .values(deadline=now + dt.timedelta(hours=12))
+        )
+        session.execute(
+            update(Exercise)
+            .where(Exercise.slug == OTHER)
+            .values(deadline=now + dt.timedelta(days=3))
+        )
         session.commit()
     for name in ("ana", "bea", "carl"):
         set_up(app, name, "es" if name == "carl" else None, deadline=True)
     bea_file = queue_submission(database(app), "def f(): pass\n")
     with app.app_context(), database(app).sessions() as session:
         session.get(Submission, bea_file).user_id = session.scalar(
-            select(User.id).where(User.username == "bea"))
+            select(User.id).where(User.username == "bea")
+        )
         session.commit()
     return mailing
 
 
 def test_a_deadline_reminder_goes_once_to_whoever_sent_nothing(due_soon):
     from worker.grading.tasks import remind_deadlines
+
     app, recorder, _sent = due_soon
     assert remind_deadlines.apply().get() == 2
     got = {to: (subject, body) for to, subject, body in received(recorder)}
@@ -124,6 +146,7 @@ def test_a_deadline_reminder_goes_once_to_whoever_sent_nothing(due_soon):
 
 def test_a_deadline_reminder_is_off_until_chosen(due_soon):
     from worker.grading.tasks import remind_deadlines
+
     app, recorder, _sent = due_soon
     for name in ("ana", "carl"):
         set_up(app, name, deadline=False)
@@ -134,18 +157,21 @@ def test_an_extension_moves_the_reminder(due_soon):
     """ana's extension puts her deadline past the next 24 hours: no reminder yet."""
     from server.core.models import Allowance
     from worker.grading.tasks import remind_deadlines
+
     app, recorder, _sent = due_soon
     with app.app_context(), database(app).sessions() as session:
         ana = session.scalar(select(User.id).where(User.username == "ana"))
         exercise = session.scalar(select(Exercise.id).where(Exercise.slug == SLUG))
-        session.add(Allowance(user_id=ana, exercise_id=exercise,
-                              deadline=utcnow() + dt.timedelta(days=2)))
+        session.add(
+            Allowance(user_id=ana, exercise_id=exercise, deadline=utcnow() + dt.timedelta(days=2))
+        )
         session.commit()
     remind_deadlines.apply().get()
     assert [to for to, _subject, _body in received(recorder)] == ["c@uni.es"]
 
 
 # --- grader failures ----------------------------------------------------------------------------
+
 
 def fail(app, count: int) -> list[int]:
     """`count` of ana's submissions that ended as grader errors just now; their ids."""
@@ -156,21 +182,32 @@ def fail(app, count: int) -> list[int]:
     with app.app_context(), database(app).sessions() as session:
         for submission_id in ids:
             session.get(Submission, submission_id).status = "error"
-            session.add(GradingRun(submission_id=submission_id, attempt=1, executor="slurm",
-                                   status="failed", error="NODE_FAIL on gpu07",
-                                   lease_until=utcnow(), finished_at=utcnow()))
+            session.add(
+                GradingRun(
+                    submission_id=submission_id,
+                    attempt=1,
+                    executor="slurm",
+                    status="failed",
+                    error="NODE_FAIL on gpu07",
+                    lease_until=utcnow(),
+                    finished_at=utcnow(),
+                )
+            )
         session.commit()
     return ids
 
 
 def test_grader_failures_are_batched_one_mail_per_instructor_per_round(mailing):
     from worker.grading.tasks import report_failures
+
     app, recorder, _sent = mailing
     ids = fail(app, 30)
     assert report_failures.apply().get() == 1
     [(to, subject, body)] = received(recorder)  # not tina (a TA), nor the students
-    assert (to, subject) == ("p@uni.es", "30 submissions of Tensors and autograd could not be "
-                                         "graded")
+    assert (to, subject) == (
+        "p@uni.es",
+        "30 submissions of Tensors and autograd could not be graded",
+    )
     assert f"#{ids[0]} {SLUG} (ana): NODE_FAIL on gpu07" in body
     assert f"https://grader.uni.es/courses/pytorch/submissions/{ids[0]}" in body
     assert f"#{ids[19]} " in body and f"#{ids[20]} " not in body and "…and 10 more." in body
@@ -182,6 +219,7 @@ def test_grader_failures_are_batched_one_mail_per_instructor_per_round(mailing):
 
 def test_grader_failures_in_spanish_and_turned_off(mailing):
     from worker.grading.tasks import report_failures
+
     app, recorder, _sent = mailing
     set_up(app, "prof", "es")
     fail(app, 2)
@@ -194,6 +232,7 @@ def test_grader_failures_in_spanish_and_turned_off(mailing):
 
 def test_a_failed_run_whose_submission_was_graded_after_is_no_news(mailing):
     from worker.grading.tasks import report_failures
+
     app, recorder, _sent = mailing
     (submission_id,) = fail(app, 1)
     with app.app_context(), database(app).sessions() as session:
@@ -202,13 +241,15 @@ def test_a_failed_run_whose_submission_was_graded_after_is_no_news(mailing):
     assert report_failures.apply().get() == 0 and recorder.messages == []
 
 
-def test_a_submission_graded_on_the_cluster_is_told_by_the_collect_task(mailing, tmp_path,
-                                                                         monkeypatch):
+def test_a_submission_graded_on_the_cluster_is_told_by_the_collect_task(
+    mailing, tmp_path, monkeypatch
+):
     """On Slurm the grade is recorded by collect, which knows runs: the notice names the
     submission."""
     from test_dispatch import ScriptedCluster
 
     from worker.grading import tasks
+
     app, recorder, sent = mailing
     cluster = ScriptedCluster(tmp_path / "spool")
     change_settings(app, SPOOL_DIR=str(tmp_path / "spool"), EXECUTOR="slurm")
@@ -217,7 +258,10 @@ def test_a_submission_graded_on_the_cluster_is_told_by_the_collect_task(mailing,
     submission_id = queue_submission(database(app), "def f(): pass\n")
     tasks.dispatch.apply(args=[[submission_id]]).get()
     (job,) = cluster.jobs
-    cluster.end(job, "COMPLETED", Report.from_dict(
-        {"status": "graded", "score": 3.0, "max_score": 4.0, "checks": []}))
+    cluster.end(
+        job,
+        "COMPLETED",
+        Report.from_dict({"status": "graded", "score": 3.0, "max_score": 4.0, "checks": []}),
+    )
     tasks.collect.apply().get()
     assert ("hpcgrade.notify", ["graded", [submission_id]]) in sent

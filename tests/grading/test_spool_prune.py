@@ -2,6 +2,7 @@
 left behind go SPOOL_KEEP_DAYS after their last change; a pilot whose allocation has not ended
 and a run still running stay whatever their age. Beat runs it hourly, and names only tasks that
 exist."""
+
 import datetime as dt
 import json
 import os
@@ -39,8 +40,9 @@ def pilot(root: Path, name: str, beat_days: float, until_days: float) -> Path:
     ago (negative: to come)."""
     folder = spool.make_folder(root, "pilots", name, "inbox").parent
     now = time.time()
-    (folder / "heartbeat.json").write_text(json.dumps(
-        {"name": name, "beat": now - beat_days * DAY, "until": now - until_days * DAY}))
+    (folder / "heartbeat.json").write_text(
+        json.dumps({"name": name, "beat": now - beat_days * DAY, "until": now - until_days * DAY})
+    )
     return aged(folder, beat_days)
 
 
@@ -52,8 +54,9 @@ def run_folder(root: Path, name: str, days: float) -> Path:
 
 def running_run(database) -> str:
     with database.sessions.begin() as session:
-        claimed = grading.claim(session, queue_submission(database, REFERENCE_Q), "slurm", "w",
-                                dt.timedelta(minutes=15))
+        claimed = grading.claim(
+            session, queue_submission(database, REFERENCE_Q), "slurm", "w", dt.timedelta(minutes=15)
+        )
     return str(claimed.run_id)
 
 
@@ -68,13 +71,22 @@ def test_old_logs_dead_pilots_and_runs_left_behind_go_the_rest_stays(database, t
     left_behind, recent = run_folder(root, "999999", 15), run_folder(root, "999998", 13)
     now = utcnow()
     with database.sessions.begin() as session:  # a worker gone two days, one beating now
-        session.add_all([WorkerHeartbeat(node=node, pid=1, started_at=at, beat_at=at,
-                                         round_trip=0.01)
-                         for node, at in (("gone@a", now - dt.timedelta(days=2)),
-                                          ("here@b", now))])
-    app = create_app({"DATABASE_URL": database.engine.url.render_as_string(False),
-                      "SECRET_KEY": "test", "SPOOL_DIR": str(root), "TESTING": True})
+        session.add_all(
+            [
+                WorkerHeartbeat(node=node, pid=1, started_at=at, beat_at=at, round_trip=0.01)
+                for node, at in (("gone@a", now - dt.timedelta(days=2)), ("here@b", now))
+            ]
+        )
+    app = create_app(
+        {
+            "DATABASE_URL": database.engine.url.render_as_string(False),
+            "SECRET_KEY": "test",
+            "SPOOL_DIR": str(root),
+            "TESTING": True,
+        }
+    )
     from worker.grading import tasks
+
     with app.app_context():
         pruned = tasks.prune_spool()
     assert pruned == "removed 1 job log(s), 1 dead pilot folder(s), 1 run folder(s) left behind"
@@ -84,8 +96,9 @@ def test_old_logs_dead_pilots_and_runs_left_behind_go_the_rest_stays(database, t
         assert session.scalars(sa.select(WorkerHeartbeat.node)).all() == ["here@b"]
 
 
-def test_spool_keep_days_sets_the_age_and_the_command_prunes_by_hand(database, tmp_path,
-                                                                      monkeypatch):
+def test_spool_keep_days_sets_the_age_and_the_command_prunes_by_hand(
+    database, tmp_path, monkeypatch
+):
     root = tmp_path / "spool"
     week_old, day_old = job_log(root, "11.out", 7), job_log(root, "12.out", 1)
     monkeypatch.setenv("HPCGRADE_DATABASE_URL", database.engine.url.render_as_string(False))
@@ -111,6 +124,7 @@ def test_the_command_without_its_database_prunes_nothing_and_says_why(tmp_path, 
 def test_beat_schedules_the_prune_and_only_tasks_that_exist(app):
     # the worker imports them: include=["worker.grading.tasks"]
     from worker.grading import tasks  # noqa: F401
+
     celery = app.extensions["celery"]
     scheduled = {entry["task"] for entry in celery.conf.beat_schedule.values()}
     assert "hpcgrade.prune_spool" in scheduled and scheduled <= set(celery.tasks)

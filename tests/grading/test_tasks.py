@@ -1,5 +1,6 @@
 """The Celery tasks as a worker binds them: every one ends, by a soft time limit from its
 purpose and a hard one after it."""
+
 from server.web.app import create_app
 
 
@@ -11,13 +12,24 @@ def bound_tasks(app) -> dict:
 
 def test_every_task_has_a_soft_time_limit_and_a_hard_one_after_it(app):
     tasks = bound_tasks(app)
-    assert {"hpcgrade.dispatch", "hpcgrade.collect", "hpcgrade.preview", "hpcgrade.notify",
-            "hpcgrade.reconcile"} <= set(tasks)
+    assert {
+        "hpcgrade.dispatch",
+        "hpcgrade.collect",
+        "hpcgrade.preview",
+        "hpcgrade.notify",
+        "hpcgrade.reconcile",
+    } <= set(tasks)
     for name, task in tasks.items():
         assert task.soft_time_limit and task.time_limit > task.soft_time_limit, name
 
 
 def test_a_dispatch_ends_within_its_runs_lease(tmp_path):
-    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'h.sqlite'}", "SECRET_KEY": "x",
-                      "SPOOL_DIR": str(tmp_path), "GRADING_LEASE_SECONDS": 240})
+    app = create_app(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'h.sqlite'}",
+            "SECRET_KEY": "x",
+            "SPOOL_DIR": str(tmp_path),
+            "GRADING_LEASE_SECONDS": 240,
+        }
+    )
     assert bound_tasks(app)["hpcgrade.dispatch"].soft_time_limit == 240

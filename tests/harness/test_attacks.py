@@ -1,4 +1,5 @@
 """Hostile submissions: each must score 0 (or be a platform error) and leave no trace."""
+
 import os
 import time
 from pathlib import Path
@@ -17,7 +18,9 @@ def assert_zero(report: dict) -> None:
 
 def test_fake_report_printed_and_written(grade, tmp_path):
     fake = '{"exercise": "autograd-q", "status": "graded", "score": 10.0, "max_score": 10.0, "checks": []}'
-    report = grade("autograd-q", f"""
+    report = grade(
+        "autograd-q",
+        f"""
 import os, sys
 FAKE = {fake!r}
 print(FAKE); sys.stdout.flush(); os.write(1, (FAKE + "\\n").encode()); os.write(2, FAKE.encode())
@@ -29,7 +32,8 @@ for path in ("report.json", "/tmp/hpcgrade-fake-report.json", {str(tmp_path / "f
 def q_grads(a, b, v):
     print(FAKE)
     return a.detach() * 0, b.detach() * 0
-""")
+""",
+    )
     assert_zero(report)
     assert not Path("/tmp/hpcgrade-fake-report.json").exists()
     assert not (tmp_path / "forged.json").exists()
@@ -42,7 +46,9 @@ def test_monkeypatched_helpers(request, sealed):
     of torch's modules are found before the reply; without the seal, the patches answer, and the
     grader's own comparisons still see wrong gradients."""
     grade = request.getfixturevalue("grade" if sealed else "grade_unsealed")
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import torch, torch.autograd
 torch.allclose = lambda *a, **k: True
 torch.equal = lambda *a, **k: True
@@ -53,7 +59,9 @@ torch.Tensor.__sub__ = lambda self, other: torch.zeros_like(self)
 torch.Tensor.tolist = lambda self: [0.0]
 import numpy
 numpy.allclose = lambda *a, **k: True
-def q_grads(a, b, v):""" + WRONG)
+def q_grads(a, b, v):"""
+        + WRONG,
+    )
     assert_zero(report)
     if sealed:
         assert report["notes"][0]["code"] == "forbidden-operation", report["notes"]
@@ -63,7 +71,9 @@ def q_grads(a, b, v):""" + WRONG)
 
 
 def test_search_disk_for_reference_and_checks(grade):
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import os
 FOUND = []
 roots = ["/work", "/root", "/home", "/srv", "/opt", "/tmp", "/var", "/etc", os.getcwd()]
@@ -88,13 +98,18 @@ for text in FOUND:
 if "q_grads" in namespace:
     q_grads = namespace["q_grads"]
 else:
-    def q_grads(a, b, v):""" + "    " + WRONG.replace("\n    ", "\n        "))
+    def q_grads(a, b, v):"""
+        + "    "
+        + WRONG.replace("\n    ", "\n        "),
+    )
     assert_zero(report)
 
 
 def test_network_to_loopback(grade, listener):
     port, received = listener
-    report = grade("autograd-q", f"""
+    report = grade(
+        "autograd-q",
+        f"""
 import socket
 RESULTS = []
 for port in ({port}, 6379, 5432):
@@ -109,7 +124,9 @@ for port in ({port}, 6379, 5432):
             pass
 def q_grads(a, b, v):
     socket.create_connection(("127.0.0.1", {port}), timeout=1).sendall(b"PWNED")
-""" + "    return a, b\n")
+"""
+        + "    return a, b\n",
+    )
     assert_zero(report)
     assert "forbidden-operation" in codes(report)
     time.sleep(0.3)
@@ -119,7 +136,9 @@ def q_grads(a, b, v):
 def test_fork_bomb_and_daemon_leave_nothing(grade, harness, tmp_path):
     marker = tmp_path / "daemon-was-here"
     assert settled(harness.process.pid, IDLE_HARNESS)
-    report = grade("autograd-q", f"""
+    report = grade(
+        "autograd-q",
+        f"""
 import os, time
 for _ in range(64):
     try:
@@ -134,7 +153,9 @@ for _ in range(64):
         pass
 def q_grads(a, b, v):
     os.fork()
-""" + "    return a, b\n")
+"""
+        + "    return a, b\n",
+    )
     assert_zero(report)
     assert "forbidden-operation" in codes(report)
     time.sleep(1.5)
@@ -143,20 +164,25 @@ def q_grads(a, b, v):
 
 
 def test_memory_bomb(grade):
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import torch
 def q_grads(a, b, v):
     hoard = []
     while True:
         hoard.append(torch.ones(64 << 20, dtype=torch.uint8))
-""")
+""",
+    )
     assert_zero(report)
     assert "memory-limit" in codes(report)
 
 
 def test_infinite_loop_ignoring_signals(grade):
     started = time.monotonic()
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import signal
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGXCPU, signal.SIGHUP):
     try:  # refused sealed (the submission's thread is not the main one)
@@ -166,7 +192,9 @@ for s in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGXCPU, signal.
 def q_grads(a, b, v):
     while True:
         pass
-""", call_seconds=1)
+""",
+        call_seconds=1,
+    )
     assert_zero(report)
     assert codes(report) == {"timeout"}
     assert time.monotonic() - started < 15  # three strikes, then the remaining checks fail at once
@@ -176,30 +204,41 @@ def test_a_loop_that_spends_its_cpu_time_is_killed_at_the_limit(grade):
     """The student process is its PID namespace's first, which ignores a SIGXCPU it has no
     handler for: the CPU limit is a SIGKILL, counted as the limit, long before the wall clock's
     deadline."""
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 def q_grads(a, b, v):
     while True:
         pass
-""", cpu_seconds=1, call_seconds=60)
+""",
+        cpu_seconds=1,
+        call_seconds=60,
+    )
     assert_zero(report)
     details = [d["details"] for c in report["checks"] for d in c["diagnostics"]]
     assert details and all(d.get("cpu_limit") and d.get("signal") == "SIGKILL" for d in details)
 
 
 def test_hundred_megabytes_of_output(grade):
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import sys
 line = "x" * 1023 + "\\n"
 for _ in range(100 * 1024):
     sys.stdout.write(line)
-def q_grads(a, b, v):""" + WRONG)
+def q_grads(a, b, v):"""
+        + WRONG,
+    )
     assert_zero(report)
     assert len(report["output"]) < 70_000
     assert "more bytes of output dropped" in report["output"]
 
 
 def test_secrets_from_environment_and_proc(grade):
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import os
 LEAK = [repr(dict(os.environ))]
 for path in ["/proc/self/environ", "/proc/1/environ", f"/proc/{os.getppid()}/environ",
@@ -210,7 +249,8 @@ for path in ["/proc/self/environ", "/proc/1/environ", f"/proc/{os.getppid()}/env
         pass
 def q_grads(a, b, v):
     raise RuntimeError(" | ".join(LEAK))
-""")
+""",
+    )
     assert_zero(report)
     text = str(report)
     for secret in ("S3CRET-DB-PASSWORD", "S3CRET-SESSION-KEY", "S3CRET-REDIS"):
@@ -219,7 +259,9 @@ def q_grads(a, b, v):
 
 
 def test_tensor_subclass_lying_about_equality(grade):
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import torch
 class Liar(torch.Tensor):
     def __eq__(self, other): return True
@@ -229,21 +271,25 @@ class Liar(torch.Tensor):
         return True
 def q_grads(a, b, v):
     return (torch.zeros_like(a).as_subclass(Liar), torch.zeros_like(b).as_subclass(Liar))
-""")
+""",
+    )
     assert_zero(report)
     assert "output-mismatch" in codes(report)
 
 
 def test_malicious_reduce(grade, tmp_path):
     marker = tmp_path / "unpickled"
-    report = grade("autograd-q", f"""
+    report = grade(
+        "autograd-q",
+        f"""
 import os
 class Evil:
     def __reduce__(self):
         return (os.system, ("touch {marker}",))
 def q_grads(a, b, v):
     return Evil(), Evil()
-""")
+""",
+    )
     assert_zero(report)
     assert not marker.exists()
 
@@ -258,21 +304,28 @@ def test_exit_at_import(grade):
 def test_segfault(request, sealed):
     """Sealed, ctypes is refused; without the seal, the crash is the submission's."""
     grade = request.getfixturevalue("grade" if sealed else "grade_unsealed")
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import ctypes
 def q_grads(a, b, v):
     ctypes.string_at(0)
-""")
+""",
+    )
     assert_zero(report)
     if sealed:
         assert set(codes(report)) == {"forbidden-operation"}, codes(report)
         return
     assert "crashed" in codes(report)
-    assert any(d["details"].get("signal") == "SIGSEGV" for c in report["checks"] for d in c["diagnostics"])
+    assert any(
+        d["details"].get("signal") == "SIGSEGV" for c in report["checks"] for d in c["diagnostics"]
+    )
 
 
 def test_killing_the_parent(grade, harness):
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import os, signal
 for target in (os.getppid(), 1):
     for kill in (os.kill, os.killpg):
@@ -282,37 +335,47 @@ for target in (os.getppid(), 1):
             pass
 def q_grads(a, b, v):
     os.kill(os.getppid(), signal.SIGKILL)
-""")
+""",
+    )
     assert_zero(report)
     assert harness.process.poll() is None
     from helpers import REFERENCE_Q
+
     assert grade("autograd-q", REFERENCE_Q)["score"] == 10  # the harness still grades
 
 
 def test_deeply_nested_return_value(grade):
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 def q_grads(a, b, v):
     value = []
     for _ in range(100_000):
         value = [value]
     return value, value
-""")
+""",
+    )
     assert_zero(report)
 
 
 def test_two_gibibyte_return_value(grade):
-    report = grade("autograd-q", """
+    report = grade(
+        "autograd-q",
+        """
 import torch
 def q_grads(a, b, v):
     big = torch.zeros(2 << 30, dtype=torch.uint8)
     return big, big
-""", memory_mb=6144)
+""",
+        memory_mb=6144,
+    )
     assert_zero(report)
     assert "memory-limit" in codes(report)
 
 
 def test_zygote_killed_from_outside_is_replaced(grade, harness):
     from helpers import REFERENCE_Q
+
     assert settled(harness.process.pid, IDLE_HARNESS)
     (zygote,) = descendants(harness.process.pid, depth=1)
     os.kill(zygote, 9)
@@ -321,16 +384,19 @@ def test_zygote_killed_from_outside_is_replaced(grade, harness):
     assert settled(harness.process.pid, IDLE_HARNESS)
 
 
-
 @pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "seal-taken-away"])
 def test_slowing_pytorchs_own_convolution_earns_no_speed_bonus(request, sealed):
     """conv2d-einsum's bonus compares with F.conv2d timed in the grader: a slow loop that also
     slows every convolution of its own process still loses the bonus point. Sealed, the mode
     left entered is refused before the first reply."""
     grade = request.getfixturevalue("grade" if sealed else "grade_unsealed")
-    loops = (Path(__file__).parents[2] / "exercises" / "conv2d-einsum" / "mutants"
-             / "python_loops.py").read_text()
-    report = grade("conv2d-einsum", loops + """
+    loops = (
+        Path(__file__).parents[2] / "exercises" / "conv2d-einsum" / "mutants" / "python_loops.py"
+    ).read_text()
+    report = grade(
+        "conv2d-einsum",
+        loops
+        + """
 import time
 import torch.nn.functional
 from torch.overrides import TorchFunctionMode
@@ -344,11 +410,13 @@ class SlowConvolutions(TorchFunctionMode):
 
 
 SlowConvolutions().__enter__()
-""")
+""",
+    )
     bonus = next(c for c in report["checks"] if c["name"] == "speed-bonus")
     if sealed:
-        assert report["score"] == 0 and "leaving a torch mode entered" in \
-            report["notes"][0]["message"], report["notes"]
+        assert (
+            report["score"] == 0 and "leaving a torch mode entered" in report["notes"][0]["message"]
+        ), report["notes"]
     else:
         assert not bonus["passed"] and report["score"] == report["max_score"] - 1
 
@@ -373,20 +441,25 @@ def test_rebinding_the_support_module_does_not_reach_what_the_grader_builds(harn
     import shutil
 
     from server.core.catalogue import load_exercise_info
+
     folder = tmp_path / "scaled-square"
     shutil.copytree(Path(__file__).parents[2] / "server" / "exercise_template", folder)
     (folder / "support.py").write_text("def honest():\n    return 'support'\n")
     (folder / "checks.py").write_text(
-        (folder / "checks.py").read_text() + '''
+        (folder / "checks.py").read_text()
+        + """
 
 @check("support", points=1, uses="scaled_square", en="support", es="support")
 def built_by_the_grader(ctx: Context) -> None:
     if ctx.student.new("honest") != "support":
         raise Fail(Diagnostic("output-mismatch", {"what": "support"}))
-''')
+"""
+    )
     submission = tmp_path / "work.py"
-    submission.write_text("import exercise_support\nexercise_support.honest = lambda: 'forged'\n"
-                          "def scaled_square(x, c):\n    return c * x**2\n")
+    submission.write_text(
+        "import exercise_support\nexercise_support.honest = lambda: 'forged'\n"
+        "def scaled_square(x, c):\n    return c * x**2\n"
+    )
     report = harness.report_for(load_exercise_info(folder).job(submission, seed=1)).to_dict()
     assert report["score"] == report["max_score"] == 11, report["checks"]
 
@@ -395,6 +468,7 @@ def test_the_graders_look_at_the_scratch_never_follows_the_submissions_links(tmp
     """ctx.files_left and ctx.clear_files: a link (to a folder of the grader's) is a file left,
     never a way in; clearing deletes the link, not what it points at."""
     from worker.harness.checks import Context
+
     scratch, outside = tmp_path / "scratch", tmp_path / "hidden-checks"
     (scratch / "d").mkdir(parents=True)
     outside.mkdir()
@@ -412,7 +486,9 @@ def test_the_graders_look_at_the_scratch_never_follows_the_submissions_links(tmp
 def test_a_tensor_subclass_where_the_grader_reads_a_tensor_is_the_submissions_failure(grade):
     """A .grad or parameter of a subclass comes back as no tensor: the check fails the
     submission with the type, and the grader never breaks on it."""
-    report = grade("autograd-accumulation", """import torch
+    report = grade(
+        "autograd-accumulation",
+        """import torch
 
 class S(torch.Tensor):
     pass
@@ -425,7 +501,8 @@ def train_accumulated(model, optimizer, batches, accumulation_steps):
             optimizer.zero_grad()
     model.weight.grad = torch.zeros(1).as_subclass(S)
     return model.weight
-""")
+""",
+    )
     assert report["status"] == "graded" and report["score"] < report["max_score"]
     first = report["checks"][0]["diagnostics"][0]
     assert (first["code"], first["details"]["got_type"]) == ("output-mismatch", "S")

@@ -6,6 +6,7 @@ write there, and into a spool and settings beside it, never into this checkout. 
 kernel's Landlock and without it (tests/harness/deny_syscalls.py answers ENOSYS to its system
 calls, as RHEL/Rocky 8's kernel does), as root and as the unprivileged grading account.
 """
+
 import ast
 import hashlib
 import json
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DENY = str(ROOT / "tests" / "harness" / "deny_syscalls.py")
 SECRET = "S3CRET-IN-SETTINGS"
 
-ATTACK = '''
+ATTACK = """
 import os
 TARGETS = {targets!r}
 FOUND = []
@@ -59,12 +60,15 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-'''
+"""
 
 
 def digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 @pytest.fixture
@@ -72,8 +76,11 @@ def copy():
     """A checkout of the harness and of autograd-q, a spool with another student's run and the
     service's settings, all owned by the grading account (or root, without one)."""
     folder = Path(tempfile.mkdtemp(prefix="hpcgrade-confinement-"))
-    shutil.copytree(ROOT / "worker" / "harness", folder / "worker" / "harness",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "worker" / "harness",
+        folder / "worker" / "harness",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     (folder / "worker" / "__init__.py").write_text("")
     shutil.copytree(ROOT / "exercises" / "autograd-q", folder / "exercises" / "autograd-q")
     (folder / "spool" / "runs" / "other").mkdir(parents=True)
@@ -88,19 +95,33 @@ def copy():
 
 # Landlock as the kernel offers it, capped at ABI 5 (no signal scope: kernels before 6.12, most
 # clusters today), or missing (RHEL/Rocky 8)
-LANDLOCKS = pytest.mark.parametrize("landlock", [True, 5, False],
-                                    ids=["with-landlock", "landlock-abi-5", "without-landlock"])
+LANDLOCKS = pytest.mark.parametrize(
+    "landlock", [True, 5, False], ids=["with-landlock", "landlock-abi-5", "without-landlock"]
+)
 
 
-def grade_in(folder: Path, source: str, *, landlock: bool | int, user: str | None = None,
-             required: list[str] | None = None, deny: str = "", sealed: bool = True) -> dict:
+def grade_in(
+    folder: Path,
+    source: str,
+    *,
+    landlock: bool | int,
+    user: str | None = None,
+    required: list[str] | None = None,
+    deny: str = "",
+    sealed: bool = True,
+) -> dict:
     """`sealed=False`: the seal taken away (its tests are test_seal.py), for attacks that reach
     the other layers through what it refuses (ctypes, a signal)."""
     (folder / "submission.py").write_text(source)
     if user:
         subprocess.run(["chown", "-R", f"{user}:{user}", str(folder)], check=True)
-    job = {"exercise": "autograd-q", "exercise_dir": str(folder / "exercises" / "autograd-q"),
-           "submission": str(folder / "submission.py"), "filename": "submission.py", "seed": 3}
+    job = {
+        "exercise": "autograd-q",
+        "exercise_dir": str(folder / "exercises" / "autograd-q"),
+        "submission": str(folder / "submission.py"),
+        "filename": "submission.py",
+        "seed": 3,
+    }
     if required is not None:
         job["required_layers"] = required
     elif not sealed:
@@ -108,12 +129,25 @@ def grade_in(folder: Path, source: str, *, landlock: bool | int, user: str | Non
     python = PYTHON if user else sys.executable
     denied = ",".join(filter(None, [deny, "" if landlock else "landlock"]))
     command = [python, DENY, denied, python] if denied else [python]
-    command += ["-m", "worker.harness", "serve", "--scratch", str(folder / "scratch"),
-                *([] if sealed else ["--unsealed"])]
-    done = subprocess.run(as_user(*command, user=user) if user else command, cwd=folder,
-                          env=None if user else {"PATH": os.environ["PATH"], "PYTHONPATH": str(folder),
-                                                 **abi_cap(landlock)},
-                          input=json.dumps(job) + "\n", capture_output=True, text=True, timeout=180)
+    command += [
+        "-m",
+        "worker.harness",
+        "serve",
+        "--scratch",
+        str(folder / "scratch"),
+        *([] if sealed else ["--unsealed"]),
+    ]
+    done = subprocess.run(
+        as_user(*command, user=user) if user else command,
+        cwd=folder,
+        env=None
+        if user
+        else {"PATH": os.environ["PATH"], "PYTHONPATH": str(folder), **abi_cap(landlock)},
+        input=json.dumps(job) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     lines = done.stdout.splitlines()
     assert lines and json.loads(lines[0]) == {"ready": True}, done.stderr[-2000:]
     return json.loads(lines[1])
@@ -124,13 +158,20 @@ def abi_cap(landlock: bool | int) -> dict[str, str]:
 
 
 def attack(folder: Path) -> str:
-    return ATTACK.format(targets={
-        "read": [str(folder / "exercises/autograd-q/reference.py"),
-                 str(folder / "instance/settings.toml")],
-        "write": [str(folder / "worker/harness/student.py"),
-                  str(folder / "exercises/autograd-q/checks.py"),
-                  str(folder / "spool/runs/other/report.json")],
-        "spool": str(folder / "spool/runs")})
+    return ATTACK.format(
+        targets={
+            "read": [
+                str(folder / "exercises/autograd-q/reference.py"),
+                str(folder / "instance/settings.toml"),
+            ],
+            "write": [
+                str(folder / "worker/harness/student.py"),
+                str(folder / "exercises/autograd-q/checks.py"),
+                str(folder / "spool/runs/other/report.json"),
+            ],
+            "spool": str(folder / "spool/runs"),
+        }
+    )
 
 
 def assert_contained(folder: Path, report: dict, before: dict) -> None:
@@ -140,7 +181,8 @@ def assert_contained(folder: Path, report: dict, before: dict) -> None:
     # its own scratch and the mount points on the way to it and to the harness, nothing else
     seen = {line for line in report["output"].splitlines() if line.startswith("SEEN")}
     assert len(seen) == 1 and not {"exercises", "spool", "instance", "other"} & set(
-        ast.literal_eval(seen.pop().removeprefix("SEEN "))), report["output"][-3000:]
+        ast.literal_eval(seen.pop().removeprefix("SEEN "))
+    ), report["output"][-3000:]
     assert digest(folder / "worker") == before["worker"]
     assert digest(folder / "exercises") == before["exercises"]
     assert not (folder / "spool/runs/other/report.json").exists()
@@ -168,7 +210,7 @@ def test_as_the_grading_account_the_submission_finds_nothing_and_writes_nothing(
     assert "mount-namespace" in report["sandbox"]["layers"]
 
 
-MAKES_THREADS = '''
+MAKES_THREADS = """
 import threading
 def q_grads(a, b, v):
     stop, made = threading.Event(), 0
@@ -182,7 +224,7 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-'''
+"""
 
 
 @pytest.mark.machine_wide
@@ -191,8 +233,9 @@ def test_as_the_grading_account_the_student_process_has_a_bounded_number_of_thre
     """Unbounded, about 760 threads before the address space ran out."""
     report = grade_in(copy, MAKES_THREADS, landlock=True, user=USER)
     assert (report["status"], report["score"]) == ("graded", 10), report
-    stopped = [line.split()[1] for line in report["output"].splitlines()
-               if line.startswith("STOPPED")]
+    stopped = [
+        line.split()[1] for line in report["output"].splitlines() if line.startswith("STOPPED")
+    ]
     assert stopped and all(int(made) < 65 for made in stopped), report["output"][-2000:]
     assert "task-limit(65)" in report["sandbox"]["layers"]
 
@@ -200,8 +243,10 @@ def test_as_the_grading_account_the_student_process_has_a_bounded_number_of_thre
 def test_as_root_the_task_limit_is_missing_and_says_why(copy):
     report = grade_in(copy, REFERENCE_Q, landlock=True)
     assert (report["status"], report["score"]) == ("graded", 10), report
-    assert "task-limit: not enforced for root (a grading account that is not root has it)" in \
-        report["sandbox"]["unavailable"]
+    assert (
+        "task-limit: not enforced for root (a grading account that is not root has it)"
+        in report["sandbox"]["unavailable"]
+    )
 
 
 def test_a_missing_required_layer_is_a_grader_error_naming_it(copy):
@@ -225,7 +270,9 @@ def test_with_neither_filesystem_layer_nothing_is_graded(copy):
 def test_the_scratch_is_bounded_in_total(copy):
     """Many files under the size a file may have: the tmpfs fills, the submission gets an
     error of its own, and the grade goes on."""
-    report = grade_in(copy, '''
+    report = grade_in(
+        copy,
+        """
 import os
 def q_grads(a, b, v):
     written = 0
@@ -240,7 +287,9 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-''', landlock=True)
+""",
+        landlock=True,
+    )
     assert (report["status"], report["score"]) == ("graded", 10), report
     stopped = [line.split() for line in report["output"].splitlines() if line.startswith("STOPPED")]
     assert stopped and all(int(mb) <= 256 and errno == "28" for _, mb, errno in stopped), stopped
@@ -248,7 +297,9 @@ def q_grads(a, b, v):
 
 def test_the_scratch_holds_a_bounded_number_of_files(copy):
     """Empty files cost no size but kernel memory: 300,000 of them took about 300 MiB."""
-    report = grade_in(copy, '''
+    report = grade_in(
+        copy,
+        """
 import os
 def q_grads(a, b, v):
     made = 0
@@ -261,20 +312,37 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-''', landlock=True)
+""",
+        landlock=True,
+    )
     assert (report["status"], report["score"]) == ("graded", 10), report
     stopped = [line.split() for line in report["output"].splitlines() if line.startswith("STOPPED")]
-    assert stopped and all(int(made) <= 4096 and errno == "28" for _, made, errno in stopped), \
+    assert stopped and all(int(made) <= 4096 and errno == "28" for _, made, errno in stopped), (
         report["output"][-2000:]
+    )
     assert any(x.endswith("4096 files)") for x in report["sandbox"]["layers"]), report["sandbox"]
 
 
 def test_the_probe_names_what_is_missing_and_what_the_account_could_write(copy):
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(copy)}
-    command = [sys.executable, DENY, "landlock", sys.executable, "-m", "worker.harness", "probe",
-               "--require", "filesystem,landlock", "--code", str(copy / "exercises")]
-    answer = json.loads(subprocess.run(command, env=env, cwd=copy, capture_output=True,
-                                       text=True, check=True, timeout=120).stdout)
+    command = [
+        sys.executable,
+        DENY,
+        "landlock",
+        sys.executable,
+        "-m",
+        "worker.harness",
+        "probe",
+        "--require",
+        "filesystem,landlock",
+        "--code",
+        str(copy / "exercises"),
+    ]
+    answer = json.loads(
+        subprocess.run(
+            command, env=env, cwd=copy, capture_output=True, text=True, check=True, timeout=120
+        ).stdout
+    )
     assert answer["absent"] == ["landlock"], answer
     assert "mount-namespace" in answer["layers"]
     assert answer["writable"] and not answer["ok"]  # root may write anything
@@ -286,8 +354,18 @@ def test_the_visible_checks_need_no_layer_on_the_students_own_machine(tmp_path):
     user namespaces (nor Landlock) it still runs them, with what layers there are."""
     work = tmp_path / "work.py"
     work.write_text(REFERENCE_Q)
-    command = [sys.executable, DENY, "unshare,landlock", sys.executable, "-m", "worker.cli",
-               "check", "autograd-q", str(work), "--json"]
+    command = [
+        sys.executable,
+        DENY,
+        "unshare,landlock",
+        sys.executable,
+        "-m",
+        "worker.cli",
+        "check",
+        "autograd-q",
+        str(work),
+        "--json",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
     report = json.loads(done.stdout)
     assert report["status"] == "graded" and report["score"] == report["max_score"], report
@@ -296,6 +374,7 @@ def test_the_visible_checks_need_no_layer_on_the_students_own_machine(tmp_path):
 
 def test_no_folder_holding_the_checkout_is_bound_whatever_points_at_it(monkeypatch):
     from worker.harness import sandbox
+
     monkeypatch.setenv("LD_LIBRARY_PATH", f"/opt/cuda/lib64:{ROOT.parent}:{ROOT}")
     paths = sandbox.python_read_paths()
     assert "/opt/cuda/lib64" in paths
@@ -303,14 +382,19 @@ def test_no_folder_holding_the_checkout_is_bound_whatever_points_at_it(monkeypat
 
 
 def test_sandbox_check_names_the_layers_here_and_refuses_code_the_account_can_write():
-    done = subprocess.run([sys.executable, "-m", "worker.cli", "sandbox", "check"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "sandbox", "check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "mount-namespace" in done.stdout and "seccomp" in done.stdout, done.stdout + done.stderr
     assert done.returncode == 1  # root may write the checkout
     assert "can write the code the jobs run" in done.stderr, done.stderr
 
 
-SIGNALS_OUTSIDE = '''
+SIGNALS_OUTSIDE = """
 import ctypes, os, signal
 libc = ctypes.CDLL(None, use_errno=True)
 TGKILL, RT_SIGQUEUEINFO = 234, 129
@@ -340,12 +424,15 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-'''
+"""
 
 
 def said(report: dict) -> dict[str, str]:
-    return {line.split()[1]: line.split()[0] for line in report["output"].splitlines()
-            if line.startswith(("REFUSED", "REACHED"))}
+    return {
+        line.split()[1]: line.split()[0]
+        for line in report["output"].splitlines()
+        if line.startswith(("REFUSED", "REACHED"))
+    }
 
 
 @LANDLOCKS
@@ -355,14 +442,22 @@ def test_a_submission_can_neither_see_nor_signal_a_process_outside(copy, landloc
     Landlock's signal scope or without it (kernels before 6.12): a review stopped the zygote by
     SIGSTOP without both, and the grade waited. The seal, which also refuses os.kill, is taken
     away here."""
-    report = grade_in(copy, SIGNALS_OUTSIDE.format(outside=os.getpid()), landlock=landlock,
-                      sealed=False)
+    report = grade_in(
+        copy, SIGNALS_OUTSIDE.format(outside=os.getpid()), landlock=landlock, sealed=False
+    )
     assert (report["status"], report["score"]) == ("graded", 10), report
     assert "pid-namespace" in report["sandbox"]["layers"]
     assert "PARENT 0 SELF 1" in report["output"], report["output"]
-    assert said(report) == {"getpgid": "REFUSED", "kill": "REFUSED", "killpg": "REFUSED",
-                            "tgkill": "REFUSED", "rt_sigqueueinfo": "REFUSED", "pidfd": "REFUSED",
-                            "itself": "REACHED", "stops-itself": "REFUSED"}, report["output"]
+    assert said(report) == {
+        "getpgid": "REFUSED",
+        "kill": "REFUSED",
+        "killpg": "REFUSED",
+        "tgkill": "REFUSED",
+        "rt_sigqueueinfo": "REFUSED",
+        "pidfd": "REFUSED",
+        "itself": "REACHED",
+        "stops-itself": "REFUSED",
+    }, report["output"]
 
 
 def test_without_a_pid_namespace_a_node_grades_nothing_and_seccomp_still_keeps_signals_in(copy):
@@ -372,19 +467,29 @@ def test_without_a_pid_namespace_a_node_grades_nothing_and_seccomp_still_keeps_s
     refused = grade_in(copy, REFERENCE_Q, landlock=5, deny="pid-namespace")
     assert refused["status"] == "error", refused
     assert "pid-namespace" in json.dumps(refused["error"]), refused["error"]
-    allowed = grade_in(copy, SIGNALS_OUTSIDE.format(outside=os.getpid()), landlock=5,
-                       deny="pid-namespace", sealed=False,
-                       required=[layer for layer in REQUIRED_LAYERS
-                                 if layer not in ("seal", "pid-namespace")])
+    allowed = grade_in(
+        copy,
+        SIGNALS_OUTSIDE.format(outside=os.getpid()),
+        landlock=5,
+        deny="pid-namespace",
+        sealed=False,
+        required=[layer for layer in REQUIRED_LAYERS if layer not in ("seal", "pid-namespace")],
+    )
     assert (allowed["status"], allowed["score"]) == ("graded", 10), allowed
     assert any(m.startswith("pid-namespace:") for m in allowed["sandbox"]["unavailable"])
-    assert said(allowed) == {"getpgid": "REACHED", "kill": "REFUSED", "killpg": "REFUSED",
-                             "tgkill": "REFUSED", "rt_sigqueueinfo": "REFUSED",
-                             "pidfd": "REFUSED", "itself": "REACHED",
-                             "stops-itself": "REFUSED"}, allowed["output"]
+    assert said(allowed) == {
+        "getpgid": "REACHED",
+        "kill": "REFUSED",
+        "killpg": "REFUSED",
+        "tgkill": "REFUSED",
+        "rt_sigqueueinfo": "REFUSED",
+        "pidfd": "REFUSED",
+        "itself": "REACHED",
+        "stops-itself": "REFUSED",
+    }, allowed["output"]
 
 
-HOLDS_SHARED_MEMORY = '''
+HOLDS_SHARED_MEMORY = """
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
@@ -399,7 +504,7 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-'''
+"""
 
 
 def shared_memory_segments() -> set[str]:
@@ -421,7 +526,7 @@ def test_system_v_shared_memory_is_refused_and_none_is_left(copy, landlock):
     assert shared_memory_segments() - before == set()
 
 
-ESCAPES_BY_THE_NEW_MOUNT_API = '''
+ESCAPES_BY_THE_NEW_MOUNT_API = """
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -463,7 +568,7 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-'''
+"""
 
 
 @LANDLOCKS
@@ -475,9 +580,15 @@ def test_the_new_mount_api_and_memfd_are_refused(copy, landlock):
     before = digest(copy / "worker")
     report = grade_in(copy, ESCAPES_BY_THE_NEW_MOUNT_API, landlock=landlock, sealed=False)
     assert (report["status"], report["score"]) == ("graded", 10), report
-    tried = dict(line.split()[1:] for line in report["output"].splitlines()
-                 if line.startswith("TRIED"))
-    assert tried == {"mount_setattr": "1", "fsopen": "1", "open_tree": "1", "clone": "1",
-                     "memfd_create": "1"}, report["output"]
+    tried = dict(
+        line.split()[1:] for line in report["output"].splitlines() if line.startswith("TRIED")
+    )
+    assert tried == {
+        "mount_setattr": "1",
+        "fsopen": "1",
+        "open_tree": "1",
+        "clone": "1",
+        "memfd_create": "1",
+    }, report["output"]
     assert "WROTE" not in report["output"]
     assert digest(copy / "worker") == before

@@ -2,6 +2,7 @@
 a signal) is killed with its zygote after its run's longest time and a margin; the local
 executor's run is then the grader's error (tried again, never a zero), and the next job gets a
 fresh harness."""
+
 import os
 import signal
 import time
@@ -29,8 +30,7 @@ def job(tmp_path):
     return load_exercise_info(default_root() / "autograd-q").job(work, seed=1)
 
 
-def test_a_harness_that_stops_answering_is_killed_with_all_it_started(tmp_path, job,
-                                                                      monkeypatch):
+def test_a_harness_that_stops_answering_is_killed_with_all_it_started(tmp_path, job, monkeypatch):
     with runner.HarnessProcess(scratch=str(tmp_path)) as harness:
         quick_deadline(monkeypatch)
         started = descendants(harness.process.pid)
@@ -48,7 +48,8 @@ def test_a_harness_that_stops_answering_is_killed_with_all_it_started(tmp_path, 
 
 
 def test_the_local_executors_run_is_a_grader_error_and_the_next_gets_a_new_harness(
-        tmp_path, job, monkeypatch):
+    tmp_path, job, monkeypatch
+):
     executor = LocalExecutor(SimpleNamespace(spool_dir=str(tmp_path), course_python=None))
     try:
         executor.submit([job])
@@ -71,12 +72,12 @@ def test_the_command_grades_the_next_file_with_a_new_harness(tmp_path, monkeypat
     """`hpcgrade grade A B`: A's harness stopped answering (here A sleeps past a deadline of 2
     s); B is graded by a new one, where it said "the harness process is gone"."""
     from worker.cli.main import _here
+
     slow = tmp_path / "slow.py"
     slow.write_text("import time\ntime.sleep(30)\n")
     first = type(job)(**dict(job.to_dict(), submission=str(slow), filename="slow.py"))
     real, deadlines = runner.run_seconds, iter([1.0])
-    monkeypatch.setattr(runner, "run_seconds", lambda limits: next(deadlines, None)
-                        or real(limits))
+    monkeypatch.setattr(runner, "run_seconds", lambda limits: next(deadlines, None) or real(limits))
     monkeypatch.setattr(runner, "ANSWER_MARGIN_SECONDS", 1.0)
     stopped, graded = _here([first, job], None)
     assert not stopped.graded and "did not answer within 2 s" in stopped.error
@@ -84,10 +85,12 @@ def test_the_command_grades_the_next_file_with_a_new_harness(tmp_path, monkeypat
 
 
 def test_a_stop_found_when_the_last_student_process_is_reaped_is_the_submissions(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """The second look's own student process stopped the zygote: the reap at the end of the
     grade finds it (it was a grader error, the stop found outside the grade's handling)."""
     from worker.harness.grader import Harness
+
     wrong = tmp_path / "wrong.py"
     wrong.write_text(REFERENCE_Q.replace("- b**2", "+ b**2"))
     job = load_exercise_info(default_root() / "autograd-q").job(wrong, seed=1)
@@ -108,20 +111,25 @@ def test_a_stop_found_when_the_last_student_process_is_reaped_is_the_submissions
     assert report.notes[0]["code"] == "forbidden-operation"
 
 
-def test_the_second_look_ends_within_its_time_whatever_the_submission_does(tmp_path,
-                                                                           monkeypatch):
+def test_the_second_look_ends_within_its_time_whatever_the_submission_does(tmp_path, monkeypatch):
     """Each of its requests is cut at the look's end: a failing function that takes most of a
     call's time ran the look to 57 s against its 20 s (here 0.2 s, and 3 s a call; the look
     also starts a fresh student process, which takes up to a second on a loaded machine)."""
     from worker.harness import second_look
     from worker.harness.grader import Harness
+
     wrong = tmp_path / "wrong.py"
-    wrong.write_text("import time\n" + REFERENCE_Q.replace("- b**2", "+ b**2").replace(
-        "    Q = ", "    time.sleep(3)\n    Q = ", 1))
+    wrong.write_text(
+        "import time\n"
+        + REFERENCE_Q.replace("- b**2", "+ b**2").replace(
+            "    Q = ", "    time.sleep(3)\n    Q = ", 1
+        )
+    )
     info = load_exercise_info(default_root() / "autograd-q")
     job = info.job(wrong, seed=1)
-    job = type(job)(**{**job.to_dict(), "limits": {**info.limits, "call_seconds": 4,
-                                                   "budget_seconds": 120}})
+    job = type(job)(
+        **{**job.to_dict(), "limits": {**info.limits, "call_seconds": 4, "budget_seconds": 120}}
+    )
     monkeypatch.setattr(second_look, "SECONDS", 0.2)
     with Harness(str(tmp_path)) as harness:
         report = harness.grade_job(job)

@@ -1,12 +1,13 @@
 """Wrong programs derived from a reference (worker/harness/derived.py): the mutations a student
 makes, each in one place, with words that quote the change and name a student's line only
 where the source shows the same construct."""
+
 import ast
 
 from server.core.catalogue import default_root, load_exercise_info
 from worker.harness.derived import derive
 
-REFERENCE = '''\
+REFERENCE = """\
 import torch
 
 
@@ -37,11 +38,14 @@ def update(w, lr):
         w -= lr * w.grad
     for i in range(len(w) - 1):
         w[i] = torch.softmax(w, 0)[i]
-'''
+"""
 
 
 def changes() -> dict[str, str]:
-    return {p.words(None, False)["en"].split("solution gives ", 1)[1]: p.source for p in derive(REFERENCE)}
+    return {
+        p.words(None, False)["en"].split("solution gives ", 1)[1]: p.source
+        for p in derive(REFERENCE)
+    }
 
 
 def test_each_kind_of_mistake_is_derived_once_in_one_place():
@@ -70,8 +74,11 @@ def test_each_kind_of_mistake_is_derived_once_in_one_place():
     sources = list(said.values())
     assert len(sources) == len(set(sources)) and ast.unparse(ast.parse(REFERENCE)) not in sources
     for source in sources:
-        changed = [a for a, b in zip(ast.parse(source).body, ast.parse(REFERENCE).body)
-                   if ast.dump(a) != ast.dump(b)]
+        changed = [
+            a
+            for a, b in zip(ast.parse(source).body, ast.parse(REFERENCE).body)
+            if ast.dump(a) != ast.dump(b)
+        ]
         assert len(changed) == 1  # one function changed, the others as they were
         compile(source, "derived", "exec")
 
@@ -82,14 +89,18 @@ def program(change: str):
 
 def test_the_words_name_the_students_line_only_where_the_same_construct_stands():
     derived = program("`outputs.argmax(dim=0)` in place of")
-    student = "def accuracy(scores, y):\n    import torch\n\n    best = torch.argmax(scores, dim=0)\n" \
-              "    return (best == y).float().mean().item()\n"
+    student = (
+        "def accuracy(scores, y):\n    import torch\n\n    best = torch.argmax(scores, dim=0)\n"
+        "    return (best == y).float().mean().item()\n"
+    )
     place = derived.place_in([("submission.py", student)])
     assert place == ("submission.py", 4, "torch.argmax(scores, dim=0)")
     words = derived.words(place, notebook=False)
     assert words["en"].endswith("Look at line 4: `torch.argmax(scores, dim=0)`.")
-    assert words["es"].startswith("Tus valores son los que da la solución de referencia con "
-                                  "`outputs.argmax(dim=0)` en lugar de `outputs.argmax(dim=1)`.")
+    assert words["es"].startswith(
+        "Tus valores son los que da la solución de referencia con "
+        "`outputs.argmax(dim=0)` en lugar de `outputs.argmax(dim=1)`."
+    )
     assert words["es"].endswith("Mira la línea 4: `torch.argmax(scores, dim=0)`.")
     # the same values from code that has no such construct: the values are said, no line
     other = "def accuracy(scores, y):\n    return (scores.max(0)[1] == y).float().mean().item()\n"
@@ -99,16 +110,20 @@ def test_the_words_name_the_students_line_only_where_the_same_construct_stands()
 
 def test_a_notebook_line_is_named_with_its_cell():
     derived = program("`(output - target).mean().abs()` in place of")
-    cells = [("cell 1", "import torch"), ("cell 3", "def mae(o, t):\n    d = o - t\n"
-                                                   "    return d.mean().abs().item()\n")]
+    cells = [
+        ("cell 1", "import torch"),
+        ("cell 3", "def mae(o, t):\n    d = o - t\n    return d.mean().abs().item()\n"),
+    ]
     place = derived.place_in(cells)
     assert place == ("cell 3", 3, "d.mean().abs()")
     assert "Mira la celda 3, línea 3" in derived.words(place, notebook=True)["es"]
 
 
 def test_a_long_construct_is_quoted_cut():
-    reference = "def f(x):\n    return x.reshape(-1, x.shape[-1]).sum(dim=1) + " \
-                "x.reshape(-1, x.shape[-1]).mean(dim=0) * 2 / 3\n"
+    reference = (
+        "def f(x):\n    return x.reshape(-1, x.shape[-1]).sum(dim=1) + "
+        "x.reshape(-1, x.shape[-1]).mean(dim=0) * 2 / 3\n"
+    )
     words = [p.words(None, False)["en"] for p in derive(reference)]
     assert all(len(part) <= 62 for w in words for part in w.split("`")[1::2])
     assert any("…" in w for w in words)
@@ -128,19 +143,26 @@ def mae(output, target):
 
 
 def test_a_student_whose_values_are_a_derived_programs_is_told_the_change_and_the_line(
-        harness, tmp_path):
+    harness, tmp_path
+):
     """No author wrote this mistake down (metrics has no mutant for it): the grader derives it."""
     info = load_exercise_info(default_root() / "metrics")
     student = tmp_path / "mine.py"
     student.write_text(MAE_OTHER_WAY)
     report = harness.report_for(info.job(student, seed=7)).to_dict()
-    (named,) = [d for c in report["checks"] for d in c["diagnostics"]
-                if d["details"].get("wrong_program", "").startswith("derived:mae:")]
+    (named,) = [
+        d
+        for c in report["checks"]
+        for d in c["diagnostics"]
+        if d["details"].get("wrong_program", "").startswith("derived:mae:")
+    ]
     assert named["code"] == "output-mismatch" and named["details"]["line"] == 10
-    assert named["hint"] == ("Your values are the ones the reference solution gives with "
-                             "`(output - target).mean().abs()` in place of "
-                             "`(output - target).abs().mean()`. Look at line 10: "
-                             "`diff.mean().abs()`.")
+    assert named["hint"] == (
+        "Your values are the ones the reference solution gives with "
+        "`(output - target).mean().abs()` in place of "
+        "`(output - target).abs().mean()`. Look at line 10: "
+        "`diff.mean().abs()`."
+    )
     assert named["translations"]["es"]["hint"].endswith("Mira la línea 10: `diff.mean().abs()`.")
     assert report["score"] < report["max_score"]
 
@@ -159,22 +181,27 @@ def train_step(model, data, labels, optimizer) -> float:
 
 
 def derived_named(report: dict) -> list[dict]:
-    return [d for c in report["checks"] for d in c["diagnostics"]
-            if d["details"].get("wrong_program", "").startswith("derived:")]
+    return [
+        d
+        for c in report["checks"]
+        for d in c["diagnostics"]
+        if d["details"].get("wrong_program", "").startswith("derived:")
+    ]
 
 
-def test_a_derived_program_is_named_only_where_the_checks_the_code_passed_agree(harness,
-                                                                               tmp_path):
+def test_a_derived_program_is_named_only_where_the_checks_the_code_passed_agree(harness, tmp_path):
     """`labels - prediction` flips the loss and the gradients: a file that flips only what it
     returns (its gradients right) matches it on the loss alone, and is not told line 7."""
     info = load_exercise_info(default_root() / "training-step")
     swapped, returned = tmp_path / "swapped.py", tmp_path / "returned.py"
     swapped.write_text(STEP.format(loss="(labels - prediction).sum()", returned="loss.item()"))
-    returned.write_text(STEP.format(loss="-(labels - prediction).sum()",
-                                    returned="-loss.item()"))
-    (named,) = {d["hint"] for d in derived_named(
-        harness.report_for(info.job(swapped, seed=5)).to_dict())}
-    assert named.endswith("Look at line 7: `(labels - prediction).sum()`.") or \
-        "`labels - prediction` in place of `prediction - labels`" in named
+    returned.write_text(STEP.format(loss="-(labels - prediction).sum()", returned="-loss.item()"))
+    (named,) = {
+        d["hint"] for d in derived_named(harness.report_for(info.job(swapped, seed=5)).to_dict())
+    }
+    assert (
+        named.endswith("Look at line 7: `(labels - prediction).sum()`.")
+        or "`labels - prediction` in place of `prediction - labels`" in named
+    )
     report = harness.report_for(info.job(returned, seed=5)).to_dict()
     assert report["score"] < report["max_score"] and derived_named(report) == []

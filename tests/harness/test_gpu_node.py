@@ -2,6 +2,7 @@
 driver needs as it starts (seen on an H200 node, driver 580), and nothing more; where CUDA cannot
 start in it, the grader fails, closed. Run here without a GPU: the layers are the same, only the
 devices are absent."""
+
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ def _name_a_thread() -> None:
     """As the driver names the threads it starts: pthread_setname_np opens
     /proc/self/task/TID/comm read-write."""
     import threading
+
     done = threading.Event()
     worker = threading.Thread(target=done.wait)
     worker.start()
@@ -62,9 +64,17 @@ def confined(device: str, tmp_path) -> dict:
             os._exit(0)
         os.close(read)
         try:
-            active, missing = sandbox.confine(sandbox.Confinement(
-                scratch=str(scratch), memory_bytes=1 << 30, cpu_seconds=30, file_bytes=1 << 20,
-                open_files=64, read_paths=sandbox.python_read_paths(), device=device))
+            active, missing = sandbox.confine(
+                sandbox.Confinement(
+                    scratch=str(scratch),
+                    memory_bytes=1 << 30,
+                    cpu_seconds=30,
+                    file_bytes=1 << 20,
+                    open_files=64,
+                    read_paths=sandbox.python_read_paths(),
+                    device=device,
+                )
+            )
             allowed = {}
             for name, attempt in TRIES.items():
                 try:
@@ -82,18 +92,28 @@ def confined(device: str, tmp_path) -> dict:
         answer = json.loads(f.read())
     os.waitpid(keeper, 0)
     # the kernel never holds root to a task limit (sandbox.limit_tasks)
-    missing = [m for m in answer.get("missing", [])
-               if not (os.getuid() == 0 and m.startswith("task-limit:"))]
+    missing = [
+        m
+        for m in answer.get("missing", [])
+        if not (os.getuid() == 0 and m.startswith("task-limit:"))
+    ]
     assert "error" not in answer and not missing, answer
     return answer["allowed"]
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
-def test_a_gpu_student_may_open_unix_sockets_and_name_its_threads_and_nothing_more(device, tmp_path):
+def test_a_gpu_student_may_open_unix_sockets_and_name_its_threads_and_nothing_more(
+    device, tmp_path
+):
     allowed = confined(device, tmp_path)
     gpu = device == "cuda"
-    assert allowed == {"unix-socket": gpu, "inet-socket": False, "thread-name": gpu,
-                       "own-comm": False, "passwd": False}
+    assert allowed == {
+        "unix-socket": gpu,
+        "inet-socket": False,
+        "thread-name": gpu,
+        "own-comm": False,
+        "passwd": False,
+    }
 
 
 def test_where_cuda_cannot_start_in_the_student_process_grading_fails_closed(tmp_path, monkeypatch):
@@ -111,9 +131,13 @@ def test_the_sandbox_probe_on_cuda_says_whether_cuda_starts_in_a_student_process
     on CUDA where torch sees a GPU (where it sees none, as here, the answer has no "cuda": the
     probes of test_confinement.py). Forced onto CUDA here, CUDA cannot start, and the probe says
     so and is not ok."""
-    done = subprocess.run([sys.executable, "-m", "worker.harness", "probe", "--device", "cuda"],
-                          capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.harness", "probe", "--device", "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     answer = json.loads(done.stdout)
     assert answer["cuda"].startswith("AssertionError: Torch not compiled with CUDA"), answer
     assert not answer["ok"]

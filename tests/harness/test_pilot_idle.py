@@ -1,5 +1,6 @@
 """An idle pilot's cost to the shared filesystem (issue 18, point 11): its metadata calls,
 counted with strace, and how soon it still takes a run put in its inbox."""
+
 import re
 import shutil
 import signal
@@ -17,9 +18,27 @@ from worker.harness.pilot import RECENT_SECONDS
 
 ROOT = Path(__file__).parents[2]
 # what reaches a shared filesystem's metadata server: lookups, opens, listings, renames
-METADATA_CALLS = {"stat", "lstat", "fstatat64", "newfstatat", "statx", "access", "faccessat",
-                  "faccessat2", "open", "openat", "getdents", "getdents64", "rename", "renameat",
-                  "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat"}
+METADATA_CALLS = {
+    "stat",
+    "lstat",
+    "fstatat64",
+    "newfstatat",
+    "statx",
+    "access",
+    "faccessat",
+    "faccessat2",
+    "open",
+    "openat",
+    "getdents",
+    "getdents64",
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "mkdir",
+    "mkdirat",
+}
 PILOT = """
 import sys
 from worker.harness.pilot import Pilot
@@ -41,8 +60,9 @@ def pilot(tmp_path):
 
 def metadata_calls(pid: int, seconds: float) -> dict[str, int]:
     """System calls of every thread of a process over `seconds`, by name (strace -c)."""
-    traced = subprocess.Popen(["strace", "-f", "-c", "-p", str(pid)], stderr=subprocess.PIPE,
-                              text=True)
+    traced = subprocess.Popen(
+        ["strace", "-f", "-c", "-p", str(pid)], stderr=subprocess.PIPE, text=True
+    )
     time.sleep(seconds)
     traced.send_signal(signal.SIGINT)
     summary = traced.communicate(timeout=30)[1]

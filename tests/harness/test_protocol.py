@@ -1,4 +1,5 @@
 """The wire format refuses what a hostile student process could send."""
+
 import json
 import struct
 
@@ -14,9 +15,13 @@ def roundtrip(value):
     unpacker = protocol.Unpacker(max_bytes=1 << 20)
     unpacker.feed(protocol.pack(header, encoder.buffers))
     decoded_header, buffers = unpacker.message()
-    return protocol.decode_plain(decoded_header["value"], buffers,
-                                 lambda d, b: protocol.tensor_from_bytes(b, d["dtype"], d["shape"]),
-                                 lambda d: d, protocol.Budget())
+    return protocol.decode_plain(
+        decoded_header["value"],
+        buffers,
+        lambda d, b: protocol.tensor_from_bytes(b, d["dtype"], d["shape"]),
+        lambda d: d,
+        protocol.Budget(),
+    )
 
 
 @pytest.mark.parametrize("dtype", list(protocol.DTYPES.values()))
@@ -73,6 +78,7 @@ def test_an_integer_beyond_a_floats_range_is_decoded_as_an_infinity():
     """A review returned 10**400 as a loss: the grader's arithmetic with it raised
     OverflowError, a grader error with no report; now it is a value the checks compare."""
     from worker.harness import protocol
+
     budget = protocol.Budget(nodes=100)
     decoded = protocol.decode_plain([10**400, -(10**400), 2**63, 7], [], None, None, budget)
     assert decoded == [float("inf"), float("-inf"), 2**63, 7]

@@ -1,4 +1,5 @@
 """The report, one shape wherever a run's result goes: to_dict and from_dict, errors included."""
+
 import json
 from dataclasses import replace
 
@@ -6,16 +7,41 @@ import pytest
 
 from worker.harness.report import MAX_REPORT_BYTES, CheckOutcome, Report, ReportStatus
 
-CHECK = {"name": "grads", "title": "Gradients", "points": 2.0, "max_points": 3.0,
-         "passed": False, "message": "one is off",
-         "diagnostics": [{"code": "grad-sign-flipped", "message": "m", "hint": "h",
-                          "details": {}, "translations": {}}],
-         "titles": {"en": "Gradients", "es": "Gradientes"}}
-GRADED = {"exercise": "autograd-q", "status": "graded", "score": 2.0, "max_score": 3.0,
-          "checks": [CHECK], "notes": [{"kind": "cell-error", "message": "x"}], "output": "hi",
-          "environment": {"node": "n1"}, "sandbox": {"layers": ["seccomp"]},
-          "timing": {"total": 1.5}, "seed": 7, "lang": "es", "job_id": "12", "error": None,
-          "exercise_version": "5e7a" * 16}
+CHECK = {
+    "name": "grads",
+    "title": "Gradients",
+    "points": 2.0,
+    "max_points": 3.0,
+    "passed": False,
+    "message": "one is off",
+    "diagnostics": [
+        {
+            "code": "grad-sign-flipped",
+            "message": "m",
+            "hint": "h",
+            "details": {},
+            "translations": {},
+        }
+    ],
+    "titles": {"en": "Gradients", "es": "Gradientes"},
+}
+GRADED = {
+    "exercise": "autograd-q",
+    "status": "graded",
+    "score": 2.0,
+    "max_score": 3.0,
+    "checks": [CHECK],
+    "notes": [{"kind": "cell-error", "message": "x"}],
+    "output": "hi",
+    "environment": {"node": "n1"},
+    "sandbox": {"layers": ["seccomp"]},
+    "timing": {"total": 1.5},
+    "seed": 7,
+    "lang": "es",
+    "job_id": "12",
+    "error": None,
+    "exercise_version": "5e7a" * 16,
+}
 
 
 def test_a_report_goes_through_json_and_back_unchanged():
@@ -37,17 +63,23 @@ def test_the_graders_error_says_so_and_why():
     assert not error.graded and error.status == ReportStatus.ERROR
     data = json.loads(json.dumps(error.to_dict()))
     assert (data["status"], data["error"], data["job_id"]) == (
-        "error", "the harness process is gone", "12")
+        "error",
+        "the harness process is gone",
+        "12",
+    )
     assert Report.from_dict(data) == error
 
 
-@pytest.mark.parametrize("data, why", [
-    ([1, 2], "not an object"),
-    ({"status": "fine"}, "ReportStatus"),
-    ({"status": "graded", "score": 1.0}, "without max_score, checks"),
-    (dict(GRADED, checks=[{"name": "c"}]), "a check without"),
-    (dict(GRADED, notes=[{"message": "x" * MAX_REPORT_BYTES}]), "the service stores"),
-])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        ([1, 2], "not an object"),
+        ({"status": "fine"}, "ReportStatus"),
+        ({"status": "graded", "score": 1.0}, "without max_score, checks"),
+        (dict(GRADED, checks=[{"name": "c"}]), "a check without"),
+        (dict(GRADED, notes=[{"message": "x" * MAX_REPORT_BYTES}]), "the service stores"),
+    ],
+)
 def test_what_is_not_a_report_is_the_graders_error(data, why):
     with pytest.raises(ValueError):
         Report.from_dict(data)

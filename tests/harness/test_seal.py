@@ -2,6 +2,7 @@
 the grader, refused once the process is sealed and allowed with the seal taken away, so that
 each attack is known to be stopped by the seal itself; honest uses of pickle and of its own
 classes stay allowed; a refusal is the submission's failure, said in both languages."""
+
 import re
 
 import pytest
@@ -10,7 +11,7 @@ from helpers import REFERENCE_Q
 from server.core.catalogue import default_root, load_exercise_info
 from worker.harness.grader import Harness
 
-ATTEMPTS = '''
+ATTEMPTS = """
 import gc, io, os, pickle, sys, ctypes
 import torch
 
@@ -61,9 +62,19 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-'''
-REFUSED = {"tensor", "module", "server", "server-instance", "gc", "ctypes", "pickle-code",
-           "trace", "kill", "harness"}
+"""
+REFUSED = {
+    "tensor",
+    "module",
+    "server",
+    "server-instance",
+    "gc",
+    "ctypes",
+    "pickle-code",
+    "trace",
+    "kill",
+    "harness",
+}
 HONEST = {"own-class", "pickle-tensor", "torch-load"}
 
 
@@ -81,15 +92,26 @@ def grade(harnesses, tmp_path):
         path = tmp_path / "work.py"
         path.write_text(source)
         job = load_exercise_info(default_root() / "autograd-q").job(path, seed=3)
-        job = type(job)(**dict(job.to_dict(), lang=lang, required_layers=[
-            layer for layer in job.required_layers if sealed or layer != "seal"]))
+        job = type(job)(
+            **dict(
+                job.to_dict(),
+                lang=lang,
+                required_layers=[
+                    layer for layer in job.required_layers if sealed or layer != "seal"
+                ],
+            )
+        )
         return harnesses[sealed].grade_job(job)
+
     return run
 
 
 def said(report) -> dict[str, str]:
-    return {line.split()[1]: line.split()[0] for line in report.output.splitlines()
-            if line.startswith(("ALLOWED", "REFUSED"))}
+    return {
+        line.split()[1]: line.split()[0]
+        for line in report.output.splitlines()
+        if line.startswith(("ALLOWED", "REFUSED"))
+    }
 
 
 @pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "seal-taken-away"])
@@ -100,16 +122,24 @@ def test_the_seal_refuses_what_forgeries_use_and_leaves_honest_code_alone(grade,
     # unsealed, the signal (0: only asks whether the zygote is there) is Landlock's to refuse
     refused = {name for name, verdict in found.items() if verdict == "REFUSED"}
     # the server's instance has no attributes of its own, sealed or not (its __slots__)
-    assert refused - {"kill"} == (REFUSED - {"kill"} if sealed else {"server-instance"}), \
+    assert refused - {"kill"} == (REFUSED - {"kill"} if sealed else {"server-instance"}), (
         report.output
+    )
     assert "kill" in refused
     assert HONEST <= {name for name, verdict in found.items() if verdict == "ALLOWED"}
     assert ("seal" in report.sandbox["layers"]) == sealed
 
 
-@pytest.mark.parametrize("lang,words", [
-    ("en", "setting `Tensor.backward`, an attribute of a type the grader keeps as it is"),
-    ("es", "cambiar `Tensor.backward`, un atributo de un tipo que el corrector mantiene intacto")])
+@pytest.mark.parametrize(
+    "lang,words",
+    [
+        ("en", "setting `Tensor.backward`, an attribute of a type the grader keeps as it is"),
+        (
+            "es",
+            "cambiar `Tensor.backward`, un atributo de un tipo que el corrector mantiene intacto",
+        ),
+    ],
+)
 def test_a_refusal_is_the_submissions_failure_said_in_its_language(grade, lang, words):
     patched = "import torch\ntorch.Tensor.backward = lambda self, *a, **k: None\n" + REFERENCE_Q
     report = grade(patched, sealed=True, lang=lang)
@@ -132,24 +162,32 @@ def test_a_seal_that_cannot_be_raised_stops_the_grade_naming_it(tmp_path):
     """A zygote that did not protect torch's types (here started unsealed): the student process
     cannot seal itself, and the grade is the grader's error, never an unsealed grade."""
     from worker.harness.launch import Zygote, child_environment
+
     path = tmp_path / "work.py"
     path.write_text(REFERENCE_Q)
     job = load_exercise_info(default_root() / "autograd-q").job(path, seed=3)
     from worker.harness.session import SandboxIncomplete
-    with Harness(str(tmp_path), zygote=Zygote(child_environment(), sealed=False)) as harness, \
-            pytest.raises(SandboxIncomplete, match="missing on .*: seal .*seal: torch's types "
-                                                   "are not protected"):
+
+    with (
+        Harness(str(tmp_path), zygote=Zygote(child_environment(), sealed=False)) as harness,
+        pytest.raises(
+            SandboxIncomplete, match="missing on .*: seal .*seal: torch's types are not protected"
+        ),
+    ):
         harness.grade_job(job)
 
 
-TAMPERS = ATTEMPTS.replace("def q_grads(a, b, v):\n", """def q_grads(a, b, v):
+TAMPERS = ATTEMPTS.replace(
+    "def q_grads(a, b, v):\n",
+    """def q_grads(a, b, v):
     seal = sys.modules["worker.harness.seal"]
     seal._refusal = lambda event, args: None
     seal.INTROSPECTION.clear()
     seal.HARNESS_PACKAGE = "none"
     seal.PLAIN_DATA_MODULES = frozenset({"os"})
     os.getpid = lambda: os.getppid()
-""")
+""",
+)
 
 
 def test_the_seals_own_state_cannot_be_rewritten(grade):
@@ -162,8 +200,9 @@ def test_the_seals_own_state_cannot_be_rewritten(grade):
     assert report.graded and report.score == 0, report.error
     said_ = [d for check in report.checks for d in check.diagnostics]
     assert said_ and {d["code"] for d in said_} == {"forbidden-operation"}, said_
-    assert re.search(r"changing `(os|worker\.harness\.seal)`, which the grader answers with",
-                     said_[0]["message"]), said_[0]
+    assert re.search(
+        r"changing `(os|worker\.harness\.seal)`, which the grader answers with", said_[0]["message"]
+    ), said_[0]
 
 
 def test_a_tensor_turned_into_a_class_of_ones_own_is_refused_and_said(grade):

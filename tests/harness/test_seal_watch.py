@@ -6,10 +6,11 @@ Each attack is the correct function plus a change that, with the seal taken away
 runs into (it prints FORGED when the harness calls what the submission put there): sealed, the
 change is refused or found before the reply, and the grade is the submission's zero with a
 diagnostic that names it."""
+
 import pytest
 from helpers import REFERENCE_Q
 
-HARNESS_FUNCTION = '''
+HARNESS_FUNCTION = """
 import sys
 protocol = sys.modules["worker.harness.protocol"]
 _span = protocol.span_bytes
@@ -17,8 +18,8 @@ def forged(t):
     print("FORGED")
     return _span(t)
 protocol.span_bytes = forged
-'''
-BUILTINS = '''
+"""
+BUILTINS = """
 import builtins
 _getattr = builtins.getattr
 def forged(obj, name, *default):
@@ -26,9 +27,9 @@ def forged(obj, name, *default):
         print("FORGED")
     return _getattr(obj, name, *default)
 builtins.getattr = forged
-'''
+"""
 # a type's real dict, leaked by a mappingproxy compared with an object of the submission's
-TYPE_DICT = '''
+TYPE_DICT = """
 import sys, torch
 class Leak:
     def __eq__(self, other):
@@ -41,23 +42,23 @@ def forged(self, *args):
     return _stride(self, *args)
 Leak.real["stride"] = forged
 sys._clear_type_cache()
-'''
-DISPATCH_MODE = '''
+"""
+DISPATCH_MODE = """
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 class Forged(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         print("FORGED")
         return func(*args, **(kwargs or {}))
-'''
-LIBRARY = '''
+"""
+LIBRARY = """
 import torch
 KEPT = []
 def forged(*args):
     print("FORGED")
     return args[0]
-'''
-FRAMES = '''
+"""
+FRAMES = """
 import sys
 def find_server():
     frame = sys._getframe()
@@ -67,37 +68,37 @@ def find_server():
             return
         frame = frame.f_back
     print("NOT-FOUND")
-'''
-THREAD = '''
+"""
+THREAD = """
 import threading, time
-'''
-CODE = '''
+"""
+CODE = """
 import sys
 protocol = sys.modules["worker.harness.protocol"]
 def forged(t):
     print("FORGED")
     return bytes(t.untyped_storage())[:0]
-'''
+"""
 
 # what the main thread makes replies with beyond the modules' own entries: a class's method,
 # numpy, the collector's callbacks, an audit hook of its own (each found by a second review)
-JSON_CLASS = '''
+JSON_CLASS = """
 import json.decoder
 _decode = json.decoder.JSONDecoder.decode
 def forged(self, *args, **kwargs):
     print("FORGED")
     return _decode(self, *args, **kwargs)
 json.decoder.JSONDecoder.decode = forged
-'''
-NUMPY = '''
+"""
+NUMPY = """
 import numpy
 _frombuffer = numpy.frombuffer
 def forged(*args, **kwargs):
     print("FORGED")
     return _frombuffer(*args, **kwargs)
 numpy.frombuffer = forged
-'''
-GC_CALLBACK = '''
+"""
+GC_CALLBACK = """
 import gc
 def forged(phase, info):
     if phase == "start" and not getattr(forged, "said", False):
@@ -105,8 +106,8 @@ def forged(phase, info):
         print("FORGED")
 gc.callbacks.append(forged)
 gc.set_threshold(1, 1, 1)
-'''
-AUDIT_HOOK = '''
+"""
+AUDIT_HOOK = """
 import os, sys
 SAID = []
 def forged(event, args):  # print() inside a hook prints nothing
@@ -114,17 +115,17 @@ def forged(event, args):  # print() inside a hook prints nothing
         SAID.append(os.write(1, b"FORGED\\n"))
 sys.addaudithook(forged)
 id(SAID)  # an event: the hook runs if it was added
-'''
-WARNINGS = '''
+"""
+WARNINGS = """
 import warnings
 warnings.showwarning = lambda *args, **kwargs: print("FORGED")
-'''
+"""
 
 IN_CALL = {
     "dispatch-mode": "    Forged().__enter__()\n",
     # kept: a library's kernels go when it is collected
     "library": "    KEPT.append(torch.library.Library('aten', 'IMPL', 'CPU'))\n"
-               "    KEPT[0].impl('as_strided', forged)\n",
+    "    KEPT[0].impl('as_strided', forged)\n",
     "frames": "    find_server()\n",
     "thread": "    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n",
     "code": "    protocol.span_bytes.__code__ = forged.__code__\n",
@@ -170,8 +171,9 @@ def test_an_audit_hook_of_the_submissions_own_is_never_added(grade):
     assert report["score"] == report["max_score"] and "FORGED" not in report["output"], report
 
 
-@pytest.mark.parametrize("name", sorted(set(ATTACKS) - {"thread", "warnings"})
-                         + ["frames", "audit-hook"])
+@pytest.mark.parametrize(
+    "name", sorted(set(ATTACKS) - {"thread", "warnings"}) + ["frames", "audit-hook"]
+)
 def test_with_the_seal_taken_away_the_harness_runs_into_each_attack(grade_unsealed, name):
     """What makes the tests above fail without the seal: each change reaches the harness."""
     prelude = {"frames": FRAMES, "audit-hook": AUDIT_HOOK}.get(name) or ATTACKS[name][0]
@@ -183,13 +185,16 @@ def test_an_interrupt_the_submission_sends_itself_changes_nothing(grade):
     """A KeyboardInterrupt would land on the main thread as it hands a job over (a review's
     `os.kill(1, SIGINT)` left the student thread's lock released twice, a check timed out):
     the student process ignores SIGINT."""
-    report = grade("autograd-q", """import os, signal
+    report = grade(
+        "autograd-q",
+        """import os, signal
 def q_grads(a, b, v):
     os.kill(os.getpid(), signal.SIGINT)
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-""")
+""",
+    )
     assert report["score"] == report["max_score"], report
     assert report["sandbox"]["student_processes"] == 1, report["sandbox"]
 
@@ -203,7 +208,7 @@ def test_the_submissions_frames_lead_nowhere_near_the_server(grade):
 def test_an_exception_whose_type_runs_code_when_named_is_described_without_running_it(grade):
     """Its metaclass's `__name__` and its `__str__` are the submission's code: neither runs on
     the grader's thread (a review patched the harness there, after the check)."""
-    source = '''
+    source = """
 import sys
 class Named(type):
     @property
@@ -216,7 +221,7 @@ class E1(Exception, metaclass=Named):
         return "x"
 def q_grads(a, b, v):
     raise E1()
-'''
+"""
     report = grade("autograd-q", source)
     assert report["score"] == 0 and report["status"] == "graded", report
     assert "FORGED name" not in report["output"], report["output"]
@@ -228,24 +233,26 @@ def test_honest_threads_modes_and_redirected_output_stay_allowed(grade):
     """A thread joined before the function returns, one let go that ends a moment after, a
     mode left as it was entered, output redirected and put back, warnings filtered: no change
     is left, nothing is refused (a thread let go failed the grading account's test once)."""
-    prelude = '''
+    prelude = """
 import contextlib, io, threading, warnings
 import torch
 from torch.overrides import TorchFunctionMode
-'''
-    body = ('    t = threading.Thread(target=sum, args=([1, 2],)); t.start(); t.join()\n'
-            # let go, not joined: it ends a moment after the function returns (grader's grace)
-            '    stop = threading.Event()\n'
-            '    threading.Thread(target=stop.wait, daemon=True).start(); stop.set()\n'
-            '    with TorchFunctionMode():\n        pass\n'
-            '    with contextlib.redirect_stdout(io.StringIO()):\n        print("quiet")\n'
-            '    warnings.filterwarnings("ignore")\n')
+"""
+    body = (
+        "    t = threading.Thread(target=sum, args=([1, 2],)); t.start(); t.join()\n"
+        # let go, not joined: it ends a moment after the function returns (grader's grace)
+        "    stop = threading.Event()\n"
+        "    threading.Thread(target=stop.wait, daemon=True).start(); stop.set()\n"
+        "    with TorchFunctionMode():\n        pass\n"
+        '    with contextlib.redirect_stdout(io.StringIO()):\n        print("quiet")\n'
+        '    warnings.filterwarnings("ignore")\n'
+    )
     source = prelude + REFERENCE_Q.replace("    Q = ", body + "    Q = ", 1)
     report = grade("autograd-q", source)
     assert report["score"] == report["max_score"], report
 
 
-FINDS_THE_PIPES = '''
+FINDS_THE_PIPES = """
 import fcntl, os, stat
 
 def pipes():
@@ -274,7 +281,7 @@ def q_grads(a, b, v):
     Q = 3 * a**3 - b**2
     Q.backward(gradient=v)
     return a.grad, b.grad
-'''
+"""
 
 
 def test_the_submissions_thread_cannot_touch_the_graders_pipes(grade):
@@ -283,8 +290,11 @@ def test_the_submissions_thread_cannot_touch_the_graders_pipes(grade):
     changed or closed (its output pipe, stdout, stays its own)."""
     report = grade("autograd-q", FINDS_THE_PIPES)
     assert report["score"] == report["max_score"], report
-    said = [line.split() for line in report["output"].splitlines()
-            if line.startswith(("ALLOWED", "REFUSED"))]
+    said = [
+        line.split()
+        for line in report["output"].splitlines()
+        if line.startswith(("ALLOWED", "REFUSED"))
+    ]
     pipes = {fd for _, fd, *_ in said}
     assert len(pipes) >= 2, report["output"]  # the request and reply pipes at least
     touched = {(fd, name) for verdict, fd, name, *_ in said if verdict == "ALLOWED"}
@@ -294,8 +304,12 @@ def test_the_submissions_thread_cannot_touch_the_graders_pipes(grade):
 
 def test_with_the_seal_taken_away_the_pipes_are_within_reach(grade_unsealed):
     report = grade_unsealed("autograd-q", FINDS_THE_PIPES)
-    said = [line.split() for line in report["output"].splitlines()
-            if line.startswith(("ALLOWED", "REFUSED"))]
+    said = [
+        line.split()
+        for line in report["output"].splitlines()
+        if line.startswith(("ALLOWED", "REFUSED"))
+    ]
     # each pipe's flags read and the pipe copied (its wrong-way read or write: EBADF)
-    assert said and all(verdict == "ALLOWED" for verdict, _, name, *_ in said
-                        if name in ("flags", "dup")), report["output"]
+    assert said and all(
+        verdict == "ALLOWED" for verdict, _, name, *_ in said if name in ("flags", "dup")
+    ), report["output"]

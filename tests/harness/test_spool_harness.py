@@ -1,5 +1,6 @@
 """`python -m worker.harness spool`: grading runs that the service left in a spool, as a Slurm
 batch job does, with a real harness process and the layout of worker/harness/spool.py."""
+
 import json
 import os
 import shutil
@@ -24,8 +25,15 @@ PYTHON = os.environ.get("HPCGRADE_TEST_COURSE_PYTHON")
 
 
 def job(run_id: str, filename: str = "work.py", **limits) -> Job:
-    return Job(exercise="autograd-q", exercise_dir=str(EXERCISE), submission="",
-               filename=filename, limits=limits, seed=5, id=run_id)
+    return Job(
+        exercise="autograd-q",
+        exercise_dir=str(EXERCISE),
+        submission="",
+        filename=filename,
+        limits=limits,
+        seed=5,
+        id=run_id,
+    )
 
 
 def write(root: Path, run: Job, code: bytes) -> Path:
@@ -37,21 +45,38 @@ def write(root: Path, run: Job, code: bytes) -> Path:
 def spool_command(root: Path, *run_ids: str, flags: tuple[str, ...] = ()) -> list[str]:
     """Students' scratch folders go into the test's own folder: a killed harness leaves its
     last one behind."""
-    return [sys.executable, *flags, "-m", "worker.harness", "spool", "--scratch", str(root),
-            str(root), *run_ids]
+    return [
+        sys.executable,
+        *flags,
+        "-m",
+        "worker.harness",
+        "spool",
+        "--scratch",
+        str(root),
+        str(root),
+        *run_ids,
+    ]
 
 
 def environment(**extra: str) -> dict[str, str]:
     return {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), **extra}
 
 
-def run_spool(root: Path, *run_ids: str, flags: tuple[str, ...] = (),
-              **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(spool_command(root, *run_ids, flags=flags), capture_output=True,
-                          text=True, timeout=120, cwd=ROOT, env=environment(**env))
+def run_spool(
+    root: Path, *run_ids: str, flags: tuple[str, ...] = (), **env: str
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        spool_command(root, *run_ids, flags=flags),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=environment(**env),
+    )
 
 
 # --- the layout ------------------------------------------------------------------------------
+
 
 def test_write_run_and_read_job(tmp_path):
     umask = os.umask(0o077)  # the service's umask must not keep the grading account out
@@ -102,6 +127,7 @@ def test_bad_runs_and_reports_are_named(tmp_path):
 
 # --- one batch job ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     """One spool job over five runs: two to grade, one reported before (a requeued job), one
@@ -115,8 +141,7 @@ def batch(tmp_path_factory):
     spool.mark_cancelled(cancelled)
     (write(root, job("5"), REFERENCE_Q.encode()) / "job.json").write_text("{garbled")
     stamp = (done / "report.json").stat().st_mtime_ns
-    result = run_spool(root, "1", "5", "2", "3", "4", SLURM_RESTART_COUNT="1",
-                       SLURM_JOB_ID="4242")
+    result = run_spool(root, "1", "5", "2", "3", "4", SLURM_RESTART_COUNT="1", SLURM_JOB_ID="4242")
     return root, result, stamp
 
 
@@ -165,8 +190,13 @@ def test_a_garbled_job_is_an_error_report_for_that_run_alone(batch):
     assert error["job_id"] == "5"
     assert report(root, "2")["status"] == "graded"  # graded after it
     lines = [line for line in result.stderr.splitlines() if line.startswith("hpcgrade: run")]
-    assert [line.split(":")[1] for line in lines] == [" run 3", " run 4", " run 1", " run 5",
-                                                      " run 2"]
+    assert [line.split(":")[1] for line in lines] == [
+        " run 3",
+        " run 4",
+        " run 1",
+        " run 5",
+        " run 2",
+    ]
 
 
 def test_no_temporary_file_is_left(batch):
@@ -176,18 +206,21 @@ def test_no_temporary_file_is_left(batch):
 
 # --- failures of the job itself --------------------------------------------------------------
 
+
 def test_killed_half_way_keeps_the_reports_written(tmp_path):
     write(tmp_path, job("1"), REFERENCE_Q.encode())
     write(tmp_path, job("2", load_seconds=100), b"import time\ntime.sleep(100)\n")
     write(tmp_path, job("3"), REFERENCE_Q.encode())
     with open(tmp_path / "log", "w") as log:
-        process = subprocess.Popen(spool_command(tmp_path, "1", "2", "3"), stderr=log, cwd=ROOT,
-                                   env=environment())
+        process = subprocess.Popen(
+            spool_command(tmp_path, "1", "2", "3"), stderr=log, cwd=ROOT, env=environment()
+        )
     deadline = time.monotonic() + 60
     # until the second run's student is asleep beside the zygote and its next spare (each a
     # keeper and the student process it forked into a PID namespace)
-    while (report(tmp_path, "1") is None or len(descendants(process.pid)) < 5) \
-            and time.monotonic() < deadline:
+    while (
+        report(tmp_path, "1") is None or len(descendants(process.pid)) < 5
+    ) and time.monotonic() < deadline:
         time.sleep(0.05)
     processes = descendants(process.pid)
     process.kill()  # the grader itself: the zygote and the students must die with it
@@ -221,9 +254,13 @@ def test_nothing_to_grade_starts_nothing(tmp_path):
 
 # --- as the grading account ------------------------------------------------------------------
 
-@pytest.mark.skipif(not (USER and PYTHON), reason="HPCGRADE_TEST_USER and "
-                    'HPCGRADE_TEST_COURSE_PYTHON are not set: run `eval "$(scripts/grading-account)"`'
-                    " first (scripts/test does)")
+
+@pytest.mark.skipif(
+    not (USER and PYTHON),
+    reason="HPCGRADE_TEST_USER and "
+    'HPCGRADE_TEST_COURSE_PYTHON are not set: run `eval "$(scripts/grading-account)"`'
+    " first (scripts/test does)",
+)
 def test_the_grading_account_reports_into_runs_the_service_wrote():
     root = Path(tempfile.mkdtemp(prefix="hpcgrade-spool-"))
     try:
@@ -232,9 +269,23 @@ def test_the_grading_account_reports_into_runs_the_service_wrote():
         for run_id, code in (("11", REFERENCE_Q), ("12", SIGN_FLIPPED)):
             write(root, job(run_id), code.encode())
         assert (root / "runs" / "11").stat().st_uid == 0
-        command = ["runuser", "-u", USER, "--", "env", "-i", "PATH=/usr/bin:/bin",
-                   f"PYTHONPATH={ROOT}", PYTHON, "-m", "worker.harness", "spool", str(root),
-                   "11", "12"]
+        command = [
+            "runuser",
+            "-u",
+            USER,
+            "--",
+            "env",
+            "-i",
+            "PATH=/usr/bin:/bin",
+            f"PYTHONPATH={ROOT}",
+            PYTHON,
+            "-m",
+            "worker.harness",
+            "spool",
+            str(root),
+            "11",
+            "12",
+        ]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert result.returncode == 0, result.stderr
         first, second = report(root, "11"), report(root, "12")
@@ -249,12 +300,27 @@ def test_the_grading_account_reports_into_runs_the_service_wrote():
 
 # --- a pilot ---------------------------------------------------------------------------------
 
+
 def test_a_pilot_grades_what_arrives_warm_from_the_first_and_ends_when_asked(tmp_path):
     from worker.harness import pilot
+
     process = subprocess.Popen(
-        [sys.executable, "-m", "worker.harness", "pilot", "--scratch", str(tmp_path),
-         str(tmp_path), "--minutes", "30"],
-        cwd=ROOT, env=environment(SLURM_JOB_ID="31"), stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "worker.harness",
+            "pilot",
+            "--scratch",
+            str(tmp_path),
+            str(tmp_path),
+            "--minutes",
+            "30",
+        ],
+        cwd=ROOT,
+        env=environment(SLURM_JOB_ID="31"),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         folder = pilot.pilot_dir(tmp_path, "31")
         deadline = time.monotonic() + 60
@@ -285,6 +351,7 @@ def test_a_pilot_grades_what_arrives_warm_from_the_first_and_ends_when_asked(tmp
 
 # --- the file's kind, what the student printed --------------------------------------------------
 
+
 def test_a_notebook_is_a_notebook_whatever_the_case_of_its_extension(grade, tmp_path):
     cells = notebook("import torch", REFERENCE_Q)
     for name in ("CAROL.IPYNB", "carol.IpYnB"):
@@ -299,6 +366,7 @@ def test_what_the_student_printed_without_flushing_is_in_the_report(grade):
     report = grade("autograd-q", printed + REFERENCE_Q)
     assert report["score"] == 10
     assert report["output"] == "TOP\nERRno newline"
-    report = grade("autograd-q", notebook(printed, REFERENCE_Q, "print('LAST', end='')"),
-                   filename="work.ipynb")
+    report = grade(
+        "autograd-q", notebook(printed, REFERENCE_Q, "print('LAST', end='')"), filename="work.ipynb"
+    )
     assert report["score"] == 10 and report["output"] == "TOP\nERRno newlineLAST"

@@ -1,4 +1,5 @@
 """Notebooks and bad input: a clear report or message, never a traceback from the grader."""
+
 import json
 import subprocess
 import sys
@@ -11,15 +12,19 @@ HPCGRADE = [sys.executable, "-m", "worker.cli"]
 
 def test_notebook_magics_neutralised_and_raising_cells_noted(grade, tmp_path):
     marker = tmp_path / "shell-ran"
-    report = grade("autograd-q", notebook(
-        "%matplotlib inline\n%pip install nothing\nimport torch",
-        f"!touch {marker}\nfiles = !ls\nx = torch.ones(2)\nx?",
-        "%%bash\ntouch " + str(marker),
-        "%%time\ndef q_grads(a, b, v):\n    return a, b",
-        "undefined_name + 1",
-        REFERENCE_Q,
-        "q_grads(torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True), torch.ones(2))",
-    ), filename="work.ipynb")
+    report = grade(
+        "autograd-q",
+        notebook(
+            "%matplotlib inline\n%pip install nothing\nimport torch",
+            f"!touch {marker}\nfiles = !ls\nx = torch.ones(2)\nx?",
+            "%%bash\ntouch " + str(marker),
+            "%%time\ndef q_grads(a, b, v):\n    return a, b",
+            "undefined_name + 1",
+            REFERENCE_Q,
+            "q_grads(torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True), torch.ones(2))",
+        ),
+        filename="work.ipynb",
+    )
     assert report["score"] == report["max_score"]  # the last definition is graded
     assert not marker.exists()
     errors = [n for n in report["notes"] if n["kind"] == "cell-error"]
@@ -30,15 +35,24 @@ def test_notebook_magics_neutralised_and_raising_cells_noted(grade, tmp_path):
 
 def test_notebook_markdown_and_list_sources(grade):
     nb = json.loads(notebook())
-    nb["cells"] = [{"cell_type": "markdown", "source": ["# q_grads\n"], "metadata": {}},
-                   {"cell_type": "code", "source": REFERENCE_Q.splitlines(keepends=True),
-                    "metadata": {}, "outputs": []}]
+    nb["cells"] = [
+        {"cell_type": "markdown", "source": ["# q_grads\n"], "metadata": {}},
+        {
+            "cell_type": "code",
+            "source": REFERENCE_Q.splitlines(keepends=True),
+            "metadata": {},
+            "outputs": [],
+        },
+    ]
     report = grade("autograd-q", json.dumps(nb), filename="work.ipynb")
     assert report["score"] == report["max_score"]
 
 
 def test_exception_reports_student_line(grade):
-    report = grade("autograd-q", "import torch\n\ndef q_grads(a, b, v):\n    x = 1\n    return a @ torch.ones(99)\n")
+    report = grade(
+        "autograd-q",
+        "import torch\n\ndef q_grads(a, b, v):\n    x = 1\n    return a @ torch.ones(99)\n",
+    )
     details = report["checks"][0]["diagnostics"][0]["details"]
     assert report["checks"][0]["diagnostics"][0]["code"] == "exception"
     assert details["line"] == 5 and details["file"] == "submission.py"
@@ -48,8 +62,11 @@ def test_unreadable_files(grade):
     cases = {
         "empty": (b"", "submission.py", "missing-function"),
         "binary": (b"\x7fELF\x00\x01\x02", "submission.py", "import-error"),
-        "latin-1": ("def q_grads(a, b, v):\n    return 'año'\n".encode("latin-1"), "submission.py",
-                    "import-error"),
+        "latin-1": (
+            "def q_grads(a, b, v):\n    return 'año'\n".encode("latin-1"),
+            "submission.py",
+            "import-error",
+        ),
         "ten megabytes": (b"# " + b"x" * (10 << 20), "submission.py", "import-error"),
         "syntax error": (b"def q_grads(a, b, v)\n    return a\n", "submission.py", "import-error"),
         "bad notebook": (b'{"cells": [', "work.ipynb", "import-error"),
@@ -84,6 +101,7 @@ def test_unreadable_notebook_is_said_in_each_language(grade):
 
 def test_spanish_report(harness, tmp_path):
     from server.core.catalogue import default_root, load_exercise_info
+
     path = tmp_path / "s.py"
     path.write_text("")
     info = load_exercise_info(default_root() / "autograd-q")
@@ -94,8 +112,13 @@ def test_spanish_report(harness, tmp_path):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(HPCGRADE + list(args), capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).parents[2])
+    return subprocess.run(
+        HPCGRADE + list(args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[2],
+    )
 
 
 def test_cli_json_one_report_per_file(tmp_path):
@@ -110,8 +133,16 @@ def test_cli_json_one_report_per_file(tmp_path):
     assert (first["score"], second["score"]) == (10, 0)
     assert (first["file"], second["file"]) == (str(good), str(bad))  # each names what it grades
     for report in (first, second):
-        assert {"exercise", "status", "score", "max_score", "checks", "environment", "sandbox",
-                "timing"} <= set(report)
+        assert {
+            "exercise",
+            "status",
+            "score",
+            "max_score",
+            "checks",
+            "environment",
+            "sandbox",
+            "timing",
+        } <= set(report)
         assert report["environment"]["torch"].startswith("2.")
     assert "seccomp" in first["sandbox"]["layers"]
 
@@ -154,11 +185,15 @@ def test_a_correct_file_of_the_largest_size_accepted_gets_full_marks(grade):
     student's budget (3/11)."""
     from server.core.catalogue import default_root
     from worker.harness.jobs import Limits
+
     reference = (default_root() / "conv2d-einsum" / "reference.py").read_text()
-    padding = "".join(f"def unused_{i}(x):\n    y = x * {i} + 1\n    return y - {i}\n\n"
-                      for i in range(Limits().submission_kb * 1024 // 60))
-    source = (reference + "\n" + padding)[:Limits().submission_kb * 1024 - 100]
-    source = source[:source.rindex("\n\ndef ")] + "\n"
+    padding = "".join(
+        f"def unused_{i}(x):\n    y = x * {i} + 1\n    return y - {i}\n\n"
+        for i in range(Limits().submission_kb * 1024 // 60)
+    )
+    source = (reference + "\n" + padding)[: Limits().submission_kb * 1024 - 100]
+    source = source[: source.rindex("\n\ndef ")] + "\n"
     report = grade("conv2d-einsum", source)
-    assert (report["status"], report["score"]) == ("graded", report["max_score"]), \
-        [(c["name"], c["points"], [d["code"] for d in c["diagnostics"]]) for c in report["checks"]]
+    assert (report["status"], report["score"]) == ("graded", report["max_score"]), [
+        (c["name"], c["points"], [d["code"] for d in c["diagnostics"]]) for c in report["checks"]
+    ]

@@ -4,6 +4,7 @@ it: every sandbox layer must be active there too, and hostile code must get nowh
 `eval "$(scripts/grading-account)"` (scripts/test does it) makes the account and sets
 HPCGRADE_TEST_USER and HPCGRADE_TEST_COURSE_PYTHON.
 """
+
 import json
 import os
 import pwd
@@ -22,12 +23,23 @@ ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = ROOT / "exercises" / "autograd-q"
 USER = os.environ.get("HPCGRADE_TEST_USER")
 PYTHON = os.environ.get("HPCGRADE_TEST_COURSE_PYTHON")
-LAYERS = {"scrubbed-environment", "network-namespace", "pid-namespace", "ipc-namespace",
-          "non-dumpable", "rlimits", "seccomp", "landlock-net", "landlock-scope"}
+LAYERS = {
+    "scrubbed-environment",
+    "network-namespace",
+    "pid-namespace",
+    "ipc-namespace",
+    "non-dumpable",
+    "rlimits",
+    "seccomp",
+    "landlock-net",
+    "landlock-scope",
+}
 
 needs_account = pytest.mark.skipif(
-    not (USER and PYTHON), reason="HPCGRADE_TEST_USER and HPCGRADE_TEST_COURSE_PYTHON are not set: "
-    'run `eval "$(scripts/grading-account)"` first (scripts/test does)')
+    not (USER and PYTHON),
+    reason="HPCGRADE_TEST_USER and HPCGRADE_TEST_COURSE_PYTHON are not set: "
+    'run `eval "$(scripts/grading-account)"` first (scripts/test does)',
+)
 
 
 def as_user(*command: str, user: str | None = USER) -> list[str]:
@@ -39,9 +51,19 @@ def as_user(*command: str, user: str | None = USER) -> list[str]:
 
 
 def job(path: Path) -> str:
-    return json.dumps({"exercise": "autograd-q", "exercise_dir": str(EXERCISE),
-                       "submission": str(path), "filename": "submission.py", "limits": {},
-                       "seed": 3}) + "\n"
+    return (
+        json.dumps(
+            {
+                "exercise": "autograd-q",
+                "exercise_dir": str(EXERCISE),
+                "submission": str(path),
+                "filename": "submission.py",
+                "limits": {},
+                "seed": 3,
+            }
+        )
+        + "\n"
+    )
 
 
 def user_folder() -> Path:
@@ -66,7 +88,11 @@ def workdir():
 def harness(workdir):
     process = subprocess.Popen(
         as_user(PYTHON, "-m", "worker.harness", "serve", "--scratch", str(workdir / "scratch")),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     assert json.loads(process.stdout.readline()) == {"ready": True}
     yield process
     process.stdin.close()
@@ -82,14 +108,22 @@ def grade(harness, workdir):
         harness.stdin.write(job(path))
         harness.stdin.flush()
         return json.loads(harness.stdout.readline())
+
     return run
 
 
 @needs_account
 def test_the_account_is_not_root():
     assert pwd.getpwnam(USER).pw_uid != 0
-    assert subprocess.run(as_user(PYTHON, "-c", "import torch, os; print(os.getuid())"),
-                          capture_output=True, text=True, check=True).stdout.strip() != "0"
+    assert (
+        subprocess.run(
+            as_user(PYTHON, "-c", "import torch, os; print(os.getuid())"),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        != "0"
+    )
 
 
 @needs_account
@@ -107,8 +141,12 @@ def test_attack_scores_nothing_and_leaves_nothing(grade, harness, workdir, liste
     """Everything the account itself may do (its database port, its own folders, the exercise's
     reference) is out of the student's reach; any escape would make the answer right."""
     port, received = listener
-    escapes = [workdir / "escaped", Path(f"/tmp/hpcgrade-escaped-{uuid.uuid4().hex}"),
-               Path(pwd.getpwnam(USER).pw_dir) / "escaped", Path("/dev/shm/hpcgrade-escaped")]
+    escapes = [
+        workdir / "escaped",
+        Path(f"/tmp/hpcgrade-escaped-{uuid.uuid4().hex}"),
+        Path(pwd.getpwnam(USER).pw_dir) / "escaped",
+        Path("/dev/shm/hpcgrade-escaped"),
+    ]
     assert settled(harness.pid, 1 + IDLE_HARNESS)  # runuser, the harness, its processes
     report = grade(f"""
 import os, socket, time
@@ -152,22 +190,35 @@ def q_grads(a, b, v):
     assert settled(harness.pid, 1 + IDLE_HARNESS)  # runuser, the harness, its processes
 
 
-@pytest.mark.parametrize("account", [pytest.param(True, id="grading-account", marks=needs_account),
-                                     pytest.param(False, id="this-user")])
+@pytest.mark.parametrize(
+    "account",
+    [
+        pytest.param(True, id="grading-account", marks=needs_account),
+        pytest.param(False, id="this-user"),
+    ],
+)
 def test_a_stricter_inherited_hard_limit_is_kept(tmp_path, account):
     """Slurm passes the login node's limits on to a job, and in its namespace not even root may
     raise a hard limit: the sandbox keeps the stricter one instead of failing every student."""
     folder = user_folder() if account else tmp_path
     try:
         path = folder / "strict.py"
-        path.write_text("import resource\n"
-                        "assert resource.getrlimit(resource.RLIMIT_CPU) == (20, 20)\n" + REFERENCE_Q)
+        path.write_text(
+            "import resource\n"
+            "assert resource.getrlimit(resource.RLIMIT_CPU) == (20, 20)\n" + REFERENCE_Q
+        )
         path.chmod(0o644)
         python = PYTHON if account else sys.executable
         user = USER if account else pwd.getpwuid(os.geteuid()).pw_name
         command = f"ulimit -t 20 && exec {python} -m worker.harness serve --scratch {folder}"
-        done = subprocess.run(as_user("bash", "-c", command, user=user), input=job(path),
-                              capture_output=True, text=True, timeout=60, cwd=ROOT)
+        done = subprocess.run(
+            as_user("bash", "-c", command, user=user),
+            input=job(path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         ready, report = (json.loads(line) for line in done.stdout.splitlines())
         assert report["score"] == 10, report
         assert "rlimits" in report["sandbox"]["layers"]

@@ -2,6 +2,7 @@
 (exercise.toml's `if_source`); a program whose values are the same and whose code is not is told
 `may`, a possibility. Each neighbour here is one a held-out review was told a mistake it does
 not make."""
+
 import pytest
 
 from server.core.catalogue import default_root, load_exercise_info
@@ -27,24 +28,42 @@ def mutant(slug: str, program: str) -> str:
 # has the fact, a neighbour with its values and without the fact)
 NEIGHBOURS = {
     # float32 by `.float()`, with no `torch.zeros` (told "your output starts as torch.zeros")
-    "conv2d-einsum": ("offsets_default_dtype", lambda: mutant("conv2d-einsum",
-                                                              "offsets_default_dtype"), lambda: changed(
-        "conv2d-einsum", 'return torch.einsum("bchwij,ocij->bohw", windows, filter)',
-        'return torch.einsum("bchwij,ocij->bohw", windows, filter).float()')),
+    "conv2d-einsum": (
+        "offsets_default_dtype",
+        lambda: mutant("conv2d-einsum", "offsets_default_dtype"),
+        lambda: changed(
+            "conv2d-einsum",
+            'return torch.einsum("bchwij,ocij->bohw", windows, filter)',
+            'return torch.einsum("bchwij,ocij->bohw", windows, filter).float()',
+        ),
+    ),
     # retain_grad() on a second `x1 * x2`, not on the z1 f is built from (told to call it)
-    "autograd-graph": ("intermediates_none", lambda: mutant("autograd-graph",
-                                                            "intermediates_none"), lambda: changed(
-        "autograd-graph", "    z1.retain_grad()\n    z2.retain_grad()",
-        "    (x1 * x2).retain_grad()\n    (x3 * x4).retain_grad()")),
+    "autograd-graph": (
+        "intermediates_none",
+        lambda: mutant("autograd-graph", "intermediates_none"),
+        lambda: changed(
+            "autograd-graph",
+            "    z1.retain_grad()\n    z2.retain_grad()",
+            "    (x1 * x2).retain_grad()\n    (x3 * x4).retain_grad()",
+        ),
+    ),
     # hooks active while fn(x) runs, every file deleted in a `finally` (told they were not active)
     # no hooks at all: its words ("your hooks were not active") are a fact there
-    "autograd-saved-hooks": ("forward_outside_hooks", lambda: changed(
-        "autograd-saved-hooks", """    with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
-        y = fn(x)""", "    y = fn(x)"), lambda: changed(
-        "autograd-saved-hooks", """    with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+    "autograd-saved-hooks": (
+        "forward_outside_hooks",
+        lambda: changed(
+            "autograd-saved-hooks",
+            """    with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+        y = fn(x)""",
+            "    y = fn(x)",
+        ),
+        lambda: changed(
+            "autograd-saved-hooks",
+            """    with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
         y = fn(x)
     (grad,) = torch.autograd.grad(y.sum(), x)
-    return grad""", """    packed = []
+    return grad""",
+            """    packed = []
 
     def pack_and_note(tensor):
         packed.append(pack_hook(tensor))
@@ -58,13 +77,19 @@ NEIGHBOURS = {
         for p in packed:
             if not isinstance(p, torch.Tensor) and os.path.exists(p.name):
                 os.remove(p.name)
-    return grad""")),
+    return grad""",
+        ),
+    ),
 }
 
 
 def told(report: dict, program: str) -> str:
-    hints = [d.get("hint") for c in report["checks"] for d in c["diagnostics"]
-             if d["details"].get("wrong_program") == program]
+    hints = [
+        d.get("hint")
+        for c in report["checks"]
+        for d in c["diagnostics"]
+        if d["details"].get("wrong_program") == program
+    ]
     assert hints, [(c["name"], c["diagnostics"][:1]) for c in report["checks"] if not c["passed"]]
     return hints[0]
 
@@ -80,16 +105,25 @@ def test_a_neighbour_is_told_a_possibility_and_the_mistake_itself_the_fact(grade
 def test_the_words_these_neighbours_test_come_with_a_condition():
     """The known wrong programs whose words say what the code does ("your output starts as",
     "call …") are the ones with `if_source`; this list grows with them."""
-    conditioned = {(info.slug, name) for info in map(load_exercise_info, sorted(
-        p for p in ROOT.iterdir() if (p / "exercise.toml").is_file()))
-        for name, words in info.wrong_programs.items() if "if_source" in words}
+    conditioned = {
+        (info.slug, name)
+        for info in map(
+            load_exercise_info, sorted(p for p in ROOT.iterdir() if (p / "exercise.toml").is_file())
+        )
+        for name, words in info.wrong_programs.items()
+        if "if_source" in words
+    }
     assert {(slug, program) for slug, (program, *_) in NEIGHBOURS.items()} <= conditioned
 
 
 def test_a_word_of_the_source_is_read_from_its_syntax_not_its_comments():
     from worker.harness.source_rules import said_of
-    words = {"says": {"en": "fact"}, "may": {"en": "maybe"},
-             "if_source": {"has": ["zeros"], "lacks": ["dtype"]}}
+
+    words = {
+        "says": {"en": "fact"},
+        "may": {"en": "maybe"},
+        "if_source": {"has": ["zeros"], "lacks": ["dtype"]},
+    }
     assert said_of(words, (("cell", "out = torch.zeros(3)\n"),))["en"] == "fact"
     assert said_of(words, (("cell", "out = torch.ones(3)  # torch.zeros\n"),))["en"] == "maybe"
     assert said_of(words, (("cell", "out = torch.zeros(3, dtype=x.dtype)\n"),))["en"] == "maybe"

@@ -1,4 +1,5 @@
 """The zygote forks every student: what it has done, each student inherits."""
+
 import time
 
 import pytest
@@ -34,10 +35,13 @@ def test_the_optimizers_warm_up_is_done_while_the_harness_is_idle(tmp_path):
     between the two grades, not in either."""
     from server.core.catalogue import default_root, load_exercise_info
     from worker.harness.runner import HarnessProcess
+
     info = load_exercise_info(default_root() / "autograd-q")
     work = tmp_path / "work.py"
-    work.write_text("import sys\nprint('dynamo loaded:', 'torch._dynamo' in sys.modules)\n"
-                    + (default_root() / "autograd-q" / "reference.py").read_text())
+    work.write_text(
+        "import sys\nprint('dynamo loaded:', 'torch._dynamo' in sys.modules)\n"
+        + (default_root() / "autograd-q" / "reference.py").read_text()
+    )
     with HarnessProcess(scratch=str(tmp_path)) as harness:
         first = harness.report_for(info.job(work, seed=1, lang="en"))
         time.sleep(zygote.IDLE_BEFORE_WARM * 10)  # a quiet moment, as between two students
@@ -55,11 +59,17 @@ def test_a_student_that_ended_keeps_its_pid_until_the_grader_lets_go(tmp_path):
 
     from worker.harness import launch, sandbox
     from worker.harness.jobs import Limits
+
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     confinement = sandbox.Confinement(
-        scratch=str(scratch), memory_bytes=1 << 30, cpu_seconds=30, file_bytes=1 << 20,
-        open_files=64, read_paths=sandbox.python_read_paths())
+        scratch=str(scratch),
+        memory_bytes=1 << 30,
+        cpu_seconds=30,
+        file_bytes=1 << 20,
+        open_files=64,
+        read_paths=sandbox.python_read_paths(),
+    )
     process = launch.Zygote(launch.child_environment())
     try:
         answer, fds = process.spawn(confinement, Limits())

@@ -10,6 +10,7 @@ ended), never by sleeping; the last asserts every submission graded exactly once
 `hpcgrade grade` gives the same file. Then the abuse: a student flooding the queue, log-in
 guessing, a session cookie replayed after log-out, redirects off-site, NUL bytes, slow clients.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,14 @@ pytestmark = [pytest.mark.faults, pytest.mark.services]
 
 FAULT_STUDENTS = [f"s{n:02d}" for n in range(10)]
 HOG, OTHER, COOKIE, REDIRECT, NUL, GUESSED_PAGE, GUESSED_API = (
-    "s10", "s11", "s12", "s13", "s14", "s15", "s16")
+    "s10",
+    "s11",
+    "s12",
+    "s13",
+    "s14",
+    "s15",
+    "s16",
+)
 SUBMISSIONS = 100
 DATABASE_GOAL = 30.0  # issue 9, item 2: graded within 30 s of the database coming back
 KILLED_WORKER_GOAL = 60.0  # item 3: a killed worker's run re-dispatched within a minute
@@ -43,6 +51,7 @@ HOG_FILES = 8
 
 
 # --- the stack, the expected scores ----------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def stack():
@@ -56,9 +65,21 @@ def expected():
     scores = {}
     for exercise in {e for e, _ in FILES.values()}:
         kinds = [k for k, (e, _) in FILES.items() if e == exercise]
-        graded = subprocess.run([sys.executable, "-m", "worker.cli", "grade", exercise,
-                                 *(str(FILES[k][1]) for k in kinds), "--json"],
-                                cwd=ROOT, capture_output=True, text=True, check=True)
+        graded = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "worker.cli",
+                "grade",
+                exercise,
+                *(str(FILES[k][1]) for k in kinds),
+                "--json",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         for kind, line in zip(kinds, graded.stdout.splitlines()):
             scores[kind] = json.loads(line)["score"]
     return scores
@@ -73,6 +94,7 @@ def ledger(stack):
 
 
 # --- faults ------------------------------------------------------------------------------------
+
 
 def test_beat_killed_is_restarted_and_only_one_schedule_runs(stack, ledger):
     old = stack.beat.pid
@@ -129,9 +151,14 @@ def test_a_database_outage_is_recovered_within_30_s(stack, ledger):
     stack.postgres.stop()
     stopped = time.monotonic()
     # clients keep submitting while it is down: each gets an error and sends the same key again
-    clients = [threading.Thread(target=lambda k=kind: sent.append(
-        ledger.submit("database", k, retry_for=OUTAGE_SECONDS + 60)))
-        for kind in list(FILES) * 2]
+    clients = [
+        threading.Thread(
+            target=lambda k=kind: sent.append(
+                ledger.submit("database", k, retry_for=OUTAGE_SECONDS + 60)
+            )
+        )
+        for kind in list(FILES) * 2
+    ]
     for client in clients:
         client.start()
     time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - stopped)))
@@ -143,46 +170,65 @@ def test_a_database_outage_is_recovered_within_30_s(stack, ledger):
     assert len(sent) == 36
     assert not late(found, ledger.faults["database"]), stack.logs()
     for answer in [a for phase, a in ledger.errors if phase == "database"]:  # issue 9, item 4
-        assert answer.status_code == 503 and "Retry-After" in answer.headers, \
-            (answer.status_code, answer.headers, answer.text[:300])
+        assert answer.status_code == 503 and "Retry-After" in answer.headers, (
+            answer.status_code,
+            answer.headers,
+            answer.text[:300],
+        )
         assert "error" in answer.json()
 
 
 def test_every_submission_graded_exactly_once_with_the_right_score(stack, ledger, expected):
     from server.core.models import Submission
+
     assert len(ledger.sent) == SUBMISSIONS or len(ledger.faults) < 5
     found = settle(stack, [s.id for s in ledger.sent], 60)
     database = stack.database()
     with database.sessions() as session:
         stored = session.scalar(sa.select(sa.func.count()).select_from(Submission))
     database.dispose()
-    problems = [] if stored == len(ledger.sent) else [f"{stored} submissions stored for "
-                                                      f"{len(ledger.sent)} sent"]
-    problems += [f"{phase}: the API answered {answer.status_code} {answer.text[:200]}"
-                 for phase, answer in ledger.errors if phase != "database"]
+    problems = (
+        []
+        if stored == len(ledger.sent)
+        else [f"{stored} submissions stored for {len(ledger.sent)} sent"]
+    )
+    problems += [
+        f"{phase}: the API answered {answer.status_code} {answer.text[:200]}"
+        for phase, answer in ledger.errors
+        if phase != "database"
+    ]
     for sent in ledger.sent:
         submission = found.get(sent.id)
         run = done_run(submission) if submission else None
         if run is None or not run.checks or submission.status != "graded":
-            problems.append(f"{sent.phase}/{sent.kind} #{sent.id}: "
-                            f"{submission.status if submission else 'missing'}, runs "
-                            f"{[r.status for r in submission.runs] if submission else []}")
+            problems.append(
+                f"{sent.phase}/{sent.kind} #{sent.id}: "
+                f"{submission.status if submission else 'missing'}, runs "
+                f"{[r.status for r in submission.runs] if submission else []}"
+            )
         elif submission.exercise.course.slug != sent.course:
-            problems.append(f"{sent.phase}/{sent.kind} #{sent.id}: in course "
-                            f"{submission.exercise.course.slug}, sent to {sent.course}")
+            problems.append(
+                f"{sent.phase}/{sent.kind} #{sent.id}: in course "
+                f"{submission.exercise.course.slug}, sent to {sent.course}"
+            )
         elif submission.score != expected[sent.kind]:
-            problems.append(f"{sent.phase}/{sent.kind} #{sent.id}: score {submission.score}, "
-                            f"expected {expected[sent.kind]}")
+            problems.append(
+                f"{sent.phase}/{sent.kind} #{sent.id}: score {submission.score}, "
+                f"expected {expected[sent.kind]}"
+            )
     assert not problems, "\n".join(problems)
 
 
 # --- abuse -------------------------------------------------------------------------------------
 
+
 def test_a_hogging_student_does_not_hold_up_another(stack):
     from server.core.models import Submission
+
     hog, other = stack.api(HOG), stack.api(OTHER)
-    answers = [hog.submit("autograd-q", f"# {n}\nwhile True:\n    pass\n")
-               for n in range(HOG_FILES)]
+    answers = [
+        hog.submit("autograd-q", f"# {n}\nwhile True:\n    pass\n") for n in range(HOG_FILES)
+    ]
     hogged = [a.json()["id"] for a in answers if a.status_code == 202]
     assert all(a.status_code in (202, 429) for a in answers), [a.text for a in answers]
     assert hogged, "the hog got no submission in at all"
@@ -192,8 +238,11 @@ def test_a_hogging_student_does_not_hold_up_another(stack):
     assert graded.status == "graded" and graded.score == 10
     database = stack.database()
     with database.sessions() as session:
-        waiting = session.scalar(sa.select(sa.func.count()).select_from(Submission).where(
-            Submission.id.in_(hogged), Submission.status.in_(("queued", "running"))))
+        waiting = session.scalar(
+            sa.select(sa.func.count())
+            .select_from(Submission)
+            .where(Submission.id.in_(hogged), Submission.status.in_(("queued", "running")))
+        )
     database.dispose()
     assert waiting > 0, "the other student's file was graded only after the hog's queue drained"
 
@@ -212,9 +261,12 @@ class Browser:
     def log_in(self, username: str, password: str, next_path: str = "") -> requests.Response:
         target = "/login" + (f"?next={next_path}" if next_path else "")
         token = self.token(target)
-        return self.http.post(self.base + target, timeout=30, allow_redirects=False,
-                              data={"username": username, "password": password,
-                                    "csrf_token": token})
+        return self.http.post(
+            self.base + target,
+            timeout=30,
+            allow_redirects=False,
+            data={"username": username, "password": password, "csrf_token": token},
+        )
 
 
 def test_a_session_cookie_replayed_after_log_out_is_refused(stack):
@@ -232,9 +284,18 @@ def test_a_session_cookie_replayed_after_log_out_is_refused(stack):
         assert urlsplit(replayed.headers["Location"]).path == "/login"
 
 
-@pytest.mark.parametrize("target", ["/%09/evil.example", "//evil.example", "/%5Cevil.example",
-                                    "%5C%5Cevil.example", "https://evil.example/",
-                                    "/%0d%0a/evil.example", "http:evil.example"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/%09/evil.example",
+        "//evil.example",
+        "/%5Cevil.example",
+        "%5C%5Cevil.example",
+        "https://evil.example/",
+        "/%0d%0a/evil.example",
+        "http:evil.example",
+    ],
+)
 def test_log_in_never_redirects_off_site(stack, target):
     answer = Browser(stack.base).log_in(REDIRECT, stack.passwords[REDIRECT], next_path=target)
     assert answer.status_code in (302, 303), answer.status_code
@@ -246,21 +307,28 @@ def test_log_in_never_redirects_off_site(stack, target):
 def multipart(fields: dict[str, str], filename: str, content: bytes) -> tuple[bytes, str]:
     """A multipart body written out byte by byte: a client library would escape the NUL."""
     boundary = uuid.uuid4().hex
-    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-             for k, v in fields.items()]
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-                 f'filename="{filename}"\r\nContent-Type: text/x-python\r\n\r\n'.encode()
-                 + content + f"\r\n--{boundary}--\r\n".encode())
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+        f'filename="{filename}"\r\nContent-Type: text/x-python\r\n\r\n'.encode()
+        + content
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-@pytest.mark.parametrize("exercise, filename", [("autograd-q", "wo\0rk.py"),
-                                                ("autograd-q\0", "work.py")])
+@pytest.mark.parametrize(
+    "exercise, filename", [("autograd-q", "wo\0rk.py"), ("autograd-q\0", "work.py")]
+)
 def test_nul_bytes_in_an_upload_are_a_clear_400(stack, exercise, filename):
     api = stack.api(NUL)
     body, kind = multipart({"exercise": exercise}, filename, FILES["q-right"][1].read_bytes())
-    answer = api.http.post(f"{stack.base}/api/v1/submissions", data=body, timeout=30,
-                           headers={"Content-Type": kind})
+    answer = api.http.post(
+        f"{stack.base}/api/v1/submissions", data=body, timeout=30, headers={"Content-Type": kind}
+    )
     assert answer.status_code == 400, (answer.status_code, answer.text[:300])
     assert answer.headers["Content-Type"].startswith("application/json")
     assert answer.json()["error"]
@@ -268,18 +336,32 @@ def test_nul_bytes_in_an_upload_are_a_clear_400(stack, exercise, filename):
         return  # the page takes the exercise from its address, not from a field
     browser = Browser(stack.base)
     browser.log_in(NUL, stack.passwords[NUL])
-    body, kind = multipart({"csrf_token": browser.token("/courses/pytorch/exercises/autograd-q")}, filename,
-                           FILES["q-right"][1].read_bytes())
-    page = browser.http.post(f"{stack.base}/exercises/{exercise}/submissions", data=body,
-                             headers={"Content-Type": kind}, allow_redirects=False, timeout=30)
+    body, kind = multipart(
+        {"csrf_token": browser.token("/courses/pytorch/exercises/autograd-q")},
+        filename,
+        FILES["q-right"][1].read_bytes(),
+    )
+    page = browser.http.post(
+        f"{stack.base}/exercises/{exercise}/submissions",
+        data=body,
+        headers={"Content-Type": kind},
+        allow_redirects=False,
+        timeout=30,
+    )
     assert page.status_code in (400, 404), (page.status_code, page.text[:300])
 
 
-@pytest.mark.parametrize("body", [b"[]", b'["s14", "x"]', json.dumps(
-    {"username": "s1\u00004", "password": "x"}).encode()])
+@pytest.mark.parametrize(
+    "body",
+    [b"[]", b'["s14", "x"]', json.dumps({"username": "s1\u00004", "password": "x"}).encode()],
+)
 def test_a_bad_token_request_is_a_clear_json_error(stack, body):
-    answer = requests.post(f"{stack.base}/api/v1/tokens", data=body, timeout=30,
-                           headers={"Content-Type": "application/json"})
+    answer = requests.post(
+        f"{stack.base}/api/v1/tokens",
+        data=body,
+        timeout=30,
+        headers={"Content-Type": "application/json"},
+    )
     assert answer.status_code in (400, 401), (answer.status_code, answer.text[:300])
     assert answer.headers["Content-Type"].startswith("application/json")
 
@@ -300,8 +382,10 @@ def test_slow_clients_do_not_take_the_portal_down_through_the_proxy(stack):
     """Four clients that send a header line every 5 s held both sync workers of a bare gunicorn
     for 60 s; through nginx (deploy/nginx/hpcgrade-proxy.conf) other requests go on."""
     stop, opened = threading.Event(), []
-    slow = [threading.Thread(target=trickle, args=(stack.nginx_port, stop, opened), daemon=True)
-            for _ in range(4)]
+    slow = [
+        threading.Thread(target=trickle, args=(stack.nginx_port, stop, opened), daemon=True)
+        for _ in range(4)
+    ]
     for client in slow:
         client.start()
     try:
@@ -322,7 +406,7 @@ def test_guessing_a_password_on_the_log_in_page_is_throttled(stack):
     answers = [browser.log_in(GUESSED_PAGE, f"guess-{n}") for n in range(30)]
     throttled = [a for a in answers if a.status_code == 429]
     assert throttled, [a.status_code for a in answers]
-    assert all(a.status_code == 401 for a in answers[:answers.index(throttled[0])])
+    assert all(a.status_code == 401 for a in answers[: answers.index(throttled[0])])
     assert int(throttled[0].headers["Retry-After"]) > 0
     right = browser.log_in(GUESSED_PAGE, stack.passwords[GUESSED_PAGE])
     assert right.status_code == 429, "the right password worked during the lock"
@@ -330,11 +414,14 @@ def test_guessing_a_password_on_the_log_in_page_is_throttled(stack):
 
 def test_guessing_a_password_through_the_api_is_throttled(stack):
     url = f"{stack.base}/api/v1/tokens"
-    answers = [requests.post(url, json={"username": GUESSED_API, "password": f"guess-{n}"},
-                             timeout=30) for n in range(30)]
+    answers = [
+        requests.post(url, json={"username": GUESSED_API, "password": f"guess-{n}"}, timeout=30)
+        for n in range(30)
+    ]
     throttled = [a for a in answers if a.status_code == 429]
     assert throttled, [a.status_code for a in answers]
     assert int(throttled[0].headers["Retry-After"]) > 0 and throttled[0].json()["error"]
-    right = requests.post(url, json={"username": GUESSED_API,
-                                     "password": stack.passwords[GUESSED_API]}, timeout=30)
+    right = requests.post(
+        url, json={"username": GUESSED_API, "password": stack.passwords[GUESSED_API]}, timeout=30
+    )
     assert right.status_code == 429, "the right password worked during the lock"

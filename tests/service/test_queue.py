@@ -1,4 +1,5 @@
 """The queue with a real Celery worker on Redis and PostgreSQL: graded once, whatever fails."""
+
 import datetime as dt
 import os
 import signal
@@ -28,21 +29,45 @@ def stack(redis_server, catalogue, tmp_path):
     """PostgreSQL database at head, the app, and a Celery worker process consuming grading tasks."""
     for url in postgres_database():
         migrate.upgrade(url)
-        settings = {"DATABASE_URL": url, "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
-                    "GRADING_LEASE_SECONDS": 600, "REQUEUE_AFTER_SECONDS": 1,
-                    "SPOOL_DIR": str(tmp_path / "spool")}
+        settings = {
+            "DATABASE_URL": url,
+            "BROKER_URL": redis_server.url,
+            "SECRET_KEY": "test",
+            "GRADING_LEASE_SECONDS": 600,
+            "REQUEUE_AFTER_SECONDS": 1,
+            "SPOOL_DIR": str(tmp_path / "spool"),
+        }
         app = create_app(settings)
         database = app.extensions["hpcgrade.db"]
         with database.sessions.begin() as session:
             sync_exercises(session, the_course(session), catalogue)
             session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
-        env = dict(os.environ, HPCGRADE_DATABASE_URL=url, HPCGRADE_BROKER_URL=redis_server.url,
-                   HPCGRADE_SECRET_KEY="test", HPCGRADE_REQUEUE_AFTER_SECONDS="1",
-                   HPCGRADE_SPOOL_DIR=str(tmp_path / "spool"))
+        env = dict(
+            os.environ,
+            HPCGRADE_DATABASE_URL=url,
+            HPCGRADE_BROKER_URL=redis_server.url,
+            HPCGRADE_SECRET_KEY="test",
+            HPCGRADE_REQUEUE_AFTER_SECONDS="1",
+            HPCGRADE_SPOOL_DIR=str(tmp_path / "spool"),
+        )
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "--concurrency=1",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"],
-            cwd=ROOT, env=env)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "worker.celery_app",
+                "worker",
+                "--concurrency=1",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-l",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
         try:
             yield app
         finally:
@@ -54,10 +79,15 @@ def stack(redis_server, catalogue, tmp_path):
 def submit(app, code: str) -> int:
     database = app.extensions["hpcgrade.db"]
     with database.sessions() as session:
-        submission = accept(session, session.scalar(sa.select(User)),
-                            session.scalar(sa.select(Exercise).where(Exercise.slug == "autograd-q")),
-                            "work.py", code.encode(), Rules(1024, 100, 60),
-                            dt.datetime.now(dt.timezone.utc))
+        submission = accept(
+            session,
+            session.scalar(sa.select(User)),
+            session.scalar(sa.select(Exercise).where(Exercise.slug == "autograd-q")),
+            "work.py",
+            code.encode(),
+            Rules(1024, 100, 60),
+            dt.datetime.now(dt.timezone.utc),
+        )
         session.commit()
         enqueue(app.extensions["celery"], session, [submission.id])
         return submission.id
@@ -104,12 +134,19 @@ def test_worker_killed_mid_grading_is_retried_with_one_grade(stack):
     assert submission.score == 10
     assert [r.status for r in runs] == ["lost", "done"]
     with stack.extensions["hpcgrade.db"].sessions() as session:
-        assert session.scalar(sa.select(sa.func.count()).select_from(GradingRun)
-                              .where(GradingRun.status == "done")) == 1
+        assert (
+            session.scalar(
+                sa.select(sa.func.count())
+                .select_from(GradingRun)
+                .where(GradingRun.status == "done")
+            )
+            == 1
+        )
 
 
 def test_the_api_flow_end_to_end(stack):
     from server.core.users import add_user
+
     database = stack.extensions["hpcgrade.db"]
     with database.sessions.begin() as session:
         add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
@@ -120,11 +157,14 @@ def test_the_api_flow_end_to_end(stack):
 
 def test_the_web_flow_end_to_end(stack):
     from server.core.users import add_user
+
     with stack.extensions["hpcgrade.db"].sessions.begin() as session:
         add_user(session, "cris", "Cris", "c@uni.es", "student", "long-password")
     client, token = logged_in(stack, "cris")
-    sent = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={
-        "csrf_token": token, "code": REFERENCE_Q.replace("- b**2", "+ b**2")})
+    sent = client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "code": REFERENCE_Q.replace("- b**2", "+ b**2")},
+    )
     deadline = time.monotonic() + 60
     while client.get(sent.headers["Location"] + "/status").json["status"] != "graded":
         assert time.monotonic() < deadline

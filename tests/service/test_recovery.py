@@ -1,6 +1,7 @@
 """Recovery: a run whose worker was killed goes back to the queue at the next reconcile (not at
 the end of its lease), a busy worker's run is left alone, and a database that is away delays
 grading without losing a report or acknowledging a task as done."""
+
 import os
 import signal
 import subprocess
@@ -35,6 +36,7 @@ def away(times: int, real):
         if len(calls) <= times:
             raise OperationalError("SELECT 1", {}, Exception("connection refused"))
         return real(*args, **kwargs)
+
     return flaky, calls
 
 
@@ -44,7 +46,8 @@ def test_a_report_in_hand_waits_for_the_database(database, executor, catalogue, 
     monkeypatch.setattr(grading, "record", record)
     submission_id = queue_submission(database, REFERENCE_Q)
     assert dispatcher(database, executor, catalogue).dispatch([]).outcomes == {
-        submission_id: "graded"}
+        submission_id: "graded"
+    }
     assert len(calls) == 4
     with database.sessions() as session:
         assert session.get(Submission, submission_id).score == 10
@@ -52,8 +55,14 @@ def test_a_report_in_hand_waits_for_the_database(database, executor, catalogue, 
 
 def test_a_task_that_cannot_read_the_database_is_tried_again_not_done(tmp_path, monkeypatch):
     from worker.grading import tasks
-    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
-                      "BROKER_URL": "memory://"})
+
+    app = create_app(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+            "SECRET_KEY": "t",
+            "BROKER_URL": "memory://",
+        }
+    )
     dispatch, calls = away(2, lambda self, ids: dispatch_module.Dispatched({7: "graded"}))
     monkeypatch.setattr(dispatch_module.Dispatcher, "dispatch", dispatch)
     monkeypatch.setattr(dispatch_module.Dispatcher, "recover", lambda self, dead: [])
@@ -66,12 +75,21 @@ def test_the_schedule_never_grades_on_a_local_worker(tmp_path, monkeypatch):
     """Runs claimed by the collect task (every few seconds, from beat) would carry no Celery
     node and wait out their lease if the worker died: a local worker grades in dispatch alone."""
     from worker.grading import tasks
-    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
-                      "BROKER_URL": "memory://"})
+
+    app = create_app(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+            "SECRET_KEY": "t",
+            "BROKER_URL": "memory://",
+        }
+    )
     migrate.upgrade(app_settings(app).database_url)
     graded = []
-    monkeypatch.setattr(dispatch_module.Dispatcher, "dispatch",
-                        lambda self, ids: graded.append(ids) or dispatch_module.Dispatched())
+    monkeypatch.setattr(
+        dispatch_module.Dispatcher,
+        "dispatch",
+        lambda self, ids: graded.append(ids) or dispatch_module.Dispatched(),
+    )
     with app.app_context():
         assert tasks.collect.apply().get() == {}
     assert graded == []
@@ -82,21 +100,42 @@ def service(redis_server, catalogue):
     """PostgreSQL at head, the app, and a way to start Celery workers (stopped afterwards)."""
     for url in postgres_database():
         migrate.upgrade(url)
-        app = create_app({"DATABASE_URL": url, "BROKER_URL": redis_server.url,
-                          "SECRET_KEY": "test"})
+        app = create_app(
+            {"DATABASE_URL": url, "BROKER_URL": redis_server.url, "SECRET_KEY": "test"}
+        )
         with app.extensions["hpcgrade.db"].sessions.begin() as session:
             sync_exercises(session, the_course(session), catalogue)
             session.add(User(username="ana", name="Ana", email="a@uni.es", password_hash="x"))
-        env = dict(os.environ, HPCGRADE_DATABASE_URL=url, HPCGRADE_BROKER_URL=redis_server.url,
-                   HPCGRADE_SECRET_KEY="test")
+        env = dict(
+            os.environ,
+            HPCGRADE_DATABASE_URL=url,
+            HPCGRADE_BROKER_URL=redis_server.url,
+            HPCGRADE_SECRET_KEY="test",
+        )
         workers = []
 
         def start_worker() -> subprocess.Popen:
-            workers.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
-                 "--concurrency=1", "--without-gossip", "--without-mingle", "-l", "warning"],
-                cwd=ROOT, env=env))
+            workers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "worker.celery_app",
+                        "worker",
+                        "--concurrency=1",
+                        "--without-gossip",
+                        "--without-mingle",
+                        "-l",
+                        "warning",
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                )
+            )
             return workers[-1]
+
         app.start_worker = start_worker
         try:
             yield app
@@ -123,6 +162,7 @@ def wait_for(app, submission_id: int, status: str, seconds: float = 90) -> Submi
 @pytest.mark.services
 def test_kill_9_of_the_main_worker_process_is_noticed_by_the_next_reconcile(service):
     from worker.grading.tasks import reconcile
+
     database = service.extensions["hpcgrade.db"]
     submission_id = queue_submission(database, LOOPING)
     with database.sessions() as session:

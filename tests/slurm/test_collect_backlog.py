@@ -2,6 +2,7 @@
 meanwhile expire, and one collect runs at a time across the workers, so a restart does not
 fire a burst of squeue calls; on the demo's folder broker, with SQLite, and the real Slurm of
 scripts/slurm (a `squeue` first on PATH logs each call)."""
+
 import os
 import shutil
 import subprocess
@@ -45,14 +46,24 @@ def test_on_a_cluster_a_dispatch_leaves_the_work_to_one_under_way(tmp_path, monk
     from server.web.app import create_app
     from worker.grading import dispatch as dispatch_module
     from worker.grading import tasks
-    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "SECRET_KEY": "t",
-                      "BROKER_URL": "memory://", "EXECUTOR": "slurm",
-                      "SPOOL_DIR": str(tmp_path / "spool")})
+
+    app = create_app(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+            "SECRET_KEY": "t",
+            "BROKER_URL": "memory://",
+            "EXECUTOR": "slurm",
+            "SPOOL_DIR": str(tmp_path / "spool"),
+        }
+    )
     migrate.upgrade(app_settings(app).database_url)
     monkeypatch.setattr(tasks, "_executor", [])  # this test's Slurm executor, not a cached one
     dispatched = []
-    monkeypatch.setattr(Dispatcher, "dispatch",
-                        lambda self, ids: dispatched.append(ids) or dispatch_module.Dispatched())
+    monkeypatch.setattr(
+        Dispatcher,
+        "dispatch",
+        lambda self, ids: dispatched.append(ids) or dispatch_module.Dispatched(),
+    )
     monkeypatch.setattr(Dispatcher, "recover", lambda self, dead: [])
     with app.app_context():
         with one_at_a_time(app.extensions["hpcgrade.db"], tmp_path / "spool", "dispatch"):
@@ -64,8 +75,21 @@ def test_on_a_cluster_a_dispatch_leaves_the_work_to_one_under_way(tmp_path, monk
 
 
 def celery(command: str, env: dict, *options: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "worker.celery_app", command,
-                             "-l", "warning", *options], cwd=ROOT, env=env)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "worker.celery_app",
+            command,
+            "-l",
+            "warning",
+            *options,
+        ],
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -74,17 +98,26 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.slurm
-@pytest.mark.skipif(not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here")
+@pytest.mark.skipif(
+    not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here"
+)
 def test_collects_queued_while_no_worker_ran_make_a_couple_of_squeue_calls(tmp_path, catalogue):
     folder = Path(tempfile.mkdtemp(prefix="hpcgrade-backlog-", dir="/var/tmp"))
     folder.chmod(0o755)
     course = f"t{uuid.uuid4().hex[:8]}"
     try:
-        settings = {**demo_settings(folder, "slurm"), "COLLECT_SECONDS": 0.5,
-                    "COURSE": course, "SLURM_BATCH_WAIT": 0,
-                    "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
-                    "SLURM_GPUS": 0, "SLURM_CPUS": 1, "SLURM_MEMORY": "1G", "SLURM_TIME": 5,
-                    "SLURM_EXTRA": ["--hold"]}  # its job waits: every collect polls it
+        settings = {
+            **demo_settings(folder, "slurm"),
+            "COLLECT_SECONDS": 0.5,
+            "COURSE": course,
+            "SLURM_BATCH_WAIT": 0,
+            "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
+            "SLURM_GPUS": 0,
+            "SLURM_CPUS": 1,
+            "SLURM_MEMORY": "1G",
+            "SLURM_TIME": 5,
+            "SLURM_EXTRA": ["--hold"],
+        }  # its job waits: every collect polls it
         for key in ("data_folder_in", "control_folder"):
             Path(settings["BROKER_TRANSPORT_OPTIONS"][key]).mkdir(parents=True, exist_ok=True)
         migrate.upgrade(settings["DATABASE_URL"])
@@ -101,14 +134,18 @@ def test_collects_queued_while_no_worker_ran_make_a_couple_of_squeue_calls(tmp_p
         wrapper.write_text(f'#!/bin/sh\necho "$*" >>{log}\nexec {shutil.which("squeue")} "$@"\n')
         wrapper.chmod(0o755)
         env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
-        env.update(HPCGRADE_CONFIG=str(folder / "hpcgrade.toml"),
-                   PATH=f"{wrapper.parent}:{os.environ['PATH']}")
+        env.update(
+            HPCGRADE_CONFIG=str(folder / "hpcgrade.toml"),
+            PATH=f"{wrapper.parent}:{os.environ['PATH']}",
+        )
 
         # the dispatcher is away: a collect queues up every 0.5 s (beat starts slowly on a
         # loaded machine, so its queue is counted rather than a time waited)
         beat = celery("beat", env, "--schedule", str(folder / "beat"))
-        inbox, deadline = Path(settings["BROKER_TRANSPORT_OPTIONS"]["data_folder_in"]), \
-            time.monotonic() + 120
+        inbox, deadline = (
+            Path(settings["BROKER_TRANSPORT_OPTIONS"]["data_folder_in"]),
+            time.monotonic() + 120,
+        )
         while len(list(inbox.iterdir())) < 6:
             assert time.monotonic() < deadline, "beat queued fewer than 6 collects in 120 s"
             time.sleep(0.2)
@@ -130,4 +167,3 @@ def test_collects_queued_while_no_worker_ran_make_a_couple_of_squeue_calls(tmp_p
     finally:
         subprocess.run(["scancel", f"--name=hpcgrade-{course}"], check=True)
         shutil.rmtree(folder, ignore_errors=True)
-

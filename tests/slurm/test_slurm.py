@@ -2,6 +2,7 @@
 a node lost mid-job, the controller away, pilots. Jobs run the harness under the course venv of
 the grading account (scripts/grading-account). The dispatcher is driven here, in-process, cycle
 by cycle, as the Celery tasks drive it; test_slurm_service.py runs the whole service."""
+
 import dataclasses
 import json
 import os
@@ -43,9 +44,13 @@ from worker.grading.settle import DONE, MAX_RUNS
 from worker.grading.slurm import SlurmExecutor
 from worker.harness import pilot as pilot_layout
 
-pytestmark = [pytest.mark.slurm, pytest.mark.services,
-              pytest.mark.skipif(not slurm_cluster.available(),
-                                 reason="no Slurm cluster of scripts/slurm's here")]
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.services,
+    pytest.mark.skipif(
+        not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here"
+    ),
+]
 ROOT = Path(__file__).parents[2]
 SLOW = "import time\ntime.sleep({seconds})\n" + REFERENCE_Q
 # autograd-q with room for SLOW to load (the default load time-out is 10 s)
@@ -75,14 +80,22 @@ def shared():
 
 def settings(shared: Path, **overrides) -> Settings:
     """The service's settings for a course of its own (its job names are its own)."""
-    return load_settings({
-        "EXECUTOR": "slurm", "SPOOL_DIR": str(shared / "spool"),
-        "COURSE": f"t{uuid.uuid4().hex[:8]}",
-        "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"],
-        "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
-        "SLURM_GPUS": 0, "SLURM_CPUS": 1, "SLURM_MEMORY": "2G", "SLURM_TIME": 5,
-        "SLURM_BATCH_WAIT": 0, "MAX_RUNNING_PER_STUDENT": 100,  # one student's files packed
-        **overrides})
+    return load_settings(
+        {
+            "EXECUTOR": "slurm",
+            "SPOOL_DIR": str(shared / "spool"),
+            "COURSE": f"t{uuid.uuid4().hex[:8]}",
+            "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"],
+            "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
+            "SLURM_GPUS": 0,
+            "SLURM_CPUS": 1,
+            "SLURM_MEMORY": "2G",
+            "SLURM_TIME": 5,
+            "SLURM_BATCH_WAIT": 0,
+            "MAX_RUNNING_PER_STUDENT": 100,  # one student's files packed
+            **overrides,
+        }
+    )
 
 
 def exercise_with(slug: str, **changes) -> dict:
@@ -105,8 +118,9 @@ def make_dispatcher(database, config, catalogue=None) -> Dispatcher:
     """The dispatcher of the tests' course, its jobs named after config's COURSE (this test's
     own); `catalogue`: its exercises (default: its folder's)."""
     own_jobs(database, config)
-    return Dispatcher.from_settings(database, SlurmExecutor(config), config,
-                                    exercises=catalogue or course_catalogue)
+    return Dispatcher.from_settings(
+        database, SlurmExecutor(config), config, exercises=catalogue or course_catalogue
+    )
 
 
 def own_jobs(database, config: Settings, course: str = COURSE) -> Settings:
@@ -114,14 +128,24 @@ def own_jobs(database, config: Settings, course: str = COURSE) -> Settings:
     returns the settings on the test's database, where the course is (for `hpcgrade`'s
     commands)."""
     with database.sessions.begin() as session:
-        edit_course(session, find_course(session, course), job_name=f"hpcgrade-{config.course}",
-                    job_comment=f"hpcgrade {config.course}", wckey=config.course)
-    return dataclasses.replace(config, database_url=database.engine.url.render_as_string(
-        hide_password=False))
+        edit_course(
+            session,
+            find_course(session, course),
+            job_name=f"hpcgrade-{config.course}",
+            job_comment=f"hpcgrade {config.course}",
+            wckey=config.course,
+        )
+    return dataclasses.replace(
+        config, database_url=database.engine.url.render_as_string(hide_password=False)
+    )
 
 
-def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
-           until=lambda submissions: all(s.status in DONE for s in submissions)):
+def settle(
+    grading: Dispatcher,
+    ids: list[int],
+    seconds: float = 90,
+    until=lambda submissions: all(s.status in DONE for s in submissions),
+):
     """Run collect and dispatch cycles, as the beat does, until the submissions are done."""
     deadline = time.monotonic() + seconds
     while True:
@@ -133,8 +157,9 @@ def settle(grading: Dispatcher, ids: list[int], seconds: float = 90,
                 submission.runs  # loaded before the session closes
             if until(submissions):
                 return {s.id: s for s in submissions}
-        assert time.monotonic() < deadline, [(s.status, [r.status for r in s.runs])
-                                             for s in submissions]
+        assert time.monotonic() < deadline, [
+            (s.status, [r.status for r in s.runs]) for s in submissions
+        ]
         time.sleep(0.3)
 
 
@@ -160,9 +185,25 @@ def test_a_terminal_grades_files_in_one_slurm_job(shared, tmp_path):
     good.write_text(REFERENCE_Q)
     wrong.write_text(REFERENCE_Q.replace("- b**2", "+ b**2"))
     env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", settings(shared))))
-    graded = subprocess.run([sys.executable, "-m", "worker.cli", "grade", "autograd-q", str(good),
-                             str(wrong), "--executor", "slurm", "--json"],
-                            env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    graded = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "worker.cli",
+            "grade",
+            "autograd-q",
+            str(good),
+            str(wrong),
+            "--executor",
+            "slurm",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert graded.returncode == 0, graded.stderr
     reports = [json.loads(line) for line in graded.stdout.splitlines()]
     assert [(r["file"], r["score"]) for r in reports] == [(str(good), 10), (str(wrong), 3)]
@@ -181,30 +222,51 @@ def test_two_courses_runs_go_to_jobs_of_their_own_with_each_courses_options(data
     python.write_text(f'#!/bin/sh\ntouch {marker}\nexec {config.course_python} "$@"\n')
     python.chmod(0o755)
     with database.sessions.begin() as session:
-        second = new_course(session, "second", exercises_dir=str(
-            exercises_folder(shared, "autograd-q", "gpus = 0")), course_python=str(python),
-            slurm={"account": "second-lab"}, job_name=f"second-{config.course}",
-            job_comment="second course", wckey="second")
+        second = new_course(
+            session,
+            "second",
+            exercises_dir=str(exercises_folder(shared, "autograd-q", "gpus = 0")),
+            course_python=str(python),
+            slurm={"account": "second-lab"},
+            job_name=f"second-{config.course}",
+            job_comment="second course",
+            wckey="second",
+        )
         sync_exercises(session, second, course_catalogue(second))
         add_user(session, "sam", "Sam", "s@uni.es", "student", None, course=second)
     ids = [queue_submission(database, REFERENCE_Q)]
     with database.sessions.begin() as session:
         sam = session.scalar(sa.select(User).where(User.username == "sam"))
         exercise = session.scalar(sa.select(Exercise).where(Exercise.course_id == second.id))
-        session.add(submission := Submission(user=sam, exercise=exercise, filename="work.py",
-                                             code=REFERENCE_Q.encode(), sha256="x",
-                                             status="queued", submitted_at=utcnow()))
+        session.add(
+            submission := Submission(
+                user=sam,
+                exercise=exercise,
+                filename="work.py",
+                code=REFERENCE_Q.encode(),
+                sha256="x",
+                status="queued",
+                submitted_at=utcnow(),
+            )
+        )
         session.flush()
         ids.append(submission.id)
     done = settle(grading, ids)
     assert [s.score for s in done.values()] == [10, 10]
     jobs = [done[i].runs[0].external_id for i in ids]
-    shown = [subprocess.run(["squeue", "-h", "--states=all", "-j", job, "-o", "%j|%a|%k"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-             for job in jobs]
+    shown = [
+        subprocess.run(
+            ["squeue", "-h", "--states=all", "-j", job, "-o", "%j|%a|%k"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for job in jobs
+    ]
     assert [line.split(" batch ")[0] for line in shown] == [
         f"hpcgrade-{config.course}|(null)|hpcgrade {config.course}",
-        f"second-{config.course}|second-lab|second course"]
+        f"second-{config.course}|second-lab|second course",
+    ]
     assert marker.exists()
 
 
@@ -212,8 +274,9 @@ def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
     """Five autograd-q runs in batches of three, and a metrics run on a (fake) GPU of its own."""
     catalogue = exercise_with("metrics", slurm={"gpus": 1})
     # 10 minutes: time for three runs at the default budget (spool.run_seconds)
-    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3, SLURM_TIME=10),
-                              catalogue)
+    grading = make_dispatcher(
+        database, settings(shared, SLURM_BATCH_SIZE=3, SLURM_TIME=10), catalogue
+    )
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(4)]
     ids.append(queue_submission(database, REFERENCE_Q.replace("- b**2", "+ b**2")))
     metrics = (ROOT / "exercises" / "metrics" / "reference.py").read_text()
@@ -225,11 +288,15 @@ def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
     assert len({run.external_id for run in runs}) == 3
     assert all(run.environment["slurm_job"] == run.external_id for run in runs)
     assert all(run.environment["node"] == slurm_cluster.node() for run in runs)
-    holds = {run.external_id: subprocess.run(["scontrol", "show", "job", "-o", run.external_id],
-                                             capture_output=True, text=True).stdout
-             for run in runs}
-    assert ["TresPerNode=gres:gpu:1" in holds[run.external_id] for run in runs] == \
-        [False] * 5 + [True]  # a CPU-only exercise's job holds no GPU
+    holds = {
+        run.external_id: subprocess.run(
+            ["scontrol", "show", "job", "-o", run.external_id], capture_output=True, text=True
+        ).stdout
+        for run in runs
+    }
+    assert ["TresPerNode=gres:gpu:1" in holds[run.external_id] for run in runs] == [False] * 5 + [
+        True
+    ]  # a CPU-only exercise's job holds no GPU
     assert not any((shared / "spool" / "runs").iterdir())  # each run's folder, once recorded
 
 
@@ -252,8 +319,10 @@ def test_a_job_out_of_memory_is_dispatched_again_then_a_grader_error(database, s
     submission = settle(grading, [submission_id], seconds=120)
     submission = submission[submission_id]
     assert (submission.status, submission.score, len(submission.runs)) == ("error", None, MAX_RUNS)
-    assert any("OUT_OF_MEMORY" in (r.error or "") or r.job_state == "OUT_OF_MEMORY"
-               for r in submission.runs)
+    assert any(
+        "OUT_OF_MEMORY" in (r.error or "") or r.job_state == "OUT_OF_MEMORY"
+        for r in submission.runs
+    )
 
 
 def collect_until(grading: Dispatcher, run_id: int, seconds: float = 60) -> str:
@@ -288,16 +357,19 @@ def test_an_admins_scancel_sends_the_runs_back_to_the_queue_unused(database, sha
 def test_runs_of_a_job_that_lost_its_node_go_back_unused(database, shared):
     """A job that may not be requeued ends NODE_FAIL when its node is lost: neither the run it
     was grading nor the one it had not begun caused it, and both are graded later, unused."""
-    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "extra": ["--no-requeue"]},
-                              limits=SLOW_LOADS)
-    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10),
-                              catalogue)
+    catalogue = exercise_with(
+        "autograd-q", slurm={"gpus": 0, "extra": ["--no-requeue"]}, limits=SLOW_LOADS
+    )
+    grading = make_dispatcher(
+        database, settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10), catalogue
+    )
     slow = queue_submission(database, SLOW.format(seconds=30))
     other = queue_submission(database, REFERENCE_Q)
     grading.dispatch([slow, other])
     with database.sessions() as session:
-        run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)
-                                      .where(GradingRun.submission_id == slow)).one()
+        run_id, job = session.execute(
+            sa.select(GradingRun.id, GradingRun.external_id).where(GradingRun.submission_id == slow)
+        ).one()
     settle(grading, [slow], until=lambda s: slurm_cluster.job_state(job) == "RUNNING")
     slurm_cluster.lose_node("test: a node lost mid-job")
     try:
@@ -341,8 +413,13 @@ def test_a_drained_node_is_waiting_for_the_cluster_then_cluster_unavailable(data
         with database.sessions() as session:
             run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)).one()
         grading.collect()
-        app = create_app({"DATABASE_URL": database.engine.url.render_as_string(False),
-                          "SECRET_KEY": "test", "TESTING": True})
+        app = create_app(
+            {
+                "DATABASE_URL": database.engine.url.render_as_string(False),
+                "SECRET_KEY": "test",
+                "TESTING": True,
+            }
+        )
         with app.test_request_context(), database.sessions() as session:
             submission = session.get(Submission, submission_id)
             seen = waiting(session, submission, "en")
@@ -365,18 +442,21 @@ def packed(monkeypatch):
     """The dispatcher packs runs as if each took a second; the job's harness, in a process of
     its own, still knows what each may take (spool.run_seconds)."""
     from worker.grading import dispatch
+
     monkeypatch.setattr(dispatch.spool, "run_seconds", lambda limits: 1.0)
     monkeypatch.setattr(dispatch, "JOB_START_SECONDS", 0)
 
 
-def test_runs_a_job_has_no_time_for_go_back_to_the_queue_with_their_attempts(database, shared,
-                                                                              monkeypatch):
+def test_runs_a_job_has_no_time_for_go_back_to_the_queue_with_their_attempts(
+    database, shared, monkeypatch
+):
     """A 2-minute job, runs that may take 90 s + the second look (more than the job has left
     once it has graded one): the harness grades the first and leaves the others, which go back
     to the queue unused, and are graded by later jobs."""
     packed(monkeypatch)
-    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 2},
-                              limits={"budget_seconds": 90})
+    catalogue = exercise_with(
+        "autograd-q", slurm={"gpus": 0, "time": 2}, limits={"budget_seconds": 90}
+    )
     grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(3)]
     grading.dispatch(ids)
@@ -392,17 +472,25 @@ def test_a_job_over_its_time_charges_only_the_run_it_was_grading(database, share
     minutes, enforced every half minute or so: about 80 s here): the job ends TIMEOUT, that run
     is charged (lost), the two it never began are graded later, unused."""
     packed(monkeypatch)
-    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 1},
-                              limits={"load_seconds": 300, "call_seconds": 300,
-                                      "cpu_seconds": 300, "budget_seconds": 300})
+    catalogue = exercise_with(
+        "autograd-q",
+        slurm={"gpus": 0, "time": 1},
+        limits={
+            "load_seconds": 300,
+            "call_seconds": 300,
+            "cpu_seconds": 300,
+            "budget_seconds": 300,
+        },
+    )
     grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
     slow = queue_submission(database, SLOW.format(seconds=240))
     others = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
     grading.dispatch([slow, *others])
     with database.sessions() as session:
         assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 1  # one batch
-    ended = settle(grading, [slow], seconds=200,
-                   until=lambda s: s[0].runs and s[0].runs[0].status != "running")
+    ended = settle(
+        grading, [slow], seconds=200, until=lambda s: s[0].runs and s[0].runs[0].status != "running"
+    )
     first = ended[slow].runs[0]
     assert first.status == "lost" and "ended TIMEOUT" in first.error
     grading.cancel([slow])  # its next try would take the others' next job to its limit again
@@ -416,36 +504,53 @@ def test_a_job_over_its_time_charges_only_the_run_it_was_grading(database, share
 def test_a_preview_packs_its_jobs_as_dispatch_does(database, shared):
     """A regrade's preview on a 2-minute job with 90-s runs: one run per job, as dispatch packs
     them (SLURM_BATCH_SIZE alone would put the three in one job, which would leave two)."""
-    catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "time": 2},
-                              limits={"budget_seconds": 90})
+    catalogue = exercise_with(
+        "autograd-q", slurm={"gpus": 0, "time": 2}, limits={"budget_seconds": 90}
+    )
     grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(3)]
     with database.sessions.begin() as session:
         first = session.get(Submission, ids[0])
-        regrade = Regrade(exercise_id=first.exercise_id, started_by=first.user_id,
-                          started_at=utcnow())
+        regrade = Regrade(
+            exercise_id=first.exercise_id, started_by=first.user_id, started_at=utcnow()
+        )
         session.add(regrade)
         session.flush()
         regrade_id = regrade.id
-        session.add_all(GradingRun(submission_id=i, attempt=1, executor="slurm",
-                                   status=RunStatus.previewing.value, regrade_id=regrade_id,
-                                   started_at=utcnow(), lease_until=utcnow()) for i in ids)
-    outcomes = PreviewGrader(grading, poll_seconds=0.5).grade_previews(regrade_id,
-                                                                       lambda worker: False)
+        session.add_all(
+            GradingRun(
+                submission_id=i,
+                attempt=1,
+                executor="slurm",
+                status=RunStatus.previewing.value,
+                regrade_id=regrade_id,
+                started_at=utcnow(),
+                lease_until=utcnow(),
+            )
+            for i in ids
+        )
+    outcomes = PreviewGrader(grading, poll_seconds=0.5).grade_previews(
+        regrade_id, lambda worker: False
+    )
     assert sorted(outcomes.values()) == ["preview"] * 3
     with database.sessions() as session:
         assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 3
 
 
 def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shared):
-    grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10),
-                              exercise_with("autograd-q", limits=SLOW_LOADS))
+    grading = make_dispatcher(
+        database,
+        settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10),
+        exercise_with("autograd-q", limits=SLOW_LOADS),
+    )
     quick = queue_submission(database, REFERENCE_Q)
     slow = queue_submission(database, SLOW.format(seconds=15))
     grading.dispatch([quick, slow])
     settle(grading, [quick], until=lambda s: s[0].status == "graded")
     with database.sessions() as session:
-        job = session.scalar(sa.select(GradingRun.external_id).where(GradingRun.submission_id == slow))
+        job = session.scalar(
+            sa.select(GradingRun.external_id).where(GradingRun.submission_id == slow)
+        )
     slurm_cluster.lose_node("test: a node lost mid-job")
     try:
         settle(grading, [slow], until=lambda s: slurm_cluster.job_state(job) == "PENDING")
@@ -457,7 +562,8 @@ def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shar
     for submission in done.values():
         assert [(r.status, r.external_id) for r in submission.runs] == [("done", job)], (
             "quick" if submission.id == quick else "slow",
-            [(r.status, r.external_id, r.job_state, r.error) for r in submission.runs])
+            [(r.status, r.external_id, r.job_state, r.error) for r in submission.runs],
+        )
     assert done[slow].runs[0].environment["slurm_restart_count"] in (1, "1")
 
 
@@ -483,8 +589,9 @@ def test_the_controller_away_loses_nothing(database, shared):
     assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)] * 2
 
 
-def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared, tmp_path,
-                                                                 monkeypatch):
+def test_a_request_no_node_can_hold_is_refused_not_left_pending(
+    database, shared, tmp_path, monkeypatch
+):
     catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "cpus": 4})
     config = settings(shared)
     grading = make_dispatcher(database, config, catalogue)
@@ -496,11 +603,18 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(database, shared
         assert "asks 4 CPUs, the largest node of partition grading has" in submission.runs[0].error
     assert slurm_cluster.jobs() == []
     # and at start-up: the dispatcher's unit runs `hpcgrade slurm check` before it starts
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml",
-                                                           own_jobs(database, config))),
-               HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0\ncpus = 4")))
-    checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check"], env=env,
-                             capture_output=True, text=True, cwd=ROOT)
+    env = dict(
+        os.environ,
+        HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", own_jobs(database, config))),
+        HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0\ncpus = 4")),
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "slurm", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert checked.returncode == 1
     assert "autograd-q: asks 4 CPUs, the largest node of partition grading has" in checked.stderr
 
@@ -509,28 +623,65 @@ def test_slurm_check_probes_the_sandbox_of_a_node(database, shared, tmp_path):
     """A probe job starts a student process on a node as a grade does: every layer is raised
     there, and the check refuses a checkout the job's account may write (root may write all)."""
     config = own_jobs(database, settings(shared))
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
-               HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")))
-    checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--wait", "120"],
-                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    probed = [line for line in checked.stdout.splitlines()
-              if line.startswith(f"course {COURSE}, partition grading: probe on ")]
-    assert probed and "mount-namespace" in probed[0] and "seccomp" in probed[0], checked.stdout + checked.stderr
+    env = dict(
+        os.environ,
+        HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
+        HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")),
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "slurm", "check", "--wait", "120"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    probed = [
+        line
+        for line in checked.stdout.splitlines()
+        if line.startswith(f"course {COURSE}, partition grading: probe on ")
+    ]
+    assert probed and "mount-namespace" in probed[0] and "seccomp" in probed[0], (
+        checked.stdout + checked.stderr
+    )
     assert checked.returncode == 1
     assert "can write the code the jobs run" in checked.stderr, checked.stderr
-    skipped = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
-                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    skipped = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert skipped.returncode == 0 and "probe on" not in skipped.stdout, skipped.stderr
 
 
 def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, shared, tmp_path):
     config = settings(shared)
     grading = make_dispatcher(database, config, exercise_with("autograd-q", limits=SLOW_LOADS))
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml",
-                                                           own_jobs(database, config))))
-    started = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "start", "--course",
-                              COURSE, "--hours", "0.2"],
-                             env=env, capture_output=True, text=True, cwd=ROOT, check=True)
+    env = dict(
+        os.environ,
+        HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", own_jobs(database, config))),
+    )
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "worker.cli",
+            "pilot",
+            "start",
+            "--course",
+            COURSE,
+            "--hours",
+            "0.2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     pilot = started.stdout.split()[1]
     with database.sessions() as session:
         course_id = find_course(session, COURSE).id
@@ -544,16 +695,26 @@ def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, sh
     sent = time.monotonic()
     assert grading.dispatch([first]).outcomes == {first: "graded"}  # no batch wait, no poll
     assert time.monotonic() - sent < 5
-    listed = subprocess.run([sys.executable, "-m", "worker.cli", "pilot", "list"], env=env,
-                            capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    listed = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "pilot", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     assert pilot in listed and "RUNNING" in listed
 
     slow = queue_submission(database, SLOW.format(seconds=20))
     grading.dispatch([slow])
     with database.sessions() as session:
-        run_id = str(session.scalar(sa.select(GradingRun.id).where(GradingRun.submission_id == slow)))
+        run_id = str(
+            session.scalar(sa.select(GradingRun.id).where(GradingRun.submission_id == slow))
+        )
     folder = pilot_layout.pilot_dir(shared / "spool", pilot)
-    settle(grading, [slow], until=lambda s: pilot_layout.read_heartbeat(folder)["grading"] == run_id)
+    settle(
+        grading, [slow], until=lambda s: pilot_layout.read_heartbeat(folder)["grading"] == run_id
+    )
     subprocess.run(["scancel", pilot], check=True)  # the allocation is lost mid-run
     done = settle(grading, [first, slow], seconds=120)
     assert [r.executor for r in done[first].runs] == ["pilot"]
@@ -562,24 +723,48 @@ def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, sh
     assert done[slow].score == 10
 
 
-def test_the_service_grades_a_submission_on_slurm_through_the_api(shared, redis_server, catalogue,
-                                                                  tmp_path):
+def test_the_service_grades_a_submission_on_slurm_through_the_api(
+    shared, redis_server, catalogue, tmp_path
+):
     """The portal, a dispatcher (a Celery worker with EXECUTOR=slurm) and beat as their own
     processes, as deploy/systemd runs them; Slurm's commands over ssh on a submit host, as the
     grading account, so the harness runs unprivileged inside the job."""
     for url in postgres_database():
-        config = {**settings(shared).to_dict(), "BROKER_URL": redis_server.url,
-                  "SECRET_KEY": "test", "COLLECT_SECONDS": 0.5, "SLURM_BATCH_WAIT": 0.2,
-                  "SLURM_SUBMIT_HOST": os.environ["HPCGRADE_TEST_SSH_HOST"],
-                  "SLURM_SSH_OPTIONS": json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"])}
+        config = {
+            **settings(shared).to_dict(),
+            "BROKER_URL": redis_server.url,
+            "SECRET_KEY": "test",
+            "COLLECT_SECONDS": 0.5,
+            "SLURM_BATCH_WAIT": 0.2,
+            "SLURM_SUBMIT_HOST": os.environ["HPCGRADE_TEST_SSH_HOST"],
+            "SLURM_SSH_OPTIONS": json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"]),
+        }
         app = service_app(url, catalogue, config)
-        env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(
-            tmp_path / "h.toml", {**config, "DATABASE_URL": url})))
+        env = dict(
+            os.environ,
+            HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", {**config, "DATABASE_URL": url})),
+        )
         celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app"]
-        services = [subprocess.Popen([*celery, "worker", "--concurrency=2", "--without-gossip",
-                                      "--without-mingle", "-l", "warning"], cwd=ROOT, env=env),
-                    subprocess.Popen([*celery, "beat", "-l", "warning", "--schedule",
-                                      str(tmp_path / "beat")], cwd=ROOT, env=env)]
+        services = [
+            subprocess.Popen(
+                [
+                    *celery,
+                    "worker",
+                    "--concurrency=2",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "-l",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env=env,
+            ),
+            subprocess.Popen(
+                [*celery, "beat", "-l", "warning", "--schedule", str(tmp_path / "beat")],
+                cwd=ROOT,
+                env=env,
+            ),
+        ]
         try:
             status = graded_through_api(app, "ana", seconds=90)
         finally:
@@ -593,29 +778,48 @@ def test_the_service_grades_a_submission_on_slurm_through_the_api(shared, redis_
             assert (run.executor, run.status) == ("slurm", "done")
             assert run.environment["slurm_job"] == run.external_id
             assert run.sandbox["unavailable"] == [] and "network-namespace" in run.sandbox["layers"]
-        owner = subprocess.run(["squeue", "-h", "-t", "all", "-j", run.external_id, "-o", "%u"],
-                               capture_output=True, text=True).stdout.strip()
+        owner = subprocess.run(
+            ["squeue", "-h", "-t", "all", "-j", run.external_id, "-o", "%u"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         assert owner == os.environ["HPCGRADE_TEST_USER"]
         app.extensions["hpcgrade.db"].dispose()
 
 
-def test_a_celery_worker_in_an_allocation_grades_with_the_local_executor(shared, redis_server,
-                                                                         catalogue, tmp_path):
+def test_a_celery_worker_in_an_allocation_grades_with_the_local_executor(
+    shared, redis_server, catalogue, tmp_path
+):
     """deploy/slurm/celery-worker.sbatch, for clusters whose nodes reach Redis and the database."""
     for url in postgres_database():
-        config = {"DATABASE_URL": url, "BROKER_URL": redis_server.url, "SECRET_KEY": "test",
-                  "EXECUTOR": "local", "SPOOL_DIR": str(shared / "spool"),
-                  "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"]}
+        config = {
+            "DATABASE_URL": url,
+            "BROKER_URL": redis_server.url,
+            "SECRET_KEY": "test",
+            "EXECUTOR": "local",
+            "SPOOL_DIR": str(shared / "spool"),
+            "COURSE_PYTHON": os.environ["HPCGRADE_TEST_COURSE_PYTHON"],
+        }
         app = service_app(url, catalogue, config)
         worker = subprocess.run(
-            ["sbatch", "--parsable", "--time=10", "--mem=4G", f"--output={tmp_path}/worker.out",
-             f"--export=HPCGRADE_HOME={ROOT},"
-             f"HPCGRADE_CONFIG={config_file(tmp_path / 'worker.toml', config)}",
-             str(ROOT / "deploy" / "slurm" / "celery-worker.sbatch")],
-            capture_output=True, text=True, check=True).stdout.strip()
+            [
+                "sbatch",
+                "--parsable",
+                "--time=10",
+                "--mem=4G",
+                f"--output={tmp_path}/worker.out",
+                f"--export=HPCGRADE_HOME={ROOT},"
+                f"HPCGRADE_CONFIG={config_file(tmp_path / 'worker.toml', config)}",
+                str(ROOT / "deploy" / "slurm" / "celery-worker.sbatch"),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         try:
-            status = graded_through_api(app, "ana", seconds=90,
-                                        context=lambda: (tmp_path / "worker.out").read_text())
+            status = graded_through_api(
+                app, "ana", seconds=90, context=lambda: (tmp_path / "worker.out").read_text()
+            )
         finally:
             subprocess.run(["scancel", worker], check=True)
         assert status["score"] == 10

@@ -1,6 +1,7 @@
 """How often, and how, the service calls Slurm (issue 18): squeue asked for the course's jobs
 alone, one ssh connection reused for every command; on the real single-node Slurm of
 scripts/slurm and its sshd. A `squeue` first on PATH logs each call, then runs the real one."""
+
 import dataclasses
 import json
 import os
@@ -17,9 +18,12 @@ from server.core.config import Settings, load_settings
 from worker.grading.executor import JobState
 from worker.grading.slurm import SlurmExecutor
 
-pytestmark = [pytest.mark.slurm,
-              pytest.mark.skipif(not slurm_cluster.available(),
-                                 reason="no Slurm cluster of scripts/slurm's here")]
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(
+        not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here"
+    ),
+]
 
 
 @pytest.fixture
@@ -32,24 +36,47 @@ def spool():
 
 
 def settings(spool: Path, **overrides) -> Settings:
-    return load_settings({
-        "EXECUTOR": "slurm", "SPOOL_DIR": str(spool), "COURSE": f"t{uuid.uuid4().hex[:8]}",
-        "COURSE_PYTHON": os.environ.get("HPCGRADE_TEST_COURSE_PYTHON", "python3"),
-        "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
-        "SLURM_GPUS": 0, "SLURM_CPUS": 1, "SLURM_MEMORY": "1G", "SLURM_TIME": 5, **overrides})
+    return load_settings(
+        {
+            "EXECUTOR": "slurm",
+            "SPOOL_DIR": str(spool),
+            "COURSE": f"t{uuid.uuid4().hex[:8]}",
+            "COURSE_PYTHON": os.environ.get("HPCGRADE_TEST_COURSE_PYTHON", "python3"),
+            "SLURM_PARTITION": os.environ.get("HPCGRADE_TEST_SLURM_PARTITION", "grading"),
+            "SLURM_GPUS": 0,
+            "SLURM_CPUS": 1,
+            "SLURM_MEMORY": "1G",
+            "SLURM_TIME": 5,
+            **overrides,
+        }
+    )
 
 
 def over_ssh(spool: Path, **overrides) -> Settings:
-    return settings(spool, SLURM_SUBMIT_HOST=os.environ["HPCGRADE_TEST_SSH_HOST"],
-                    SLURM_SSH_OPTIONS=json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"]),
-                    **overrides)
+    return settings(
+        spool,
+        SLURM_SUBMIT_HOST=os.environ["HPCGRADE_TEST_SSH_HOST"],
+        SLURM_SSH_OPTIONS=json.loads(os.environ["HPCGRADE_TEST_SSH_OPTIONS"]),
+        **overrides,
+    )
 
 
 def master(config: Settings, spool: Path) -> str:
     """What `ssh -O check` says of the connection the commands would share."""
     checked = subprocess.run(
-        ["ssh", *config.slurm_ssh_options, "-o", f"ControlPath={spool}/ssh/%C", "-O", "check",
-         config.slurm_submit_host], capture_output=True, text=True, timeout=30)
+        [
+            "ssh",
+            *config.slurm_ssh_options,
+            "-o",
+            f"ControlPath={spool}/ssh/%C",
+            "-O",
+            "check",
+            config.slurm_submit_host,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     return checked.stderr.strip() if checked.returncode == 0 else ""
 
 
@@ -63,15 +90,26 @@ def test_ssh_mode_reuses_one_connection_for_every_command(spool):
         assert "slurm" in commands.run(["squeue", "--version"])
         assert master(config, spool) == first  # the same master process served the second
     finally:
-        subprocess.run(["ssh", *config.slurm_ssh_options, "-o",
-                        f"ControlPath={spool}/ssh/%C", "-O", "exit", config.slurm_submit_host],
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            [
+                "ssh",
+                *config.slurm_ssh_options,
+                "-o",
+                f"ControlPath={spool}/ssh/%C",
+                "-O",
+                "exit",
+                config.slurm_submit_host,
+            ],
+            capture_output=True,
+            timeout=30,
+        )
 
 
 def test_ssh_options_of_the_settings_override_the_shared_connection(spool):
     config = over_ssh(spool)
     config = dataclasses.replace(
-        config, slurm_ssh_options=(*config.slurm_ssh_options, "-o", "ControlMaster=no"))
+        config, slurm_ssh_options=(*config.slurm_ssh_options, "-o", "ControlMaster=no")
+    )
     commands = SlurmExecutor(config).commands
     assert "slurm" in commands.run(["sinfo", "--version"])
     assert master(config, spool) == ""
@@ -90,9 +128,21 @@ def squeue_calls(tmp_path, monkeypatch):
 
 
 def held_job(name: str, spool: Path) -> str:
-    return subprocess.run(["sbatch", "--parsable", "--hold", f"--job-name={name}", "--mem=100M",
-                           f"--output={spool}/%j.out", "--wrap", "true"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--hold",
+            f"--job-name={name}",
+            "--mem=100M",
+            f"--output={spool}/%j.out",
+            "--wrap",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def test_a_poll_asks_squeue_for_the_jobs_it_follows_alone(spool, squeue_calls):

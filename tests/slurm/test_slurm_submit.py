@@ -1,6 +1,7 @@
 """Sending batches to a real single-node Slurm when sbatch is slow or refuses, or the spool is
 full (issue 18): a wrapper named `sbatch`, first on PATH, slows or fails the real one on
 purpose; the spool is a small tmpfs (mounted as root, so that the jobs see it too)."""
+
 import logging
 import os
 import shutil
@@ -28,9 +29,13 @@ from test_slurm import (  # noqa: F401
 from server.core.models import ClusterState, Submission, utcnow
 from worker.grading import slurm
 
-pytestmark = [pytest.mark.slurm, pytest.mark.services,
-              pytest.mark.skipif(not slurm_cluster.available(),
-                                 reason="no Slurm cluster of scripts/slurm's here")]
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.services,
+    pytest.mark.skipif(
+        not slurm_cluster.available(), reason="no Slurm cluster of scripts/slurm's here"
+    ),
+]
 REAL_SBATCH = "/usr/bin/sbatch"
 
 
@@ -48,18 +53,26 @@ def sbatch_wrapper(monkeypatch, folder: Path, body: str) -> Path:
 
 def course_jobs(course: str) -> list[str]:
     """Every job of the course Slurm still lists, ended or not."""
-    return subprocess.run(["squeue", "-h", "--states=all", f"--name=hpcgrade-{course}",
-                           "-o", "%i"], capture_output=True, text=True, check=True).stdout.split()
+    return subprocess.run(
+        ["squeue", "-h", "--states=all", f"--name=hpcgrade-{course}", "-o", "%i"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
 
 
 @pytest.mark.parametrize("prints", [True, False], ids=["prints-its-id-late", "prints-nothing"])
-def test_a_slow_sbatch_makes_one_job_and_its_id_is_kept(database, shared, tmp_path, monkeypatch,
-                                                         prints):
+def test_a_slow_sbatch_makes_one_job_and_its_id_is_kept(
+    database, shared, tmp_path, monkeypatch, prints
+):
     """sbatch makes the job, then answers past COMMAND_SECONDS: the id it printed is kept, or,
     when it printed none, the job is found by its batch's tag; the runs are not sent again."""
     monkeypatch.setattr(slurm, "COMMAND_SECONDS", 2)
-    sbatch_wrapper(monkeypatch, tmp_path / "bin",
-                   f'{REAL_SBATCH} "$@" {"" if prints else "> /dev/null"}\nexec sleep 6')
+    sbatch_wrapper(
+        monkeypatch,
+        tmp_path / "bin",
+        f'{REAL_SBATCH} "$@" {"" if prints else "> /dev/null"}\nexec sleep 6',
+    )
     config = settings(shared)
     grading = make_dispatcher(database, config)
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
@@ -68,15 +81,18 @@ def test_a_slow_sbatch_makes_one_job_and_its_id_is_kept(database, shared, tmp_pa
     done = settle(grading, ids, seconds=120)
     assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)] * 2
     # a job each (their time limit holds one run at autograd-q's budget): no job more
-    assert sorted(course_jobs(config.course)) == sorted(s.runs[0].external_id
-                                                           for s in done.values())
+    assert sorted(course_jobs(config.course)) == sorted(
+        s.runs[0].external_id for s in done.values()
+    )
 
 
 @pytest.fixture
 def cpu_load():
     """Every core kept busy, as beside other work: the second job came only then."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(os.cpu_count() or 2)]
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 2)
+    ]
     yield
     for spinner in spinners:
         spinner.kill()
@@ -84,30 +100,39 @@ def cpu_load():
 
 
 def test_a_job_the_controller_makes_after_sbatch_was_stopped_is_the_only_job(
-        database, shared, tmp_path, monkeypatch, cpu_load):
+    database, shared, tmp_path, monkeypatch, cpu_load
+):
     """sbatch stopped at COMMAND_SECONDS having printed nothing, its request still with the
     controller, which makes the job 3 s later, after a first look-up of the batch's tag: the
     job is looked for again and kept, and its runs are graded once, in it alone."""
     monkeypatch.setattr(slurm, "COMMAND_SECONDS", 2)
-    sbatch_wrapper(monkeypatch, tmp_path / "bin",
-                   f'script=$(cat)\n( sleep 3; printf "%s\\n" "$script" | {REAL_SBATCH} "$@" '
-                   f'> /dev/null ) &\nexec sleep 30')
+    sbatch_wrapper(
+        monkeypatch,
+        tmp_path / "bin",
+        f'script=$(cat)\n( sleep 3; printf "%s\\n" "$script" | {REAL_SBATCH} "$@" '
+        f"> /dev/null ) &\nexec sleep 30",
+    )
     config = settings(shared)
     grading = make_dispatcher(database, config)
     submission_id = queue_submission(database, REFERENCE_Q)
     grading.dispatch([submission_id])
     monkeypatch.undo()
     done = settle(grading, [submission_id], seconds=120)
-    assert (done[submission_id].status, done[submission_id].score,
-            len(done[submission_id].runs)) == ("graded", 10, 1)
+    assert (
+        done[submission_id].status,
+        done[submission_id].score,
+        len(done[submission_id].runs),
+    ) == ("graded", 10, 1)
     assert course_jobs(config.course) == [done[submission_id].runs[0].external_id]
 
 
-def test_a_permanent_sbatch_error_is_a_grader_error_naming_it(database, shared, tmp_path,
-                                                              monkeypatch):
+def test_a_permanent_sbatch_error_is_a_grader_error_naming_it(
+    database, shared, tmp_path, monkeypatch
+):
     calls = sbatch_wrapper(monkeypatch, tmp_path / "bin", f'exec {REAL_SBATCH} "$@"')
-    catalogue = exercise_with("autograd-q",
-                              slurm={"gpus": 0, "extra": ["--constraint=nonexistent"]})
+    catalogue = exercise_with(
+        "autograd-q", slurm={"gpus": 0, "extra": ["--constraint=nonexistent"]}
+    )
     grading = make_dispatcher(database, settings(shared), catalogue)
     submission_id = queue_submission(database, REFERENCE_Q)
     for _ in range(3):
@@ -120,11 +145,15 @@ def test_a_permanent_sbatch_error_is_a_grader_error_naming_it(database, shared, 
     assert len(calls.read_text().splitlines()) == 1
 
 
-def test_a_transient_sbatch_error_backs_off_and_the_runs_stay_queued(database, shared, tmp_path,
-                                                                     monkeypatch):
-    calls = sbatch_wrapper(monkeypatch, tmp_path / "bin",
-                           "echo 'sbatch: error: Batch job submission failed: Socket timed out "
-                           "on send/recv operation' >&2\nexit 1")
+def test_a_transient_sbatch_error_backs_off_and_the_runs_stay_queued(
+    database, shared, tmp_path, monkeypatch
+):
+    calls = sbatch_wrapper(
+        monkeypatch,
+        tmp_path / "bin",
+        "echo 'sbatch: error: Batch job submission failed: Socket timed out "
+        "on send/recv operation' >&2\nexit 1",
+    )
     grading = make_dispatcher(database, settings(shared))
     submission_id = queue_submission(database, REFERENCE_Q)
     for _ in range(5):
@@ -150,11 +179,21 @@ def test_a_transient_sbatch_error_backs_off_and_the_runs_stay_queued(database, s
 
 def test_slurm_check_tries_every_exercises_shape_with_sbatch_test_only(database, shared, tmp_path):
     config = own_jobs(database, settings(shared))
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
-               HPCGRADE_EXERCISES=str(exercises_folder(
-                   shared, "autograd-q", 'gpus = 0\nextra = ["--constraint=nonexistent"]')))
-    checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
-                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    env = dict(
+        os.environ,
+        HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", config)),
+        HPCGRADE_EXERCISES=str(
+            exercises_folder(shared, "autograd-q", 'gpus = 0\nextra = ["--constraint=nonexistent"]')
+        ),
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert checked.returncode == 1
     assert "course pytorch, exercise autograd-q: sbatch refuses it" in checked.stderr
     assert "Invalid feature specification" in checked.stderr
@@ -164,8 +203,11 @@ def test_slurm_check_tries_every_exercises_shape_with_sbatch_test_only(database,
 def small_spool(shared):
     """The spool on a 4 MB tmpfs: its free space is the test's to set."""
     spool = shared / "spool"
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=2770",
-                              "hpcgrade-test-spool", str(spool)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=2770", "hpcgrade-test-spool", str(spool)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode:
         pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
     shutil.chown(spool, group=os.environ.get("HPCGRADE_TEST_USER", "root"))
@@ -174,8 +216,9 @@ def small_spool(shared):
     subprocess.run(["umount", "--lazy", str(spool)], check=True)
 
 
-def test_a_full_spool_sends_nothing_until_space_is_made(database, shared, small_spool, tmp_path,
-                                                       caplog):
+def test_a_full_spool_sends_nothing_until_space_is_made(
+    database, shared, small_spool, tmp_path, caplog
+):
     filler = small_spool / "filler"
     filler.write_bytes(b"x" * (7 * 2**19))  # 3.5 of 4 MB: room for a run, not for SPOOL_MIN_FREE_MB
     config = settings(shared, SPOOL_MIN_FREE_MB=1)
@@ -188,11 +231,19 @@ def test_a_full_spool_sends_nothing_until_space_is_made(database, shared, small_
         assert (submission.status, submission.runs) == ("queued", [])  # no try used
     assert course_jobs(config.course) == []
     assert f"spool full: 0 MB free on {small_spool}, SPOOL_MIN_FREE_MB is 1" in caplog.text
-    env = dict(os.environ, HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml",
-                                                           own_jobs(database, config))),
-               HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")))
-    checked = subprocess.run([sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
-                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    env = dict(
+        os.environ,
+        HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", own_jobs(database, config))),
+        HPCGRADE_EXERCISES=str(exercises_folder(shared, "autograd-q", "gpus = 0")),
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert checked.returncode == 1
     assert f"spool {small_spool}: holds 3 MB, 0 MB free" in checked.stdout
     assert "is full: 0 MB free, less than SPOOL_MIN_FREE_MB (1)" in checked.stderr

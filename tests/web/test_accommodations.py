@@ -1,6 +1,7 @@
 """A student's accommodation (extra days on every deadline, a factor on every limit of attempts)
 and the same exception for several students at once: the one rule (grades.terms) that the
 pages, the refusals, the late penalty and the reminders all follow, and the staff's forms."""
+
 import contextlib
 import datetime as dt
 from types import SimpleNamespace
@@ -48,24 +49,39 @@ def set_exercise(app, slug=SLUG, **fields):
 def row_of(app, username, slug=SLUG) -> dict:
     with database(app) as session:
         user = session.scalar(select(User).where(User.username == username))
-        return next(row for row in exercise_rows(session, user, the_course(session).id)
-                    if row["exercise"].slug == slug)
+        return next(
+            row
+            for row in exercise_rows(session, user, the_course(session).id)
+            if row["exercise"].slug == slug
+        )
 
 
 def submit(client, token, slug=SLUG):
-    return client.post(f"/courses/pytorch/exercises/{slug}/submissions",
-                       data={"csrf_token": token, "code": CODE})
+    return client.post(
+        f"/courses/pytorch/exercises/{slug}/submissions", data={"csrf_token": token, "code": CODE}
+    )
 
 
 def latest(app, username) -> Submission:
     with database(app) as session:
-        return session.scalar(select(Submission).join(Submission.user)
-                              .where(User.username == username).order_by(Submission.id.desc()))
+        return session.scalar(
+            select(Submission)
+            .join(Submission.user)
+            .where(User.username == username)
+            .order_by(Submission.id.desc())
+        )
 
 
 def accommodate(client, token, username, days="0", factor="1", comment=""):
-    return client.post(f"{STAFF}/students/{username}/accommodation", data={
-        "csrf_token": token, "extra_days": days, "attempts_factor": factor, "comment": comment})
+    return client.post(
+        f"{STAFF}/students/{username}/accommodation",
+        data={
+            "csrf_token": token,
+            "extra_days": days,
+            "attempts_factor": factor,
+            "comment": comment,
+        },
+    )
 
 
 def stored(app, table) -> list:
@@ -75,12 +91,15 @@ def stored(app, table) -> list:
 
 # --- the rule -----------------------------------------------------------------------------------
 
+
 def test_the_accommodation_comes_first_and_an_exception_adds_to_it():
     deadline = dt.datetime(2030, 1, 31, 17, tzinfo=dt.timezone.utc)
     exercise = SimpleNamespace(deadline=deadline, max_attempts=5)
     plan = SimpleNamespace(extra_days=3, attempts_factor=1.5)
-    assert (terms(exercise, None, plan).deadline, terms(exercise, None, plan).max_attempts) == \
-        (deadline + 3 * DAY, 8)  # 5 × 1.5 = 7.5, rounded up
+    assert (terms(exercise, None, plan).deadline, terms(exercise, None, plan).max_attempts) == (
+        deadline + 3 * DAY,
+        8,
+    )  # 5 × 1.5 = 7.5, rounded up
     # an exception's date counts where it is later than the accommodated deadline, never earlier
     sooner = SimpleNamespace(deadline=deadline + DAY, extra_attempts=2)
     later = SimpleNamespace(deadline=deadline + 5 * DAY, extra_attempts=0)
@@ -88,13 +107,20 @@ def test_the_accommodation_comes_first_and_an_exception_adds_to_it():
     assert terms(exercise, later, plan).deadline == deadline + 5 * DAY
     assert terms(exercise, sooner, plan).max_attempts == 10  # its extra attempts are added
     # no floating-point extra attempt: 10 × 1.1 is 11, not 12
-    assert terms(SimpleNamespace(deadline=None, max_attempts=10), None,
-                 SimpleNamespace(extra_days=2, attempts_factor=1.1)).max_attempts == 11
+    assert (
+        terms(
+            SimpleNamespace(deadline=None, max_attempts=10),
+            None,
+            SimpleNamespace(extra_days=2, attempts_factor=1.1),
+        ).max_attempts
+        == 11
+    )
     unlimited = terms(SimpleNamespace(deadline=None, max_attempts=None), None, plan)
     assert (unlimited.deadline, unlimited.max_attempts) == (None, None)
 
 
 # --- an accommodation ---------------------------------------------------------------------------
+
 
 def test_an_accommodation_moves_every_deadline_and_limit_for_that_student_only(staffed):
     deadline = (utcnow() - 2 * DAY).replace(microsecond=0)
@@ -107,11 +133,18 @@ def test_an_accommodation_moves_every_deadline_and_limit_for_that_student_only(s
     assert plan.granted_by is not None and utcnow() - plan.granted_at < dt.timedelta(minutes=1)
 
     # every exercise of the course, on every page and in every refusal
-    assert (row_of(staffed, "ana")["deadline"], row_of(staffed, "ana")["max_attempts"]) == \
-        (deadline + 3 * DAY, 3)
-    assert (row_of(staffed, "ana", OTHER)["deadline"], row_of(staffed, "ana", OTHER)["max_attempts"]) \
-        == (deadline + 13 * DAY, 5)
-    assert (row_of(staffed, "bea")["deadline"], row_of(staffed, "bea")["max_attempts"]) == (deadline, 2)
+    assert (row_of(staffed, "ana")["deadline"], row_of(staffed, "ana")["max_attempts"]) == (
+        deadline + 3 * DAY,
+        3,
+    )
+    assert (
+        row_of(staffed, "ana", OTHER)["deadline"],
+        row_of(staffed, "ana", OTHER)["max_attempts"],
+    ) == (deadline + 13 * DAY, 5)
+    assert (row_of(staffed, "bea")["deadline"], row_of(staffed, "bea")["max_attempts"]) == (
+        deadline,
+        2,
+    )
     ana, ana_token = logged_in(staffed, "ana")
     bea, bea_token = logged_in(staffed, "bea")
     assert "late work is not accepted" in submit(bea, bea_token).text
@@ -139,28 +172,39 @@ def test_the_student_reads_why_their_deadline_and_attempts_are_not_the_exercises
     page = " ".join(ana.get(f"/courses/pytorch/exercises/{SLUG}").text.split())
     assert "15 of 15" in page
     assert "The exercise allows 10: your accommodation gives 1.5 times as many." in page
-    assert "Moved for you: the 3 extra days of your accommodation; the exercise's deadline is" \
-        in page
+    assert (
+        "Moved for you: the 3 extra days of your accommodation; the exercise's deadline is" in page
+    )
 
     later = (deadline + 10 * DAY).strftime("%Y-%m-%dT%H:%M")
-    assert prof.post(f"{STAFF}/students/ana/exercises/{SLUG}", data={
-        "csrf_token": token, "deadline": later, "extra_attempts": "2", "comment": ""}
-        ).status_code == 303
+    assert (
+        prof.post(
+            f"{STAFF}/students/ana/exercises/{SLUG}",
+            data={"csrf_token": token, "deadline": later, "extra_attempts": "2", "comment": ""},
+        ).status_code
+        == 303
+    )
     page = " ".join(ana.get(f"/courses/pytorch/exercises/{SLUG}").text.split())
     assert "17 of 17" in page
-    assert ("The exercise allows 10: your accommodation gives 1.5 times as many; your "
-            "instructor granted you 2 more.") in page
+    assert (
+        "The exercise allows 10: your accommodation gives 1.5 times as many; your "
+        "instructor granted you 2 more."
+    ) in page
     assert "Moved for you: an extension your instructor granted you;" in page
     ana_es, _token = logged_in(staffed, "ana", lang="es")
     assert "Cambiado para ti" in ana_es.get(f"/courses/pytorch/exercises/{SLUG}").text
 
 
 def test_an_accommodation_reworks_the_late_penalty_both_ways(staffed):
-    set_exercise(staffed, deadline=utcnow() - 1.5 * DAY, deadline_policy="penalty",
-                 penalty_per_day=0.1)
+    set_exercise(
+        staffed, deadline=utcnow() - 1.5 * DAY, deadline_policy="penalty", penalty_per_day=0.1
+    )
     ana, ana_token = logged_in(staffed, "ana")
     assert submit(ana, ana_token).status_code == 303
-    assert (latest(staffed, "ana").late_days, latest(staffed, "ana").penalty) == (2, pytest.approx(0.2))
+    assert (latest(staffed, "ana").late_days, latest(staffed, "ana").penalty) == (
+        2,
+        pytest.approx(0.2),
+    )
     prof, token = logged_in(staffed, "prof")
     assert accommodate(prof, token, "ana", "2").status_code == 303
     assert (latest(staffed, "ana").late_days, latest(staffed, "ana").penalty) == (0, 0)
@@ -168,19 +212,25 @@ def test_an_accommodation_reworks_the_late_penalty_both_ways(staffed):
     confirm = prof.get(f"{STAFF}/students/ana/accommodation/remove")
     assert "Remove the accommodation?" in confirm.text and "Cancel: keep it" in confirm.text
     assert stored(staffed, Accommodation)  # asking is not removing
-    assert prof.post(f"{STAFF}/students/ana/accommodation/remove",
-                     data={"csrf_token": token}).status_code == 303
+    assert (
+        prof.post(
+            f"{STAFF}/students/ana/accommodation/remove", data={"csrf_token": token}
+        ).status_code
+        == 303
+    )
     assert stored(staffed, Accommodation) == []
     assert latest(staffed, "ana").late_days == 2
 
 
 def test_the_accommodation_form_refuses_what_it_cannot_mean(staffed):
     prof, token = logged_in(staffed, "prof")
-    for days, factor, said in (("abc", "1", "Extra days must be a whole number from 0 to 60"),
-                               ("61", "1", "Extra days must be a whole number"),
-                               ("1", "0.5", "The attempts factor must be a number from 1 to 10"),
-                               ("1", "nan", "The attempts factor must be"),
-                               ("0", "1", "Give extra days, an attempts factor above 1 or both")):
+    for days, factor, said in (
+        ("abc", "1", "Extra days must be a whole number from 0 to 60"),
+        ("61", "1", "Extra days must be a whole number"),
+        ("1", "0.5", "The attempts factor must be a number from 1 to 10"),
+        ("1", "nan", "The attempts factor must be"),
+        ("0", "1", "Give extra days, an attempts factor above 1 or both"),
+    ):
         refused = accommodate(prof, token, "ana", days, factor)
         assert refused.status_code == 400 and said in refused.text
         assert f'value="{days}"' in refused.text  # what was typed stays in the form
@@ -197,9 +247,13 @@ def test_only_staff_give_accommodations_and_bulk_exceptions(staffed):
     ana, token = logged_in(staffed, "ana")
     assert accommodate(ana, token, "ana", "5").status_code == 403
     assert ana.get(f"{STAFF}/exceptions").status_code == 403
-    assert ana.post(f"{STAFF}/exceptions", data={"csrf_token": token, "exercise": SLUG,
-                                                 "usernames": "ana", "extra_attempts": "3"}
-                    ).status_code == 403
+    assert (
+        ana.post(
+            f"{STAFF}/exceptions",
+            data={"csrf_token": token, "exercise": SLUG, "usernames": "ana", "extra_attempts": "3"},
+        ).status_code
+        == 403
+    )
     assert stored(staffed, Accommodation) == [] and stored(staffed, Allowance) == []
     prof, prof_token = logged_in(staffed, "prof")
     assert accommodate(prof, prof_token, "prof", "5").status_code == 404  # staff, no student
@@ -207,9 +261,11 @@ def test_only_staff_give_accommodations_and_bulk_exceptions(staffed):
 
 # --- the same exception for several students ----------------------------------------------------
 
+
 def bulk(client, token, **fields):
-    return client.post(f"{STAFF}/exceptions", data={"csrf_token": token, "exercise": SLUG,
-                                                    **fields})
+    return client.post(
+        f"{STAFF}/exceptions", data={"csrf_token": token, "exercise": SLUG, **fields}
+    )
 
 
 def test_one_exception_for_several_students_pasted_or_ticked(staffed):
@@ -218,14 +274,24 @@ def test_one_exception_for_several_students_pasted_or_ticked(staffed):
     page = prof.get(f"{STAFF}/exceptions?exercise={SLUG}").text
     assert 'name="usernames"' in page and 'value="carl"' in page
     new_deadline = (utcnow() + 3 * DAY).replace(second=0, microsecond=0)
-    sent = prof.post(f"{STAFF}/exceptions", data={
-        "csrf_token": token, "exercise": SLUG, "usernames": "ana,\nbea  ana",
-        "student": ["carl", "bea"], "deadline": new_deadline.strftime("%Y-%m-%d %H:%M"),
-        "extra_attempts": "2", "comment": "server outage"})
+    sent = prof.post(
+        f"{STAFF}/exceptions",
+        data={
+            "csrf_token": token,
+            "exercise": SLUG,
+            "usernames": "ana,\nbea  ana",
+            "student": ["carl", "bea"],
+            "deadline": new_deadline.strftime("%Y-%m-%d %H:%M"),
+            "extra_attempts": "2",
+            "comment": "server outage",
+        },
+    )
     assert sent.status_code == 303
     assert "saved for 3 students" in prof.get(sent.headers["Location"]).text
     rows = stored(staffed, Allowance)
-    assert len(rows) == 3 and {(r.extra_attempts, r.comment) for r in rows} == {(2, "server outage")}
+    assert len(rows) == 3 and {(r.extra_attempts, r.comment) for r in rows} == {
+        (2, "server outage")
+    }
     for name in ("ana", "bea", "carl"):
         assert row_of(staffed, name)["max_attempts"] == 3
         assert row_of(staffed, name)["deadline"] > utcnow()
@@ -235,8 +301,12 @@ def test_a_bulk_exception_keeps_what_it_leaves_empty(staffed):
     set_exercise(staffed, deadline=utcnow() - DAY, max_attempts=1)
     prof, token = logged_in(staffed, "prof")
     mine = (utcnow() + 5 * DAY).replace(second=0, microsecond=0)
-    assert bulk(prof, token, usernames="ana", deadline=mine.strftime("%Y-%m-%d %H:%M"),
-                comment="ill").status_code == 303
+    assert (
+        bulk(
+            prof, token, usernames="ana", deadline=mine.strftime("%Y-%m-%d %H:%M"), comment="ill"
+        ).status_code
+        == 303
+    )
     assert bulk(prof, token, usernames="ana bea", extra_attempts="1").status_code == 303
     ana, bea = stored(staffed, Allowance)
     assert (ana.extra_attempts, ana.comment) == (1, "ill") and ana.deadline is not None
@@ -255,38 +325,51 @@ def test_a_bulk_exception_naming_a_non_student_stores_nothing(staffed):
     refused = bulk(prof, token, usernames="ana", extra_attempts="500")
     assert refused.status_code == 400 and "Extra attempts must be a whole number" in refused.text
     assert "Choose the students" in bulk(prof, token, extra_attempts="2").text
-    assert "Give a later deadline, extra attempts or both." in bulk(prof, token, usernames="ana").text
+    assert (
+        "Give a later deadline, extra attempts or both." in bulk(prof, token, usernames="ana").text
+    )
     assert stored(staffed, Allowance) == []
 
 
 # --- reminders ----------------------------------------------------------------------------------
+
 
 def test_deadline_reminders_follow_the_accommodation(mailing):
     """SLUG is due in 12 hours, OTHER was due 12 hours ago. ana's 3 extra days put both past the
     next 24 hours; bea's one day makes SLUG due in 36 hours and OTHER in 12; carl has none."""
     from server.core.notices import Kind, choose
     from worker.grading.tasks import remind_deadlines
+
     app, recorder, _sent = mailing
     now = utcnow()
     with database(app) as session:
         add_user(session, "carl", "Carl", "c@uni.es", "student", "long-password")
         session.execute(update(Exercise).values(deadline=None))
-        session.execute(update(Exercise).where(Exercise.slug == SLUG).values(deadline=now + DAY / 2))
-        session.execute(update(Exercise).where(Exercise.slug == OTHER).values(deadline=now - DAY / 2))
+        session.execute(
+            update(Exercise).where(Exercise.slug == SLUG).values(deadline=now + DAY / 2)
+        )
+        session.execute(
+            update(Exercise).where(Exercise.slug == OTHER).values(deadline=now - DAY / 2)
+        )
         course = the_course(session).id
         users = {u.username: u for u in session.scalars(select(User))}
         for name in ("ana", "bea", "carl"):
             choose(users[name], {Kind.deadline: True})
-        session.add_all([Accommodation(user_id=users["ana"].id, course_id=course, extra_days=3),
-                         Accommodation(user_id=users["bea"].id, course_id=course, extra_days=1)])
+        session.add_all(
+            [
+                Accommodation(user_id=users["ana"].id, course_id=course, extra_days=3),
+                Accommodation(user_id=users["bea"].id, course_id=course, extra_days=1),
+            ]
+        )
         title = {e.slug: e.title_en for e in session.scalars(select(Exercise))}
     assert remind_deadlines.apply().get() == 2
-    assert sorted((to, subject.split(" is due on ")[0])
-                  for to, subject, _body in received(recorder)) == [
-        ("b@uni.es", title[OTHER]), ("c@uni.es", title[SLUG])]
+    assert sorted(
+        (to, subject.split(" is due on ")[0]) for to, subject, _body in received(recorder)
+    ) == [("b@uni.es", title[OTHER]), ("c@uni.es", title[SLUG])]
 
 
 # --- the migration ------------------------------------------------------------------------------
+
 
 def test_the_accommodations_migration_goes_up_and_down(empty_database_url):
     migrate.upgrade(empty_database_url, "0014")

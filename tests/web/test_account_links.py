@@ -1,6 +1,7 @@
 """Set-password links: a new account (or one whose password staff reset) has no password until
 its owner follows its link, which works once and expires; where mail is set up, each link is
 mailed to its account, through a real SMTP server here (aiosmtpd)."""
+
 import re
 import time
 
@@ -30,26 +31,39 @@ def waiting(course):
     """The course, with carl (a new account, no password yet) and prof, who added him."""
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         from server.core.users import add_user
+
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     client, token = logged_in(course, "prof")
-    added = client.post("/courses/pytorch/staff/roster/add", data={"csrf_token": token, "username": "carl",
-                                                   "name": "Carl", "email": "c@uni.es",
-                                                   "role": "student"})
+    added = client.post(
+        "/courses/pytorch/staff/roster/add",
+        data={
+            "csrf_token": token,
+            "username": "carl",
+            "name": "Carl",
+            "email": "c@uni.es",
+            "role": "student",
+        },
+    )
     course.link = links(added.text)["carl"]
     return course
 
 
 def form(client, link: str, new: str, repeat: str | None = None):
     token = CSRF_TOKEN.search(client.get(link).text).group(1)
-    return client.post(link, data={"new": new, "repeat": new if repeat is None else repeat,
-                                   "csrf_token": token})
+    return client.post(
+        link, data={"new": new, "repeat": new if repeat is None else repeat, "csrf_token": token}
+    )
 
 
 def test_a_link_sets_a_password_once_and_logs_its_owner_in(waiting):
     client = waiting.test_client()
     page = client.get(waiting.link)
-    assert page.status_code == 200 and "Carl" in page.text and 'autocomplete="new-password"' in page.text
+    assert (
+        page.status_code == 200
+        and "Carl" in page.text
+        and 'autocomplete="new-password"' in page.text
+    )
     differ = form(client, waiting.link, "chosen-password", "other-password")
     assert differ.status_code == 400 and "The new passwords differ" in differ.text
     short = form(client, waiting.link, "short")
@@ -69,17 +83,24 @@ def test_two_uses_at_once_set_one_password(waiting):
     with the same link, the second finds it changed."""
     first, second = waiting.test_client(), waiting.test_client()
     tokens = [CSRF_TOKEN.search(c.get(waiting.link).text).group(1) for c in (first, second)]
-    answers = [c.post(waiting.link, data={"new": f"password-{n}", "repeat": f"password-{n}",
-                                          "csrf_token": t}).status_code
-               for n, (c, t) in enumerate(zip((first, second), tokens))]
+    answers = [
+        c.post(
+            waiting.link, data={"new": f"password-{n}", "repeat": f"password-{n}", "csrf_token": t}
+        ).status_code
+        for n, (c, t) in enumerate(zip((first, second), tokens))
+    ]
     assert answers == [303, 410]
 
 
 def test_an_expired_or_forged_link_is_refused_clearly(waiting, monkeypatch):
     from server.core.links import make_link
+
     with waiting.test_request_context():
-        carl = waiting.extensions["hpcgrade.db"].sessions().scalar(
-            select(User).where(User.username == "carl"))
+        carl = (
+            waiting.extensions["hpcgrade.db"]
+            .sessions()
+            .scalar(select(User).where(User.username == "carl"))
+        )
         with monkeypatch.context() as past:
             now = time.time()
             past.setattr(time, "time", lambda: now - 15 * 86400)  # SET_PASSWORD_LINK_DAYS: 14
@@ -107,10 +128,14 @@ def test_a_new_reset_retires_the_earlier_link(waiting):
 def test_an_account_waiting_for_a_password_cannot_log_in(waiting, monkeypatch):
     """No password can match it, and it costs a hash check as an unknown user does."""
     from server.core import users as accounts
+
     checked = []
     real = accounts.check_password_hash
-    monkeypatch.setattr(accounts, "check_password_hash",
-                        lambda stored, password: checked.append(stored) or real(stored, password))
+    monkeypatch.setattr(
+        accounts,
+        "check_password_hash",
+        lambda stored, password: checked.append(stored) or real(stored, password),
+    )
     with waiting.app_context(), waiting.extensions["hpcgrade.db"].sessions() as session:
         marker = users(waiting)["carl"].password_hash
         for guess in ("", marker, "chosen-password"):
@@ -120,6 +145,7 @@ def test_an_account_waiting_for_a_password_cannot_log_in(waiting, monkeypatch):
 
 
 # --- mail -------------------------------------------------------------------------------------
+
 
 def sent_links(recorder) -> dict[str, str]:
     """address → the link its mail holds."""
@@ -136,12 +162,17 @@ def staff_with_mail(course, smtp_server, monkeypatch):
     """prof, on a portal whose mail goes to the test's SMTP server; the mail task runs in this
     process when the page sends it (no broker here)."""
     from worker.grading.tasks import mail_links
+
     port, recorder = smtp_server
     change_settings(course, **mail_settings(port), PUBLIC_URL="https://grader.uni.es")
-    monkeypatch.setattr(course.extensions["celery"], "send_task",
-                        lambda name, args, **options: mail_links.apply(args=args))
+    monkeypatch.setattr(
+        course.extensions["celery"],
+        "send_task",
+        lambda name, args, **options: mail_links.apply(args=args),
+    )
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         from server.core.users import add_user
+
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     return course, recorder
@@ -150,9 +181,13 @@ def staff_with_mail(course, smtp_server, monkeypatch):
 def test_an_import_mails_each_new_account_its_link(staff_with_mail):
     app, recorder = staff_with_mail
     client, token = logged_in(app, "prof")
-    roster = (HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
-              "bea,Bea,b@uni.es,student\n")  # in the course already, with her password
-    done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": roster})
+    roster = (
+        HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
+        "bea,Bea,b@uni.es,student\n"
+    )  # in the course already, with her password
+    done = client.post(
+        "/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": roster}
+    )
     assert "The links are being mailed to their 2 addresses" in done.text
     mailed = sent_links(recorder)
     assert set(mailed) == {"c@uni.es", "d@uni.es"}
@@ -169,7 +204,9 @@ def test_an_address_the_server_refuses_is_reported_to_the_instructor(staff_with_
     app, recorder = staff_with_mail
     client, token = logged_in(app, "prof", lang="es")
     roster = HEADER + f"carl,Carl,c@uni.es,student\nrita,Rita,{REFUSED},student\n"
-    client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": roster})
+    client.post(
+        "/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": roster}
+    )
     assert set(sent_links(recorder)) == {"c@uni.es"}
     subject, report = mails(recorder)["p@uni.es"]  # in the language prof reads the portal in
     assert subject == "Enlaces para fijar la contraseña no enviados"
@@ -177,8 +214,11 @@ def test_an_address_the_server_refuses_is_reported_to_the_instructor(staff_with_
     assert "Hola, Carl" in mails(recorder)["c@uni.es"][1]
     assert "rita" in users(app)  # the import stands
     with app.extensions["hpcgrade.db"].sessions() as session:  # the operators' counts
-        counted = {name: value for name, by_labels in counters.read(session).items()
-                   for value in by_labels.values()}
+        counted = {
+            name: value
+            for name, by_labels in counters.read(session).items()
+            for value in by_labels.values()
+        }
     assert (counted["mail_sent"], counted["mail_refused"]) == (2, 1)  # carl's link, prof's report
 
 
@@ -186,11 +226,14 @@ def test_a_mail_server_that_is_away_undoes_nothing_and_is_said(course, monkeypat
     change_settings(course, **mail_settings(free_port()))  # nothing listens there
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         from server.core.users import add_user
+
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         session.commit()
     client, token = logged_in(course, "prof")
-    done = client.post("/courses/pytorch/staff/roster/import", data={
-        "csrf_token": token, "roster": HEADER + "carl,Carl,c@uni.es,student\n"})
+    done = client.post(
+        "/courses/pytorch/staff/roster/import",
+        data={"csrf_token": token, "roster": HEADER + "carl,Carl,c@uni.es,student\n"},
+    )
     assert done.status_code == 200 and "The links were not mailed" in done.text
     assert "Connection refused" in done.text and links(done.text)
     assert "carl" in users(course)
@@ -204,8 +247,10 @@ def test_the_task_queue_away_is_said_too(staff_with_mail, monkeypatch):
 
     monkeypatch.setattr(app.extensions["celery"], "send_task", broker_away)
     client, token = logged_in(app, "prof")
-    done = client.post("/courses/pytorch/staff/roster/import", data={
-        "csrf_token": token, "roster": HEADER + "carl,Carl,c@uni.es,student\n"})
+    done = client.post(
+        "/courses/pytorch/staff/roster/import",
+        data={"csrf_token": token, "roster": HEADER + "carl,Carl,c@uni.es,student\n"},
+    )
     assert "The links were not mailed: the task queue cannot be reached" in done.text
     assert not recorder.messages and "carl" in users(app)
 
@@ -213,8 +258,11 @@ def test_the_task_queue_away_is_said_too(staff_with_mail, monkeypatch):
 def test_the_cli_mails_the_links_too(tmp_path, monkeypatch, smtp_server):
     port, recorder = smtp_server
     monkeypatch.setenv("HPCGRADE_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite'}")
-    for name, value in {**mail_settings(port), "SECRET_KEY": "test",
-                        "PUBLIC_URL": "https://grader.uni.es"}.items():
+    for name, value in {
+        **mail_settings(port),
+        "SECRET_KEY": "test",
+        "PUBLIC_URL": "https://grader.uni.es",
+    }.items():
         monkeypatch.setenv(f"HPCGRADE_{name}", str(value))
     runner = CliRunner()
     assert runner.invoke(main, ["db", "upgrade"]).exit_code == 0
@@ -225,8 +273,9 @@ def test_the_cli_mails_the_links_too(tmp_path, monkeypatch, smtp_server):
     database.dispose()
     roster = tmp_path / "roster.csv"
     roster.write_text(HEADER + f"carl,Carl,c@uni.es,student\nrita,Rita,{REFUSED},student\n")
-    done = runner.invoke(main, ["users", "import", str(roster), "--lang", "es",
-                                "--course", "pytorch"])
+    done = runner.invoke(
+        main, ["users", "import", str(roster), "--lang", "es", "--course", "pytorch"]
+    )
     assert done.exit_code == 0, done.output
     printed = dict(line.split(",") for line in done.stdout.splitlines()[1:])
     assert sent_links(recorder) == {"c@uni.es": printed["carl"]}
@@ -239,10 +288,13 @@ def test_a_mail_server_that_went_away_is_tried_again_later(staff_with_mail, monk
     in a minute with the accounts not mailed yet, and nothing is lost meanwhile."""
     from server.core.users import add_user
     from worker.grading.tasks import mail_links
+
     app, recorder = staff_with_mail
     with app.app_context(), app.extensions["hpcgrade.db"].sessions() as session:
-        ids = [add_user(session, name, name.title(), f"{name}@uni.es", "student", None)
-               for name in ("carl", "dani")]
+        ids = [
+            add_user(session, name, name.title(), f"{name}@uni.es", "student", None)
+            for name in ("carl", "dani")
+        ]
         session.flush()
         ids = [user.id for user in ids]
         staff = session.scalar(select(User.id).where(User.username == "prof"))

@@ -3,6 +3,7 @@ each check's pass rate on the students' counted submissions and on all their sub
 students who made each named mistake (a known wrong program in the exercise's own words, or a
 hint within its code), the links to the submissions behind them, and queries whose number does
 not grow with the students. On SQLite and PostgreSQL."""
+
 import hashlib
 import html
 import re
@@ -24,33 +25,65 @@ from server.core.users import add_user
 from server.web.course import check_rates, diagnosed_submissions, mistake_counts, standings
 
 STAFF = "/courses/pytorch/staff"
-SAYS_EN = ("Your gradient is the one of `Q.sum()` (a cotangent of ones): pass `v` as "
-           "`gradient=`, `Q.backward(gradient=v)`.")
-SAYS_ES = "Tu gradiente es el de `Q.sum()` (un cotangente de unos): pasa `v` como `gradient=`, " \
-          "`Q.backward(gradient=v)`."
+SAYS_EN = (
+    "Your gradient is the one of `Q.sum()` (a cotangent of ones): pass `v` as "
+    "`gradient=`, `Q.backward(gradient=v)`."
+)
+SAYS_ES = (
+    "Tu gradiente es el de `Q.sum()` (un cotangente de unos): pasa `v` como `gradient=`, "
+    "`Q.backward(gradient=v)`."
+)
 SIGN_HINT = "Check the sign of `b`'s term."
 
 
 def diagnostic(code: str, hint: str = "", **details) -> DiagnosticResult:
-    return DiagnosticResult(code=code, message=f"`{code}` said", hint=hint, details=details,
-                            translations={"es": {"message": f"`{code}` dicho",
-                                                 "hint": f"{hint} (es)" if hint else ""}})
+    return DiagnosticResult(
+        code=code,
+        message=f"`{code}` said",
+        hint=hint,
+        details=details,
+        translations={"es": {"message": f"`{code}` dicho", "hint": f"{hint} (es)" if hint else ""}},
+    )
 
 
-def graded(session, user: User, exercise: Exercise, score: float,
-           checks: dict[str, list[DiagnosticResult]]) -> int:
+def graded(
+    session, user: User, exercise: Exercise, score: float, checks: dict[str, list[DiagnosticResult]]
+) -> int:
     """A submission graded out of 10 with one check a name; a check with diagnostics failed."""
-    submission = Submission(user_id=user.id, exercise_id=exercise.id, filename="work.py",
-                            code=b"x = 1\n", sha256=hashlib.sha256(b"x").hexdigest(),
-                            status="graded", score=score, max_score=10.0)
+    submission = Submission(
+        user_id=user.id,
+        exercise_id=exercise.id,
+        filename="work.py",
+        code=b"x = 1\n",
+        sha256=hashlib.sha256(b"x").hexdigest(),
+        status="graded",
+        score=score,
+        max_score=10.0,
+    )
     session.add(submission)
     session.flush()
-    run = GradingRun(submission_id=submission.id, attempt=1, executor="local", status="done",
-                     lease_until=utcnow(), score=score, max_score=10.0)
-    run.checks = [CheckResult(position=i, name=name, title=f"The {name}", points=0,
-                              max_points=5, passed=not found, diagnostics=found,
-                              titles={"es": f"Los {name}"})
-                  for i, (name, found) in enumerate(checks.items())]
+    run = GradingRun(
+        submission_id=submission.id,
+        attempt=1,
+        executor="local",
+        status="done",
+        lease_until=utcnow(),
+        score=score,
+        max_score=10.0,
+    )
+    run.checks = [
+        CheckResult(
+            position=i,
+            name=name,
+            title=f"The {name}",
+            points=0,
+            max_points=5,
+            passed=not found,
+            diagnostics=found,
+            titles={"es": f"Los {name}"},
+        )
+        for i, (name, found) in enumerate(checks.items())
+    ]
     session.add(run)
     session.flush()
     return submission.id
@@ -74,17 +107,27 @@ def analysed(course):
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         users = {u.username: u for u in session.scalars(select(User))}
         q = session.scalar(select(Exercise).where(Exercise.slug == "autograd-q"))
-        graded(session, users["ana"], q, 4,
-               {"values": [], "grads": [wrong_program("grad-mismatch")]})
+        graded(
+            session, users["ana"], q, 4, {"values": [], "grads": [wrong_program("grad-mismatch")]}
+        )
         graded(session, users["ana"], q, 10, {"values": [], "grads": []})
-        graded(session, users["bea"], q, 3, {
-            "values": [diagnostic("grad-sign-flipped", SIGN_HINT)],
-            "grads": [wrong_program("grad-mismatch")],
-            "later": [diagnostic("grad-mismatch", "", same_as="grads")]})
-        graded(session, users["carl"], q, 5,
-               {"values": [], "grads": [wrong_program("grad-scaled")]})
-        graded(session, users["prof"], q, 0,
-               {"values": [], "grads": [wrong_program("grad-mismatch")]})
+        graded(
+            session,
+            users["bea"],
+            q,
+            3,
+            {
+                "values": [diagnostic("grad-sign-flipped", SIGN_HINT)],
+                "grads": [wrong_program("grad-mismatch")],
+                "later": [diagnostic("grad-mismatch", "", same_as="grads")],
+            },
+        )
+        graded(
+            session, users["carl"], q, 5, {"values": [], "grads": [wrong_program("grad-scaled")]}
+        )
+        graded(
+            session, users["prof"], q, 0, {"values": [], "grads": [wrong_program("grad-mismatch")]}
+        )
         session.commit()
         exercise_id = q.id
         session.close()
@@ -109,10 +152,18 @@ def test_each_check_passes_on_counted_and_on_all_submissions(analysed):
     assert list(found) == ["values", "grads", "later"]  # in the order they run
     values, grads, later = found.values()
     # counted: ana's 10, bea's 3, carl's 5 (the instructor's left out); all: ana's two too
-    assert (values.students_passed, values.students, values.submissions_passed,
-            values.submissions) == (2, 3, 3, 4)
-    assert (grads.students_passed, grads.students, grads.submissions_passed,
-            grads.submissions) == (1, 3, 1, 4)
+    assert (
+        values.students_passed,
+        values.students,
+        values.submissions_passed,
+        values.submissions,
+    ) == (2, 3, 3, 4)
+    assert (grads.students_passed, grads.students, grads.submissions_passed, grads.submissions) == (
+        1,
+        3,
+        1,
+        4,
+    )
     assert values.student_rate == pytest.approx(2 / 3) and grads.submission_rate == 0.25
     assert (later.students_passed, later.students, later.submissions) == (0, 1, 1)
     assert values.title == "The values"
@@ -132,8 +183,12 @@ def test_a_named_mistake_counts_students_in_the_exercises_words(analysed):
     assert q_sum.codes == ["grad-mismatch", "grad-scaled"]
     assert q_sum.anchor == "mistake-sum_ignoring_v"
     assert q_sum.gist == "Your gradient is the one of `Q.sum()` (a cotangent of ones)…"
-    assert (sign.words, sign.wrong_program, sign.students, sign.codes) == \
-        (SIGN_HINT, None, 1, ["grad-sign-flipped"])
+    assert (sign.words, sign.wrong_program, sign.students, sign.codes) == (
+        SIGN_HINT,
+        None,
+        1,
+        ["grad-sign-flipped"],
+    )
     assert sign.gist == SIGN_HINT  # a full stop at the end cuts nothing
     assert spanish[0].words == SAYS_ES and spanish[1].words == f"{SIGN_HINT} (es)"
 
@@ -161,8 +216,7 @@ def test_the_queries_do_not_grow_with_the_students(analysed):
         session = app.extensions["hpcgrade.db"].sessions()
         q = session.get(Exercise, exercise_id)
         for n in range(30):
-            user = add_user(session, f"s{n}", f"S {n}", f"s{n}@uni.es", "student",
-                            "long-password")
+            user = add_user(session, f"s{n}", f"S {n}", f"s{n}@uni.es", "student", "long-password")
             graded(session, user, q, 3, {"values": [], "grads": [wrong_program("grad-mismatch")]})
         session.commit()
     assert queries() == few <= 3
@@ -175,26 +229,35 @@ def test_the_exercise_page_shows_pass_rates_and_mistakes_linked_to_their_submiss
     prof, _ = logged_in(app, "prof")
     page = prof.get(f"{STAFF}/exercises/autograd-q").text
     checks = re.search(r'<section class="card" id="checks".*?</section>', page, re.S).group(0)
-    rows = [re.sub(r"<[^>]+>|\s+", " ", row).split()
-            for row in re.findall(r"<tr><th scope=\"row\".*?</tr>", checks, re.S)]
-    assert " ".join(rows[0]) == \
-        "The values 66.7% 2 of 3 students passed 75.0% 3 of 4 submissions passed"
-    assert " ".join(rows[1]) == \
-        "The grads 33.3% 1 of 3 students passed 25.0% 1 of 4 submissions passed"
+    rows = [
+        re.sub(r"<[^>]+>|\s+", " ", row).split()
+        for row in re.findall(r"<tr><th scope=\"row\".*?</tr>", checks, re.S)
+    ]
+    assert (
+        " ".join(rows[0])
+        == "The values 66.7% 2 of 3 students passed 75.0% 3 of 4 submissions passed"
+    )
+    assert (
+        " ".join(rows[1])
+        == "The grads 33.3% 1 of 3 students passed 25.0% 1 of 4 submissions passed"
+    )
     mistakes = re.search(r'<section class="card" id="mistakes".*?</section>', page, re.S).group(0)
     assert mistakes.index("3 students made this mistake") < mistakes.index("1 student made this")
     assert "Your gradient is the one of <code>Q.sum()</code>" in mistakes
     assert "stored words" not in mistakes
     link = f"{STAFF}/exercises/autograd-q/diagnostics/grad-mismatch#mistake-sum_ignoring_v"
     assert f'href="{link}"' in mistakes
-    assert f'href="{STAFF}/exercises/autograd-q/diagnostics/grad-scaled#mistake-sum_ignoring_v"' \
+    assert (
+        f'href="{STAFF}/exercises/autograd-q/diagnostics/grad-scaled#mistake-sum_ignoring_v"'
         in mistakes
+    )
     # the code chart and table stay
     assert re.search(r"grad-mismatch</code></a></td><td>2</td><td>2</td>", page)
     # the link lands on the mistake's section of the diagnostic's page
     behind = prof.get(link.split("#")[0]).text
-    section = re.search(r'<section[^>]* id="mistake-sum_ignoring_v".*?</section>', behind,
-                        re.S).group(0)
+    section = re.search(
+        r'<section[^>]* id="mistake-sum_ignoring_v".*?</section>', behind, re.S
+    ).group(0)
     assert "Ana" in section and "Bea" in section and "Carl" not in section
     sign = next(m for m in re.findall(r'href="([^"]*grad-sign-flipped#[^"]*)"', mistakes))
     assert f'id="{sign.split("#")[1]}"' in prof.get(sign.split("#")[0]).text
@@ -206,10 +269,10 @@ def test_the_course_page_names_the_most_frequent_mistakes(analysed):
     page = prof.get(f"{STAFF}/").text
     row = re.search(r"Gradients of a non-scalar function.*?</tr>", page, re.S).group(0)
     cell = re.search(r'<td class="mistakes">(.*?)</td>', row, re.S).group(1)
-    assert [html.unescape(re.sub(r"<[^>]+>", "", part)).strip()
-            for part in cell.split("<br>")] == [
+    assert [html.unescape(re.sub(r"<[^>]+>", "", part)).strip() for part in cell.split("<br>")] == [
         "Your gradient is the one of Q.sum() (a cotangent of ones)… 3 students",
-        "Check the sign of b's term. 1 student"]
+        "Check the sign of b's term. 1 student",
+    ]
     assert f'{STAFF}/exercises/autograd-q/diagnostics/grad-mismatch#mistake-sum_ignoring_v"' in cell
 
 
@@ -218,34 +281,57 @@ def test_a_mistake_without_hint_is_named_by_its_code(analysed):
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
         ana = session.scalar(select(User).where(User.username == "ana"))
-        graded(session, ana, session.get(Exercise, exercise_id), 2,
-               {"values": [diagnostic("timeout")]})
+        graded(
+            session, ana, session.get(Exercise, exercise_id), 2, {"values": [diagnostic("timeout")]}
+        )
         session.commit()
     prof, _ = logged_in(app, "prof")
     page = prof.get(f"{STAFF}/exercises/autograd-q").text
     assert "timeout, with no hint" in page
-    assert re.search(r'<code class="code">timeout</code></a> <small class="muted">1 student<',
-                     prof.get(f"{STAFF}/").text)
+    assert re.search(
+        r'<code class="code">timeout</code></a> <small class="muted">1 student<',
+        prof.get(f"{STAFF}/").text,
+    )
 
 
 def test_a_derived_mistake_is_counted_once_in_words_of_no_ones_line(analysed):
     """Two students whose values are one derived wrong program's (worker/harness/derived.py),
     each told their own line: one mistake, in words that name neither line."""
     app, exercise_id = analysed
-    mistake = {"en": "Your values are the ones the reference solution gives with `a`.",
-               "es": "Tus valores son los que da la solución de referencia con `a`."}
+    mistake = {
+        "en": "Your values are the ones the reference solution gives with `a`.",
+        "es": "Tus valores son los que da la solución de referencia con `a`.",
+    }
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
         for username, line in (("carl", 4), ("dan", 9)):
             user = session.scalar(select(User).where(User.username == username))
-            graded(session, user, session.get(Exercise, exercise_id), 1, {"values": [diagnostic(
-                "output-mismatch", f"{mistake['en']} Look at line {line}: `a`.",
-                wrong_program="derived:q_grads:5:3", mistake=mistake, line=line)]})
+            graded(
+                session,
+                user,
+                session.get(Exercise, exercise_id),
+                1,
+                {
+                    "values": [
+                        diagnostic(
+                            "output-mismatch",
+                            f"{mistake['en']} Look at line {line}: `a`.",
+                            wrong_program="derived:q_grads:5:3",
+                            mistake=mistake,
+                            line=line,
+                        )
+                    ]
+                },
+            )
         session.commit()
         mistakes = mistake_counts(session, course_id(session), "es", exercise_id)[exercise_id]
         (derived,) = [m for m in mistakes if m.wrong_program == "derived:q_grads:5:3"]
         assert (derived.words, derived.students) == (mistake["es"], 2)
-        (listed,) = [m for m in diagnosed_submissions(session, course_id(session), exercise_id,
-                                                      "output-mismatch", "en")
-                     if m.wrong_program == "derived:q_grads:5:3"]
+        (listed,) = [
+            m
+            for m in diagnosed_submissions(
+                session, course_id(session), exercise_id, "output-mismatch", "en"
+            )
+            if m.wrong_program == "derived:q_grads:5:3"
+        ]
         assert (listed.hint, listed.students) == (mistake["en"], 2)

@@ -1,6 +1,7 @@
 """Bad input gets a clear 400 and stores nothing: NUL bytes in any text field (PostgreSQL refuses
 them, which was an HTML 500), and pastes as large as the upload limit, refused beyond it with the
 limit named in the reader's language and the pasted text kept."""
+
 import io
 import re
 
@@ -36,25 +37,40 @@ def stored(app) -> int:
         return session.scalar(sa.select(sa.func.count()).select_from(Submission))
 
 
-@pytest.mark.parametrize("exercise, filename", [("autograd-q\x00", "work.py"),
-                                                ("autograd-q", "work\x00.py")])
+@pytest.mark.parametrize(
+    "exercise, filename", [("autograd-q\x00", "work.py"), ("autograd-q", "work\x00.py")]
+)
 def test_nul_bytes_in_api_fields_are_a_json_400(api, course, exercise, filename):
     client, headers = api
-    reply = client.post("/api/v1/submissions?lang=es", headers=headers, data={
-        "exercise": exercise, "file": (io.BytesIO(b"x = 1\n"), filename)})
+    reply = client.post(
+        "/api/v1/submissions?lang=es",
+        headers=headers,
+        data={"exercise": exercise, "file": (io.BytesIO(b"x = 1\n"), filename)},
+    )
     assert reply.status_code == 400 and reply.is_json and "byte NUL" in reply.json["error"]
     assert stored(course) == 0
 
 
 def test_nul_bytes_in_page_fields_are_a_400(ana, course):
     client, token = ana
-    for data in [{"file": (io.BytesIO(b"x = 1\n"), "work\x00.py")},
-                 {"code": "x = 1\x00\n"}, {"code": "x = 1\n", "idempotency_key": "k\x00"}]:
-        reply = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, **data})
+    for data in [
+        {"file": (io.BytesIO(b"x = 1\n"), "work\x00.py")},
+        {"code": "x = 1\x00\n"},
+        {"code": "x = 1\n", "idempotency_key": "k\x00"},
+    ]:
+        reply = client.post(
+            "/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, **data}
+        )
         assert reply.status_code == 400 and "NUL byte" in reply.text, data
-    for path in ["/courses/pytorch/exercises/autograd-q%00", "/courses/pytorch/submissions?lang=%00", "/courses/pytorch/staff/students/ana%00"]:
+    for path in [
+        "/courses/pytorch/exercises/autograd-q%00",
+        "/courses/pytorch/submissions?lang=%00",
+        "/courses/pytorch/staff/students/ana%00",
+    ]:
         assert client.get(path).status_code == 400, path
-    posted = client.post("/courses/pytorch/exercises/%00/submissions", data={"csrf_token": token, "code": "x = 1"})
+    posted = client.post(
+        "/courses/pytorch/exercises/%00/submissions", data={"csrf_token": token, "code": "x = 1"}
+    )
     assert posted.status_code == 400
     assert stored(course) == 0
 
@@ -69,8 +85,10 @@ def test_nul_bytes_in_log_in_fields_are_a_400(course):
 
 def paste(client, token, code: str):
     # as a browser sends the form: multipart, with the file field left empty
-    return client.post("/courses/pytorch/exercises/autograd-q/submissions", data={
-        "csrf_token": token, "code": code, "file": (io.BytesIO(b""), "")})
+    return client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "code": code, "file": (io.BytesIO(b""), "")},
+    )
 
 
 def test_a_paste_as_large_as_the_upload_limit_is_accepted(ana, course):
@@ -89,8 +107,10 @@ def test_a_paste_over_the_limit_is_refused_with_the_limit_and_kept(ana, course):
     reply = paste(client, token, code)
     assert reply.status_code == 413 and "The pasted code is larger than 1024 KB." in reply.text
     assert "x = &#39;kept&#39;\n###" in reply.text  # back in the form, to be cut down
-    spanish = client.post("/courses/pytorch/exercises/autograd-q/submissions?lang=es", data={
-        "csrf_token": token, "code": code, "file": (io.BytesIO(b""), "")})
+    spanish = client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions?lang=es",
+        data={"csrf_token": token, "code": code, "file": (io.BytesIO(b""), "")},
+    )
     assert "El código pegado supera los 1024 KB." in spanish.text
     far_over = paste(client, token, "#" * (2 * LIMIT))  # still read: back with the limit
     assert far_over.status_code == 413 and "supera los 1024 KB" in far_over.text
@@ -101,16 +121,22 @@ def test_a_paste_over_the_limit_is_refused_with_the_limit_and_kept(ana, course):
 
 
 # deeper than Python's JSON parser can recurse (about 1000 levels), and well within it
-NESTED = {"list": "[" * 100_000 + "]" * 100_000, "object": '{"a": ' * 5_000 + "1" + "}" * 5_000,
-          "shallow": "[" * 500 + "]" * 500}
+NESTED = {
+    "list": "[" * 100_000 + "]" * 100_000,
+    "object": '{"a": ' * 5_000 + "1" + "}" * 5_000,
+    "shallow": "[" * 500 + "]" * 500,
+}
 
 
 @pytest.mark.parametrize("shape", NESTED)
 def test_json_nested_at_any_depth_is_a_json_400(api, course, shape):
     client, headers = api
-    for path, said in [("/api/v1/tokens", "'username' and 'password'"),
-                       ("/api/v1/submissions", "multipart")]:
-        reply = client.post(path, headers=headers, data=NESTED[shape],
-                            content_type="application/json")
+    for path, said in [
+        ("/api/v1/tokens", "'username' and 'password'"),
+        ("/api/v1/submissions", "multipart"),
+    ]:
+        reply = client.post(
+            path, headers=headers, data=NESTED[shape], content_type="application/json"
+        )
         assert reply.status_code == 400 and reply.is_json and said in reply.json["error"], path
     assert stored(course) == 0

@@ -3,6 +3,7 @@ there (404) for the staff and students of the other, and a submission, regrade, 
 exercise of the other course is not found under this one's URLs either. Teaching assistants
 grade by hand and grant exceptions; only instructors grade again. A student of both courses
 sees each course's exercises and submissions, and each course counts only its own."""
+
 import csv
 import io
 import re
@@ -32,8 +33,13 @@ from server.web.regrade_preview import start
 
 BLUEPRINTS = ("staff", "allowances", "regrade")
 # the routes that grade again: a teaching assistant's answer is 403, whatever the ids
-INSTRUCTORS_ONLY = {"regrade.start_preview", "regrade.publish_preview", "regrade.discard_preview",
-                    "regrade.resume_preview", "regrade.submission"}
+INSTRUCTORS_ONLY = {
+    "regrade.start_preview",
+    "regrade.publish_preview",
+    "regrade.discard_preview",
+    "regrade.resume_preview",
+    "regrade.submission",
+}
 CODE = "grad-sign-flipped"
 # what each POST form needs to be taken (a grade, an exception)
 FORM = {"score": "7", "comment": "Checked by hand.", "extra_attempts": "2", "deadline": ""}
@@ -50,23 +56,55 @@ def two_courses(app, catalogue):
         a, b = new_course(session), new_course(session, "mpi", title_en="MPI", title_es="MPI")
         for course in (a, b):
             sync_exercises(session, course, catalogue)
-        session.add(Exercise(course_id=b.id, slug="halo-exchange", title_en="Halo exchange",
-                             title_es="Intercambio de halos", position=99))
-        people = {username: add_user(session, username, username.title(),
-                                     f"{username}@uni.es", role, "long-password", course=course)
-                  for username, role, course in (
-                      ("profa", "instructor", a), ("taa", "ta", a), ("stua", "student", a),
-                      ("profb", "instructor", b), ("stub", "student", b),
-                      ("both", "student", a))}
+        session.add(
+            Exercise(
+                course_id=b.id,
+                slug="halo-exchange",
+                title_en="Halo exchange",
+                title_es="Intercambio de halos",
+                position=99,
+            )
+        )
+        people = {
+            username: add_user(
+                session,
+                username,
+                username.title(),
+                f"{username}@uni.es",
+                role,
+                "long-password",
+                course=course,
+            )
+            for username, role, course in (
+                ("profa", "instructor", a),
+                ("taa", "ta", a),
+                ("stua", "student", a),
+                ("profb", "instructor", b),
+                ("stub", "student", b),
+                ("both", "student", a),
+            )
+        }
         enrol(session, people["both"], b, "student")
-        q = {course.slug: session.scalar(select(Exercise).where(
-            Exercise.course_id == course.id, Exercise.slug == "autograd-q")) for course in (a, b)}
-        made = {"stua": submit(session, people["stua"], q["pytorch"], 6, codes=[CODE]),
-                "both-a": submit(session, people["both"], q["pytorch"], 4, codes=[CODE]),
-                "both-b": submit(session, people["both"], q["mpi"], 9, codes=[CODE]),
-                "stub": submit(session, people["stub"], q["mpi"], 8, codes=[CODE])}
-        regrades = {slug: Regrade(exercise_id=exercise.id, started_by=people["profa"].id,
-                                  started_at=utcnow()) for slug, exercise in q.items()}
+        q = {
+            course.slug: session.scalar(
+                select(Exercise).where(
+                    Exercise.course_id == course.id, Exercise.slug == "autograd-q"
+                )
+            )
+            for course in (a, b)
+        }
+        made = {
+            "stua": submit(session, people["stua"], q["pytorch"], 6, codes=[CODE]),
+            "both-a": submit(session, people["both"], q["pytorch"], 4, codes=[CODE]),
+            "both-b": submit(session, people["both"], q["mpi"], 9, codes=[CODE]),
+            "stub": submit(session, people["stub"], q["mpi"], 8, codes=[CODE]),
+        }
+        regrades = {
+            slug: Regrade(
+                exercise_id=exercise.id, started_by=people["profa"].id, started_at=utcnow()
+            )
+            for slug, exercise in q.items()
+        }
         session.add_all(regrades.values())
         session.flush()
         ids = {name: row.id for name, row in made.items()}
@@ -83,8 +121,11 @@ def client_of(app, username: str):
 
 def routes(app):
     """Every rule of the staff, exceptions and regrade pages, with the methods it answers."""
-    return [(rule, sorted(rule.methods - {"HEAD", "OPTIONS"})) for rule in app.url_map.iter_rules()
-            if rule.endpoint.split(".")[0] in BLUEPRINTS]
+    return [
+        (rule, sorted(rule.methods - {"HEAD", "OPTIONS"}))
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint.split(".")[0] in BLUEPRINTS
+    ]
 
 
 def url(app, rule, values: dict) -> str:
@@ -100,10 +141,14 @@ def ask(client, token: str, method: str, path: str):
 
 def values_of(ids: dict, course: str) -> dict:
     """A route's arguments, all of them the course's."""
-    return {"course": course, "slug": "autograd-q", "code": CODE,
-            "username": "stua" if course == "pytorch" else "stub",
-            "submission_id": ids["stua" if course == "pytorch" else "stub"],
-            "regrade_id": ids[f"regrade-{course}"]}
+    return {
+        "course": course,
+        "slug": "autograd-q",
+        "code": CODE,
+        "username": "stua" if course == "pytorch" else "stub",
+        "submission_id": ids["stua" if course == "pytorch" else "stub"],
+        "regrade_id": ids[f"regrade-{course}"],
+    }
 
 
 def test_every_staff_route_walked_here_takes_arguments_known(two_courses):
@@ -135,9 +180,15 @@ def foreign_values(ids: dict) -> list[tuple[str, dict]]:
     """A's arguments with one of them B's: its submission, regrade, student (of B only) or
     exercise (halo-exchange is B's alone)."""
     own = values_of(ids, "pytorch")
-    return [(name, {**own, name: value}) for name, value in (
-        ("submission_id", ids["both-b"]), ("regrade_id", ids["regrade-mpi"]),
-        ("username", "stub"), ("slug", "halo-exchange"))]
+    return [
+        (name, {**own, name: value})
+        for name, value in (
+            ("submission_id", ids["both-b"]),
+            ("regrade_id", ids["regrade-mpi"]),
+            ("username", "stub"),
+            ("slug", "halo-exchange"),
+        )
+    ]
 
 
 @pytest.mark.parametrize("username", ["profa", "taa"])
@@ -176,9 +227,9 @@ def test_a_student_page_is_only_for_the_courses_students(two_courses):
     app, ids = two_courses
     client, _ = client_of(app, "profa")
     page = client.get("/courses/pytorch/staff/students/both")
-    assert page.status_code == 200 and f"/submissions/{ids['both-a']}\"" in page.text
+    assert page.status_code == 200 and f'/submissions/{ids["both-a"]}"' in page.text
     # B's submission and B's own exercise are not A's
-    assert f"/submissions/{ids['both-b']}\"" not in page.text and "Halo exchange" not in page.text
+    assert f'/submissions/{ids["both-b"]}"' not in page.text and "Halo exchange" not in page.text
     for username in ("stub", "profb", "taa", "nobody"):  # B's, staff, no one
         assert client.get(f"/courses/pytorch/staff/students/{username}").status_code == 404
 
@@ -188,15 +239,20 @@ def test_a_teaching_assistant_grades_by_hand_but_does_not_grade_again(two_course
     ta, token = client_of(app, "taa")
     a = "/courses/pytorch/staff"
     form = {"csrf_token": token, **FORM}
-    for path in (f"{a}/exercises/autograd-q/regrade", f"{a}/regrades/{ids['regrade-pytorch']}/publish",
-                 f"{a}/regrades/{ids['regrade-pytorch']}/discard",
-                 f"{a}/regrades/{ids['regrade-pytorch']}/resume",
-                 f"{a}/submissions/{ids['stua']}/regrade"):
+    for path in (
+        f"{a}/exercises/autograd-q/regrade",
+        f"{a}/regrades/{ids['regrade-pytorch']}/publish",
+        f"{a}/regrades/{ids['regrade-pytorch']}/discard",
+        f"{a}/regrades/{ids['regrade-pytorch']}/resume",
+        f"{a}/submissions/{ids['stua']}/regrade",
+    ):
         assert ta.post(path, data=form).status_code == 403, path
     assert ta.get(f"{a}/submissions/{ids['stua']}/regrade").status_code == 403
-    for path in (f"{a}/submissions/{ids['stua']}/override",
-                 f"{a}/students/stua/exercises/autograd-q/grade",
-                 f"{a}/students/both/exercises/metrics"):
+    for path in (
+        f"{a}/submissions/{ids['stua']}/override",
+        f"{a}/students/stua/exercises/autograd-q/grade",
+        f"{a}/students/both/exercises/metrics",
+    ):
         assert ta.post(path, data=form).status_code == 303, path
     with app.extensions["hpcgrade.db"].sessions() as session:
         assert session.get(Submission, ids["stua"]).override_score == 7
@@ -204,9 +260,11 @@ def test_a_teaching_assistant_grades_by_hand_but_does_not_grade_again(two_course
         assert [row.extra_attempts for row in session.scalars(select(Allowance))] == [2]
         regrade = session.get(Regrade, ids["regrade-pytorch"])
         assert regrade.published_at is None and regrade.discarded_at is None
-    for path in (f"{a}/submissions/{ids['stua']}/override/remove",
-                 f"{a}/students/stua/exercises/autograd-q/grade/remove",
-                 f"{a}/students/both/exercises/metrics/remove"):
+    for path in (
+        f"{a}/submissions/{ids['stua']}/override/remove",
+        f"{a}/students/stua/exercises/autograd-q/grade/remove",
+        f"{a}/students/both/exercises/metrics/remove",
+    ):
         assert ta.post(path, data={"csrf_token": token}).status_code == 303, path
     with app.extensions["hpcgrade.db"].sessions() as session:
         assert session.get(Submission, ids["stua"]).override_score is None
@@ -216,11 +274,17 @@ def test_a_teaching_assistant_grades_by_hand_but_does_not_grade_again(two_course
 
 def test_a_teaching_assistant_is_not_shown_what_only_instructors_do(two_courses):
     app, ids = two_courses
-    pages = ("/courses/pytorch/staff/exercises/autograd-q",
-             f"/courses/pytorch/submissions/{ids['stua']}",
-             f"/courses/pytorch/staff/regrades/{ids['regrade-pytorch']}")
-    buttons = ("Grade all again</button>", "/regrade\">Grade again", "Publish these grades",
-               "Discard the preview")
+    pages = (
+        "/courses/pytorch/staff/exercises/autograd-q",
+        f"/courses/pytorch/submissions/{ids['stua']}",
+        f"/courses/pytorch/staff/regrades/{ids['regrade-pytorch']}",
+    )
+    buttons = (
+        "Grade all again</button>",
+        '/regrade">Grade again',
+        "Publish these grades",
+        "Discard the preview",
+    )
     ta, _ = client_of(app, "taa")
     prof, _ = client_of(app, "profa")
     ta_pages = "".join(ta.get(path).text for path in pages)
@@ -241,8 +305,14 @@ def test_a_student_of_two_courses_sees_each_with_its_own_submissions(two_courses
     assert re.search(r"autograd-q\">.*?</tr>", b, re.S).group(0).count(">9 / ") == 1
     mine_a = both.get("/courses/pytorch/submissions").text
     mine_b = both.get("/courses/mpi/submissions").text
-    assert f"/submissions/{ids['both-a']}\"" in mine_a and f"/submissions/{ids['both-b']}\"" not in mine_a
-    assert f"/submissions/{ids['both-b']}\"" in mine_b and f"/submissions/{ids['both-a']}\"" not in mine_b
+    assert (
+        f'/submissions/{ids["both-a"]}"' in mine_a
+        and f'/submissions/{ids["both-b"]}"' not in mine_a
+    )
+    assert (
+        f'/submissions/{ids["both-b"]}"' in mine_b
+        and f'/submissions/{ids["both-a"]}"' not in mine_b
+    )
     assert both.get(f"/courses/pytorch/submissions/{ids['both-b']}").status_code == 404
 
 
@@ -283,17 +353,19 @@ def test_a_zip_dates_its_files_in_the_courses_time_zone(two_courses):
 
 
 def test_a_regrade_previews_only_its_courses_students(two_courses):
-    """"Grade all again" in B grades B's students' submissions: not both's in A, nor staff's."""
+    """ "Grade all again" in B grades B's students' submissions: not both's in A, nor staff's."""
     app, ids = two_courses
     with app.app_context(), app.extensions["hpcgrade.db"].sessions() as session:
-        q_b = session.scalar(select(Exercise).join(Course).where(
-            Course.slug == "mpi", Exercise.slug == "autograd-q"))
+        q_b = session.scalar(
+            select(Exercise).join(Course).where(Course.slug == "mpi", Exercise.slug == "autograd-q")
+        )
         profb = session.scalar(select(User).where(User.username == "profb"))
         submit(session, profb, q_b, 3)  # trying it out
         session.get(Regrade, ids["regrade-mpi"]).discarded_at = utcnow()
         regrade = start(session, q_b, profb, utcnow())
         session.flush()
-        previewed = session.scalars(select(GradingRun.submission_id)
-                                    .where(GradingRun.regrade_id == regrade.id)).all()
+        previewed = session.scalars(
+            select(GradingRun.submission_id).where(GradingRun.regrade_id == regrade.id)
+        ).all()
         assert sorted(previewed) == sorted([ids["both-b"], ids["stub"]])
         session.rollback()

@@ -1,5 +1,6 @@
 """A student's pages in a service of several courses: where one lands, what another course's
 pages are (nothing: 404), and an archived course (read, not changed)."""
+
 import io
 import re
 
@@ -27,13 +28,21 @@ def two_courses(course, catalogue):
         add_user(session, "carl", "Carl", "c@uni.es", "student", "long-password", course=mpi)
         add_user(session, "prof", "Prof", "p@uni.es", "instructor", "long-password", course=mpi)
         add_user(session, "tara", "Tara", "t@uni.es", "ta", "long-password", course=mpi)
-        session.add(User(username="dan", name="Dan", email="d@uni.es",
-                         password_hash=users["ana"].password_hash))
+        session.add(
+            User(
+                username="dan",
+                name="Dan",
+                email="d@uni.es",
+                password_hash=users["ana"].password_hash,
+            )
+        )
     ids = {}
     client, token = logged_in(course, "ana")
     for slug in ("pytorch", "mpi"):
-        sent = client.post(f"/courses/{slug}/exercises/autograd-q/submissions", data={
-            "csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+        sent = client.post(
+            f"/courses/{slug}/exercises/autograd-q/submissions",
+            data={"csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
+        )
         assert sent.status_code == 303, sent.text
         ids[slug] = int(sent.headers["Location"].rsplit("/", 1)[1])
     return course, ids
@@ -96,8 +105,7 @@ def test_another_courses_pages_do_not_exist_for_a_user_not_in_it(two_courses):
     for slug in ("pytorch", "no-such-course"):  # to someone not logged in, alike
         anonymous = app.test_client().get(f"/courses/{slug}/exercises/autograd-q")
         assert anonymous.status_code == 302
-        assert anonymous.headers["Location"] == \
-            f"/login?next=/courses/{slug}/exercises/autograd-q"
+        assert anonymous.headers["Location"] == f"/login?next=/courses/{slug}/exercises/autograd-q"
 
 
 def test_an_archived_course_is_read_not_changed(two_courses):
@@ -107,8 +115,10 @@ def test_an_archived_course_is_read_not_changed(two_courses):
     ana, token = logged_in(app, "ana")
     assert ana.get(f"/courses/mpi/submissions/{ids['mpi']}").status_code == 200
     assert "archived" in ana.get("/").text
-    refused = ana.post("/courses/mpi/exercises/autograd-q/submissions", data={
-        "csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+    refused = ana.post(
+        "/courses/mpi/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
+    )
     assert refused.status_code == 403 and "archived" in refused.text
     with app.extensions["hpcgrade.db"].sessions() as session:
         assert session.scalar(select(Submission.id).order_by(Submission.id.desc())) == ids["mpi"]
@@ -118,12 +128,16 @@ def test_the_addresses_of_before_courses_lead_to_the_page_in_its_course(two_cour
     app, ids = two_courses
     ana, _ = logged_in(app, "ana")
     moved = ana.get(f"/submissions/{ids['mpi']}")
-    assert moved.status_code == 302 and moved.headers["Location"] == \
-        f"/courses/mpi/submissions/{ids['mpi']}"
+    assert (
+        moved.status_code == 302
+        and moved.headers["Location"] == f"/courses/mpi/submissions/{ids['mpi']}"
+    )
     assert ana.get("/exercises/autograd-q").headers["Location"] == "/"  # in both: she picks
     bea, _ = logged_in(app, "bea")
-    assert bea.get("/exercises/autograd-q").headers["Location"] == \
-        "/courses/pytorch/exercises/autograd-q"
+    assert (
+        bea.get("/exercises/autograd-q").headers["Location"]
+        == "/courses/pytorch/exercises/autograd-q"
+    )
     assert bea.get(f"/submissions/{ids['mpi']}").status_code == 404  # not hers, not her course
     assert bea.get("/exercises/no-such-one").status_code == 404
     prof, _ = logged_in(app, "prof")  # staff of mpi
@@ -134,8 +148,10 @@ def test_the_addresses_of_before_courses_lead_to_the_page_in_its_course(two_cour
 def test_staff_find_the_student_page_of_a_students_file_and_none_of_their_own(two_courses):
     app, ids = two_courses
     prof, token = logged_in(app, "prof")
-    sent = prof.post("/courses/mpi/exercises/autograd-q/submissions", data={
-        "csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+    sent = prof.post(
+        "/courses/mpi/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
+    )
     own = prof.get(sent.headers["Location"]).text
     assert "/staff/students/prof" not in own and "/staff/students/prof/exercises" not in own
     students = prof.get(f"/courses/mpi/submissions/{ids['mpi']}").text

@@ -2,6 +2,7 @@
 API, and to a client that sends the whole body before it reads), points, attempts, deadline and
 why an exercise is closed, the starter and support files and nothing else of the folder, course
 order, dates in words, scores as "8 / 10"."""
+
 import datetime as dt
 import html
 import io
@@ -27,8 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 KB = 1 << 10
 MB = 1 << 20
 CAP = UPLOAD_CAP_FACTOR * 1024 * KB  # with MAX_UPLOAD_KB's default
-TOO_LARGE = {"en": ("The file is larger than 1024 KB.", "Clear All Outputs"),
-             "es": ("El archivo supera los 1024 KB.", "Clear All Outputs")}
+TOO_LARGE = {
+    "en": ("The file is larger than 1024 KB.", "Clear All Outputs"),
+    "es": ("El archivo supera los 1024 KB.", "Clear All Outputs"),
+}
 PASTED = "def kept():\n    return 'the pasted code'\n"
 
 
@@ -54,16 +57,24 @@ def visible_text(page: str) -> str:
 
 
 def upload(client, token, size: int, lang: str = "en"):
-    return client.post(f"/courses/pytorch/exercises/autograd-q/submissions?lang={lang}", data={
-        "csrf_token": token, "code": PASTED,
-        "file": (io.BytesIO(b"x = 1\n" + b"#" * (size - 6)), "big.ipynb")})
+    return client.post(
+        f"/courses/pytorch/exercises/autograd-q/submissions?lang={lang}",
+        data={
+            "csrf_token": token,
+            "code": PASTED,
+            "file": (io.BytesIO(b"x = 1\n" + b"#" * (size - 6)), "big.ipynb"),
+        },
+    )
 
 
 # -- oversized uploads ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("lang", ["en", "es"])
 @pytest.mark.parametrize("size", [1200 * KB, 20 * MB])
-def test_an_oversized_file_gets_the_page_with_the_limit_and_the_pasted_code(ana, course, lang, size):
+def test_an_oversized_file_gets_the_page_with_the_limit_and_the_pasted_code(
+    ana, course, lang, size
+):
     client, token = ana
     reply = upload(client, token, size, lang)
     assert reply.status_code == 413
@@ -79,8 +90,10 @@ def test_an_oversized_file_gets_the_page_with_the_limit_and_the_pasted_code(ana,
 def test_a_request_over_the_cap_is_read_to_its_end_then_answered(ana, course, lang):
     client, token = ana
     size = CAP + MB
-    reply = client.post(f"/courses/pytorch/exercises/autograd-q/submissions?lang={lang}", data={
-        "csrf_token": token, "code": PASTED, "file": (io.BytesIO(b"#" * size), "big.py")})
+    reply = client.post(
+        f"/courses/pytorch/exercises/autograd-q/submissions?lang={lang}",
+        data={"csrf_token": token, "code": PASTED, "file": (io.BytesIO(b"#" * size), "big.py")},
+    )
     # over the cap the body is not parsed: back to the exercise, with the limit
     assert reply.status_code == 303
     assert reply.headers["Location"].endswith("/courses/pytorch/exercises/autograd-q")
@@ -89,8 +102,12 @@ def test_a_request_over_the_cap_is_read_to_its_end_then_answered(ana, course, la
     assert stored(course) == 0
     # ...and read to its end first, as a browser needs
     body = io.BytesIO(b"#" * size)
-    client.post("/courses/pytorch/exercises/autograd-q/submissions", input_stream=body, content_length=size,
-                content_type="multipart/form-data; boundary=x")
+    client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        input_stream=body,
+        content_length=size,
+        content_type="multipart/form-data; boundary=x",
+    )
     assert body.tell() == size
 
 
@@ -105,7 +122,9 @@ def test_a_client_that_sends_everything_before_reading_gets_the_answer(app):
             connection.sendall(
                 b"POST /api/v1/submissions HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
                 b"Content-Type: multipart/form-data; boundary=x\r\n"
-                + f"Content-Length: {size}\r\n\r\n".encode() + b"#" * size)
+                + f"Content-Length: {size}\r\n\r\n".encode()
+                + b"#" * size
+            )
             reply = connection.makefile("rb").read()
     finally:
         server.shutdown()
@@ -119,8 +138,11 @@ def test_the_api_answers_an_oversized_file_with_the_limit(course, size):
     token = client.post("/api/v1/tokens", json={"username": "ana", "password": "long-password"})
     headers = {"Authorization": f"Bearer {token.json['token']}"}
     for lang, (limit, advice) in TOO_LARGE.items():
-        reply = client.post(f"/api/v1/submissions?lang={lang}", headers=headers, data={
-            "exercise": "autograd-q", "file": (io.BytesIO(b"#" * size), "big.ipynb")})
+        reply = client.post(
+            f"/api/v1/submissions?lang={lang}",
+            headers=headers,
+            data={"exercise": "autograd-q", "file": (io.BytesIO(b"#" * size), "big.ipynb")},
+        )
         assert reply.status_code == 413 and reply.is_json
         assert limit in reply.json["error"] and advice in reply.json["error"]
     assert stored(course) == 0
@@ -133,6 +155,7 @@ def test_nginx_lets_through_what_the_portal_reads():
 
 # -- the exercise page ------------------------------------------------------------------------
 
+
 def test_the_page_shows_points_attempts_deadline_and_files(ana, course):
     client, _token = ana
     now = dt.datetime.now(dt.timezone.utc)
@@ -140,7 +163,9 @@ def test_the_page_shows_points_attempts_deadline_and_files(ana, course):
     page = client.get("/courses/pytorch/exercises/autograd-q")
     text = visible_text(page.text)
     assert "<title>Gradients of a non-scalar function · hpcgrade</title>" in page.text
-    assert page.text.count("Gradients of a non-scalar function</h1>") == 1  # the statement's own is dropped
+    assert (
+        page.text.count("Gradients of a non-scalar function</h1>") == 1
+    )  # the statement's own is dropped
     assert re.search(r"Points\s+10\b", text) and re.search(r"Attempts left\s+20 of 20", text)
     assert "due in 3 days" in text
     assert (now + dt.timedelta(days=3, hours=1)).strftime("%-d %b %Y") in text
@@ -148,15 +173,21 @@ def test_the_page_shows_points_attempts_deadline_and_files(ana, course):
     assert "support.py" not in page.text  # autograd-q has none
     assert "If you choose a file and also paste code, the file is graded" in text
     assert 'href="/courses/pytorch/exercises/autograd-q/files/visible.py"' in page.text
-    assert ("Check your work first with the visible checks (no attempt is used): in Jupyter, "
-            "%load_ext hpcgrade then %hpcgrade check autograd-q ; in a terminal, "
-            "hpcgrade check autograd-q work.py .") in " ".join(text.split())
+    assert (
+        "Check your work first with the visible checks (no attempt is used): in Jupyter, "
+        "%load_ext hpcgrade then %hpcgrade check autograd-q ; in a terminal, "
+        "hpcgrade check autograd-q work.py ."
+    ) in " ".join(text.split())
     spanish = visible_text(client.get("/courses/pytorch/exercises/autograd-q?lang=es").text)
-    assert re.search(r"Intentos restantes\s+20 de 20", spanish) and "vence dentro de 3 días" in spanish
+    assert (
+        re.search(r"Intentos restantes\s+20 de 20", spanish) and "vence dentro de 3 días" in spanish
+    )
     assert "en una terminal, hpcgrade check autograd-q work.py ." in " ".join(spanish.split())
     support = client.get("/courses/pytorch/exercises/autograd-accumulation").text
-    assert ('href="/courses/pytorch/exercises/autograd-accumulation/files/support.py" '
-            'download>exercise_support.py</a>') in support  # named as the code imports it
+    assert (
+        'href="/courses/pytorch/exercises/autograd-accumulation/files/support.py" '
+        "download>exercise_support.py</a>"
+    ) in support  # named as the code imports it
 
 
 def test_a_closed_exercise_says_why_and_keeps_what_was_pasted(ana, course):
@@ -166,9 +197,15 @@ def test_a_closed_exercise_says_why_and_keeps_what_was_pasted(ana, course):
     yesterday = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
     change_exercise(course, "autograd-q", deadline=yesterday, deadline_policy="refuse")
     page = client.get("/courses/pytorch/exercises/autograd-q")
-    assert "The deadline for this exercise passed" in page.text and "late work is not accepted" in page.text
+    assert (
+        "The deadline for this exercise passed" in page.text
+        and "late work is not accepted" in page.text
+    )
     assert 'name="code"' not in page.text and "Submit for grading" not in page.text
-    late = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, "code": PASTED})
+    late = client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "code": PASTED},
+    )
     assert late.status_code == 403
     assert "return &#39;the pasted code&#39;" in late.text  # to copy: it was not submitted
     assert stored(course) == 0
@@ -178,33 +215,50 @@ def test_no_attempts_left_closes_the_form(ana, course):
     client, token = ana
     change_exercise(course, "autograd-q", max_attempts=2)
     for _ in range(2):
-        sent = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token,
-                                                                     "code": REFERENCE_Q})
+        sent = client.post(
+            "/courses/pytorch/exercises/autograd-q/submissions",
+            data={"csrf_token": token, "code": REFERENCE_Q},
+        )
         assert sent.status_code == 303
     page = client.get("/courses/pytorch/exercises/autograd-q")
     text = visible_text(page.text)
     assert "You have used all 2 attempts for this exercise." in text
     assert re.search(r"Attempts left\s+0 of 2", text) and 'name="code"' not in page.text
-    assert "Has agotado los 2 intentos" in client.get("/courses/pytorch/exercises/autograd-q?lang=es").text
+    assert (
+        "Has agotado los 2 intentos"
+        in client.get("/courses/pytorch/exercises/autograd-q?lang=es").text
+    )
     assert "0 of 2" in visible_text(client.get("/courses/pytorch/?lang=en").text)
 
 
 def test_a_file_and_pasted_code_grade_the_file_and_say_so(ana, course):
     client, token = ana
-    sent = client.post("/courses/pytorch/exercises/autograd-q/submissions", follow_redirects=True, data={
-        "csrf_token": token, "code": PASTED, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+    sent = client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        follow_redirects=True,
+        data={
+            "csrf_token": token,
+            "code": PASTED,
+            "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py"),
+        },
+    )
     assert "The file work.py was graded; the pasted code was not." in sent.text
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         assert session.scalar(sa.select(Submission.filename)) == "work.py"
-    alone = client.post("/courses/pytorch/exercises/autograd-q/submissions", follow_redirects=True, data={
-        "csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
+    alone = client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        follow_redirects=True,
+        data={"csrf_token": token, "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
+    )
     assert alone.status_code == 200 and "pasted code was not" not in alone.text
 
 
 def test_refused_code_stays_in_the_form(ana, course):
     client, token = ana
-    reply = client.post("/courses/pytorch/exercises/autograd-q/submissions", data={
-        "csrf_token": token, "code": PASTED, "file": (io.BytesIO(b"x = 1"), "work.txt")})
+    reply = client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "code": PASTED, "file": (io.BytesIO(b"x = 1"), "work.txt")},
+    )
     assert reply.status_code == 400 and "Upload a .py file" in reply.text
     assert "return &#39;the pasted code&#39;" in reply.text
 
@@ -220,16 +274,23 @@ def test_only_the_starter_visible_checks_and_support_files_can_be_downloaded(ana
     assert support.headers["Content-Disposition"] == "attachment; filename=exercise_support.py"
     visible = client.get("/courses/pytorch/exercises/autograd-q/files/visible.py")
     assert visible.data == (ROOT / "exercises" / "autograd-q" / "visible.py").read_bytes()
-    for path in ["autograd-q/files/support.py", "autograd-q/files/checks.py",
-                 "autograd-q/files/reference.py", "autograd-q/files/exercise.toml",
-                 "autograd-q/files/statement.en.md", "autograd-q/files/mutants/plus_b_squared.py",
-                 "autograd-q/files/..%2Fautograd-q%2Fchecks.py", "no-such-one/files/starter.py"]:
+    for path in [
+        "autograd-q/files/support.py",
+        "autograd-q/files/checks.py",
+        "autograd-q/files/reference.py",
+        "autograd-q/files/exercise.toml",
+        "autograd-q/files/statement.en.md",
+        "autograd-q/files/mutants/plus_b_squared.py",
+        "autograd-q/files/..%2Fautograd-q%2Fchecks.py",
+        "no-such-one/files/starter.py",
+    ]:
         assert client.get(f"/courses/pytorch/exercises/{path}").status_code == 404, path
     anonymous = course.test_client().get("/courses/pytorch/exercises/autograd-q/files/starter.py")
     assert anonymous.status_code == 302 and "/login" in anonymous.headers["Location"]
 
 
 # -- the list, history and every page: order, dates, scores, headers ------------------------------
+
 
 def test_exercises_are_listed_in_course_order(ana):
     client, _token = ana
@@ -240,11 +301,20 @@ def test_exercises_are_listed_in_course_order(ana):
 
 def test_scores_read_out_of_the_maximum_and_dates_in_words(ana, course):
     client, token = ana
-    client.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token, "code": REFERENCE_Q})
+    client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "code": REFERENCE_Q},
+    )
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         session.execute(sa.update(Submission).values(status="graded", score=8.0, max_score=10.0))
         session.commit()
-    for path in ["/courses/pytorch/", "/courses/pytorch/exercises/autograd-q", "/courses/pytorch/submissions", "/courses/pytorch/?lang=es", "/courses/pytorch/submissions?lang=es"]:
+    for path in [
+        "/courses/pytorch/",
+        "/courses/pytorch/exercises/autograd-q",
+        "/courses/pytorch/submissions",
+        "/courses/pytorch/?lang=es",
+        "/courses/pytorch/submissions?lang=es",
+    ]:
         page = client.get(path).text
         assert re.search(r">\s*8 / 10\s*<", page), path
         assert not re.search(r"\d{4}-\d\d-\d\d", visible_text(page)), path  # no raw ISO
@@ -261,10 +331,17 @@ def test_course_order_is_validated_and_synced(tmp_path, db_session):
         "from worker.harness.checks import check\n\n"
         "@check('a', points=2, uses='f', en='a', es='a')\ndef a(ctx): pass\n\n"
         "@check('b', points=1.5, uses='f', en='b', es='b')\ndef b(ctx): pass\n\n"
-        "def helper(): pass\n")
-    for order, message in [('"first"', "order must be a whole number"), ("-1", "0 or more"),
-                           ("true", "order must be a whole number"), ("1.5", "whole number")]:
-        (folder / "exercise.toml").write_text(f'title = {{ en = "x", es = "x" }}\norder = {order}\n')
+        "def helper(): pass\n"
+    )
+    for order, message in [
+        ('"first"', "order must be a whole number"),
+        ("-1", "0 or more"),
+        ("true", "order must be a whole number"),
+        ("1.5", "whole number"),
+    ]:
+        (folder / "exercise.toml").write_text(
+            f'title = {{ en = "x", es = "x" }}\norder = {order}\n'
+        )
         with pytest.raises(ExerciseConfigError, match=message):
             load_exercise_info(folder)
     (folder / "exercise.toml").write_text('title = { en = "x", es = "x" }\norder = 30\n')
@@ -275,11 +352,14 @@ def test_course_order_is_validated_and_synced(tmp_path, db_session):
     assert row.position == 30
 
 
-@pytest.mark.parametrize("source", [
-    "POINTS = 2\n@check('a', points=POINTS, uses='f', en='a', es='a')\ndef a(ctx): pass\n",
-    "@check('a', uses='f', en='a', es='a')\ndef a(ctx): pass\n",
-    "def a(ctx):\n    return (\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "POINTS = 2\n@check('a', points=POINTS, uses='f', en='a', es='a')\ndef a(ctx): pass\n",
+        "@check('a', uses='f', en='a', es='a')\ndef a(ctx): pass\n",
+        "def a(ctx):\n    return (\n",
+    ],
+)
 def test_maximum_points_not_written_as_numbers_are_not_known(tmp_path, source):
     """checks.py is read, never run: points given by a name are unknown (the pages then use the
     grader's maximum), and the exercise still loads for sync and the workers."""
@@ -294,5 +374,8 @@ def test_maximum_points_not_written_as_numbers_are_not_known(tmp_path, source):
 
 def test_every_course_exercise_has_its_maximum(catalogue):
     maxima = {slug: info.max_points for slug, info in catalogue.items()}
-    assert maxima == {**dict.fromkeys(COURSE_ORDER, 10), "tensors-reshape": 12,
-                      "conv2d-einsum": 11}  # a bonus point for speed
+    assert maxima == {
+        **dict.fromkeys(COURSE_ORDER, 10),
+        "tensors-reshape": 12,
+        "conv2d-einsum": 11,
+    }  # a bonus point for speed

@@ -2,6 +2,7 @@
 exercise in course order with their maximum points, totals and percentages; overrides count;
 CSV (and its Excel variant) with a maximum-points row; search, sort and filter; every student's
 latest submission as a zip."""
+
 import csv
 import io
 import re
@@ -18,8 +19,10 @@ from server.core.users import add_user
 
 
 def cells(row: str) -> list[str]:
-    return [" ".join(re.sub(r"<[^>]+>", " ", cell).split())
-            for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+    return [
+        " ".join(re.sub(r"<[^>]+>", " ", cell).split())
+        for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)
+    ]
 
 
 def body_rows(page: str) -> dict[str, list[str]]:
@@ -34,8 +37,13 @@ def body_rows(page: str) -> dict[str, list[str]]:
 
 def course_row(page: str, slug: str) -> list[str]:
     """An exercise's row on the course page."""
-    return cells(re.search(f'<tr>\\s*<th scope="row"><a href="/courses/pytorch/staff/exercises/{slug}">.*?</tr>',
-                           page, re.S).group(0))
+    return cells(
+        re.search(
+            f'<tr>\\s*<th scope="row"><a href="/courses/pytorch/staff/exercises/{slug}">.*?</tr>',
+            page,
+            re.S,
+        ).group(0)
+    )
 
 
 def usernames(page: str) -> list[str]:
@@ -65,8 +73,13 @@ def test_staff_land_on_the_course_and_students_on_their_exercises(course):
 
 def test_gradebook_columns_in_course_order_with_points_totals_and_percentages(marked_course):
     app, _ = marked_course
-    kept = ("tensors-reshape", "autograd-q", "autograd-no-track", "autograd-accumulation",
-            "autograd-custom-function")
+    kept = (
+        "tensors-reshape",
+        "autograd-q",
+        "autograd-no-track",
+        "autograd-accumulation",
+        "autograd-custom-function",
+    )
     only(app, *kept, "metrics")
     with app.extensions["hpcgrade.db"].sessions.begin() as session:  # metrics goes last
         session.execute(update(Exercise).where(Exercise.slug == "metrics").values(position=999))
@@ -74,7 +87,9 @@ def test_gradebook_columns_in_course_order_with_points_totals_and_percentages(ma
     client, _ = logged_in(app, "prof")
     page = client.get("/courses/pytorch/staff/grades?lang=es").text
     head = re.search(r"<thead>.*?</thead>", page, re.S).group(0)
-    sorts = re.findall(r'<th[^>]*><a href="/courses/pytorch/staff/grades\?(?:sort=([\w:-]+))?', head)
+    sorts = re.findall(
+        r'<th[^>]*><a href="/courses/pytorch/staff/grades\?(?:sort=([\w:-]+))?', head
+    )
     # the student column sorts by name, the default
     assert sorts == ["", *(f"ex:{slug}" for slug in expected), "total"]
     assert "Gradientes de una función no escalar" in head and "Exactitud" in head
@@ -97,11 +112,15 @@ def test_grades_csv_has_a_maximum_row_totals_and_an_excel_variant(marked_course)
     assert plain.mimetype == "text/csv"
     assert "pytorch-grades.csv" in plain.headers["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(plain.text)))
-    assert rows[:2] == [["username", "name", "email", "metrics", "autograd-q", "total", "percent"],
-                        ["", "max_points", "", "10", "10", "20", "100"]]
-    assert rows[2:] == [["ana", "Ana García", "a@uni.es", "5", "10", "15", "75.0"],
-                        ["bea", "Bea", "b@uni.es", "", "6", "6", "30.0"],
-                        ["carl", "Carl Ruiz", "carl@example.org", "", "", "0", "0.0"]]
+    assert rows[:2] == [
+        ["username", "name", "email", "metrics", "autograd-q", "total", "percent"],
+        ["", "max_points", "", "10", "10", "20", "100"],
+    ]
+    assert rows[2:] == [
+        ["ana", "Ana García", "a@uni.es", "5", "10", "15", "75.0"],
+        ["bea", "Bea", "b@uni.es", "", "6", "6", "30.0"],
+        ["carl", "Carl Ruiz", "carl@example.org", "", "", "0", "0.0"],
+    ]
     excel = client.get("/courses/pytorch/staff/grades-excel.csv")
     assert excel.headers["Content-Type"] == "text/csv; charset=utf-8"
     assert "pytorch-grades-excel.csv" in excel.headers["Content-Disposition"]
@@ -123,15 +142,19 @@ def test_grades_for_moodle_and_canvas_as_their_imports_read_them(marked_course):
     assert "pytorch-moodle.csv" in moodle.headers["Content-Disposition"]
     assert list(csv.reader(io.StringIO(moodle.text))) == [
         ["username", "email", "metrics", "autograd-q"],
-        ["ana", "a@uni.es", "5", "10"], ["bea", "b@uni.es", "", "6"],
-        ["carl", "carl@example.org", "", ""]]
+        ["ana", "a@uni.es", "5", "10"],
+        ["bea", "b@uni.es", "", "6"],
+        ["carl", "carl@example.org", "", ""],
+    ]
     canvas = client.get("/courses/pytorch/staff/grades-canvas.csv")
     assert "pytorch-canvas.csv" in canvas.headers["Content-Disposition"]
     assert list(csv.reader(io.StringIO(canvas.text))) == [
         ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "metrics", "autograd-q"],
         ["    Points Possible", "", "", "", "", "10", "10"],
-        ["Ana García", "", "", "ana", "", "5", "10"], ["Bea", "", "", "bea", "", "", "6"],
-        ["Carl Ruiz", "", "", "carl", "", "", ""]]
+        ["Ana García", "", "", "ana", "", "5", "10"],
+        ["Bea", "", "", "bea", "", "", "6"],
+        ["Carl Ruiz", "", "", "carl", "", "", ""],
+    ]
     student, _ = logged_in(app, "ana")
     assert student.get("/courses/pytorch/staff/grades-canvas.csv").status_code == 403
 
@@ -140,23 +163,45 @@ def test_search_sort_and_filter_the_gradebook(marked_course):
     app, _ = marked_course
     only(app, "autograd-q", "metrics")
     client, _ = logged_in(app, "prof")
-    assert usernames(client.get("/courses/pytorch/staff/grades").text) == ["ana", "bea", "carl"]  # by name
-    assert usernames(client.get("/courses/pytorch/staff/grades?q=garcia").text) == ["ana"]  # accents aside
-    assert usernames(client.get("/courses/pytorch/staff/grades?q=EXAMPLE.org").text) == ["carl"]  # the email
-    assert usernames(client.get("/courses/pytorch/staff/grades?q=be").text) == ["bea"]  # the username
-    assert "No student matches the search." in client.get("/courses/pytorch/staff/grades?q=zzz").text
+    assert usernames(client.get("/courses/pytorch/staff/grades").text) == [
+        "ana",
+        "bea",
+        "carl",
+    ]  # by name
+    assert usernames(client.get("/courses/pytorch/staff/grades?q=garcia").text) == [
+        "ana"
+    ]  # accents aside
+    assert usernames(client.get("/courses/pytorch/staff/grades?q=EXAMPLE.org").text) == [
+        "carl"
+    ]  # the email
+    assert usernames(client.get("/courses/pytorch/staff/grades?q=be").text) == [
+        "bea"
+    ]  # the username
+    assert (
+        "No student matches the search." in client.get("/courses/pytorch/staff/grades?q=zzz").text
+    )
     by_total = client.get("/courses/pytorch/staff/grades?sort=total&order=desc").text
     assert usernames(by_total) == ["ana", "bea", "carl"]
     sorted_header = re.search(r'<th aria-sort="descending"><a href="([^"]+)">Total', by_total)
-    assert sorted_header.group(1) == "/courses/pytorch/staff/grades?sort=total"  # a second click: ascending
+    assert (
+        sorted_header.group(1) == "/courses/pytorch/staff/grades?sort=total"
+    )  # a second click: ascending
     # no score sorts last, whichever the order
-    assert usernames(client.get("/courses/pytorch/staff/grades?sort=ex:autograd-q").text) == ["bea", "ana", "carl"]
-    assert usernames(client.get("/courses/pytorch/staff/grades?sort=ex:autograd-q&order=desc").text) == \
-        ["ana", "bea", "carl"]
+    assert usernames(client.get("/courses/pytorch/staff/grades?sort=ex:autograd-q").text) == [
+        "bea",
+        "ana",
+        "carl",
+    ]
+    assert usernames(
+        client.get("/courses/pytorch/staff/grades?sort=ex:autograd-q&order=desc").text
+    ) == ["ana", "bea", "carl"]
     missing = client.get("/courses/pytorch/staff/grades?filter=missing&q=a").text
     assert usernames(missing) == ["bea", "carl"] and "2 of 3 students" in missing
     assert 'value="missing" selected' in missing and 'value="a"' in missing
-    assert usernames(client.get("/courses/pytorch/staff/grades?filter=below").text) == ["bea", "carl"]
+    assert usernames(client.get("/courses/pytorch/staff/grades?filter=below").text) == [
+        "bea",
+        "carl",
+    ]
 
 
 def test_what_the_query_string_gets_wrong_is_said_and_left_at_its_default(marked_course):
@@ -176,15 +221,19 @@ def test_the_course_page_per_exercise(marked_course):
     page = client.get("/courses/pytorch/staff/").text
     assert "3 students" in page
     catalogue = load_catalogue()
-    titles = [catalogue[slug].title["en"] for slug in sorted(
-        catalogue, key=lambda slug: (catalogue[slug].order, slug))]
+    titles = [
+        catalogue[slug].title["en"]
+        for slug in sorted(catalogue, key=lambda slug: (catalogue[slug].order, slug))
+    ]
     assert sorted(titles, key=page.index) == titles  # in course order
     row = course_row(page, "autograd-q")
     # exercise, deadline, students, submissions, mean best (the override counts), full marks
     assert row[1:7] == ["31 Jan 2027, 22:59 UTC", "2 / 3", "3", "8 / 10", "1", "—"]
     assert row[7] == "grad-sign-flipped 2 students missing-function 1 student"
     # to its named mistake's section of the diagnostic's page
-    assert '/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function#mistake-' in page
+    assert (
+        "/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function#mistake-" in page
+    )
     assert '/courses/pytorch/staff/exercises/autograd-q#charts"' in page
     assert course_row(page, "metrics")[6] == "1 waiting"
     spanish = client.get("/courses/pytorch/staff/?lang=es").text
@@ -200,12 +249,18 @@ def test_search_sort_and_filter_an_exercises_students(marked_course):
     assert rows["bea"][2] == "6 / 10 ✎ (adjusted by an instructor)"
     assert rows["carl"][3] == "nothing submitted"
     assert "out of 10 points" in page
-    assert usernames(client.get("/courses/pytorch/staff/exercises/autograd-q?sort=best&order=desc").text) == \
-        ["ana", "bea", "carl"]
-    assert usernames(client.get("/courses/pytorch/staff/exercises/autograd-q?filter=missing").text) == ["carl"]
+    assert usernames(
+        client.get("/courses/pytorch/staff/exercises/autograd-q?sort=best&order=desc").text
+    ) == ["ana", "bea", "carl"]
+    assert usernames(
+        client.get("/courses/pytorch/staff/exercises/autograd-q?filter=missing").text
+    ) == ["carl"]
     below = client.get("/courses/pytorch/staff/exercises/autograd-q?filter=below&q=r").text
     assert usernames(below) == ["carl"] and "1 of 3 students" in below
-    assert 'aria-sort="ascending"><a href="/courses/pytorch/staff/exercises/autograd-q?order=desc">Student' in page
+    assert (
+        'aria-sort="ascending"><a href="/courses/pytorch/staff/exercises/autograd-q?order=desc">Student'
+        in page
+    )
 
 
 def test_the_latest_submission_of_each_student_as_a_zip(marked_course):
@@ -220,8 +275,9 @@ def test_the_latest_submission_of_each_student_as_a_zip(marked_course):
     assert sorted(archive.namelist()) == ["ana.py", "bea.py"]
     assert archive.read("ana.py") == b"ana = 2\n"
     assert archive.getinfo("ana.py").date_time == (2026, 11, 23, 17, 5, 0)
-    notebooks = zipfile.ZipFile(io.BytesIO(
-        client.get("/courses/pytorch/staff/exercises/metrics/submissions.zip").data))
+    notebooks = zipfile.ZipFile(
+        io.BytesIO(client.get("/courses/pytorch/staff/exercises/metrics/submissions.zip").data)
+    )
     assert sorted(notebooks.namelist()) == ["ana.py", "bea.ipynb"]
     nothing = client.get("/courses/pytorch/staff/exercises/tensors-reshape/submissions.zip")
     assert nothing.status_code == 303
@@ -229,17 +285,24 @@ def test_the_latest_submission_of_each_student_as_a_zip(marked_course):
     assert client.get("/courses/pytorch/staff/exercises/nothing/submissions.zip").status_code == 404
 
 
-@pytest.mark.parametrize("path", ["/courses/pytorch/staff/grades-excel.csv", "/courses/pytorch/staff/grades?sort=total",
-                                  "/courses/pytorch/staff/exercises/autograd-q/submissions.zip",
-                                  "/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/courses/pytorch/staff/grades-excel.csv",
+        "/courses/pytorch/staff/grades?sort=total",
+        "/courses/pytorch/staff/exercises/autograd-q/submissions.zip",
+        "/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped",
+    ],
+)
 def test_students_cannot_get_in(marked_course, path):
     app, _ = marked_course
     student, _ = logged_in(app, "ana")
     assert student.get(path).status_code == 403
 
 
-def test_an_exercise_whose_folder_broke_is_out_of_its_best_graded_maximum(marked_course,
-                                                                          monkeypatch, tmp_path):
+def test_an_exercise_whose_folder_broke_is_out_of_its_best_graded_maximum(
+    marked_course, monkeypatch, tmp_path
+):
     app, _ = marked_course
     only(app, "autograd-q")
     monkeypatch.setenv("HPCGRADE_EXERCISES", str(tmp_path))  # no exercise folder at all
@@ -262,8 +325,15 @@ def test_an_exercise_named_like_a_column_sorts_by_its_own_scores(marked_course):
     # by the total: ana 15, bea 6, carl 0; by the exercise: only ana has a score
     by_total = usernames(client.get("/courses/pytorch/staff/grades?sort=total&order=desc").text)
     assert by_total == ["ana", "bea", "carl"]
-    assert usernames(client.get("/courses/pytorch/staff/grades?sort=total").text) == ["carl", "bea", "ana"]
-    assert usernames(client.get("/courses/pytorch/staff/grades?sort=ex:total&order=desc").text)[0] == "ana"
+    assert usernames(client.get("/courses/pytorch/staff/grades?sort=total").text) == [
+        "carl",
+        "bea",
+        "ana",
+    ]
+    assert (
+        usernames(client.get("/courses/pytorch/staff/grades?sort=ex:total&order=desc").text)[0]
+        == "ana"
+    )
     assert "cannot be sorted" not in client.get("/courses/pytorch/staff/grades?sort=ex:total").text
 
 
@@ -275,7 +345,10 @@ def test_usernames_sort_alike_on_every_list(marked_course):
     client, _ = logged_in(app, "prof")
     expected = ["ana", "bea", "Bob", "carl"]
     assert usernames(client.get("/courses/pytorch/staff/grades?sort=username").text) == expected
-    assert usernames(client.get("/courses/pytorch/staff/exercises/autograd-q?sort=username").text) == expected
+    assert (
+        usernames(client.get("/courses/pytorch/staff/exercises/autograd-q?sort=username").text)
+        == expected
+    )
     roster = client.get("/courses/pytorch/staff/roster/?sort=username&filter=student").text
     assert re.findall(r'<th scope="row"><a [^>]*>([\w.-]+)', roster) == expected
 
@@ -299,20 +372,30 @@ def test_the_excel_variant_in_spanish_has_semicolons_and_decimal_commas(marked_c
 
 def test_an_empty_course_says_what_to_do_on_the_web_or_the_command_line(app, catalogue):
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
-        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password",
-                 course=the_course(session))
+        add_user(
+            session,
+            "prof",
+            "Pilar",
+            "p@uni.es",
+            "instructor",
+            "long-password",
+            course=the_course(session),
+        )
     client, _ = logged_in(app, "prof")
     overview = client.get("/courses/pytorch/staff/").text
-    assert ('No exercises yet: use “<a href="/courses/pytorch/staff/roster/#exercises">Sync the exercises</a>” '
-            'on the roster page, or run <code class="code">hpcgrade exercise sync</code>.'
-            in overview)
+    assert (
+        'No exercises yet: use “<a href="/courses/pytorch/staff/roster/#exercises">Sync the exercises</a>” '
+        'on the roster page, or run <code class="code">hpcgrade exercise sync</code>.' in overview
+    )
     assert "`" not in overview
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
         sync_exercises(session, the_course(session), catalogue)
     page = client.get("/courses/pytorch/staff/exercises/autograd-q?lang=es").text
-    assert ('Aún no hay estudiantes: importa una lista en la página '
-            '<a href="/courses/pytorch/staff/roster/">Lista de clase</a>, o ejecuta '
-            '<code class="code">hpcgrade users import roster.csv</code>.' in page)
+    assert (
+        "Aún no hay estudiantes: importa una lista en la página "
+        '<a href="/courses/pytorch/staff/roster/">Lista de clase</a>, o ejecuta '
+        '<code class="code">hpcgrade users import roster.csv</code>.' in page
+    )
     assert "`" not in page
 
 
@@ -325,4 +408,5 @@ def test_a_page_is_in_the_readers_language_whoever_compiled_its_template(marked_
     def maximum(lang: str) -> str:
         page = client.get(f"/courses/pytorch/staff/grades?lang={lang}").text
         return cells(re.search(r'<tr class="maximum">.*?</tr>', page, re.S).group(0))[-1]
+
     assert (maximum("en"), maximum("es"), maximum("en")) == ("100%", "100 %", "100%")

@@ -1,6 +1,7 @@
 """The gradebook of a 200-student course: a page of 50 students at a time, the pages' links
 keeping the search, sort and filter, a search or filter over every student (not one page); the
 percentages to one decimal, as the CSV has them ("1.8 %", not "2 %")."""
+
 import csv
 import io
 import re
@@ -25,14 +26,23 @@ def big_course(course):
     active (20 points): st007 has 0.36 of them (1.8 %), st150 full marks on autograd-q."""
     with course.extensions["hpcgrade.db"].sessions.begin() as session:
         pytorch = the_course(session)
-        add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password",
-                 course=pytorch)
+        add_user(
+            session, "prof", "Pilar", "p@uni.es", "instructor", "long-password", course=pytorch
+        )
         for n in range(STUDENTS):
-            add_user(session, f"st{n:03d}", f"Student {n:03d}", f"st{n:03d}@uni.es", "student",
-                     None, course=pytorch)
+            add_user(
+                session,
+                f"st{n:03d}",
+                f"Student {n:03d}",
+                f"st{n:03d}@uni.es",
+                "student",
+                None,
+                course=pytorch,
+            )
         users = {u.username: u for u in session.scalars(select(User))}
-        q = session.scalar(select(Exercise).where(Exercise.course_id == pytorch.id,
-                                                  Exercise.slug == "autograd-q"))
+        q = session.scalar(
+            select(Exercise).where(Exercise.course_id == pytorch.id, Exercise.slug == "autograd-q")
+        )
         submit(session, users["st007"], q, 0.36)
         submit(session, users["st150"], q, 10)
     only(course, "autograd-q", "metrics")

@@ -1,5 +1,6 @@
 """Security headers on every response, and pages that need no inline script or style (so that the
 Content-Security-Policy can forbid them)."""
+
 import io
 import re
 from html.parser import HTMLParser
@@ -10,10 +11,18 @@ from helpers import REFERENCE_Q, log_in
 
 from server.core.users import add_user
 
-EXPECTED = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
-            "X-Frame-Options": "DENY"}
-POLICY = ["default-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'self'",
-          "form-action 'self'"]
+EXPECTED = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+POLICY = [
+    "default-src 'self'",
+    "frame-ancestors 'none'",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'self'",
+]
 WEB = Path(__file__).parents[2] / "server" / "web"
 STATIC = WEB / "static"
 
@@ -75,14 +84,29 @@ def staff(course):
 def test_every_page_has_the_headers_and_no_inline_code(course, staff):
     anonymous = course.test_client()
     login = anonymous.get("/login")
-    sent = staff.post("/courses/pytorch/exercises/autograd-q/submissions", data={
-        "csrf_token": csrf(staff.get("/courses/pytorch/exercises/autograd-q").text), "code": REFERENCE_Q})
+    sent = staff.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        data={
+            "csrf_token": csrf(staff.get("/courses/pytorch/exercises/autograd-q").text),
+            "code": REFERENCE_Q,
+        },
+    )
     waiting = staff.get(sent.headers["Location"])
     assert 'data-waiting="yes"' in waiting.text and "/static/submission.js" in waiting.text
     pages = [login, waiting, anonymous.get("/courses/pytorch/"), anonymous.get("/no-such-page")] + [
-        staff.get(path) for path in ("/", "/courses/pytorch/exercises/autograd-q", "/courses/pytorch/submissions", "/courses/pytorch/staff/",
-                                     "/courses/pytorch/staff/exercises/autograd-q", "/courses/pytorch/staff/students/prof",
-                                     "/courses/pytorch/staff/grades", "/nothing-here", "/courses/pytorch/staff/students/nobody")]
+        staff.get(path)
+        for path in (
+            "/",
+            "/courses/pytorch/exercises/autograd-q",
+            "/courses/pytorch/submissions",
+            "/courses/pytorch/staff/",
+            "/courses/pytorch/staff/exercises/autograd-q",
+            "/courses/pytorch/staff/students/prof",
+            "/courses/pytorch/staff/grades",
+            "/nothing-here",
+            "/courses/pytorch/staff/students/nobody",
+        )
+    ]
     for reply in pages:
         assert_secured(reply)
         if reply.mimetype == "text/html":
@@ -93,11 +117,19 @@ def test_json_files_and_downloads_have_the_headers_too(course, staff):
     api = course.test_client()
     token = api.post("/api/v1/tokens", json={"username": "ana", "password": "long-password"}).json
     headers = {"Authorization": f"Bearer {token['token']}"}
-    created = api.post("/api/v1/submissions", headers=headers, data={
-        "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")})
-    for reply in [created, api.get(created.json["url"], headers=headers),
-                  api.get("/api/v1/exercises"), staff.get("/courses/pytorch/staff/grades.csv"),
-                  staff.get("/static/hpcgrade.css"), staff.get("/static/submission.js")]:
+    created = api.post(
+        "/api/v1/submissions",
+        headers=headers,
+        data={"exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
+    )
+    for reply in [
+        created,
+        api.get(created.json["url"], headers=headers),
+        api.get("/api/v1/exercises"),
+        staff.get("/courses/pytorch/staff/grades.csv"),
+        staff.get("/static/hpcgrade.css"),
+        staff.get("/static/submission.js"),
+    ]:
         assert_secured(reply)
 
 
@@ -108,8 +140,13 @@ def test_the_status_script_is_a_file_that_writes_text_only():
 
 
 def test_the_waiting_page_has_a_live_region_for_the_state(course, staff):
-    sent = staff.post("/courses/pytorch/exercises/autograd-q/submissions?lang=es", data={
-        "csrf_token": csrf(staff.get("/courses/pytorch/exercises/autograd-q").text), "code": REFERENCE_Q})
+    sent = staff.post(
+        "/courses/pytorch/exercises/autograd-q/submissions?lang=es",
+        data={
+            "csrf_token": csrf(staff.get("/courses/pytorch/exercises/autograd-q").text),
+            "code": REFERENCE_Q,
+        },
+    )
     page = staff.get(sent.headers["Location"]).text
     assert re.search(r'id="live" role="status" aria-live="polite"', page)
     assert 'id="wait-note"' in page and 'data-label-running="corrigiendo"' in page

@@ -1,5 +1,6 @@
 """/metrics and /healthz (server/web/health.py, server/core/metrics.py): who may read the
 metrics, and that each says what the service's state is, read from the database and the spool."""
+
 import datetime as dt
 import json
 
@@ -21,9 +22,11 @@ def samples(app, **request) -> dict[tuple, float]:
     answer = app.test_client().get("/metrics", **request)
     assert answer.status_code == 200, answer.text
     assert answer.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(answer.text)
-            for sample in family.samples}
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
 
 
 def test_metrics_answer_the_allowed_addresses_and_the_token_alone(app):
@@ -32,11 +35,19 @@ def test_metrics_answer_the_allowed_addresses_and_the_token_alone(app):
     refused = client.get("/metrics", environ_base=OUTSIDE)
     assert refused.status_code == 403 and "METRICS_ALLOW" in refused.text
     change_settings(app, METRICS_TOKEN="s3cret-scrape")
-    assert client.get("/metrics", environ_base=OUTSIDE,
-                      headers={"Authorization": "Bearer s3cret-scrape"}).status_code == 200
+    assert (
+        client.get(
+            "/metrics", environ_base=OUTSIDE, headers={"Authorization": "Bearer s3cret-scrape"}
+        ).status_code
+        == 200
+    )
     for wrong in ("Bearer s3cret", "Bearer s3cret-scrape-", "s3cret-scrape", "Basic x"):
-        assert client.get("/metrics", environ_base=OUTSIDE,
-                          headers={"Authorization": wrong}).status_code == 403, wrong
+        assert (
+            client.get(
+                "/metrics", environ_base=OUTSIDE, headers={"Authorization": wrong}
+            ).status_code
+            == 403
+        ), wrong
     change_settings(app, METRICS_ALLOW=["10.9.0.0/16"])
     assert client.get("/metrics", environ_base=OUTSIDE).status_code == 200
     assert client.get("/metrics").status_code == 403  # this host no longer is
@@ -44,15 +55,21 @@ def test_metrics_answer_the_allowed_addresses_and_the_token_alone(app):
 
 def test_behind_the_proxy_the_client_is_who_the_proxy_says(database_url, tmp_path):
     """nginx connects from 127.0.0.1: its address must not open /metrics to everyone."""
-    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "x", "TRUSTED_PROXIES": 1,
-                      "LOGIN_LIMITS_STORAGE": "memory://", "SPOOL_DIR": str(tmp_path)})
+    app = create_app(
+        {
+            "DATABASE_URL": database_url,
+            "SECRET_KEY": "x",
+            "TRUSTED_PROXIES": 1,
+            "LOGIN_LIMITS_STORAGE": "memory://",
+            "SPOOL_DIR": str(tmp_path),
+        }
+    )
     client = app.test_client()
     assert client.get("/metrics", headers={"X-Forwarded-For": "10.9.9.9"}).status_code == 403
     assert client.get("/metrics", headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 200
 
 
-def test_the_metrics_say_the_queue_the_grades_and_the_errors(course, executor, catalogue,
-                                                             tmp_path):
+def test_the_metrics_say_the_queue_the_grades_and_the_errors(course, executor, catalogue, tmp_path):
     database = course.extensions["hpcgrade.db"]
     client, token = logged_in(course)
     send(client, token, REFERENCE_Q)
@@ -64,8 +81,11 @@ def test_the_metrics_say_the_queue_the_grades_and_the_errors(course, executor, c
     before = samples(course)
     with database.sessions.begin() as session:  # a harness's error, its first report
         failed = Report.grader_error("the harness could not start", "autograd-q")
-        settle.record(session, run.run_id, Report.from_dict(
-            dict(failed.to_dict(), timing={HARNESS_START: 2.5})))
+        settle.record(
+            session,
+            run.run_id,
+            Report.from_dict(dict(failed.to_dict(), timing={HARNESS_START: 2.5})),
+        )
     found = samples(course)
     assert found[("hpcgrade_submissions", (("course", "pytorch"), ("status", "graded")))] == 1
     assert found[("hpcgrade_queue_depth", (("course", "pytorch"),))] == 2
@@ -88,14 +108,27 @@ def test_the_metrics_say_the_cluster_the_workers_the_pilots_and_the_spool(course
     change_settings(course, SPOOL_DIR=str(spool))
     pilot = spool / "pilots" / "4711"
     pilot.mkdir(parents=True)
-    (pilot / "heartbeat.json").write_text(json.dumps(
-        {"beat": utcnow().timestamp() - 3, "node": "gpu07", "graded": 12}))
+    (pilot / "heartbeat.json").write_text(
+        json.dumps({"beat": utcnow().timestamp() - 3, "node": "gpu07", "graded": 12})
+    )
     with course.extensions["hpcgrade.db"].sessions.begin() as session:
-        session.add(ClusterState(executor="slurm", failures=3, since=utcnow(),
-                                 resting_until=utcnow() + dt.timedelta(seconds=20)))
-        session.add(WorkerHeartbeat(node="dispatcher@svc", pid=1, started_at=utcnow(),
-                                    beat_at=utcnow() - dt.timedelta(seconds=4),
-                                    round_trip=0.003))
+        session.add(
+            ClusterState(
+                executor="slurm",
+                failures=3,
+                since=utcnow(),
+                resting_until=utcnow() + dt.timedelta(seconds=20),
+            )
+        )
+        session.add(
+            WorkerHeartbeat(
+                node="dispatcher@svc",
+                pid=1,
+                started_at=utcnow(),
+                beat_at=utcnow() - dt.timedelta(seconds=4),
+                round_trip=0.003,
+            )
+        )
     found = samples(course)
     assert 10 < found[("hpcgrade_cluster_resting_seconds", (("executor", "slurm"),))] <= 20
     assert found[("hpcgrade_cluster_failures", (("executor", "slurm"),))] == 3
@@ -115,19 +148,34 @@ def healthy(database_url, tmp_path):
     """The portal with a broker that answers (a folder, as the demo's)."""
     for folder in ("messages", "control"):
         (tmp_path / "broker" / folder).mkdir(parents=True)
-    folders = {"data_folder_in": str(tmp_path / "broker" / "messages"),
-               "data_folder_out": str(tmp_path / "broker" / "messages"),
-               "control_folder": str(tmp_path / "broker" / "control")}
-    return create_app({"DATABASE_URL": database_url, "SECRET_KEY": "x",
-                       "BROKER_URL": "filesystem://localhost/", "BROKER_TRANSPORT_OPTIONS":
-                       folders, "LOGIN_LIMITS_STORAGE": "memory://",
-                       "SPOOL_DIR": str(tmp_path)})
+    folders = {
+        "data_folder_in": str(tmp_path / "broker" / "messages"),
+        "data_folder_out": str(tmp_path / "broker" / "messages"),
+        "control_folder": str(tmp_path / "broker" / "control"),
+    }
+    return create_app(
+        {
+            "DATABASE_URL": database_url,
+            "SECRET_KEY": "x",
+            "BROKER_URL": "filesystem://localhost/",
+            "BROKER_TRANSPORT_OPTIONS": folders,
+            "LOGIN_LIMITS_STORAGE": "memory://",
+            "SPOOL_DIR": str(tmp_path),
+        }
+    )
 
 
 def beating(app, ago: float) -> None:
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
-        session.merge(WorkerHeartbeat(node="w@h", pid=1, started_at=utcnow(), round_trip=0.01,
-                                      beat_at=utcnow() - dt.timedelta(seconds=ago)))
+        session.merge(
+            WorkerHeartbeat(
+                node="w@h",
+                pid=1,
+                started_at=utcnow(),
+                round_trip=0.01,
+                beat_at=utcnow() - dt.timedelta(seconds=ago),
+            )
+        )
 
 
 def scheduled(app, ago: float) -> None:
@@ -137,8 +185,13 @@ def scheduled(app, ago: float) -> None:
 
 def test_healthz_answers_the_database_the_broker_the_worker_and_the_schedule(healthy):
     client = healthy.test_client()
-    assert client.get("/healthz").json == {"status": "failing", "database": "ok", "broker": "ok",
-                                           "worker": "no heartbeat", "schedule": "never run"}
+    assert client.get("/healthz").json == {
+        "status": "failing",
+        "database": "ok",
+        "broker": "ok",
+        "worker": "no heartbeat",
+        "schedule": "never run",
+    }
     beating(healthy, ago=2)
     scheduled(healthy, ago=20)
     answer = client.get("/healthz", environ_base=OUTSIDE)  # anyone may ask

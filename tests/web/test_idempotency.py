@@ -1,5 +1,6 @@
 """A request sent again stores nothing twice (idempotency keys, API and page); API errors are JSON
 whatever the status, and a database that cannot be reached is a 503 to retry."""
+
 import datetime as dt
 import io
 import re
@@ -27,8 +28,11 @@ def token(client, username="ana") -> dict:
 
 
 def upload(client, headers, code=REFERENCE_Q, exercise="autograd-q"):
-    return client.post("/api/v1/submissions", headers=headers, data={
-        "exercise": exercise, "file": (io.BytesIO(code.encode()), "work.py")})
+    return client.post(
+        "/api/v1/submissions",
+        headers=headers,
+        data={"exercise": exercise, "file": (io.BytesIO(code.encode()), "work.py")},
+    )
 
 
 def stored(app) -> list[int]:
@@ -46,7 +50,10 @@ def test_a_retried_api_request_gets_the_first_submission_and_uses_no_attempt(cli
     first, again = upload(client, headers), upload(client, headers)
     assert first.status_code == again.status_code == 202
     assert again.json == first.json and again.headers["Location"] == first.headers["Location"]
-    assert (first.headers["Idempotent-Replayed"], again.headers["Idempotent-Replayed"]) == ("false", "true")
+    assert (first.headers["Idempotent-Replayed"], again.headers["Idempotent-Replayed"]) == (
+        "false",
+        "true",
+    )
     assert stored(course) == [first.json["id"]] and attempts_left(client, headers) == 19
     # another student's key is theirs alone; no key means a new submission every time
     assert upload(client, {**token(client, "bea"), **KEY}).json["id"] != first.json["id"]
@@ -70,11 +77,13 @@ def test_a_key_is_at_most_128_printable_ascii_characters(client, course, key):
     assert upload(client, {**token(client), "Idempotency-Key": "k" * 128}).status_code == 202
 
 
-def test_a_retry_after_a_500_that_came_after_the_commit_stores_one_submission(client, course,
-                                                                             monkeypatch):
+def test_a_retry_after_a_500_that_came_after_the_commit_stores_one_submission(
+    client, course, monkeypatch
+):
     course.config["PROPAGATE_EXCEPTIONS"] = False  # answer as in production, not raise to the test
 
     from server.core.queue import enqueue
+
     sent = []
 
     def enqueue_failing_once(celery, session, ids):
@@ -98,18 +107,22 @@ def test_a_retry_after_a_500_that_came_after_the_commit_stores_one_submission(cl
 
 def test_api_errors_are_json_for_every_status(client):
     headers = token(client)
-    for reply, status in [(client.get("/api/v1/submissions", headers=headers), 405),
-                          (client.get("/api/v1/nothing-here"), 404),
-                          (client.post("/api/v1/submissions", headers=headers, data={}), 400),
-                          (client.get("/api/v1/exercises"), 401)]:
+    for reply, status in [
+        (client.get("/api/v1/submissions", headers=headers), 405),
+        (client.get("/api/v1/nothing-here"), 404),
+        (client.post("/api/v1/submissions", headers=headers, data={}), 400),
+        (client.get("/api/v1/exercises"), 401),
+    ]:
         assert reply.status_code == status and reply.is_json and reply.json["error"], reply.text
     assert "POST" in client.get("/api/v1/submissions", headers=headers).headers["Allow"]
 
 
 def page_key(client, slug="autograd-q") -> tuple[str, str]:
     page = client.get(f"{IN_COURSE}/exercises/{slug}").text
-    return (re.search(r'name="csrf_token" value="([^"]+)"', page).group(1),
-            re.search(r'name="idempotency_key" value="([^"]+)"', page).group(1))
+    return (
+        re.search(r'name="csrf_token" value="([^"]+)"', page).group(1),
+        re.search(r'name="idempotency_key" value="([^"]+)"', page).group(1),
+    )
 
 
 def test_the_form_sent_twice_stores_one_submission(course):
@@ -124,8 +137,9 @@ def test_the_form_sent_twice_stores_one_submission(course):
     assert first.status_code == again.status_code == 303
     assert again.headers["Location"] == first.headers["Location"]
     assert len(stored(course)) == 1
-    bad = client.post(f"{IN_COURSE}/exercises/autograd-q/submissions",
-                      data={**form, "idempotency_key": "k" * 129})
+    bad = client.post(
+        f"{IN_COURSE}/exercises/autograd-q/submissions", data={**form, "idempotency_key": "k" * 129}
+    )
     assert bad.status_code == 400 and "128 printable ASCII" in bad.text
 
 
@@ -138,13 +152,22 @@ def test_one_key_sent_at_once_from_many_requests_stores_one(database):
 
     def send():
         with database.sessions() as session:
-            user, exercise = session.get(User, user_id), session.scalar(
-                sa.select(Exercise).where(Exercise.slug == "autograd-q"))
+            user, exercise = (
+                session.get(User, user_id),
+                session.scalar(sa.select(Exercise).where(Exercise.slug == "autograd-q")),
+            )
             session.commit()  # SQLite: hold no lock while the others get ready
             start.wait(timeout=30)
-            submission, new = submit_once(session, user, exercise, "work.py", REFERENCE_Q.encode(),
-                                          Rules(1024, 100, 60), dt.datetime.now(dt.timezone.utc),
-                                          "same-key")
+            submission, new = submit_once(
+                session,
+                user,
+                exercise,
+                "work.py",
+                REFERENCE_Q.encode(),
+                Rules(1024, 100, 60),
+                dt.datetime.now(dt.timezone.utc),
+                "same-key",
+            )
             outcomes.append((submission.id, new))
 
     threads = [threading.Thread(target=send) for _ in range(6)]
@@ -161,6 +184,7 @@ def test_one_key_sent_at_once_from_many_requests_stores_one(database):
 def test_the_losing_commit_of_a_race_answers_with_the_winner(database, monkeypatch):
     """The lost race itself, made certain: the second request read before the first committed."""
     import server.web.submissions
+
     rules, now = Rules(1024, 100, 60), dt.datetime.now(dt.timezone.utc)
 
     def send(session):
@@ -184,8 +208,15 @@ def test_the_losing_commit_of_a_race_answers_with_the_winner(database, monkeypat
 
 def unreachable_app(url):
     from server.web.app import create_app
-    return create_app({"DATABASE_URL": url, "SECRET_KEY": "test", "TESTING": True,
-                       "BROKER_URL": "redis://127.0.0.1:1/0"})
+
+    return create_app(
+        {
+            "DATABASE_URL": url,
+            "SECRET_KEY": "test",
+            "TESTING": True,
+            "BROKER_URL": "redis://127.0.0.1:1/0",
+        }
+    )
 
 
 def assert_unavailable(app):
@@ -193,12 +224,16 @@ def assert_unavailable(app):
     api = client.get("/api/v1/exercises", headers={"Authorization": "Bearer whatever"})
     assert api.status_code == 503 and api.is_json and int(api.headers["Retry-After"]) > 0
     assert "database" in api.json["error"]
-    sent = client.post("/api/v1/submissions", headers={"Authorization": "Bearer x", **KEY},
-                       data={"exercise": "autograd-q", "file": (io.BytesIO(b"x = 1\n"), "w.py")})
+    sent = client.post(
+        "/api/v1/submissions",
+        headers={"Authorization": "Bearer x", **KEY},
+        data={"exercise": "autograd-q", "file": (io.BytesIO(b"x = 1\n"), "w.py")},
+    )
     assert sent.status_code == 503 and sent.is_json
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)
-    page = client.post("/login?lang=es", data={"username": "ana", "password": "long-password",
-                                               "csrf_token": csrf})
+    page = client.post(
+        "/login?lang=es", data={"username": "ana", "password": "long-password", "csrf_token": csrf}
+    )
     assert page.status_code == 503 and page.headers["Retry-After"] and page.mimetype == "text/html"
     assert "No se puede acceder a la base de datos" in page.text
 
@@ -216,6 +251,7 @@ def test_a_postgresql_that_goes_away_is_a_503_and_comes_back():
     from server.core.catalogue import load_catalogue
     from server.core.exercises import sync_exercises
     from server.core.users import add_user
+
     for url in postgres_database():
         migrate.upgrade(url)
         app = unreachable_app(url)
@@ -230,8 +266,12 @@ def test_a_postgresql_that_goes_away_is_a_503_and_comes_back():
         admin = sa.create_engine(f"{POSTGRES}/postgres", isolation_level="AUTOCOMMIT")
         with admin.connect() as connection:  # the outage: connections cut, new ones refused
             connection.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
-            connection.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                       "WHERE datname = :name"), {"name": name})
+            connection.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :name"
+                ),
+                {"name": name},
+            )
         assert_unavailable(app)
         with admin.connect() as connection:
             connection.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
@@ -241,14 +281,16 @@ def test_a_postgresql_that_goes_away_is_a_503_and_comes_back():
         database.dispose()
 
 
-def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(course, monkeypatch,
-                                                                         tmp_path):
+def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(
+    course, monkeypatch, tmp_path
+):
     """`hpcgrade submit` against a real HTTP server whose first answer is a 500 after the commit:
     the client sends again, with the same key, and one submission is stored."""
     from click.testing import CliRunner
     from werkzeug.serving import make_server
 
     from worker.cli.client import submit
+
     course.config["PROPAGATE_EXCEPTIONS"] = False
     failures = [RuntimeError("lost after the commit")]
 
@@ -264,9 +306,14 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(course,
     work = tmp_path / "work.py"
     work.write_text(REFERENCE_Q)
     try:
-        result = CliRunner().invoke(submit, ["autograd-q", str(work), "--no-wait"], env={
-            "HPCGRADE_SERVER": f"http://127.0.0.1:{server.server_port}",
-            "HPCGRADE_TOKEN": token.json["token"]})
+        result = CliRunner().invoke(
+            submit,
+            ["autograd-q", str(work), "--no-wait"],
+            env={
+                "HPCGRADE_SERVER": f"http://127.0.0.1:{server.server_port}",
+                "HPCGRADE_TOKEN": token.json["token"],
+            },
+        )
     finally:
         server.shutdown()
     assert result.exit_code == 0, result.output

@@ -1,6 +1,7 @@
 """Why a file did not load, or lacks a function, is said once in its run's notes, not on each
 check: it still counts among an exercise's diagnostics for instructors, still fails a mutant
 check that expects it, and a loader the student's code broke is such a load error too."""
+
 import shutil
 
 import pytest
@@ -27,8 +28,10 @@ def test_a_misnamed_function_counts_among_the_exercises_diagnostics(course, exec
     with database.sessions.begin() as session:
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
     ana, token = logged_in(course, "ana")
-    sent = ana.post("/courses/pytorch/exercises/autograd-q/submissions", data={"csrf_token": token,
-                                                              "code": MISNAMED})
+    sent = ana.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "code": MISNAMED},
+    )
     assert sent.status_code == 303
     assert grade_next(database, executor, catalogue)[1] == "graded"
     with database.sessions() as session:
@@ -37,7 +40,9 @@ def test_a_misnamed_function_counts_among_the_exercises_diagnostics(course, exec
     prof, _ = logged_in(course, "prof")
     assert "missing-function" in prof.get("/courses/pytorch/staff/").text
     link = "/courses/pytorch/staff/exercises/autograd-q/diagnostics/missing-function"
-    assert f'href="{link}"' in prof.get("/courses/pytorch/staff/exercises/autograd-q").text  # its bar
+    assert (
+        f'href="{link}"' in prof.get("/courses/pytorch/staff/exercises/autograd-q").text
+    )  # its bar
     page = prof.get(link).text
     assert "Ana García" in page and "<code>q_grads</code> is not defined." in page
     assert "1 submission got this diagnostic" in page
@@ -50,19 +55,25 @@ def test_a_loader_broken_by_the_code_is_a_load_error(grade_unsealed):
     assert report["status"] == "graded" and report["score"] == 0
     (load_error,) = [n for n in report["notes"] if n["kind"] == "load-error"]
     assert load_error["code"] == "import-error"
-    assert load_error["message"] == \
-        "The submission could not be loaded: ZeroDivisionError: division by zero"
+    assert (
+        load_error["message"]
+        == "The submission could not be loaded: ZeroDivisionError: division by zero"
+    )
     assert load_error["details"]["line"] == REFERENCE_Q.count("\n") + 3  # the student's lambda
     assert all(c["diagnostics"] == [] for c in report["checks"])
 
 
 @pytest.mark.selfcheck
-@pytest.mark.parametrize("mutant, code", [(MISNAMED, "missing-function"),
-                                          ("raise ImportError('no')\n", "import-error")])
+@pytest.mark.parametrize(
+    "mutant, code", [(MISNAMED, "missing-function"), ("raise ImportError('no')\n", "import-error")]
+)
 def test_a_mutant_may_expect_a_load_error(harness, tmp_path, mutant, code):
     folder = tmp_path / "autograd-q"
-    shutil.copytree(default_root() / "autograd-q", folder,
-                    ignore=shutil.ignore_patterns("mutants", "__pycache__"))
+    shutil.copytree(
+        default_root() / "autograd-q",
+        folder,
+        ignore=shutil.ignore_patterns("mutants", "__pycache__"),
+    )
     (folder / "mutants").mkdir()
     (folder / "mutants" / "broken.py").write_text(mutant)
     toml = folder / "exercise.toml"

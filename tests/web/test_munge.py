@@ -1,6 +1,7 @@
 """Submitting from the cluster with MUNGE (server/core/munge.py): the munged of the local Slurm
 (scripts/slurm) vouches for the cluster's users, `hpcgrade` (uid 999) and `nobody`; a
 credential serves one request, the one it was made for, once."""
+
 import io
 import os
 import shutil
@@ -21,16 +22,25 @@ from server.core.models import MungeCredential, Submission, User
 from server.core.munge import binding
 from server.core.users import add_user
 
-pytestmark = [pytest.mark.slurm, pytest.mark.skipif(
-    not shutil.which("munge") and not os.environ.get("CI"), reason="no munge (scripts/slurm)")]
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(
+        not shutil.which("munge") and not os.environ.get("CI"), reason="no munge (scripts/slurm)"
+    ),
+]
 PATH = "/api/v1/submissions"
 CLUSTER_USER = "hpcgrade"  # the grading account scripts/slurm makes, a cluster user here
 
 
 def credential(payload: str, user: str = CLUSTER_USER, ttl: int = 60) -> str:
     """A credential of the cluster user `user`, made as they would make it."""
-    return subprocess.run(["runuser", "-u", user, "--", "munge", "-s", payload, "-t", str(ttl)],
-                          capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+    return subprocess.run(
+        ["runuser", "-u", user, "--", "munge", "-s", payload, "-t", str(ttl)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    ).stdout.strip()
 
 
 def form(code: str = REFERENCE_Q) -> dict:
@@ -43,14 +53,21 @@ def encoded(data: dict) -> tuple[bytes, str]:
     return request.get_data(), request.content_type
 
 
-def submit(client, header: str | None, code: str = REFERENCE_Q, path: str = PATH,
-           user: str = CLUSTER_USER, **made):
+def submit(
+    client,
+    header: str | None,
+    code: str = REFERENCE_Q,
+    path: str = PATH,
+    user: str = CLUSTER_USER,
+    **made,
+):
     """A submission of `code` with a MUNGE credential bound to it (or `header` as it is)."""
     body, content_type = encoded(form(code))
     if header is None:
         header = "MUNGE " + credential(binding("POST", path, body), user, **made)
-    return client.post(PATH, data=body, content_type=content_type,
-                       headers={"Authorization": header})
+    return client.post(
+        PATH, data=body, content_type=content_type, headers={"Authorization": header}
+    )
 
 
 @pytest.fixture
@@ -60,8 +77,9 @@ def cluster(course):
     change_settings(course, MUNGE_LOGIN=True, MUNGE_MIN_UID=900)
     with course.app_context():
         session = course.extensions["hpcgrade.db"].sessions()
-        add_user(session, CLUSTER_USER, "Grading account", "g@uni.es", "student",
-                 None).auth_source = "ldap"
+        add_user(
+            session, CLUSTER_USER, "Grading account", "g@uni.es", "student", None
+        ).auth_source = "ldap"
         add_user(session, "nobody", "Nobody", "n@uni.es", "student", None)
         session.commit()
     return course
@@ -77,12 +95,14 @@ def test_a_credential_submits_as_the_cluster_user_and_serves_once(cluster):
     client = cluster.test_client()
     body, content_type = encoded(form())
     header = "MUNGE " + credential(binding("POST", PATH, body))
-    created = client.post(PATH, data=body, content_type=content_type,
-                          headers={"Authorization": header})
+    created = client.post(
+        PATH, data=body, content_type=content_type, headers={"Authorization": header}
+    )
     assert created.status_code == 202, created.json
     assert submitter(cluster, created) == CLUSTER_USER
-    replayed = client.post(PATH, data=body, content_type=content_type,
-                           headers={"Authorization": header})
+    replayed = client.post(
+        PATH, data=body, content_type=content_type, headers={"Authorization": header}
+    )
     assert replayed.status_code == 401
     assert "replayed credential" in replayed.json["error"]
 
@@ -102,19 +122,37 @@ def test_a_replay_to_another_portal_whose_munged_never_saw_it_is_refused(cluster
     shared, the database's record of spent credentials is."""
     folder = munged_folder
     socket = folder / "socket"
-    subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged", "-S", str(socket),
-                    "--pid-file", str(folder / "pid"), "--log-file", str(folder / "log"),
-                    "--seed-file", str(folder / "seed")], check=True, timeout=10)
+    subprocess.run(
+        [
+            "runuser",
+            "-u",
+            "munge",
+            "--",
+            "/usr/sbin/munged",
+            "-S",
+            str(socket),
+            "--pid-file",
+            str(folder / "pid"),
+            "--log-file",
+            str(folder / "log"),
+            "--seed-file",
+            str(folder / "seed"),
+        ],
+        check=True,
+        timeout=10,
+    )
     try:
         client = cluster.test_client()
         body, content_type = encoded(form())
         header = "MUNGE " + credential(binding("POST", PATH, body))
-        first = client.post(PATH, data=body, content_type=content_type,
-                            headers={"Authorization": header})
+        first = client.post(
+            PATH, data=body, content_type=content_type, headers={"Authorization": header}
+        )
         assert first.status_code == 202
         change_settings(cluster, MUNGE_SOCKET=str(socket))  # the second portal's munged
-        again = client.post(PATH, data=body, content_type=content_type,
-                            headers={"Authorization": header})
+        again = client.post(
+            PATH, data=body, content_type=content_type, headers={"Authorization": header}
+        )
         assert again.status_code == 401 and "replayed credential" in again.json["error"]
     finally:
         pid = (folder / "pid").read_text().strip()
@@ -133,8 +171,12 @@ def test_a_credential_bound_to_another_file_is_refused(cluster):
     assert refused.status_code == 401
     assert "made for another request" in refused.json["error"]
     with cluster.app_context():
-        assert cluster.extensions["hpcgrade.db"].sessions().scalar(
-            sa.select(sa.func.count(Submission.id))) == 0
+        assert (
+            cluster.extensions["hpcgrade.db"]
+            .sessions()
+            .scalar(sa.select(sa.func.count(Submission.id)))
+            == 0
+        )
 
 
 def test_another_users_credential_for_this_file_is_that_user_or_nobody(cluster):
@@ -154,14 +196,14 @@ def test_an_expired_or_old_credential_is_refused(cluster):
     body, content_type = encoded(form())
     header = "MUNGE " + credential(binding("POST", PATH, body), ttl=1)
     time.sleep(2.1)
-    expired = client.post(PATH, data=body, content_type=content_type,
-                          headers={"Authorization": header})
+    expired = client.post(
+        PATH, data=body, content_type=content_type, headers={"Authorization": header}
+    )
     assert expired.status_code == 401 and "expired credential" in expired.json["error"]
     change_settings(cluster, MUNGE_MAX_AGE_SECONDS=1)
     header = "MUNGE " + credential(binding("POST", PATH, body), ttl=60)
     time.sleep(2.1)
-    old = client.post(PATH, data=body, content_type=content_type,
-                      headers={"Authorization": header})
+    old = client.post(PATH, data=body, content_type=content_type, headers={"Authorization": header})
     assert old.status_code == 401 and "more than 1 s from now" in old.json["error"]
 
 
@@ -175,10 +217,15 @@ def test_system_accounts_garbage_and_a_service_without_munge_are_refused(cluster
     assert submit(client, "MUNGE x").json["error"].endswith("not a MUNGE credential")
     body, content_type = encoded(form())
     unnamed = subprocess.run(  # root may make one for any uid: one this host has no name for
-        ["munge", "-U", "4242", "-s", binding("POST", PATH, body)], capture_output=True,
-        text=True, check=True, timeout=10).stdout.strip()
-    refused = client.post(PATH, data=body, content_type=content_type,
-                          headers={"Authorization": f"MUNGE {unnamed}"})
+        ["munge", "-U", "4242", "-s", binding("POST", PATH, body)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    ).stdout.strip()
+    refused = client.post(
+        PATH, data=body, content_type=content_type, headers={"Authorization": f"MUNGE {unnamed}"}
+    )
     assert refused.status_code == 401 and "cannot name uid 4242" in refused.json["error"]
     change_settings(cluster, MUNGE_LOGIN=False)
     off = submit(client, None)
@@ -202,7 +249,8 @@ def served(cluster, tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "munge").write_text(
-        f"#!/bin/sh\nexec runuser -u {CLUSTER_USER} -- {shutil.which('munge')} \"$@\"\n")
+        f'#!/bin/sh\nexec runuser -u {CLUSTER_USER} -- {shutil.which("munge")} "$@"\n'
+    )
     (bin_dir / "munge").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     server = make_server("127.0.0.1", 0, cluster)

@@ -3,6 +3,7 @@ regrade. The page only commits and sends the task hpcgrade.notify (recorded here
 the request); the task then mails, through a real SMTP server (aiosmtpd), the student who
 wants it, in the language they last chose. Each user turns each notice on or off on their
 account's page."""
+
 import pytest
 from helpers import IN_COURSE, change_settings, logged_in, received
 from sqlalchemy import select
@@ -16,6 +17,7 @@ TITLE = {"en": "Gradients of a non-scalar function", "es": "Gradientes de una fu
 def run_sent(app, sent) -> None:
     """What a worker does with the tasks the pages sent."""
     from worker.grading.tasks import notify
+
     for name, args in sent:
         assert name == "hpcgrade.notify"
         notify.apply(args=args).get()
@@ -33,8 +35,10 @@ def user_id(app, username: str) -> int:
 
 def set_grade(app, score="7", comment="Agreed in person"):
     client, token = logged_in(app, "prof")
-    return client.post(f"{IN_COURSE}/staff/students/ana/exercises/{SLUG}/grade",
-                       data={"csrf_token": token, "score": score, "comment": comment})
+    return client.post(
+        f"{IN_COURSE}/staff/students/ana/exercises/{SLUG}/grade",
+        data={"csrf_token": token, "score": score, "comment": comment},
+    )
 
 
 def test_a_grade_set_by_hand_is_mailed_by_the_task_not_the_request(mailing):
@@ -71,8 +75,9 @@ def granted_to_ana_and_bea(mailing, page: str, form: dict, event: str) -> dict:
     logged_in(app, "bea", lang="es")
     client, token = logged_in(app, "prof")
     for student in ("ana", "bea"):
-        done = client.post(f"{IN_COURSE}/staff/students/{student}/{page}",
-                           data={"csrf_token": token, **form})
+        done = client.post(
+            f"{IN_COURSE}/staff/students/{student}/{page}", data={"csrf_token": token, **form}
+        )
         assert done.status_code == 303
     assert [args[0] for _name, args in sent] == [event, event]
     assert recorder.messages == []
@@ -81,17 +86,24 @@ def granted_to_ana_and_bea(mailing, page: str, form: dict, event: str) -> dict:
 
 
 def test_an_exception_is_mailed_in_english_and_in_spanish(mailing):
-    got = granted_to_ana_and_bea(mailing, f"exercises/{SLUG}", {
-        "deadline": "", "extra_attempts": "3", "comment": "Ill"}, "exception")
+    got = granted_to_ana_and_bea(
+        mailing,
+        f"exercises/{SLUG}",
+        {"deadline": "", "extra_attempts": "3", "comment": "Ill"},
+        "exception",
+    )
     assert got["a@uni.es"][0] == f"You have an exception on {TITLE['en']}"
     assert "Your attempts: 23 in all." in got["a@uni.es"][1] and "Ill" in got["a@uni.es"][1]
     assert got["b@uni.es"][0] == f"Tienes una excepción en {TITLE['es']}"
 
 
 def test_an_accommodation_is_mailed_with_its_terms_in_english_and_in_spanish(mailing):
-    got = granted_to_ana_and_bea(mailing, "accommodation", {
-        "extra_days": "3", "attempts_factor": "1.5", "comment": "Disability plan"},
-        "accommodation")
+    got = granted_to_ana_and_bea(
+        mailing,
+        "accommodation",
+        {"extra_days": "3", "attempts_factor": "1.5", "comment": "Disability plan"},
+        "accommodation",
+    )
     subject, body = got["a@uni.es"]
     assert subject == "You have an accommodation in Tensors and autograd"
     assert "Pilar granted you an accommodation in Tensors and autograd, on every exercise." in body
@@ -107,13 +119,22 @@ def graded_submission(app, username: str, score: float, max_score: float = 10.0)
     """A graded submission of `username` to SLUG (one done run); its id."""
     from server.core.grades import take
     from server.web.submissions import Rules, accept
+
     with app.app_context(), app.extensions["hpcgrade.db"].sessions() as session:
         user = session.scalar(select(User).where(User.username == username))
         exercise = session.scalar(select(Exercise).where(Exercise.slug == SLUG))
-        submission = accept(session, user, exercise, "work.py", b"x = 1\n",
-                            Rules(1024, 100, 60), utcnow())
-        run = GradingRun(submission=submission, attempt=1, executor="local", score=score,
-                         max_score=max_score, lease_until=utcnow(), finished_at=utcnow())
+        submission = accept(
+            session, user, exercise, "work.py", b"x = 1\n", Rules(1024, 100, 60), utcnow()
+        )
+        run = GradingRun(
+            submission=submission,
+            attempt=1,
+            executor="local",
+            score=score,
+            max_score=max_score,
+            lease_until=utcnow(),
+            finished_at=utcnow(),
+        )
         session.add(run)
         session.flush()
         take(run)
@@ -125,21 +146,26 @@ def test_a_score_adjusted_by_hand_is_mailed(mailing):
     app, recorder, sent = mailing
     submission_id = graded_submission(app, "ana", 4)
     client, token = logged_in(app, "prof")
-    done = client.post(f"{IN_COURSE}/staff/submissions/{submission_id}/override",
-                       data={"csrf_token": token, "score": "6", "comment": "Partial credit"})
-    assert done.status_code == 303 and sent == [("hpcgrade.notify",
-                                                 ["score_adjusted", [submission_id]])]
+    done = client.post(
+        f"{IN_COURSE}/staff/submissions/{submission_id}/override",
+        data={"csrf_token": token, "score": "6", "comment": "Partial credit"},
+    )
+    assert done.status_code == 303 and sent == [
+        ("hpcgrade.notify", ["score_adjusted", [submission_id]])
+    ]
     run_sent(app, sent)
     [(to, subject, body)] = received(recorder)
     assert to == "a@uni.es"
-    assert subject == (f"The score of your submission #{submission_id} to {TITLE['en']} was "
-                       "adjusted by hand")
+    assert subject == (
+        f"The score of your submission #{submission_id} to {TITLE['en']} was adjusted by hand"
+    )
     assert "it is now 6 / 10" in body and "Partial credit" in body
     assert f"/courses/pytorch/submissions/{submission_id}" in body
 
 
 def test_a_published_regrade_mails_those_whose_grade_changed(mailing):
     from server.web.regrade_preview import start
+
     app, recorder, sent = mailing
     ana, bea = graded_submission(app, "ana", 5), graded_submission(app, "bea", 5)
     with app.app_context(), app.extensions["hpcgrade.db"].sessions() as session:
@@ -171,8 +197,12 @@ def test_a_notice_turned_off_is_not_mailed(mailing):
     assert saved.status_code == 303
     assert "Your notice settings are saved" in client.get(saved.headers["Location"]).text
     assert rows(app, User, username="ana")[0].notices == {
-        "score_set": False, "exception": True, "regrade": False, "graded": False,
-        "deadline": False}
+        "score_set": False,
+        "exception": True,
+        "regrade": False,
+        "graded": False,
+        "deadline": False,
+    }
     set_grade(app)
     run_sent(app, sent)
     assert recorder.messages == []
@@ -225,6 +255,7 @@ def test_a_mail_server_that_is_away_is_tried_again_for_the_notices_left(mailing,
     from helpers import free_port
 
     from worker.grading.tasks import notify
+
     app, recorder, sent = mailing
     set_grade(app)
     change_settings(app, MAIL_PORT=free_port())  # nothing listens there now

@@ -3,6 +3,7 @@ submission leaves the status the page shows, an estimate from the recent grading
 when nothing moves, and the result page's summary: when it was sent, the attempts left, no
 "Submit again" while it waits, the failed checks at the top, each hint once, and a notebook's
 code as its student wrote it."""
+
 import datetime as dt
 import re
 from html import unescape
@@ -48,13 +49,17 @@ def change(app, submission: int, **values) -> None:
 
 # --- the held status -------------------------------------------------------------------------
 
+
 def test_a_held_status_comes_back_once_the_submission_leaves_the_status_shown(monkeypatch):
     monkeypatch.setattr(live, "CHECK_EVERY", 0)
     states = iter(["queued", "running", "graded"])
-    assert live.once_changed("queued", lambda: next(states), str, "queued", threaded=True) \
-        == "running"
-    assert live.once_changed("graded", lambda: pytest.fail("read again"), str, "queued",
-                             threaded=True) == "graded"  # it had already changed
+    assert (
+        live.once_changed("queued", lambda: next(states), str, "queued", threaded=True) == "running"
+    )
+    assert (
+        live.once_changed("graded", lambda: pytest.fail("read again"), str, "queued", threaded=True)
+        == "graded"
+    )  # it had already changed
 
 
 def test_a_server_without_threads_to_spare_answers_at_once(monkeypatch):
@@ -74,28 +79,52 @@ def test_the_status_asked_after_a_status_it_left_answers_with_the_new_one(course
     client, token = logged_in(course)
     sent = send(client, token, REFERENCE_Q)
     change(course, submission_id(sent), status="running")
-    status = client.get(sent.headers["Location"] + "/status?after=queued",
-                        environ_overrides={"wsgi.multithread": True})
+    status = client.get(
+        sent.headers["Location"] + "/status?after=queued",
+        environ_overrides={"wsgi.multithread": True},
+    )
     assert status.status_code == 200 and status.json["status"] == "running"
-    assert client.get(sent.headers["Location"].replace(
-        str(submission_id(sent)), "999999") + "/status?after=queued").status_code == 404
+    assert (
+        client.get(
+            sent.headers["Location"].replace(str(submission_id(sent)), "999999")
+            + "/status?after=queued"
+        ).status_code
+        == 404
+    )
 
 
 # --- the queue: an estimate, and a stall said -------------------------------------------------
+
 
 def finished_runs(app, count: int, ago: dt.timedelta = dt.timedelta(minutes=1)) -> None:
     """`count` runs of one of bea's submissions, finished `ago`."""
     with app.extensions["hpcgrade.db"].sessions() as session:
         from server.core.models import User
+
         bea = session.scalar(select(User).where(User.username == "bea"))
         exercise = session.scalar(select(Exercise).where(Exercise.slug == "autograd-q"))
-        done = Submission(user=bea, exercise=exercise, filename="b.py", code=b"x = 1\n",
-                          sha256="0" * 64, submitted_at=utcnow() - ago, status="graded")
+        done = Submission(
+            user=bea,
+            exercise=exercise,
+            filename="b.py",
+            code=b"x = 1\n",
+            sha256="0" * 64,
+            submitted_at=utcnow() - ago,
+            status="graded",
+        )
         session.add(done)
         for attempt in range(1, count + 1):
-            session.add(GradingRun(submission=done, attempt=attempt, executor="local",
-                                   status="done", started_at=utcnow() - ago,
-                                   lease_until=utcnow(), finished_at=utcnow() - ago))
+            session.add(
+                GradingRun(
+                    submission=done,
+                    attempt=attempt,
+                    executor="local",
+                    status="done",
+                    started_at=utcnow() - ago,
+                    lease_until=utcnow(),
+                    finished_at=utcnow() - ago,
+                )
+            )
         session.commit()
 
 
@@ -128,7 +157,8 @@ def test_a_queue_where_nothing_moved_for_a_while_says_so_and_that_the_file_is_sa
     assert status["stalled"] and status["queue_position"] == 1
     assert "Grading is slower than usual; your submission is safe" in status["note"]
     assert "Grading is slower than usual; your submission is safe" in text_of(
-        client.get(sent.headers["Location"]).text)
+        client.get(sent.headers["Location"]).text
+    )
 
 
 def test_a_queue_that_moves_is_not_said_to_be_stalled(course):
@@ -145,21 +175,31 @@ def test_while_the_cluster_takes_no_jobs_the_student_hears_it_from_the_database(
     cluster is not taking jobs, not only "queued"; once it takes them again, nothing is said."""
     change_settings(course, EXECUTOR="slurm")
     with course.extensions["hpcgrade.db"].sessions.begin() as session:
-        session.add(ClusterState(executor="slurm", failures=2, since=utcnow(),
-                                 resting_until=utcnow() + dt.timedelta(seconds=10),
-                                 reason="Socket timed out on send/recv operation"))
+        session.add(
+            ClusterState(
+                executor="slurm",
+                failures=2,
+                since=utcnow(),
+                resting_until=utcnow() + dt.timedelta(seconds=10),
+                reason="Socket timed out on send/recv operation",
+            )
+        )
     client, token = logged_in(course)
     sent = send(client, token, REFERENCE_Q)
     status = client.get(sent.headers["Location"] + "/status").json
     assert status["waiting_for_cluster"] and status["queue_position"] == 1
     assert "The cluster is not taking new jobs just now" in status["note"]
     assert "The cluster is not taking new jobs just now" in text_of(
-        client.get(sent.headers["Location"]).text)
+        client.get(sent.headers["Location"]).text
+    )
     api_client = course.test_client()
-    api_token = api_client.post("/api/v1/tokens", json={"username": "ana",
-                                                        "password": "long-password"}).json
-    api = api_client.get(f"/api/v1/submissions/{submission_id(sent)}",
-                         headers={"Authorization": f"Bearer {api_token['token']}"})
+    api_token = api_client.post(
+        "/api/v1/tokens", json={"username": "ana", "password": "long-password"}
+    ).json
+    api = api_client.get(
+        f"/api/v1/submissions/{submission_id(sent)}",
+        headers={"Authorization": f"Bearer {api_token['token']}"},
+    )
     assert api.json["waiting_for_cluster"] and "not taking new jobs" in api.json["note"]
     with course.extensions["hpcgrade.db"].sessions.begin() as session:
         session.get(ClusterState, "slurm").resting_until = utcnow()
@@ -169,6 +209,7 @@ def test_while_the_cluster_takes_no_jobs_the_student_hears_it_from_the_database(
 
 
 # --- the result page -------------------------------------------------------------------------
+
 
 def test_a_waiting_submission_shows_when_it_was_sent_and_no_submit_again(course):
     client, token = logged_in(course)
@@ -199,7 +240,12 @@ def test_a_graded_page_sums_up_the_failed_checks_and_gives_each_hint_once(gradin
 def test_a_notebook_is_shown_as_its_student_wrote_it(grading):
     """Not the grader's rewrite of its magics: `pass  # neutralised: %matplotlib inline`."""
     client, token = logged_in(grading, lang="es")
-    page = graded_page(grading, client, send(client, token, notebook(
-        "%matplotlib inline\nimport torch", REFERENCE_Q), "work.ipynb"))
+    page = graded_page(
+        grading,
+        client,
+        send(
+            client, token, notebook("%matplotlib inline\nimport torch", REFERENCE_Q), "work.ipynb"
+        ),
+    )
     assert "neutralised" not in page
     assert re.search(r'<li id="line-1-1">%matplotlib inline</li>', page)

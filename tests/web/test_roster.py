@@ -1,5 +1,6 @@
 """Accounts and exercises from the web: the roster page, a roster CSV imported after a preview,
 an account added, a password reset, the exercises synced; staff only, students get 403."""
+
 import csv
 import html
 import io
@@ -40,21 +41,30 @@ def users(app) -> dict[str, User]:
 def roles(app, course: str = "pytorch") -> dict[str, str]:
     """username → role in the course, of everyone enrolled in it."""
     with app.extensions["hpcgrade.db"].sessions() as session:
-        return dict(session.execute(
-            select(User.username, Enrolment.role).join(Enrolment, Enrolment.user_id == User.id)
-            .join(Course, Course.id == Enrolment.course_id).where(Course.slug == course)).all())
+        return dict(
+            session.execute(
+                select(User.username, Enrolment.role)
+                .join(Enrolment, Enrolment.user_id == User.id)
+                .join(Course, Course.id == Enrolment.course_id)
+                .where(Course.slug == course)
+            ).all()
+        )
 
 
 def upload(client, token, data: bytes, filename="roster.csv", lang="en", course="pytorch"):
     """The preview, or the roster page that a refused file leads back to."""
-    return client.post(f"/courses/{course}/staff/roster/upload?lang={lang}", follow_redirects=True, data={
-        "csrf_token": token, "roster": (io.BytesIO(data), filename)})
+    return client.post(
+        f"/courses/{course}/staff/roster/upload?lang={lang}",
+        follow_redirects=True,
+        data={"csrf_token": token, "roster": (io.BytesIO(data), filename)},
+    )
 
 
 def links(page: str) -> dict[str, str]:
     """username → set-password link, from a page that shows them."""
-    return dict(re.findall(r'<tr><td>([^<]+)</td>.*?<code class="code link">([^<]+)</code>',
-                           page, re.S))
+    return dict(
+        re.findall(r'<tr><td>([^<]+)</td>.*?<code class="code link">([^<]+)</code>', page, re.S)
+    )
 
 
 def set_password(app, link: str, password: str = "chosen-password"):
@@ -65,8 +75,7 @@ def set_password(app, link: str, password: str = "chosen-password"):
 
 
 def csv_download(page: str) -> str:
-    return unquote(re.search(r'href="data:text/csv;charset=utf-8,([^"]+)" download', page)
-                   .group(1))
+    return unquote(re.search(r'href="data:text/csv;charset=utf-8,([^"]+)" download', page).group(1))
 
 
 def listed(page: str) -> list[str]:
@@ -81,10 +90,19 @@ def wrong_lines(page: str) -> dict[str, str]:
 
 def test_students_get_403_and_strangers_the_login(staffed):
     student, token = logged_in(staffed, "ana")
-    for path in ("/courses/pytorch/staff/roster/", "/courses/pytorch/staff/roster/add", "/courses/pytorch/staff/roster/bea/password"):
+    for path in (
+        "/courses/pytorch/staff/roster/",
+        "/courses/pytorch/staff/roster/add",
+        "/courses/pytorch/staff/roster/bea/password",
+    ):
         assert student.get(path).status_code == 403
-    for path in ("/courses/pytorch/staff/roster/upload", "/courses/pytorch/staff/roster/import", "/courses/pytorch/staff/roster/add",
-                 "/courses/pytorch/staff/roster/bea/password", "/courses/pytorch/staff/roster/exercises/sync"):
+    for path in (
+        "/courses/pytorch/staff/roster/upload",
+        "/courses/pytorch/staff/roster/import",
+        "/courses/pytorch/staff/roster/add",
+        "/courses/pytorch/staff/roster/bea/password",
+        "/courses/pytorch/staff/roster/exercises/sync",
+    ):
         assert student.post(path, data={"csrf_token": token}).status_code == 403
     assert "/courses/pytorch/staff/roster/" not in student.get("/courses/pytorch/").text
     stranger = staffed.test_client().get("/courses/pytorch/staff/roster/")
@@ -104,35 +122,50 @@ def test_the_roster_is_searched_sorted_and_filtered(staffed):
     page = client.get("/courses/pytorch/staff/roster/").text
     assert listed(page) == ["ana", "bea", "prof"]  # students first, then staff; no admin
     assert page.index("Students") < page.index("a@uni.es") < page.index("Staff")
-    assert '<th aria-sort="ascending"><a href="/courses/pytorch/staff/roster/?order=desc">Name</a>' in page
+    assert (
+        '<th aria-sort="ascending"><a href="/courses/pytorch/staff/roster/?order=desc">Name</a>'
+        in page
+    )
     by_email = client.get("/courses/pytorch/staff/roster/?sort=email&order=desc").text
     assert listed(by_email) == ["bea", "ana", "prof"]
     assert by_email.count("aria-sort=") == 2 and 'aria-sort="descending"' in by_email
-    found = client.get("/courses/pytorch/staff/roster/?q=GARCIA").text  # Ana García, whatever the case and accent
+    found = client.get(
+        "/courses/pytorch/staff/roster/?q=GARCIA"
+    ).text  # Ana García, whatever the case and accent
     assert listed(found) == ["ana"] and "1 account shown" in found and "Staff" not in found
-    assert listed(client.get("/courses/pytorch/staff/roster/?q=uni.es&filter=instructor").text) == ["prof"]
+    assert listed(client.get("/courses/pytorch/staff/roster/?q=uni.es&filter=instructor").text) == [
+        "prof"
+    ]
     assert "No account matches" in client.get("/courses/pytorch/staff/roster/?q=50%25_").text
     assert "Lista de clase" in client.get("/courses/pytorch/staff/roster/?lang=es").text
 
 
 def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
     client, token = logged_in(staffed, "prof")
-    roster = (HEADER + "ana,Ana García,a@uni.es,student\n"
-              "carl,Carl Núñez,c@uni.es,student\n\n"
-              "dani,Dani,d@uni.es,student\n").encode()
+    roster = (
+        HEADER + "ana,Ana García,a@uni.es,student\n"
+        "carl,Carl Núñez,c@uni.es,student\n\n"
+        "dani,Dani,d@uni.es,student\n"
+    ).encode()
     preview = upload(client, token, roster)
     assert preview.status_code == 200
-    assert "2 new accounts" in preview.text and "1 account is in this course already" in preview.text
+    assert (
+        "2 new accounts" in preview.text and "1 account is in this course already" in preview.text
+    )
     assert "<td>5</td><td>dani</td>" in preview.text  # the file's own line numbers
     assert set(users(staffed)) == {"ana", "bea", "prof", "root"}  # nothing stored yet
     text = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text, re.S).group(1))
-    done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text})
+    done = client.post(
+        "/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text}
+    )
     assert done.status_code == 200 and "2 accounts added" in done.text
     assert done.headers["Cache-Control"] == "no-store"  # the links are as good as passwords
     shown = links(done.text)
     assert set(shown) == {"carl", "dani"}
-    assert all(re.fullmatch(r"http://localhost/account/set-password/[\w.-]+", link)
-               for link in shown.values())
+    assert all(
+        re.fullmatch(r"http://localhost/account/set-password/[\w.-]+", link)
+        for link in shown.values()
+    )
     assert "Mail is not set up" in done.text  # so the instructor hands them out
     sheet = csv_download(done.text)
     assert sheet.startswith("\ufeffusername,name,email,link\r\n")
@@ -141,8 +174,11 @@ def test_a_roster_is_previewed_then_imported_in_one_go(staffed):
     chosen = set_password(staffed, shown["carl"])
     assert chosen.status_code == 303
     logged_in(staffed, "carl", "chosen-password")
-    again = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text},
-                        follow_redirects=True)
+    again = client.post(
+        "/courses/pytorch/staff/roster/import",
+        data={"csrf_token": token, "roster": text},
+        follow_redirects=True,
+    )
     assert "is in this course already: nothing to add" in again.text and not links(again.text)
 
 
@@ -150,13 +186,16 @@ def test_a_course_roster_is_imported_at_once_without_hashing_a_password(staffed,
     """200 rows took 19.5 s (a slow hash of a generated password a row) and 2000 outlasted
     gunicorn's 30 s: a new account holds no password until its owner sets one."""
     from server.core import users as accounts
+
     hashed = []
-    monkeypatch.setattr(accounts, "generate_password_hash",
-                        lambda *args: hashed.append(1) or "never-used")
+    monkeypatch.setattr(
+        accounts, "generate_password_hash", lambda *args: hashed.append(1) or "never-used"
+    )
     client, token = logged_in(staffed, "root")
     rows = "".join(f"s{n:04},Student {n},s{n}@uni.es,student\n" for n in range(2000))
-    done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token,
-                                                     "roster": HEADER + rows})
+    done = client.post(
+        "/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": HEADER + rows}
+    )
     assert done.status_code == 200 and "2000 accounts added" in done.text
     assert not hashed and len(links(done.text)) == 2000
     assert len(users(staffed)) == 2004
@@ -166,12 +205,14 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
     """A roster with one wrong line was refused whole; now its valid rows can be imported while
     the wrong lines are listed, with their line numbers and problems, before and after."""
     client, token = logged_in(staffed, "prof")
-    text = (HEADER + "carl,Carl,c@uni.es,student\n"
-            "dani,Dani,not-an-email,student\n"
-            "carl,Carl again,c2@uni.es,student\n"
-            "eva,Eva,e@uni.es,instructor\n"
-            "fede,Fede,f@uni.es\n"
-            "gil,Gil,g@uni.es,student\n")
+    text = (
+        HEADER + "carl,Carl,c@uni.es,student\n"
+        "dani,Dani,not-an-email,student\n"
+        "carl,Carl again,c2@uni.es,student\n"
+        "eva,Eva,e@uni.es,instructor\n"
+        "fede,Fede,f@uni.es\n"
+        "gil,Gil,g@uni.es,student\n"
+    )
     preview = upload(client, token, text.encode())
     errors = wrong_lines(preview.text)
     assert set(errors) == {"3", "4", "5", "6"}
@@ -180,7 +221,9 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
     assert "user eva: only an admin may add instructors" in errors["5"]  # prof is an instructor
     assert "expected 4 columns" in errors["6"]
     assert "4 wrong lines" in preview.text and "Import the 2 valid rows" in preview.text
-    done = client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text})
+    done = client.post(
+        "/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": text}
+    )
     assert done.status_code == 200 and "2 accounts added" in done.text
     assert set(links(done.text)) == {"carl", "gil"}
     assert "4 wrong lines were left out" in done.text
@@ -193,24 +236,38 @@ def test_the_valid_rows_are_imported_and_the_wrong_lines_listed(staffed):
     assert "/courses/pytorch/staff/roster/import" not in preview.text  # nothing to import
 
 
-@pytest.mark.parametrize("data, filename, message", [
-    (b"", "roster.csv", "the file is empty"),
-    (b"PK\x03\x04\x14\x00\x06\x00", "roster.xlsx", "this is a spreadsheet file, not CSV"),
-    ((HEADER + "ana,Ana García,a@uni.es,student\n").encode("latin-1"), "roster.csv",
-     "line 2 is not UTF-8 text"),
-    ((HEADER + "carl,Carl,c@uni.es,student\n").encode("utf-16"), "roster.csv",
-     "the file is UTF-16 text"),
-    (b"username,name,email,role\ncarl,Carl\x00,c@uni.es,student\n", "roster.csv", "NUL bytes"),
-    (b"username,name\ncarl,Carl\n", "roster.csv",
-     "header must be: username,name,email,role (it is: username,name)"),
-    (b"Dear students,\nwelcome to the course.\n", "notes.txt", "header must be"),
-    (HEADER.encode(), "roster.csv", "the roster lists no accounts"),
-    (HEADER.encode() + b"x" * (1024 << 10), "roster.csv", "larger than 1024 KB"),
-])
+@pytest.mark.parametrize(
+    "data, filename, message",
+    [
+        (b"", "roster.csv", "the file is empty"),
+        (b"PK\x03\x04\x14\x00\x06\x00", "roster.xlsx", "this is a spreadsheet file, not CSV"),
+        (
+            (HEADER + "ana,Ana García,a@uni.es,student\n").encode("latin-1"),
+            "roster.csv",
+            "line 2 is not UTF-8 text",
+        ),
+        (
+            (HEADER + "carl,Carl,c@uni.es,student\n").encode("utf-16"),
+            "roster.csv",
+            "the file is UTF-16 text",
+        ),
+        (b"username,name,email,role\ncarl,Carl\x00,c@uni.es,student\n", "roster.csv", "NUL bytes"),
+        (
+            b"username,name\ncarl,Carl\n",
+            "roster.csv",
+            "header must be: username,name,email,role (it is: username,name)",
+        ),
+        (b"Dear students,\nwelcome to the course.\n", "notes.txt", "header must be"),
+        (HEADER.encode(), "roster.csv", "the roster lists no accounts"),
+        (HEADER.encode() + b"x" * (1024 << 10), "roster.csv", "larger than 1024 KB"),
+    ],
+)
 def test_bad_files_are_refused_with_a_clear_message(staffed, data, filename, message):
     client, token = logged_in(staffed, "prof")
     reply = upload(client, token, data, filename)
-    assert reply.request.path == "/courses/pytorch/staff/roster/" and message in html.unescape(reply.text)
+    assert reply.request.path == "/courses/pytorch/staff/roster/" and message in html.unescape(
+        reply.text
+    )
     assert len(users(staffed)) == 4
 
 
@@ -220,11 +277,17 @@ def test_refusals_in_spanish_and_a_missing_file(staffed):
     assert "No se importó nada: la cabecera de la lista de clase debe ser" in spanish.text
     wrong = upload(client, token, (HEADER + "dani,Dani,nope,student\n").encode(), lang="es")
     assert "no es una dirección de correo" in html.unescape(wrong.text)
-    missing = client.post("/courses/pytorch/staff/roster/upload", data={"csrf_token": token},
-                          follow_redirects=True)  # still Spanish
+    missing = client.post(
+        "/courses/pytorch/staff/roster/upload", data={"csrf_token": token}, follow_redirects=True
+    )  # still Spanish
     assert "Elige el archivo CSV de la lista de clase" in missing.text
-    assert client.post("/courses/pytorch/staff/roster/upload", data={
-        "roster": (io.BytesIO(HEADER.encode()), "r.csv")}).status_code == 400  # no CSRF token
+    assert (
+        client.post(
+            "/courses/pytorch/staff/roster/upload",
+            data={"roster": (io.BytesIO(HEADER.encode()), "r.csv")},
+        ).status_code
+        == 400
+    )  # no CSRF token
 
 
 def test_a_spreadsheet_csv_with_semicolons_and_a_bom_is_read(staffed):
@@ -238,14 +301,26 @@ def test_adding_an_account(staffed):
     client, token = logged_in(staffed, "prof")
     form = client.get("/courses/pytorch/staff/roster/add").text
     assert re.findall(r'<option value="(\w+)"', form) == ["student", "ta"]
-    added = client.post("/courses/pytorch/staff/roster/add", data={
-        "csrf_token": token, "username": "carl", "name": "Carl", "email": "c@uni.es",
-        "role": "student"})
+    added = client.post(
+        "/courses/pytorch/staff/roster/add",
+        data={
+            "csrf_token": token,
+            "username": "carl",
+            "name": "Carl",
+            "email": "c@uni.es",
+            "role": "student",
+        },
+    )
     assert added.status_code == 200 and added.headers["Cache-Control"] == "no-store"
     assert set_password(staffed, links(added.text)["carl"]).status_code == 303
     logged_in(staffed, "carl", "chosen-password")
-    admin = {"csrf_token": token, "username": "boss", "name": "Boss", "email": "x@uni.es",
-             "role": "admin"}
+    admin = {
+        "csrf_token": token,
+        "username": "boss",
+        "name": "Boss",
+        "email": "x@uni.es",
+        "role": "admin",
+    }
     refused = client.post("/courses/pytorch/staff/roster/add", data=admin)
     assert refused.status_code == 403
     assert "Not added: admins are added with the command line only." in refused.text
@@ -253,18 +328,30 @@ def test_adding_an_account(staffed):
     assert refused.status_code == 403
     assert "Not added: only an admin may add instructors." in refused.text
     assert "boss" not in users(staffed)
-    bad = client.post("/courses/pytorch/staff/roster/add", data={**admin, "role": "student", "email": "x"})
+    bad = client.post(
+        "/courses/pytorch/staff/roster/add", data={**admin, "role": "student", "email": "x"}
+    )
     assert bad.status_code == 400 and "is not an email address" in html.unescape(bad.text)
     assert 'value="boss"' in bad.text  # what was typed stays
-    taken = client.post("/courses/pytorch/staff/roster/add", data={**admin, "username": "ana", "role": "student"})
+    taken = client.post(
+        "/courses/pytorch/staff/roster/add", data={**admin, "username": "ana", "role": "student"}
+    )
     assert taken.status_code == 400 and "user ana is in this course already" in taken.text
     root, root_token = logged_in(staffed, "root")
-    options = re.findall(r'<option value="(\w+)"', root.get("/courses/pytorch/staff/roster/add").text)
+    options = re.findall(
+        r'<option value="(\w+)"', root.get("/courses/pytorch/staff/roster/add").text
+    )
     assert options == ["student", "ta", "instructor"]  # an admin is made on the command line
-    assert root.post("/courses/pytorch/staff/roster/add", data={
-        **admin, "csrf_token": root_token}).status_code == 403
-    added = root.post("/courses/pytorch/staff/roster/add", data={
-        **admin, "role": "instructor", "csrf_token": root_token})
+    assert (
+        root.post(
+            "/courses/pytorch/staff/roster/add", data={**admin, "csrf_token": root_token}
+        ).status_code
+        == 403
+    )
+    added = root.post(
+        "/courses/pytorch/staff/roster/add",
+        data={**admin, "role": "instructor", "csrf_token": root_token},
+    )
     assert added.status_code == 200
     assert roles(staffed)["boss"] == "instructor" and not users(staffed)["boss"].is_admin
 
@@ -278,19 +365,30 @@ def test_a_password_reset_ends_the_users_sessions(staffed):
     reset = client.post("/courses/pytorch/staff/roster/bea/password", data={"csrf_token": token})
     assert reset.status_code == 200 and reset.headers["Cache-Control"] == "no-store"
     link = links(reset.text)["bea"]
-    assert bea.get("/courses/pytorch/").headers["Location"].startswith("/login")  # her session has ended
+    assert (
+        bea.get("/courses/pytorch/").headers["Location"].startswith("/login")
+    )  # her session has ended
     assert log_in(staffed.test_client(), "bea").status_code == 401
     assert set_password(staffed, link).status_code == 303
     logged_in(staffed, "bea", "chosen-password")
     # an instructor resets students only (root is in no course: not there for prof); an admin
     # anyone; nobody their own from here
-    assert client.post("/courses/pytorch/staff/roster/root/password", data={"csrf_token": token}).status_code == 404
+    assert (
+        client.post(
+            "/courses/pytorch/staff/roster/root/password", data={"csrf_token": token}
+        ).status_code
+        == 404
+    )
     assert client.get("/courses/pytorch/staff/roster/nobody/password").status_code == 404
     own = client.post("/courses/pytorch/staff/roster/prof/password", data={"csrf_token": token})
     assert own.headers["Location"] == "/account/password"
     root, root_token = logged_in(staffed, "root")
-    assert root.post("/courses/pytorch/staff/roster/prof/password",
-                     data={"csrf_token": root_token}).status_code == 200
+    assert (
+        root.post(
+            "/courses/pytorch/staff/roster/prof/password", data={"csrf_token": root_token}
+        ).status_code
+        == 200
+    )
     assert client.get("/courses/pytorch/staff/roster/").headers["Location"].startswith("/login")
 
 
@@ -326,12 +424,17 @@ def test_a_broken_exercise_is_named_and_nothing_changes(staffed, exercises_copy)
     client, token = logged_in(staffed, "prof")
     shutil.rmtree(exercises_copy / "autograd-no-track")
     (exercises_copy / "metrics" / "exercise.toml").write_text("title = [broken\n")
-    page = client.post("/courses/pytorch/staff/roster/exercises/sync?lang=es", data={"csrf_token": token},
-                       follow_redirects=True).text
+    page = client.post(
+        "/courses/pytorch/staff/roster/exercises/sync?lang=es",
+        data={"csrf_token": token},
+        follow_redirects=True,
+    ).text
     assert "Los ejercicios no se sincronizaron, nada cambió" in page and "metrics" in page
     with staffed.extensions["hpcgrade.db"].sessions() as session:
         assert session.scalar(select(func.count()).where(Exercise.active)) == len(COURSE_ORDER)
-    assert client.post("/courses/pytorch/staff/roster/exercises/sync").status_code == 400  # no CSRF token
+    assert (
+        client.post("/courses/pytorch/staff/roster/exercises/sync").status_code == 400
+    )  # no CSRF token
 
 
 def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
@@ -360,8 +463,11 @@ def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCGRADE_PUBLIC_URL", "https://grader.uni.es/hpc/")
     imported = runner.invoke(main, ["users", "import", str(good)])
     assert imported.exit_code == 0, imported.output
-    assert re.fullmatch(r"username,link\n(ana|bea),https://grader\.uni\.es/hpc/account/"
-                        r"set-password/[\w.-]+\n(?!\1)(ana|bea),\S+\n", imported.output)
+    assert re.fullmatch(
+        r"username,link\n(ana|bea),https://grader\.uni\.es/hpc/account/"
+        r"set-password/[\w.-]+\n(?!\1)(ana|bea),\S+\n",
+        imported.output,
+    )
     monkeypatch.delenv("HPCGRADE_PUBLIC_URL")
     paths = tmp_path / "more.csv"
     paths.write_text(HEADER + "carl,Carl,c@uni.es,student\n")
@@ -371,31 +477,41 @@ def test_the_cli_reads_rosters_as_the_web_does(tmp_path, monkeypatch):
     assert "HPCGRADE_PUBLIC_URL is not set" in paths_only.stderr
 
 
-
 def test_a_name_or_email_too_long_or_with_a_control_character_is_a_wrong_line(staffed):
     """PostgreSQL refuses a value longer than its column (a 500 before): each is a wrong line
     of the preview, or a refusal of the form, which names it."""
     client, token = logged_in(staffed, "prof")
     long_email = "c" * 250 + "@uni.es"
-    text = (HEADER + f"carl,{'C' * 201},c@uni.es,student\n"
-            f"dani,Dani,{long_email},student\n"
-            "eva,\"Eva\tRuiz\",e@uni.es,student\n"
-            "fede,Fede,f\x01@uni.es,student\n"
-            f"gil,{'G' * 200},g@uni.es,student\n")
+    text = (
+        HEADER + f"carl,{'C' * 201},c@uni.es,student\n"
+        f"dani,Dani,{long_email},student\n"
+        'eva,"Eva\tRuiz",e@uni.es,student\n'
+        "fede,Fede,f\x01@uni.es,student\n"
+        f"gil,{'G' * 200},g@uni.es,student\n"
+    )
     errors = wrong_lines(upload(client, token, text.encode()).text)
     assert set(errors) == {"2", "3", "4", "5"}  # 200 characters fit
     assert "user carl: the name has 201 characters; at most 200 fit" in errors["2"]
     assert "user dani: the email address has 257 characters; at most 254 fit" in errors["3"]
     assert "user eva: the name holds a control character" in errors["4"]
     assert "user fede: the email address holds a control character" in errors["5"]
-    form = {"csrf_token": token, "username": "hana", "name": "H" * 300, "email": "h@uni.es",
-            "role": "student"}
+    form = {
+        "csrf_token": token,
+        "username": "hana",
+        "name": "H" * 300,
+        "email": "h@uni.es",
+        "role": "student",
+    }
     refused = client.post("/courses/pytorch/staff/roster/add", data=form)
     assert refused.status_code == 400
     assert "Not added: user hana: the name has 300 characters; at most 200 fit" in refused.text
-    refused = client.post("/courses/pytorch/staff/roster/add", data={**form, "name": "Hana", "email": long_email})
+    refused = client.post(
+        "/courses/pytorch/staff/roster/add", data={**form, "name": "Hana", "email": long_email}
+    )
     assert refused.status_code == 400 and "257 characters" in refused.text
-    spanish = client.post("/courses/pytorch/staff/roster/add?lang=es", data={**form, "name": "Ha\x1bna"})
+    spanish = client.post(
+        "/courses/pytorch/staff/roster/add?lang=es", data={**form, "name": "Ha\x1bna"}
+    )
     assert "el nombre contiene un carácter de control" in spanish.text
     added = client.post("/courses/pytorch/staff/roster/add", data={**form, "name": "H" * 200})
     assert added.status_code == 200 and users(staffed)["hana"].name == "H" * 200
@@ -408,8 +524,9 @@ def test_the_links_csv_runs_no_formula_and_suits_a_spanish_excel(staffed):
     text = HEADER + f'carl,"{hostile.replace(chr(34), chr(34) * 2)}",c@uni.es,student\n'
     preview = upload(client, token, text.encode(), lang="es")
     roster = html.unescape(re.search(r'name="roster" value="([^"]*)"', preview.text).group(1))
-    done = client.post("/courses/pytorch/staff/roster/import?lang=es", data={"csrf_token": token,
-                                                             "roster": roster})
+    done = client.post(
+        "/courses/pytorch/staff/roster/import?lang=es", data={"csrf_token": token, "roster": roster}
+    )
     sheet = csv_download(done.text)
     assert sheet.startswith("\ufeffusername;name;email;link\r\n")  # Excel set to Spanish
     row = next(csv.reader(io.StringIO(sheet.splitlines()[1]), delimiter=";"))
@@ -422,10 +539,14 @@ def test_a_roster_far_over_the_limit_is_named_as_a_roster(staffed):
     a notebook's outputs, and leads back to the roster."""
     client, token = logged_in(staffed, "prof")
     size = 33 << 20
-    reply = client.post("/courses/pytorch/staff/roster/upload", headers={"Referer": "http://localhost/courses/pytorch/staff/roster/"},
-                        data={"csrf_token": token,
-                              "roster": (io.BytesIO(b"x" * size), "roster.csv")})
-    assert reply.status_code == 303 and reply.headers["Location"] == "/courses/pytorch/staff/roster/"
+    reply = client.post(
+        "/courses/pytorch/staff/roster/upload",
+        headers={"Referer": "http://localhost/courses/pytorch/staff/roster/"},
+        data={"csrf_token": token, "roster": (io.BytesIO(b"x" * size), "roster.csv")},
+    )
+    assert (
+        reply.status_code == 303 and reply.headers["Location"] == "/courses/pytorch/staff/roster/"
+    )
     page = client.get("/courses/pytorch/staff/roster/").text
     assert "The roster file is larger than 1024 KB." in page and "notebook" not in page
 
@@ -442,23 +563,40 @@ def test_a_password_reset_revokes_the_students_api_tokens(staffed):
     """Whoever had learnt the old password kept the API through a staff reset; now the reset
     revokes the student's tokens (nobody else's) and the pages say so."""
     api = staffed.test_client()
-    tokens = {name: {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
-        "username": name, "password": "long-password"}).json["token"]} for name in ("bea", "ana")}
+    tokens = {
+        name: {
+            "Authorization": "Bearer "
+            + api.post("/api/v1/tokens", json={"username": name, "password": "long-password"}).json[
+                "token"
+            ]
+        }
+        for name in ("bea", "ana")
+    }
     client, token = logged_in(staffed, "prof")
     reset = client.post("/courses/pytorch/staff/roster/bea/password", data={"csrf_token": token})
     assert api.get("/api/v1/exercises", headers=tokens["bea"]).status_code == 401
     assert api.get("/api/v1/exercises", headers=tokens["ana"]).status_code == 200
     assert "1 API token of bea was revoked." in reset.text
-    assert "their API tokens are revoked" in client.get("/courses/pytorch/staff/roster/bea/password").text
+    assert (
+        "their API tokens are revoked"
+        in client.get("/courses/pytorch/staff/roster/bea/password").text
+    )
 
 
 def test_the_links_of_accounts_waiting_for_a_password_are_shown_again(staffed):
     """A link handed out and lost: staff show it again while its account has no password; an
     instructor sees the students' links only."""
     client, token = logged_in(staffed, "root")
-    client.post("/courses/pytorch/staff/roster/import", data={"csrf_token": token, "roster": (
-        HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
-        "ines,Inés,i@uni.es,instructor\n")})
+    client.post(
+        "/courses/pytorch/staff/roster/import",
+        data={
+            "csrf_token": token,
+            "roster": (
+                HEADER + "carl,Carl,c@uni.es,student\ndani,Dani,d@uni.es,student\n"
+                "ines,Inés,i@uni.es,instructor\n"
+            ),
+        },
+    )
     prof, _ = logged_in(staffed, "prof")
     roster = prof.get("/courses/pytorch/staff/roster/").text
     assert "2 accounts are waiting for a password" in roster
@@ -467,13 +605,16 @@ def test_the_links_of_accounts_waiting_for_a_password_are_shown_again(staffed):
     assert waiting.status_code == 200 and waiting.headers["Cache-Control"] == "no-store"
     shown = links(waiting.text)
     assert set(shown) == {"carl", "dani"}  # not the instructor's
-    assert set(links(client.get("/courses/pytorch/staff/roster/waiting").text)) == {"carl", "dani", "ines"}
+    assert set(links(client.get("/courses/pytorch/staff/roster/waiting").text)) == {
+        "carl",
+        "dani",
+        "ines",
+    }
     set_password(staffed, shown["carl"])
     assert set(links(prof.get("/courses/pytorch/staff/roster/waiting").text)) == {"dani"}
     assert "1 account is waiting for a password" in prof.get("/courses/pytorch/staff/roster/").text
     student, _ = logged_in(staffed, "ana")
     assert student.get("/courses/pytorch/staff/roster/waiting").status_code == 403
-
 
 
 @pytest.fixture
@@ -482,24 +623,44 @@ def two_courses(staffed, tmp_path):
     of its own with one exercise: otto its instructor, tom its teaching assistant, mia its
     student, and bea a student of both."""
     from server.core.courses import enrol
+
     folder = tmp_path / "mpi-exercises"
     shutil.copytree(default_root() / "metrics", folder / "metrics")
     with staffed.app_context():
         session = staffed.extensions["hpcgrade.db"].sessions()
         pytorch = session.scalar(select(Course).where(Course.slug == "pytorch"))
         mpi = new_course(session, "mpi", exercises_dir=str(folder))
-        for username, role, course in (("tina", "ta", pytorch), ("otto", "instructor", mpi),
-                                       ("tom", "ta", mpi), ("mia", "student", mpi)):
-            add_user(session, username, username.title(), f"{username}@uni.es", role,
-                     "long-password", course=course)
+        for username, role, course in (
+            ("tina", "ta", pytorch),
+            ("otto", "instructor", mpi),
+            ("tom", "ta", mpi),
+            ("mia", "student", mpi),
+        ):
+            add_user(
+                session,
+                username,
+                username.title(),
+                f"{username}@uni.es",
+                role,
+                "long-password",
+                course=course,
+            )
         enrol(session, session.scalar(select(User).where(User.username == "bea")), mpi, "student")
         session.commit()
     return staffed
 
 
-ROSTER_ROUTES = [("get", "/"), ("get", "/add"), ("get", "/waiting"), ("get", "/bea/password"),
-                 ("post", "/upload"), ("post", "/import"), ("post", "/add"),
-                 ("post", "/bea/password"), ("post", "/exercises/sync")]
+ROSTER_ROUTES = [
+    ("get", "/"),
+    ("get", "/add"),
+    ("get", "/waiting"),
+    ("get", "/bea/password"),
+    ("post", "/upload"),
+    ("post", "/import"),
+    ("post", "/add"),
+    ("post", "/bea/password"),
+    ("post", "/exercises/sync"),
+]
 
 
 def in_course(app, username: str, course: str = "mpi"):
@@ -512,9 +673,12 @@ def in_course(app, username: str, course: str = "mpi"):
 
 def tried(client, token, course: str = "pytorch") -> dict[tuple[str, str], int]:
     """(method, path) → status, for every route of the course's roster."""
-    return {(method, path): getattr(client, method)(f"/courses/{course}/staff/roster{path}",
-                                                    data={"csrf_token": token}).status_code
-            for method, path in ROSTER_ROUTES}
+    return {
+        (method, path): getattr(client, method)(
+            f"/courses/{course}/staff/roster{path}", data={"csrf_token": token}
+        ).status_code
+        for method, path in ROSTER_ROUTES
+    }
 
 
 def test_another_courses_people_get_404_on_every_roster_route(two_courses):
@@ -532,14 +696,26 @@ def test_a_teaching_assistant_reads_the_roster_and_changes_nothing(two_courses):
     client, token = in_course(two_courses, "tina", "pytorch")
     page = client.get("/courses/pytorch/staff/roster/").text
     assert listed(page) == ["ana", "bea", "prof", "tina"]
-    for form in ("Import a roster", "/staff/roster/add", "/staff/roster/waiting", ">Reset<",
-                 "/exercises/sync"):
+    for form in (
+        "Import a roster",
+        "/staff/roster/add",
+        "/staff/roster/waiting",
+        ">Reset<",
+        "/exercises/sync",
+    ):
         assert form not in page, form
     statuses = tried(client, token)
     assert statuses.pop(("get", "/")) == 200 and set(statuses.values()) == {403}
-    added = client.post("/courses/pytorch/staff/roster/add", data={
-        "csrf_token": token, "username": "carl", "name": "Carl", "email": "c@uni.es",
-        "role": "student"})
+    added = client.post(
+        "/courses/pytorch/staff/roster/add",
+        data={
+            "csrf_token": token,
+            "username": "carl",
+            "name": "Carl",
+            "email": "c@uni.es",
+            "role": "student",
+        },
+    )
     assert added.status_code == 403 and "carl" not in users(two_courses)
 
 
@@ -550,14 +726,25 @@ def test_the_roster_lists_the_courses_people_with_their_role_there(two_courses):
     assert "<td>teaching assistant</td>" in page and "3 accounts" not in page
     assert re.findall(r'<option value="(\w*)"', page) == ["", "student", "ta", "instructor"]
     assert listed(client.get("/courses/pytorch/staff/roster/?filter=ta").text) == ["tina"]
-    assert listed(client.get("/courses/pytorch/staff/roster/?sort=role").text) == \
-        ["ana", "bea", "tina", "prof"]
+    assert listed(client.get("/courses/pytorch/staff/roster/?sort=role").text) == [
+        "ana",
+        "bea",
+        "tina",
+        "prof",
+    ]
     otto, _ = in_course(two_courses, "otto")
     assert listed(otto.get("/courses/mpi/staff/roster/").text) == ["bea", "mia", "otto", "tom"]
     root, root_token = in_course(two_courses, "root")
-    root.post("/courses/mpi/staff/roster/add", data={
-        "csrf_token": root_token, "username": "root", "name": "Rosa", "email": "r@uni.es",
-        "role": "ta"})
+    root.post(
+        "/courses/mpi/staff/roster/add",
+        data={
+            "csrf_token": root_token,
+            "username": "root",
+            "name": "Rosa",
+            "email": "r@uni.es",
+            "role": "ta",
+        },
+    )
     assert "root" in listed(otto.get("/courses/mpi/staff/roster/").text)  # enrolled now
 
 
@@ -565,51 +752,83 @@ def test_an_existing_username_is_enrolled_not_refused(two_courses):
     """A student of two courses is one account: adding tom (mpi's teaching assistant) to
     pytorch enrols him there with the role given, his account as it was."""
     client, token = in_course(two_courses, "prof", "pytorch")
-    form = {"csrf_token": token, "username": "tom", "name": "Someone Else",
-            "email": "else@uni.es", "role": "student"}
+    form = {
+        "csrf_token": token,
+        "username": "tom",
+        "name": "Someone Else",
+        "email": "else@uni.es",
+        "role": "student",
+    }
     enrolled = client.post("/courses/pytorch/staff/roster/add", data=form)
-    assert enrolled.status_code == 303 and enrolled.headers["Location"] == "/courses/pytorch/staff/roster/"
+    assert (
+        enrolled.status_code == 303
+        and enrolled.headers["Location"] == "/courses/pytorch/staff/roster/"
+    )
     page = client.get(enrolled.headers["Location"]).text
     assert "tom had an account already: it is enrolled in this course as student" in page
     assert roles(two_courses)["tom"] == "student" and roles(two_courses, "mpi")["tom"] == "ta"
-    assert (users(two_courses)["tom"].name, users(two_courses)["tom"].email) == ("Tom", "tom@uni.es")
+    assert (users(two_courses)["tom"].name, users(two_courses)["tom"].email) == (
+        "Tom",
+        "tom@uni.es",
+    )
     again = client.post("/courses/pytorch/staff/roster/add", data=form)
     assert again.status_code == 400 and "user tom is in this course already" in again.text
-    ta = client.post("/courses/pytorch/staff/roster/add", data={
-        **form, "username": "carl", "name": "Carl", "role": "ta"})
+    ta = client.post(
+        "/courses/pytorch/staff/roster/add",
+        data={**form, "username": "carl", "name": "Carl", "role": "ta"},
+    )
     assert ta.status_code == 200 and roles(two_courses)["carl"] == "ta"
-    otto = client.post("/courses/pytorch/staff/roster/add", data={
-        **form, "username": "otto", "role": "instructor"})
+    otto = client.post(
+        "/courses/pytorch/staff/roster/add", data={**form, "username": "otto", "role": "instructor"}
+    )
     assert otto.status_code == 403 and "otto" not in roles(two_courses)
 
 
 def test_an_import_enrols_existing_accounts_and_leaves_the_members(two_courses):
     client, token = in_course(two_courses, "otto")
-    text = (HEADER + "ana,Ana,a@uni.es,student\n"  # pytorch's: enrolled
-            "bea,Bea,b@uni.es,ta\n"  # mpi's student already: left as she is
-            "prof,Pilar,p@uni.es,ta\n"  # pytorch's instructor: mpi's teaching assistant
-            "carl,Carl,c@uni.es,student\n")  # new
+    text = (
+        HEADER + "ana,Ana,a@uni.es,student\n"  # pytorch's: enrolled
+        "bea,Bea,b@uni.es,ta\n"  # mpi's student already: left as she is
+        "prof,Pilar,p@uni.es,ta\n"  # pytorch's instructor: mpi's teaching assistant
+        "carl,Carl,c@uni.es,student\n"
+    )  # new
     preview = upload(client, token, text.encode(), course="mpi")
     assert "1 new account" in preview.text
     assert "2 existing accounts to enrol in this course" in preview.text
     assert "1 account is in this course already and stays as it is" in preview.text
     assert "Enrol 3 accounts" in preview.text
-    assert roles(two_courses, "mpi") == {"bea": "student", "otto": "instructor", "tom": "ta",
-                                         "mia": "student"}  # nothing stored yet
-    done = client.post("/courses/mpi/staff/roster/import", data={"csrf_token": token,
-                                                                 "roster": text})
+    assert roles(two_courses, "mpi") == {
+        "bea": "student",
+        "otto": "instructor",
+        "tom": "ta",
+        "mia": "student",
+    }  # nothing stored yet
+    done = client.post(
+        "/courses/mpi/staff/roster/import", data={"csrf_token": token, "roster": text}
+    )
     assert done.status_code == 200 and "1 account added" in done.text
     assert set(links(done.text)) == {"carl"}  # the existing keep their passwords
     assert "2 existing accounts were enrolled in this course: ana, prof" in done.text
-    assert roles(two_courses, "mpi") == {"bea": "student", "otto": "instructor", "tom": "ta",
-                                         "mia": "student", "ana": "student", "prof": "ta",
-                                         "carl": "student"}
+    assert roles(two_courses, "mpi") == {
+        "bea": "student",
+        "otto": "instructor",
+        "tom": "ta",
+        "mia": "student",
+        "ana": "student",
+        "prof": "ta",
+        "carl": "student",
+    }
     assert roles(two_courses)["prof"] == "instructor"
-    only_members = client.post("/courses/mpi/staff/roster/import", data={
-        "csrf_token": token, "roster": text}, follow_redirects=True)
+    only_members = client.post(
+        "/courses/mpi/staff/roster/import",
+        data={"csrf_token": token, "roster": text},
+        follow_redirects=True,
+    )
     assert "Every account of the roster is in this course already" in only_members.text
-    enrol_only = client.post("/courses/mpi/staff/roster/import", data={
-        "csrf_token": token, "roster": HEADER + "tina,Tina,t@uni.es,student\n"})
+    enrol_only = client.post(
+        "/courses/mpi/staff/roster/import",
+        data={"csrf_token": token, "roster": HEADER + "tina,Tina,t@uni.es,student\n"},
+    )
     assert enrol_only.status_code == 303 and roles(two_courses, "mpi")["tina"] == "student"
 
 
@@ -619,36 +838,77 @@ def test_an_instructor_cannot_take_over_the_staff_of_another_course(two_courses)
     assistant) or mia (reading and submitting her mpi work). An instructor resets only the
     passwords of students in no other course."""
     client, token = in_course(two_courses, "prof", "pytorch")
-    client.post("/courses/pytorch/staff/roster/add", data={
-        "csrf_token": token, "username": "tom", "name": "Tom", "email": "tom@uni.es",
-        "role": "student"})
+    client.post(
+        "/courses/pytorch/staff/roster/add",
+        data={
+            "csrf_token": token,
+            "username": "tom",
+            "name": "Tom",
+            "email": "tom@uni.es",
+            "role": "student",
+        },
+    )
     root, root_token = in_course(two_courses, "root")
-    root.post("/courses/pytorch/staff/roster/add", data={
-        "csrf_token": root_token, "username": "root", "name": "Rosa", "email": "r@uni.es",
-        "role": "student"})
-    client.post("/courses/pytorch/staff/roster/add", data={
-        "csrf_token": token, "username": "mia", "name": "Mia", "email": "mia@uni.es",
-        "role": "student"})
+    root.post(
+        "/courses/pytorch/staff/roster/add",
+        data={
+            "csrf_token": root_token,
+            "username": "root",
+            "name": "Rosa",
+            "email": "r@uni.es",
+            "role": "student",
+        },
+    )
+    client.post(
+        "/courses/pytorch/staff/roster/add",
+        data={
+            "csrf_token": token,
+            "username": "mia",
+            "name": "Mia",
+            "email": "mia@uni.es",
+            "role": "student",
+        },
+    )
     # staff elsewhere, staff here, an admin, a student of another course, a student of both
     for username in ("tom", "tina", "root", "mia", "bea"):
         assert client.get(f"/courses/pytorch/staff/roster/{username}/password").status_code == 403
-        assert client.post(f"/courses/pytorch/staff/roster/{username}/password",
-                           data={"csrf_token": token}).status_code == 403, username
+        assert (
+            client.post(
+                f"/courses/pytorch/staff/roster/{username}/password", data={"csrf_token": token}
+            ).status_code
+            == 403
+        ), username
     page = client.get("/courses/pytorch/staff/roster/").text
     assert re.findall(r'roster/(\w+)/password">Reset', page) == ["ana"]
     assert users(two_courses)["tom"].password_hash != "!no-password"
     otto, otto_token = in_course(two_courses, "otto")
-    assert otto.post("/courses/mpi/staff/roster/tom/password",
-                     data={"csrf_token": otto_token}).status_code == 403  # his own TA too
-    assert otto.post("/courses/mpi/staff/roster/tina/password",
-                     data={"csrf_token": otto_token}).status_code == 404  # not in mpi
-    assert otto.post("/courses/mpi/staff/roster/bea/password",
-                     data={"csrf_token": otto_token}).status_code == 403  # a student of both
+    assert (
+        otto.post(
+            "/courses/mpi/staff/roster/tom/password", data={"csrf_token": otto_token}
+        ).status_code
+        == 403
+    )  # his own TA too
+    assert (
+        otto.post(
+            "/courses/mpi/staff/roster/tina/password", data={"csrf_token": otto_token}
+        ).status_code
+        == 404
+    )  # not in mpi
+    assert (
+        otto.post(
+            "/courses/mpi/staff/roster/bea/password", data={"csrf_token": otto_token}
+        ).status_code
+        == 403
+    )  # a student of both
     # an admin resets anyone: tom and bea now wait for a password, and only root sees their
     # links (bea's would let either instructor into her other course)
     for username in ("tom", "bea"):
-        assert username in links(root.post(f"/courses/pytorch/staff/roster/{username}/password",
-                                           data={"csrf_token": root_token}).text)
+        assert username in links(
+            root.post(
+                f"/courses/pytorch/staff/roster/{username}/password",
+                data={"csrf_token": root_token},
+            ).text
+        )
     assert set(links(client.get("/courses/pytorch/staff/roster/waiting").text)) == set()
     assert set(links(otto.get("/courses/mpi/staff/roster/waiting").text)) == set()
     assert set(links(root.get("/courses/pytorch/staff/roster/waiting").text)) == {"bea", "tom"}
@@ -661,7 +921,11 @@ def test_a_courses_exercises_are_synced_from_its_own_folder(two_courses):
     page = client.get(synced.headers["Location"]).text
     assert "Added: metrics" in page and "1 exercise is in step with its folder" in page
     with two_courses.extensions["hpcgrade.db"].sessions() as session:
-        slugs = dict(session.execute(select(Course.slug, func.count(Exercise.id))
-                                     .join(Exercise, Exercise.course_id == Course.id)
-                                     .group_by(Course.slug)).all())
+        slugs = dict(
+            session.execute(
+                select(Course.slug, func.count(Exercise.id))
+                .join(Exercise, Exercise.course_id == Course.id)
+                .group_by(Course.slug)
+            ).all()
+        )
     assert slugs == {"mpi": 1, "pytorch": len(COURSE_ORDER)}

@@ -1,6 +1,7 @@
 """Log-in sessions: ended everywhere by log-out and a new password, a bounded lifetime, cookie
 flags, no redirect off the site, and throttled guessing (per account, per address, before any
 password is hashed)."""
+
 import re
 import time
 import uuid
@@ -31,6 +32,7 @@ def logged_in(client) -> bool:
 def limited(app, **settings):
     """The app with other log-in limits (fresh counts)."""
     from server.web import throttle
+
     change_settings(app, **settings)
     throttle.init_app(app)
     return app
@@ -40,10 +42,12 @@ def limited(app, **settings):
 def hashes(monkeypatch):
     """How many password hashes were checked."""
     from server.core import users
+
     checked = []
     real = users.check_password_hash
-    monkeypatch.setattr(users, "check_password_hash",
-                        lambda *args: checked.append(1) or real(*args))
+    monkeypatch.setattr(
+        users, "check_password_hash", lambda *args: checked.append(1) or real(*args)
+    )
     return checked
 
 
@@ -52,7 +56,10 @@ def test_log_out_ends_a_copied_cookie(course):
     assert log_in(browser).status_code == 302
     thief.set_cookie("session", browser.get_cookie("session").value)
     assert logged_in(browser) and logged_in(thief)
-    assert browser.post("/logout", data={"csrf_token": csrf(browser, "/courses/pytorch/")}).status_code == 302
+    assert (
+        browser.post("/logout", data={"csrf_token": csrf(browser, "/courses/pytorch/")}).status_code
+        == 302
+    )
     assert not logged_in(thief) and not logged_in(browser)
     assert log_in(browser).status_code == 302 and logged_in(browser)  # a new session works
 
@@ -63,8 +70,10 @@ def test_a_new_password_ends_the_other_sessions(course):
     form = {"current": "long-password", "new": "new-password-1", "repeat": "new-password-1"}
 
     def change(**fields):
-        return here.post("/account/password",
-                         data={**form, **fields, "csrf_token": csrf(here, "/account/password")})
+        return here.post(
+            "/account/password",
+            data={**form, **fields, "csrf_token": csrf(here, "/account/password")},
+        )
 
     assert here.post("/account/password", data=form).status_code == 400  # no CSRF token
     wrong = change(current="not-it")
@@ -85,9 +94,16 @@ def test_cookies_are_lax_secure_and_short_lived(course):
 
 
 def test_cookie_settings(database_url):
-    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test",
-                      "SESSION_COOKIE_SECURE": "false", "SESSION_COOKIE_SAMESITE": "Strict",
-                      "SESSION_LIFETIME_HOURS": 2, "LOGIN_LIMITS_STORAGE": "memory://"})
+    app = create_app(
+        {
+            "DATABASE_URL": database_url,
+            "SECRET_KEY": "test",
+            "SESSION_COOKIE_SECURE": "false",
+            "SESSION_COOKIE_SAMESITE": "Strict",
+            "SESSION_LIFETIME_HOURS": 2,
+            "LOGIN_LIMITS_STORAGE": "memory://",
+        }
+    )
     assert app.config["SESSION_COOKIE_SECURE"] is False
     assert app.config["SESSION_COOKIE_SAMESITE"] == "Strict"
     assert app.permanent_session_lifetime.total_seconds() == 2 * 3600
@@ -96,9 +112,12 @@ def test_cookie_settings(database_url):
 @pytest.mark.parametrize("hours_ago, valid", [(11, True), (13, False)])
 def test_a_session_ends_its_lifetime_after_its_last_request(course, monkeypatch, hours_ago, valid):
     from server.core.models import User
+
     now = time.time()
     with course.app_context():
-        ana = course.extensions["hpcgrade.db"].sessions().query(User).filter_by(username="ana").one()
+        ana = (
+            course.extensions["hpcgrade.db"].sessions().query(User).filter_by(username="ana").one()
+        )
         signer = course.session_interface.get_signing_serializer(course)
         with monkeypatch.context() as past:
             past.setattr(time, "time", lambda: now - hours_ago * 3600)
@@ -108,10 +127,23 @@ def test_a_session_ends_its_lifetime_after_its_last_request(course, monkeypatch,
     assert logged_in(client) is valid
 
 
-NASTY_TARGETS = ["/\t/evil.example", "/\\evil.example", "//evil", "///evil", "https://evil",
-                 "/\n/evil", " //evil", "\x01//evil", "java\nscript:alert(1)",
-                 "javascript:alert(1)", "http:/evil", "\\\\evil", "/\r\n/evil", "%2F%2Fevil",
-                 "/\x7f/evil"]
+NASTY_TARGETS = [
+    "/\t/evil.example",
+    "/\\evil.example",
+    "//evil",
+    "///evil",
+    "https://evil",
+    "/\n/evil",
+    " //evil",
+    "\x01//evil",
+    "java\nscript:alert(1)",
+    "javascript:alert(1)",
+    "http:/evil",
+    "\\\\evil",
+    "/\r\n/evil",
+    "%2F%2Fevil",
+    "/\x7f/evil",
+]
 
 
 @pytest.mark.parametrize("target", NASTY_TARGETS)
@@ -122,9 +154,10 @@ def test_no_redirect_off_the_site(course, target):
 
 def test_the_issues_redirect_and_a_good_one(course):
     client = course.test_client()
-    evil = client.post("/login?next=/%09/evil.example",
-                       data={"username": "ana", "password": "long-password",
-                             "csrf_token": csrf(client)})
+    evil = client.post(
+        "/login?next=/%09/evil.example",
+        data={"username": "ana", "password": "long-password", "csrf_token": csrf(client)},
+    )
     assert evil.headers["Location"] == "/"
     good = log_in(course.test_client(), next_="/courses/pytorch/submissions?lang=es")
     assert good.headers["Location"] == "/courses/pytorch/submissions?lang=es"
@@ -191,15 +224,20 @@ def test_a_storage_that_is_away_counts_in_memory(course):
 
 def test_a_storage_that_is_not_redis_is_named():
     from server.core.config import ConfigError
+
     with pytest.raises(ConfigError, match="LOGIN_LIMITS_STORAGE"):
         create_app({"SECRET_KEY": "test", "BROKER_URL": "filesystem://localhost/"})
 
 
 @pytest.mark.services
 def test_failures_are_shared_between_processes_through_redis(database_url):
-    settings = {"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True,
-                "LOGIN_LIMITS_STORAGE": "redis://127.0.0.1:6379/14",
-                "COURSE": f"test-{uuid.uuid4().hex[:12]}"}  # its own keys in the shared Redis
+    settings = {
+        "DATABASE_URL": database_url,
+        "SECRET_KEY": "test",
+        "TESTING": True,
+        "LOGIN_LIMITS_STORAGE": "redis://127.0.0.1:6379/14",
+        "COURSE": f"test-{uuid.uuid4().hex[:12]}",
+    }  # its own keys in the shared Redis
     first, second = create_app(settings).test_client(), create_app(settings).test_client()
     for _ in range(5):
         assert log_in(first, username="nobody", password="guess").status_code == 401
@@ -212,6 +250,7 @@ def test_tries_at_once_cannot_pass_the_account_limit_together(course, monkeypatc
     import threading
 
     from server.web import throttle
+
     checked = []
 
     def slow_wrong_password(session, username, password):
@@ -242,24 +281,51 @@ def test_a_new_password_revokes_the_users_api_tokens(course):
     """A token outlived the password it was made with: whoever had learnt the old password
     kept the API. The new one revokes every token of the user (not another user's), and says so."""
     api = course.test_client()
-    tokens = {name: {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
-        "username": name, "password": "long-password", "label": label}).json["token"]}
-        for name, label in (("ana", "laptop"), ("bea", "home"))}
-    second = {"Authorization": "Bearer " + api.post("/api/v1/tokens", json={
-        "username": "ana", "password": "long-password"}).json["token"]}
+    tokens = {
+        name: {
+            "Authorization": "Bearer "
+            + api.post(
+                "/api/v1/tokens",
+                json={"username": name, "password": "long-password", "label": label},
+            ).json["token"]
+        }
+        for name, label in (("ana", "laptop"), ("bea", "home"))
+    }
+    second = {
+        "Authorization": "Bearer "
+        + api.post("/api/v1/tokens", json={"username": "ana", "password": "long-password"}).json[
+            "token"
+        ]
+    }
     here = course.test_client()
     log_in(here)
-    changed = here.post("/account/password", follow_redirects=True, data={
-        "current": "long-password", "new": "new-password-1", "repeat": "new-password-1",
-        "csrf_token": csrf(here, "/account/password")})
+    changed = here.post(
+        "/account/password",
+        follow_redirects=True,
+        data={
+            "current": "long-password",
+            "new": "new-password-1",
+            "repeat": "new-password-1",
+            "csrf_token": csrf(here, "/account/password"),
+        },
+    )
     for headers in (tokens["ana"], second):
         assert api.get("/api/v1/exercises", headers=headers).status_code == 401
     assert api.get("/api/v1/exercises", headers=tokens["bea"]).status_code == 200
-    assert "your 2 API tokens were revoked: log in again with hpcgrade login where you used " \
-           "them" in changed.text
+    assert (
+        "your 2 API tokens were revoked: log in again with hpcgrade login where you used "
+        "them" in changed.text
+    )
     assert "your API tokens are revoked" in here.get("/account/password").text
-    again = here.post("/account/password", follow_redirects=True, data={
-        "current": "new-password-1", "new": "new-password-2", "repeat": "new-password-2",
-        "csrf_token": csrf(here, "/account/password")})
+    again = here.post(
+        "/account/password",
+        follow_redirects=True,
+        data={
+            "current": "new-password-1",
+            "new": "new-password-2",
+            "repeat": "new-password-2",
+            "csrf_token": csrf(here, "/account/password"),
+        },
+    )
     assert "Password changed; your other sessions have ended." in again.text
     assert "API token" not in again.text  # none was left

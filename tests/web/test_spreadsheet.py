@@ -1,5 +1,6 @@
 """The CSV files made for a spreadsheet (server/web/spreadsheet.py): text never runs as a formula,
 numbers as the reader's Excel reads them."""
+
 import csv
 import io
 

@@ -3,6 +3,7 @@ comment of a score set by hand as inline Markdown, deadlines with their time zon
 exception's date in the page's notation, downloads named by exercise and course, the
 diagnostic drill-down by named mistake, the account's own page, the favicon and the skip link,
 and a roster whose wrong lines do not block its good ones."""
+
 import datetime as dt
 import html
 import re
@@ -48,6 +49,7 @@ def staffed_app(course, deadline: dt.datetime | None = None):
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         _ana, exercise = ids(session)
         exercise.deadline = deadline or utcnow() + dt.timedelta(days=5)
+
     with_session(course, setup)
     return course
 
@@ -56,25 +58,34 @@ def grant(app, **fields):
     def add(session):
         ana, exercise = ids(session)
         session.add(Allowance(user_id=ana.id, exercise_id=exercise.id, **fields))
+
     with_session(app, add)
 
 
 # --- a removal is a step apart from Save, confirmed on its own page ------------------------------
+
 
 def test_removing_an_exception_is_a_separate_action_confirmed_first(course):
     app = staffed_app(course)
     grant(app, deadline=utcnow() + dt.timedelta(days=9), extra_attempts=2, comment="")
     prof, token = logged_in(app, "prof")
     page = prof.get(PAGE).text
-    save_form = re.search(r'<form method="post" action="%s">.*?</form>' % re.escape(PAGE), page, re.S)
+    save_form = re.search(
+        r'<form method="post" action="%s">.*?</form>' % re.escape(PAGE), page, re.S
+    )
     assert "Remove" not in save_form.group(0)  # not beside Save, in its form
     # the page's button only leads to the confirmation: a GET, a secondary (not the blue) button
-    removal = re.search(r'<form method="get" action="%s/remove">\s*<button type="submit" '
-                        r'class="secondary">Remove the exception…</button>' % re.escape(PAGE), page)
+    removal = re.search(
+        r'<form method="get" action="%s/remove">\s*<button type="submit" '
+        r'class="secondary">Remove the exception…</button>' % re.escape(PAGE),
+        page,
+    )
     assert removal is not None
     confirm = prof.get(PAGE + "/remove")
-    assert confirm.status_code == 200 and len(with_session(app, lambda s: s.scalars(
-        select(Allowance)).all())) == 1  # looking at it removes nothing
+    assert (
+        confirm.status_code == 200
+        and len(with_session(app, lambda s: s.scalars(select(Allowance)).all())) == 1
+    )  # looking at it removes nothing
     assert "Remove the exception?" in confirm.text and "Cancel: keep it" in confirm.text
     assert f'href="{PAGE}"' in confirm.text and "+2" not in confirm.text
     removed = prof.post(PAGE + "/remove", data={"csrf_token": token}, follow_redirects=True)
@@ -90,11 +101,15 @@ def test_removing_a_grade_or_a_score_set_by_hand_is_confirmed_first(marked_cours
     app, made = marked_course
     prof, token = logged_in(app, "prof")
     adjusted = made["ana-q-1"]
-    prof.post(f"/courses/pytorch/staff/submissions/{adjusted}/override",
-              data={"csrf_token": token, "score": "6", "comment": "partial credit"})
+    prof.post(
+        f"/courses/pytorch/staff/submissions/{adjusted}/override",
+        data={"csrf_token": token, "score": "6", "comment": "partial credit"},
+    )
     removal = f"/courses/pytorch/staff/submissions/{adjusted}/override/remove"
-    assert f'<form method="get" action="{removal}">' in prof.get(
-        f"/courses/pytorch/submissions/{adjusted}").text
+    assert (
+        f'<form method="get" action="{removal}">'
+        in prof.get(f"/courses/pytorch/submissions/{adjusted}").text
+    )
     confirm = prof.get(removal).text
     assert "Go back to the automatic score of submission" in confirm and "6 / 10" in confirm
     assert with_session(app, lambda s: s.get(Submission, adjusted).override_score) == 6
@@ -112,14 +127,19 @@ def test_removing_a_grade_or_a_score_set_by_hand_is_confirmed_first(marked_cours
 
 # --- the comment of a score set by hand is inline Markdown, safely --------------------------------
 
+
 def test_a_comment_set_by_hand_reads_as_inline_markdown_and_never_as_html(marked_course):  # noqa: F811
     app, made = marked_course
     prof, token = logged_in(app, "prof")
     comment = "**Good** work, but `x.sum()` <script>alert(1)</script>"
-    prof.post(f"/courses/pytorch/staff/submissions/{made['ana-q-1']}/override",
-              data={"csrf_token": token, "score": "5", "comment": comment})
-    prof.post("/courses/pytorch/staff/students/bea/exercises/autograd-q/grade",
-              data={"csrf_token": token, "score": "8", "comment": comment})
+    prof.post(
+        f"/courses/pytorch/staff/submissions/{made['ana-q-1']}/override",
+        data={"csrf_token": token, "score": "5", "comment": comment},
+    )
+    prof.post(
+        "/courses/pytorch/staff/students/bea/exercises/autograd-q/grade",
+        data={"csrf_token": token, "score": "8", "comment": comment},
+    )
     rendered = "<strong>Good</strong> work, but <code>x.sum()</code> &lt;script&gt;"
     ana, _token = logged_in(app, "ana")
     assert rendered in ana.get(f"/courses/pytorch/submissions/{made['ana-q-1']}").text
@@ -131,6 +151,7 @@ def test_a_comment_set_by_hand_reads_as_inline_markdown_and_never_as_html(marked
 
 
 # --- deadlines with their time zone; the exception's date as the page writes dates ----------------
+
 
 def test_deadlines_say_their_time_zone(course):
     winter = dt.datetime(2030, 1, 31, 17, 0, tzinfo=dt.timezone.utc)
@@ -149,13 +170,17 @@ def test_the_exception_form_takes_and_shows_dates_as_the_page_writes_them(course
     prof, token = logged_in(app, "prof")
     page = prof.get(PAGE).text
     field = re.search(r'<input [^>]*name="deadline"[^>]*>', page).group(0)
-    assert 'type="text"' in field and 'placeholder="7 Feb 2030, 18:00"' in field  # not the browser's
+    assert (
+        'type="text"' in field and 'placeholder="7 Feb 2030, 18:00"' in field
+    )  # not the browser's
     assert "New deadline (Europe/Madrid time)" in page
     assert "such as 7 Feb 2030, 18:00, in Europe/Madrid time" in page
     madrid = zoneinfo.ZoneInfo(ZONE)
-    for typed, lang, local in [("7 Feb 2030, 18:00", "en", dt.datetime(2030, 2, 7, 18)),
-                               ("9 feb 2030, 9:30 CET", "es", dt.datetime(2030, 2, 9, 9, 30)),
-                               ("2030-02-10T20:15", "en", dt.datetime(2030, 2, 10, 20, 15))]:
+    for typed, lang, local in [
+        ("7 Feb 2030, 18:00", "en", dt.datetime(2030, 2, 7, 18)),
+        ("9 feb 2030, 9:30 CET", "es", dt.datetime(2030, 2, 9, 9, 30)),
+        ("2030-02-10T20:15", "en", dt.datetime(2030, 2, 10, 20, 15)),
+    ]:
         sent = prof.post(f"{PAGE}?lang={lang}", data={"csrf_token": token, "deadline": typed})
         assert sent.status_code == 303, typed
         stored = with_session(app, lambda s: s.scalar(select(Allowance.deadline)))
@@ -165,11 +190,14 @@ def test_the_exception_form_takes_and_shows_dates_as_the_page_writes_them(course
     for typed in ["7 Feb 2030, 18:00 CEST", "31 Feb 2030, 18:00", "7 Fbr 2030, 18:00", "tomorrow"]:
         refused = prof.post(PAGE, data={"csrf_token": token, "deadline": typed})
         assert refused.status_code == 400, typed
-        assert "must be a date and a time as this page writes them, in Europe/Madrid time, " \
+        assert (
+            "must be a date and a time as this page writes them, in Europe/Madrid time, "
             "such as 7 Feb 2030, 18:00" in html.unescape(refused.text)
+        )
 
 
 # --- downloads named by exercise, course and kind -------------------------------------------------
+
 
 def test_downloads_are_named_by_exercise_and_course(marked_course):  # noqa: F811
     app, _made = marked_course
@@ -180,30 +208,46 @@ def test_downloads_are_named_by_exercise_and_course(marked_course):  # noqa: F81
     assert other.headers["Content-Disposition"] == "attachment; filename=metrics.py"
     assert ">autograd_q.py</a>" in ana.get("/courses/pytorch/exercises/autograd-q").text
     prof, _token = logged_in(app, "prof")
-    names = {prof.get(f"/courses/pytorch/staff/{path}").headers["Content-Disposition"]
-             for path in ("grades.csv", "grades-excel.csv")}
-    assert names == {"attachment; filename=pytorch-grades.csv",
-                     "attachment; filename=pytorch-grades-excel.csv"}
+    names = {
+        prof.get(f"/courses/pytorch/staff/{path}").headers["Content-Disposition"]
+        for path in ("grades.csv", "grades-excel.csv")
+    }
+    assert names == {
+        "attachment; filename=pytorch-grades.csv",
+        "attachment; filename=pytorch-grades-excel.csv",
+    }
 
 
 # --- the drill-down shows the hint, by named mistake ----------------------------------------------
 
+
 def named_mistakes(app, made):
     """ana's first submission: a known wrong program's words; bea's and carl's: one hint each."""
+
     def add(session):
         carl = session.scalar(select(User).where(User.username == "carl"))
         _ana, exercise = ids(session)
         for submission_id, hint, program in [
-                (made["ana-q-1"], "Your gradient is the one of `Q.sum()`", "q_sum"),
-                (made["bea-q"], "The sign is **flipped**", None)]:
-            diagnostic = session.scalar(select(DiagnosticResult).join(CheckResult).join(
-                GradingRun).where(GradingRun.submission_id == submission_id))
+            (made["ana-q-1"], "Your gradient is the one of `Q.sum()`", "q_sum"),
+            (made["bea-q"], "The sign is **flipped**", None),
+        ]:
+            diagnostic = session.scalar(
+                select(DiagnosticResult)
+                .join(CheckResult)
+                .join(GradingRun)
+                .where(GradingRun.submission_id == submission_id)
+            )
             diagnostic.hint = hint
             diagnostic.details = {"wrong_program": program} if program else {}
             diagnostic.translations = {"es": {"message": "en español", "hint": hint + " (es)"}}
         late = submit(session, carl, exercise, 2, codes=["grad-sign-flipped"], minutes=9)
-        session.scalar(select(DiagnosticResult).join(CheckResult).join(GradingRun).where(
-            GradingRun.submission_id == late.id)).hint = "The sign is **flipped**"
+        session.scalar(
+            select(DiagnosticResult)
+            .join(CheckResult)
+            .join(GradingRun)
+            .where(GradingRun.submission_id == late.id)
+        ).hint = "The sign is **flipped**"
+
     with_session(app, add)
 
 
@@ -211,7 +255,9 @@ def test_the_drill_down_shows_the_hint_and_groups_by_named_mistake(marked_course
     app, made = marked_course
     named_mistakes(app, made)
     prof, _token = logged_in(app, "prof")
-    page = prof.get("/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped").text
+    page = prof.get(
+        "/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped"
+    ).text
     sections = re.findall(r'<section class="card table-wrap".*?</section>', page, re.S)
     assert len(sections) == 2
     # the mistake most students made first, its hint as inline Markdown, its count
@@ -220,12 +266,14 @@ def test_the_drill_down_shows_the_hint_and_groups_by_named_mistake(marked_course
     assert "Your gradient is the one of <code>Q.sum()</code>" in sections[1]
     assert "1 student" in sections[1] and "q_sum" in sections[1] and "Ana García" in sections[1]
     assert "3 submissions got this diagnostic" in page
-    spanish = prof.get("/courses/pytorch/staff/exercises/autograd-q/diagnostics/"
-                       "grad-sign-flipped?lang=es").text
+    spanish = prof.get(
+        "/courses/pytorch/staff/exercises/autograd-q/diagnostics/grad-sign-flipped?lang=es"
+    ).text
     assert "The sign is <strong>flipped</strong> (es)" in spanish
 
 
 # --- the account's own page -----------------------------------------------------------------------
+
 
 def test_account_opens_the_accounts_page_with_its_sections(course):
     ana, _token = logged_in(course, "ana")
@@ -239,6 +287,7 @@ def test_account_opens_the_accounts_page_with_its_sections(course):
 
 
 # --- a favicon and a skip link on every page ------------------------------------------------------
+
 
 def test_every_page_has_a_favicon_and_a_skip_link_first(course):
     ana, _token = logged_in(course, "ana")
@@ -254,13 +303,17 @@ def test_every_page_has_a_favicon_and_a_skip_link_first(course):
 
 # --- a roster's wrong lines never block its good ones ---------------------------------------------
 
+
 def test_a_line_that_is_not_csv_is_listed_and_the_others_imported_once(course):
-    add_user_prof = lambda session: add_user(session, "prof", "Pilar", "p@uni.es",  # noqa: E731
-                                             "instructor", "long-password")
+    def add_user_prof(session):
+        return add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
+
     with_session(course, add_user_prof)
     client, token = logged_in(course, "prof")
-    broken = (HEADER + 'carl,Carl,c@uni.es,student\ndani,"Dani" Ruiz,d@uni.es,student\n'
-              'eva,"Eva,e@uni.es,student\nfede,Fede,f@uni.es,student\n')
+    broken = (
+        HEADER + 'carl,Carl,c@uni.es,student\ndani,"Dani" Ruiz,d@uni.es,student\n'
+        'eva,"Eva,e@uni.es,student\nfede,Fede,f@uni.es,student\n'
+    )
     preview = upload(client, token, broken.encode())
     errors = wrong_lines(html.unescape(preview.text))
     # each line that does not parse is named, and an open quote does not swallow the lines after it
@@ -269,30 +322,46 @@ def test_a_line_that_is_not_csv_is_listed_and_the_others_imported_once(course):
     assert "not CSV (unexpected end of data)" in errors["4"]
     assert "Import the 2 valid rows" in preview.text
     text = re.search(r'name="roster" value="([^"]*)"', preview.text).group(1)
-    imported = client.post("/courses/pytorch/staff/roster/import",
-                           data={"csrf_token": token, "roster": html.unescape(text)})
+    imported = client.post(
+        "/courses/pytorch/staff/roster/import",
+        data={"csrf_token": token, "roster": html.unescape(text)},
+    )
     assert "2 wrong lines were left out" in imported.text
     assert {"carl", "fede"} <= set(users(course)) and not {"dani", "eva"} & set(users(course))
     # the corrected file again: only what was left out is added
-    fixed = HEADER + ('carl,Carl,c@uni.es,student\ndani,"Dani"" Ruiz",d@uni.es,student\n'
-                      'eva,Eva,e@uni.es,student\nfede,Fede,f@uni.es,student\n')
+    fixed = HEADER + (
+        'carl,Carl,c@uni.es,student\ndani,"Dani"" Ruiz",d@uni.es,student\n'
+        "eva,Eva,e@uni.es,student\nfede,Fede,f@uni.es,student\n"
+    )
     again = upload(client, token, fixed.encode())
     assert "Add 2 accounts" in again.text and "2 accounts are in this course already" in again.text
     text = re.search(r'name="roster" value="([^"]*)"', again.text).group(1)
-    client.post("/courses/pytorch/staff/roster/import",
-                data={"csrf_token": token, "roster": html.unescape(text)})
-    assert sorted(name for name in users(course) if name in "carl dani eva fede") == \
-        ["carl", "dani", "eva", "fede"]
+    client.post(
+        "/courses/pytorch/staff/roster/import",
+        data={"csrf_token": token, "roster": html.unescape(text)},
+    )
+    assert sorted(name for name in users(course) if name in "carl dani eva fede") == [
+        "carl",
+        "dani",
+        "eva",
+        "fede",
+    ]
 
 
 def test_wrong_lines_are_said_when_the_import_only_enrols(course):
     def setup(session):
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         add_user(session, "other", "Otto", "o@uni.es", "admin", "long-password")
+
     with_session(course, setup)
     client, token = logged_in(course, "prof")
     text = HEADER + "other,Otto,o@uni.es,student\nbad,Bad,nope,student\n"
-    reply = client.post("/courses/pytorch/staff/roster/import", follow_redirects=True,
-                        data={"csrf_token": token, "roster": text})
-    assert "1 wrong line was left out: line 3: user bad: “nope” is not an email address" in \
-        html.unescape(reply.text)
+    reply = client.post(
+        "/courses/pytorch/staff/roster/import",
+        follow_redirects=True,
+        data={"csrf_token": token, "roster": text},
+    )
+    assert (
+        "1 wrong line was left out: line 3: user bad: “nope” is not an email address"
+        in html.unescape(reply.text)
+    )

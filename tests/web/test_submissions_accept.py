@@ -1,4 +1,5 @@
 """Accepting submissions: file checks, attempts, rate limit, deadline policies."""
+
 import datetime as dt
 
 import pytest
@@ -34,8 +35,13 @@ def student(db_session):
 
 
 def exercise(db_session, **fields):
-    row = Exercise(course_id=the_course(db_session).id, slug=fields.pop("slug", "autograd-q"),
-                   title_en="Q", title_es="Q", **fields)
+    row = Exercise(
+        course_id=the_course(db_session).id,
+        slug=fields.pop("slug", "autograd-q"),
+        title_en="Q",
+        title_es="Q",
+        **fields,
+    )
     db_session.add(row)
     db_session.flush()
     return row
@@ -77,24 +83,37 @@ def test_rate_limit_and_attempts(db_session, student):
     for minute in range(3):
         accept(db_session, student, row, "w.py", CODE, RULES, NOW + dt.timedelta(minutes=minute))
     db_session.flush()
-    message = refused(429, db_session, student, row, "w.py", CODE, RULES, NOW + dt.timedelta(minutes=5))
+    message = refused(
+        429, db_session, student, row, "w.py", CODE, RULES, NOW + dt.timedelta(minutes=5)
+    )
     assert "3 submissions every 60 minutes" in message.message
     later = NOW + dt.timedelta(minutes=70)
     accept(db_session, student, row, "w.py", CODE, RULES, later)
     db_session.flush()
-    assert "all 4 attempts" in refused(403, db_session, student, row, "w.py", CODE, RULES,
-                                       later + dt.timedelta(hours=3)).message
+    assert (
+        "all 4 attempts"
+        in refused(
+            403, db_session, student, row, "w.py", CODE, RULES, later + dt.timedelta(hours=3)
+        ).message
+    )
 
 
 def test_late_policies(db_session, student):
     deadline = NOW - dt.timedelta(days=2, hours=1)
-    penalty = exercise(db_session, slug="late-penalty", deadline=deadline, deadline_policy="penalty",
-                       penalty_per_day=0.1)
+    penalty = exercise(
+        db_session,
+        slug="late-penalty",
+        deadline=deadline,
+        deadline_policy="penalty",
+        penalty_per_day=0.1,
+    )
     submission = accept(db_session, student, penalty, "w.py", CODE, RULES, NOW)
     assert (submission.late_days, submission.penalty) == (3, pytest.approx(0.3))
     on_time = accept(db_session, student, penalty, "w.py", CODE, RULES, deadline)
     assert (on_time.late_days, on_time.penalty) == (0, 0.0)
     refuse = exercise(db_session, slug="late-refused", deadline=deadline, deadline_policy="refuse")
     # the deadline in the course's time zone (11:00 UTC is 12:00 in Madrid), not ISO
-    assert "(8 Jan 2027, 12:00); late work is not accepted" in refused(
-        403, db_session, student, refuse, "w.py", CODE, RULES, NOW).message
+    assert (
+        "(8 Jan 2027, 12:00); late work is not accepted"
+        in refused(403, db_session, student, refuse, "w.py", CODE, RULES, NOW).message
+    )

@@ -1,5 +1,6 @@
 """API tokens: labels, expiry, revocation (the account's page and `hpcgrade tokens`), and a role
 or a token that changes applying at once."""
+
 import datetime as dt
 import io
 import json
@@ -15,8 +16,9 @@ from worker.cli.main import main
 
 
 def new_token(client, username="ana", **fields) -> dict:
-    reply = client.post("/api/v1/tokens", json={"username": username, "password": "long-password",
-                                                **fields})
+    reply = client.post(
+        "/api/v1/tokens", json={"username": username, "password": "long-password", **fields}
+    )
     assert reply.status_code == 201, reply.json
     return {"Authorization": f"Bearer {reply.json['token']}"}
 
@@ -39,8 +41,12 @@ def test_a_token_expires(course):
     assert dt.timedelta(days=119) < lifetime <= dt.timedelta(days=120)
     headers = {"Authorization": f"Bearer {reply.json['token']}"}
     assert client.get("/api/v1/exercises", headers=headers).status_code == 200
-    change(course, sa.update(ApiToken).values(
-        expires_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)))
+    change(
+        course,
+        sa.update(ApiToken).values(
+            expires_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+        ),
+    )
     expired = client.get("/api/v1/exercises", headers=headers)
     assert expired.status_code == 401
     assert expired.json == {"error": "token expired, run hpcgrade login again"}
@@ -51,10 +57,13 @@ def test_token_requests_that_make_no_sense_are_400(course):
     for body in ([], ["ana", "long-password"], {"username": "ana"}, {"username": 1, "password": 2}):
         reply = client.post("/api/v1/tokens", json=body)
         assert reply.status_code == 400 and "'username' and 'password'" in reply.json["error"], body
-    assert client.post("/api/v1/tokens", data="[", content_type="application/json").status_code == 400
+    assert (
+        client.post("/api/v1/tokens", data="[", content_type="application/json").status_code == 400
+    )
     for label in ("x" * 101, "a\nb", 7):
-        reply = client.post("/api/v1/tokens",
-                            json={"username": "ana", "password": "long-password", "label": label})
+        reply = client.post(
+            "/api/v1/tokens", json={"username": "ana", "password": "long-password", "label": label}
+        )
         assert reply.status_code == 400 and "label" in reply.json["error"]
 
 
@@ -62,12 +71,16 @@ def test_a_demoted_instructor_loses_staff_reads_at_once(course):
     """Her role is her enrolment's in the course: changed there, her token reads as it says
     at once (a token holds no role)."""
     from server.core.users import add_user
+
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
         add_user(session, "ines", "Inés", "i@uni.es", "instructor", "long-password")
         session.commit()
     client = course.test_client()
-    created = client.post("/api/v1/submissions", headers=new_token(client), data={
-        "exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")}).json
+    created = client.post(
+        "/api/v1/submissions",
+        headers=new_token(client),
+        data={"exercise": "autograd-q", "file": (io.BytesIO(REFERENCE_Q.encode()), "work.py")},
+    ).json
     staff = new_token(client, "ines")
     assert client.get(created["url"], headers=staff).status_code == 200
     ines = sa.select(User.id).where(User.username == "ines").scalar_subquery()
@@ -93,10 +106,18 @@ def test_the_account_page_lists_and_revokes_ones_own_tokens(course):
         ids = dict(session.execute(sa.select(ApiToken.label, ApiToken.id)).all())
     token = csrf(browser, "/account/tokens")
     assert browser.post(f"/account/tokens/{ids['ana@laptop']}/revoke").status_code == 400  # CSRF
-    assert browser.post(f"/account/tokens/{ids['bea@home']}/revoke",
-                        data={"csrf_token": token}).status_code == 404  # not hers
-    assert browser.post(f"/account/tokens/{ids['ana@laptop']}/revoke",
-                        data={"csrf_token": token}).status_code == 303
+    assert (
+        browser.post(
+            f"/account/tokens/{ids['bea@home']}/revoke", data={"csrf_token": token}
+        ).status_code
+        == 404
+    )  # not hers
+    assert (
+        browser.post(
+            f"/account/tokens/{ids['ana@laptop']}/revoke", data={"csrf_token": token}
+        ).status_code
+        == 303
+    )
     assert api.get("/api/v1/exercises", headers=laptop).status_code == 401  # at once
     assert api.get("/api/v1/exercises", headers=cluster).status_code == 200
     assert api.get("/api/v1/exercises", headers=bea).status_code == 200
@@ -108,6 +129,7 @@ def cli_database(tmp_path, monkeypatch):
     from server.core.db import Database
     from server.core.tokens import issue
     from server.core.users import add_user
+
     url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     monkeypatch.setenv("HPCGRADE_DATABASE_URL", url)
     assert CliRunner().invoke(main, ["db", "upgrade"]).exit_code == 0
@@ -115,8 +137,15 @@ def cli_database(tmp_path, monkeypatch):
     with database.sessions.begin() as session:
         course = new_course(session)
         for name in ("ana", "bea"):
-            user = add_user(session, name, name.title(), f"{name}@uni.es", "student",
-                            "long-password", course=course)
+            user = add_user(
+                session,
+                name,
+                name.title(),
+                f"{name}@uni.es",
+                "student",
+                "long-password",
+                course=course,
+            )
             issue(session, user, f"{name}@laptop", 120)
             issue(session, user, f"{name}@login1", 120)
     yield database
@@ -132,14 +161,23 @@ def test_cli_lists_and_revokes_tokens(cli_database):
     assert "ana@login1" in only_ana and "bea@" not in only_ana
     with cli_database.sessions() as session:
         ids = dict(session.execute(sa.select(ApiToken.label, ApiToken.id)).all())
-    assert runner.invoke(main, ["tokens", "revoke", str(ids["ana@laptop"])]).output == "revoked 1 token(s)\n"
+    assert (
+        runner.invoke(main, ["tokens", "revoke", str(ids["ana@laptop"])]).output
+        == "revoked 1 token(s)\n"
+    )
     again = runner.invoke(main, ["tokens", "revoke", str(ids["ana@laptop"])])
     assert again.exit_code == 1 and f"no token {ids['ana@laptop']}" in again.output
-    for usage in (["tokens", "revoke"], ["tokens", "revoke", "--user", "bea"],
-                  ["tokens", "revoke", "--all"], ["tokens", "revoke", "1", "--user", "bea", "--all"]):
+    for usage in (
+        ["tokens", "revoke"],
+        ["tokens", "revoke", "--user", "bea"],
+        ["tokens", "revoke", "--all"],
+        ["tokens", "revoke", "1", "--user", "bea", "--all"],
+    ):
         assert runner.invoke(main, usage).exit_code == 2, usage
-    assert runner.invoke(main, ["tokens", "revoke", "--user", "bea", "--all"]).output == \
-        "revoked 2 token(s)\n"
+    assert (
+        runner.invoke(main, ["tokens", "revoke", "--user", "bea", "--all"]).output
+        == "revoked 2 token(s)\n"
+    )
     assert runner.invoke(main, ["tokens", "revoke", "--user", "nobody", "--all"]).exit_code == 1
     with cli_database.sessions() as session:
         assert session.scalars(sa.select(ApiToken.label)).all() == ["ana@login1"]
@@ -147,11 +185,16 @@ def test_cli_lists_and_revokes_tokens(cli_database):
 
 def test_cli_sets_a_password_and_ends_the_sessions(cli_database):
     from server.core.users import authenticate
+
     runner = CliRunner()
     short = runner.invoke(main, ["users", "password", "ana", "--password", "short"])
     assert short.exit_code == 1 and "at least 8 characters" in short.output
-    assert runner.invoke(main, ["users", "password", "nobody", "--password", "x" * 9]).exit_code == 1
-    done = runner.invoke(main, ["users", "password", "ana"], input="new-password-1\nnew-password-1\n")
+    assert (
+        runner.invoke(main, ["users", "password", "nobody", "--password", "x" * 9]).exit_code == 1
+    )
+    done = runner.invoke(
+        main, ["users", "password", "ana"], input="new-password-1\nnew-password-1\n"
+    )
     assert done.exit_code == 0, done.output
     assert "its sessions have ended and its 2 API token(s) were revoked" in done.output
     with cli_database.sessions() as session:
@@ -162,6 +205,7 @@ def test_cli_sets_a_password_and_ends_the_sessions(cli_database):
 
 def test_hpcgrade_login_sends_a_label(monkeypatch, tmp_path):
     from hpcgrade.service import Service
+
     sent = {}
 
     def answer(self, method, path, params, body=None, headers=None, retries=None):
@@ -169,22 +213,26 @@ def test_hpcgrade_login_sends_a_label(monkeypatch, tmp_path):
             return {"courses": []}
         sent.update(json.loads(body))
         return {"token": "t", "username": "ana", "expires_at": "2030-01-01T00:00:00+00:00"}
+
     monkeypatch.setenv("HPCGRADE_CLIENT_CONFIG", str(tmp_path / "client.toml"))
     monkeypatch.setattr(Service, "request", answer)
-    result = CliRunner().invoke(main, ["login", "--server", "http://x", "--username", "ana",
-                                       "--password", "p"])
+    result = CliRunner().invoke(
+        main, ["login", "--server", "http://x", "--username", "ana", "--password", "p"]
+    )
     assert result.exit_code == 0, result.output
     assert re.fullmatch(r".+@.+", sent["label"]) and "2030-01-01" in result.output
 
 
 def test_the_api_and_a_bad_label_speak_the_readers_language(course):
     client = course.test_client()
-    label = client.post("/api/v1/tokens?lang=es", json={"username": "ana",
-                                                        "password": "long-password",
-                                                        "label": "a\x1b[2Jb"})
+    label = client.post(
+        "/api/v1/tokens?lang=es",
+        json={"username": "ana", "password": "long-password", "label": "a\x1b[2Jb"},
+    )
     assert label.status_code == 400
     assert label.json == {
-        "error": "la etiqueta debe ser un texto de hasta 100 caracteres imprimibles"}
+        "error": "la etiqueta debe ser un texto de hasta 100 caracteres imprimibles"
+    }
     headers = new_token(client)
     fields = client.post("/api/v1/submissions?lang=es", headers=headers, data={"file": "x"})
     assert fields.json == {"error": "envía los campos multipart 'exercise' y 'file'"}
@@ -195,10 +243,14 @@ def test_the_api_and_a_bad_label_speak_the_readers_language(course):
 def test_the_token_page_shows_times_in_the_courses_time_zone(course):
     change_settings(course, TIMEZONE="Europe/Madrid")
     new_token(course.test_client(), label="laptop")
-    change(course, sa.update(ApiToken).values(
-        created_at=dt.datetime(2026, 11, 23, 17, 0, tzinfo=dt.timezone.utc),
-        last_used_at=dt.datetime(2026, 11, 24, 8, 30, tzinfo=dt.timezone.utc),
-        expires_at=dt.datetime(2027, 3, 23, 23, 30, tzinfo=dt.timezone.utc)))
+    change(
+        course,
+        sa.update(ApiToken).values(
+            created_at=dt.datetime(2026, 11, 23, 17, 0, tzinfo=dt.timezone.utc),
+            last_used_at=dt.datetime(2026, 11, 24, 8, 30, tzinfo=dt.timezone.utc),
+            expires_at=dt.datetime(2027, 3, 23, 23, 30, tzinfo=dt.timezone.utc),
+        ),
+    )
     browser = course.test_client()
     log_in(browser)
     page = browser.get("/account/tokens").text
@@ -210,15 +262,23 @@ def test_the_token_page_shows_times_in_the_courses_time_zone(course):
 def test_a_token_made_on_the_page_works_once_shown_and_never_cached(course):
     """For an account with no password to give `hpcgrade login` (single sign-on's)."""
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:
-        session.add(User(username="sso", name="Sso", email="s@uni.es", password_hash="!no-password",
-                         auth_source="oidc"))
+        session.add(
+            User(
+                username="sso",
+                name="Sso",
+                email="s@uni.es",
+                password_hash="!no-password",
+                auth_source="oidc",
+            )
+        )
         session.commit()
         user_id = session.scalar(sa.select(User.id).where(User.username == "sso"))
     client = course.test_client()
     with client.session_transaction() as cookie:
         cookie.update(user_id=user_id, version=0)
-    made = client.post("/account/tokens", data={"csrf_token": csrf(client, "/account/tokens"),
-                                                 "label": "laptop"})
+    made = client.post(
+        "/account/tokens", data={"csrf_token": csrf(client, "/account/tokens"), "label": "laptop"}
+    )
     assert made.status_code == 201 and made.headers["Cache-Control"] == "no-store"
     token = re.search(r"export HPCGRADE_TOKEN=([\w-]+)", made.text).group(1)
     assert "export HPCGRADE_SERVER=http://localhost" in made.text
@@ -227,6 +287,9 @@ def test_a_token_made_on_the_page_works_once_shown_and_never_cached(course):
     listed = client.get("/account/tokens").text
     assert "laptop" in listed and token not in listed
     assert client.post("/account/tokens", data={"label": "x"}).status_code == 400  # no CSRF
-    bad = client.post("/account/tokens", data={"csrf_token": csrf(client, "/account/tokens"),
-                                                "label": "x" * 101}, follow_redirects=True)
+    bad = client.post(
+        "/account/tokens",
+        data={"csrf_token": csrf(client, "/account/tokens"), "label": "x" * 101},
+        follow_redirects=True,
+    )
     assert "up to 100 printable characters" in bad.text

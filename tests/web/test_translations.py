@@ -1,5 +1,6 @@
 """Every message of the portal has its Spanish, with the same placeholders, in a catalogue that
 matches the code and compiles; the portal then speaks the reader's language."""
+
 import re
 import subprocess
 import sys
@@ -15,10 +16,25 @@ CATALOGUE = ROOT / "server" / "translations" / "es" / "LC_MESSAGES" / "messages.
 @pytest.fixture(scope="module")
 def extracted(tmp_path_factory):
     template = tmp_path_factory.mktemp("pot") / "messages.pot"
-    subprocess.run([Path(sys.executable).parent / "pybabel", "-q", "extract", "-F", "babel.cfg",
-                    "-k", "_l", "--no-location", "-o", str(template), "server", "hpcgrade",
-                    "worker/cli"],
-                   cwd=ROOT, check=True)
+    subprocess.run(
+        [
+            Path(sys.executable).parent / "pybabel",
+            "-q",
+            "extract",
+            "-F",
+            "babel.cfg",
+            "-k",
+            "_l",
+            "--no-location",
+            "-o",
+            str(template),
+            "server",
+            "hpcgrade",
+            "worker/cli",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
     with template.open("rb") as f:
         return read_po(f)
 
@@ -35,8 +51,11 @@ def test_every_message_in_the_code_is_translated(extracted, spanish):
         if not message.id:
             continue
         found = spanish.get(message.id)
-        strings = () if found is None else (
-            found.string if isinstance(found.string, tuple) else (found.string,))
+        strings = (
+            ()
+            if found is None
+            else (found.string if isinstance(found.string, tuple) else (found.string,))
+        )
         if found is None or found.fuzzy or not all(strings):
             untranslated.append(message.id)
     assert not untranslated, f"add their Spanish to {CATALOGUE.name}: {untranslated}"

@@ -1,5 +1,6 @@
 """`hpcgrade db …`, `users …`, `tokens …`, `exercises` and `exercise sync`: deploy steps,
 accounts, API tokens, exercises."""
+
 from __future__ import annotations
 
 import getpass
@@ -86,8 +87,9 @@ def _in_transaction(action, database: Database | None = None):
     except (UserError, TokenError, CourseError) as exc:
         raise click.ClickException(str(exc)) from None
     except OperationalError as exc:
-        raise click.ClickException(f"database error (did you run `hpcgrade db upgrade`?): "
-                                   f"{exc.orig}") from None
+        raise click.ClickException(
+            f"database error (did you run `hpcgrade db upgrade`?): {exc.orig}"
+        ) from None
     finally:
         database.dispose()
 
@@ -102,28 +104,44 @@ def _course(session, slug: str | None):
         raise UserError(f"{exc} (with --course)") from None
 
 
-COURSE_OPTION = click.option("--course", "course_slug", metavar="SLUG",
-                             help="The course (default: the service's one open course).")
+COURSE_OPTION = click.option(
+    "--course",
+    "course_slug",
+    metavar="SLUG",
+    help="The course (default: the service's one open course).",
+)
 
 
 @users_group.command("add")
 @click.argument("username")
 @click.option("--name", required=True)
 @click.option("--email", required=True)
-@click.option("--role", type=click.Choice(ROLES), default="student", show_default=True,
-              help="The role in the course; admin is global (every course).")
+@click.option(
+    "--role",
+    type=click.Choice(ROLES),
+    default="student",
+    show_default=True,
+    help="The role in the course; admin is global (every course).",
+)
 @COURSE_OPTION
-@click.option("--password", envvar="HPCGRADE_NEW_PASSWORD",
-              help="Default: asked for (or HPCGRADE_NEW_PASSWORD).")
-def users_add(username: str, name: str, email: str, role: str, course_slug: str | None,
-              password: str | None) -> None:
+@click.option(
+    "--password",
+    envvar="HPCGRADE_NEW_PASSWORD",
+    help="Default: asked for (or HPCGRADE_NEW_PASSWORD).",
+)
+def users_add(
+    username: str, name: str, email: str, role: str, course_slug: str | None, password: str | None
+) -> None:
     """Add one account; with --course, an existing account is enrolled in that course
     instead."""
-    exists = _in_transaction(lambda s: s.scalar(select(User.id).where(
-        User.username == username)) is not None)
+    exists = _in_transaction(
+        lambda s: s.scalar(select(User.id).where(User.username == username)) is not None
+    )
     if exists and course_slug is None:
-        raise click.ClickException(f"user {username} already exists; to enrol it in a course, "
-                                   f"name the course with --course")
+        raise click.ClickException(
+            f"user {username} already exists; to enrol it in a course, "
+            f"name the course with --course"
+        )
     source = AuthSource.local
     if not exists and role != "admin" and _directory(_settings())([username]):
         source, password = AuthSource.ldap, None  # one of the directory's people: its password
@@ -137,10 +155,14 @@ def users_add(username: str, name: str, email: str, role: str, course_slug: str 
             add_user(session, username, name, email, role, password)
             return f"added {username} (admin)"
         course = _course(session, course_slug)
-        created = add_or_enrol(session, username, name, email, role, password,
-                               course=course, auth_source=source)[1]
-        return (f"{'added' if created else 'enrolled'} {username} ({role} in {course.slug}"
-                f"{', logs in with the directory' if created and source != AuthSource.local else ''})")
+        created = add_or_enrol(
+            session, username, name, email, role, password, course=course, auth_source=source
+        )[1]
+        return (
+            f"{'added' if created else 'enrolled'} {username} ({role} in {course.slug}"
+            f"{', logs in with the directory' if created and source != AuthSource.local else ''})"
+        )
+
     click.echo(_in_transaction(add))
 
 
@@ -150,22 +172,32 @@ def users_add(username: str, name: str, email: str, role: str, course_slug: str 
 @click.option("--role", type=click.Choice(COURSE_ROLES), required=True)
 def users_enrol(username: str, course_slug: str, role: str) -> None:
     """Enrol an account in a course with a role, or change its role there."""
+
     def change(session) -> str:
         user, course = _user(session, username), find_course(session, course_slug)
-        before = session.scalar(select(Enrolment.role).where(
-            Enrolment.user_id == user.id, Enrolment.course_id == course.id))
+        before = session.scalar(
+            select(Enrolment.role).where(
+                Enrolment.user_id == user.id, Enrolment.course_id == course.id
+            )
+        )
         enrol(session, user, course, role)
         if before is None:
             return f"enrolled {username} in {course.slug} as {role}"
         return f"{username} in {course.slug}: {before} -> {role}"
+
     click.echo(_in_transaction(change))
 
 
 @users_group.command("import")
 @click.argument("roster", type=click.File("rb"))
 @COURSE_OPTION
-@click.option("--lang", type=click.Choice(["en", "es"]), default="en", show_default=True,
-              help="The language of the messages and of the mails.")
+@click.option(
+    "--lang",
+    type=click.Choice(["en", "es"]),
+    default="en",
+    show_default=True,
+    help="The language of the messages and of the mails.",
+)
 def users_import(roster, course_slug: str | None, lang: str) -> None:
     """Bring a CSV roster (username,name,email,role) into a course, or nothing of it where a
     line is wrong: new accounts are added, existing ones enrolled with their row's role, the
@@ -178,50 +210,70 @@ def users_import(roster, course_slug: str | None, lang: str) -> None:
     from flask_babel import force_locale
 
     from server.core.links import make_link
+
     app = _app()
     base_url = app_settings(app).public_url or ""
 
     def bring_in(session):
-        created, plan = import_roster(session, decode_roster(roster.read()),
-                                      _course(session, course_slug),
-                                      _directory(app_settings(app)))
+        created, plan = import_roster(
+            session,
+            decode_roster(roster.read()),
+            _course(session, course_slug),
+            _directory(app_settings(app)),
+        )
         local = [user for user in created if user.auth_source == AuthSource.local.value]
-        return ([(user.id, user.username, make_link(user, base_url)) for user in local],
-                [user.username for user in created if user not in local],
-                [row.username for row in plan.enrol], [row.username for row in plan.existing])
+        return (
+            [(user.id, user.username, make_link(user, base_url)) for user in local],
+            [user.username for user in created if user not in local],
+            [row.username for row in plan.enrol],
+            [row.username for row in plan.existing],
+        )
+
     with app.app_context(), force_locale(lang):
         created, directory_people, enrolled, kept = _in_transaction(
-            bring_in, app.extensions["hpcgrade.db"])
+            bring_in, app.extensions["hpcgrade.db"]
+        )
         click.echo("username,link")
         for _id, username, link in created:
             click.echo(f"{username},{link}")
         if directory_people:
-            click.echo("the directory's people, who log in with its password (no link): "
-                       f"{', '.join(directory_people)}", err=True)
+            click.echo(
+                "the directory's people, who log in with its password (no link): "
+                f"{', '.join(directory_people)}",
+                err=True,
+            )
         if enrolled:
             click.echo(f"existing accounts enrolled: {', '.join(enrolled)}", err=True)
         if kept:
             click.echo(f"in the course already, left as they are: {', '.join(kept)}", err=True)
         if not base_url and created:
-            click.echo("HPCGRADE_PUBLIC_URL is not set: each link is a path on the portal; put "
-                       "the portal's address before it", err=True)
+            click.echo(
+                "HPCGRADE_PUBLIC_URL is not set: each link is a path on the portal; put "
+                "the portal's address before it",
+                err=True,
+            )
         _mail_links(app, [user_id for user_id, _username, _link in created], base_url, lang)
 
 
 def _directory(settings: Settings) -> Callable[[list[str]], set[str]]:
     """Which usernames the centre's directory knows (none while LDAP_URL is unset)."""
+
     def known(usernames: list[str]) -> set[str]:
         try:
             return known_usernames(settings, usernames)
         except DirectoryUnavailable as away:
-            raise click.ClickException(f"the directory cannot be reached to tell its people "
-                                       f"from guests ({away}): nothing was added") from None
+            raise click.ClickException(
+                f"the directory cannot be reached to tell its people "
+                f"from guests ({away}): nothing was added"
+            ) from None
+
     return known
 
 
 def _app():
     """The portal's app (its settings, database and languages), for the links and mails."""
     from server.web.app import create_app
+
     try:
         return create_app()
     except ConfigError as exc:
@@ -232,40 +284,58 @@ def _mail_links(app, user_ids: list[int], base_url: str, lang: str) -> None:
     """Mail each new account its link, where mail is set up; say on stderr how it went (the
     accounts stand whatever happens)."""
     from server.core.mail import MailAway, mail_configured, send_links
+
     if not mail_configured() or not user_ids:
         return
     if not base_url:
-        click.echo("links not mailed: a mail needs the whole link (set HPCGRADE_PUBLIC_URL)",
-                   err=True)
+        click.echo(
+            "links not mailed: a mail needs the whole link (set HPCGRADE_PUBLIC_URL)", err=True
+        )
         return
     with app.extensions["hpcgrade.db"].sessions() as session:
         try:
             refused = send_links(session, user_ids, base_url, lang)
         except MailAway as away:
-            click.echo(f"links not mailed to {len(away.left)} of the {len(user_ids)} accounts: "
-                       f"{away}", err=True)
+            click.echo(
+                f"links not mailed to {len(away.left)} of the {len(user_ids)} accounts: {away}",
+                err=True,
+            )
             return
         finally:
             session.commit()  # what went out, counted
         mailed = len(user_ids) - len(refused)
-        click.echo(f"{mailed} link{'s' if mailed != 1 else ''} mailed" + (
-            "; not mailed: " + ", ".join(f"{user.username} <{user.email}> ({answer})"
-                                         for user, answer in refused) if refused else ""),
-            err=True)
+        click.echo(
+            f"{mailed} link{'s' if mailed != 1 else ''} mailed"
+            + (
+                "; not mailed: "
+                + ", ".join(
+                    f"{user.username} <{user.email}> ({answer})" for user, answer in refused
+                )
+                if refused
+                else ""
+            ),
+            err=True,
+        )
 
 
 @users_group.command("password")
 @click.argument("username")
-@click.option("--password", envvar="HPCGRADE_NEW_PASSWORD",
-              help="Default: asked for, twice (or HPCGRADE_NEW_PASSWORD).")
+@click.option(
+    "--password",
+    envvar="HPCGRADE_NEW_PASSWORD",
+    help="Default: asked for, twice (or HPCGRADE_NEW_PASSWORD).",
+)
 def users_password(username: str, password: str | None) -> None:
     """Set an account's password; every session of the account ends and its API tokens are
     revoked."""
-    password = password or click.prompt(f"new password for {username}", hide_input=True,
-                                        confirmation_prompt=True)
+    password = password or click.prompt(
+        f"new password for {username}", hide_input=True, confirmation_prompt=True
+    )
     revoked = _in_transaction(lambda s: set_password(s, _user(s, username), password))
-    click.echo(f"password of {username} set; its sessions have ended and its {revoked} API "
-               f"token(s) were revoked")
+    click.echo(
+        f"password of {username} set; its sessions have ended and its {revoked} API "
+        f"token(s) were revoked"
+    )
 
 
 def _user(session, username: str) -> User:
@@ -284,16 +354,22 @@ def tokens_group() -> None:
 @click.option("--user", "username", help="Only this user's tokens.")
 def tokens_list(username: str | None) -> None:
     """List tokens: id, user, label, created, last used, expires."""
+
     def rows(session):
         user_id = _user(session, username).id if username else None
-        return [(t.id, t.user.username, t.label, t.created_at, t.last_used_at, t.expires_at)
-                for t in listed(session, user_id)]
+        return [
+            (t.id, t.user.username, t.label, t.created_at, t.last_used_at, t.expires_at)
+            for t in listed(session, user_id)
+        ]
+
     now = utcnow()
     click.echo(f"{'id':>6}  {'user':16} {'label':28} {'created':16} {'last used':16} expires")
     for token_id, user, label, created, used, expires in _in_transaction(rows):
-        click.echo(f"{token_id:>6}  {user:16} {label or '-':28} {created:%Y-%m-%d %H:%M} "
-                   f"{f'{used:%Y-%m-%d %H:%M}' if used else 'never':16} {expires:%Y-%m-%d}"
-                   f"{' (expired)' if expires <= now else ''}")
+        click.echo(
+            f"{token_id:>6}  {user:16} {label or '-':28} {created:%Y-%m-%d %H:%M} "
+            f"{f'{used:%Y-%m-%d %H:%M}' if used else 'never':16} {expires:%Y-%m-%d}"
+            f"{' (expired)' if expires <= now else ''}"
+        )
 
 
 @tokens_group.command("revoke")
@@ -305,8 +381,11 @@ def tokens_revoke(token_id: int | None, username: str | None, every: bool) -> No
     by_id = token_id is not None and username is None and not every
     if not by_id and not (token_id is None and username is not None and every):
         raise click.UsageError("give a token ID, or --user USERNAME --all")
-    gone = _in_transaction(lambda s: revoke(s, token_id=token_id) if by_id
-                           else revoke(s, user_id=_user(s, username).id))
+    gone = _in_transaction(
+        lambda s: (
+            revoke(s, token_id=token_id) if by_id else revoke(s, user_id=_user(s, username).id)
+        )
+    )
     if by_id and not gone:
         raise click.ClickException(f"no token {token_id}")
     click.echo(f"revoked {gone} token(s)")

@@ -5,6 +5,7 @@ server and the token come from, the client file, retries, waiting for a grade); 
 terminal's words, its output (--json, the progress line, the summary) and one exit status for
 each way a command can end (EXIT_STATUSES), so that a script can tell them apart.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,14 +40,15 @@ Exit status:
   {UNREACHABLE}  the server could not be reached, or failed"""
 IN_A_TERMINAL = Advice(
     not_logged_in="not logged in: run `hpcgrade login --server URL` once (or set "
-                  "HPCGRADE_SERVER and HPCGRADE_TOKEN)",
+    "HPCGRADE_SERVER and HPCGRADE_TOKEN)",
     saved_token_refused="{reason}\nYour saved token is no longer valid (revoked or expired): "
-                        "run `hpcgrade login` again",
+    "run `hpcgrade login` again",
     environment_token_refused="{reason}\nThe token in HPCGRADE_TOKEN is not valid (revoked, "
-                              "expired or mistyped): set a new one, or unset it and run "
-                              "`hpcgrade login`",
+    "expired or mistyped): set a new one, or unset it and run "
+    "`hpcgrade login`",
     name_a_course="Name one: COURSE/EXERCISE, or --course COURSE (`hpcgrade my-courses` lists "
-                  "your courses)")
+    "your courses)",
+)
 
 
 class NotLoggedIn(click.ClickException):
@@ -70,9 +72,11 @@ def ended(exc: ServiceError | ValueError) -> click.ClickException:
     return endings.get(exc.kind, Unreachable)(str(exc))
 
 
-@click.command(epilog=f"""\b
+@click.command(
+    epilog=f"""\b
 Exit status: {GRADED} logged in; {NOT_LOGGED_IN} wrong username or password, or bad arguments;
-{REFUSED} refused (e.g. too many tries); {UNREACHABLE} the server could not be reached.""")
+{REFUSED} refused (e.g. too many tries); {UNREACHABLE} the server could not be reached."""
+)
 @click.option("--server", help="The portal's URL, e.g. https://grader.uni.es")
 @click.option("--username", prompt=True)
 @click.password_option(confirmation_prompt=False)
@@ -81,20 +85,27 @@ def login(server: str | None, username: str, password: str) -> None:
     try:
         server = (server or client_file.default_server() or "").rstrip("/")
         if not server:
-            raise click.UsageError("which server? give --server URL, set HPCGRADE_SERVER, "
-                                   "or run `hpcgrade login --server URL` once")
+            raise click.UsageError(
+                "which server? give --server URL, set HPCGRADE_SERVER, "
+                "or run `hpcgrade login --server URL` once"
+            )
         answer = log_in(server, username, password)
-        click.echo(f"logged in to {server} as {answer['username']}; token kept in "
-                   f"{client_file.path()} (valid until {answer.get('expires_at', '?')})")
+        click.echo(
+            f"logged in to {server} as {answer['username']}; token kept in "
+            f"{client_file.path()} (valid until {answer.get('expires_at', '?')})"
+        )
         courses = Service(server, answer["token"], IN_A_TERMINAL).courses()
     except (ServiceError, ValueError) as exc:
         raise ended(exc) from None
     click.echo(f"your courses:\n{listed_courses(courses)}")
 
 
-@click.command("my-courses", epilog=f"""\b
+@click.command(
+    "my-courses",
+    epilog=f"""\b
 Exit status: {GRADED} listed; {NOT_LOGGED_IN} not logged in; {UNREACHABLE} the server could not
-be reached.""")
+be reached.""",
+)
 @click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
 @click.option("--json", "as_json", is_flag=True, help="Print the courses as JSON.")
 @click.option("--lang", type=LANGS, default="en", show_default=True, help="The titles' language.")
@@ -109,7 +120,7 @@ def my_courses(server: str | None, as_json: bool, lang: str) -> None:
 
 
 def _progress(status: dict, seconds: float, _: Callable[[str], str]) -> str:
-    """"queued · position in queue: 2 · 5 s", in the language of `_` (a gettext)."""
+    """ "queued · position in queue: 2 · 5 s", in the language of `_` (a gettext)."""
     translate = _  # the state's name is a message of the catalogue, not one to extract here
     state = translate(status["status"])
     if status["status"] == "queued" and status.get("queue_position"):
@@ -125,16 +136,32 @@ def styled_output() -> bool:
 @click.command(epilog=EXIT_STATUSES)
 @click.argument("exercise")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--course", help="The exercise's course, where it is in several of yours (or "
-                                "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.")
+@click.option(
+    "--course",
+    help="The exercise's course, where it is in several of yours (or "
+    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
+)
 @click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the grade.")
-@click.option("--timeout", default=600, show_default=True, type=click.IntRange(1),
-              help="Seconds to wait for the grade.")
+@click.option(
+    "--timeout",
+    default=600,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Seconds to wait for the grade.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--lang", type=LANGS, default="en", show_default=True)
-def submit(exercise: str, file: Path, course: str | None, server: str | None, wait: bool,
-           timeout: int, as_json: bool, lang: str) -> None:
+def submit(
+    exercise: str,
+    file: Path,
+    course: str | None,
+    server: str | None,
+    wait: bool,
+    timeout: int,
+    as_json: bool,
+    lang: str,
+) -> None:
     """Submit FILE (.py or .ipynb) for EXERCISE ([COURSE/]EXERCISE: the course, where the
     exercise is in several of yours) and wait for its grade; prints the address of the
     submission's page, and the result."""
@@ -144,9 +171,11 @@ def submit(exercise: str, file: Path, course: str | None, server: str | None, wa
         api = Service(server, advice=IN_A_TERMINAL)
         created = api.submit(exercise, file.name, file.read_bytes(), lang, course)
         page = api.page(created)
-        click.echo(_("submitted %(file)s for %(exercise)s: %(url)s") % {
-            "file": file.name, "exercise": f"{created['course']}/{exercise}", "url": page},
-            err=True)
+        click.echo(
+            _("submitted %(file)s for %(exercise)s: %(url)s")
+            % {"file": file.name, "exercise": f"{created['course']}/{exercise}", "url": page},
+            err=True,
+        )
         if not wait:
             click.echo(json.dumps(dict(created, page=page)) if as_json else page)
             return
@@ -154,16 +183,24 @@ def submit(exercise: str, file: Path, course: str | None, server: str | None, wa
     except (ServiceError, ValueError) as exc:
         raise ended(exc) from None
     if status is None:
-        click.echo("\n" + _("no grade after %(seconds)s s; the submission stays in the queue: "
-                            "%(url)s") % {"seconds": timeout, "url": page}, err=True)
+        click.echo(
+            "\n"
+            + _("no grade after %(seconds)s s; the submission stays in the queue: %(url)s")
+            % {"seconds": timeout, "url": page},
+            err=True,
+        )
         sys.exit(TIMED_OUT)
-    click.echo(json.dumps(dict(status, page=page)) if as_json
-               else summary(file, status, lang, styled_output()))
+    click.echo(
+        json.dumps(dict(status, page=page))
+        if as_json
+        else summary(file, status, lang, styled_output())
+    )
     sys.exit(GRADED if status["status"] == "graded" else NO_GRADE)
 
 
-def _wait_for_grade(api: Service, created: dict, lang: str, timeout: int,
-                    _: Callable[[str], str]) -> dict | None:
+def _wait_for_grade(
+    api: Service, created: dict, lang: str, timeout: int, _: Callable[[str], str]
+) -> dict | None:
     """The grade, with a progress line on stderr: rewritten in place on a terminal, otherwise
     a line for each new state or place in the queue."""
     live, shown = sys.stderr.isatty(), ""

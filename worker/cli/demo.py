@@ -13,6 +13,7 @@ Two courses, this PyTorch course in two editions: pytorch-2026, and pytorch-2025
 its resits. The demo's accounts show what each role sees: a student of both, the instructor of
 one, a teaching assistant of the other and an admin.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -42,8 +43,10 @@ from worker.cli.supervise import Supervisor, Watch
 
 # (slug, edition); the first is the course an older demo's data becomes (migration 0010)
 DEMO_COURSES = (("pytorch-2026", "2026"), ("pytorch-2025", "2025 (resits)"))
-TITLES = {"title_en": "Deep learning with PyTorch: tensors and autograd",
-          "title_es": "Aprendizaje profundo con PyTorch: tensores y autograd"}
+TITLES = {
+    "title_en": "Deep learning with PyTorch: tensors and autograd",
+    "title_es": "Aprendizaje profundo con PyTorch: tensores y autograd",
+}
 # username (its password too), name, and its role in each course, or "admin" (every course)
 DEMO_ACCOUNTS = (
     ("student", "Demo Student", {"pytorch-2026": "student", "pytorch-2025": "student"}),
@@ -68,20 +71,26 @@ def demo_settings(folder: Path, executor: str = "local") -> dict:
     if not secret.exists():
         secret.write_text(secrets.token_hex(32))
         secret.chmod(0o600)
-    settings = {"DATABASE_URL": f"sqlite:///{folder / 'hpcgrade.sqlite'}",
-                "BROKER_URL": "filesystem://localhost/",
-                # the worker lists the folder every polling_interval (kombu's default: 1 s,
-                # which a result waited for); a listing of a small local folder is cheap
-                "BROKER_TRANSPORT_OPTIONS": {"data_folder_in": str(broker / "messages"),
-                                             "data_folder_out": str(broker / "messages"),
-                                             "control_folder": str(broker / "control"),
-                                             "polling_interval": 0.05},
-                "SECRET_KEY": secret.read_text().strip(),
-                "WORKER_HEARTBEAT_SECONDS": HEARTBEAT_SECONDS,
-                "EXECUTOR": executor, "SPOOL_DIR": str(folder / "spool"),
-                # plain http on this machine: a Secure cookie would never come back; and no
-                # Redis to count failed log-ins in, so each portal process counts its own
-                "SESSION_COOKIE_SECURE": False, "LOGIN_LIMITS_STORAGE": "memory://"}
+    settings = {
+        "DATABASE_URL": f"sqlite:///{folder / 'hpcgrade.sqlite'}",
+        "BROKER_URL": "filesystem://localhost/",
+        # the worker lists the folder every polling_interval (kombu's default: 1 s,
+        # which a result waited for); a listing of a small local folder is cheap
+        "BROKER_TRANSPORT_OPTIONS": {
+            "data_folder_in": str(broker / "messages"),
+            "data_folder_out": str(broker / "messages"),
+            "control_folder": str(broker / "control"),
+            "polling_interval": 0.05,
+        },
+        "SECRET_KEY": secret.read_text().strip(),
+        "WORKER_HEARTBEAT_SECONDS": HEARTBEAT_SECONDS,
+        "EXECUTOR": executor,
+        "SPOOL_DIR": str(folder / "spool"),
+        # plain http on this machine: a Secure cookie would never come back; and no
+        # Redis to count failed log-ins in, so each portal process counts its own
+        "SESSION_COOKIE_SECURE": False,
+        "LOGIN_LIMITS_STORAGE": "memory://",
+    }
     if executor == "slurm":  # jobs run this interpreter, as the user who runs the demo
         settings.update(COURSE_PYTHON=sys.executable, SLURM_BATCH_WAIT=1.0)
     return settings
@@ -121,30 +130,41 @@ def prepare(folder: Path, executor: str = "local") -> Path:
 
 
 def demo_course(session, slug: str, edition: str) -> Course:
-    return session.scalar(select(Course).where(Course.slug == slug)) \
-        or create_course(session, slug, edition=edition, **TITLES)
+    return session.scalar(select(Course).where(Course.slug == slug)) or create_course(
+        session, slug, edition=edition, **TITLES
+    )
 
 
-def demo_account(session, username: str, name: str, roles: dict[str, str] | str,
-                 courses: dict[str, Course]) -> None:
+def demo_account(
+    session, username: str, name: str, roles: dict[str, str] | str, courses: dict[str, Course]
+) -> None:
     """The account (its password its username), in the roles the demo gives it."""
     user = session.scalar(select(User).where(User.username == username))
     if user is None:
         first, role = ("", roles) if roles == "admin" else next(iter(roles.items()))
-        user = add_user(session, username, name, f"{username}@example.org", role,
-                        password=username, course=courses.get(first), min_password_length=1)
+        user = add_user(
+            session,
+            username,
+            name,
+            f"{username}@example.org",
+            role,
+            password=username,
+            course=courses.get(first),
+            min_password_length=1,
+        )
     for slug, role in ({} if roles == "admin" else roles).items():
         enrol(session, user, courses[slug], role)
 
 
 def accounts_text() -> str:
     """Who to log in as, for the demo's first lines."""
+
     def what(roles: dict[str, str] | str) -> str:
         if roles == "admin":
             return "admin: every course, and the courses' settings at /admin/courses"
         return "; ".join(f"{ROLE_WORDS[role]} of {slug}" for slug, role in roles.items())
-    return "\n".join(f"    {username:11} {what(roles)}"
-                     for username, _name, roles in DEMO_ACCOUNTS)
+
+    return "\n".join(f"    {username:11} {what(roles)}" for username, _name, roles in DEMO_ACCOUNTS)
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -171,6 +191,7 @@ def wait_for_port(host: str, port: int, process: subprocess.Popen, seconds: floa
 def _heartbeat_of(node: str):
     def last_sign(session) -> dt.datetime | None:
         return session.scalar(select(WorkerHeartbeat.beat_at).where(WorkerHeartbeat.node == node))
+
     return last_sign
 
 
@@ -190,12 +211,20 @@ def _interrupt(_signum, _frame) -> None:
 @click.command()
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--folder", type=click.Path(file_okay=False, path_type=Path),
-              default=ROOT / "instance" / "demo", show_default=True,
-              help="Where the database, the broker's messages and the secret key are kept.")
-@click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
-              show_default=True,
-              help="slurm: each grade runs in a job of this machine's Slurm (scripts/slurm).")
+@click.option(
+    "--folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=ROOT / "instance" / "demo",
+    show_default=True,
+    help="Where the database, the broker's messages and the secret key are kept.",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "slurm"]),
+    default="local",
+    show_default=True,
+    help="slurm: each grade runs in a job of this machine's Slurm (scripts/slurm).",
+)
 def demo(port: int, host: str, folder: Path, executor: str) -> None:
     """Run the portal and a grading worker here, with two courses (pytorch-2026 and
     pytorch-2025) and the accounts student, instructor, ta and admin (each its own password)."""
@@ -214,31 +243,76 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
     try:
-        portal = supervisor.start("portal", [
-            # threads, as deployed: a waiting page's status request is held in one
-            # (server/web/live.py)
-            sys.executable, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
-            "--threads", "16", "--log-level", "warning", "server.web.app:create_app()"])
+        portal = supervisor.start(
+            "portal",
+            [
+                # threads, as deployed: a waiting page's status request is held in one
+                # (server/web/live.py)
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--bind",
+                f"{host}:{port}",
+                "--workers",
+                "2",
+                "--threads",
+                "16",
+                "--log-level",
+                "warning",
+                "server.web.app:create_app()",
+            ],
+        )
         celery = [sys.executable, "-m", "celery", "--quiet", "-A", "worker.celery_app"]
-        supervisor.start("worker", [
-            *celery, "worker", "--concurrency", "1", "--loglevel", "WARNING",
-            "--without-gossip", "--without-mingle", "--hostname", WORKER_NODE])
-        supervisor.start("beat", [*celery, "beat", "--loglevel", "WARNING",
-                                  "--schedule", str(folder.resolve() / "celerybeat-schedule")])
+        supervisor.start(
+            "worker",
+            [
+                *celery,
+                "worker",
+                "--concurrency",
+                "1",
+                "--loglevel",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--hostname",
+                WORKER_NODE,
+            ],
+        )
+        supervisor.start(
+            "beat",
+            [
+                *celery,
+                "beat",
+                "--loglevel",
+                "WARNING",
+                "--schedule",
+                str(folder.resolve() / "celerybeat-schedule"),
+            ],
+        )
         supervisor.watches += [
-            Watch("worker", _heartbeat_of(WORKER_NODE), Settings(
-                worker_heartbeat_seconds=HEARTBEAT_SECONDS).worker_heartbeat_stale_seconds,
+            Watch(
+                "worker",
+                _heartbeat_of(WORKER_NODE),
+                Settings(worker_heartbeat_seconds=HEARTBEAT_SECONDS).worker_heartbeat_stale_seconds,
                 "sent no heartbeat (it takes nothing from the broker, or cannot write to the "
-                "database)"),
-            Watch("beat", _last_reconcile, SCHEDULE_STALE_SECONDS,
-                  "scheduled no reconcile (it is stuck, or the worker takes nothing)")]
+                "database)",
+            ),
+            Watch(
+                "beat",
+                _last_reconcile,
+                SCHEDULE_STALE_SECONDS,
+                "scheduled no reconcile (it is stuck, or the worker takes nothing)",
+            ),
+        ]
         if not wait_for_port(host, port, portal, 30):
             raise click.ClickException("the portal did not start; see the messages above")
-        click.echo(f"\nhpcgrade demo: http://{host}:{port}/\n"
-                   f"  courses: {', '.join(slug for slug, _edition in DEMO_COURSES)}\n"
-                   "  log in as (the password is the username):\n"
-                   f"{accounts_text()}\n"
-                   f"  data in {folder}; Ctrl-C stops\n")
+        click.echo(
+            f"\nhpcgrade demo: http://{host}:{port}/\n"
+            f"  courses: {', '.join(slug for slug, _edition in DEMO_COURSES)}\n"
+            "  log in as (the password is the username):\n"
+            f"{accounts_text()}\n"
+            f"  data in {folder}; Ctrl-C stops\n"
+        )
         while True:
             supervisor.check()
             time.sleep(SUPERVISE_SECONDS)
@@ -260,6 +334,7 @@ def _only_demo_of(folder: Path):
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
-        raise click.ClickException(f"another demo runs on {folder}; stop it, or choose another "
-                                   "folder with --folder") from None
+        raise click.ClickException(
+            f"another demo runs on {folder}; stop it, or choose another folder with --folder"
+        ) from None
     return lock

@@ -7,6 +7,7 @@ The others are in admin.py (`db`, `users`, `tokens`, `exercises`, `exercise sync
 lazy-group pattern), so that `hpcgrade grade` on a compute node loads neither Flask, SQLAlchemy
 nor Celery.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -53,16 +54,24 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module), attribute)
 
 
-@click.group(cls=LazyGroup, lazy={
-    "db": "worker.cli.admin:db_group", "users": "worker.cli.admin:users_group",
-    "tokens": "worker.cli.admin:tokens_group",
-    "exercises": "worker.cli.courses:list_exercises", "demo": "worker.cli.demo:demo",
-    "courses": "worker.cli.courses:courses_group",
-    "login": "worker.cli.client:login", "submit": "worker.cli.client:submit",
-    "my-courses": "worker.cli.client:my_courses",
-    "slurm": "worker.cli.cluster:slurm_group", "pilot": "worker.cli.cluster:pilot_group",
-    "sandbox": "worker.cli.cluster:sandbox_group",
-    "settings": "worker.cli.admin:settings_reference"})
+@click.group(
+    cls=LazyGroup,
+    lazy={
+        "db": "worker.cli.admin:db_group",
+        "users": "worker.cli.admin:users_group",
+        "tokens": "worker.cli.admin:tokens_group",
+        "exercises": "worker.cli.courses:list_exercises",
+        "demo": "worker.cli.demo:demo",
+        "courses": "worker.cli.courses:courses_group",
+        "login": "worker.cli.client:login",
+        "submit": "worker.cli.client:submit",
+        "my-courses": "worker.cli.client:my_courses",
+        "slurm": "worker.cli.cluster:slurm_group",
+        "pilot": "worker.cli.cluster:pilot_group",
+        "sandbox": "worker.cli.cluster:sandbox_group",
+        "settings": "worker.cli.admin:settings_reference",
+    },
+)
 def main() -> None:
     """Grade PyTorch exercises in a sandbox, with autograd diagnostics."""
 
@@ -96,19 +105,39 @@ def _harness(python: str | None, scratch: str) -> HarnessProcess:
 
 @main.command("grade")
 @click.argument("exercise")
-@click.argument("files", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON report per file, one per line.")
 @click.option("--lang", type=LANGS, default="en", show_default=True)
 @click.option("--seed", type=int, help="Fix the hidden inputs (default: fresh every run).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--python", "python", help="Interpreter of the course venv (default: this one; with "
-              "--executor slurm, COURSE_PYTHON where it is set, else this one).")
-@click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
-              show_default=True, help="slurm: in one job of the cluster the service's settings "
-              "name (HPCGRADE_CONFIG), through its spool; waits for it.")
-def grade_files(exercise: str, files: tuple[Path, ...], as_json: bool, lang: str,
-                seed: int | None, device: str, python: str | None, executor: str) -> None:
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True
+)
+@click.option(
+    "--python",
+    "python",
+    help="Interpreter of the course venv (default: this one; with "
+    "--executor slurm, COURSE_PYTHON where it is set, else this one).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "slurm"]),
+    default="local",
+    show_default=True,
+    help="slurm: in one job of the cluster the service's settings "
+    "name (HPCGRADE_CONFIG), through its spool; waits for it.",
+)
+def grade_files(
+    exercise: str,
+    files: tuple[Path, ...],
+    as_json: bool,
+    lang: str,
+    seed: int | None,
+    device: str,
+    python: str | None,
+    executor: str,
+) -> None:
     """Grade FILES (.py or .ipynb) for EXERCISE with one warm harness."""
     info = _exercise(exercise)
     jobs = [info.job(path, lang=lang, seed=seed, device=device) for path in files]
@@ -145,14 +174,18 @@ def _on_slurm(info: ExerciseInfo, jobs: list[Job], python: str | None) -> list[R
     python3 rarely has torch, and this one has (a checkout's .venv, on the shared filesystem)."""
     from worker.cli.cluster import slurm_executor
     from worker.grading.executor import ClusterError, submit_and_wait
+
     slurm = slurm_executor()
     shape = info.resources(slurm.default)
     if python or shape.python is None:
         shape = replace(shape, python=python or sys.executable)
     batch = f"cli-{uuid.uuid4().hex[:12]}"
-    spooled = [spool.write_run(slurm.spool, replace(job, id=f"{batch}-{n}"),
-                               Path(job.submission).read_bytes())
-               for n, job in enumerate(jobs)]
+    spooled = [
+        spool.write_run(
+            slurm.spool, replace(job, id=f"{batch}-{n}"), Path(job.submission).read_bytes()
+        )
+        for n, job in enumerate(jobs)
+    ]
     try:
         return submit_and_wait(slurm, spooled, shape)
     except ClusterError as exc:
@@ -165,8 +198,11 @@ def _on_slurm(info: ExerciseInfo, jobs: list[Job], python: str | None) -> list[R
 @main.command()
 @click.argument("exercise")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--course", help="The exercise's course, where it is in several of yours (or "
-                                "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.")
+@click.option(
+    "--course",
+    help="The exercise's course, where it is in several of yours (or "
+    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
+)
 @click.option("--lang", type=LANGS, default="en", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check(exercise: str, file: Path, course: str | None, lang: str, as_json: bool) -> None:
@@ -178,10 +214,12 @@ def check(exercise: str, file: Path, course: str | None, lang: str, as_json: boo
     from hpcgrade.service import ServiceError, course_and_exercise
     from hpcgrade.visible import run_visible_checks
     from worker.cli.client import IN_A_TERMINAL, NO_GRADE, ended, styled_output
+
     try:
         course, exercise = course_and_exercise(exercise, course)
-        report = run_visible_checks(exercise, file, lang, course=course, advice=IN_A_TERMINAL,
-                                    submitted=file)
+        report = run_visible_checks(
+            exercise, file, lang, course=course, advice=IN_A_TERMINAL, submitted=file
+        )
     except ServiceError as exc:
         raise ended(exc) from None
     except ValueError as exc:
@@ -193,8 +231,12 @@ def check(exercise: str, file: Path, course: str | None, lang: str, as_json: boo
     sys.exit(0 if report.get("status") == "graded" else NO_GRADE)
 
 
-COURSE_OPTION = click.option("--course", "course_slug", metavar="SLUG",
-                             help="Course SLUG's exercises folder (default: the service's).")
+COURSE_OPTION = click.option(
+    "--course",
+    "course_slug",
+    metavar="SLUG",
+    help="Course SLUG's exercises folder (default: the service's).",
+)
 
 
 def _course_root(course_slug: str | None) -> Path | None:
@@ -202,6 +244,7 @@ def _course_root(course_slug: str | None) -> Path | None:
     if course_slug is None:
         return None
     from worker.cli.courses import course_folder  # not at import: `grade` loads no database
+
     return course_folder(course_slug)
 
 
@@ -211,31 +254,51 @@ def _course_root(course_slug: str | None) -> Path | None:
 def new_exercise(slug: str, course_slug: str | None) -> None:
     """Start exercise SLUG in the exercises folder from a template that passes its own check."""
     import shutil
+
     if not SLUG.match(slug):
-        raise click.UsageError(f"{slug!r}: an exercise's name is lower-case words joined by "
-                               "hyphens, like autograd-q")
+        raise click.UsageError(
+            f"{slug!r}: an exercise's name is lower-case words joined by hyphens, like autograd-q"
+        )
     target = (_course_root(course_slug) or default_root()) / slug
     if target.exists():
         raise click.ClickException(f"{target} already exists")
     shutil.copytree(TEMPLATE, target, ignore=shutil.ignore_patterns("__pycache__"))
     course = f" --course {course_slug}" if course_slug else ""
-    click.echo(f"created {target}: write its files as docs/writing-an-exercise.md says, "
-               f"then run `hpcgrade exercise check {slug}{course}`")
+    click.echo(
+        f"created {target}: write its files as docs/writing-an-exercise.md says, "
+        f"then run `hpcgrade exercise check {slug}{course}`"
+    )
 
 
 @exercise_group.command("check")
 @click.argument("slugs", nargs=-1)
-@click.option("--seed", "seeds", type=int, multiple=True,
-              help="Fix the hidden inputs; repeat for several runs (default: three fresh seeds).")
-@click.option("--write-visible-mistakes", is_flag=True,
-              help="Write each exercise's visible_mistakes.json: the known wrong programs' "
-                   "failures of the visible checks, with which `check` names them.")
-@click.option("--derived", is_flag=True,
-              help="Also grade the wrong programs the grader derives from each reference: none "
-                   "may reach full marks on some seeds and lose points on others.")
+@click.option(
+    "--seed",
+    "seeds",
+    type=int,
+    multiple=True,
+    help="Fix the hidden inputs; repeat for several runs (default: three fresh seeds).",
+)
+@click.option(
+    "--write-visible-mistakes",
+    is_flag=True,
+    help="Write each exercise's visible_mistakes.json: the known wrong programs' "
+    "failures of the visible checks, with which `check` names them.",
+)
+@click.option(
+    "--derived",
+    is_flag=True,
+    help="Also grade the wrong programs the grader derives from each reference: none "
+    "may reach full marks on some seeds and lose points on others.",
+)
 @COURSE_OPTION
-def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...], write_visible_mistakes: bool,
-                    derived: bool, course_slug: str | None) -> None:
+def check_exercises(
+    slugs: tuple[str, ...],
+    seeds: tuple[int, ...],
+    write_visible_mistakes: bool,
+    derived: bool,
+    course_slug: str | None,
+) -> None:
     """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
     with its code; a known wrong program must be named, and lose the same points on every seed),
     each forged variant (must score no more than the mutant it forges) and each student program
@@ -244,29 +307,33 @@ def check_exercises(slugs: tuple[str, ...], seeds: tuple[int, ...], write_visibl
     # not at import: `hpcgrade grade` stays light
     from worker.cli.admin import catalogue
     from worker.cli.courses import course_exercises
+
     root = _course_root(course_slug)
     every = (lambda: course_exercises(course_slug)) if course_slug else catalogue
     infos = [_exercise(s, root) for s in slugs] if slugs else list(every().values())
     problems = 0
-    with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
-            _harness(None, scratch) as harness:
+    with (
+        tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch,
+        _harness(None, scratch) as harness,
+    ):
         for info in infos:
-            found = self_check(harness, info, seeds or (None, None, None),
-                               write_visible_mistakes)
+            found = self_check(harness, info, seeds or (None, None, None), write_visible_mistakes)
             if derived:
                 tally = derived_check(harness, info, seeds or (None, None, None))
                 found += tally.problems
-                click.echo(f"     {info.slug}: {tally.programs} derived wrong programs, "
-                           f"{len(tally.equivalent)} at full marks on every seed, "
-                           f"{len(tally.told)} named on every seed")
+                click.echo(
+                    f"     {info.slug}: {tally.programs} derived wrong programs, "
+                    f"{len(tally.equivalent)} at full marks on every seed, "
+                    f"{len(tally.told)} named on every seed"
+                )
             for problem in found:
                 click.echo(f"FAIL {info.slug}: {problem}")
-            click.echo(f"{'FAIL' if found else 'ok  '} {info.slug} (reference + "
-                       f"{len(info.mutants)} mutants, {len(info.wrong_programs)} known wrong "
-                       f"programs, {len(info.forged)} forged variants, "
-                       f"{len(info.student_programs)} student programs, {len(seeds) or 3} seeds)")
+            click.echo(
+                f"{'FAIL' if found else 'ok  '} {info.slug} (reference + "
+                f"{len(info.mutants)} mutants, {len(info.wrong_programs)} known wrong "
+                f"programs, {len(info.forged)} forged variants, "
+                f"{len(info.student_programs)} student programs, {len(seeds) or 3} seeds)"
+            )
             problems += len(found)
     if problems:
         raise click.ClickException(f"{problems} problem(s)")
-
-

@@ -8,6 +8,7 @@ and a diagnostic that says, in each language, the words that name its mistake. T
 programs' failures of the visible checks must be those visible_mistakes.json holds (`check`
 names them from it), which `write_visible_mistakes` writes.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,43 +24,64 @@ from worker.harness.report import codes
 from worker.harness.runner import HarnessProcess
 
 
-def self_check(harness: HarnessProcess, info: ExerciseInfo, seeds: tuple[int | None, ...],
-               write_visible_mistakes: bool = False) -> list[str]:
+def self_check(
+    harness: HarnessProcess,
+    info: ExerciseInfo,
+    seeds: tuple[int | None, ...],
+    write_visible_mistakes: bool = False,
+) -> list[str]:
     """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
     problems = _visible_mistakes_problems(harness, info, write_visible_mistakes)
     scores: dict[str, set[float]] = {}
     for seed in seeds:
         for visible in (False, True):
-            report = harness.report_for(info.job(info.path / "reference.py", seed=seed,
-                                                 visible=visible)).to_dict()
+            report = harness.report_for(
+                info.job(info.path / "reference.py", seed=seed, visible=visible)
+            ).to_dict()
             if report.get("status") != "graded" or report["score"] != report["max_score"]:
-                failing = [c["name"] + ": " + c["message"] for c in report.get("checks", [])
-                           if not c["passed"]]
-                problems.append(f"reference scored {report.get('score')}/{report.get('max_score')}"
-                                f"{' on the visible checks' if visible else ''} (seed "
-                                f"{report.get('seed')}): {report.get('error') or failing}")
+                failing = [
+                    c["name"] + ": " + c["message"]
+                    for c in report.get("checks", [])
+                    if not c["passed"]
+                ]
+                problems.append(
+                    f"reference scored {report.get('score')}/{report.get('max_score')}"
+                    f"{' on the visible checks' if visible else ''} (seed "
+                    f"{report.get('seed')}): {report.get('error') or failing}"
+                )
         by_seed = {}
         for name, code in info.mutants.items():
-            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
-                                                 seed=seed)).to_dict()
+            report = harness.report_for(
+                info.job(info.path / "mutants" / f"{name}.py", seed=seed)
+            ).to_dict()
             problems += _mutant_problems(info, name, code, report)
             scores.setdefault(name, set()).add(report.get("score"))
             by_seed[name] = report
         for name, mutant in info.forged.items():  # on the seed its mutant was graded on
-            report = harness.report_for(info.job(info.path / "mutants" / f"{name}.py",
-                                                 seed=by_seed[mutant].get("seed", seed))).to_dict()
+            report = harness.report_for(
+                info.job(
+                    info.path / "mutants" / f"{name}.py", seed=by_seed[mutant].get("seed", seed)
+                )
+            ).to_dict()
             problems += _forged_problems(name, mutant, report, by_seed[mutant])
         for name, expected in info.student_programs.items():
-            report = harness.report_for(info.job(info.path / "student_programs" / f"{name}.py",
-                                                 seed=seed)).to_dict()
+            report = harness.report_for(
+                info.job(info.path / "student_programs" / f"{name}.py", seed=seed)
+            ).to_dict()
             problems += _student_program_problems(name, expected, report)
             scores.setdefault(name, set()).add(report.get("score"))
-    problems += [f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
-                 "different seeds: give its checks fixed cases it cannot pass by chance"
-                 for name in info.wrong_programs if len(scores[name]) > 1]
-    problems += [f"student program {name} scored {sorted(map(str, scores[name]))} on different "
-                 "seeds: give the checks fixed cases for each kind of input the statement allows"
-                 for name in info.student_programs if len(scores[name]) > 1]
+    problems += [
+        f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
+        "different seeds: give its checks fixed cases it cannot pass by chance"
+        for name in info.wrong_programs
+        if len(scores[name]) > 1
+    ]
+    problems += [
+        f"student program {name} scored {sorted(map(str, scores[name]))} on different "
+        "seeds: give the checks fixed cases for each kind of input the statement allows"
+        for name in info.student_programs
+        if len(scores[name]) > 1
+    ]
     return problems
 
 
@@ -77,8 +99,9 @@ class DerivedTally:
     problems: list[str] = field(default_factory=list)
 
 
-def derived_check(harness: HarnessProcess, info: ExerciseInfo,
-                  seeds: tuple[int | None, ...]) -> DerivedTally:
+def derived_check(
+    harness: HarnessProcess, info: ExerciseInfo, seeds: tuple[int | None, ...]
+) -> DerivedTally:
     tally = DerivedTally()
     with tempfile.TemporaryDirectory(prefix="hpcgrade-derived-") as folder:
         for number, program in enumerate(derive((info.path / "reference.py").read_text())):
@@ -89,9 +112,11 @@ def derived_check(harness: HarnessProcess, info: ExerciseInfo,
             change = program.words(None, False)["en"]
             broken = [r for r in reports if r.get("status") != "graded"]
             if broken:
-                tally.problems.append(f"derived program {program.name}: grader error "
-                                      f"{broken[0].get('error')} (seed {broken[0].get('seed')}): "
-                                      f"{change}")
+                tally.problems.append(
+                    f"derived program {program.name}: grader error "
+                    f"{broken[0].get('error')} (seed {broken[0].get('seed')}): "
+                    f"{change}"
+                )
                 continue
             full = [r["seed"] for r in reports if r["score"] >= r["max_score"]]
             if len(full) == len(reports):
@@ -100,29 +125,39 @@ def derived_check(harness: HarnessProcess, info: ExerciseInfo,
                 tally.problems.append(
                     f"derived program {program.name} scored full marks on seed(s) {full} and "
                     f"lost points on others: give the checks fixed cases it cannot pass by "
-                    f"chance. {change}")
-            elif all(any(d["details"].get("wrong_program") for c in r["checks"]
-                         for d in c["diagnostics"]) for r in reports):
+                    f"chance. {change}"
+                )
+            elif all(
+                any(
+                    d["details"].get("wrong_program") for c in r["checks"] for d in c["diagnostics"]
+                )
+                for r in reports
+            ):
                 tally.told.append(program.name)
             else:
                 tally.untold.append(f"{program.name}: {change}")
     return tally
 
 
-def _visible_mistakes_problems(harness: HarnessProcess, info: ExerciseInfo,
-                               write: bool) -> list[str]:
+def _visible_mistakes_problems(
+    harness: HarnessProcess, info: ExerciseInfo, write: bool
+) -> list[str]:
     """The known wrong programs' marks on the visible checks (their inputs are fixed: the same
     on every run), against visible_mistakes.json; `write`: write the file instead."""
     found = {}
     if info.wrong_programs:
         # a second harness, whose students draw other random numbers: a program that fails the
         # visible checks differently there (dropout left on) cannot be named from them
-        with tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch, \
-                HarnessProcess(python=harness.python, scratch=scratch) as other:
+        with (
+            tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch,
+            HarnessProcess(python=harness.python, scratch=scratch) as other,
+        ):
             for name, program in info.wrong_programs.items():
                 job = info.job(info.path / "mutants" / f"{name}.py", visible=True)
-                marks = [visible_mistakes.marks(r) if r.get("status") == "graded" else {}
-                         for r in (h.report_for(job).to_dict() for h in (harness, other))]
+                marks = [
+                    visible_mistakes.marks(r) if r.get("status") == "graded" else {}
+                    for r in (h.report_for(job).to_dict() for h in (harness, other))
+                ]
                 if marks[0] and marks[0] == marks[1]:  # none: it passes every visible check
                     found[name] = {**program, "marks": marks[0]}
     path = info.path / visible_mistakes.FILE
@@ -137,9 +172,11 @@ def _visible_mistakes_problems(harness: HarnessProcess, info: ExerciseInfo,
     except (OSError, ValueError):
         written = None
     if written != found:
-        return [f"{visible_mistakes.FILE} does not hold the known wrong programs' failures of the "
-                f"visible checks: run `hpcgrade exercise check {info.slug} "
-                "--write-visible-mistakes`"]
+        return [
+            f"{visible_mistakes.FILE} does not hold the known wrong programs' failures of the "
+            f"visible checks: run `hpcgrade exercise check {info.slug} "
+            "--write-visible-mistakes`"
+        ]
     return []
 
 
@@ -151,10 +188,14 @@ def _forged_problems(name: str, mutant: str, report: dict, mutant_report: dict) 
     if report.get("status") != "graded":
         return [f"forged variant {name}: grader error {report.get('error')} {seed}"]
     if mutant_report.get("status") == "graded" and report["score"] > mutant_report["score"]:
-        gained = sorted({c["name"] for c in report["checks"] if c["passed"]}
-                        - {c["name"] for c in mutant_report["checks"] if c["passed"]})
-        return [f"forged variant {name} scored {report['score']}, more than its mutant {mutant} "
-                f"({mutant_report['score']}) {seed}: {', '.join(gained)} rest on a claim"]
+        gained = sorted(
+            {c["name"] for c in report["checks"] if c["passed"]}
+            - {c["name"] for c in mutant_report["checks"] if c["passed"]}
+        )
+        return [
+            f"forged variant {name} scored {report['score']}, more than its mutant {mutant} "
+            f"({mutant_report['score']}) {seed}: {', '.join(gained)} rest on a claim"
+        ]
     return []
 
 
@@ -177,8 +218,10 @@ def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> 
         return [problem]
     named = {d["details"].get("wrong_program") for c in report["checks"] for d in c["diagnostics"]}
     if name in info.wrong_programs and name not in named:
-        return [f"known wrong program {name} was not recognised (seed {report.get('seed')}): "
-                f"{sorted(n for n in named if n) or 'no wrong program'} named"]
+        return [
+            f"known wrong program {name} was not recognised (seed {report.get('seed')}): "
+            f"{sorted(n for n in named if n) or 'no wrong program'} named"
+        ]
     return []
 
 
@@ -189,11 +232,21 @@ def _student_program_problems(name: str, expected: dict, report: dict) -> list[s
         return [problem]
     said = [d for c in report["checks"] for d in c["diagnostics"] if d["code"] == code]
     said += [n for n in report.get("notes", []) if n.get("code") == code]
-    return [f"student program {name}: no {code} diagnostic says “{expected['names'][lang]}” in "
-            f"{lang} (seed {report.get('seed')}); it says: "
-            + " / ".join(sorted({d["translations"][lang]["message"] + " " +
-                                 d["translations"][lang]["hint"] for d in said if "translations" in d}))
-            for lang in LANGUAGES if not any(_says(d, lang, expected["names"][lang]) for d in said)]
+    return [
+        f"student program {name}: no {code} diagnostic says “{expected['names'][lang]}” in "
+        f"{lang} (seed {report.get('seed')}); it says: "
+        + " / ".join(
+            sorted(
+                {
+                    d["translations"][lang]["message"] + " " + d["translations"][lang]["hint"]
+                    for d in said
+                    if "translations" in d
+                }
+            )
+        )
+        for lang in LANGUAGES
+        if not any(_says(d, lang, expected["names"][lang]) for d in said)
+    ]
 
 
 def _says(diagnostic: dict, lang: str, words: str) -> bool:

@@ -8,6 +8,7 @@ A process that keeps exiting soon after its start waits longer before each new s
 then doubled, at most a minute), so that a broken configuration does not spin the machine; one
 killed by a signal starts again after a second, however often.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -82,8 +83,9 @@ class Supervisor:
         child = self.children.setdefault(name, Child(name, command))
         # a session of its own: stopped with everything it started (a worker's pool, its
         # harness); and asked to end if the supervisor itself is killed
-        child.process = subprocess.Popen(command, env=self.env, cwd=self.cwd,
-                                         start_new_session=True, preexec_fn=_end_with_parent)
+        child.process = subprocess.Popen(
+            command, env=self.env, cwd=self.cwd, start_new_session=True, preexec_fn=_end_with_parent
+        )
         child.started, child.started_at, child.due = time.monotonic(), utcnow(), None
         return child.process
 
@@ -98,8 +100,10 @@ class Supervisor:
                 exited_soon = child.process.returncode >= 0 and ran < RAN_LONG
                 child.wait = min(child.wait * 2, LONGEST_WAIT) if exited_soon else FIRST_WAIT
                 child.due = now + child.wait
-                self.say(f"the {child.name} {child.why_it_ended()} after {ran:.0f} s; it starts "
-                         f"again in {child.wait:.0f} s")
+                self.say(
+                    f"the {child.name} {child.why_it_ended()} after {ran:.0f} s; it starts "
+                    f"again in {child.wait:.0f} s"
+                )
             if child.due is not None and now >= child.due:
                 self.start(child.name, child.command)
         if self.watches:
@@ -111,8 +115,10 @@ class Supervisor:
                 signs = [(watch, watch.last_sign(session)) for watch in self.watches]
         except DBAPIError as exc:  # locked, say: the processes are not the ones to blame
             if not self.unread:
-                self.say(f"cannot read the processes' signs of life ({exc.orig}); they are "
-                         "left as they are")
+                self.say(
+                    f"cannot read the processes' signs of life ({exc.orig}); they are "
+                    "left as they are"
+                )
             self.unread = True
             return
         self.unread = False
@@ -128,8 +134,9 @@ class Supervisor:
                 why = f"in the {since_start:.0f} s since it started"
                 late = since_start > FIRST_SIGN_SECONDS + watch.stale_after
             if late:
-                self.say(f"the {watch.child} {watch.silence} {why}; it is stopped and started "
-                         "again")
+                self.say(
+                    f"the {watch.child} {watch.silence} {why}; it is stopped and started again"
+                )
                 self._kill(child)
                 self.start(watch.child, child.command)
 

@@ -1,5 +1,6 @@
 """`hpcgrade users sync`: enrolments from the directory's groups, now (beat runs it every
 LDAP_SYNC_MINUTES as the task hpcgrade.users_sync)."""
+
 from __future__ import annotations
 
 import click
@@ -13,8 +14,12 @@ from server.core.ldap_sync import describe, sync_enrolments
 
 
 @click.command("sync")
-@click.option("--course", "course_slug", metavar="SLUG",
-              help="Only this course's groups (default: every open course's).")
+@click.option(
+    "--course",
+    "course_slug",
+    metavar="SLUG",
+    help="Only this course's groups (default: every open course's).",
+)
 def users_sync(course_slug: str | None) -> None:
     """Read the members of the directory groups courses name (`directory_groups`): accounts
     for those who never logged in, enrolments as their groups say, and directory accounts in
@@ -42,6 +47,9 @@ def users_sync(course_slug: str | None) -> None:
     for username, why in report.refused:
         click.echo(f"no account for {username}: {why}", err=True)
     for slug, groups in report.unread:
-        click.echo(f"{slug} left as it is: the directory gave no members of "
-                   f"{', '.join(groups)} (missing, renamed, empty or hidden)", err=True)
+        click.echo(
+            f"{slug} left as it is: the directory gave no members of "
+            f"{', '.join(groups)} (missing, renamed, empty or hidden)",
+            err=True,
+        )
     click.echo(f"{len(report.changes)} change{'s' if len(report.changes) != 1 else ''}", err=True)

@@ -6,6 +6,7 @@ to 5 minutes; a job that goes through ends the rest. The state is in the databas
 worker's memory: every dispatcher rests together, and students (server/web/results.py) and
 operators (/metrics) read the same.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -25,8 +26,7 @@ def resting_seconds(session: Session, executor: str, now: dt.datetime | None = N
     return max((state.resting_until - (now or utcnow())).total_seconds(), 0.0)
 
 
-def failed(session: Session, executor: str, reason: str, now: dt.datetime | None = None
-           ) -> float:
+def failed(session: Session, executor: str, reason: str, now: dt.datetime | None = None) -> float:
     """sbatch failed in a way that passes: the rest it starts, in seconds."""
     now = now or utcnow()
     state = session.get(ClusterState, executor, with_for_update=True)

@@ -15,6 +15,7 @@ not end in time, and leaves it "not started": such runs go back to the queue wit
 attempt, and so do the runs a job that ended TIMEOUT or OUT_OF_MEMORY never began (only the run
 it was grading is charged).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -68,11 +69,20 @@ class Collecting:
         if self.executor.synchronous:
             return {}
         with self.database.sessions() as session:
-            runs = session.execute(select(
-                GradingRun.id, GradingRun.external_id, GradingRun.executor, GradingRun.job_state,
-                GradingRun.job_reason, GradingRun.node, GradingRun.started_at)
-                .where(GradingRun.status == RunStatus.running.value,
-                       GradingRun.executor.in_((self.executor.name, "pilot")))).all()
+            runs = session.execute(
+                select(
+                    GradingRun.id,
+                    GradingRun.external_id,
+                    GradingRun.executor,
+                    GradingRun.job_state,
+                    GradingRun.job_reason,
+                    GradingRun.node,
+                    GradingRun.started_at,
+                ).where(
+                    GradingRun.status == RunStatus.running.value,
+                    GradingRun.executor.in_((self.executor.name, "pilot")),
+                )
+            ).all()
         done = spool.done_runs(self.spool) if runs else set()
         outcomes = self._take_done([run.id for run in runs if str(run.id) in done])
         self._forget_stale(done - {str(run.id) for run in runs})
@@ -84,22 +94,32 @@ class Collecting:
         polled = [run for run in runs if run.id not in outcomes and run.external_id]
         if polled or unended:
             try:
-                states = self.executor.poll(sorted({run.external_id for run in polled}
-                                                   | set(unended.values())))
+                states = self.executor.poll(
+                    sorted({run.external_id for run in polled} | set(unended.values()))
+                )
             except ClusterError as exc:
                 log.warning("cannot poll the cluster, trying again later: %s", exc)
                 return outcomes
             outcomes |= self._settle_ended(polled, states)
-            self._note({run_id: states[job] for run_id, job in unended.items()
-                        if states[job].outcome != "waiting"})
+            self._note(
+                {
+                    run_id: states[job]
+                    for run_id, job in unended.items()
+                    if states[job].outcome != "waiting"
+                }
+            )
         return outcomes
 
     def _take_done(self, run_ids: list[int]) -> dict[int, grading.Settled]:
         """Record these runs' reports; those a batch job left, its time running out, go back to
         the queue, their attempts unused."""
         outcomes = self._collect_reports(run_ids)
-        left = [run_id for run_id in run_ids if run_id not in outcomes
-                and spool.is_not_started(spool.run_dir(self.spool, str(run_id)))]
+        left = [
+            run_id
+            for run_id in run_ids
+            if run_id not in outcomes
+            and spool.is_not_started(spool.run_dir(self.spool, str(run_id)))
+        ]
         if left:
             self._release(left)
             outcomes |= {run_id: grading.Settled.requeued for run_id in left}
@@ -131,11 +151,17 @@ class Collecting:
         """Settled runs (graded from their reports, most often) whose job was still on when
         last seen: run id → job, so that the job's end is recorded, not its last state seen."""
         with self.database.sessions() as session:
-            return dict(session.execute(select(GradingRun.id, GradingRun.external_id).where(
-                GradingRun.executor == self.executor.name,
-                GradingRun.status != RunStatus.running.value,
-                GradingRun.external_id.is_not(None), GradingRun.job_state.in_(WAITING),
-                GradingRun.finished_at > utcnow() - FINAL_STATE_WINDOW)).all())
+            return dict(
+                session.execute(
+                    select(GradingRun.id, GradingRun.external_id).where(
+                        GradingRun.executor == self.executor.name,
+                        GradingRun.status != RunStatus.running.value,
+                        GradingRun.external_id.is_not(None),
+                        GradingRun.job_state.in_(WAITING),
+                        GradingRun.finished_at > utcnow() - FINAL_STATE_WINDOW,
+                    )
+                ).all()
+            )
 
     def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, grading.Settled]:
         outcomes: dict[int, grading.Settled] = {}
@@ -143,8 +169,9 @@ class Collecting:
         overdue = []
         stuck: set[str] = set()  # pilots whose harness stopped answering: their jobs cancelled
         # read before any run's folder goes: which runs their jobs began
-        started = {run.id for run in runs
-                   if spool.was_started(spool.run_dir(self.spool, str(run.id)))}
+        started = {
+            run.id for run in runs if spool.was_started(spool.run_dir(self.spool, str(run.id)))
+        }
         for run in runs:
             state = states.get(run.external_id, JobState("VANISHED"))
             if run.executor == "pilot":
@@ -152,7 +179,10 @@ class Collecting:
             ended_before = run.job_state is not None and run.job_state not in WAITING
             if state.outcome == "waiting" or not ended_before:
                 if (state.state, state.node or run.node, state.reason) != (
-                        run.job_state, run.node, run.job_reason):
+                    run.job_state,
+                    run.node,
+                    run.job_reason,
+                ):
                     changed[run.id] = state
                 if self._pending_too_long(run, state):
                     overdue.append(run)
@@ -163,19 +193,24 @@ class Collecting:
                 outcomes |= late
                 continue
             if self._not_its_fault(run, state, runs, started):
-                log.warning("run %s goes back to the queue unused: job %s ended %s",
-                            run.id, run.external_id, state.state)
+                log.warning(
+                    "run %s goes back to the queue unused: job %s ended %s",
+                    run.id,
+                    run.external_id,
+                    state.state,
+                )
                 self._release([run.id])
                 outcomes[run.id] = grading.Settled.requeued
                 continue
             where = f" on {state.node}" if state.node else ""
-            reason = (f"{'pilot' if run.executor == 'pilot' else 'Slurm'} job {run.external_id} "
-                      f"ended {state.state}{where} without a report for this run")
+            reason = (
+                f"{'pilot' if run.executor == 'pilot' else 'Slurm'} job {run.external_id} "
+                f"ended {state.state}{where} without a report for this run"
+            )
             if state.reason:
                 reason += f" ({state.reason})"
             tail = self.executor.log_tail(run.external_id)
-            outcomes |= self._settle([run.id], grading.lose,
-                                     reason + (f"\n{tail}" if tail else ""))
+            outcomes |= self._settle([run.id], grading.lose, reason + (f"\n{tail}" if tail else ""))
             if state.state == "STUCK":  # its run settled first: a try used, not an admin's stop
                 stuck.add(run.external_id)
         self._note(changed)
@@ -183,8 +218,11 @@ class Collecting:
         return outcomes | self._give_up(overdue, states)
 
     def _pending_too_long(self, run, state: JobState) -> bool:
-        return (state.state == "PENDING" and run.executor != "pilot"
-                and (utcnow() - aware(run.started_at)).total_seconds() > self.pending_limit)
+        return (
+            state.state == "PENDING"
+            and run.executor != "pilot"
+            and (utcnow() - aware(run.started_at)).total_seconds() > self.pending_limit
+        )
 
     def _give_up(self, runs: list, states: dict[str, JobState]) -> dict[int, grading.Settled]:
         """Runs whose jobs waited past SLURM_PENDING_LIMIT_SECONDS (a node drained, a partition
@@ -194,9 +232,14 @@ class Collecting:
         outcomes = {}
         for run in runs:
             why = states[run.external_id].reason or "no reason given"
-            outcomes |= self._settle([run.id], grading.refuse, (
-                f"cluster unavailable: Slurm job {run.external_id} waited more than "
-                f"{self.pending_limit:.0f} s to start ({why}); it was cancelled"))
+            outcomes |= self._settle(
+                [run.id],
+                grading.refuse,
+                (
+                    f"cluster unavailable: Slurm job {run.external_id} waited more than "
+                    f"{self.pending_limit:.0f} s to start ({why}); it was cancelled"
+                ),
+            )
         self._cancel_jobs({run.external_id for run in runs})
         return outcomes
 
@@ -206,8 +249,12 @@ class Collecting:
         time or memory on another run (this one never begun)."""
         if state.state in CLUSTER_ENDS:
             return True
-        return (run.executor != "pilot" and state.state in UNCHARGED_ENDS and run.id not in started
-                and self._progressed(run.external_id, runs, started))
+        return (
+            run.executor != "pilot"
+            and state.state in UNCHARGED_ENDS
+            and run.id not in started
+            and self._progressed(run.external_id, runs, started)
+        )
 
     def _progressed(self, external_id: str, runs: list, started: set[int]) -> bool:
         """Whether a job began any of its runs: else it never got to grading (its harness could
@@ -216,9 +263,18 @@ class Collecting:
         if any(run.id in started for run in runs if run.external_id == external_id):
             return True
         with self.database.sessions() as session:
-            return session.scalar(select(func.count()).select_from(GradingRun).where(
-                GradingRun.external_id == external_id, GradingRun.executor == self.executor.name,
-                GradingRun.status != RunStatus.running.value)) > 0
+            return (
+                session.scalar(
+                    select(func.count())
+                    .select_from(GradingRun)
+                    .where(
+                        GradingRun.external_id == external_id,
+                        GradingRun.executor == self.executor.name,
+                        GradingRun.status != RunStatus.running.value,
+                    )
+                )
+                > 0
+            )
 
     def _note(self, states: dict[int, JobState]) -> None:
         """What the cluster said of runs, where it changed (of a run settled, its job's end):
@@ -227,6 +283,12 @@ class Collecting:
             return
         with self.database.sessions.begin() as session:
             for run_id, state in states.items():
-                session.execute(update(GradingRun).where(GradingRun.id == run_id).values(
-                    job_state=state.state, job_reason=state.reason,
-                    node=state.node or GradingRun.node))
+                session.execute(
+                    update(GradingRun)
+                    .where(GradingRun.id == run_id)
+                    .values(
+                        job_state=state.state,
+                        job_reason=state.reason,
+                        node=state.node or GradingRun.node,
+                    )
+                )

@@ -19,6 +19,7 @@ The database is the source of truth: a claim is committed before anything is sub
 runs whose submission failed are released as if never claimed. `recover` sends back to the
 queue the runs whose worker is dead.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -128,20 +129,32 @@ class Dispatcher(Collecting):
             self.exercises = lambda course: fixed
 
     @classmethod
-    def from_settings(cls, database: Database, executor: Executor, settings: Settings,
-                      node: str | None = None,
-                      exercises: Exercises | dict[str, ExerciseInfo] = course_catalogue
-                      ) -> "Dispatcher":
+    def from_settings(
+        cls,
+        database: Database,
+        executor: Executor,
+        settings: Settings,
+        node: str | None = None,
+        exercises: Exercises | dict[str, ExerciseInfo] = course_catalogue,
+    ) -> "Dispatcher":
         """`node`: the Celery node this worker process belongs to, recorded on its runs."""
-        return cls(database, executor, exercises, Path(settings.spool_dir),
-                   settings.slurm_resources, grading.worker_name(node),
-                   dt.timedelta(seconds=settings.grading_lease_seconds),
-                   settings.slurm_batch_size, settings.slurm_batch_wait,
-                   Pilots(Path(settings.spool_dir))
-                   if not executor.synchronous else None, settings.max_running_per_student,
-                   settings.sandbox_required_layers, settings.spool_min_free_mb,
-                   pending_limit=settings.slurm_pending_limit_seconds,
-                   poll_every=settings.slurm_poll_seconds)
+        return cls(
+            database,
+            executor,
+            exercises,
+            Path(settings.spool_dir),
+            settings.slurm_resources,
+            grading.worker_name(node),
+            dt.timedelta(seconds=settings.grading_lease_seconds),
+            settings.slurm_batch_size,
+            settings.slurm_batch_wait,
+            Pilots(Path(settings.spool_dir)) if not executor.synchronous else None,
+            settings.max_running_per_student,
+            settings.sandbox_required_layers,
+            settings.spool_min_free_mb,
+            pending_limit=settings.slurm_pending_limit_seconds,
+            poll_every=settings.slurm_poll_seconds,
+        )
 
     # --- dispatch ---------------------------------------------------------------------------
 
@@ -160,8 +173,12 @@ class Dispatcher(Collecting):
         free = spool.free_mb(self.spool)
         if free is None or free >= self.spool_min_free_mb:
             return False
-        log.error("spool full: %s MB free on %s, SPOOL_MIN_FREE_MB is %s: nothing is sent",
-                  free, self.spool, self.spool_min_free_mb)
+        log.error(
+            "spool full: %s MB free on %s, SPOOL_MIN_FREE_MB is %s: nothing is sent",
+            free,
+            self.spool,
+            self.spool_min_free_mb,
+        )
         return True
 
     def recover(self, dead: Callable[[str | None], bool]) -> list[int]:
@@ -175,8 +192,9 @@ class Dispatcher(Collecting):
                 first = self._queued(session, most=1)
                 if not first:
                     return Dispatched()
-                claimed = grading.claim(session, first[0][0], self.executor.name, self.worker,
-                                        self.lease)
+                claimed = grading.claim(
+                    session, first[0][0], self.executor.name, self.worker, self.lease
+                )
         outcome = self._grade(claimed, lease_ends)
         with self.database.sessions() as session:
             more = bool(self._queued(session, most=1, lock=False))
@@ -213,10 +231,12 @@ class Dispatcher(Collecting):
 
     def _report(self, claimed: grading.Claim, job: Job | None) -> Report:
         if job is None:
-            return Report.grader_error(f"exercise {claimed.exercise} is not installed",
-                                       claimed.exercise)
+            return Report.grader_error(
+                f"exercise {claimed.exercise} is not installed", claimed.exercise
+            )
         return self.executor.read_report(job.id) or Report.grader_error(
-            "no report", claimed.exercise, job.id)
+            "no report", claimed.exercise, job.id
+        )
 
     def spool_run(self, claimed: grading.Claim, seed: int | None = None) -> Job | None:
         """The run's folder in the spool, and its job; None if its exercise is not installed.
@@ -226,13 +246,19 @@ class Dispatcher(Collecting):
         info, shape = self.exercise(claimed.course_id, claimed.exercise)
         if info is None:
             return None
-        job = info.job(None, filename=claimed.filename, seed=seed, job_id=str(claimed.run_id),
-                       device="cpu" if shape.gpus == 0 else "auto",
-                       required_layers=self.required_layers)
+        job = info.job(
+            None,
+            filename=claimed.filename,
+            seed=seed,
+            job_id=str(claimed.run_id),
+            device="cpu" if shape.gpus == 0 else "auto",
+            required_layers=self.required_layers,
+        )
         return spool.write_run(self.spool, job, claimed.code)
 
-    def exercise(self, course_id: int, slug: str, session=None
-                 ) -> tuple[ExerciseInfo | None, Shape]:
+    def exercise(
+        self, course_id: int, slug: str, session=None
+    ) -> tuple[ExerciseInfo | None, Shape]:
         """The course's exercise of this slug (None: not installed) and the shape of its runs:
         its course's, with its `[slurm]` on top."""
         course = self._course(course_id, session)
@@ -249,8 +275,9 @@ class Dispatcher(Collecting):
             try:
                 self._courses[course_id] = CourseGrading(self.exercises(course), shape)
             except (ExerciseConfigError, OSError) as exc:
-                log.error("course %s: its runs wait, its exercises cannot be read: %s",
-                          course.slug, exc)
+                log.error(
+                    "course %s: its runs wait, its exercises cannot be read: %s", course.slug, exc
+                )
                 self._courses[course_id] = CourseGrading({}, shape, str(exc))
         return self._courses[course_id]
 
@@ -258,15 +285,17 @@ class Dispatcher(Collecting):
         with self.database.sessions.begin() as session:
             # seconds the cluster is not taking jobs for (cluster_state.py): pilots still are
             resting = cluster_state.resting_seconds(session, self.executor.name, now) or None
-            batches, due_in = self._plan(session, self._queued(session), now,
-                                         self._job_waiting(session))
+            batches, due_in = self._plan(
+                session, self._queued(session), now, self._job_waiting(session)
+            )
             if resting is not None:
                 batches = [batch for batch in batches if batch[1]]
             claimed = []
             for shape, pilot, ids in batches:
                 executor = "pilot" if pilot else self.executor.name
-                claims = [grading.claim(session, i, executor, self.worker, self.lease, now)
-                          for i in ids]
+                claims = [
+                    grading.claim(session, i, executor, self.worker, self.lease, now) for i in ids
+                ]
                 claimed.append((shape, pilot, [c for c in claims if c is not None]))
         outcomes: dict[int, grading.Settled] = {}
         for shape, pilot, claims in claimed:
@@ -286,8 +315,9 @@ class Dispatcher(Collecting):
             due_in = resting if due_in is None else min(due_in, resting)
         return Dispatched(outcomes, False, due_in)
 
-    def _queued(self, session, most: int = MOST_PER_CYCLE,
-                lock: bool = True) -> list[tuple[int, int, str, dt.datetime]]:
+    def _queued(
+        self, session, most: int = MOST_PER_CYCLE, lock: bool = True
+    ) -> list[tuple[int, int, str, dt.datetime]]:
         """(id, course, exercise, queued since) of the queued submissions that may be claimed
         now, in the queue's order; locked for us (others skip them) unless `lock` is False.
         One whose previous run is still on (a regrade asked meanwhile) waits for it, and so do
@@ -301,23 +331,39 @@ class Dispatcher(Collecting):
 
     def _queue(self, most: int, lock: bool, unread: list[int]):
         since = func.coalesce(Submission.enqueued_at, Submission.submitted_at)
-        running = exists().where(GradingRun.submission_id == Submission.id,
-                                 GradingRun.status == RunStatus.running.value)
-        query = (select(Submission.id, Exercise.course_id, Exercise.slug, since).join(Exercise)
-                 .join(TURNS, TURNS.c.id == Submission.id)
-                 .where(Submission.status == SubmissionStatus.queued.value, ~running,
-                        TURNS.c.turn <= self.per_student, Exercise.course_id.not_in(unread))
-                 .order_by(TURNS.c.position).limit(most))
+        running = exists().where(
+            GradingRun.submission_id == Submission.id, GradingRun.status == RunStatus.running.value
+        )
+        query = (
+            select(Submission.id, Exercise.course_id, Exercise.slug, since)
+            .join(Exercise)
+            .join(TURNS, TURNS.c.id == Submission.id)
+            .where(
+                Submission.status == SubmissionStatus.queued.value,
+                ~running,
+                TURNS.c.turn <= self.per_student,
+                Exercise.course_id.not_in(unread),
+            )
+            .order_by(TURNS.c.position)
+            .limit(most)
+        )
         return query.with_for_update(of=Submission, skip_locked=True) if lock else query
 
     def _job_waiting(self, session) -> bool:
         """Whether a job of ours waits for the cluster to start it (as last polled)."""
-        return session.scalar(select(exists().where(
-            GradingRun.status == RunStatus.running.value, GradingRun.executor == self.executor.name,
-            GradingRun.job_state == "PENDING")))
+        return session.scalar(
+            select(
+                exists().where(
+                    GradingRun.status == RunStatus.running.value,
+                    GradingRun.executor == self.executor.name,
+                    GradingRun.job_state == "PENDING",
+                )
+            )
+        )
 
-    def _plan(self, session, queued: list, now: dt.datetime, job_waiting: bool
-              ) -> tuple[list[tuple[Shape, str | None, list[int]]], float | None]:
+    def _plan(
+        self, session, queued: list, now: dt.datetime, job_waiting: bool
+    ) -> tuple[list[tuple[Shape, str | None, list[int]]], float | None]:
         """Batches to send now, as (shape, pilot or None, submission ids), and the seconds until
         the next partial batch is due. A partial batch goes at once while no job of ours waits
         to start: waiting for more runs would only delay it; while one waits, the runs that
@@ -327,7 +373,8 @@ class Dispatcher(Collecting):
         for submission_id, course_id, slug, since in queued:
             info, shape = self.exercise(course_id, slug, session)
             by_shape[shape].append(
-                (submission_id, since, spool.run_seconds(info.run_limits if info else Limits())))
+                (submission_id, since, spool.run_seconds(info.run_limits if info else Limits()))
+            )
         batches, due_in = [], math.inf
         for shape, rows in by_shape.items():
             pilot = self.pilots.choose(shape) if self.pilots else None
@@ -363,8 +410,9 @@ class Dispatcher(Collecting):
             batch = []
         return full, batch
 
-    def _send(self, shape: Shape, pilot: str | None,
-              claims: list[grading.Claim]) -> dict[int, grading.Settled]:
+    def _send(
+        self, shape: Shape, pilot: str | None, claims: list[grading.Claim]
+    ) -> dict[int, grading.Settled]:
         """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled. Raises
         NotTakingJobs, its runs queued again, while the cluster takes no jobs."""
         try:
@@ -380,15 +428,21 @@ class Dispatcher(Collecting):
             return outcomes
         run_ids = [int(job.id) for job in sendable]
         try:
-            ids = (self.pilots.assign(pilot, sendable) if pilot
-                   else self.submit_batch(sendable, shape))
+            ids = (
+                self.pilots.assign(pilot, sendable) if pilot else self.submit_batch(sendable, shape)
+            )
         except ImpossibleRequest as exc:
             log.error("runs %s refused: %s", run_ids, exc)
-            return outcomes | self._settle(run_ids, grading.refuse,
-                                           f"the cluster cannot run this exercise: {exc}")
+            return outcomes | self._settle(
+                run_ids, grading.refuse, f"the cluster cannot run this exercise: {exc}"
+            )
         except NotTakingJobs as exc:
-            log.error("runs %s stay queued, the cluster is not taking jobs (next try in %.0f s): "
-                      "%s", run_ids, exc.retry_in, exc)
+            log.error(
+                "runs %s stay queued, the cluster is not taking jobs (next try in %.0f s): %s",
+                run_ids,
+                exc.retry_in,
+                exc,
+            )
             self._release(run_ids)
             raise
         except (SubmitError, OSError) as exc:
@@ -398,8 +452,11 @@ class Dispatcher(Collecting):
         state = JobState("RUNNING", self.pilots.node(pilot)) if pilot else JobState("PENDING")
         with self.database.sessions.begin() as session:
             for run_id, external_id in zip(run_ids, ids):
-                session.execute(update(GradingRun).where(GradingRun.id == run_id).values(
-                    external_id=external_id, job_state=state.state, node=state.node))
+                session.execute(
+                    update(GradingRun)
+                    .where(GradingRun.id == run_id)
+                    .values(external_id=external_id, job_state=state.state, node=state.node)
+                )
         if pilot:
             outcomes |= self._collect_reports(run_ids, wait=PILOT_REPORT_WAIT)
         return outcomes
@@ -455,8 +512,9 @@ class Dispatcher(Collecting):
                 spool.mark_cancelled(spool.run_dir(self.spool, str(run.id)))
             except OSError:  # its folder is gone: nothing is left to skip
                 pass
-        self._cancel_jobs({r.external_id for r in runs
-                           if r.external_id and r.executor == self.executor.name})
+        self._cancel_jobs(
+            {r.external_id for r in runs if r.external_id and r.executor == self.executor.name}
+        )
         return cancelled
 
     def _cancel_jobs(self, jobs: set[str]) -> None:
@@ -464,8 +522,14 @@ class Dispatcher(Collecting):
         if not jobs:
             return
         with self.database.sessions() as session:
-            shared = set(session.scalars(select(GradingRun.external_id).where(
-                GradingRun.status == RunStatus.running.value, GradingRun.external_id.in_(jobs))))
+            shared = set(
+                session.scalars(
+                    select(GradingRun.external_id).where(
+                        GradingRun.status == RunStatus.running.value,
+                        GradingRun.external_id.in_(jobs),
+                    )
+                )
+            )
         try:
             self.executor.cancel(sorted(jobs - shared))
         except ClusterError as exc:  # the job runs on, and its reports are stale

@@ -15,6 +15,7 @@ on a pipe, keeps it in memory). An executor
 `reports_as_they_come` is the one loop that waits for reports (dispatch, a regrade's preview and
 `submit_and_wait(executor, jobs, shape)`, for the terminal, all wait with it).
 """
+
 from __future__ import annotations
 
 import time
@@ -27,9 +28,22 @@ from worker.harness.jobs import Job
 from worker.harness.report import Report
 
 # Slurm's job states, which every executor speaks, that may still end with a report
-WAITING = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_FED",
-                     "REQUEUE_HOLD", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT",
-                     "STOPPED"})
+WAITING = frozenset(
+    {
+        "PENDING",
+        "CONFIGURING",
+        "RUNNING",
+        "COMPLETING",
+        "REQUEUED",
+        "REQUEUE_FED",
+        "REQUEUE_HOLD",
+        "RESIZING",
+        "SUSPENDED",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -98,15 +112,23 @@ class Executor(Protocol):
 
 def ready_reports(executor: Executor, waiting: MutableMapping) -> dict:
     """The reports that exist now for the runs in `waiting` (keyed by run id), which leave it."""
-    found = {run_id: report for run_id in list(waiting)
-             if (report := executor.read_report(str(run_id))) is not None}
+    found = {
+        run_id: report
+        for run_id in list(waiting)
+        if (report := executor.read_report(str(run_id))) is not None
+    }
     for run_id in found:
         del waiting[run_id]
     return found
 
 
-def reports_as_they_come(executor: Executor, waiting: MutableMapping, interval: float,
-                         seconds: float | None = None, at_once: bool = True) -> Iterator[dict]:
+def reports_as_they_come(
+    executor: Executor,
+    waiting: MutableMapping,
+    interval: float,
+    seconds: float | None = None,
+    at_once: bool = True,
+) -> Iterator[dict]:
     """Each round, the reports that appeared for the runs in `waiting` (keyed by run id; a run
     leaves it with its report), until none is left or `seconds` have passed; `interval` apart,
     the first at once or (for a caller that has just looked) after an interval. The caller may
@@ -123,8 +145,9 @@ def reports_as_they_come(executor: Executor, waiting: MutableMapping, interval: 
         time.sleep(interval)
 
 
-def submit_and_wait(executor: Executor, jobs: list[Job], shape: Shape,
-                    poll_seconds: float = 1.0) -> list[Report]:
+def submit_and_wait(
+    executor: Executor, jobs: list[Job], shape: Shape, poll_seconds: float = 1.0
+) -> list[Report]:
     """Submit the jobs together and wait for their reports, in their order (`hpcgrade grade
     --executor slurm`); a job that ended without one gets the grader's error report."""
     by_id = {job.id: job for job in jobs}
@@ -138,5 +161,6 @@ def submit_and_wait(executor: Executor, jobs: list[Job], shape: Shape,
                 del waiting[job_id]
                 reports[job_id] = executor.read_report(job_id) or Report.grader_error(
                     f"job {external_id} ended {states[external_id].state} without a report",
-                    by_id[job_id].exercise)
+                    by_id[job_id].exercise,
+                )
     return [reports[job.id] for job in jobs]

@@ -1,4 +1,5 @@
 """Executors: where runs are graded; a registry keyed by name (config EXECUTOR), see executor.py."""
+
 from __future__ import annotations
 
 import atexit

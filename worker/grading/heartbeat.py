@@ -10,6 +10,7 @@ started the worker (deploy/systemd/hpcgrade-worker.service: WatchdogSec restarts
 heartbeat stops). A message that does not come back is said in the log, and nothing is written:
 a worker stuck in kombu, or cut from the broker, ages until someone acts.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -48,8 +49,13 @@ class Heartbeat(bootsteps.ConsumerStep):
     def __init__(self, consumer, **kwargs):
         super().__init__(consumer, **kwargs)
         self.node = consumer.hostname
-        self.queue = Queue(f"hpcgrade.heartbeat.{self.node}", EXCHANGE, routing_key=self.node,
-                           durable=False, auto_delete=True)
+        self.queue = Queue(
+            f"hpcgrade.heartbeat.{self.node}",
+            EXCHANGE,
+            routing_key=self.node,
+            durable=False,
+            auto_delete=True,
+        )
         self.back = threading.Condition()
         self.last_back = 0  # the number of the last message that came back
         self.stopped = threading.Event()
@@ -59,8 +65,15 @@ class Heartbeat(bootsteps.ConsumerStep):
         self.thread: threading.Thread | None = None
 
     def get_consumers(self, channel):
-        return [Consumer(channel, queues=[self.queue], callbacks=[self.came_back],
-                         accept=["json"], no_ack=True)]
+        return [
+            Consumer(
+                channel,
+                queues=[self.queue],
+                callbacks=[self.came_back],
+                accept=["json"],
+                no_ack=True,
+            )
+        ]
 
     def came_back(self, body: dict, _message) -> None:
         with self.back:
@@ -73,9 +86,15 @@ class Heartbeat(bootsteps.ConsumerStep):
         if self.thread is None:
             # unpooled: the pool processes the worker forks later inherit no connection
             self.thread = threading.Thread(
-                target=self.beat, name="hpcgrade-heartbeat", daemon=True,
-                args=(consumer, Database(self.settings.database_url, pooled=False),
-                      self.settings.worker_heartbeat_seconds))
+                target=self.beat,
+                name="hpcgrade-heartbeat",
+                daemon=True,
+                args=(
+                    consumer,
+                    Database(self.settings.database_url, pooled=False),
+                    self.settings.worker_heartbeat_seconds,
+                ),
+            )
             self.thread.start()
 
     def stop(self, consumer) -> None:
@@ -112,35 +131,54 @@ class Heartbeat(bootsteps.ConsumerStep):
             sent = time.monotonic()
             try:
                 with consumer.app.producer_or_acquire() as producer:
-                    producer.publish({"number": number}, exchange=EXCHANGE,
-                                     routing_key=self.node, declare=[self.queue],
-                                     serializer="json", retry=False)
+                    producer.publish(
+                        {"number": number},
+                        exchange=EXCHANGE,
+                        routing_key=self.node,
+                        declare=[self.queue],
+                        serializer="json",
+                        retry=False,
+                    )
             except Exception as exc:  # kombu raises many types for a broker that is away
                 log.warning("heartbeat %s not sent: the broker is away (%s)", number, exc)
             else:
                 with self.back:
-                    self.back.wait_for(lambda number=number: self.last_back >= number
-                                       or self.stopped.is_set(),
-                                       timeout=seconds)
+                    self.back.wait_for(
+                        lambda number=number: self.last_back >= number or self.stopped.is_set(),
+                        timeout=seconds,
+                    )
                     came = self.last_back >= number
                 stopped = self._stopped_pool_processes(consumer)
                 if came and stopped:
-                    log.warning("pool processes %s are stopped: this worker takes no task, its "
-                                "heartbeat is not written", stopped)
+                    log.warning(
+                        "pool processes %s are stopped: this worker takes no task, its "
+                        "heartbeat is not written",
+                        stopped,
+                    )
                 elif came:
                     self._record(database, started, time.monotonic() - sent)
                 elif self.consuming.is_set() and not self.stopped.is_set():
-                    log.warning("heartbeat %s did not come back within %.0f s: this worker "
-                                "takes nothing from the broker", number, seconds)
+                    log.warning(
+                        "heartbeat %s did not come back within %.0f s: this worker "
+                        "takes nothing from the broker",
+                        number,
+                        seconds,
+                    )
             self.stopped.wait(max(seconds - (time.monotonic() - sent), 0.0))
 
     def _record(self, database: Database, started: dt.datetime, round_trip: float) -> None:
         notify_systemd(b"READY=1\nWATCHDOG=1")
         try:
             with database.sessions.begin() as session:
-                session.merge(WorkerHeartbeat(node=self.node, pid=os.getpid(),
-                                              started_at=started, beat_at=utcnow(),
-                                              round_trip=round_trip))
+                session.merge(
+                    WorkerHeartbeat(
+                        node=self.node,
+                        pid=os.getpid(),
+                        started_at=started,
+                        beat_at=utcnow(),
+                        round_trip=round_trip,
+                    )
+                )
         except Exception as exc:  # the database away: /healthz says so on its own
             log.warning("heartbeat not written: %s", exc)
 
@@ -159,8 +197,7 @@ def _forget(database_url: str, node: str) -> None:
 def forget_gone(session, now: dt.datetime | None = None) -> int:
     """The heartbeats of workers gone for FORGOTTEN_AFTER leave the table; how many."""
     cutoff = (now or utcnow()) - FORGOTTEN_AFTER
-    return session.execute(delete(WorkerHeartbeat).where(WorkerHeartbeat.beat_at < cutoff)
-                           ).rowcount
+    return session.execute(delete(WorkerHeartbeat).where(WorkerHeartbeat.beat_at < cutoff)).rowcount
 
 
 def notify_systemd(message: bytes) -> None:

@@ -6,6 +6,7 @@ this process, where the task that submitted reads them: the spool holds the run'
 failure of the harness is the grader's error report (never raised), so the submission is
 retried, never given a zero.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -7,6 +7,7 @@ worker dies. SQLite serves one machine only (the demo), where a lock file in the
 is enough, and the kernel drops it with the process. Neither needs Redis (the demo's broker is a
 folder) nor a lock on the shared filesystem, which NFS and Lustre do not all honour.
 """
+
 from __future__ import annotations
 
 import fcntl

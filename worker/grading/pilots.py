@@ -7,6 +7,7 @@ python), and it takes runs of that course alone. The dispatcher gives a shape's 
 least busy live pilot of its course that fits it, and grades the rest with sbatch. A pilot that falls silent is taken for dead, and its runs without a report
 are dispatched again.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,19 +44,26 @@ class Pilots:
         """The least busy live pilot of the shape's course (and python) that can grade runs of
         this shape, or None."""
         now = time.time()
-        fitting = [name for name, beat in self.heartbeats().items()
-                   if self.alive(beat, now) and not beat.get("stopping")
-                   and not (layout.pilot_dir(self.spool, name) / "stop").exists()
-                   and float(beat.get("until", 0)) > now and _fits(beat, shape)
-                   and self.course_of(name) == {"course": shape.course, "python": shape.python}]
+        fitting = [
+            name
+            for name, beat in self.heartbeats().items()
+            if self.alive(beat, now)
+            and not beat.get("stopping")
+            and not (layout.pilot_dir(self.spool, name) / "stop").exists()
+            and float(beat.get("until", 0)) > now
+            and _fits(beat, shape)
+            and self.course_of(name) == {"course": shape.course, "python": shape.python}
+        ]
         return min(fitting, key=self._load, default=None)
 
     def belong(self, name: str, shape: Shape) -> None:
         """The pilot `name` (its Slurm job id) is the shape's course's: it takes that course's
         runs alone. Written as soon as sbatch answers; until then, it takes none."""
         folder = spool.make_folder(self.spool, "pilots", name)
-        spool.write_atomically(folder / COURSE_FILE, json.dumps(
-            {"course": shape.course, "python": shape.python}).encode())
+        spool.write_atomically(
+            folder / COURSE_FILE,
+            json.dumps({"course": shape.course, "python": shape.python}).encode(),
+        )
 
     def course_of(self, name: str) -> dict | None:
         """{"course": slug, "python": its python or None}; None for a pilot of no course."""
@@ -117,5 +125,6 @@ def _fits(beat: dict, resources: Resources) -> bool:
     if resources.partition and beat.get("partition") not in (None, resources.partition):
         return False
     memory = int(beat.get("memory") or 0)
-    return (int(beat.get("gpus") or 0) >= resources.gpus
-            and (memory == 0 or memory >= resources.memory))
+    return int(beat.get("gpus") or 0) >= resources.gpus and (
+        memory == 0 or memory >= resources.memory
+    )

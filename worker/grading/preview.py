@@ -20,6 +20,7 @@ runs' leases run out, and its page offers to start it again (this task, which cl
 and cancels the jobs their dead worker left on the cluster) or to discard it. Once the regrade
 is discarded, the task stops and cancels its jobs.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -48,15 +49,19 @@ from worker.harness.report import Report
 log = logging.getLogger(__name__)
 
 
-def record(session: Session, run_id: int, worker: str, report: Report,
-           now: dt.datetime | None = None) -> str:
+def record(
+    session: Session, run_id: int, worker: str, report: Report, now: dt.datetime | None = None
+) -> str:
     """Store a report on a preview run still this worker's: "preview" (graded) or "failed";
     "stale" when the run was taken over, or its regrade discarded."""
     run = session.get(GradingRun, run_id, with_for_update=True)
     if run is None or run.status != RunStatus.previewing.value or run.worker != worker:
         return "stale"
-    run.status = (RunStatus.preview.value if grading.store(run, report, now or utcnow())
-                  else RunStatus.failed.value)
+    run.status = (
+        RunStatus.preview.value
+        if grading.store(run, report, now or utcnow())
+        else RunStatus.failed.value
+    )
     return run.status
 
 
@@ -73,8 +78,9 @@ class PreviewClaim:
     course_id: int
 
     def with_code(self, code: bytes) -> grading.Claim:
-        return grading.Claim(self.run_id, self.submission_id, self.exercise, self.filename, code,
-                             self.course_id)
+        return grading.Claim(
+            self.run_id, self.submission_id, self.exercise, self.filename, code, self.course_id
+        )
 
 
 @dataclass
@@ -84,8 +90,7 @@ class PreviewGrader:
     # when the leases of the runs this worker holds were last renewed (time.monotonic())
     renewed_at: float = field(default=0.0, init=False)
 
-    def grade_previews(self, regrade_id: int, gone: Callable[[str | None], bool]
-                       ) -> dict[int, str]:
+    def grade_previews(self, regrade_id: int, gone: Callable[[str | None], bool]) -> dict[int, str]:
         """Grade the regrade's preview runs that nobody grades; the outcome of each run."""
         claims, orphaned = self._claim(regrade_id, gone)
         waiting: dict[int, str] = {}  # run id → the executor's id for its job
@@ -101,8 +106,7 @@ class PreviewGrader:
             outcomes |= self._send(batch, waiting)
             outcomes |= self._collect(regrade_id, waiting)
         ended: set[str] = set()
-        for found in reports_as_they_come(self.executor, waiting, self.poll_seconds,
-                                          at_once=False):
+        for found in reports_as_they_come(self.executor, waiting, self.poll_seconds, at_once=False):
             outcomes |= self._record_found(regrade_id, found)
             if not self._open(regrade_id):
                 self._cancel(waiting)
@@ -128,8 +132,11 @@ class PreviewGrader:
     def _not_started(self, waiting: dict[int, str]) -> list[int]:
         """Runs a job left without starting them, its time running out: they leave `waiting`,
         their folders cleared, to be sent again (what becomes of a normal run too)."""
-        left = [run_id for run_id in waiting
-                if spool.is_not_started(spool.run_dir(self.dispatcher.spool, str(run_id)))]
+        left = [
+            run_id
+            for run_id in waiting
+            if spool.is_not_started(spool.run_dir(self.dispatcher.spool, str(run_id)))
+        ]
         for run_id in left:
             del waiting[run_id]
             spool.remove_run(self.dispatcher.spool, str(run_id))
@@ -139,8 +146,9 @@ class PreviewGrader:
     def executor(self) -> Executor:
         return self.dispatcher.executor
 
-    def _claim(self, regrade_id: int, gone: Callable[[str | None], bool]
-               ) -> tuple[list[PreviewClaim], set[str]]:
+    def _claim(
+        self, regrade_id: int, gone: Callable[[str | None], bool]
+    ) -> tuple[list[PreviewClaim], set[str]]:
         """The open regrade's runs that nobody grades, made this worker's, and the jobs their
         last worker sent for them on this executor (orphans: every run still in such a job is
         claimed here, as a worker's runs share its lease and its death). A run of this very
@@ -153,16 +161,21 @@ class PreviewGrader:
                 return [], set()
             submission = selectinload(GradingRun.submission)
             runs = session.scalars(
-                select(GradingRun).where(GradingRun.regrade_id == regrade_id,
-                                         GradingRun.status == RunStatus.previewing.value)
+                select(GradingRun)
+                .where(
+                    GradingRun.regrade_id == regrade_id,
+                    GradingRun.status == RunStatus.previewing.value,
+                )
                 .order_by(GradingRun.id)
-                .options(submission.defer(Submission.code),
-                         submission.selectinload(Submission.exercise),
-                         submission.selectinload(Submission.runs)))
+                .options(
+                    submission.defer(Submission.code),
+                    submission.selectinload(Submission.exercise),
+                    submission.selectinload(Submission.runs),
+                )
+            )
             claims, orphaned = [], set()
             for run in runs:
-                if (run.worker not in (None, me) and run.lease_until >= now
-                        and not gone(run.worker)):
+                if run.worker not in (None, me) and run.lease_until >= now and not gone(run.worker):
                     continue  # a live task grades it
                 if run.external_id and run.executor == self.executor.name:
                     orphaned.add(run.external_id)
@@ -175,9 +188,16 @@ class PreviewGrader:
 
     def _open(self, regrade_id: int) -> bool:
         with self.dispatcher.database.sessions() as session:
-            return session.scalar(select(Regrade.id).where(
-                Regrade.id == regrade_id, Regrade.published_at.is_(None),
-                Regrade.discarded_at.is_(None))) is not None
+            return (
+                session.scalar(
+                    select(Regrade.id).where(
+                        Regrade.id == regrade_id,
+                        Regrade.published_at.is_(None),
+                        Regrade.discarded_at.is_(None),
+                    )
+                )
+                is not None
+            )
 
     def _send(self, claims: list[PreviewClaim], waiting: dict[int, str]) -> dict[int, str]:
         """One job for these runs; what cannot be sent is a failed preview run at once (the
@@ -185,28 +205,39 @@ class PreviewGrader:
         run_ids = [c.run_id for c in claims]
         codes = self._codes(claims)
         try:
-            jobs = [self.dispatcher.spool_run(c.with_code(codes[c.submission_id]), c.seed)
-                    for c in claims]
+            jobs = [
+                self.dispatcher.spool_run(c.with_code(codes[c.submission_id]), c.seed)
+                for c in claims
+            ]
         except OSError as exc:
             return self._fail(run_ids, f"cannot write the spool: {exc}")
         if None in jobs:
             return self._fail(run_ids, f"exercise {claims[0].exercise} is not installed")
         try:
             ids = self.dispatcher.submit_batch(
-                jobs, self.dispatcher.exercise(claims[0].course_id, claims[0].exercise)[1])
+                jobs, self.dispatcher.exercise(claims[0].course_id, claims[0].exercise)[1]
+            )
         except (SubmitError, OSError) as exc:
             return self._fail(run_ids, f"the job was not sent: {exc}")
         waiting |= dict(zip(run_ids, ids))
         with self.dispatcher.database.sessions.begin() as session:
             for run_id, external_id in zip(run_ids, ids):
-                session.execute(update(GradingRun).where(GradingRun.id == run_id).values(
-                    external_id=external_id))
+                session.execute(
+                    update(GradingRun)
+                    .where(GradingRun.id == run_id)
+                    .values(external_id=external_id)
+                )
         return {}
 
     def _codes(self, claims: list[PreviewClaim]) -> dict[int, bytes]:
         with self.dispatcher.database.sessions() as session:
-            return dict(session.execute(select(Submission.id, Submission.code).where(
-                Submission.id.in_([c.submission_id for c in claims]))).all())
+            return dict(
+                session.execute(
+                    select(Submission.id, Submission.code).where(
+                        Submission.id.in_([c.submission_id for c in claims])
+                    )
+                ).all()
+            )
 
     def _collect(self, regrade_id: int, waiting: dict[int, str]) -> dict[int, str]:
         """Record the reports that appeared (they leave `waiting`)."""
@@ -225,15 +256,20 @@ class PreviewGrader:
         if time.monotonic() - self.renewed_at < lease.total_seconds() / 10:
             return
         with self.dispatcher.database.sessions.begin() as session:
-            session.execute(update(GradingRun).where(
-                GradingRun.regrade_id == regrade_id,
-                GradingRun.status == RunStatus.previewing.value,
-                GradingRun.worker == self.dispatcher.worker).values(
-                lease_until=utcnow() + lease))
+            session.execute(
+                update(GradingRun)
+                .where(
+                    GradingRun.regrade_id == regrade_id,
+                    GradingRun.status == RunStatus.previewing.value,
+                    GradingRun.worker == self.dispatcher.worker,
+                )
+                .values(lease_until=utcnow() + lease)
+            )
         self.renewed_at = time.monotonic()
 
-    def _ended(self, waiting: dict[int, str], ended_before: set[str]
-               ) -> tuple[set[str], dict[int, Report]]:
+    def _ended(
+        self, waiting: dict[int, str], ended_before: set[str]
+    ) -> tuple[set[str], dict[int, Report]]:
         """The jobs that ended, and an error report for each run whose job two polls in a row
         found ended without its report (one poll may beat a report through a shared
         filesystem). Those runs leave `waiting`."""
@@ -247,7 +283,8 @@ class PreviewGrader:
         for run_id, job in list(waiting.items()):
             if job in ended and job in ended_before:
                 lost[run_id] = self.executor.read_report(str(run_id)) or Report.grader_error(
-                    f"job {job} ended {states[job].state} without a report for this run")
+                    f"job {job} ended {states[job].state} without a report for this run"
+                )
                 del waiting[run_id]
         return ended, lost
 
@@ -274,8 +311,10 @@ class PreviewGrader:
         if not reports:
             return {}
         with self.dispatcher.database.sessions.begin() as session:
-            outcomes = {run_id: record(session, run_id, self.dispatcher.worker, report)
-                        for run_id, report in reports.items()}
+            outcomes = {
+                run_id: record(session, run_id, self.dispatcher.worker, report)
+                for run_id, report in reports.items()
+            }
         for run_id in reports:
             spool.remove_run(self.dispatcher.spool, str(run_id))
         return outcomes
@@ -286,5 +325,11 @@ def _claim_of(run: GradingRun) -> PreviewClaim:
     "done" run's (a submission with a grader error has none)."""
     submission = run.submission
     result = [r for r in submission.runs if r.status == RunStatus.done.value]
-    return PreviewClaim(run.id, submission.id, submission.exercise.slug, submission.filename,
-                        result[-1].seed if result else None, submission.exercise.course_id)
+    return PreviewClaim(
+        run.id,
+        submission.id,
+        submission.exercise.slug,
+        submission.filename,
+        result[-1].seed if result else None,
+        submission.exercise.course_id,
+    )

@@ -7,6 +7,7 @@ executor has given it an external id, while the executor's poll says so
 `recover` sends the others back to the queue. A grader failure is never a grade: the
 submission goes back to `queued` for another run, and only after MAX_RUNS runs to `error`.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,10 +46,17 @@ class Settled(str, enum.Enum):
     error = "error"  # no run follows: the submission is a grader error, never a zero
     cancelled = "cancelled"  # staff stopped it
     stale = "stale"  # another run took over, or staff cancelled it: its word stands
+
+
 # what the database raises while it is away (stopped, restarting, unreachable): worth waiting for
 DATABASE_AWAY = (OperationalError, InterfaceError)
-DONE = (SubmissionStatus.graded.value, SubmissionStatus.error.value,
-        SubmissionStatus.cancelled.value)
+DONE = (
+    SubmissionStatus.graded.value,
+    SubmissionStatus.error.value,
+    SubmissionStatus.cancelled.value,
+)
+
+
 @dataclass(frozen=True)
 class Claim:
     """What a worker needs to grade a claimed run, read inside the claiming transaction."""
@@ -61,8 +69,14 @@ class Claim:
     course_id: int  # the exercise is the slug among this course's
 
 
-def claim(session: Session, submission_id: int, executor: str, worker: str,
-          lease: dt.timedelta, now: dt.datetime | None = None) -> Claim | None:
+def claim(
+    session: Session,
+    submission_id: int,
+    executor: str,
+    worker: str,
+    lease: dt.timedelta,
+    now: dt.datetime | None = None,
+) -> Claim | None:
     """A new run of a queued submission (the caller chose it, by its turn, see
     server/core/queue.py); None if it is not queued, or it has had its MAX_RUNS runs (then an
     error)."""
@@ -77,14 +91,26 @@ def claim(session: Session, submission_id: int, executor: str, worker: str,
     if len(runs) - submission.retry_from >= MAX_RUNS:
         submission.status = SubmissionStatus.error.value
         return None
-    run = GradingRun(submission=submission, attempt=len(runs) + 1, executor=executor,
-                     status=RunStatus.running.value, worker=worker, started_at=now,
-                     lease_until=now + lease)
+    run = GradingRun(
+        submission=submission,
+        attempt=len(runs) + 1,
+        executor=executor,
+        status=RunStatus.running.value,
+        worker=worker,
+        started_at=now,
+        lease_until=now + lease,
+    )
     submission.status = SubmissionStatus.running.value
     session.add(run)
     session.flush()
-    return Claim(run.id, submission.id, submission.exercise.slug, submission.filename,
-                 submission.code, submission.exercise.course_id)
+    return Claim(
+        run.id,
+        submission.id,
+        submission.exercise.slug,
+        submission.filename,
+        submission.code,
+        submission.exercise.course_id,
+    )
 
 
 def worker_name(node: str | None = None) -> str:
@@ -109,11 +135,13 @@ def gone_here(node: str | None) -> Callable[[str | None], bool]:
         except PermissionError:
             return False
         return False
+
     return gone
 
 
-def recover(sessions: sessionmaker, dead: Callable[[str | None], bool],
-            now: dt.datetime | None = None) -> list[int]:
+def recover(
+    sessions: sessionmaker, dead: Callable[[str | None], bool], now: dt.datetime | None = None
+) -> list[int]:
     """Runs that nobody grades any more (the lease ran out, or `dead` says so of their worker)
     are lost: their submissions are queued again, or an error after MAX_RUNS runs. A run with an
     external id is left to its executor's poll. Returns the submissions queued again.
@@ -121,16 +149,25 @@ def recover(sessions: sessionmaker, dead: Callable[[str | None], bool],
     is then lost in a short transaction of its own, unless it ended meanwhile."""
     now = now or utcnow()
     with sessions() as session:
-        runs = session.execute(select(
-            GradingRun.id, GradingRun.submission_id, GradingRun.worker, GradingRun.lease_until)
-            .where(GradingRun.status == RunStatus.running.value,
-                   GradingRun.external_id.is_(None))).all()
+        runs = session.execute(
+            select(
+                GradingRun.id, GradingRun.submission_id, GradingRun.worker, GradingRun.lease_until
+            ).where(GradingRun.status == RunStatus.running.value, GradingRun.external_id.is_(None))
+        ).all()
     queued = []
     for run_id, submission_id, worker, lease_until in runs:
         if lease_until < now or dead(worker):
             with sessions.begin() as session:
-                if lose(session, run_id, f"{worker} stopped before finishing", now,
-                        cause="worker-lost") == "requeued":
+                if (
+                    lose(
+                        session,
+                        run_id,
+                        f"{worker} stopped before finishing",
+                        now,
+                        cause="worker-lost",
+                    )
+                    == "requeued"
+                ):
                     queued.append(submission_id)
     return queued
 
@@ -164,8 +201,9 @@ def _count_error(session: Session, cause: str) -> None:
     count(session, "grader_errors", cause=cause)
 
 
-def record(session: Session, run_id: int, report: Report,
-           now: dt.datetime | None = None) -> Settled:
+def record(
+    session: Session, run_id: int, report: Report, now: dt.datetime | None = None
+) -> Settled:
     """Store a report for a run that is still the submission's current one; returns the outcome:
     graded, failed (the grader failed: another run follows, or the submission is an error), or
     stale (another run took over, or staff cancelled it: its word stands)."""
@@ -200,19 +238,39 @@ def store(run: GradingRun, report: Report, now: dt.datetime) -> bool:
         return False
     run.sandbox, run.notes, run.output = report.sandbox, list(report.notes), report.output
     for position, check in enumerate(report.checks):
-        run.checks.append(CheckResult(
-            position=position, name=check.name, title=check.title, points=check.points,
-            max_points=check.max_points, passed=check.passed, message=check.message,
-            titles=check.titles,
-            diagnostics=[DiagnosticResult(code=d["code"], message=d["message"], hint=d["hint"],
-                                          details=d["details"], translations=d["translations"])
-                         for d in check.diagnostics]))
+        run.checks.append(
+            CheckResult(
+                position=position,
+                name=check.name,
+                title=check.title,
+                points=check.points,
+                max_points=check.max_points,
+                passed=check.passed,
+                message=check.message,
+                titles=check.titles,
+                diagnostics=[
+                    DiagnosticResult(
+                        code=d["code"],
+                        message=d["message"],
+                        hint=d["hint"],
+                        details=d["details"],
+                        translations=d["translations"],
+                    )
+                    for d in check.diagnostics
+                ],
+            )
+        )
     run.score, run.max_score = report.score, report.max_score
     return True
 
 
-def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = None,
-         cause: str = "job-ended") -> Settled:
+def lose(
+    session: Session,
+    run_id: int,
+    reason: str,
+    now: dt.datetime | None = None,
+    cause: str = "job-ended",
+) -> Settled:
     """The run's job ended without its report (failed, timed out, node lost…), or its worker
     died (`cause` worker-lost): another run follows (requeued), or after MAX_RUNS the
     submission is a grader error; or stale."""
@@ -223,8 +281,7 @@ def lose(session: Session, run_id: int, reason: str, now: dt.datetime | None = N
     return _lose(run, reason, now or utcnow())
 
 
-def cancel(session: Session, run_id: int, reason: str,
-           now: dt.datetime | None = None) -> Settled:
+def cancel(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> Settled:
     """The run's job was cancelled: see stop."""
     run = _current(session, run_id)
     if run is None:
@@ -237,12 +294,14 @@ def cancel(session: Session, run_id: int, reason: str,
 def stop(submission: Submission) -> None:
     """Grading stopped before a grade: the grade from before a regrade stands; a submission
     never graded is shown as cancelled, never as a zero."""
-    submission.status = (SubmissionStatus.graded.value if submission.score is not None
-                         else SubmissionStatus.cancelled.value)
+    submission.status = (
+        SubmissionStatus.graded.value
+        if submission.score is not None
+        else SubmissionStatus.cancelled.value
+    )
 
 
-def refuse(session: Session, run_id: int, reason: str,
-           now: dt.datetime | None = None) -> Settled:
+def refuse(session: Session, run_id: int, reason: str, now: dt.datetime | None = None) -> Settled:
     """The cluster cannot run this run (it asks more than any node has, or its job waited past
     the pending limit): a grader error at once, with the reason, since another run now would
     fail the same way."""
@@ -255,24 +314,39 @@ def refuse(session: Session, run_id: int, reason: str,
     return Settled.error
 
 
-def submission_outcomes(sessions: sessionmaker, run_outcomes: dict[int, Settled]
-                        ) -> dict[int, Settled]:
+def submission_outcomes(
+    sessions: sessionmaker, run_outcomes: dict[int, Settled]
+) -> dict[int, Settled]:
     """Outcomes by run (collect's) as outcomes by submission (dispatch's)."""
     if not run_outcomes:
         return {}
     with sessions() as session:
-        submission_of = dict(session.execute(select(GradingRun.id, GradingRun.submission_id)
-                                             .where(GradingRun.id.in_(list(run_outcomes)))).all())
-    return {submission_of[run_id]: outcome for run_id, outcome in run_outcomes.items()
-            if run_id in submission_of}
+        submission_of = dict(
+            session.execute(
+                select(GradingRun.id, GradingRun.submission_id).where(
+                    GradingRun.id.in_(list(run_outcomes))
+                )
+            ).all()
+        )
+    return {
+        submission_of[run_id]: outcome
+        for run_id, outcome in run_outcomes.items()
+        if run_id in submission_of
+    }
 
 
 def release(session: Session, run_ids: list[int]) -> None:
     """Runs whose submissions never reached the executor (sbatch failed): as if never claimed."""
-    submissions = session.scalars(select(Submission).join(GradingRun).where(
-        GradingRun.id.in_(run_ids), GradingRun.status == RunStatus.running.value
-    ).with_for_update(of=Submission))
+    submissions = session.scalars(
+        select(Submission)
+        .join(GradingRun)
+        .where(GradingRun.id.in_(run_ids), GradingRun.status == RunStatus.running.value)
+        .with_for_update(of=Submission)
+    )
     for submission in submissions:
         submission.status = SubmissionStatus.queued.value
-    session.execute(delete(GradingRun).where(GradingRun.id.in_(run_ids),
-                                             GradingRun.status == RunStatus.running.value))
+    session.execute(
+        delete(GradingRun).where(
+            GradingRun.id.in_(run_ids), GradingRun.status == RunStatus.running.value
+        )
+    )

@@ -12,6 +12,7 @@ their nodes that take no jobs.
 A job's shape (worker/grading/shapes.py) names its course: the job runs that course's python,
 with its account, partition, QoS, job name, `--comment` and `--wckey`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,8 +68,9 @@ class SlurmCommands:
         # ssh hands the remote shell one string: quote each argument for it
         command = remote_command(self.prefix, args)
         try:
-            done = subprocess.run(command, input=stdin, capture_output=True, text=True,
-                                  timeout=COMMAND_SECONDS)
+            done = subprocess.run(
+                command, input=stdin, capture_output=True, text=True, timeout=COMMAND_SECONDS
+            )
         except subprocess.TimeoutExpired as exc:
             # what it printed comes as bytes, text mode or not
             printed = exc.stdout.decode("utf-8", "replace") if exc.stdout else ""
@@ -76,8 +78,9 @@ class SlurmCommands:
         except OSError as exc:
             raise ClusterError(f"cannot run {command[0]}: {exc.strerror}") from None
         if done.returncode != 0:
-            raise ClusterError(f"{args[0]} failed (exit {done.returncode})",
-                               done.stdout + done.stderr)
+            raise ClusterError(
+                f"{args[0]} failed (exit {done.returncode})", done.stdout + done.stderr
+            )
         return done.stdout
 
 
@@ -109,11 +112,16 @@ class SlurmExecutor:
         # the harness starts no run that could not end before the job's time limit, and none
         # once Slurm warns it (SIGUSR1) that the longest of them could not: those go back to
         # the queue without using an attempt
-        script = job_script(options, python=self.python_of(shape), checkout=PACKAGE_ROOT,
-                            harness=["spool", str(self.spool), *run_ids], modules=self.modules,
-                            minutes=shape.time, stop_seconds=int(max(
-                                spool.run_seconds(Limits.from_dict(job.limits))
-                                for job in jobs)) + STOP_MARGIN)
+        script = job_script(
+            options,
+            python=self.python_of(shape),
+            checkout=PACKAGE_ROOT,
+            harness=["spool", str(self.spool), *run_ids],
+            modules=self.modules,
+            minutes=shape.time,
+            stop_seconds=int(max(spool.run_seconds(Limits.from_dict(job.limits)) for job in jobs))
+            + STOP_MARGIN,
+        )
         return [self._sbatch(script, batch, shape.job_name)] * len(jobs)
 
     def python_of(self, shape: Shape) -> str:
@@ -154,31 +162,56 @@ class SlurmExecutor:
         """The job of this batch, by the tag in its comment; None if Slurm lists none (or cannot
         say)."""
         try:
-            comments = parse_comments(self.commands.run(
-                ["squeue", "--me", "--noheader", "--states=all", f"--name={job_name}",
-                 "--format=%i|%k"]))
+            comments = parse_comments(
+                self.commands.run(
+                    [
+                        "squeue",
+                        "--me",
+                        "--noheader",
+                        "--states=all",
+                        f"--name={job_name}",
+                        "--format=%i|%k",
+                    ]
+                )
+            )
         except ClusterError as exc:
             log.warning("cannot look up batch %s's job: %s", batch, exc)
             return None
-        return next((job_id for job_id, comment in comments.items()
-                     if f" batch {batch} " in comment), None)
+        return next(
+            (job_id for job_id, comment in comments.items() if f" batch {batch} " in comment), None
+        )
 
-    def options(self, shape: Shape, what: str, requeue: bool = True,
-                job_name: str | None = None) -> list[str]:
+    def options(
+        self, shape: Shape, what: str, requeue: bool = True, job_name: str | None = None
+    ) -> list[str]:
         """sbatch's options for a job of this shape: its course's job name (or `job_name`),
         its comment followed by `what`, its wckey."""
         spool.make_folder(self.spool, "jobs")  # the jobs' logs: sbatch would not make it
-        return sbatch_options(shape, job_name=job_name or shape.job_name,
-                              comment=f"{shape.comment} {what}", wckey=shape.wckey,
-                              log=str(self.logs / "%j.out"), requeue=requeue)
+        return sbatch_options(
+            shape,
+            job_name=job_name or shape.job_name,
+            comment=f"{shape.comment} {what}",
+            wckey=shape.wckey,
+            log=str(self.logs / "%j.out"),
+            requeue=requeue,
+        )
 
     def pilot_jobs(self, shapes: list[Shape]) -> dict[str, JobState]:
         """The pilot jobs of these shapes' courses that Slurm still lists, started or not, in
         one squeue call."""
         names = sorted({shape.pilot_name for shape in shapes})
-        return parse_squeue(self.commands.run(
-            ["squeue", "--me", "--noheader", "--states=all", f"--name={','.join(names)}",
-             "--format=%i|%T|%N|%r"]))
+        return parse_squeue(
+            self.commands.run(
+                [
+                    "squeue",
+                    "--me",
+                    "--noheader",
+                    "--states=all",
+                    f"--name={','.join(names)}",
+                    "--format=%i|%T|%N|%r",
+                ]
+            )
+        )
 
     def poll(self, ids: list[str]) -> dict[str, JobState]:
         listed = self._listed(ids)
@@ -251,13 +284,19 @@ class SlurmExecutor:
         if cached and time.monotonic() - cached[0] < LIMITS_SECONDS:
             return cached[1]
         partitions = parse_partitions(self.commands.run(["scontrol", "show", "partition", "-o"]))
-        name = partition or next((n for n, f in partitions.items() if f.get("Default") == "YES"),
-                                 None)
+        name = partition or next(
+            (n for n, f in partitions.items() if f.get("Default") == "YES"), None
+        )
         if name not in partitions:
-            raise ImpossibleRequest(f"partition {partition or '(default)'} does not exist; the "
-                                    f"cluster has {', '.join(partitions) or 'none'}")
-        nodes = parse_nodes(self.commands.run(
-            ["sinfo", "--noheader", "--Node", f"--partition={name}", "--format=%c|%m|%G"]))
+            raise ImpossibleRequest(
+                f"partition {partition or '(default)'} does not exist; the "
+                f"cluster has {', '.join(partitions) or 'none'}"
+            )
+        nodes = parse_nodes(
+            self.commands.run(
+                ["sinfo", "--noheader", "--Node", f"--partition={name}", "--format=%c|%m|%G"]
+            )
+        )
         found = limits(name, partitions[name], nodes)
         self._limits[partition] = (time.monotonic(), found)
         return found
@@ -281,13 +320,21 @@ class SlurmExecutor:
         that runs nothing now (and why the cluster could not be asked, if it could not).
         Warnings: those partitions' nodes that take no jobs while others do."""
         unset = sorted({shape.course for shape in shapes.values() if shape.python is None})
-        problems = [f"course {course}: neither the course's python nor COURSE_PYTHON is set: "
-                    "jobs would run python3 from the node's PATH"
-                    for course in unset] if self.python_unset else []
+        problems = (
+            [
+                f"course {course}: neither the course's python nor COURSE_PYTHON is set: "
+                "jobs would run python3 from the node's PATH"
+                for course in unset
+            ]
+            if self.python_unset
+            else []
+        )
         free = spool.free_mb(self.spool)
         if free is not None and free < self.spool_min_free_mb:
-            problems.append(f"the spool {self.spool} is full: {free} MB free, less than "
-                            f"SPOOL_MIN_FREE_MB ({self.spool_min_free_mb}); nothing is sent")
+            problems.append(
+                f"the spool {self.spool} is full: {free} MB free, less than "
+                f"SPOOL_MIN_FREE_MB ({self.spool_min_free_mb}); nothing is sent"
+            )
         partitions: dict[str, list[str]] = {}  # why each partition in use runs nothing now
         warnings = []
         for who, shape in shapes.items():
@@ -299,7 +346,8 @@ class SlurmExecutor:
                 # where no node takes jobs, sbatch --test-only refuses every shape ("Requested
                 # node configuration is not available"): the partition's problem says why
                 found = fits.refuse(shape) or (
-                    [] if partitions[fits.partition] else self._test_only(shape))
+                    [] if partitions[fits.partition] else self._test_only(shape)
+                )
             except ClusterError as exc:
                 found = [str(exc)]
             problems += [f"{who}: {problem}" for problem in found]
@@ -309,15 +357,29 @@ class SlurmExecutor:
         """Whether the partition runs jobs now, from one sinfo call. Problems: the partition is
         not up, or none of its nodes takes jobs; warnings: some of its nodes take none. Each such
         node is named with its state and sinfo's reason."""
-        state, nodes = parse_partition_nodes(self.commands.run(
-            ["sinfo", "--noheader", "--Node", f"--partition={partition}",
-             "--format=%a|%N|%t|%E"]))
+        state, nodes = parse_partition_nodes(
+            self.commands.run(
+                [
+                    "sinfo",
+                    "--noheader",
+                    "--Node",
+                    f"--partition={partition}",
+                    "--format=%a|%N|%t|%E",
+                ]
+            )
+        )
         if not nodes:
             return [f"partition {partition} has no nodes"], []
-        problems = [] if state == "up" else [
-            f"partition {partition} is {state.upper()}, not UP: new jobs would not run"]
-        out = [f"node {node.name} is {node.state} ({node.reason or 'no reason given'})"
-               for node in nodes if not node.takes_jobs]
+        problems = (
+            []
+            if state == "up"
+            else [f"partition {partition} is {state.upper()}, not UP: new jobs would not run"]
+        )
+        out = [
+            f"node {node.name} is {node.state} ({node.reason or 'no reason given'})"
+            for node in nodes
+            if not node.takes_jobs
+        ]
         if len(out) == len(nodes):
             return problems + [f"partition {partition}: no node takes jobs: {'; '.join(out)}"], []
         return problems, [f"partition {partition}: {line}" for line in out]
@@ -325,9 +387,11 @@ class SlurmExecutor:
     def spool_space(self) -> str:
         """How much the spool holds and how much is free, for its admins."""
         free = spool.free_mb(self.spool)
-        return (f"spool {self.spool}: holds {spool.held_mb(self.spool)} MB, "
-                f"{'?' if free is None else free} MB free (SPOOL_MIN_FREE_MB: "
-                f"{self.spool_min_free_mb})")
+        return (
+            f"spool {self.spool}: holds {spool.held_mb(self.spool)} MB, "
+            f"{'?' if free is None else free} MB free (SPOOL_MIN_FREE_MB: "
+            f"{self.spool_min_free_mb})"
+        )
 
     def _test_only(self, shape: Shape) -> list[str]:
         """What sbatch says of a job of this shape without making it (--test-only): an account,

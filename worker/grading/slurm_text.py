@@ -1,6 +1,7 @@
 """What hpcgrade writes for Slurm (job scripts) and reads from it (sbatch, squeue, sacct,
 scontrol and sinfo output): small functions, each raising ClusterError with the raw output when
 the text is not what it should be."""
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,24 @@ from server.core.setting_values import slurm_minutes
 from worker.grading.executor import ClusterError, JobState
 
 
-def sbatch_options(resources: Resources, *, job_name: str, comment: str, wckey: str,
-                   log: str, requeue: bool = True) -> list[str]:
+def sbatch_options(
+    resources: Resources, *, job_name: str, comment: str, wckey: str, log: str, requeue: bool = True
+) -> list[str]:
     """sbatch's options for a job of this shape; a shape without GPUs asks for none. A batch job
     is requeued when its node fails (it skips the runs it already reported)."""
-    options = [f"--job-name={job_name}", f"--comment={comment}", f"--wckey={wckey}",
-               "--nodes=1", "--ntasks=1", f"--cpus-per-task={resources.cpus}",
-               f"--mem={resources.memory}M", f"--time={resources.time}",
-               f"--output={log}", "--open-mode=append",
-               "--requeue" if requeue else "--no-requeue"]
+    options = [
+        f"--job-name={job_name}",
+        f"--comment={comment}",
+        f"--wckey={wckey}",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--cpus-per-task={resources.cpus}",
+        f"--mem={resources.memory}M",
+        f"--time={resources.time}",
+        f"--output={log}",
+        "--open-mode=append",
+        "--requeue" if requeue else "--no-requeue",
+    ]
     for name in ("partition", "account", "qos", "reservation"):
         if getattr(resources, name):
             options.append(f"--{name}={getattr(resources, name)}")
@@ -30,28 +40,43 @@ def sbatch_options(resources: Resources, *, job_name: str, comment: str, wckey: 
     return options + list(resources.extra)
 
 
-def job_script(options: list[str], *, python: str, checkout: str, harness: list[str],
-               modules: tuple[str, ...] = (),
-               what: str = "grades runs from the spool with one warm harness",
-               minutes: int | None = None, stop_seconds: int | None = None) -> str:
+def job_script(
+    options: list[str],
+    *,
+    python: str,
+    checkout: str,
+    harness: list[str],
+    modules: tuple[str, ...] = (),
+    what: str = "grades runs from the spool with one warm harness",
+    minutes: int | None = None,
+    stop_seconds: int | None = None,
+) -> str:
     """A batch job that runs `python -m worker.harness HARNESS…` under the course venv's
     python. Nothing of the service's environment goes with it (--export=NONE).
     `minutes`: the job's time limit, passed on as `--until` (the time, from the job's start,
     after which the harness starts no run that could not finish); `stop_seconds`: Slurm also
     sends the harness SIGUSR1 that long before the limit (after which it starts no run)."""
     lines = ["#!/bin/bash", f"# hpcgrade: {what}"]
-    signal = ([f"--signal=B:USR1@{stop_seconds}"] if minutes and stop_seconds
-              and minutes * 60 > stop_seconds + 60 else [])
+    signal = (
+        [f"--signal=B:USR1@{stop_seconds}"]
+        if minutes and stop_seconds and minutes * 60 > stop_seconds + 60
+        else []
+    )
     lines += [_directive(option) for option in [*options, *signal, "--export=NONE"]]
     lines += ["set -e"]
     if minutes:  # first: module loads count against the time limit too
         lines += [f"until=$(( $(date +%s) + {minutes * 60} ))"]
     if modules:  # `module` is a shell function that the profile defines, not always -u clean
         lines += [". /etc/profile", *(f"module load {shlex.quote(m)}" for m in modules)]
-    lines += ["set -u", f"cd {shlex.quote(checkout)}",
-              "exec env PYTHONPATH=" + shlex.quote(checkout) + " " + shlex.join(
-                  [python, "-m", "worker.harness", *harness])
-              + (' --until "$until"' if minutes else "")]
+    lines += [
+        "set -u",
+        f"cd {shlex.quote(checkout)}",
+        "exec env PYTHONPATH="
+        + shlex.quote(checkout)
+        + " "
+        + shlex.join([python, "-m", "worker.harness", *harness])
+        + (' --until "$until"' if minutes else ""),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -95,15 +120,31 @@ def parse_comments(output: str) -> dict[str, str]:
 # time limit, which it does not say: tried again, less and less often), or an authentication
 # failure of the cluster as a whole, which no submission could fix
 TRANSIENT_SBATCH_ERRORS = (
-    "socket timed out", "unable to contact slurm controller", "resource temporarily unavailable",
-    "slurm_persist_conn", "connection refused", "communication connection failure",
-    "zero bytes were transmitted", "temporarily unable to accept job", "slurmctld is busy",
-    "maxsubmitjob", "job violates accounting/qos policy", "authentication", "credential", "munge")
+    "socket timed out",
+    "unable to contact slurm controller",
+    "resource temporarily unavailable",
+    "slurm_persist_conn",
+    "connection refused",
+    "communication connection failure",
+    "zero bytes were transmitted",
+    "temporarily unable to accept job",
+    "slurmctld is busy",
+    "maxsubmitjob",
+    "job violates accounting/qos policy",
+    "authentication",
+    "credential",
+    "munge",
+)
 # answers that the same request will always get: what it asks for does not exist here or is
 # not allowed to this account (invalid account, QoS, wckey, partition, feature/constraint,
 # gres, option values; "Requested node configuration is not available"; access denied)
-PERMANENT_SBATCH_ERRORS = ("invalid", "not available", "unrecognized option",
-                           "not permitted", "denied")
+PERMANENT_SBATCH_ERRORS = (
+    "invalid",
+    "not available",
+    "unrecognized option",
+    "not permitted",
+    "denied",
+)
 
 
 def permanent_sbatch_error(output: str) -> bool:
@@ -139,8 +180,9 @@ def parse_squeue_json(output: str) -> dict[str, JobState]:
             state = job["job_state"]
             state = state[0] if isinstance(state, list) else state
             reason = job.get("state_reason") or "None"
-            states[str(job["job_id"])] = JobState(state, job.get("nodes") or None,
-                                                  None if reason == "None" else reason)
+            states[str(job["job_id"])] = JobState(
+                state, job.get("nodes") or None, None if reason == "None" else reason
+            )
     except (ValueError, KeyError, TypeError, IndexError):
         raise ClusterError("squeue --json printed no list of jobs", output) from None
     return states
@@ -178,17 +220,23 @@ class PartitionLimits:
     def refuse(self, resources: Resources) -> list[str]:
         problems = self.too_large(resources)
         if self.time is not None and resources.time > self.time:
-            problems.append(f"asks {resources.time} minutes, partition {self.partition} allows "
-                            f"{self.time}")
+            problems.append(
+                f"asks {resources.time} minutes, partition {self.partition} allows {self.time}"
+            )
         return problems
 
     def too_large(self, resources: Resources) -> list[str]:
         """What the shape asks more of than the largest node has (its time aside)."""
-        asked = [("CPUs", resources.cpus, self.cpus),
-                 ("MB of memory", resources.memory, self.memory),
-                 ("GPUs", resources.gpus, self.gpus)]
-        return [f"asks {wanted} {what}, the largest node of partition {self.partition} has {most}"
-                for what, wanted, most in asked if wanted > most]
+        asked = [
+            ("CPUs", resources.cpus, self.cpus),
+            ("MB of memory", resources.memory, self.memory),
+            ("GPUs", resources.gpus, self.gpus),
+        ]
+        return [
+            f"asks {wanted} {what}, the largest node of partition {self.partition} has {most}"
+            for what, wanted, most in asked
+            if wanted > most
+        ]
 
 
 def parse_partitions(output: str) -> dict[str, dict[str, str]]:
@@ -232,8 +280,9 @@ class NodeState:
 
     @property
     def takes_jobs(self) -> bool:
-        return (self.state.rstrip(NODE_STATE_FLAGS) not in NO_NEW_JOBS
-                and not self.state.endswith("*"))
+        return self.state.rstrip(NODE_STATE_FLAGS) not in NO_NEW_JOBS and not self.state.endswith(
+            "*"
+        )
 
 
 def parse_partition_nodes(output: str) -> tuple[str, list[NodeState]]:
@@ -246,8 +295,9 @@ def parse_partition_nodes(output: str) -> tuple[str, list[NodeState]]:
             continue
         parts = line.strip().split("|", 3)
         if len(parts) != 4 or not all(parts[:3]) or availability not in ("", parts[0]):
-            raise ClusterError("sinfo printed a line that is not availability|node|state|reason",
-                               output)
+            raise ClusterError(
+                "sinfo printed a line that is not availability|node|state|reason", output
+            )
         availability, name, state, reason = parts
         nodes.append(NodeState(name, state, None if reason in ("", "none") else reason))
     return availability, nodes
@@ -263,8 +313,9 @@ def gres_gpus(gres: str) -> int:
     return total
 
 
-def limits(partition: str, fields: dict[str, str],
-           nodes: list[tuple[int, int, int]]) -> PartitionLimits:
+def limits(
+    partition: str, fields: dict[str, str], nodes: list[tuple[int, int, int]]
+) -> PartitionLimits:
     if not nodes:
         raise ClusterError(f"partition {partition} has no nodes", "")
 
@@ -273,6 +324,10 @@ def limits(partition: str, fields: dict[str, str],
         return min(value, int(limit)) if limit.isdigit() else value
 
     time = fields.get("MaxTime", "UNLIMITED")
-    return PartitionLimits(partition, cap(max(n[0] for n in nodes), "MaxCPUsPerNode"),
-                  cap(max(n[1] for n in nodes), "MaxMemPerNode"), max(n[2] for n in nodes),
-                  None if time == "UNLIMITED" else slurm_minutes(time))
+    return PartitionLimits(
+        partition,
+        cap(max(n[0] for n in nodes), "MaxCPUsPerNode"),
+        cap(max(n[1] for n in nodes), "MaxMemPerNode"),
+        max(n[2] for n in nodes),
+        None if time == "UNLIMITED" else slurm_minutes(time),
+    )

@@ -9,6 +9,7 @@ change (beat's hpcgrade.prune_spool, hourly; `hpcgrade slurm prune` by hand):
   removing its folder, `hpcgrade grade --executor slurm` interrupted): last changed that long
   ago, and their run not running in the database.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,21 +38,28 @@ class Pruned:
     runs: int = 0
 
     def __str__(self) -> str:
-        return (f"removed {self.logs} job log(s), {self.pilots} dead pilot folder(s), "
-                f"{self.runs} run folder(s) left behind")
+        return (
+            f"removed {self.logs} job log(s), {self.pilots} dead pilot folder(s), "
+            f"{self.runs} run folder(s) left behind"
+        )
 
 
 def prune_spool(settings: Settings, database: Database) -> Pruned:
     """Prune the spool of these settings, keeping the folders of the runs the database says are
     running whatever their age."""
     with database.sessions() as session:
-        running = {str(run_id) for run_id in session.scalars(
-            select(GradingRun.id).where(GradingRun.status == RunStatus.running.value))}
+        running = {
+            str(run_id)
+            for run_id in session.scalars(
+                select(GradingRun.id).where(GradingRun.status == RunStatus.running.value)
+            )
+        }
     return prune(Path(settings.spool_dir), settings.spool_keep_days, running)
 
 
-def prune(root: Path, keep_days: float, running: Collection[str],
-          now: float | None = None) -> Pruned:
+def prune(
+    root: Path, keep_days: float, running: Collection[str], now: float | None = None
+) -> Pruned:
     before = (now or time.time()) - keep_days * DAY_SECONDS
     pruned = Pruned()
     for job_log in _entries(root / "jobs"):
@@ -63,8 +71,11 @@ def prune(root: Path, keep_days: float, running: Collection[str],
         if last < before:
             pruned.pilots += _remove(folder)
     for folder in _entries(root / "runs"):
-        if (spool.RUN_ID.fullmatch(folder.name) and folder.name not in running
-                and _changed(folder) < before):
+        if (
+            spool.RUN_ID.fullmatch(folder.name)
+            and folder.name not in running
+            and _changed(folder) < before
+        ):
             spool.remove_run(root, folder.name)
             pruned.runs += 1
     return pruned

@@ -5,6 +5,7 @@ A task that finds the database away is tried again with back-off (a new message,
 is acknowledged), never acknowledged as done; a report in hand waits for the database inside
 its task (Dispatcher._record_patiently).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,16 +37,22 @@ _executor: list[Executor] = []
 # (a loaded node) is asked once more, longer, before its runs are taken for lost
 INSPECT_SECONDS = (1.0, 5.0)
 # while the database is away: tried again after about 1, 2, 4, 8, 8… seconds, for about an hour
-RETRY_WHILE_AWAY = dict(autoretry_for=grading.DATABASE_AWAY, retry_backoff=1,
-                        retry_backoff_max=8, retry_jitter=True, max_retries=450)
+RETRY_WHILE_AWAY = dict(
+    autoretry_for=grading.DATABASE_AWAY,
+    retry_backoff=1,
+    retry_backoff_max=8,
+    retry_jitter=True,
+    max_retries=450,
+)
 MAIL_RETRY_SECONDS = 60  # a mail server that is away is tried again this often, for 450 tries
 
 
 def dispatcher(node: str | None = None) -> Dispatcher:
     """Each course's exercises are read again when its folder changed, so edits apply without
     a restart."""
-    return Dispatcher.from_settings(current_app.extensions["hpcgrade.db"], worker_executor(),
-                                    app_settings(), node)
+    return Dispatcher.from_settings(
+        current_app.extensions["hpcgrade.db"], worker_executor(), app_settings(), node
+    )
 
 
 def worker_executor() -> Executor:
@@ -59,8 +66,9 @@ def worker_executor() -> Executor:
 def alone(name: str) -> ContextManager[bool]:
     """Whether this task holds the lock `name` of every worker host
     (worker/grading/one_at_a_time.py)."""
-    return one_at_a_time(current_app.extensions["hpcgrade.db"],
-                         Path(app_settings().spool_dir), name)
+    return one_at_a_time(
+        current_app.extensions["hpcgrade.db"], Path(app_settings().spool_dir), name
+    )
 
 
 @shared_task(name="hpcgrade.dispatch", bind=True, **RETRY_WHILE_AWAY)
@@ -105,8 +113,9 @@ def collect(self) -> dict[int, str]:
         done = grading_here.dispatch([])
     _follow_up(done.more, done.due_in)
     if mail_configured():  # a query of collect's runs' submissions, every COLLECT_SECONDS
-        _tell_graded(done.outcomes | grading.submission_outcomes(
-            grading_here.database.sessions, outcomes))
+        _tell_graded(
+            done.outcomes | grading.submission_outcomes(grading_here.database.sessions, outcomes)
+        )
     return outcomes
 
 
@@ -118,8 +127,7 @@ def cancel(submission_ids: list[int]) -> list[int]:
 @shared_task(name="hpcgrade.preview", bind=True, **RETRY_WHILE_AWAY)
 def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/grading/preview.py); nothing is published."""
-    grader = PreviewGrader(dispatcher(self.request.hostname),
-                           app_settings().slurm_poll_seconds)
+    grader = PreviewGrader(dispatcher(self.request.hostname), app_settings().slurm_poll_seconds)
     return grader.grade_previews(regrade_id, grading.gone_here(self.request.hostname))
 
 
@@ -135,14 +143,19 @@ def mail_links(self, user_ids: list[int], base_url: str, lang: str, staff_id: in
         except MailAway as away:
             session.commit()
             log.warning("mail server away (%s): %s links wait", away, len(away.left))
-            raise self.retry(args=[away.left, base_url, lang, staff_id], exc=away,
-                             countdown=MAIL_RETRY_SECONDS) from away
+            raise self.retry(
+                args=[away.left, base_url, lang, staff_id], exc=away, countdown=MAIL_RETRY_SECONDS
+            ) from away
         if refused:
             try:
                 report_refused(session, session.get(User, staff_id), refused, lang)
             except MailAway as away:  # the links went out: only the report is lost
-                log.error("links refused for %s; the report to staff %s was not mailed: %s",
-                          [user.username for user, _answer in refused], staff_id, away)
+                log.error(
+                    "links refused for %s; the report to staff %s was not mailed: %s",
+                    [user.username for user, _answer in refused],
+                    staff_id,
+                    away,
+                )
         session.commit()
     return len(refused)
 
@@ -157,8 +170,9 @@ def notify(self, event: str, ids: list[int]) -> int:
             return notices.notify(session, event, ids)
         except MailAway as away:
             log.warning("mail server away (%s): %s notices %s wait", away, event, away.left)
-            raise self.retry(args=[event, away.left], exc=away,
-                             countdown=MAIL_RETRY_SECONDS) from away
+            raise self.retry(
+                args=[event, away.left], exc=away, countdown=MAIL_RETRY_SECONDS
+            ) from away
         finally:
             session.commit()  # what went out, counted
 
@@ -194,8 +208,11 @@ def reconcile() -> list[int]:
     dispatcher().recover(dead_workers(current_app.extensions["celery"]))
     with database.sessions() as session:
         settings = app_settings()
-        ids = stuck(session, dt.timedelta(seconds=settings.requeue_after_seconds),
-                    settings.max_running_per_student)
+        ids = stuck(
+            session,
+            dt.timedelta(seconds=settings.requeue_after_seconds),
+            settings.max_running_per_student,
+        )
         return enqueue(current_app.extensions["celery"], session, ids)
 
 
@@ -227,8 +244,12 @@ def users_sync() -> int:
     for username, why in report.refused:
         log.warning("no account for the directory's %s: %s", username, why)
     for slug, groups in report.unread:
-        log.error("%s not synced: the directory gave no members of %s (missing, renamed, "
-                  "empty or hidden from the service account)", slug, ", ".join(groups))
+        log.error(
+            "%s not synced: the directory gave no members of %s (missing, renamed, "
+            "empty or hidden from the service account)",
+            slug,
+            ", ".join(groups),
+        )
     return len(report.changes)
 
 
@@ -246,6 +267,7 @@ def dead_workers(celery) -> Callable[[str | None], bool]:
             answers[node] = _busy(celery, node)
         busy = answers[node]
         return busy is not None and int(pid) not in busy
+
     return dead
 
 
@@ -255,8 +277,9 @@ def _busy(celery, node: str) -> set[int] | None:
     replies: dict = {}
     for seconds in INSPECT_SECONDS:
         try:
-            replies = celery.control.inspect(destination=[node], timeout=seconds,
-                                             limit=1).active() or {}
+            replies = (
+                celery.control.inspect(destination=[node], timeout=seconds, limit=1).active() or {}
+            )
         except Exception as exc:  # kombu raises many types for a broker that is away
             log.warning("cannot ask %s which tasks it runs: %s", node, exc)
             return None
@@ -268,8 +291,11 @@ def _busy(celery, node: str) -> set[int] | None:
 def _tell_graded(outcomes: dict[int, str]) -> None:
     """The students who asked to be told when a submission is graded are, once the grade is
     committed (settle.py commits each run's)."""
-    graded = [submission_id for submission_id, outcome in outcomes.items()
-              if outcome == grading.Settled.graded]
+    graded = [
+        submission_id
+        for submission_id, outcome in outcomes.items()
+        if outcome == grading.Settled.graded
+    ]
     send_notice(current_app.extensions["celery"], "graded", graded)
 
 

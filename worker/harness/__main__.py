@@ -10,6 +10,7 @@
 Anything else that prints (torch warnings, an exercise's own prints) goes to stderr, so stdout
 carries reports only. Runs with the standard library, torch and numpy: a course venv suffices.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,9 @@ def start_harness(scratch_root: str | None, sealed: bool = True) -> Harness:
         from worker.harness.grader import Harness
     except Exception as exc:  # ImportError, or OSError from a broken torch install
         zygote.close()
-        raise CannotGrade(f"{sys.executable} cannot grade: {exc} "
-                          "(the course venv needs torch and numpy)") from None
+        raise CannotGrade(
+            f"{sys.executable} cannot grade: {exc} (the course venv needs torch and numpy)"
+        ) from None
     try:
         harness = Harness(scratch_root, zygote, sealed)  # which closes the zygote when it fails
     except Exception as exc:
@@ -57,8 +59,9 @@ def start_harness(scratch_root: str | None, sealed: bool = True) -> Harness:
 
 def error_report(exercise: str | None, job_id: str | None, message: str) -> Report:
     """The grader failed, not the submission, here and now."""
-    return Report.grader_error(message, exercise, job_id, host_environment(),
-                               {"started_at": time.time()})
+    return Report.grader_error(
+        message, exercise, job_id, host_environment(), {"started_at": time.time()}
+    )
 
 
 def report_or_error(harness: Harness, job: Job) -> Report:
@@ -103,6 +106,7 @@ def serve(scratch_root: str | None, sealed: bool = True) -> int:
 
 
 # --- spool -----------------------------------------------------------------------------------
+
 
 def log(message: str) -> None:
     print(f"hpcgrade: {message}", file=sys.stderr, flush=True)
@@ -183,8 +187,9 @@ def _leave(folders: list[Path], why: str) -> None:
             pass
 
 
-def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None,
-                until: float | None = None) -> int:
+def grade_spool(
+    root: Path, run_ids: list[str], scratch_root: str | None, until: float | None = None
+) -> int:
     """0 whenever the harness worked, whatever the reports say: one bad file must not mark the
     whole batch job FAILED. Without a harness, every run still unreported gets an error report.
     Each run is marked started first. Past the first run, none is started that could not end
@@ -207,8 +212,12 @@ def grade_spool(root: Path, run_ids: list[str], scratch_root: str | None,
                 continue
             job = read_job(folder)
             if taken and not _time_for(job, until):  # the first run always: else never
-                _leave(folders[index:], "the job's time limit is near" if not STOP_TAKING[
-                    "asked"] else "Slurm signalled the job's end")
+                _leave(
+                    folders[index:],
+                    "the job's time limit is near"
+                    if not STOP_TAKING["asked"]
+                    else "Slurm signalled the job's end",
+                )
                 break
             taken += 1
             try:
@@ -227,6 +236,7 @@ def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
     """Grade the runs the service puts in this pilot's inbox until it is stopped or its
     allocation nears its end (see pilot.py)."""
     from worker.harness.pilot import Pilot
+
     name = os.environ.get("SLURM_JOB_ID") or f"{os.uname().nodename}-{os.getpid()}"
     try:
         harness = start_harness(scratch_root)
@@ -251,6 +261,7 @@ def serve_pilot(root: Path, minutes: float, scratch_root: str | None) -> int:
 
 def write_probe(required: tuple[str, ...], code: list[str], device: str, out: Path | None) -> int:
     from worker.harness.probe import probe
+
     answer = json.dumps(probe(required, code, device)) + "\n"
     if out is None:
         sys.stdout.write(answer)
@@ -265,35 +276,51 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m worker.harness")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_parser = commands.add_parser("serve", help="grade jobs read as JSON lines on stdin")
-    serve_parser.add_argument("--unsealed", action="store_true",
-                              help="student processes without the seal: for tests of what it "
-                                   "stops; a job that requires it (the default) is then a "
-                                   "grader error")
+    serve_parser.add_argument(
+        "--unsealed",
+        action="store_true",
+        help="student processes without the seal: for tests of what it "
+        "stops; a job that requires it (the default) is then a "
+        "grader error",
+    )
     spool_parser = commands.add_parser("spool", help="grade runs of a spool, reports written there")
     spool_parser.add_argument("spool", type=Path)
     spool_parser.add_argument("run_ids", metavar="RUN_ID", nargs="+", type=spool.checked_run_id)
     pilot_parser = commands.add_parser("pilot", help="grade runs as they arrive in the spool")
     pilot_parser.add_argument("spool", type=Path)
-    pilot_parser.add_argument("--minutes", type=float, required=True,
-                              help="the allocation's time limit")
-    spool_parser.add_argument("--until", type=float,
-                              help="the job's time limit, in seconds since the epoch")
+    pilot_parser.add_argument(
+        "--minutes", type=float, required=True, help="the allocation's time limit"
+    )
+    spool_parser.add_argument(
+        "--until", type=float, help="the job's time limit, in seconds since the epoch"
+    )
     for sub in (serve_parser, spool_parser, pilot_parser):
         sub.add_argument("--scratch", help="where student scratch directories go")
-    probe_parser = commands.add_parser("probe", help="the sandbox layers a student gets here, "
-                                                     "and the code this account could write")
-    probe_parser.add_argument("--require", default=",".join(REQUIRED_LAYERS),
-                              help="the layers that must be raised, comma-separated")
-    probe_parser.add_argument("--code", action="append", default=[],
-                              help="a folder of code the jobs run (repeat)")
-    probe_parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                              help="cuda (auto: where torch sees a GPU): also start CUDA in the "
-                                   "student process, as a grade on a GPU does")
+    probe_parser = commands.add_parser(
+        "probe",
+        help="the sandbox layers a student gets here, and the code this account could write",
+    )
+    probe_parser.add_argument(
+        "--require",
+        default=",".join(REQUIRED_LAYERS),
+        help="the layers that must be raised, comma-separated",
+    )
+    probe_parser.add_argument(
+        "--code", action="append", default=[], help="a folder of code the jobs run (repeat)"
+    )
+    probe_parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="cuda (auto: where torch sees a GPU): also start CUDA in the "
+        "student process, as a grade on a GPU does",
+    )
     probe_parser.add_argument("--out", type=Path, help="write the answer here, not to stdout")
     args = parser.parse_args()
     if args.command == "probe":
-        return write_probe(tuple(filter(None, args.require.split(","))), args.code, args.device,
-                           args.out)
+        return write_probe(
+            tuple(filter(None, args.require.split(","))), args.code, args.device, args.out
+        )
     if args.command == "serve":
         return serve(args.scratch, sealed=not args.unsealed)
     if args.command == "pilot":

@@ -1,4 +1,5 @@
 """The time a submission may take: its budget, and its limits read within it."""
+
 from __future__ import annotations
 
 import time

@@ -4,6 +4,7 @@ A check is a function of a `Context`, declared with `@check`. It draws its own i
 `ctx.rng`, computes the expected values in the grader (with `ctx.reference`), asks the student's
 process through `ctx.student`, and raises `Fail` with diagnostics when something is wrong.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,9 +36,21 @@ from worker.harness.diagnostics import Diagnostic, Fail, compare_grad, compare_v
 from worker.harness.remote import RemoteObject, RemoteTensor, Student, StudentError
 from worker.harness.source_rules import Finding, hand_written_grads
 
-__all__ = ["check", "Context", "Fail", "Diagnostic", "expect_tensor", "expect_close",
-           "expect_grad", "expect_float", "expect_tuple", "expect_sharing", "call", "RemoteTensor",
-           "RemoteObject"]
+__all__ = [
+    "check",
+    "Context",
+    "Fail",
+    "Diagnostic",
+    "expect_tensor",
+    "expect_close",
+    "expect_grad",
+    "expect_float",
+    "expect_tuple",
+    "expect_sharing",
+    "call",
+    "RemoteTensor",
+    "RemoteObject",
+]
 
 
 @dataclass(frozen=True)
@@ -51,11 +64,17 @@ class CheckSpec:
 
 def check(name: str, *, points: float, uses: tuple[str, ...] | str, en: str, es: str):
     """Declare a check: its stable name, points, the student functions it calls and its titles."""
+
     def register(function: Callable[["Context"], None]) -> Callable[["Context"], None]:
-        function.hpcgrade_check = CheckSpec(name, float(points),
-                                            (uses,) if isinstance(uses, str) else tuple(uses),
-                                            {"en": en, "es": es}, function)
+        function.hpcgrade_check = CheckSpec(
+            name,
+            float(points),
+            (uses,) if isinstance(uses, str) else tuple(uses),
+            {"en": en, "es": es},
+            function,
+        )
         return function
+
     return register
 
 
@@ -63,6 +82,7 @@ def check(name: str, *, points: float, uses: tuple[str, ...] | str, en: str, es:
 class AdviceSpec:
     """Advice, not graded: a look at how a submission works, once its checks are graded, in the
     second look's process. Its function returns what to tell the student ({"en", "es"}) or None."""
+
     name: str
     uses: tuple[str, ...]
     function: Callable[["Context"], dict | None]
@@ -70,10 +90,15 @@ class AdviceSpec:
 
 def advice(name: str, *, uses: tuple[str, ...] | str):
     """Declare advice: its stable name and the student functions it calls."""
-    def register(function: Callable[["Context"], dict | None]) -> Callable[["Context"], dict | None]:
-        function.hpcgrade_advice = AdviceSpec(name, (uses,) if isinstance(uses, str)
-                                              else tuple(uses), function)
+
+    def register(
+        function: Callable[["Context"], dict | None],
+    ) -> Callable[["Context"], dict | None]:
+        function.hpcgrade_advice = AdviceSpec(
+            name, (uses,) if isinstance(uses, str) else tuple(uses), function
+        )
         return function
+
     return register
 
 
@@ -131,8 +156,9 @@ class Context:
         self._sweep(clear=False, contents=contents, limit=limit)
         return contents
 
-    def _sweep(self, clear: bool, contents: dict[str, bytes] | None = None,
-               limit: int = 0) -> list[str]:
+    def _sweep(
+        self, clear: bool, contents: dict[str, bytes] | None = None, limit: int = 0
+    ) -> list[str]:
         """The walk of files_left, clear_files and file_contents: one folder descriptor open
         per level, at most MAX_SCRATCH_DEPTH of them, each opened with O_NOFOLLOW from its
         parent's."""
@@ -162,8 +188,9 @@ class Context:
                     found.append(path + os.sep)
                     continue
                 try:
-                    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                    dir_fd=descriptor)
+                    inner = os.open(
+                        name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=descriptor
+                    )
                 except OSError:  # unreadable, or swapped for a link meanwhile
                     found.append(path + os.sep)
                     continue
@@ -208,21 +235,24 @@ EXCEPTION_PATTERNS = (
     ("backward through the graph a second time", "graph-freed", None),
     ("modified by an inplace operation", "inplace-modified", None),
     ("does not require grad and does not have a grad_fn", "detached-output", DETACHED_BACKWARD),
-    ("a leaf Variable that requires grad is being used in an in-place operation", "exception",
-     LEAF_IN_PLACE),
+    (
+        "a leaf Variable that requires grad is being used in an in-place operation",
+        "exception",
+        LEAF_IN_PLACE,
+    ),
     ("can't allocate memory", "memory-limit", None),
     ("out of memory", "memory-limit", None),
-    ("Can't call numpy() on Tensor that requires grad", "detached-output",
-     NUMPY_LEAVES_THE_GRAPH),
-    ("only one element tensors can be converted to Python scalars", "exception",
-     ONE_ELEMENT_ONLY),
+    ("Can't call numpy() on Tensor that requires grad", "detached-output", NUMPY_LEAVES_THE_GRAPH),
+    ("only one element tensors can be converted to Python scalars", "exception", ONE_ELEMENT_ONLY),
     ("cannot be converted to Scalar", "exception", ONE_ELEMENT_ONLY),
     ("einsum():", "exception", EINSUM_SUBSCRIPTS),
-    ("does not match the length of the desired ordering of dimensions", "exception",
-     PERMUTE_DIMENSIONS),
+    (
+        "does not match the length of the desired ordering of dimensions",
+        "exception",
+        PERMUTE_DIMENSIONS,
+    ),
     ("is invalid for input of size", "exception", VIEW_SIZE),
-    ("view size is not compatible with input tensor's size and stride", "exception",
-     VIEW_STRIDES),
+    ("view size is not compatible with input tensor's size and stride", "exception", VIEW_STRIDES),
     ("Expected all tensors to be on the same device", "exception", SAME_DEVICE),
     ("expected scalar type", "exception", SAME_DTYPE),
     ("must have the same dtype", "exception", SAME_DTYPE),
@@ -237,8 +267,10 @@ def student_place(frames: object) -> tuple[str | None, int | None]:
     if not isinstance(last, dict):
         return None, None
     file, line = last.get("file"), last.get("line")
-    return (file if isinstance(file, str) and len(file) <= 200 else None,
-            line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None)
+    return (
+        file if isinstance(file, str) and len(file) <= 200 else None,
+        line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None,
+    )
 
 
 def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
@@ -256,16 +288,24 @@ def diagnose_exception(info: dict, what: str | dict) -> Diagnostic:
     for pattern, code, hint in EXCEPTION_PATTERNS:
         if pattern in message:
             if hint is DETACHED_BACKWARD:  # the subject is the tensor, not the function
-                details["what"] = {lang: BACKWARD_ON[lang].format(
-                    what=what.get(lang, what.get("en")) if isinstance(what, dict) else what)
-                    for lang in BACKWARD_ON}
+                details["what"] = {
+                    lang: BACKWARD_ON[lang].format(
+                        what=what.get(lang, what.get("en")) if isinstance(what, dict) else what
+                    )
+                    for lang in BACKWARD_ON
+                }
             return Diagnostic(code, dict(details, hint=hint) if hint else details)
     refused = seal.refusal_words(kind, message)
     if refused:
-        return Diagnostic("forbidden-operation", dict(details, error=refused, hint=seal.HINT,
-                                                      sealed=True))
+        return Diagnostic(
+            "forbidden-operation", dict(details, error=refused, hint=seal.HINT, sealed=True)
+        )
     if kind in ("PermissionError", "OSError", "BlockingIOError") and info.get("errno") in (
-            errno.EPERM, errno.EACCES, errno.ENETUNREACH, errno.ENOSYS):
+        errno.EPERM,
+        errno.EACCES,
+        errno.ENETUNREACH,
+        errno.ENOSYS,
+    ):
         return Diagnostic("forbidden-operation", details)
     return Diagnostic("exception", details)
 
@@ -278,47 +318,78 @@ def call(ctx: Context, name: str, *args: Any, **kwargs: Any) -> Any:
         raise Fail(diagnose_exception(exc.info, f"`{name}`")) from None
 
 
-def expect_tensor(value: Any, what: str | dict, *, shape: tuple | None = None,
-                  dtype: torch.dtype | None = None, device: torch.device | None = None) -> RemoteTensor:
+def expect_tensor(
+    value: Any,
+    what: str | dict,
+    *,
+    shape: tuple | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+) -> RemoteTensor:
     if not isinstance(value, RemoteTensor):
         kind = value.type_name if isinstance(value, RemoteObject) else type(value).__name__
-        raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": kind,
-                                                  "expected_type": "torch.Tensor"}))
+        raise Fail(
+            Diagnostic(
+                "output-mismatch", {"what": what, "got_type": kind, "expected_type": "torch.Tensor"}
+            )
+        )
     if shape is not None and tuple(value.shape) != tuple(shape):
-        raise Fail(Diagnostic("shape-mismatch", {"what": what, "got": list(value.shape),
-                                                 "expected": list(shape)}))
+        raise Fail(
+            Diagnostic(
+                "shape-mismatch", {"what": what, "got": list(value.shape), "expected": list(shape)}
+            )
+        )
     if dtype is not None and value.dtype != dtype:
-        raise Fail(Diagnostic("dtype-mismatch", {"what": what, "got": str(value.dtype),
-                                                 "expected": str(dtype)}))
+        raise Fail(
+            Diagnostic(
+                "dtype-mismatch", {"what": what, "got": str(value.dtype), "expected": str(dtype)}
+            )
+        )
     if device is not None and torch.device(value.meta["device"]).type != device.type:
-        raise Fail(Diagnostic("device-mismatch", {"what": what, "got": value.meta["device"],
-                                                  "expected": str(device)}))
+        raise Fail(
+            Diagnostic(
+                "device-mismatch",
+                {"what": what, "got": value.meta["device"], "expected": str(device)},
+            )
+        )
     return value
 
 
 def expect_tuple(value: Any, length: int, what: str | dict) -> tuple:
     if not isinstance(value, (tuple, list)) or len(value) != length:
-        got = f"{type(value).__name__} of length {len(value)}" if isinstance(value, (tuple, list)) \
+        got = (
+            f"{type(value).__name__} of length {len(value)}"
+            if isinstance(value, (tuple, list))
             else getattr(value, "type_name", type(value).__name__)
-        raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": got,
-                                                  "expected_type": f"tuple of {length}"}))
+        )
+        raise Fail(
+            Diagnostic(
+                "output-mismatch",
+                {"what": what, "got_type": got, "expected_type": f"tuple of {length}"},
+            )
+        )
     return tuple(value)
 
 
-def expect_close(value: Any, expected: torch.Tensor, what: str | dict, *,
-                 hint: dict | None = None,
-                 **tolerances: float) -> RemoteTensor:
+def expect_close(
+    value: Any,
+    expected: torch.Tensor,
+    what: str | dict,
+    *,
+    hint: dict | None = None,
+    **tolerances: float,
+) -> RemoteTensor:
     """`hint` ({"en": …, "es": …}) replaces the general hint when the values are wrong."""
     tensor = expect_tensor(value, what)
     diagnostic = compare_values(tensor.value, expected, what, **tolerances)
     if diagnostic:
-        raise Fail(Diagnostic(diagnostic.code, dict(diagnostic.details, hint=hint))
-                   if hint else diagnostic)
+        raise Fail(
+            Diagnostic(diagnostic.code, dict(diagnostic.details, hint=hint)) if hint else diagnostic
+        )
     return tensor
 
 
-def expect_grad(value: Any, expected: torch.Tensor, what: str | dict,
-                **tolerances: float) -> None:
+def expect_grad(value: Any, expected: torch.Tensor, what: str | dict, **tolerances: float) -> None:
     if value is not None:
         value = expect_tensor(value, what).value
     diagnostic = compare_grad(value, expected, what, **tolerances)
@@ -328,16 +399,31 @@ def expect_grad(value: Any, expected: torch.Tensor, what: str | dict,
 
 def expect_float(value: Any, expected: float, what: str | dict, *, tol: float = 1e-6) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        kind = value.type_name if isinstance(value, RemoteObject) else (
-            "torch.Tensor" if isinstance(value, RemoteTensor) else type(value).__name__)
-        raise Fail(Diagnostic("output-mismatch", {"what": what, "got_type": kind,
-                                                  "expected_type": "float"}))
+        kind = (
+            value.type_name
+            if isinstance(value, RemoteObject)
+            else ("torch.Tensor" if isinstance(value, RemoteTensor) else type(value).__name__)
+        )
+        raise Fail(
+            Diagnostic(
+                "output-mismatch", {"what": what, "got_type": kind, "expected_type": "float"}
+            )
+        )
     if not abs(value - expected) <= tol * max(1.0, abs(expected)):
-        raise Fail(Diagnostic("output-mismatch", {
-            "what": what, "got": short(float(value)), "expected": short(expected), "worst_index": [],
-            "max_abs_error": abs(value - expected),
-            "max_rel_error": abs(value - expected) / max(abs(expected), 1e-12),
-            **shown(torch.tensor(float(value)), torch.tensor(float(expected)), tol, 0.0)}))
+        raise Fail(
+            Diagnostic(
+                "output-mismatch",
+                {
+                    "what": what,
+                    "got": short(float(value)),
+                    "expected": short(expected),
+                    "worst_index": [],
+                    "max_abs_error": abs(value - expected),
+                    "max_rel_error": abs(value - expected) / max(abs(expected), 1e-12),
+                    **shown(torch.tensor(float(value)), torch.tensor(float(expected)), tol, 0.0),
+                },
+            )
+        )
     return float(value)
 
 
@@ -355,8 +441,15 @@ def _grader_side(obj: Any) -> torch.Tensor:
     return obj if isinstance(obj, torch.Tensor) else torch.from_numpy(obj)
 
 
-def expect_sharing(ctx: Context, written: Any, read: Any, reference: tuple, what: str | dict, *,
-                   hint: dict | None = None) -> None:
+def expect_sharing(
+    ctx: Context,
+    written: Any,
+    read: Any,
+    reference: tuple,
+    what: str | dict,
+    *,
+    hint: dict | None = None,
+) -> None:
     """Whether `written` and `read` (two of the student's objects: tensors or NumPy arrays)
     share memory, tested by behaviour: the grader writes fresh random values into `written` in
     the student's process (into its `.data` with `copy_`, or an array's elements with `put`) and
@@ -377,8 +470,11 @@ def expect_sharing(ctx: Context, written: Any, read: Any, reference: tuple, what
         ctx.student.method(written, "put", list(range(fresh.numel())), fresh.reshape(-1).tolist())
     if isinstance(read, RemoteTensor):
         value = expect_tensor(ctx.student.attr(read, "data"), what).value
-        same = value.shape == expected.shape and value.dtype == expected.dtype \
+        same = (
+            value.shape == expected.shape
+            and value.dtype == expected.dtype
             and torch.equal(value, expected)
+        )
         unchanged = value.shape == before.shape and torch.equal(value, before.cpu())
     else:
         value = ctx.student.method(read, "tolist")
@@ -390,7 +486,11 @@ def expect_sharing(ctx: Context, written: Any, read: Any, reference: tuple, what
         raise Fail(Diagnostic("storage-shared", details))
     if not unchanged:  # something else changed: name the values
         try:
-            got = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=expected.dtype)
+            got = (
+                value
+                if isinstance(value, torch.Tensor)
+                else torch.tensor(value, dtype=expected.dtype)
+            )
         except (TypeError, ValueError, RuntimeError):
             got = None
         diagnostic = compare_values(got, expected, what) if got is not None else None
@@ -401,11 +501,12 @@ def expect_sharing(ctx: Context, written: Any, read: Any, reference: tuple, what
 
 HAND_WRITTEN_GRAD = {
     "en": "Let backward() write the gradient: `y.backward(v)` (or `torch.autograd.grad`) fills "
-          "`x.grad` for you; a gradient written by hand, even with the right formula, is not "
-          "what this exercise asks.",
+    "`x.grad` for you; a gradient written by hand, even with the right formula, is not "
+    "what this exercise asks.",
     "es": "Deja que backward() escriba el gradiente: `y.backward(v)` (o `torch.autograd.grad`) "
-          "rellena `x.grad` por ti; un gradiente escrito a mano, aunque con la fórmula correcta, "
-          "no es lo que pide este ejercicio."}
+    "rellena `x.grad` por ti; un gradiente escrito a mano, aunque con la fórmula correcta, "
+    "no es lo que pide este ejercicio.",
+}
 
 
 def refuse_hand_written_grads(ctx: Context, what: str | dict) -> None:
@@ -413,20 +514,42 @@ def refuse_hand_written_grads(ctx: Context, what: str | dict) -> None:
     (source_rules.hand_written_grads): for the checks that say it comes from backward()."""
     found = hand_written_grads(ctx.source_cells)
     if found:
-        raise Fail(refused_in_source(what, HAND_WRITTEN_GRAD, "hand-written-grad", found[0],
-                                     {"en": "writes a gradient itself:",
-                                      "es": "escribe un gradiente a mano:"}))
+        raise Fail(
+            refused_in_source(
+                what,
+                HAND_WRITTEN_GRAD,
+                "hand-written-grad",
+                found[0],
+                {"en": "writes a gradient itself:", "es": "escribe un gradiente a mano:"},
+            )
+        )
 
 
-def refused_in_source(what: str | dict, hint: dict, rule: str, found: Finding,
-                      does: dict[str, str], why: dict[str, str] | None = None) -> Diagnostic:
+def refused_in_source(
+    what: str | dict,
+    hint: dict,
+    rule: str,
+    found: Finding,
+    does: dict[str, str],
+    why: dict[str, str] | None = None,
+) -> Diagnostic:
     """`forbidden-operation` for what the grader's reading of the source found: "your file
     {does} {found} ({where}), {why}" in both languages."""
     where, why = found.where(), why or {}
-    return Diagnostic("forbidden-operation", {
-        "what": what, "hint": hint, "rule": rule, "found": found.name, "line": found.line,
-        "file": found.cell, "error": {
-            "en": f"your file {does['en']} {found.name} ({where})"
-                  + (f", {why['en']}" if why else ""),
-            "es": f"tu archivo {does['es']} {found.name} ({where})"
-                  + (f", {why['es']}" if why else "")}})
+    return Diagnostic(
+        "forbidden-operation",
+        {
+            "what": what,
+            "hint": hint,
+            "rule": rule,
+            "found": found.name,
+            "line": found.line,
+            "file": found.cell,
+            "error": {
+                "en": f"your file {does['en']} {found.name} ({where})"
+                + (f", {why['en']}" if why else ""),
+                "es": f"tu archivo {does['es']} {found.name} ({where})"
+                + (f", {why['es']}" if why else ""),
+            },
+        },
+    )

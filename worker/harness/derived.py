@@ -13,6 +13,7 @@ and what the student's values show instead, both as code. That is a fact the gra
 about values. Where the same construct stands in the student's source, its line is named too (a
 fact the grader read there); nothing is said of a line the source does not show.
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,20 +31,87 @@ QUOTE_CHARACTERS = 60
 DIMENSIONS = (0, 1, 2, -1, -2)
 DIM_KEYWORDS = frozenset({"dim", "start_dim", "end_dim", "axis"})
 # calls whose first argument (a method) or second (a torch function) is a dimension
-DIM_FIRST = frozenset({
-    "sum", "mean", "softmax", "log_softmax", "argmax", "argmin", "max", "min", "cumsum",
-    "cumprod", "prod", "std", "var", "logsumexp", "flatten", "unsqueeze", "squeeze", "cat",
-    "stack", "transpose", "unfold", "select", "narrow", "chunk", "split", "amax", "amin"})
+DIM_FIRST = frozenset(
+    {
+        "sum",
+        "mean",
+        "softmax",
+        "log_softmax",
+        "argmax",
+        "argmin",
+        "max",
+        "min",
+        "cumsum",
+        "cumprod",
+        "prod",
+        "std",
+        "var",
+        "logsumexp",
+        "flatten",
+        "unsqueeze",
+        "squeeze",
+        "cat",
+        "stack",
+        "transpose",
+        "unfold",
+        "select",
+        "narrow",
+        "chunk",
+        "split",
+        "amax",
+        "amin",
+    }
+)
 # calls whose dimension may be left out altogether (then they reduce or flatten everything)
-DIM_OPTIONAL = frozenset({"sum", "mean", "argmax", "argmin", "max", "min", "flatten", "squeeze",
-                          "prod", "std", "var", "amax", "amin"})
-SWAPPED_NAMES = {"sum": "mean", "mean": "sum", "amax": "amin", "amin": "amax",
-                 "vstack": "hstack", "hstack": "vstack", "split": "chunk", "chunk": "split",
-                 "from_numpy": "tensor"}
+DIM_OPTIONAL = frozenset(
+    {
+        "sum",
+        "mean",
+        "argmax",
+        "argmin",
+        "max",
+        "min",
+        "flatten",
+        "squeeze",
+        "prod",
+        "std",
+        "var",
+        "amax",
+        "amin",
+    }
+)
+SWAPPED_NAMES = {
+    "sum": "mean",
+    "mean": "sum",
+    "amax": "amin",
+    "amin": "amax",
+    "vstack": "hstack",
+    "hstack": "vstack",
+    "split": "chunk",
+    "chunk": "split",
+    "from_numpy": "tensor",
+}
 # calls left out: the value they are called on stands in their place
-ELEMENTWISE = frozenset({"abs", "sqrt", "exp", "log", "relu", "sigmoid", "tanh", "square",
-                         "neg", "float", "double", "long", "detach", "clone", "contiguous",
-                         "item"})
+ELEMENTWISE = frozenset(
+    {
+        "abs",
+        "sqrt",
+        "exp",
+        "log",
+        "relu",
+        "sigmoid",
+        "tanh",
+        "square",
+        "neg",
+        "float",
+        "double",
+        "long",
+        "detach",
+        "clone",
+        "contiguous",
+        "item",
+    }
+)
 REDUCTIONS = frozenset({"sum", "mean"})
 TRANSPOSES = frozenset({"t", "T", "mT", "transpose", "swapaxes", "permute"})
 # names a torch function is reached through: `torch.sum(x, 1)` is `x.sum(1)`
@@ -74,23 +142,31 @@ class Derived:
         same construct stands, if the source shows it."""
         old, new, after = (f"`{_quoted(text)}`" for text in (self.old, self.new, self.after))
         if self.after:
-            change = {"en": f"with {old} moved after {after}",
-                      "es": f"con {old} movido después de {after}"}
+            change = {
+                "en": f"with {old} moved after {after}",
+                "es": f"con {old} movido después de {after}",
+            }
         elif not self.new:
             change = {"en": f"without {old}", "es": f"sin {old}"}
         else:
             change = {"en": f"with {new} in place of {old}", "es": f"con {new} en lugar de {old}"}
-        said = {"en": f"Your values are the ones the reference solution gives {change['en']}.",
-                "es": f"Tus valores son los que da la solución de referencia {change['es']}."}
+        said = {
+            "en": f"Your values are the ones the reference solution gives {change['en']}.",
+            "es": f"Tus valores son los que da la solución de referencia {change['es']}.",
+        }
         if place is None:
             return said
         cell, line, code = place
         where = {"en": f"line {line}", "es": f"línea {line}"}
         if notebook:
-            where = {"en": f"{cell}, line {line}",
-                     "es": f"{cell.replace('cell', 'celda', 1)}, línea {line}"}
-        return {"en": f"{said['en']} Look at {where['en']}: `{_quoted(code)}`.",
-                "es": f"{said['es']} Mira la {where['es']}: `{_quoted(code)}`."}
+            where = {
+                "en": f"{cell}, line {line}",
+                "es": f"{cell.replace('cell', 'celda', 1)}, línea {line}",
+            }
+        return {
+            "en": f"{said['en']} Look at {where['en']}: `{_quoted(code)}`.",
+            "es": f"{said['es']} Mira la {where['es']}: `{_quoted(code)}`.",
+        }
 
     def place_in(self, cells: Iterable[tuple[str, str]]) -> tuple[str, int, str] | None:
         """Where the student's source has the construct the derived program has (first in a
@@ -98,8 +174,12 @@ class Derived:
         if not self.seek:
             return None
         trees = parsed(cells)
-        owned = [(label, node) for label, tree in trees for node in tree.body
-                 if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == self.owner]
+        owned = [
+            (label, node)
+            for label, tree in trees
+            for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == self.owner
+        ]
         for scope in (owned, [(label, tree) for label, tree in trees]):
             for label, root in scope:
                 for node in ast.walk(root):
@@ -110,14 +190,19 @@ class Derived:
 
 def _quoted(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= QUOTE_CHARACTERS else text[:QUOTE_CHARACTERS - 1] + "…"
+    return text if len(text) <= QUOTE_CHARACTERS else text[: QUOTE_CHARACTERS - 1] + "…"
 
 
 def _callee(node: ast.AST) -> str | None:
     if isinstance(node, ast.Call):
         func = node.func
-        return func.attr if isinstance(func, ast.Attribute) else \
-            func.id if isinstance(func, ast.Name) else None
+        return (
+            func.attr
+            if isinstance(func, ast.Attribute)
+            else func.id
+            if isinstance(func, ast.Name)
+            else None
+        )
     return None
 
 
@@ -151,8 +236,9 @@ class _Anonymous(ast.NodeTransformer):
         node = self.generic_visit(node)
         if through_module and node.args:
             receiver, *rest = node.args
-            return ast.Call(ast.Attribute(receiver, node.func.attr, ast.Load()), rest,
-                            node.keywords)
+            return ast.Call(
+                ast.Attribute(receiver, node.func.attr, ast.Load()), rest, node.keywords
+            )
         return node
 
 
@@ -173,8 +259,12 @@ Edit = tuple[tuple[int, Callable[[ast.AST], ast.AST]], ...]
 def _int(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
-            isinstance(node.operand, ast.Constant) and type(node.operand.value) is int:
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+    ):
         return -node.operand.value
     return None
 
@@ -187,14 +277,17 @@ def _with_argument(index: int, value: ast.expr) -> Callable[[ast.AST], ast.AST]:
     def build(node: ast.Call) -> ast.AST:
         node.args[index] = value
         return node
+
     return build
 
 
 def _with_keyword(name: str, value: ast.expr | None) -> Callable[[ast.AST], ast.AST]:
     def build(node: ast.Call) -> ast.AST:
-        node.keywords = [k for k in node.keywords if k.arg != name] + \
-            ([ast.keyword(name, value)] if value is not None else [])
+        node.keywords = [k for k in node.keywords if k.arg != name] + (
+            [ast.keyword(name, value)] if value is not None else []
+        )
         return node
+
     return build
 
 
@@ -205,6 +298,7 @@ def _renamed(name: str) -> Callable[[ast.AST], ast.AST]:
         else:
             node.func.id = name
         return node
+
     return build
 
 
@@ -217,8 +311,11 @@ def _dimension_edits(at: int, node: ast.Call) -> Iterator[Edit]:
                     yield ((at, _with_keyword(keyword.arg, _constant(value))),)
             if name in DIM_OPTIONAL and keyword.arg == "dim":
                 yield ((at, _with_keyword("dim", None)),)
-        if keyword.arg == "keepdim" and isinstance(keyword.value, ast.Constant) \
-                and keyword.value.value is True:
+        if (
+            keyword.arg == "keepdim"
+            and isinstance(keyword.value, ast.Constant)
+            and keyword.value.value is True
+        ):
             yield ((at, _with_keyword("keepdim", None)),)
     if name not in DIM_FIRST:
         return
@@ -246,8 +343,15 @@ def _call_edits(at: int, node: ast.Call) -> Iterator[Edit]:
             for i in range(len(dims) - 1):
                 order = dims[:]
                 order[i], order[i + 1] = order[i + 1], order[i]
-                yield ((at, lambda call, o=tuple(order): (
-                    setattr(call, "args", [_constant(v) for v in o]), call)[1]),)
+                yield (
+                    (
+                        at,
+                        lambda call, o=tuple(order): (
+                            setattr(call, "args", [_constant(v) for v in o]),
+                            call,
+                        )[1],
+                    ),
+                )
     receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
     if name in ELEMENTWISE | TRANSPOSES and receiver is not None:
         if _module_call(node):
@@ -255,12 +359,31 @@ def _call_edits(at: int, node: ast.Call) -> Iterator[Edit]:
                 yield ((at, lambda call: call.args[0]),)
         else:
             yield ((at, lambda call: call.func.value),)
-    if name in REDUCTIONS and not node.args and not node.keywords and receiver is not None \
-            and _callee(receiver) in ELEMENTWISE and not _module_call(receiver):
+    if (
+        name in REDUCTIONS
+        and not node.args
+        and not node.keywords
+        and receiver is not None
+        and _callee(receiver) in ELEMENTWISE
+        and not _module_call(receiver)
+    ):
         # `x.abs().mean()` taken the other way round: `x.mean().abs()`
-        yield ((at, lambda call: ast.Call(ast.Attribute(ast.Call(ast.Attribute(
-            call.func.value.func.value, name, ast.Load()), [], []), _callee(call.func.value),
-            ast.Load()), [], [])),)
+        yield (
+            (
+                at,
+                lambda call: ast.Call(
+                    ast.Attribute(
+                        ast.Call(
+                            ast.Attribute(call.func.value.func.value, name, ast.Load()), [], []
+                        ),
+                        _callee(call.func.value),
+                        ast.Load(),
+                    ),
+                    [],
+                    [],
+                ),
+            ),
+        )
     if name == "range":
         for position in range(len(node.args)):
             for op in (ast.Add(), ast.Sub()):
@@ -270,8 +393,11 @@ def _call_edits(at: int, node: ast.Call) -> Iterator[Edit]:
             yield ((at, _with_keyword(keyword.arg, None)),)
         if isinstance(keyword.value, ast.Constant) and type(keyword.value.value) is bool:
             yield ((at, _with_keyword(keyword.arg, ast.Constant(not keyword.value.value))),)
-        if keyword.arg == "dtype" and isinstance(keyword.value, ast.Attribute) \
-                and keyword.value.attr in CASTS:
+        if (
+            keyword.arg == "dtype"
+            and isinstance(keyword.value, ast.Attribute)
+            and keyword.value.attr in CASTS
+        ):
             cast = ast.Attribute(keyword.value.value, CASTS[keyword.value.attr], ast.Load())
             yield ((at, _with_keyword("dtype", cast)),)
     if name in CAST_METHODS and receiver is not None and not node.args:
@@ -289,8 +415,11 @@ def _slice_edits(at: int, node: ast.Subscript) -> Iterator[Edit]:
     index = node.slice
     parts = index.elts if isinstance(index, ast.Tuple) else [index]
     for position, part in enumerate(parts):
-        bounds = [("lower", part.lower), ("upper", part.upper), ("step", part.step)] \
-            if isinstance(part, ast.Slice) else [(None, part)]
+        bounds = (
+            [("lower", part.lower), ("upper", part.upper), ("step", part.step)]
+            if isinstance(part, ast.Slice)
+            else [(None, part)]
+        )
         for field, bound in bounds:
             value = _int(bound) if bound is not None else None
             if value is None:
@@ -298,12 +427,19 @@ def _slice_edits(at: int, node: ast.Subscript) -> Iterator[Edit]:
             for shifted in (value - 1, value + 1):
                 if field == "step" and shifted < 1:
                     continue
-                yield ((at, lambda sub, p=position, f=field, v=shifted:
-                        _set_bound(sub, p, f, _constant(v))),)
+                yield (
+                    (
+                        at,
+                        lambda sub, p=position, f=field, v=shifted: _set_bound(
+                            sub, p, f, _constant(v)
+                        ),
+                    ),
+                )
 
 
-def _set_bound(node: ast.Subscript, position: int, field: str | None,
-               value: ast.expr) -> ast.Subscript:
+def _set_bound(
+    node: ast.Subscript, position: int, field: str | None, value: ast.expr
+) -> ast.Subscript:
     if isinstance(node.slice, ast.Tuple):
         parts = node.slice.elts
     else:
@@ -351,34 +487,79 @@ def _statement_edits(at: int, node: ast.stmt, places: dict[int, int]) -> Iterato
             continue
         backward = next((s for s in block if _statement_calls(s, "backward")), None)
         for statement in block:
-            if _statement_calls(statement) or isinstance(statement, ast.Assign) \
-                    and isinstance(statement.targets[0], ast.Attribute):
+            if (
+                _statement_calls(statement)
+                or isinstance(statement, ast.Assign)
+                and isinstance(statement.targets[0], ast.Attribute)
+            ):
                 yield ((places[id(statement)], lambda s: ast.Pass()),)
-            if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant) \
-                    and type(statement.value.value) is bool:
-                yield ((places[id(statement)], lambda a: ast.Assign(
-                    a.targets, ast.Constant(not a.value.value), lineno=a.lineno)),)
+            if (
+                isinstance(statement, ast.Assign)
+                and isinstance(statement.value, ast.Constant)
+                and type(statement.value.value) is bool
+            ):
+                yield (
+                    (
+                        places[id(statement)],
+                        lambda a: ast.Assign(
+                            a.targets, ast.Constant(not a.value.value), lineno=a.lineno
+                        ),
+                    ),
+                )
             if isinstance(statement, ast.With):
                 yield ((places[id(statement)], lambda w: ast.If(ast.Constant(True), w.body, [])),)
             if isinstance(statement, ast.AugAssign):
-                yield ((places[id(statement)], lambda a: ast.Assign(
-                    [a.target], ast.BinOp(_loaded(a.target), a.op, a.value), lineno=a.lineno)),)
+                yield (
+                    (
+                        places[id(statement)],
+                        lambda a: ast.Assign(
+                            [a.target], ast.BinOp(_loaded(a.target), a.op, a.value), lineno=a.lineno
+                        ),
+                    ),
+                )
             if _statement_calls(statement, "zero_grad"):
                 if backward is not None and block.index(backward) > block.index(statement):
-                    yield ((places[id(statement)], lambda s: ast.Pass()),
-                           (places[id(backward)], lambda b, z=statement: ast.If(
-                               ast.Constant(True), [b, copy.deepcopy(z)], [])))
+                    yield (
+                        (places[id(statement)], lambda s: ast.Pass()),
+                        (
+                            places[id(backward)],
+                            lambda b, z=statement: ast.If(
+                                ast.Constant(True), [b, copy.deepcopy(z)], []
+                            ),
+                        ),
+                    )
             target = _divided_in_place(statement)
-            if target and backward is not None and block.index(backward) > block.index(statement) \
-                    and _statement_calls(backward, "backward", target):
-                yield ((places[id(statement)], lambda s: ast.Pass()),
-                       (places[id(backward)], lambda b, d=statement: ast.If(
-                           ast.Constant(True), [b, copy.deepcopy(d)], [])))
-            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
-                    isinstance(statement.targets[0], ast.Name) and \
-                    isinstance(statement.value, (ast.BinOp, ast.Call)):
-                yield ((places[id(statement)], lambda s: ast.Assign(s.targets, ast.Call(
-                    ast.Attribute(s.value, "detach", ast.Load()), [], []), lineno=s.lineno)),)
+            if (
+                target
+                and backward is not None
+                and block.index(backward) > block.index(statement)
+                and _statement_calls(backward, "backward", target)
+            ):
+                yield (
+                    (places[id(statement)], lambda s: ast.Pass()),
+                    (
+                        places[id(backward)],
+                        lambda b, d=statement: ast.If(
+                            ast.Constant(True), [b, copy.deepcopy(d)], []
+                        ),
+                    ),
+                )
+            if (
+                isinstance(statement, ast.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and isinstance(statement.value, (ast.BinOp, ast.Call))
+            ):
+                yield (
+                    (
+                        places[id(statement)],
+                        lambda s: ast.Assign(
+                            s.targets,
+                            ast.Call(ast.Attribute(s.value, "detach", ast.Load()), [], []),
+                            lineno=s.lineno,
+                        ),
+                    ),
+                )
 
 
 def _loaded(target: ast.expr) -> ast.expr:
@@ -387,24 +568,40 @@ def _loaded(target: ast.expr) -> ast.expr:
     return loaded
 
 
-def _statement_calls(statement: ast.stmt, method: str | None = None,
-                     receiver: str | None = None) -> bool:
+def _statement_calls(
+    statement: ast.stmt, method: str | None = None, receiver: str | None = None
+) -> bool:
     """A statement that is a call (of `method`, on `receiver`, where given)."""
     value = statement.value if isinstance(statement, ast.Expr) else None
-    return isinstance(value, ast.Call) and method in (None, _callee(value)) and (
-        receiver is None or isinstance(value.func, ast.Attribute)
-        and isinstance(value.func.value, ast.Name) and value.func.value.id == receiver)
+    return (
+        isinstance(value, ast.Call)
+        and method in (None, _callee(value))
+        and (
+            receiver is None
+            or isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Name)
+            and value.func.value.id == receiver
+        )
+    )
 
 
 def _divided_in_place(statement: ast.stmt) -> str | None:
     """`loss = loss / n` or `loss /= n`: the name divided."""
-    if isinstance(statement, ast.AugAssign) and isinstance(statement.op, ast.Div) \
-            and isinstance(statement.target, ast.Name):
+    if (
+        isinstance(statement, ast.AugAssign)
+        and isinstance(statement.op, ast.Div)
+        and isinstance(statement.target, ast.Name)
+    ):
         return statement.target.id
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
-            isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.BinOp) \
-            and isinstance(statement.value.op, ast.Div) and isinstance(statement.value.left, ast.Name) \
-            and statement.value.left.id == statement.targets[0].id:
+    if (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+        and isinstance(statement.value, ast.BinOp)
+        and isinstance(statement.value.op, ast.Div)
+        and isinstance(statement.value.left, ast.Name)
+        and statement.value.left.id == statement.targets[0].id
+    ):
         return statement.targets[0].id
     return None
 
@@ -415,8 +612,9 @@ def _edits(owner: ast.AST) -> Iterator[tuple[ast.AST, Edit]]:
     places = {id(node): at for at, node in enumerate(nodes)}
     # a `while` loop's condition and block are left as they are: changed, it may never end (the
     # derived program runs in the grader's process)
-    looping = {id(inner) for loop in nodes if isinstance(loop, ast.While)
-               for inner in ast.walk(loop)}
+    looping = {
+        id(inner) for loop in nodes if isinstance(loop, ast.While) for inner in ast.walk(loop)
+    }
     for at, node in enumerate(nodes):
         if id(node) in looping:
             continue
@@ -428,8 +626,11 @@ def _edits(owner: ast.AST) -> Iterator[tuple[ast.AST, Edit]]:
             found = _operator_edits(at, node)
         elif isinstance(node, ast.comprehension) and node.ifs:
             found = iter((((at, lambda c: (setattr(c, "ifs", []), c)[1]),),))
-        elif isinstance(node, ast.Attribute) and node.attr in {"T", "mT"} \
-                and isinstance(node.ctx, ast.Load):
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in {"T", "mT"}
+            and isinstance(node.ctx, ast.Load)
+        ):
             found = iter((((at, lambda a: a.value),),))
         else:
             found = iter(())
@@ -477,7 +678,7 @@ def derive(reference: str) -> tuple[Derived, ...]:
         for node, edit in _edits(owner):
             changed, made = _applied(owner, edit)
             program = copy.copy(tree)
-            program.body = [*tree.body[:position], changed, *tree.body[position + 1:]]
+            program.body = [*tree.body[:position], changed, *tree.body[position + 1 :]]
             source = ast.unparse(ast.fix_missing_locations(program))
             if source in seen:
                 continue
@@ -486,8 +687,9 @@ def derive(reference: str) -> tuple[Derived, ...]:
     return tuple(derived)
 
 
-def _described(number: int, owner: str, node: ast.AST, edit: Edit, made: list[ast.AST],
-               source: str) -> Derived:
+def _described(
+    number: int, owner: str, node: ast.AST, edit: Edit, made: list[ast.AST], source: str
+) -> Derived:
     old, new, after = ast.unparse(node), ast.unparse(made[0]), ""
     if isinstance(node, ast.With):  # its block kept, the `with` left out
         old, new = f"with {', '.join(ast.unparse(item) for item in node.items)}:", ""
@@ -499,5 +701,4 @@ def _described(number: int, owner: str, node: ast.AST, edit: Edit, made: list[as
             after = ast.unparse(made[1].body[0])
     seek = signature(made[0]) if new and not after else ""
     line = node.ifs[0].lineno if isinstance(node, ast.comprehension) else node.lineno
-    return Derived(f"{PREFIX}{owner}:{line}:{number}", owner, line, old, new,
-                   after, seek, source)
+    return Derived(f"{PREFIX}{owner}:{line}:{number}", owner, line, old, new, after, seek, source)

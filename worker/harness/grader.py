@@ -3,6 +3,7 @@
 One `Harness` grades many submissions: the zygote keeps torch imported and warm, so each
 submission costs a fork, the sandbox and the checks, not a Python start-up.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,16 +33,17 @@ from worker.harness.session import LOADING, Session
 from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
 
 YOUR_CODE = {"en": "Your code", "es": "Tu código"}
-STOPPED_GRADER = {"en": "it stopped a process of the grader (a signal to a process that is not "
-                        "its own)",
-                  "es": "detuvo un proceso del corrector (una señal a un proceso que no es el "
-                        "suyo)"}
+STOPPED_GRADER = {
+    "en": "it stopped a process of the grader (a signal to a process that is not its own)",
+    "es": "detuvo un proceso del corrector (una señal a un proceso que no es el suyo)",
+}
 
 
 @dataclass(frozen=True)
 class LoadedExercise:
     """An exercise's checks, reference, known wrong programs and support module, imported into
     the grader (the database's row of an exercise is server.core.models.Exercise)."""
+
     slug: str
     checks: tuple[CheckSpec, ...]
     reference: ModuleType | None  # None for the visible checks, which have no reference
@@ -58,7 +60,9 @@ class LoadedExercise:
 
 def _module_from_source(name: str, source: str) -> ModuleType:
     module = ModuleType(name)
-    exec(compile(source, f"<{name}>", "exec"), module.__dict__)  # the reference, changed in one place
+    exec(
+        compile(source, f"<{name}>", "exec"), module.__dict__
+    )  # the reference, changed in one place
     return module
 
 
@@ -69,8 +73,9 @@ def _load_module(name: str, path: Path) -> ModuleType:
     return module
 
 
-def load_exercise(slug: str, directory: str, checks: str = HIDDEN_CHECKS,
-                  wrong_programs: tuple[str, ...] = ()) -> LoadedExercise:
+def load_exercise(
+    slug: str, directory: str, checks: str = HIDDEN_CHECKS, wrong_programs: tuple[str, ...] = ()
+) -> LoadedExercise:
     """`checks`: checks.py (hidden, with the reference and the known wrong programs, which are
     mutants/<name>.py) or visible.py (the students' own, without either)."""
     root = Path(directory)
@@ -78,21 +83,26 @@ def load_exercise(slug: str, directory: str, checks: str = HIDDEN_CHECKS,
     support_source = support_path.read_text() if support_path.exists() else None
     support = _load_module(f"hpcgrade_support_{slug}", support_path) if support_source else None
     checks_module = _load_module(f"hpcgrade_{Path(checks).stem}_{slug}", root / checks)
-    specs = tuple(f.hpcgrade_check for f in vars(checks_module).values()
-                  if hasattr(f, "hpcgrade_check"))
+    specs = tuple(
+        f.hpcgrade_check for f in vars(checks_module).values() if hasattr(f, "hpcgrade_check")
+    )
     if not specs:
         raise ValueError(f"{root / checks} declares no @check")
     if checks == VISIBLE_CHECKS:
         return LoadedExercise(slug, specs, None, support, support_source)
-    advice = tuple(f.hpcgrade_advice for f in vars(checks_module).values()
-                   if hasattr(f, "hpcgrade_advice"))
+    advice = tuple(
+        f.hpcgrade_advice for f in vars(checks_module).values() if hasattr(f, "hpcgrade_advice")
+    )
     with _importable_as_exercise_support(support):
         reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
-        wrong = tuple((name, _load_module(f"hpcgrade_wrong_{slug}_{name}", root / "mutants"
-                                          / f"{name}.py")) for name in wrong_programs)
-        derived = tuple((program, _module_from_source(f"hpcgrade_derived_{slug}_{number}",
-                                                      program.source))
-                        for number, program in enumerate(derive((root / "reference.py").read_text())))
+        wrong = tuple(
+            (name, _load_module(f"hpcgrade_wrong_{slug}_{name}", root / "mutants" / f"{name}.py"))
+            for name in wrong_programs
+        )
+        derived = tuple(
+            (program, _module_from_source(f"hpcgrade_derived_{slug}_{number}", program.source))
+            for number, program in enumerate(derive((root / "reference.py").read_text()))
+        )
     return LoadedExercise(slug, specs, reference, support, support_source, wrong, advice, derived)
 
 
@@ -113,8 +123,9 @@ def _importable_as_exercise_support(support: ModuleType | None) -> Iterator[None
 
 
 class Harness:
-    def __init__(self, scratch_root: str | None = None, zygote: Zygote | None = None,
-                 sealed: bool = True):
+    def __init__(
+        self, scratch_root: str | None = None, zygote: Zygote | None = None, sealed: bool = True
+    ):
         """`zygote`: one started before torch was imported here, so that its start overlapped.
         `sealed`: each student process sealed (seal.py); False only in tests of what it stops."""
         self.scratch_root = scratch_root
@@ -134,7 +145,9 @@ class Harness:
     def close(self) -> None:
         self.zygote.close()
 
-    def spawn(self, confinement: sandbox.Confinement, limits: Limits, output: Output) -> StudentProcess:
+    def spawn(
+        self, confinement: sandbox.Confinement, limits: Limits, output: Output
+    ) -> StudentProcess:
         """A new student process. A zygote that was lost (it stopped answering) is replaced
         first; one that dies on the way (killed by the node's OOM killer, say) is replaced once."""
         if self.zygote.lost is not None:
@@ -164,8 +177,12 @@ class Harness:
         key = (job.exercise_dir, job.checks, tuple(job.wrong_programs))
         cached = self.exercises.get(key)
         if cached is None or cached[0] != version:
-            cached = (version, load_exercise(job.exercise, job.exercise_dir, job.checks,
-                                             tuple(job.wrong_programs)))
+            cached = (
+                version,
+                load_exercise(
+                    job.exercise, job.exercise_dir, job.checks, tuple(job.wrong_programs)
+                ),
+            )
             self.exercises[key] = cached
         return cached
 
@@ -174,34 +191,53 @@ class Harness:
         its report (raises when the grader itself fails; the submission's failures are in it)."""
         started, started_at = time.perf_counter(), time.time()
         limits = Limits.from_dict(job.limits)
-        device = torch.device("cuda" if job.device == "auto" and torch.cuda.is_available()
-                              else ("cpu" if job.device == "auto" else job.device))
+        device = torch.device(
+            "cuda"
+            if job.device == "auto" and torch.cuda.is_available()
+            else ("cpu" if job.device == "auto" else job.device)
+        )
         seed = job.seed if job.seed is not None else secrets.randbits(48)
         version, exercise = self.exercise(job)
-        base = dict(exercise=job.exercise, status=reports.ReportStatus.GRADED, seed=seed,
-                    lang=job.lang, job_id=job.id, exercise_version=version,
-                    max_score=sum(s.points for s in exercise.checks),
-                    environment=environment(device))
+        base = dict(
+            exercise=job.exercise,
+            status=reports.ReportStatus.GRADED,
+            seed=seed,
+            lang=job.lang,
+            job_id=job.id,
+            exercise_version=version,
+            max_score=sum(s.points for s in exercise.checks),
+            environment=environment(device),
+        )
         try:
-            source = submission.read(Path(job.submission).read_bytes(), job.filename,
-                                     limits.submission_kb << 10)
+            source = submission.read(
+                Path(job.submission).read_bytes(), job.filename, limits.submission_kb << 10
+            )
         except submission.Unreadable as exc:
             unreadable = Diagnostic("import-error", {"error": {"en": exc.en, "es": exc.es}})
-            return reports.Report(**base, score=0.0, checks=tuple(
-                self._not_run(spec, job.lang, [unreadable]) for spec in exercise.checks),
+            return reports.Report(
+                **base,
+                score=0.0,
+                checks=tuple(
+                    self._not_run(spec, job.lang, [unreadable]) for spec in exercise.checks
+                ),
                 notes=(_load_error(unreadable, job.lang),),
-                timing={"started_at": started_at, "total": time.perf_counter() - started})
+                timing={"started_at": started_at, "total": time.perf_counter() - started},
+            )
         budget = Budget(limits.budget_seconds)
-        session = Session(self, BudgetedLimits(limits, budget), device, source, exercise,
-                          job.required_layers)
+        session = Session(
+            self, BudgetedLimits(limits, budget), device, source, exercise, job.required_layers
+        )
         try:
             blockers = session.load()
-            if (session.unloaded is not None and session.unloaded.code == "timeout"
-                    and budget.spent):  # the budget, not load_seconds, stopped the loading
+            if (
+                session.unloaded is not None and session.unloaded.code == "timeout" and budget.spent
+            ):  # the budget, not load_seconds, stopped the loading
                 session.unloaded = session.fatal = budget.diagnostic(LOADING)
                 blockers = [session.unloaded]
-            found = [self._run_check(session, spec, seed, index, budget)
-                     for index, spec in enumerate(exercise.checks)]
+            found = [
+                self._run_check(session, spec, seed, index, budget)
+                for index, spec in enumerate(exercise.checks)
+            ]
             # the second look's output, process and time are not the grade's, nor its budget
             output, processes, timing = session.output.text(), session.starts, dict(session.timing)
             session.close_process()
@@ -217,38 +253,63 @@ class Harness:
         finally:
             session.close_process()
         load = session.load_result or {}
-        notes = [_load_error(d, job.lang) for d in blockers] + list(source.notes) + [
-            _cell_error(n) for n in _listed(load.get("notes"))[:reports.MAX_ITEMS]
-            if isinstance(n, dict)] + advice
+        notes = (
+            [_load_error(d, job.lang) for d in blockers]
+            + list(source.notes)
+            + [
+                _cell_error(n)
+                for n in _listed(load.get("notes"))[: reports.MAX_ITEMS]
+                if isinstance(n, dict)
+            ]
+            + advice
+        )
         return reports.Report(
-            **base, score=sum(r.points for r in results), checks=tuple(results), notes=tuple(notes),
+            **base,
+            score=sum(r.points for r in results),
+            checks=tuple(results),
+            notes=tuple(notes),
             output=output,
-            sandbox={"layers": session.layers, "unavailable": session.missing_layers,
-                     "student_processes": processes},
-            timing={**timing, "second_look": session.timing.get("second_look", 0.0),
-                    "budget": limits.budget_seconds, "budget_spent": budget.spent,
-                    "started_at": started_at, "total": time.perf_counter() - started})
+            sandbox={
+                "layers": session.layers,
+                "unavailable": session.missing_layers,
+                "student_processes": processes,
+            },
+            timing={
+                **timing,
+                "second_look": session.timing.get("second_look", 0.0),
+                "budget": limits.budget_seconds,
+                "budget_spent": budget.spent,
+                "started_at": started_at,
+                "total": time.perf_counter() - started,
+            },
+        )
 
-    def _stopped_the_grader(self, job: Job, base: dict, exercise: LoadedExercise,
-                            started: float, started_at: float) -> reports.Report:
+    def _stopped_the_grader(
+        self, job: Job, base: dict, exercise: LoadedExercise, started: float, started_at: float
+    ) -> reports.Report:
         """The zygote was found stopped while the submission's process ran: only a signal
         from it can have done that, so no check counts (where the kernel keeps a student from
         other processes' signals, this cannot happen)."""
         stopped = Diagnostic("forbidden-operation", {"what": YOUR_CODE, "error": STOPPED_GRADER})
-        return reports.Report(**base, score=0.0, checks=tuple(
-            self._not_run(spec, job.lang, [stopped]) for spec in exercise.checks),
+        return reports.Report(
+            **base,
+            score=0.0,
+            checks=tuple(self._not_run(spec, job.lang, [stopped]) for spec in exercise.checks),
             notes=(_load_error(stopped, job.lang),),
-            timing={"started_at": started_at, "total": time.perf_counter() - started})
+            timing={"started_at": started_at, "total": time.perf_counter() - started},
+        )
 
-    def _run_check(self, session: Session, spec: CheckSpec, seed: int,
-                   index: int, budget: Budget) -> "Found":
+    def _run_check(
+        self, session: Session, spec: CheckSpec, seed: int, index: int, budget: Budget
+    ) -> "Found":
         try:
             return self._run_check_once(session, spec, seed, index, budget)
         finally:
             self.zygote.check()  # a stop its process sent the zygote is its doing
 
-    def _run_check_once(self, session: Session, spec: CheckSpec, seed: int,
-                        index: int, budget: Budget) -> "Found":
+    def _run_check_once(
+        self, session: Session, spec: CheckSpec, seed: int, index: int, budget: Budget
+    ) -> "Found":
         blockers = session.blockers(spec)
         if blockers:
             return Found(spec, blockers=blockers)
@@ -269,17 +330,25 @@ class Harness:
             return Found(spec)
         if budget.spent and any(d.code == "timeout" for d in diagnostics):
             # stopped where the budget ended: its time, not this check's call_seconds
-            return Found(spec, [budget.diagnostic(spec.title)], time.perf_counter() - started,
-                         budget_out=True)
+            return Found(
+                spec,
+                [budget.diagnostic(spec.title)],
+                time.perf_counter() - started,
+                budget_out=True,
+            )
         return Found(spec, diagnostics, time.perf_counter() - started)
 
-    def _results(self, session: Session, seed: int, job: Job,
-                 found: list["Found"]) -> tuple[list[reports.CheckOutcome], list[dict]]:
+    def _results(
+        self, session: Session, seed: int, job: Job, found: list["Found"]
+    ) -> tuple[list[reports.CheckOutcome], list[dict]]:
         """Each check's result: a mistake explained once, each failure given a second look;
         and the exercise's advice, not graded, as notes."""
         said = SaidOnce()
-        passed = [(index, check.spec) for index, check in enumerate(found)
-                  if check.diagnostics is None and not check.blockers and not check.budget_out]
+        passed = [
+            (index, check.spec)
+            for index, check in enumerate(found)
+            if check.diagnostics is None and not check.blockers and not check.budget_out
+        ]
         look = SecondLook(session, seed, job.wrong_programs, session.limits.budget, passed)
         results = []
         for index, check in enumerate(found):
@@ -289,12 +358,21 @@ class Harness:
             elif check.budget_out:  # nothing to explain once nor to look at again
                 results.append(self._result(spec, job.lang, check.diagnostics))
             elif check.diagnostics is None:
-                results.append(reports.CheckOutcome(
-                    spec.name, spec.title.get(job.lang, spec.title["en"]), spec.points,
-                    spec.points, True, "ok", titles=_titles(spec)))
+                results.append(
+                    reports.CheckOutcome(
+                        spec.name,
+                        spec.title.get(job.lang, spec.title["en"]),
+                        spec.points,
+                        spec.points,
+                        True,
+                        "ok",
+                        titles=_titles(spec),
+                    )
+                )
             else:
-                diagnostics = look.diagnostics(index, spec, said.diagnostics(
-                    spec, check.diagnostics), check.seconds)
+                diagnostics = look.diagnostics(
+                    index, spec, said.diagnostics(spec, check.diagnostics), check.seconds
+                )
                 results.append(self._result(spec, job.lang, diagnostics))
         advice = look.advice(len(found), job.lang)
         session.timing["second_look"] = look.spent
@@ -303,16 +381,31 @@ class Harness:
     @staticmethod
     def _result(spec: CheckSpec, lang: str, diagnostics: list[Diagnostic]) -> reports.CheckOutcome:
         rendered = tuple(d.to_dict(lang) for d in diagnostics)
-        return reports.CheckOutcome(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
-                                   spec.points, False, rendered[0]["message"] if rendered else "",
-                                   rendered, _titles(spec))
+        return reports.CheckOutcome(
+            spec.name,
+            spec.title.get(lang, spec.title["en"]),
+            0.0,
+            spec.points,
+            False,
+            rendered[0]["message"] if rendered else "",
+            rendered,
+            _titles(spec),
+        )
 
     @staticmethod
     def _not_run(spec: CheckSpec, lang: str, blockers: list[Diagnostic]) -> reports.CheckOutcome:
         """A check that could not run: no points, and no diagnostics of its own, since its
         reason is the submission's, said once in the report's notes (a "load-error")."""
-        return reports.CheckOutcome(spec.name, spec.title.get(lang, spec.title["en"]), 0.0,
-                                   spec.points, False, blockers[0].text(lang)[0], (), _titles(spec))
+        return reports.CheckOutcome(
+            spec.name,
+            spec.title.get(lang, spec.title["en"]),
+            0.0,
+            spec.points,
+            False,
+            blockers[0].text(lang)[0],
+            (),
+            _titles(spec),
+        )
 
 
 @dataclass(frozen=True)
@@ -336,10 +429,13 @@ def _cell_error(note: dict) -> dict:
     frames = note.get("frames")
     frames = [f for f in frames[-5:] if isinstance(f, dict)] if isinstance(frames, list) else []
     file, line = student_place(frames)
-    return {"kind": "cell-error", "cell": reports.clip(note.get("cell", ""), 200),
-            "type": reports.clip(note.get("type", "Exception"), 200),
-            "message": reports.clip(note.get("message", ""), 500),
-            "frames": [{"file": file, "line": line}] if file or line else []}
+    return {
+        "kind": "cell-error",
+        "cell": reports.clip(note.get("cell", ""), 200),
+        "type": reports.clip(note.get("type", "Exception"), 200),
+        "message": reports.clip(note.get("message", ""), 500),
+        "frames": [{"file": file, "line": line}] if file or line else [],
+    }
 
 
 def _load_error(diagnostic: Diagnostic, lang: str) -> dict:

@@ -5,6 +5,7 @@ says which of the ways out it found in the functions involved, with their lines,
 listing them all: a block under `torch.no_grad()`, `.detach()`, `.data`, `.item()`, NumPy,
 `torch.tensor(...)`. Words only: a point never rests on this reading.
 """
+
 from __future__ import annotations
 
 import ast
@@ -18,16 +19,24 @@ PYTHON_NUMBERS = frozenset({"item", "tolist"})
 NUMPY_MODULES = frozenset({"np", "numpy"})
 # what each way out does, said after the code that takes it
 WHY = {
-    "no-grad": {"en": "nothing computed under it is recorded in the graph",
-                "es": "nada de lo que se calcula dentro queda en el grafo"},
-    "detach": {"en": "it returns a tensor cut off from the graph",
-               "es": "devuelve un tensor separado del grafo"},
-    "data": {"en": "it is the tensor's values without their graph",
-             "es": "son los valores del tensor sin su grafo"},
+    "no-grad": {
+        "en": "nothing computed under it is recorded in the graph",
+        "es": "nada de lo que se calcula dentro queda en el grafo",
+    },
+    "detach": {
+        "en": "it returns a tensor cut off from the graph",
+        "es": "devuelve un tensor separado del grafo",
+    },
+    "data": {
+        "en": "it is the tensor's values without their graph",
+        "es": "son los valores del tensor sin su grafo",
+    },
     "number": {"en": "a Python number has no graph", "es": "un número de Python no tiene grafo"},
     "numpy": {"en": "NumPy arrays have no graph", "es": "los arrays de NumPy no tienen grafo"},
-    "new-tensor": {"en": "it copies the values into a new tensor with no graph",
-                   "es": "copia los valores en un tensor nuevo sin grafo"},
+    "new-tensor": {
+        "en": "it copies the values into a new tensor with no graph",
+        "es": "copia los valores en un tensor nuevo sin grafo",
+    },
 }
 KINDS = tuple(WHY)  # in that order, the way out named when a line takes several
 LINE = {"en": "line", "es": "línea"}
@@ -46,8 +55,12 @@ def graph_exits(cells: Iterable[tuple[str, str]], functions: Iterable[str]) -> l
     """The ways out of the graph in the named functions and in the functions of the submission
     they call by name, in the order of the source."""
     trees = parsed(cells)
-    defined = {node.name: (label, node) for label, tree in trees for node in ast.walk(tree)
-               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined = {
+        node.name: (label, node)
+        for label, tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     todo, seen, found = [f for f in functions if f in defined], set(), []
     while todo:
         name = todo.pop()
@@ -56,14 +69,20 @@ def graph_exits(cells: Iterable[tuple[str, str]], functions: Iterable[str]) -> l
         seen.add(name)
         label, function = defined[name]
         for decorator in function.decorator_list:
-            found += [GraphExit("no-grad", f"@{_code(decorator)}", label, decorator.lineno)
-                      ] if _no_grad(decorator) else []
+            found += (
+                [GraphExit("no-grad", f"@{_code(decorator)}", label, decorator.lineno)]
+                if _no_grad(decorator)
+                else []
+            )
         for node in ast.walk(function):
             exit_kind = _exit(node)
             if exit_kind:
                 found.append(GraphExit(exit_kind, _code(node), label, node.lineno))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id in defined:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in defined
+            ):
                 todo.append(node.func.id)
     # one way out per line, the one that says most: `torch.tensor([x.item() …])` is `.item()`
     by_line: dict[tuple[str, int], GraphExit] = {}
@@ -78,8 +97,12 @@ def _no_grad(node: ast.AST) -> bool:
     call = node if isinstance(node, ast.Call) else None
     name = _attribute(call.func if call else node)
     if name == "set_grad_enabled":
-        return bool(call and call.args and isinstance(call.args[0], ast.Constant)
-                    and call.args[0].value is False)
+        return bool(
+            call
+            and call.args
+            and isinstance(call.args[0], ast.Constant)
+            and call.args[0].value is False
+        )
     return name in NO_GRAD_BLOCKS
 
 
@@ -90,8 +113,10 @@ def _exit(node: ast.AST) -> str | None:
         return "data"
     if not isinstance(node, ast.Call):
         return None
-    name, owner = _attribute(node.func), node.func.value if isinstance(node.func, ast.Attribute) \
-        else None
+    name, owner = (
+        _attribute(node.func),
+        node.func.value if isinstance(node.func, ast.Attribute) else None,
+    )
     if name in ("detach", "detach_"):
         return "detach"
     if name in PYTHON_NUMBERS or (isinstance(node.func, ast.Name) and name == "float"):
@@ -104,8 +129,13 @@ def _exit(node: ast.AST) -> str | None:
 
 
 def _attribute(node: ast.AST) -> str | None:
-    return node.attr if isinstance(node, ast.Attribute) else \
-        node.id if isinstance(node, ast.Name) else None
+    return (
+        node.attr
+        if isinstance(node, ast.Attribute)
+        else node.id
+        if isinstance(node, ast.Name)
+        else None
+    )
 
 
 def _code(node: ast.AST) -> str:
@@ -126,12 +156,22 @@ def exits_hint(exits: list[GraphExit], notebook: bool) -> dict[str, str]:
     """The hint of a detached output whose ways out the reading found: where, and what each does."""
     hint = {}
     for lang, intro, outro in (
-            ("en", "Your code leaves the graph here: ",
-             ". Keep the values you differentiate in tensor operations, outside such blocks."),
-            ("es", "Tu código sale del grafo aquí: ",
-             ". Calcula los valores que hay que derivar con operaciones de tensores, fuera de "
-             "esos bloques.")):
-        places = [f"{exit.cell + ', ' if notebook else ''}{LINE[lang]} {exit.line}, "
-                  f"`{exit.code}`: {WHY[exit.kind][lang]}" for exit in exits[:SHOWN]]
+        (
+            "en",
+            "Your code leaves the graph here: ",
+            ". Keep the values you differentiate in tensor operations, outside such blocks.",
+        ),
+        (
+            "es",
+            "Tu código sale del grafo aquí: ",
+            ". Calcula los valores que hay que derivar con operaciones de tensores, fuera de "
+            "esos bloques.",
+        ),
+    ):
+        places = [
+            f"{exit.cell + ', ' if notebook else ''}{LINE[lang]} {exit.line}, "
+            f"`{exit.code}`: {WHY[exit.kind][lang]}"
+            for exit in exits[:SHOWN]
+        ]
         hint[lang] = intro + "; ".join(places) + outro
     return hint

@@ -1,4 +1,5 @@
 """A grading job as it crosses from the service to the harness (standard library only)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,11 +8,21 @@ from pathlib import Path
 
 # sandbox layers a job may require (see sandbox.py); "filesystem" is either of mount-namespace
 # and landlock. A harness that cannot raise a required one grades nothing (a grader error).
-SANDBOX_LAYERS = ("network-namespace", "pid-namespace", "ipc-namespace", "mount-namespace",
-                  "landlock", "filesystem", "seccomp", "rlimits", "non-dumpable", "scratch-limit",
-                  "task-limit", "seal")
-REQUIRED_LAYERS = ("network-namespace", "pid-namespace", "seccomp", "rlimits", "filesystem",
-                   "seal")
+SANDBOX_LAYERS = (
+    "network-namespace",
+    "pid-namespace",
+    "ipc-namespace",
+    "mount-namespace",
+    "landlock",
+    "filesystem",
+    "seccomp",
+    "rlimits",
+    "non-dumpable",
+    "scratch-limit",
+    "task-limit",
+    "seal",
+)
+REQUIRED_LAYERS = ("network-namespace", "pid-namespace", "seccomp", "rlimits", "filesystem", "seal")
 
 HIDDEN_CHECKS = "checks.py"
 VISIBLE_CHECKS = "visible.py"  # the checks students have: fixed inputs, no reference
@@ -96,6 +107,7 @@ class Job:
         required = tuple(data.get("required_layers", REQUIRED_LAYERS))
         unknown = sorted(set(required) - set(SANDBOX_LAYERS))
         if unknown:
-            raise ValueError(f"unknown sandbox layers {', '.join(unknown)}; known: "
-                             f"{', '.join(SANDBOX_LAYERS)}")
+            raise ValueError(
+                f"unknown sandbox layers {', '.join(unknown)}; known: {', '.join(SANDBOX_LAYERS)}"
+            )
         return cls(**dict(data, required_layers=required))

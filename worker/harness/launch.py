@@ -3,6 +3,7 @@
 Without torch here, the grader starts the zygote before it imports torch itself: the two imports,
 the bulk of a cold start, then run side by side on two cores instead of one after the other.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,11 @@ from worker.harness.jobs import Limits
 
 def child_environment() -> dict[str, str]:
     """What the zygote (and so every student) starts with: no secret, ever."""
-    env = {k: os.environ[k] for k in sandbox.SAFE_ENVIRONMENT + (sandbox.LANDLOCK_ABI_CAP,)
-           if k in os.environ}
+    env = {
+        k: os.environ[k]
+        for k in sandbox.SAFE_ENVIRONMENT + (sandbox.LANDLOCK_ABI_CAP,)
+        if k in os.environ
+    }
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["OMP_NUM_THREADS"] = "1"
@@ -66,10 +70,19 @@ class Zygote:
         ours, theirs = socket.socketpair()
         # exec'd, never forked from the grader: nothing hidden is in the memory students inherit
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "worker.harness.zygote", str(theirs.fileno()),
-             *([] if sealed else ["--unsealed"])],
-            pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
-            stdout=sys.stderr.fileno(), cwd="/")
+            [
+                sys.executable,
+                "-m",
+                "worker.harness.zygote",
+                str(theirs.fileno()),
+                *([] if sealed else ["--unsealed"]),
+            ],
+            pass_fds=[theirs.fileno()],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stderr.fileno(),
+            cwd="/",
+        )
         theirs.close()
         self.sock = ours
         self.reader = ours.makefile("rb")
@@ -87,8 +100,12 @@ class Zygote:
         layer it makes, or why it is missing), its three pipes and, where the scratch is a
         bounded tmpfs, a descriptor of its root."""
         self.wait_ready()
-        request = {"op": "spawn", "threads": limits.threads, "reply_bytes": limits.reply_mb << 20,
-                   "confinement": {**confinement.__dict__, "read_paths": list(confinement.read_paths)}}
+        request = {
+            "op": "spawn",
+            "threads": limits.threads,
+            "reply_bytes": limits.reply_mb << 20,
+            "confinement": {**confinement.__dict__, "read_paths": list(confinement.read_paths)},
+        }
         self._ask(request, "a spawn")
         try:
             self.sock.settimeout(ANSWER_SECONDS)
@@ -120,8 +137,7 @@ class Zygote:
         """Why it cannot answer, if it cannot: it exited, or is stopped; None while it can."""
         code = self.process.poll()
         if code is not None:
-            return f"exited with status {code}" if code >= 0 else \
-                f"was killed by signal {-code}"
+            return f"exited with status {code}" if code >= 0 else f"was killed by signal {-code}"
         return "is stopped" if is_stopped(self.process.pid) else None
 
     def check(self) -> None:

@@ -7,6 +7,7 @@ tmpfs holding read-only binds of the interpreter, the venv and the few system fi
 its scratch, and pivots into it. Nothing else (the checkout, the exercises, the spool, the
 service's settings, other runs' scratch) exists for it.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,14 @@ MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 32, 1024, 2048, 4096, 1
 MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
 MNT_DETACH = 2
 # the flags a bind inherits and a remount must keep: the kernel locks them in a user namespace
-KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
-              (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
-              (os.ST_RELATIME, MS_RELATIME))
+KEPT_FLAGS = (
+    (os.ST_NOSUID, MS_NOSUID),
+    (os.ST_NODEV, MS_NODEV),
+    (os.ST_NOEXEC, MS_NOEXEC),
+    (os.ST_NOATIME, MS_NOATIME),
+    (os.ST_NODIRATIME, MS_NODIRATIME),
+    (os.ST_RELATIME, MS_RELATIME),
+)
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203}
 ROOT_SIZE = "size=4m,nr_inodes=4k,mode=0755"
 DEVICES = ("null", "zero", "urandom", "random")
@@ -42,11 +48,19 @@ def unshare_as_self(flags: int) -> None:
         f.write(f"{gid} {gid} 1")
 
 
-def _mount(source: str | None, target: str, kind: str | None, flags: int,
-           options: str | None = None) -> None:
-    check(libc.mount(source.encode() if source else None, target.encode(),
-                     kind.encode() if kind else None, flags,
-                     options.encode() if options else None), f"mount {source or kind} on {target}")
+def _mount(
+    source: str | None, target: str, kind: str | None, flags: int, options: str | None = None
+) -> None:
+    check(
+        libc.mount(
+            source.encode() if source else None,
+            target.encode(),
+            kind.encode() if kind else None,
+            flags,
+            options.encode() if options else None,
+        ),
+        f"mount {source or kind} on {target}",
+    )
 
 
 def make_mounts_private() -> None:
@@ -74,8 +88,13 @@ SCRATCH_FILES = 4096
 def mount_scratch(path: str, size_bytes: int) -> int:
     """A tmpfs of `size_bytes` and SCRATCH_FILES files on the student's scratch directory; a
     descriptor of its root, through which the grader looks at what the student left there."""
-    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
-           f"size={max(size_bytes, 1 << 20)},nr_inodes={SCRATCH_FILES},mode=0700")
+    _mount(
+        "tmpfs",
+        path,
+        "tmpfs",
+        MS_NOSUID | MS_NODEV,
+        f"size={max(size_bytes, 1 << 20)},nr_inodes={SCRATCH_FILES},mode=0700",
+    )
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
@@ -85,8 +104,13 @@ def unmount(path: str) -> None:
 
 # --- the student's side: a fresh root --------------------------------------------------------
 
-def enter_fresh_root(scratch: str, read_paths: tuple[str, ...], devices: tuple[str, ...],
-                     writable: tuple[str, ...] = ()) -> None:
+
+def enter_fresh_root(
+    scratch: str,
+    read_paths: tuple[str, ...],
+    devices: tuple[str, ...],
+    writable: tuple[str, ...] = (),
+) -> None:
     """Pivot into a root holding `read_paths` (read-only), `devices` from /dev, `writable` (paths
     inside the read paths, bound again read-write) and `scratch` (read-write), each at its own
     path. The new root is a tmpfs mounted on the scratch directory itself, which is reached
@@ -103,8 +127,13 @@ def enter_fresh_root(scratch: str, read_paths: tuple[str, ...], devices: tuple[s
         for path in writable:
             _bind(path, new_root + path, read_only=False)
         # not recursive: the new root is mounted on the scratch, so it would come along on top
-        _bind(f"/proc/self/fd/{scratch_fd}", new_root + scratch, read_only=False, directory=True,
-              recursive=False)
+        _bind(
+            f"/proc/self/fd/{scratch_fd}",
+            new_root + scratch,
+            read_only=False,
+            directory=True,
+            recursive=False,
+        )
     finally:
         os.close(scratch_fd)
     os.chdir(new_root)
@@ -133,8 +162,14 @@ def _outermost(paths: tuple[str, ...]) -> list[str]:
     return kept
 
 
-def _bind(source: str, target: str, *, read_only: bool, directory: bool | None = None,
-          recursive: bool = True) -> None:
+def _bind(
+    source: str,
+    target: str,
+    *,
+    read_only: bool,
+    directory: bool | None = None,
+    recursive: bool = True,
+) -> None:
     if directory is None and os.path.islink(source):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.symlink(os.readlink(source), target)

@@ -11,6 +11,7 @@ no route to the service:
 <name> is the pilot's Slurm job id. It stops taking runs a minute before its allocation ends, so
 the dispatcher sends nothing it could not finish.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,11 +66,14 @@ def heartbeats(root: Path | str) -> dict[str, dict]:
 def allocation() -> dict:
     """What this Slurm allocation holds, from the variables Slurm sets in the job."""
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("SLURM_JOB_GPUS") or ""
-    return {"job": os.environ.get("SLURM_JOB_ID"), "node": platform.node(),
-            "partition": os.environ.get("SLURM_JOB_PARTITION"),
-            "gpus": len([g for g in gpus.split(",") if g.strip()]),
-            "cpus": int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1),
-            "memory": int(os.environ.get("SLURM_MEM_PER_NODE") or 0)}
+    return {
+        "job": os.environ.get("SLURM_JOB_ID"),
+        "node": platform.node(),
+        "partition": os.environ.get("SLURM_JOB_PARTITION"),
+        "gpus": len([g for g in gpus.split(",") if g.strip()]),
+        "cpus": int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1),
+        "memory": int(os.environ.get("SLURM_MEM_PER_NODE") or 0),
+    }
 
 
 class Inbox:
@@ -99,9 +103,16 @@ class Pilot:
         self.inbox = spool.make_folder(root, "pilots", name, "inbox")
         self.next_look = 0.0  # time.monotonic() of the next full look (inbox and stop file)
         started = time.time()
-        self.state = {"name": name, **allocation(), "started": started,
-                      "until": started + minutes * 60 - MARGIN_SECONDS, "graded": 0,
-                      "grading": None, "grading_since": None, "stopping": False}
+        self.state = {
+            "name": name,
+            **allocation(),
+            "started": started,
+            "until": started + minutes * 60 - MARGIN_SECONDS,
+            "graded": 0,
+            "grading": None,
+            "grading_since": None,
+            "stopping": False,
+        }
         self._done, self._writing = threading.Event(), threading.Lock()
         self._beat()
         threading.Thread(target=self._beating, daemon=True).start()
@@ -137,8 +148,9 @@ class Pilot:
                     self.state["graded"] += 1
                     self.state["grading"] = self.state["grading_since"] = None
                     self._beat()
-                if not self.state["stopping"] and ((look and (self.folder / "stop").exists())
-                                                   or time.time() >= self.state["until"]):
+                if not self.state["stopping"] and (
+                    (look and (self.folder / "stop").exists()) or time.time() >= self.state["until"]
+                ):
                     self.state["stopping"] = True
                     self._beat()
                     continue  # what arrived meanwhile is finished first

@@ -6,6 +6,7 @@ venv) this account could write: a submission that got out of its sandbox would w
 every later grade would run what it wrote. `hpcgrade sandbox check` runs it here and
 `hpcgrade slurm check` in a job on the cluster's nodes.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -30,8 +31,11 @@ def writable(roots: list[str]) -> list[str]:
         for folder, folders, files in os.walk(root):
             folders[:] = [f for f in folders if f != "__pycache__"]
             # a link is replaced through its folder, which is looked at itself
-            found += [p for p in [folder, *(os.path.join(folder, f) for f in files)]
-                      if not os.path.islink(p) and os.access(p, os.W_OK)]
+            found += [
+                p
+                for p in [folder, *(os.path.join(folder, f) for f in files)]
+                if not os.path.islink(p) and os.access(p, os.W_OK)
+            ]
             if len(found) >= MAX_LISTED:
                 return found[:MAX_LISTED]
     return found
@@ -47,31 +51,49 @@ def layers(required: tuple[str, ...], device: str) -> dict:
         import torch  # after the zygote has started, as the grader does
 
         from worker.harness.student_process import Output, StudentProcess
+
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         confinement = sandbox.Confinement(
-            scratch=scratch, memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
-            file_bytes=limits.file_mb << 20, open_files=256, device=device,
-            read_paths=sandbox.python_read_paths(), scratch_bytes=limits.scratch_mb << 20,
-            threads=limits.threads)
+            scratch=scratch,
+            memory_bytes=limits.memory_mb << 20,
+            cpu_seconds=limits.cpu_seconds,
+            file_bytes=limits.file_mb << 20,
+            open_files=256,
+            device=device,
+            read_paths=sandbox.python_read_paths(),
+            scratch_bytes=limits.scratch_mb << 20,
+            threads=limits.threads,
+        )
         process = StudentProcess(zygote, confinement, limits, Output(limits.output_bytes))
         active = process.hello.get("layers", []) + (
-            [process.scratch["layer"]] if "layer" in process.scratch else [])
+            [process.scratch["layer"]] if "layer" in process.scratch else []
+        )
         missing = process.hello.get("missing", []) + (
-            [process.scratch["missing"]] if "missing" in process.scratch else [])
+            [process.scratch["missing"]] if "missing" in process.scratch else []
+        )
         cuda = process.hello.get("cuda") if device == "cuda" else None
         process.stop()
     finally:
         zygote.close()
         shutil.rmtree(scratch, ignore_errors=True)
-    return {"layers": active, "missing": missing, "absent": sandbox.absent(required, active),
-            **({"cuda": cuda or "no answer"} if device == "cuda" else {})}
+    return {
+        "layers": active,
+        "missing": missing,
+        "absent": sandbox.absent(required, active),
+        **({"cuda": cuda or "no answer"} if device == "cuda" else {}),
+    }
 
 
 def probe(required: tuple[str, ...], code: list[str], device: str = "auto") -> dict:
     harness = str(Path(__file__).resolve().parent)
     found = layers(required, device)
     exposed = writable([harness, *code, sys.prefix])
-    return {"node": platform.node(), "user": getpass.getuser(), "python": sys.executable,
-            **found, "writable": exposed,
-            "ok": not found["absent"] and not exposed and found.get("cuda", "ready") == "ready"}
+    return {
+        "node": platform.node(),
+        "user": getpass.getuser(),
+        "python": sys.executable,
+        **found,
+        "writable": exposed,
+        "ok": not found["absent"] and not exposed and found.get("cuda", "ready") == "ready",
+    }

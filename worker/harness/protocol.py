@@ -11,6 +11,7 @@ shape and strides. The grader rebuilds it with `as_strided` over a fresh tensor 
 bytes, and takes both its values and its layout from that rebuild: a reply that claims a layout
 must send memory laid out that way that still holds the right values.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,23 @@ MAX_INT = 2**64
 # where a tensor may be: what the grader can grade on
 DEVICE_TYPES = ("cpu", "cuda")
 
-DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}
+DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+    )
+}
 
 
 class ProtocolError(Exception):
@@ -94,12 +109,12 @@ class Unpacker:
             offset += BUFFER_LENGTH.size
             if len(self.data) < offset + length:
                 return None
-            buffers.append(bytes(self.data[offset:offset + length]))
+            buffers.append(bytes(self.data[offset : offset + length]))
             offset += length
         if len(self.data) < HEADER.size + json_len:
             return None
         try:
-            header = json.loads(bytes(self.data[HEADER.size:HEADER.size + json_len]))
+            header = json.loads(bytes(self.data[HEADER.size : HEADER.size + json_len]))
         except (ValueError, RecursionError) as exc:
             raise ProtocolError(f"malformed header: {exc}") from None
         if not isinstance(header, dict):
@@ -109,6 +124,7 @@ class Unpacker:
 
 
 # --- tensors as bytes ------------------------------------------------------------------------
+
 
 def tensor_bytes(t: torch.Tensor) -> bytes:
     """Raw little-endian contents of a plain tensor, read without any Python-level override."""
@@ -153,8 +169,12 @@ def tensor_from_span(buf: bytes, dtype_str: Any, shape: Any, strides: Any) -> to
     dtype = DTYPES.get(dtype_str) if isinstance(dtype_str, str) else None
     if dtype is None:
         raise ProtocolError(f"unknown dtype {str(dtype_str)[:40]}")
-    if not isinstance(shape, list) or not isinstance(strides, list) or len(shape) > MAX_DIMS \
-            or len(strides) != len(shape):
+    if (
+        not isinstance(shape, list)
+        or not isinstance(strides, list)
+        or len(shape) > MAX_DIMS
+        or len(strides) != len(shape)
+    ):
         raise ProtocolError("a tensor's shape and strides must be two lists of the same length")
     shape = [_whole(n, "size") for n in shape]
     strides = [_whole(s, "stride") for s in strides]
@@ -200,6 +220,7 @@ def tensor_from_bytes(buf: bytes, dtype_str: str, shape: list[int]) -> torch.Ten
 
 
 # --- value trees -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Handle:
@@ -256,21 +277,29 @@ class Encoder:
         if isinstance(value, list):
             return [self.encode(v, depth + 1) for v in value]
         if isinstance(value, dict):
-            return {"__dict__": [[self.encode(k, depth + 1), self.encode(v, depth + 1)]
-                                 for k, v in value.items()]}
+            return {
+                "__dict__": [
+                    [self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()
+                ]
+            }
         if type(value).__module__ == "numpy" and hasattr(value, "dtype"):
             return dict(self.tensor(torch.from_numpy(value)), numpy=True)
         raise ProtocolError(f"cannot send a {type(value).__name__}")
 
     def tensor(self, t: torch.Tensor) -> dict:
         self.buffers.append(tensor_bytes(t))
-        return {"__tensor__": len(self.buffers) - 1, "dtype": dtype_name(t.dtype),
-                "shape": list(t.shape), "requires_grad": t.requires_grad,
-                "device": t.device.type}
+        return {
+            "__tensor__": len(self.buffers) - 1,
+            "dtype": dtype_name(t.dtype),
+            "shape": list(t.shape),
+            "requires_grad": t.requires_grad,
+            "device": t.device.type,
+        }
 
 
-def decode_plain(value: Any, buffers: list[bytes], on_tensor, on_handle, budget: Budget,
-                 depth: int = 0) -> Any:
+def decode_plain(
+    value: Any, buffers: list[bytes], on_tensor, on_handle, budget: Budget, depth: int = 0
+) -> Any:
     """Walk an encoded tree; tensors and handles are built by the two callbacks."""
     budget.spend(depth)
     if type(value) is int and not -MAX_INT <= value <= MAX_INT:
@@ -295,8 +324,10 @@ def decode_plain(value: Any, buffers: list[bytes], on_tensor, on_handle, budget:
     if "__handle__" in value:
         return on_handle(value)
     if "__tuple__" in value:
-        return tuple(decode_plain(v, buffers, on_tensor, on_handle, budget, depth + 1)
-                     for v in _list(value["__tuple__"]))
+        return tuple(
+            decode_plain(v, buffers, on_tensor, on_handle, budget, depth + 1)
+            for v in _list(value["__tuple__"])
+        )
     if "__dict__" in value:
         out = {}
         for pair in _list(value["__dict__"]):

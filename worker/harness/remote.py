@@ -5,6 +5,7 @@ attribute, describe a tensor's graph or a module. Every reply is decoded defensi
 grader-side values (`RemoteTensor`, `RemoteObject`); the process itself is
 worker/harness/student_process.py's.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,8 +21,14 @@ from worker.harness.student_process import StudentDied, StudentError, StudentPro
 # What the student process says about a tensor beyond its bytes, shape, strides, dtype and device,
 # and the types the grader accepts for it. A claim: it may choose a diagnostic's words, never earn
 # a point (the process is the submission's, its harness code included).
-CLAIMS = {"parameter": (bool,), "requires_grad": (bool,), "is_leaf": (bool,),
-          "grad_fn": (str, type(None)), "has_grad": (bool,), "version": (int, type(None))}
+CLAIMS = {
+    "parameter": (bool,),
+    "requires_grad": (bool,),
+    "is_leaf": (bool,),
+    "grad_fn": (str, type(None)),
+    "has_grad": (bool,),
+    "version": (int, type(None)),
+}
 
 
 @dataclass
@@ -48,21 +55,35 @@ class RemoteTensor:
         handle = desc.get("__handle__")
         if not isinstance(handle, int) or isinstance(handle, bool) or handle <= 0:
             raise protocol.ProtocolError("a tensor without a valid handle")
-        stored = protocol.tensor_from_span(buf, desc.get("dtype"), desc.get("shape"),
-                                           desc.get("strides"))
+        stored = protocol.tensor_from_span(
+            buf, desc.get("dtype"), desc.get("shape"), desc.get("strides")
+        )
         budget.spend_tensor(list(stored.shape), stored.dtype)
         device = protocol.parse_device(desc.get("device"))
         claims = desc.get("claims", {})
         if not isinstance(claims, dict):
             raise protocol.ProtocolError("a tensor's claims must be an object")
-        claims = {k: claims[k] for k, types in CLAIMS.items()
-                  if k in claims and type(claims[k]) in types}
-        channels_last = stored.dim() == 4 and stored.is_contiguous(memory_format=torch.channels_last)
-        meta = {"dtype": protocol.dtype_name(stored.dtype), "shape": list(stored.shape),
-                "device": str(device), "strides": list(stored.stride()),
-                "contiguous": stored.is_contiguous(), "channels_last": channels_last}
-        return cls(stored.contiguous().clone() if stored.dim() else stored.clone(), meta,
-                   protocol.Handle(handle), stored, claims)
+        claims = {
+            k: claims[k] for k, types in CLAIMS.items() if k in claims and type(claims[k]) in types
+        }
+        channels_last = stored.dim() == 4 and stored.is_contiguous(
+            memory_format=torch.channels_last
+        )
+        meta = {
+            "dtype": protocol.dtype_name(stored.dtype),
+            "shape": list(stored.shape),
+            "device": str(device),
+            "strides": list(stored.stride()),
+            "contiguous": stored.is_contiguous(),
+            "channels_last": channels_last,
+        }
+        return cls(
+            stored.contiguous().clone() if stored.dim() else stored.clone(),
+            meta,
+            protocol.Handle(handle),
+            stored,
+            claims,
+        )
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -98,15 +119,29 @@ class RemoteObject:
         which sent something else (a tensor subclass, say): never the grader."""
         if name.startswith("_"):
             raise AttributeError(name)
-        raise Fail(Diagnostic("output-mismatch", {
-            "what": {"en": "a value your code gave back", "es": "un valor que devolvió tu código"},
-            "got_type": self.type_name, "expected_type": "torch.Tensor"}))
+        raise Fail(
+            Diagnostic(
+                "output-mismatch",
+                {
+                    "what": {
+                        "en": "a value your code gave back",
+                        "es": "un valor que devolvió tu código",
+                    },
+                    "got_type": self.type_name,
+                    "expected_type": "torch.Tensor",
+                },
+            )
+        )
 
 
 TAGGED_FIELDS = ("value", "parameters", "param_groups")
 # what each operation's answer must hold
-REPLY_FIELDS = {"put": ("value",), "call": ("value",), "attr": ("value",),
-                "load": ("notes", "import_error", "defined")}
+REPLY_FIELDS = {
+    "put": ("value",),
+    "call": ("value",),
+    "attr": ("value",),
+    "load": ("notes", "import_error", "defined"),
+}
 
 
 def _expect(condition: bool, what: str) -> None:
@@ -121,16 +156,22 @@ def _short_str(value: Any) -> bool:
 def _valid_graph(nodes: Any) -> None:
     _expect(isinstance(nodes, list) and len(nodes) <= protocol.MAX_NODES, "graph: not a list")
     for node in nodes:
-        _expect(isinstance(node, dict) and _short_str(node.get("name"))
-                and isinstance(node.get("next"), list)
-                and all(type(i) is int and 0 <= i < len(nodes) for i in node["next"]),
-                "graph: a node must have a name and the indices of its next nodes")
+        _expect(
+            isinstance(node, dict)
+            and _short_str(node.get("name"))
+            and isinstance(node.get("next"), list)
+            and all(type(i) is int and 0 <= i < len(nodes) for i in node["next"]),
+            "graph: a node must have a name and the indices of its next nodes",
+        )
 
 
 def _valid_modules(modules: Any) -> None:
-    _expect(isinstance(modules, list) and len(modules) <= protocol.MAX_NODES
-            and all(isinstance(m, list) and len(m) == 2 and all(map(_short_str, m))
-                    for m in modules), "modules: pairs of names expected")
+    _expect(
+        isinstance(modules, list)
+        and len(modules) <= protocol.MAX_NODES
+        and all(isinstance(m, list) and len(m) == 2 and all(map(_short_str, m)) for m in modules),
+        "modules: pairs of names expected",
+    )
 
 
 def _valid_error(info: Any) -> None:
@@ -143,24 +184,34 @@ PLAIN_FIELDS = {
     "class": lambda v: _expect(_short_str(v), "class: a string expected"),
     "training": lambda v: _expect(type(v) is bool, "training: a bool expected"),
     "modules": _valid_modules,
-    "notes": lambda v: _expect(isinstance(v, list) and all(isinstance(n, dict) for n in v),
-                               "notes: a list of objects expected"),
+    "notes": lambda v: _expect(
+        isinstance(v, list) and all(isinstance(n, dict) for n in v),
+        "notes: a list of objects expected",
+    ),
     "import_error": _valid_error,
-    "defined": lambda v: _expect(isinstance(v, dict) and all(
-        _short_str(k) and type(b) is bool for k, b in v.items()), "defined: names to bools"),
+    "defined": lambda v: _expect(
+        isinstance(v, dict) and all(_short_str(k) and type(b) is bool for k, b in v.items()),
+        "defined: names to bools",
+    ),
 }
 
 
 def _valid_parameters(parameters: Any) -> None:
-    _expect(isinstance(parameters, dict) and len(parameters) <= protocol.MAX_NODES
-            and all(_short_str(k) and isinstance(v, RemoteTensor) for k, v in parameters.items()),
-            "parameters: names to tensors expected")
+    _expect(
+        isinstance(parameters, dict)
+        and len(parameters) <= protocol.MAX_NODES
+        and all(_short_str(k) and isinstance(v, RemoteTensor) for k, v in parameters.items()),
+        "parameters: names to tensors expected",
+    )
 
 
 def _valid_param_groups(groups: Any) -> None:
-    _expect(isinstance(groups, list) and len(groups) <= protocol.MAX_NODES
-            and all(isinstance(g, dict) and all(map(_short_str, g)) for g in groups),
-            "param_groups: a list of objects expected")
+    _expect(
+        isinstance(groups, list)
+        and len(groups) <= protocol.MAX_NODES
+        and all(isinstance(g, dict) and all(map(_short_str, g)) for g in groups),
+        "param_groups: a list of objects expected",
+    )
 
 
 # what a describe() reply holds, by what it describes: a tensor its graph; anything else its
@@ -169,16 +220,16 @@ MODULE_FIELDS = ("training", "parameters", "modules")
 
 
 def _valid_description(reply: dict, tensor: bool, needs: tuple[str, ...]) -> None:
-    for key, validate in (("parameters", _valid_parameters),
-                          ("param_groups", _valid_param_groups)):
+    for key, validate in (("parameters", _valid_parameters), ("param_groups", _valid_param_groups)):
         if key in reply:
             validate(reply[key])
     present = [k for k in MODULE_FIELDS if k in reply]
-    wanted = ["graph" if tensor else "class", *needs,
-              *(MODULE_FIELDS if present else ())]
+    wanted = ["graph" if tensor else "class", *needs, *(MODULE_FIELDS if present else ())]
     missing = list(dict.fromkeys(k for k in wanted if k not in reply))
-    _expect(not missing, f"no {', '.join(missing)} in the description of "
-                         f"{'a tensor' if tensor else 'an object'}")
+    _expect(
+        not missing,
+        f"no {', '.join(missing)} in the description of {'a tensor' if tensor else 'an object'}",
+    )
 
 
 def _error_info(info: Any) -> dict:
@@ -186,8 +237,10 @@ def _error_info(info: Any) -> dict:
     a list of objects (student_place validates each), the rest dropped or made plain."""
     if not isinstance(info, dict):
         return {}
-    clean = {"type": str(info.get("type", "Exception"))[:200],
-             "message": str(info.get("message", ""))[:2000]}
+    clean = {
+        "type": str(info.get("type", "Exception"))[:200],
+        "message": str(info.get("message", ""))[:2000],
+    }
     if isinstance(info.get("frames"), list):
         clean["frames"] = [f for f in info["frames"][-5:] if isinstance(f, dict)]
     if isinstance(info.get("made_at"), dict):
@@ -209,25 +262,37 @@ class Student:
         too), read from its CPU clock outside it: nothing the process says of itself."""
         return time.clock_gettime(((~self.process.pid) << 3) | 2)  # CPUCLOCK_SCHED of the pid
 
-    def request(self, op: str, values: dict | None = None,
-                description: tuple[bool, tuple[str, ...]] | None = None, **fields: Any) -> dict:
+    def request(
+        self,
+        op: str,
+        values: dict | None = None,
+        description: tuple[bool, tuple[str, ...]] | None = None,
+        **fields: Any,
+    ) -> dict:
         encoder = protocol.Encoder()
         header = {"op": op, **fields}
         for key, value in (values or {}).items():
             header[key] = encoder.encode(value)
         limits = self.process.limits
         reply, buffers = self.process.exchange(
-            header, encoder.buffers, limits.load_seconds if op == "load" else limits.call_seconds)
+            header, encoder.buffers, limits.load_seconds if op == "load" else limits.call_seconds
+        )
         if "error" in reply:
             raise StudentError(_error_info(reply["error"]))
         return self.decode(reply, buffers, op, description)
 
-    def decode(self, reply: dict, buffers: list[bytes], op: str = "",
-               description: tuple[bool, tuple[str, ...]] | None = None) -> dict:
+    def decode(
+        self,
+        reply: dict,
+        buffers: list[bytes],
+        op: str = "",
+        description: tuple[bool, tuple[str, ...]] | None = None,
+    ) -> dict:
         """A reply as grader-side values, every field the grader reads validated: a malformed
         one is the submission's (its process died, "crashed", with the reason), never the
         grader's. `description`, for a describe() reply: whether a tensor is described, and
         the fields the grader needs besides those every description of its kind holds."""
+
         def handle(desc: dict) -> Any:
             number = desc.get("__handle__")
             if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
@@ -243,24 +308,36 @@ class Student:
             if missing:
                 raise protocol.ProtocolError(f"no {', '.join(missing)} in the answer to {op}")
             budget = protocol.Budget(tensor_bytes=self.process.limits.reply_mb << 20)
-            decoded = {k: protocol.decode_plain(
-                v, buffers, lambda desc, buf: RemoteTensor.rebuilt(desc, buf, budget), handle,
-                budget) if k in TAGGED_FIELDS else v for k, v in reply.items()}
+            decoded = {
+                k: protocol.decode_plain(
+                    v,
+                    buffers,
+                    lambda desc, buf: RemoteTensor.rebuilt(desc, buf, budget),
+                    handle,
+                    budget,
+                )
+                if k in TAGGED_FIELDS
+                else v
+                for k, v in reply.items()
+            }
             for key, validate in PLAIN_FIELDS.items():
                 if key in decoded:
                     validate(decoded[key])
             if description is not None:
                 _valid_description(decoded, *description)
             if op == "load":  # what the report shows of the student's errors, made plain
-                decoded["notes"] = [dict(_error_info(n), cell=str(n.get("cell", ""))[:200])
-                                    for n in decoded["notes"][:100]]
+                decoded["notes"] = [
+                    dict(_error_info(n), cell=str(n.get("cell", ""))[:200])
+                    for n in decoded["notes"][:100]
+                ]
                 if decoded["import_error"] is not None:
                     decoded["import_error"] = _error_info(decoded["import_error"])
             return decoded
         except protocol.MessageTooLarge:
             self.process.stop()
-            raise StudentDied("memory-limit", {"reply_limit_mb": self.process.limits.reply_mb}) \
-                from None
+            raise StudentDied(
+                "memory-limit", {"reply_limit_mb": self.process.limits.reply_mb}
+            ) from None
         except (protocol.ProtocolError, KeyError, TypeError, ValueError, RuntimeError) as exc:
             self.process.stop()
             raise StudentDied("crashed", {"reason": f"malformed reply: {str(exc)[:300]}"}) from None
@@ -276,7 +353,9 @@ class Student:
         """Build an object with the exercise's public support code (a model, an optimizer)."""
         return self._call({"support": support_name}, args, kwargs)
 
-    def method(self, obj: RemoteTensor | RemoteObject, method: str, *args: Any, **kwargs: Any) -> Any:
+    def method(
+        self, obj: RemoteTensor | RemoteObject, method: str, *args: Any, **kwargs: Any
+    ) -> Any:
         return self._call({"handle": _handle_of(obj), "method": method}, args, kwargs)
 
     def _call(self, target: dict, args: tuple, kwargs: dict) -> Any:
@@ -285,7 +364,9 @@ class Student:
     def attr(self, obj: RemoteTensor | RemoteObject, name: str) -> Any:
         return self.request("attr", handle=_handle_of(obj), name=name)["value"]
 
-    def describe(self, obj: RemoteTensor | RemoteObject, *needs: str, nodes: int | None = None) -> dict:
+    def describe(
+        self, obj: RemoteTensor | RemoteObject, *needs: str, nodes: int | None = None
+    ) -> dict:
         """What the student's process says `obj` is: a tensor's {"graph"}; anything else's
         {"class"}, a module's also {"training", "parameters" (names to tensors), "modules"}, an
         optimizer's also {"param_groups"}. `needs`: fields the grader knows the object has (a
@@ -293,8 +374,12 @@ class Student:
         wrong type, is malformed: the process is stopped, "crashed". `nodes`: how many of a
         tensor's graph nodes at most (64 unless asked; the student's side caps it)."""
         extra = {} if nodes is None else {"nodes": nodes}
-        return self.request("describe", description=(isinstance(obj, RemoteTensor), needs),
-                            handle=_handle_of(obj), **extra)
+        return self.request(
+            "describe",
+            description=(isinstance(obj, RemoteTensor), needs),
+            handle=_handle_of(obj),
+            **extra,
+        )
 
 
 def _handle_of(obj: Any) -> int:
@@ -302,6 +387,16 @@ def _handle_of(obj: Any) -> int:
     (a reply that sent a number, say) fails the submission, never the grader."""
     if isinstance(obj, (RemoteTensor, RemoteObject)):
         return obj.handle.id
-    raise Fail(Diagnostic("output-mismatch", {
-        "what": {"en": "a value your code gave back", "es": "un valor que devolvió tu código"},
-        "got_type": type(obj).__name__, "expected_type": "torch.Tensor"}))
+    raise Fail(
+        Diagnostic(
+            "output-mismatch",
+            {
+                "what": {
+                    "en": "a value your code gave back",
+                    "es": "un valor que devolvió tu código",
+                },
+                "got_type": type(obj).__name__,
+                "expected_type": "torch.Tensor",
+            },
+        )
+    )

@@ -8,6 +8,7 @@ Who failed is its status: GRADED, the grader worked, and what the submission got
 checks and notes (a zero is a grade); ERROR, the grader itself failed (`error` says why), which
 is never shown as a zero and is retried.
 """
+
 from __future__ import annotations
 
 import enum
@@ -92,11 +93,25 @@ class Report:
         return self.status == ReportStatus.GRADED
 
     @classmethod
-    def grader_error(cls, error: str, exercise: str | None = None, job_id: str | None = None,
-                     environment: dict | None = None, timing: dict | None = None) -> Report:
+    def grader_error(
+        cls,
+        error: str,
+        exercise: str | None = None,
+        job_id: str | None = None,
+        environment: dict | None = None,
+        timing: dict | None = None,
+    ) -> Report:
         """The grader failed, not the submission: `error` says why."""
-        return cls(exercise, ReportStatus.ERROR, 0.0, None, job_id=job_id, error=error,
-                   environment=environment or {}, timing=timing or {})
+        return cls(
+            exercise,
+            ReportStatus.ERROR,
+            0.0,
+            None,
+            job_id=job_id,
+            error=error,
+            environment=environment or {},
+            timing=timing or {},
+        )
 
     def to_dict(self) -> dict:
         """The JSON contract (DESIGN.md). Bounded: every string to MAX_TEXT characters, the
@@ -121,8 +136,10 @@ class Report:
         except (TypeError, ValueError) as exc:  # not JSON at all
             raise ValueError(f"the report cannot be stored: {clip(exc, 200)}") from None
         if found > MAX_REPORT_BYTES:
-            raise ValueError(f"the report is {found} bytes, more than the {MAX_REPORT_BYTES} "
-                             "the service stores: nothing of it was stored")
+            raise ValueError(
+                f"the report is {found} bytes, more than the {MAX_REPORT_BYTES} "
+                "the service stores: nothing of it was stored"
+            )
         status = ReportStatus(data.get("status"))
         missing = [k for k in ("score", "max_score", "checks") if k not in data]
         if status == ReportStatus.GRADED and missing:
@@ -132,9 +149,17 @@ class Report:
             checks = tuple(CheckOutcome.from_dict(c) for c in data.get("checks") or ())
         except (TypeError, KeyError) as exc:
             raise ValueError(f"a check is garbled: {exc}") from None
-        return cls(**dict(known, exercise=data.get("exercise"), status=status, checks=checks,
-                          score=data.get("score", 0.0), max_score=data.get("max_score"),
-                          notes=tuple(data.get("notes") or ())))
+        return cls(
+            **dict(
+                known,
+                exercise=data.get("exercise"),
+                status=status,
+                checks=checks,
+                score=data.get("score", 0.0),
+                max_score=data.get("max_score"),
+                notes=tuple(data.get("notes") or ()),
+            )
+        )
 
     @classmethod
     def parse(cls, data: object, where: str = "") -> Report:
@@ -162,8 +187,11 @@ def clip(text: object, limit: int = MAX_TEXT) -> str:
     if len(text) <= limit:
         return text
     marker = CUT.format(count=len(text) - limit)
-    return text[:max(limit - len(marker), 0)] + marker if limit > len(marker) else \
-        text[:limit] + marker
+    return (
+        text[: max(limit - len(marker), 0)] + marker
+        if limit > len(marker)
+        else text[:limit] + marker
+    )
 
 
 def _clipped(value: object, text: int, items: int = MAX_ITEMS) -> object:
@@ -173,9 +201,12 @@ def _clipped(value: object, text: int, items: int = MAX_ITEMS) -> object:
         return clip(value, text)
     if isinstance(value, dict):
         kept = list(value.items())
-        out = {clip(k, text) if isinstance(k, str) else k:
-               v if k in _NAMES and isinstance(v, str) and len(v) <= 64 else _clipped(v, text, items)
-               for k, v in kept[:items]}
+        out = {
+            clip(k, text) if isinstance(k, str) else k: v
+            if k in _NAMES and isinstance(v, str) and len(v) <= 64
+            else _clipped(v, text, items)
+            for k, v in kept[:items]
+        }
         if len(kept) > items:
             out["…"] = CUT_ITEMS.format(count=len(kept) - items)
         return out
@@ -204,19 +235,28 @@ def bounded(report: dict) -> dict:
         if size(candidate) <= MAX_REPORT_BYTES:
             return candidate
     # still too large (thousands of checks): the checks' diagnostics go, their points stay
-    candidate["checks"] = [dict(c, diagnostics=[], message=clip(c.get("message", ""), 20))
-                           for c in candidate.get("checks", [])]
+    candidate["checks"] = [
+        dict(c, diagnostics=[], message=clip(c.get("message", ""), 20))
+        for c in candidate.get("checks", [])
+    ]
     if size(candidate) <= MAX_REPORT_BYTES:
         return candidate
-    return {"exercise": report.get("exercise"), "status": ReportStatus.ERROR, "score": 0.0,
-            "max_score": report.get("max_score"), "job_id": report.get("job_id"),
-            "environment": report.get("environment"), "seed": report.get("seed"),
-            "error": f"the report is larger than {MAX_REPORT_BYTES} bytes even when cut"}
+    return {
+        "exercise": report.get("exercise"),
+        "status": ReportStatus.ERROR,
+        "score": 0.0,
+        "max_score": report.get("max_score"),
+        "job_id": report.get("job_id"),
+        "environment": report.get("environment"),
+        "seed": report.get("seed"),
+        "error": f"the report is larger than {MAX_REPORT_BYTES} bytes even when cut",
+    }
 
 
 # the grader's own fields: numbers, names and codes it wrote, never the student's text
-_KEPT = frozenset({"exercise", "status", "score", "max_score", "seed", "lang", "job_id",
-                   "environment", "timing"})
+_KEPT = frozenset(
+    {"exercise", "status", "score", "max_score", "seed", "lang", "job_id", "environment", "timing"}
+)
 # codes and kinds, which the service reads: whole when short (the grader's are)
 _NAMES = frozenset({"code", "kind"})
 _KEPT_IN_CHECK = frozenset({"name", "points", "max_points", "passed"})
@@ -230,8 +270,10 @@ def _squeezed(report: dict, text: int, output: int) -> dict:
         elif key == "output":
             out[key] = clip(value, output)
         elif key == "checks":
-            out[key] = [{k: (v if k in _KEPT_IN_CHECK else _clipped(v, text))
-                         for k, v in check.items()} for check in value]
+            out[key] = [
+                {k: (v if k in _KEPT_IN_CHECK else _clipped(v, text)) for k, v in check.items()}
+                for check in value
+            ]
         else:
             out[key] = _clipped(value, text)
     return out
@@ -241,7 +283,8 @@ def codes(report: dict) -> set[str]:
     """The diagnostic codes a report (as JSON) carries: its checks', and why the file did not
     load or lacks a function, said once in its notes instead of on each check it stopped."""
     return {d["code"] for c in report.get("checks", []) for d in c["diagnostics"]} | {
-        n["code"] for n in report.get("notes", []) if n.get("kind") == LOAD_ERROR}
+        n["code"] for n in report.get("notes", []) if n.get("kind") == LOAD_ERROR
+    }
 
 
 def host_environment() -> dict:

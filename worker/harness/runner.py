@@ -4,6 +4,7 @@ The harness runs under the course venv's Python (`python` argument), with an env
 holds nothing secret: the database URL, broker password and secret key of the service never
 reach it, so they cannot reach a student either.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -46,15 +47,13 @@ class HarnessUnanswered(HarnessFailed):
 
 
 def harness_environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k in PASSED_ENVIRONMENT or k.startswith("SLURM_")}
+    env = {k: v for k, v in os.environ.items() if k in PASSED_ENVIRONMENT or k.startswith("SLURM_")}
     env["PYTHONPATH"] = PACKAGE_ROOT
     return env
 
 
 class HarnessProcess:
-    def __init__(self, python: str | None = None, scratch: str | None = None,
-                 sealed: bool = True):
+    def __init__(self, python: str | None = None, scratch: str | None = None, sealed: bool = True):
         """`sealed`: False only in tests of what the seal stops (worker/harness/seal.py)."""
         self.python = python
         command = [python or sys.executable, "-m", "worker.harness", "serve"]
@@ -65,9 +64,15 @@ class HarnessProcess:
         try:
             # a session of its own: a harness that stops answering is killed with its zygote;
             # and it dies with the process that drives it (a worker's, however it ended)
-            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            env=harness_environment(), cwd=PACKAGE_ROOT,
-                                            start_new_session=True, preexec_fn=_die_with_parent)
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=harness_environment(),
+                cwd=PACKAGE_ROOT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         except OSError as exc:
             raise HarnessFailed(f"cannot run {command[0]}: {exc.strerror}") from None
         self._unread = b""
@@ -84,8 +89,10 @@ class HarnessProcess:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([out], [], [], left)[0]:
                 self.kill()
-                raise HarnessUnanswered(f"the harness did not answer within {seconds:.0f} s "
-                                        f"({what}): it was stopped, and is replaced")
+                raise HarnessUnanswered(
+                    f"the harness did not answer within {seconds:.0f} s "
+                    f"({what}): it was stopped, and is replaced"
+                )
             chunk = os.read(out, 1 << 20)
             if not chunk:
                 code = self.process.wait()
@@ -103,8 +110,7 @@ class HarnessProcess:
         except BrokenPipeError:
             raise HarnessFailed("the harness process is gone") from None
         seconds = run_seconds(Limits.from_dict(job.limits)) + ANSWER_MARGIN_SECONDS
-        return Report.parse(self._read(seconds, f"grading {job.exercise}"),
-                            "the harness's reply")
+        return Report.parse(self._read(seconds, f"grading {job.exercise}"), "the harness's reply")
 
     def kill(self) -> None:
         """The harness, its zygote and what they started, at once (a student's process dies

@@ -7,6 +7,7 @@ at the earlier check. A gradient that is wrong after the same function's values 
 wrong says so and points at those values: the gradient of wrong values is wrong too, and a hint
 of its own would send the student after a second mistake that may not be there.
 """
+
 from __future__ import annotations
 
 from worker.harness.checks import CheckSpec
@@ -15,8 +16,9 @@ from worker.harness.diagnostics import Diagnostic
 # a cause, and the codes later checks of the same function fail with because of it; never a
 # plain exception or wrong values, which may well be another mistake
 CONSEQUENCES = {
-    "leaf-replaced": frozenset({"leaf-replaced", "grad-none", "grad-accumulated",
-                                "frozen-param-changed"}),
+    "leaf-replaced": frozenset(
+        {"leaf-replaced", "grad-none", "grad-accumulated", "frozen-param-changed"}
+    ),
     "detached-output": frozenset({"detached-output", "grad-none"}),
     "tracked-in-inference": frozenset({"tracked-in-inference"}),
     "requires-grad-wrong": frozenset({"requires-grad-wrong", "frozen-param-changed", "grad-none"}),
@@ -27,8 +29,9 @@ CONSEQUENCES = {
 }
 # wrong values, and the gradients they bring about: said as following from them
 WRONG_VALUES = frozenset({"output-mismatch", "shape-mismatch"})
-WRONG_GRADIENTS = frozenset({"grad-mismatch", "grad-scaled", "grad-sign-flipped", "grad-nonfinite",
-                             "grad-accumulated"})
+WRONG_GRADIENTS = frozenset(
+    {"grad-mismatch", "grad-scaled", "grad-sign-flipped", "grad-nonfinite", "grad-accumulated"}
+)
 
 
 def _plain(what: object) -> str:
@@ -46,21 +49,42 @@ class SaidOnce:
     def diagnostics(self, spec: CheckSpec, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         out = []
         for diagnostic in diagnostics:
-            key = (diagnostic.code, _plain(diagnostic.details.get("what")),
-                   _plain(diagnostic.details.get("error")))
+            key = (
+                diagnostic.code,
+                _plain(diagnostic.details.get("what")),
+                _plain(diagnostic.details.get("error")),
+            )
             earlier = self.explained.get(key) or next(
-                (cause for f in spec.uses for cause in self.causes.get(f, ())
-                 if diagnostic.code in CONSEQUENCES.get(cause[0], ())), None)
+                (
+                    cause
+                    for f in spec.uses
+                    for cause in self.causes.get(f, ())
+                    if diagnostic.code in CONSEQUENCES.get(cause[0], ())
+                ),
+                None,
+            )
             if earlier is not None:
                 code, title = earlier
-                out.append(Diagnostic(code, {"what": diagnostic.details.get("what"),
-                                             "same_as": title}))
+                out.append(
+                    Diagnostic(code, {"what": diagnostic.details.get("what"), "same_as": title})
+                )
                 continue
-            wrong_values = next((title for f in spec.uses for cause, title in self.causes.get(f, ())
-                                 if cause in WRONG_VALUES), None)
+            wrong_values = next(
+                (
+                    title
+                    for f in spec.uses
+                    for cause, title in self.causes.get(f, ())
+                    if cause in WRONG_VALUES
+                ),
+                None,
+            )
             if wrong_values is not None and diagnostic.code in WRONG_GRADIENTS:
-                out.append(Diagnostic(diagnostic.code, {"what": diagnostic.details.get("what"),
-                                                        "follows": wrong_values}))
+                out.append(
+                    Diagnostic(
+                        diagnostic.code,
+                        {"what": diagnostic.details.get("what"), "follows": wrong_values},
+                    )
+                )
                 continue
             out.append(diagnostic)
             self.explained[key] = (diagnostic.code, spec.title)

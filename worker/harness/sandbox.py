@@ -3,6 +3,7 @@
 Each layer is tried independently; what is active on this machine is returned so the report can
 say it. Nothing here needs root, so the same code confines students inside a normal Slurm job.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -39,6 +40,7 @@ class Confinement:
 
 # --- namespaces ------------------------------------------------------------------------------
 
+
 def enter_namespaces() -> None:
     """Private user, network and mount namespaces: no interface but a down loopback, so no
     network, and mounts of its own (see enter_fresh_root)."""
@@ -73,8 +75,16 @@ def enter_ipc_namespace() -> None:
 
 # What the CUDA driver reads when a student process initialises it (never the zygote: see zygote.py).
 # "/proc/self" is opened by the student process itself, so it names that process alone.
-CUDA_READ_PATHS = ("/proc/self", "/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices",
-                   "/sys/module/nvidia", "/etc/nvidia", "/usr/local/cuda", "/usr/local/nvidia")
+CUDA_READ_PATHS = (
+    "/proc/self",
+    "/proc/driver/nvidia",
+    "/sys/bus/pci",
+    "/sys/devices",
+    "/sys/module/nvidia",
+    "/etc/nvidia",
+    "/usr/local/cuda",
+    "/usr/local/nvidia",
+)
 # What it writes there: the names of the threads it starts (task/TID/comm); without them it fails
 # with "Error 304: OS call failed" (seen on an H200 node, driver 580).
 CUDA_WRITE_PATHS = ("/proc/self/task",)
@@ -113,6 +123,7 @@ def make_undumpable() -> None:
 
 # --- resource limits -------------------------------------------------------------------------
 
+
 def _address_space_in_use() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -149,8 +160,9 @@ def limit_tasks(c: Confinement) -> list[str]:
     if os.getuid() == 0:
         raise OSError(0, "not enforced for root (a grading account that is not root has it)")
     tasks = MAX_TASKS + c.threads
-    resource.setrlimit(resource.RLIMIT_NPROC,
-                       _within_hard_limit(resource.RLIMIT_NPROC, tasks, tasks))
+    resource.setrlimit(
+        resource.RLIMIT_NPROC, _within_hard_limit(resource.RLIMIT_NPROC, tasks, tasks)
+    )
     return [f"task-limit({tasks})"]
 
 
@@ -171,16 +183,26 @@ LANDLOCK_CREATE_RULESET_VERSION = 1
 LANDLOCK_RULE_PATH_BENEATH, LANDLOCK_RULE_NET_PORT = 1, 2
 
 FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-FS_ALL_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1,
-                 5: (1 << 16) - 1, 6: (1 << 16) - 1, 7: (1 << 16) - 1}
+FS_ALL_BY_ABI = {
+    1: (1 << 13) - 1,
+    2: (1 << 14) - 1,
+    3: (1 << 15) - 1,
+    4: (1 << 15) - 1,
+    5: (1 << 16) - 1,
+    6: (1 << 16) - 1,
+    7: (1 << 16) - 1,
+}
 FS_TRUNCATE, FS_IOCTL_DEV = 1 << 14, 1 << 15
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneath(ctypes.Structure):
@@ -195,7 +217,9 @@ _abi_cap = int(os.environ.get(LANDLOCK_ABI_CAP, "0") or 0)
 
 
 def landlock_abi() -> int:
-    abi = max(_libc.syscall(SYS_landlock_create_ruleset, None, 0, LANDLOCK_CREATE_RULESET_VERSION), 0)
+    abi = max(
+        _libc.syscall(SYS_landlock_create_ruleset, None, 0, LANDLOCK_CREATE_RULESET_VERSION), 0
+    )
     return min(abi, _abi_cap) if _abi_cap > 0 else abi
 
 
@@ -205,11 +229,16 @@ def apply_landlock(c: Confinement) -> list[str]:
     if abi < 1:
         return []
     handled_fs = FS_ALL_BY_ABI[min(abi, 7)]
-    attr = _RulesetAttr(handled_fs, (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
-                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        handled_fs,
+        (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
+        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0,
+    )
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
-    ruleset = _check(_libc.syscall(SYS_landlock_create_ruleset, ctypes.byref(attr), size, 0),
-                     "landlock_create_ruleset")
+    ruleset = _check(
+        _libc.syscall(SYS_landlock_create_ruleset, ctypes.byref(attr), size, 0),
+        "landlock_create_ruleset",
+    )
     try:
         read = FS_READ_FILE | FS_READ_DIR
         for path in read_paths(c):
@@ -238,11 +267,23 @@ def _allow(ruleset: int, path: str, access: int, handled: int, only: tuple[str, 
         except OSError:
             continue
         try:
-            allowed = access if os.path.isdir(target) else access & (
-                FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV)
+            allowed = (
+                access
+                if os.path.isdir(target)
+                else access
+                & (FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV)
+            )
             rule = _PathBeneath(allowed & handled, fd)
-            _check(_libc.syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH,
-                                 ctypes.byref(rule), 0), f"landlock_add_rule({target})")
+            _check(
+                _libc.syscall(
+                    SYS_landlock_add_rule,
+                    ruleset,
+                    LANDLOCK_RULE_PATH_BENEATH,
+                    ctypes.byref(rule),
+                    0,
+                ),
+                f"landlock_add_rule({target})",
+            )
         finally:
             os.close(fd)
 
@@ -263,11 +304,15 @@ def scrub_environment(scratch: str) -> None:
 
 def absent(required: tuple[str, ...], active: list[str]) -> list[str]:
     """The required layers (jobs.SANDBOX_LAYERS) that are not among the active ones."""
+
     def has(name: str) -> bool:
         return any(a == name or a.startswith((name + "(", name + "-")) for a in active)
 
-    return [name for name in required
-            if not (has("mount-namespace") or has("landlock") if name == "filesystem" else has(name))]
+    return [
+        name
+        for name in required
+        if not (has("mount-namespace") or has("landlock") if name == "filesystem" else has(name))
+    ]
 
 
 def confine(c: Confinement, pid_namespace: str | None = None) -> tuple[list[str], list[str]]:
@@ -298,12 +343,13 @@ def confine(c: Confinement, pid_namespace: str | None = None) -> tuple[list[str]
         raise_layer("mount-namespace", lambda: enter_fresh_root(c))
     else:
         missing.append("mount-namespace: no user namespace to make it in")
-    for name, layer in (("non-dumpable", make_undumpable),
-                        ("seccomp", lambda: seccomp.apply_seccomp(unix_sockets=c.device == "cuda")),
-                        ("landlock", lambda: apply_landlock(c))):
+    for name, layer in (
+        ("non-dumpable", make_undumpable),
+        ("seccomp", lambda: seccomp.apply_seccomp(unix_sockets=c.device == "cuda")),
+        ("landlock", lambda: apply_landlock(c)),
+    ):
         raise_layer(name, layer)
     return active, missing
-
 
 
 def python_read_paths() -> tuple[str, ...]:
@@ -316,6 +362,15 @@ def python_read_paths() -> tuple[str, ...]:
     # never a folder that holds the checkout (and so the exercises), whatever points at it
     checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = {p for p in paths if not (checkout + os.sep).startswith(os.path.join(p, ""))}
-    return tuple(sorted(paths)) + ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
-                                   "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
-                                   "/proc/cpuinfo", "/proc/meminfo")
+    return tuple(sorted(paths)) + (
+        "/usr/lib",
+        "/usr/lib64",
+        "/lib",
+        "/lib64",
+        "/usr/share/zoneinfo",
+        "/etc/ld.so.cache",
+        "/etc/localtime",
+        "/sys/devices/system/cpu",
+        "/proc/cpuinfo",
+        "/proc/meminfo",
+    )

@@ -25,6 +25,7 @@ own reading of the source, seccomp and the namespaces stay. Its other half is wa
 submission's code runs on a thread of its own (on the grader's thread this hook refuses frames),
 and no reply goes out once what the replies are made with changed.
 """
+
 from __future__ import annotations
 
 import _thread
@@ -40,62 +41,131 @@ _protected = False  # whether protect_loaded_types made them immutable, in this 
 # the modules whose classes the seal makes immutable: tensors, parameters, modules, optimizers
 # (whose `step` torch wraps at a class's first instance: hook_optimizer_steps does it first),
 # autograd's Functions, graphs and modes, and the harness's own. Not torch's other types
-PROTECTED_MODULES = ("torch._tensor", "torch.nn.parameter", "torch.nn.modules.", "torch.optim.",
-                     "torch.autograd.function", "torch.autograd.graph", "torch.autograd.grad_mode",
-                     "torch.autograd.variable", HARNESS_PACKAGE + ".harness.")
+PROTECTED_MODULES = (
+    "torch._tensor",
+    "torch.nn.parameter",
+    "torch.nn.modules.",
+    "torch.optim.",
+    "torch.autograd.function",
+    "torch.autograd.graph",
+    "torch.autograd.grad_mode",
+    "torch.autograd.variable",
+    HARNESS_PACKAGE + ".harness.",
+)
 PROTECTED_TYPES = ("Tensor", "TensorBase", "_TensorBase")  # also as torch and torch._C name them
 Py_TPFLAGS_IMMUTABLETYPE, Py_TPFLAGS_HEAPTYPE = 1 << 8, 1 << 9
 # what unpickling may build: tensors and their storages (torch.save, torch.load), containers
-PLAIN_DATA_MODULES = frozenset({"torch._utils", "torch.storage", "collections", "_codecs",
-                                "numpy.core.multiarray", "numpy._core.multiarray", "numpy"})
-PLAIN_BUILTINS = frozenset({"set", "frozenset", "complex", "slice", "range", "bytearray",
-                            "list", "dict", "tuple", "int", "float", "str", "bytes", "bool"})
+PLAIN_DATA_MODULES = frozenset(
+    {
+        "torch._utils",
+        "torch.storage",
+        "collections",
+        "_codecs",
+        "numpy.core.multiarray",
+        "numpy._core.multiarray",
+        "numpy",
+    }
+)
+PLAIN_BUILTINS = frozenset(
+    {
+        "set",
+        "frozenset",
+        "complex",
+        "slice",
+        "range",
+        "bytearray",
+        "list",
+        "dict",
+        "tuple",
+        "int",
+        "float",
+        "str",
+        "bytes",
+        "bool",
+    }
+)
 # what is refused, as the grader says it (`{subject}`: what the process asked for)
 REFUSALS = {
-    "set": {"en": "setting `{subject}`, an attribute of a type the grader keeps as it is",
-            "es": "cambiar `{subject}`, un atributo de un tipo que el corrector mantiene intacto"},
+    "set": {
+        "en": "setting `{subject}`, an attribute of a type the grader keeps as it is",
+        "es": "cambiar `{subject}`, un atributo de un tipo que el corrector mantiene intacto",
+    },
     "delete": {
         "en": "deleting `{subject}`, an attribute of a type the grader keeps as it is",
-        "es": "borrar `{subject}`, un atributo de un tipo que el corrector mantiene intacto"},
+        "es": "borrar `{subject}`, un atributo de un tipo que el corrector mantiene intacto",
+    },
     "ctypes": {"en": "ctypes (`{subject}`)", "es": "ctypes (`{subject}`)"},
-    "introspection": {"en": "`{subject}`, which reaches the grader's objects",
-                      "es": "`{subject}`, que llega a los objetos del corrector"},
-    "unpickle": {"en": "unpickling `{subject}`, which is no plain data",
-                 "es": "deserializar con pickle `{subject}`, que no son datos simples"},
-    "signal": {"en": "a signal to process {subject}, not its own",
-               "es": "una señal al proceso {subject}, que no es el suyo"},
-    "import": {"en": "importing `{subject}`, the grader's own code",
-               "es": "importar `{subject}`, el código del propio corrector"},
-    "frame": {"en": "`{subject}` on the grader's thread, whose frames are the grader's",
-              "es": "`{subject}` en el hilo del corrector, cuyos marcos son del corrector"},
-    "library": {"en": "replacing PyTorch's kernel for `{subject}`",
-                "es": "reemplazar el núcleo de PyTorch para `{subject}`"},
-    "code": {"en": "replacing `{subject}` of a function",
-             "es": "reemplazar `{subject}` de una función"},
-    "tamper": {"en": "changing `{subject}`, which the grader answers with",
-               "es": "cambiar `{subject}`, con lo que responde el corrector"},
-    "thread": {"en": "leaving a thread of its own running after its function returned",
-               "es": "dejar un hilo propio en marcha después de que su función termine"},
-    "mode": {"en": "leaving a torch mode entered (a dispatch or function mode, or the python "
-                   "dispatcher)",
-             "es": "dejar activo un modo de torch (de dispatch, de función o el python "
-                   "dispatcher)"},
+    "introspection": {
+        "en": "`{subject}`, which reaches the grader's objects",
+        "es": "`{subject}`, que llega a los objetos del corrector",
+    },
+    "unpickle": {
+        "en": "unpickling `{subject}`, which is no plain data",
+        "es": "deserializar con pickle `{subject}`, que no son datos simples",
+    },
+    "signal": {
+        "en": "a signal to process {subject}, not its own",
+        "es": "una señal al proceso {subject}, que no es el suyo",
+    },
+    "import": {
+        "en": "importing `{subject}`, the grader's own code",
+        "es": "importar `{subject}`, el código del propio corrector",
+    },
+    "frame": {
+        "en": "`{subject}` on the grader's thread, whose frames are the grader's",
+        "es": "`{subject}` en el hilo del corrector, cuyos marcos son del corrector",
+    },
+    "library": {
+        "en": "replacing PyTorch's kernel for `{subject}`",
+        "es": "reemplazar el núcleo de PyTorch para `{subject}`",
+    },
+    "code": {
+        "en": "replacing `{subject}` of a function",
+        "es": "reemplazar `{subject}` de una función",
+    },
+    "tamper": {
+        "en": "changing `{subject}`, which the grader answers with",
+        "es": "cambiar `{subject}`, con lo que responde el corrector",
+    },
+    "thread": {
+        "en": "leaving a thread of its own running after its function returned",
+        "es": "dejar un hilo propio en marcha después de que su función termine",
+    },
+    "mode": {
+        "en": "leaving a torch mode entered (a dispatch or function mode, or the python "
+        "dispatcher)",
+        "es": "dejar activo un modo de torch (de dispatch, de función o el python dispatcher)",
+    },
     "handler": {"en": "setting a signal handler", "es": "instalar un manejador de señales"},
-    "unreadable": {"en": "raising an exception that could not be read",
-                   "es": "lanzar una excepción que no se pudo leer"}}
-HINT = {"en": "Use PyTorch as it is: changing its classes or the grader's, reaching the grader's "
-              "objects (gc, ctypes, tracing) or unpickling code is refused.",
-        "es": "Usa PyTorch tal como es: cambiar sus clases o las del corrector, llegar a los "
-              "objetos del corrector (gc, ctypes, trazas) o deserializar código está rechazado."}
-INTROSPECTION = {"gc.get_objects": "gc.get_objects()", "gc.get_referrers": "gc.get_referrers()",
-                 "gc.get_referents": "gc.get_referents()", "sys.settrace": "sys.settrace()",
-                 "sys.setprofile": "sys.setprofile()", "code.__new__": "types.CodeType()",
-                 "sys._current_frames": "sys._current_frames()",
-                 # a hook of its own would run on every thread, the grader's too
-                 "sys.addaudithook": "sys.addaudithook()"}
+    "unreadable": {
+        "en": "raising an exception that could not be read",
+        "es": "lanzar una excepción que no se pudo leer",
+    },
+}
+HINT = {
+    "en": "Use PyTorch as it is: changing its classes or the grader's, reaching the grader's "
+    "objects (gc, ctypes, tracing) or unpickling code is refused.",
+    "es": "Usa PyTorch tal como es: cambiar sus clases o las del corrector, llegar a los "
+    "objetos del corrector (gc, ctypes, trazas) o deserializar código está rechazado.",
+}
+INTROSPECTION = {
+    "gc.get_objects": "gc.get_objects()",
+    "gc.get_referrers": "gc.get_referrers()",
+    "gc.get_referents": "gc.get_referents()",
+    "sys.settrace": "sys.settrace()",
+    "sys.setprofile": "sys.setprofile()",
+    "code.__new__": "types.CodeType()",
+    "sys._current_frames": "sys._current_frames()",
+    # a hook of its own would run on every thread, the grader's too
+    "sys.addaudithook": "sys.addaudithook()",
+}
 # where a frame is reached from without sys._getframe; refused on the grader's (main) thread
-FRAME_ATTRIBUTES = {"tb_frame": "traceback.tb_frame", "gi_frame": "generator.gi_frame",
-                    "cr_frame": "coroutine.cr_frame", "ag_frame": "async_generator.ag_frame"}
+FRAME_ATTRIBUTES = {
+    "tb_frame": "traceback.tb_frame",
+    "gi_frame": "generator.gi_frame",
+    "cr_frame": "coroutine.cr_frame",
+    "ag_frame": "async_generator.ag_frame",
+}
 # what a function runs with: its code no exercise replaces (a forgery would replace the
 # harness's); its defaults torch itself sets, so only the harness's functions keep theirs
 FUNCTION_DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})
@@ -143,12 +213,19 @@ def _protected_types() -> list[type]:
             continue
         for value in list(getattr(module, "__dict__", {}).values()):
             # issubclass of its type, never value.__class__, which may warn
-            if issubclass(type(value), type) and \
-                    _in_protected_module(str(getattr(value, "__module__", ""))):
+            if issubclass(type(value), type) and _in_protected_module(
+                str(getattr(value, "__module__", ""))
+            ):
                 found[id(value)] = value
     import torch
-    for value in (torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.autograd.Function,
-                  *(getattr(torch._C, n) for n in PROTECTED_TYPES if hasattr(torch._C, n))):
+
+    for value in (
+        torch.Tensor,
+        torch.nn.Module,
+        torch.nn.Parameter,
+        torch.autograd.Function,
+        *(getattr(torch._C, n) for n in PROTECTED_TYPES if hasattr(torch._C, n)),
+    ):
         found[id(value)] = value
     return list(found.values())
 
@@ -167,6 +244,7 @@ def hook_optimizer_steps() -> None:
     (wrap its `step` for the profiler, once), done now for every optimizer class loaded, so
     that none is changed once immutable."""
     import torch.optim
+
     pending = [torch.optim.Optimizer]
     while pending:
         kind = pending.pop()
@@ -188,6 +266,7 @@ def protect_loaded_types() -> None:
             flags = ctypes.c_ulong.from_address(id(kind) + offset)
             flags.value |= Py_TPFLAGS_IMMUTABLETYPE
     import torch
+
     try:  # a Python that ignored the flag (before 3.10) leaves the seal missing: fail closed
         torch.Tensor.backward = torch.Tensor.backward
     except TypeError:
@@ -220,23 +299,35 @@ def _make_hook(pid: int, main_thread: int, trusted: list[bool]):
             raise refused_as("introspection", introspection[event])
         if event == "sys._getframe" and thread() == main_thread:
             raise refused_as("frame", "sys._getframe()")
-        if event == "object.__getattr__" and name(args[1]) in frame_attributes \
-                and thread() == main_thread:
+        if (
+            event == "object.__getattr__"
+            and name(args[1]) in frame_attributes
+            and thread() == main_thread
+        ):
             raise refused_as("frame", frame_attributes[name(args[1])])
         if event == "object.__setattr__" and type(args[0]) is function_type:
-            if name(args[1]) == "__code__" or name(args[1]) in function_defaults \
-                    and name(args[0].__module__).partition(".")[0] == harness:
+            if (
+                name(args[1]) == "__code__"
+                or name(args[1]) in function_defaults
+                and name(args[0].__module__).partition(".")[0] == harness
+            ):
                 raise refused_as("code", name(args[1]))
         if event == "pickle.find_class":
             module, what = name(args[0]), name(args[1])
-            if not (module in plain_modules or module == "builtins" and what in plain_builtins
-                    or module == "torch" and what.endswith(("Storage", "Size"))):
+            if not (
+                module in plain_modules
+                or module == "builtins"
+                and what in plain_builtins
+                or module == "torch"
+                and what.endswith(("Storage", "Size"))
+            ):
                 raise refused_as("unpickle", f"{module}.{what}")
         elif event in ("os.kill", "os.killpg"):
             if not (type(args[0]) is int_type and args[0] == pid):
                 raise refused_as("signal", str(args[0]) if type(args[0]) is int_type else "?")
         elif event == "import" and name(args[0]).partition(".")[0] == harness:
             raise refused_as("import", name(args[0]))
+
     return hook
 
 

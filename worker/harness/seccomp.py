@@ -1,5 +1,6 @@
 """Seccomp filters (libseccomp via ctypes): the student process's, which every thread of it has,
 and the student thread's own (watch.py), which keeps the submission off the grader's pipes."""
+
 from __future__ import annotations
 
 import ctypes
@@ -19,23 +20,68 @@ SCMP_CMP_NE, SCMP_CMP_EQ, SCMP_CMP_MASKED_EQ = 1, 4, 7
 # The mounts are set up before the filter is loaded; after it none changes. The new mount API
 # has no hook Landlock sees: without this, mount_setattr made a read-only bind writable and
 # fsopen/fsmount a tmpfs outside every bound. A memfd holds memory no rlimit counts.
-DENIED_SYSCALLS = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv",
-                   "process_vm_writev", "mount", "umount2", "unshare", "setns", "bpf", "keyctl",
-                   "add_key", "request_key", "perf_event_open", "userfaultfd", "kexec_load",
-                   "init_module", "finit_module", "reboot", "swapon", "pivot_root", "chroot",
-                   "io_uring_setup", "mount_setattr", "open_tree", "move_mount", "fsopen",
-                   "fsconfig", "fsmount", "fspick", "memfd_create", "memfd_secret",
-                   # System V and POSIX IPC: memory and queues held by the kernel, outside the
-                   # address space its limit counts (no exercise needs them)
-                   "shmget", "msgget", "semget", "mq_open")
+DENIED_SYSCALLS = (
+    "fork",
+    "vfork",
+    "execve",
+    "execveat",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "unshare",
+    "setns",
+    "bpf",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "perf_event_open",
+    "userfaultfd",
+    "kexec_load",
+    "init_module",
+    "finit_module",
+    "reboot",
+    "swapon",
+    "pivot_root",
+    "chroot",
+    "io_uring_setup",
+    "mount_setattr",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "memfd_create",
+    "memfd_secret",
+    # System V and POSIX IPC: memory and queues held by the kernel, outside the
+    # address space its limit counts (no exercise needs them)
+    "shmget",
+    "msgget",
+    "semget",
+    "mq_open",
+)
 # a thread made with new namespaces (clone refuses most of these beside CLONE_THREAD; not all)
-CLONE_NEW_NAMESPACES = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
-                        0x20000000, 0x40000000)  # time, mount, cgroup, uts, ipc, user, pid, net
+CLONE_NEW_NAMESPACES = (
+    0x00000080,
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+)  # time, mount, cgroup, uts, ipc, user, pid, net
 
 
 class _ArgCmp(ctypes.Structure):
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
-                ("datum_b", ctypes.c_uint64)]
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
 
 
 def _scmp_errno(code: int) -> int:
@@ -65,14 +111,20 @@ def _load(rules: Callable[[Deny], None]) -> bool:
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
-                                           ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ArgCmp),
+    ]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
         return False
     try:
+
         def deny(syscall: str, code: int, *conditions: _ArgCmp) -> None:
             nr = lib.seccomp_syscall_resolve_name(syscall.encode())
             if nr < 0:
@@ -101,6 +153,7 @@ def apply_seccomp(unix_sockets: bool = False) -> list[str]:
     driver opens as it starts: they reach nothing outside, since abstract ones belong to the
     network namespace and the fresh root holds no socket file.
     """
+
     def rules(deny: Deny) -> None:
         for syscall in DENIED_SYSCALLS:
             deny(syscall, errno.EPERM)
@@ -119,25 +172,56 @@ def apply_seccomp(unix_sockets: bool = False) -> list[str]:
             deny(syscall, errno.EPERM, _ArgCmp(0, SCMP_CMP_NE, own, 0))
         # nor a signal with a siginfo of its own making: to itself, one that claims to come
         # from the kernel stops or kills even its PID namespace's first process (a review)
-        for syscall in ("tkill", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
-                        "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
+        for syscall in (
+            "tkill",
+            "pidfd_open",
+            "pidfd_send_signal",
+            "pidfd_getfd",
+            "rt_sigqueueinfo",
+            "rt_tgsigqueueinfo",
+        ):
             deny(syscall, errno.EPERM)
 
     return ["seccomp"] if _load(rules) else []
 
 
 # where each call takes the descriptor it writes to, or reads from (argument index)
-WRITES = {"write": 0, "writev": 0, "pwrite64": 0, "pwritev": 0, "pwritev2": 0, "sendto": 0,
-          "sendmsg": 0, "sendmmsg": 0, "vmsplice": 0, "sendfile": 0, "splice": 2, "tee": 1,
-          "copy_file_range": 2}
-READS = {"read": 0, "readv": 0, "pread64": 0, "preadv": 0, "preadv2": 0, "recvfrom": 0,
-         "recvmsg": 0, "recvmmsg": 0, "splice": 0, "tee": 0, "sendfile": 1, "copy_file_range": 0}
+WRITES = {
+    "write": 0,
+    "writev": 0,
+    "pwrite64": 0,
+    "pwritev": 0,
+    "pwritev2": 0,
+    "sendto": 0,
+    "sendmsg": 0,
+    "sendmmsg": 0,
+    "vmsplice": 0,
+    "sendfile": 0,
+    "splice": 2,
+    "tee": 1,
+    "copy_file_range": 2,
+}
+READS = {
+    "read": 0,
+    "readv": 0,
+    "pread64": 0,
+    "preadv": 0,
+    "preadv2": 0,
+    "recvfrom": 0,
+    "recvmsg": 0,
+    "recvmmsg": 0,
+    "splice": 0,
+    "tee": 0,
+    "sendfile": 1,
+    "copy_file_range": 0,
+}
 
 
 def keep_off_pipes(request_fd: int, reply_fd: int) -> None:
     """On the student thread (and the threads it starts): the grader's request pipe is never
     read there, its reply pipe never written, and neither is copied, changed or closed. A
     review wrote a forged reply on the reply pipe, framed to swallow the harness's own."""
+
     def rules(deny: Deny) -> None:
         for syscall, index in WRITES.items():
             deny(syscall, errno.EPERM, _ArgCmp(index, SCMP_CMP_EQ, reply_fd, 0))

@@ -13,6 +13,7 @@ sees, so that it cannot cost the submission anything its checks gave it:
 Then the exercise's advice (`@advice` in checks.py) runs there too: words on how the code works,
 not graded, as the report's notes.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,10 +34,21 @@ from worker.harness.student_process import StudentDied, StudentError
 
 # what the student's code does on its own (it raised, hung, died, behaved at random): no wrong
 # program's values explain it
-UNRECOGNISABLE = frozenset({"missing-function", "import-error", "exception", "timeout",
-                            "memory-limit", "crashed", "forbidden-operation",
-                            "nonscalar-backward", "graph-freed", "inplace-modified",
-                            "nondeterministic"})
+UNRECOGNISABLE = frozenset(
+    {
+        "missing-function",
+        "import-error",
+        "exception",
+        "timeout",
+        "memory-limit",
+        "crashed",
+        "forbidden-operation",
+        "nonscalar-backward",
+        "graph-freed",
+        "inplace-modified",
+        "nondeterministic",
+    }
+)
 BACKWARD_ERRORS = frozenset({"graph-freed", "inplace-modified"})
 # the time one submission's second look may take, each of its requests within it; a check
 # that took longer than a call may (it is slow, or it hung) is not run again at all, nor in
@@ -45,21 +57,40 @@ SECONDS = 20.0
 ANOMALY_SHARE = 1 / 3
 
 
-def run_check(session: Session, spec: CheckSpec | AdviceSpec, seed: int, index: int,
-              reference: ModuleType | None) -> object:
+def run_check(
+    session: Session,
+    spec: CheckSpec | AdviceSpec,
+    seed: int,
+    index: int,
+    reference: ModuleType | None,
+) -> object:
     """One check (or advice) on a clean student process, its inputs drawn from the run's seed
     and its place: the same inputs each time it runs."""
     student = session.student()
     student.request("reset")
     rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
-    return spec.function(Context(student, rng, reference, session.exercise.support,
-                                 session.device, session.scratch_path,
-                                 tuple(session.source.cells)))
+    return spec.function(
+        Context(
+            student,
+            rng,
+            reference,
+            session.exercise.support,
+            session.device,
+            session.scratch_path,
+            tuple(session.source.cells),
+        )
+    )
 
 
 class SecondLook:
-    def __init__(self, session: Session, seed: int, wrong_programs: dict[str, dict],
-                 budget: Budget, passed: list[tuple[int, CheckSpec]]):
+    def __init__(
+        self,
+        session: Session,
+        seed: int,
+        wrong_programs: dict[str, dict],
+        budget: Budget,
+        passed: list[tuple[int, CheckSpec]],
+    ):
         """`budget`: SECONDS, which also bounds each of its requests (the session's limits);
         `passed`: the checks the submission passed, with their places."""
         self.session, self.seed, self.programs, self.budget = session, seed, wrong_programs, budget
@@ -68,8 +99,9 @@ class SecondLook:
         # once a process dies here, or the first look's deaths stopped the checks, no more
         self.over = session.fatal is not None
 
-    def diagnostics(self, index: int, spec: CheckSpec, diagnostics: list[Diagnostic],
-                    seconds: float) -> list[Diagnostic]:
+    def diagnostics(
+        self, index: int, spec: CheckSpec, diagnostics: list[Diagnostic], seconds: float
+    ) -> list[Diagnostic]:
         diagnostics = self._read(spec, diagnostics)
         call_seconds = self.session.limits.limits.call_seconds  # the exercise's, uncapped
         if seconds > call_seconds:
@@ -88,28 +120,44 @@ class SecondLook:
                 break
             started = time.perf_counter()
             try:
-                said = run_check(self.session, spec, self.seed, first_index + offset,
-                                 self.session.exercise.reference)
+                said = run_check(
+                    self.session,
+                    spec,
+                    self.seed,
+                    first_index + offset,
+                    self.session.exercise.reference,
+                )
             except StudentDied:
                 self.over = True
                 said = None
             except Exception:  # noqa: BLE001 - whatever the student's code did, advice is
-                said = None    # only ever left out
+                said = None  # only ever left out
             finally:
                 self.spent += time.perf_counter() - started
             if isinstance(said, dict) and all(isinstance(said.get(k), str) for k in LANGUAGES):
-                notes.append({"kind": reports.ADVICE, "name": spec.name,
-                              "message": reports.clip(said[lang if lang in said else "en"]),
-                              "translations": {k: {"message": reports.clip(said[k])}
-                                               for k in LANGUAGES}})
+                notes.append(
+                    {
+                        "kind": reports.ADVICE,
+                        "name": spec.name,
+                        "message": reports.clip(said[lang if lang in said else "en"]),
+                        "translations": {k: {"message": reports.clip(said[k])} for k in LANGUAGES},
+                    }
+                )
         return notes
 
     def _read(self, spec: CheckSpec, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         """A detached output, with the ways out of the graph found in the source (unless what
         PyTorch raised named the way out already)."""
-        at = next((i for i, d in enumerate(diagnostics)
-                   if d.code == "detached-output" and not said_elsewhere(d.details)
-                   and d.details.get("hint", DETACHED_BACKWARD) is DETACHED_BACKWARD), None)
+        at = next(
+            (
+                i
+                for i, d in enumerate(diagnostics)
+                if d.code == "detached-output"
+                and not said_elsewhere(d.details)
+                and d.details.get("hint", DETACHED_BACKWARD) is DETACHED_BACKWARD
+            ),
+            None,
+        )
         if at is None:
             return diagnostics
         exits = graph_exits(self.session.source.cells, spec.uses)
@@ -117,34 +165,56 @@ class SecondLook:
             return diagnostics
         found = diagnostics[at]
         hint = exits_hint(exits, self.session.source.notebook)
-        read = Diagnostic(found.code, dict(found.details, hint=hint,
-                                           left_at=[[e.kind, e.cell, e.line] for e in exits]))
-        return [*diagnostics[:at], read, *diagnostics[at + 1:]]
+        read = Diagnostic(
+            found.code,
+            dict(found.details, hint=hint, left_at=[[e.kind, e.cell, e.line] for e in exits]),
+        )
+        return [*diagnostics[:at], read, *diagnostics[at + 1 :]]
 
-    def _placed(self, index: int, spec: CheckSpec,
-                diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    def _placed(
+        self, index: int, spec: CheckSpec, diagnostics: list[Diagnostic]
+    ) -> list[Diagnostic]:
         """An error inside backward(), at the student's line that made the tensor involved
         rather than at the backward() call (or at no line, when the check called it)."""
-        at = next((i for i, d in enumerate(diagnostics)
-                   if d.code in BACKWARD_ERRORS and not said_elsewhere(d.details)), None)
+        at = next(
+            (
+                i
+                for i, d in enumerate(diagnostics)
+                if d.code in BACKWARD_ERRORS and not said_elsewhere(d.details)
+            ),
+            None,
+        )
         if at is None:
             return diagnostics
         found = diagnostics[at]
         again = self._again(index, spec, self.session.exercise.reference, anomaly=True)
-        place = next((d.details for d in again or [] if d.code == found.code
-                      and d.details.get("made_at") and d.details.get("line")), None)
+        place = next(
+            (
+                d.details
+                for d in again or []
+                if d.code == found.code and d.details.get("made_at") and d.details.get("line")
+            ),
+            None,
+        )
         if place is None:
             return diagnostics
-        placed = Diagnostic(found.code, dict(found.details, file=place["file"],
-                                             line=place["line"]))
-        return [*diagnostics[:at], placed, *diagnostics[at + 1:]]
+        placed = Diagnostic(found.code, dict(found.details, file=place["file"], line=place["line"]))
+        return [*diagnostics[:at], placed, *diagnostics[at + 1 :]]
 
-    def _recognised(self, index: int, spec: CheckSpec,
-                    diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-        at = next((i for i, d in enumerate(diagnostics) if d.code not in UNRECOGNISABLE
-                   and not said_elsewhere(d.details)), None)
-        if at is None or not (self.session.exercise.wrong_programs
-                              or self.session.exercise.derived):
+    def _recognised(
+        self, index: int, spec: CheckSpec, diagnostics: list[Diagnostic]
+    ) -> list[Diagnostic]:
+        at = next(
+            (
+                i
+                for i, d in enumerate(diagnostics)
+                if d.code not in UNRECOGNISABLE and not said_elsewhere(d.details)
+            ),
+            None,
+        )
+        if at is None or not (
+            self.session.exercise.wrong_programs or self.session.exercise.derived
+        ):
             return diagnostics
         # the same failure first, in the fresh process: one that came from what earlier checks
         # left behind is no mistake of a wrong program's
@@ -155,27 +225,38 @@ class SecondLook:
         shared = [(j, other) for j, other in self.passed if set(other.uses) & set(spec.uses)]
         for name, program in self.session.exercise.wrong_programs:
             if self._again(index, spec, program) == [] and self._agrees(program, shared):
-                return self._named(diagnostics, at, name, said_of(self.programs[name],
-                                                                  self.session.source.cells))
+                return self._named(
+                    diagnostics, at, name, said_of(self.programs[name], self.session.source.cells)
+                )
         # words the check chose for these values are the author's: kept
         candidates = self._derived_for(spec) if "hint" not in found.details else []
         for derived, program in candidates:
             if self._again(index, spec, program) == [] and self._agrees(
-                    program, [(j, other) for j, other in self.passed
-                              if self._changes(derived, other)]):
+                program, [(j, other) for j, other in self.passed if self._changes(derived, other)]
+            ):
                 place = derived.place_in(self.session.source.cells)
-                named = self._named(diagnostics, at, derived.name,
-                                    derived.words(place, self.session.source.notebook))
+                named = self._named(
+                    diagnostics,
+                    at,
+                    derived.name,
+                    derived.words(place, self.session.source.notebook),
+                )
                 # the mistake in words of no one's line, for the course's pages that count it;
                 # the code view marks the line the hint names
-                details = dict(named[at].details, mistake=derived.words(None, False),
-                               **({"file": place[0], "line": place[1]} if place else {}))
-                return [*named[:at], Diagnostic(found.code, details), *named[at + 1:]]
+                details = dict(
+                    named[at].details,
+                    mistake=derived.words(None, False),
+                    **({"file": place[0], "line": place[1]} if place else {}),
+                )
+                return [*named[:at], Diagnostic(found.code, details), *named[at + 1 :]]
         return diagnostics
 
     def _derived_for(self, spec: CheckSpec) -> list:
-        return [(derived, program) for derived, program in self.session.exercise.derived
-                if self._changes(derived, spec)]
+        return [
+            (derived, program)
+            for derived, program in self.session.exercise.derived
+            if self._changes(derived, spec)
+        ]
 
     def _changes(self, derived, spec: CheckSpec) -> bool:
         """Whether a derived program is changed in what the check calls (or in a class, which
@@ -189,16 +270,18 @@ class SecondLook:
         return all(self._again(index, spec, program) == [] for index, spec in passed)
 
     @staticmethod
-    def _named(diagnostics: list[Diagnostic], at: int, name: str,
-               words: dict[str, str]) -> list[Diagnostic]:
+    def _named(
+        diagnostics: list[Diagnostic], at: int, name: str, words: dict[str, str]
+    ) -> list[Diagnostic]:
         # braces in an instructor's words (or in code) are text, not places for details
         says = {lang: text.replace("{", "{{").replace("}", "}}") for lang, text in words.items()}
         found = diagnostics[at]
         named = Diagnostic(found.code, dict(found.details, hint=says, wrong_program=name))
-        return [*diagnostics[:at], named, *diagnostics[at + 1:]]
+        return [*diagnostics[:at], named, *diagnostics[at + 1 :]]
 
-    def _again(self, index: int, spec: CheckSpec, reference: ModuleType | None,
-               anomaly: bool = False) -> list[Diagnostic] | None:
+    def _again(
+        self, index: int, spec: CheckSpec, reference: ModuleType | None, anomaly: bool = False
+    ) -> list[Diagnostic] | None:
         """The check run again: [] if it passed, its diagnostics if it failed, None if it could
         not say (no time left, the process died, the wrong program itself raised)."""
         if self.over or self.budget.spent:
@@ -219,7 +302,7 @@ class SecondLook:
             self.over = True
             return None
         except Exception:  # noqa: BLE001 - a wrong program that raises on these inputs says
-            return None    # nothing about the student's code
+            return None  # nothing about the student's code
         finally:
             self.spent += time.perf_counter() - started
             if anomaly and not self.over:

@@ -1,5 +1,6 @@
 """One submission's student processes (a `Session`): started lazily, restarted after a death,
 stopped for good after too many; what the grader and its second look both run checks in."""
+
 from __future__ import annotations
 
 import platform
@@ -25,28 +26,36 @@ LOADING = {"en": "loading the submission", "es": "la carga de la entrega"}
 # after MAX_RESTARTS + 1 deaths the checks left are not run: each says which checks stopped the
 # student's code (the subject of the last death's message) and that it was not run (its hint)
 DEATHS = MAX_RESTARTS + 1
-EARLIER = {"en": f"{DEATHS} earlier checks",
-           "es": f"la ejecución de {DEATHS} comprobaciones anteriores"}
-NOT_RUN = {"en": f"Your code failed in {DEATHS} checks, so the remaining ones, this one included, "
-                 "were not run: fix first what the earlier checks show.",
-           "es": f"Tu código falló en {DEATHS} comprobaciones, así que las restantes, incluida "
-                 "esta, no se ejecutaron: corrige primero lo que muestran las anteriores."}
+EARLIER = {
+    "en": f"{DEATHS} earlier checks",
+    "es": f"la ejecución de {DEATHS} comprobaciones anteriores",
+}
+NOT_RUN = {
+    "en": f"Your code failed in {DEATHS} checks, so the remaining ones, this one included, "
+    "were not run: fix first what the earlier checks show.",
+    "es": f"Tu código falló en {DEATHS} comprobaciones, así que las restantes, incluida "
+    "esta, no se ejecutaron: corrige primero lo que muestran las anteriores.",
+}
 
 
 class SandboxIncomplete(RuntimeError):
     """A required sandbox layer could not be raised on this node: the grader fails, closed."""
 
     def __init__(self, absent: list[str], reasons: list[str]):
-        super().__init__(f"required sandbox layers missing on {platform.node()}: "
-                         f"{', '.join(absent)} ({'; '.join(reasons) or 'no reason given'})")
+        super().__init__(
+            f"required sandbox layers missing on {platform.node()}: "
+            f"{', '.join(absent)} ({'; '.join(reasons) or 'no reason given'})"
+        )
 
 
 class CudaUnavailable(RuntimeError):
     """CUDA could not start in the confined student process: the grader fails, closed."""
 
     def __init__(self, answer: str | None):
-        super().__init__(f"CUDA cannot start in a confined student process on {platform.node()}: "
-                         f"{answer or 'no answer'}")
+        super().__init__(
+            f"CUDA cannot start in a confined student process on {platform.node()}: "
+            f"{answer or 'no answer'}"
+        )
 
 
 class Spawner(Protocol):
@@ -55,15 +64,23 @@ class Spawner(Protocol):
     scratch_root: str | None
     read_paths: tuple[str, ...]
 
-    def spawn(self, confinement: sandbox.Confinement, limits: Limits,
-              output: Output) -> StudentProcess: ...
+    def spawn(
+        self, confinement: sandbox.Confinement, limits: Limits, output: Output
+    ) -> StudentProcess: ...
 
 
 class Session:
     """The student processes of one submission: started lazily, restarted after a death."""
 
-    def __init__(self, harness: Spawner, limits: Limits, device: torch.device, source, exercise,
-                 required_layers: tuple[str, ...] = REQUIRED_LAYERS):
+    def __init__(
+        self,
+        harness: Spawner,
+        limits: Limits,
+        device: torch.device,
+        source,
+        exercise,
+        required_layers: tuple[str, ...] = REQUIRED_LAYERS,
+    ):
         self.harness, self.limits, self.device = harness, limits, device
         self.source, self.exercise = source, exercise
         self.required_layers = required_layers
@@ -88,8 +105,11 @@ class Session:
             self.unloaded = fail.diagnostics[0]
             return [self.unloaded]
         defined = self.load_result.get("defined", {})
-        self.missing = {name: Diagnostic("missing-function", {"name": name})
-                        for name in self.exercise.functions if not defined.get(name)}
+        self.missing = {
+            name: Diagnostic("missing-function", {"name": name})
+            for name in self.exercise.functions
+            if not defined.get(name)
+        }
         return list(self.missing.values())
 
     @property
@@ -118,20 +138,28 @@ class Session:
         self.starts += 1
         self.scratch = tempfile.mkdtemp(prefix="hpcgrade-", dir=self.harness.scratch_root)
         confinement = sandbox.Confinement(
-            scratch=self.scratch, memory_bytes=self.limits.memory_mb << 20,
-            cpu_seconds=self.limits.cpu_seconds, file_bytes=self.limits.file_mb << 20,
-            open_files=256, device=self.device.type, read_paths=self.harness.read_paths,
+            scratch=self.scratch,
+            memory_bytes=self.limits.memory_mb << 20,
+            cpu_seconds=self.limits.cpu_seconds,
+            file_bytes=self.limits.file_mb << 20,
+            open_files=256,
+            device=self.device.type,
+            read_paths=self.harness.read_paths,
             scratch_bytes=self.limits.scratch_mb << 20,
-            threads=self.limits.threads, sealed=self.harness.sealed)
+            threads=self.limits.threads,
+            sealed=self.harness.sealed,
+        )
         try:
             started = time.perf_counter()
             self.process = self.harness.spawn(confinement, self.limits, self.output)
             # said before the submission ran: the sandbox's own word, not the student's
             scratch = self.process.scratch
             self.layers = self.process.hello.get("layers", []) + (
-                [scratch["layer"]] if "layer" in scratch else [])
+                [scratch["layer"]] if "layer" in scratch else []
+            )
             self.missing_layers = self.process.hello.get("missing", []) + (
-                [scratch["missing"]] if "missing" in scratch else [])
+                [scratch["missing"]] if "missing" in scratch else []
+            )
             absent = sandbox.absent(self.required_layers, self.layers)
             if absent:
                 self.close_process()
@@ -142,13 +170,19 @@ class Session:
             loading = time.perf_counter()
             self.timing["start"] += loading - started
             reply = Student(self.process, self.device).request(
-                "load", cells=[list(c) for c in self.source.cells], notebook=self.source.notebook,
-                functions=self.exercise.functions, support=self.exercise.support_source)
+                "load",
+                cells=[list(c) for c in self.source.cells],
+                notebook=self.source.notebook,
+                functions=self.exercise.functions,
+                support=self.exercise.support_source,
+            )
             self.timing["load"] += time.perf_counter() - loading
         except StudentDied as died:
             self.fatal = Diagnostic(died.code, dict(died.details, what=LOADING))
             raise Fail(self.fatal) from None
-        except StudentError as exc:  # the loader itself raised: the code broke it (replaced a builtin)
+        except (
+            StudentError
+        ) as exc:  # the loader itself raised: the code broke it (replaced a builtin)
             self.fatal = _import_error(exc.info)
             raise Fail(self.fatal) from None
         if self.load_result is None:
@@ -169,15 +203,23 @@ class Session:
             self.scratch = None
 
 
-
 def _import_error(info: dict) -> Diagnostic:
     """The student's exception that stopped the file loading, at its last line of theirs; a
     module it could not import is named in the hint."""
     file, line = student_place(info.get("frames"))
     refused = seal.refusal_words(str(info.get("type")), str(info.get("message")))
     if refused:
-        return Diagnostic("forbidden-operation", {"what": LOADING, "error": refused, "file": file,
-                                                  "line": line, "hint": seal.HINT, "sealed": True})
+        return Diagnostic(
+            "forbidden-operation",
+            {
+                "what": LOADING,
+                "error": refused,
+                "file": file,
+                "line": line,
+                "hint": seal.HINT,
+                "sealed": True,
+            },
+        )
     error = f"{reports.clip(info.get('type'), 200)}: {reports.clip(info.get('message'), 500)}"
     details = {"error": error, "file": file, "line": line}
     missing = re.fullmatch(r"No module named '([\w.]+)'", str(info.get("message") or ""))
@@ -188,15 +230,19 @@ def _import_error(info: dict) -> Diagnostic:
 
 def _missing_module_hint(module: str) -> dict:
     if module == "support":  # the file the portal once gave, or its name in the statement
-        return {"en": f"The exercise's support code is the module `exercise_support`: import "
-                      f"it as `import exercise_support` or `from exercise_support import …`, "
-                      f"not as `{module}`.",
-                "es": f"El código de apoyo del ejercicio es el módulo `exercise_support`: "
-                      f"impórtalo con `import exercise_support` o `from exercise_support "
-                      f"import …`, no como `{module}`."}
-    return {"en": f"The course's environment has no module `{module}`: your file runs with "
-                  f"torch, numpy and the exercise's `exercise_support` only. Remove that "
-                  f"import, or what uses it.",
-            "es": f"El entorno del curso no tiene el módulo `{module}`: tu archivo se ejecuta "
-                  f"solo con torch, numpy y el `exercise_support` del ejercicio. Quita ese "
-                  f"import, o lo que lo usa."}
+        return {
+            "en": f"The exercise's support code is the module `exercise_support`: import "
+            f"it as `import exercise_support` or `from exercise_support import …`, "
+            f"not as `{module}`.",
+            "es": f"El código de apoyo del ejercicio es el módulo `exercise_support`: "
+            f"impórtalo con `import exercise_support` o `from exercise_support "
+            f"import …`, no como `{module}`.",
+        }
+    return {
+        "en": f"The course's environment has no module `{module}`: your file runs with "
+        f"torch, numpy and the exercise's `exercise_support` only. Remove that "
+        f"import, or what uses it.",
+        "es": f"El entorno del curso no tiene el módulo `{module}`: tu archivo se ejecuta "
+        f"solo con torch, numpy y el `exercise_support` del ejercicio. Quita ese "
+        f"import, o lo que lo usa.",
+    }

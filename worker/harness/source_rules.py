@@ -12,6 +12,7 @@ fails a check that rests on the source: honest code has no need of them.
 
 Cells that do not parse are skipped: they never run either.
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,21 +29,62 @@ Cells = tuple[tuple[str, str], ...]
 # lookups; passed around as values (`look = getattr`, `functools.reduce(getattr, …)`) they are not
 NAMED_LOOKUPS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
 # names whose mere use lets code reach what the source does not name
-DYNAMIC_NAMES = frozenset({"__import__", "eval", "exec", "compile", "globals", "locals", "vars",
-                           "__builtins__", "__loader__", "__spec__"})
-DYNAMIC_ATTRIBUTES = frozenset({
-    "__dict__", "__builtins__", "__globals__", "__getattr__", "__getattribute__", "__setattr__",
-    "__delattr__", "__class__", "__mro__", "__bases__", "__base__", "__subclasses__", "__self__",
-    "__func__", "__wrapped__", "__code__", "__closure__", "__import__", "__reduce__",
-    "__reduce_ex__", "__loader__", "__spec__", "f_globals", "f_locals", "f_builtins", "f_back",
-    "tb_frame", "gi_frame", "cr_frame",
-    # string.Formatter's own lookups by a name in a string: `get_field("0.conv2d", [F], {})`
-    "get_field", "get_value"})
+DYNAMIC_NAMES = frozenset(
+    {
+        "__import__",
+        "eval",
+        "exec",
+        "compile",
+        "globals",
+        "locals",
+        "vars",
+        "__builtins__",
+        "__loader__",
+        "__spec__",
+    }
+)
+DYNAMIC_ATTRIBUTES = frozenset(
+    {
+        "__dict__",
+        "__builtins__",
+        "__globals__",
+        "__getattr__",
+        "__getattribute__",
+        "__setattr__",
+        "__delattr__",
+        "__class__",
+        "__mro__",
+        "__bases__",
+        "__base__",
+        "__subclasses__",
+        "__self__",
+        "__func__",
+        "__wrapped__",
+        "__code__",
+        "__closure__",
+        "__import__",
+        "__reduce__",
+        "__reduce_ex__",
+        "__loader__",
+        "__spec__",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_back",
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        # string.Formatter's own lookups by a name in a string: `get_field("0.conv2d", [F], {})`
+        "get_field",
+        "get_value",
+    }
+)
 # modules that reach objects by names computed at run time: `importlib`, `inspect.getmembers`,
 # `pydoc.locate`; `submission` is the student's own module as its process names it (through it,
 # code can rebind what the file defines), `worker` the harness that answers the grader
-DYNAMIC_MODULES = frozenset({"importlib", "builtins", "ctypes", "inspect", "pydoc", "submission",
-                             "worker"})
+DYNAMIC_MODULES = frozenset(
+    {"importlib", "builtins", "ctypes", "inspect", "pydoc", "submission", "worker"}
+)
 # operator's lookups by name: `attrgetter` and `methodcaller` are refused however called;
 # `itemgetter` only with a computed key
 NAME_BUILDERS = frozenset({"attrgetter", "methodcaller", "itemgetter"})
@@ -60,7 +102,11 @@ class Finding:
     line: int
 
     def where(self) -> str:
-        return f"line {self.line}" if self.cell == "submission.py" else f"{self.cell}, line {self.line}"
+        return (
+            f"line {self.line}"
+            if self.cell == "submission.py"
+            else f"{self.cell}, line {self.line}"
+        )
 
 
 def _key(cells: Iterable[tuple[str, str]]) -> Cells:
@@ -120,6 +166,7 @@ def once_per_source(rule: Callable[..., Result]) -> Callable[..., Result]:
     def read(cells: Iterable[tuple[str, str]], *arguments):
         found = cached(_key(cells), *arguments)
         return list(found) if isinstance(found, list) else found
+
     return read
 
 
@@ -135,8 +182,13 @@ def _called(node: ast.AST) -> str | None:
     `operator.attrgetter(...)`; None for anything else."""
     if not isinstance(node, ast.Call):
         return None
-    return node.func.id if isinstance(node.func, ast.Name) else \
-        node.func.attr if isinstance(node.func, ast.Attribute) else None
+    return (
+        node.func.id
+        if isinstance(node.func, ast.Name)
+        else node.func.attr
+        if isinstance(node.func, ast.Attribute)
+        else None
+    )
 
 
 @once_per_source
@@ -166,8 +218,9 @@ def said_of(program: dict, cells: Iterable[tuple[str, str]]) -> dict[str, str]:
     if condition is None:
         return program["says"]
     used = names_used(cells)
-    shown = all(name in used for name in condition["has"]) and \
-        not any(name in used for name in condition["lacks"])
+    shown = all(name in used for name in condition["has"]) and not any(
+        name in used for name in condition["lacks"]
+    )
     return program["says"] if shown else program["may"]
 
 
@@ -183,39 +236,57 @@ def obfuscated_lookups(cells: Iterable[tuple[str, str]]) -> list[Finding]:
         line = getattr(node, "lineno", 0)
         called = _called(node)
         if called in NAMED_LOOKUPS and not (
-                len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-                and isinstance(node.args[1].value, str)):
+            len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             found.append(Finding("obfuscated", f"`{called}()` with a computed name", label, line))
         elif called in NAME_BUILDERS - ATTRIBUTE_BUILDERS and not all(
-                isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
+            isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args
+        ):
             found.append(Finding("obfuscated", f"`{called}()` with a computed name", label, line))
         if isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES:
             found.append(Finding("obfuscated", f"`{node.id}`", label, line))
-        elif isinstance(node, ast.Name) and node.id in NAMED_LOOKUPS \
-                and id(node) not in called_names:
+        elif (
+            isinstance(node, ast.Name) and node.id in NAMED_LOOKUPS and id(node) not in called_names
+        ):
             found.append(Finding("obfuscated", f"`{node.id}` used as a value", label, line))
-        elif isinstance(node, ast.Name) and node.id in ATTRIBUTE_BUILDERS or \
-                isinstance(node, ast.Attribute) and node.attr in ATTRIBUTE_BUILDERS:
+        elif (
+            isinstance(node, ast.Name)
+            and node.id in ATTRIBUTE_BUILDERS
+            or isinstance(node, ast.Attribute)
+            and node.attr in ATTRIBUTE_BUILDERS
+        ):
             found.append(Finding("obfuscated", f"`{_dotted(node)}`", label, line))
         elif isinstance(node, ast.Attribute) and (
-                node.attr in DYNAMIC_ATTRIBUTES
-                or node.attr == "modules" and isinstance(node.value, ast.Name)
-                and node.value.id == "sys"):
+            node.attr in DYNAMIC_ATTRIBUTES
+            or node.attr == "modules"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        ):
             found.append(Finding("obfuscated", f"`{_dotted(node)}`", label, line))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] in DYNAMIC_MODULES:
                     found.append(Finding("obfuscated", f"`import {alias.name}`", label, line))
-        elif isinstance(node, ast.ImportFrom) and node.module and \
-                node.module.split(".")[0] in DYNAMIC_MODULES:
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] in DYNAMIC_MODULES
+        ):
             found.append(Finding("obfuscated", f"`from {node.module} import …`", label, line))
         elif isinstance(node, ast.ImportFrom) and any(
-                alias.name in ATTRIBUTE_BUILDERS | NAMED_LOOKUPS | DYNAMIC_NAMES
-                or alias.name == "*" and node.module in ("operator", "builtins")
-                for alias in node.names):
+            alias.name in ATTRIBUTE_BUILDERS | NAMED_LOOKUPS | DYNAMIC_NAMES
+            or alias.name == "*"
+            and node.module in ("operator", "builtins")
+            for alias in node.names
+        ):
             found.append(Finding("obfuscated", f"`from {node.module} import …`", label, line))
-        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(
-                alias.name == "modules" for alias in node.names):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "sys"
+            and any(alias.name == "modules" for alias in node.names)
+        ):
             found.append(Finding("obfuscated", "`from sys import modules`", label, line))
     return found
 
@@ -266,7 +337,9 @@ def _root(node: ast.AST) -> ast.AST:
 
 
 @once_per_source
-def forbidden_uses(cells: Iterable[tuple[str, str]], forbidden: Callable[[str], bool]) -> list[Finding]:
+def forbidden_uses(
+    cells: Iterable[tuple[str, str]], forbidden: Callable[[str], bool]
+) -> list[Finding]:
     """Every mention of a name `forbidden` refuses: an attribute (`F.conv2d`, `nn.Conv2d`,
     `torch.ops.aten.convolution`) unless it is reached on a `def` or `class` of the file's own,
     an import of it, a bare name the submission does not bind itself (one a star import
@@ -279,9 +352,13 @@ def forbidden_uses(cells: Iterable[tuple[str, str]], forbidden: Callable[[str], 
     nodes = list(_walk(cells))  # one parse: the nodes below are these
     # names written into a lookup (`getattr(F, "conv2d")`, `attrgetter("conv2d")`): refused even
     # where the submission defines a function of that name
-    looked_up = {id(arg) for _, node in nodes if isinstance(node, ast.Call)
-                 and _called(node) in NAMED_LOOKUPS | NAME_BUILDERS
-                 for arg in node.args if isinstance(arg, ast.Constant)}
+    looked_up = {
+        id(arg)
+        for _, node in nodes
+        if isinstance(node, ast.Call) and _called(node) in NAMED_LOOKUPS | NAME_BUILDERS
+        for arg in node.args
+        if isinstance(arg, ast.Constant)
+    }
     found = []
     refused = functools.lru_cache(maxsize=None)(forbidden)  # names repeat: each asked once
     # by exact type (a megabyte holds a quarter million nodes), the common ones first
@@ -294,8 +371,12 @@ def forbidden_uses(cells: Iterable[tuple[str, str]], forbidden: Callable[[str], 
                 found.append(Finding("forbidden", f"`{node.id}`", label, node.lineno))
             continue
         if kind is constant:
-            if id(node) in looked_up and isinstance(node.value, str) \
-                    and node.value.isidentifier() and refused(node.value):
+            if (
+                id(node) in looked_up
+                and isinstance(node.value, str)
+                and node.value.isidentifier()
+                and refused(node.value)
+            ):
                 found.append(Finding("forbidden", repr(node.value), label, node.lineno))
             continue
         if kind is not attribute and kind not in imports:
@@ -308,9 +389,13 @@ def forbidden_uses(cells: Iterable[tuple[str, str]], forbidden: Callable[[str], 
         elif kind is ast.ImportFrom:
             for alias in node.names:
                 if refused(alias.name) or any(
-                        refused(part) for part in (node.module or "").split(".")):
-                    found.append(Finding("forbidden", f"`from {node.module} import {alias.name}`",
-                                         label, line))
+                    refused(part) for part in (node.module or "").split(".")
+                ):
+                    found.append(
+                        Finding(
+                            "forbidden", f"`from {node.module} import {alias.name}`", label, line
+                        )
+                    )
         elif kind is ast.Import:
             for alias in node.names:
                 if any(refused(part) for part in alias.name.split(".")):
@@ -340,8 +425,9 @@ def hand_written_grads(cells: Iterable[tuple[str, str]]) -> list[Finding]:
             targets = node.targets if kind is ast.Assign else [node.target]
             value_is_none = isinstance(node.value, ast.Constant) and node.value.value is None
             for target in targets:
-                if _is_grad(target) and not (isinstance(target, ast.Attribute) and
-                                             target.attr == "grad" and value_is_none):
+                if _is_grad(target) and not (
+                    isinstance(target, ast.Attribute) and target.attr == "grad" and value_is_none
+                ):
                     found.append(Finding("grad", f"`{_dotted(target)} = …`", label, node.lineno))
         elif kind is ast.AugAssign and _is_grad(node.target):
             found.append(Finding("grad", f"`{_dotted(node.target)} …= …`", label, node.lineno))
@@ -349,22 +435,37 @@ def hand_written_grads(cells: Iterable[tuple[str, str]]) -> list[Finding]:
             method, owner = node.func.attr, node.func.value
             if method.endswith("_") and method != "zero_" and _is_grad(owner):
                 found.append(Finding("grad", f"`{_dotted(node.func)}(…)`", label, node.lineno))
-        elif kind is ast.Call and _called(node) == "setattr" and len(node.args) >= 2 and \
-                isinstance(node.args[1], ast.Constant) and node.args[1].value == "grad":
-            found.append(Finding("grad", "`setattr(…, \"grad\", …)`", label, node.lineno))
+        elif (
+            kind is ast.Call
+            and _called(node) == "setattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value == "grad"
+        ):
+            found.append(Finding("grad", '`setattr(…, "grad", …)`', label, node.lineno))
     return found
 
 
 def _is_function_base(base: ast.AST) -> bool:
     """Any base named `Function` or `InplaceFunction` (`torch.autograd.Function`,
     `autograd.Function`, `Function`): broad, for a rule that refuses such classes."""
-    name = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(
-        base, ast.Name) else None
+    name = (
+        base.attr
+        if isinstance(base, ast.Attribute)
+        else base.id
+        if isinstance(base, ast.Name)
+        else None
+    )
     return name in ("Function", "InplaceFunction")
 
 
-TORCH_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
-                             "torch.autograd.function.InplaceFunction"})
+TORCH_FUNCTIONS = frozenset(
+    {
+        "torch.autograd.Function",
+        "torch.autograd.function.Function",
+        "torch.autograd.function.InplaceFunction",
+    }
+)
 
 
 def _imported_as(cells: list[tuple[str, str]], name: str) -> str | None:
@@ -410,9 +511,11 @@ def _is_torch_function_base(cells: list[tuple[str, str]], base: ast.AST) -> bool
 @once_per_source
 def own_functions(cells: Iterable[tuple[str, str]]) -> list[Finding]:
     """Every class the submission derives from `torch.autograd.Function`."""
-    return [Finding("own-function", f"`class {node.name}`", label, node.lineno)
-            for label, node in _walk(cells)
-            if isinstance(node, ast.ClassDef) and any(_is_function_base(b) for b in node.bases)]
+    return [
+        Finding("own-function", f"`class {node.name}`", label, node.lineno)
+        for label, node in _walk(cells)
+        if isinstance(node, ast.ClassDef) and any(_is_function_base(b) for b in node.bases)
+    ]
 
 
 def _module_bindings(cells: Iterable[tuple[str, str]], name: str) -> list[ast.AST]:
@@ -425,11 +528,21 @@ def _module_bindings(cells: Iterable[tuple[str, str]], name: str) -> list[ast.AS
                     found.append(statement)
                 continue
             for node in ast.walk(statement):
-                bound = (isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))
-                         and node.id == name) or (
-                    isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                        (alias.asname or alias.name.split(".")[0]) == name for alias in node.names)) \
+                bound = (
+                    (
+                        isinstance(node, ast.Name)
+                        and isinstance(node.ctx, (ast.Store, ast.Del))
+                        and node.id == name
+                    )
+                    or (
+                        isinstance(node, (ast.Import, ast.ImportFrom))
+                        and any(
+                            (alias.asname or alias.name.split(".")[0]) == name
+                            for alias in node.names
+                        )
+                    )
                     or (isinstance(node, ast.Global) and name in node.names)
+                )
                 if bound:
                     found.append(statement)
                     break
@@ -442,36 +555,78 @@ def _changed_elsewhere(cells: list[tuple[str, str]], name: str) -> bool:
     for _, node in _walk(cells):
         if isinstance(node, ast.Global) and name in node.names:
             return True
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                and isinstance(node.value, ast.Name) and node.value.id == name:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+        ):
             return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in ("setattr", "delattr") and node.args \
-                and isinstance(node.args[0], ast.Name) and node.args[0].id == name:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == name
+        ):
             return True
     return False
 
 
 # what a Function of one's own may not define or be given: each changes what `C.apply(x)` or
 # `C().__class__` runs, out of the reading's sight
-REBOUND_IN_CLASS = frozenset({"apply", "__new__", "__init__", "__init_subclass__", "__call__",
-                              "__getattr__", "__getattribute__", "__class__", "__class_getitem__",
-                              "__set_name__", "_backward_cls", "__prepare__"})
+REBOUND_IN_CLASS = frozenset(
+    {
+        "apply",
+        "__new__",
+        "__init__",
+        "__init_subclass__",
+        "__call__",
+        "__getattr__",
+        "__getattribute__",
+        "__class__",
+        "__class_getitem__",
+        "__set_name__",
+        "_backward_cls",
+        "__prepare__",
+    }
+)
 # attributes no honest submission assigns: they change what any Function's `apply` runs
-PATCHED_ATTRIBUTES = frozenset({"apply", "forward", "backward", "setup_context", "Function",
-                                "FunctionMeta", "_backward_cls", "_forward_cls", "_C"})
+PATCHED_ATTRIBUTES = frozenset(
+    {
+        "apply",
+        "forward",
+        "backward",
+        "setup_context",
+        "Function",
+        "FunctionMeta",
+        "_backward_cls",
+        "_forward_cls",
+        "_C",
+    }
+)
 
 
 def _patches_functions(cells: list[tuple[str, str]]) -> bool:
     """Whether the file assigns or deletes an attribute that decides what a Function's `apply`
     runs (`torch.autograd.Function.apply = …`, `setattr(x, "backward", …)`)."""
     for _, node in _walk(cells):
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                and node.attr in PATCHED_ATTRIBUTES:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            and node.attr in PATCHED_ATTRIBUTES
+        ):
             return True
-        if isinstance(node, ast.Call) and _called(node) in ("setattr", "delattr") and (
-                len(node.args) < 2 or not isinstance(node.args[1], ast.Constant)
-                or node.args[1].value in PATCHED_ATTRIBUTES):
+        if (
+            isinstance(node, ast.Call)
+            and _called(node) in ("setattr", "delattr")
+            and (
+                len(node.args) < 2
+                or not isinstance(node.args[1], ast.Constant)
+                or node.args[1].value in PATCHED_ATTRIBUTES
+            )
+        ):
             return True
     return False
 
@@ -482,17 +637,26 @@ def _function_class(cells: list[tuple[str, str]], name: str) -> ast.ClassDef | N
     or a method that changes what `apply` runs, nor changed elsewhere."""
     bindings = _module_bindings(cells, name)
     last = bindings[-1] if bindings else None
-    if not isinstance(last, ast.ClassDef) or last.decorator_list or last.keywords or \
-            len(last.bases) != 1 or not _is_torch_function_base(cells, last.bases[0]) or \
-            _changed_elsewhere(cells, name) or _patches_functions(cells):
+    if (
+        not isinstance(last, ast.ClassDef)
+        or last.decorator_list
+        or last.keywords
+        or len(last.bases) != 1
+        or not _is_torch_function_base(cells, last.bases[0])
+        or _changed_elsewhere(cells, name)
+        or _patches_functions(cells)
+    ):
         return None
     defined = set()
     for statement in last.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defined.add(statement.name)
         else:
-            defined |= {node.id for node in ast.walk(statement)
-                        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+            defined |= {
+                node.id
+                for node in ast.walk(statement)
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+            }
     if defined & REBOUND_IN_CLASS:
         return None
     return last if {"forward", "backward"} <= defined else None
@@ -516,8 +680,12 @@ class Applied:
 
 def _is_apply(cells: list[tuple[str, str]], node: ast.AST) -> bool:
     """`C.apply`, where C is a Function of the file's own."""
-    return isinstance(node, ast.Attribute) and node.attr == "apply" and isinstance(
-        node.value, ast.Name) and _function_class(cells, node.value.id) is not None
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "apply"
+        and isinstance(node.value, ast.Name)
+        and _function_class(cells, node.value.id) is not None
+    )
 
 
 @once_per_source
@@ -532,31 +700,59 @@ def applies_own_function(cells: Iterable[tuple[str, str]], function: str) -> App
     last = bindings[-1] if bindings else None
     if last is None or _changed_elsewhere(cells, function):
         return Applied(False, False, None)
-    if isinstance(last, ast.Assign) and len(last.targets) == 1 and \
-            isinstance(last.targets[0], ast.Name):
+    if (
+        isinstance(last, ast.Assign)
+        and len(last.targets) == 1
+        and isinstance(last.targets[0], ast.Name)
+    ):
         return Applied(_is_apply(cells, last.value), False, _dotted(last.value))
     if not isinstance(last, ast.FunctionDef) or not last.args.args or last.decorator_list:
         return Applied(False, False, None)
     argument = last.args.args[0].arg
     body = last.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]  # the docstring
-    returns = [node.value for statement in last.body for node in ast.walk(statement)
-               if isinstance(node, ast.Return) and node.value is not None]
+    returns = [
+        node.value
+        for statement in last.body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Return) and node.value is not None
+    ]
     returned = _dotted(returns[-1]) if returns else None
     single = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
-    if isinstance(single, ast.Call) and _is_apply(cells, single.func) and not single.keywords \
-            and len(single.args) == 1 and isinstance(single.args[0], ast.Name) \
-            and single.args[0].id == argument:
+    if (
+        isinstance(single, ast.Call)
+        and _is_apply(cells, single.func)
+        and not single.keywords
+        and len(single.args) == 1
+        and isinstance(single.args[0], ast.Name)
+        and single.args[0].id == argument
+    ):
         return Applied(True, False, returned)
     # `C.apply(x * torch.sigmoid(x))`, or `x` rebound first: applied to what autograd already
     # differentiates (for the diagnostic's words)
-    rebound = any(isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))
-                  and node.id == argument for statement in body for node in ast.walk(statement))
+    rebound = any(
+        isinstance(node, ast.Name)
+        and isinstance(node.ctx, (ast.Store, ast.Del))
+        and node.id == argument
+        for statement in body
+        for node in ast.walk(statement)
+    )
     to_expression = any(
-        isinstance(node, ast.Call) and _is_apply(cells, node.func) and (
-            rebound or node.keywords or len(node.args) != 1
-            or not (isinstance(node.args[0], ast.Name) and node.args[0].id == argument))
-        for statement in body for node in ast.walk(statement))
+        isinstance(node, ast.Call)
+        and _is_apply(cells, node.func)
+        and (
+            rebound
+            or node.keywords
+            or len(node.args) != 1
+            or not (isinstance(node.args[0], ast.Name) and node.args[0].id == argument)
+        )
+        for statement in body
+        for node in ast.walk(statement)
+    )
     return Applied(False, to_expression, returned)

@@ -23,6 +23,7 @@ Each file is written once and read by the other side only: the service keeps the
 looks whether report.json exists without reading it. report.json is `Report.to_dict()`, read
 back with `Report.parse`, so a garbled or oversized one is the grader's error of that run.
 """
+
 from __future__ import annotations
 
 import json
@@ -107,8 +108,10 @@ def read_report(folder: Path) -> Report | None:
     except FileNotFoundError:
         return None
     if len(data) > MAX_REPORT_BYTES:
-        return Report.grader_error(f"the report in {folder} is {found} bytes, more than the "
-                                   f"{MAX_REPORT_BYTES} the service stores")
+        return Report.grader_error(
+            f"the report in {folder} is {found} bytes, more than the "
+            f"{MAX_REPORT_BYTES} the service stores"
+        )
     try:
         parsed = json.loads(data)
     except ValueError as exc:

@@ -5,6 +5,7 @@ descriptors taken before the submission runs, so a submission that monkeypatches
 or `torch.allclose` changes nothing this module reports; and since it only ever *answers*, a
 submission that corrupts it can only send wrong answers, which the grader scores as such.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,7 +27,9 @@ _TB_ATTRS = _TB.__dict__
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 _TYPE_NAME = type.__dict__["__name__"]
-_TYPE_MRO, _TYPE_FLAGS, _TYPE_DICT = (type.__dict__[n] for n in ("__mro__", "__flags__", "__dict__"))
+_TYPE_MRO, _TYPE_FLAGS, _TYPE_DICT = (
+    type.__dict__[n] for n in ("__mro__", "__flags__", "__dict__")
+)
 Py_TPFLAGS_HEAPTYPE = 1 << 9
 MAX_MESSAGE = 2000
 MAX_GRAPH_NODES = 64  # unless the grader asks for more (a search for what ran), up to
@@ -58,12 +61,27 @@ class Server:
 
     # no attribute of an instance's own: a submission that reaches this object (unsealed,
     # through a frame above its function's) cannot shadow its methods
-    __slots__ = ("req_fd", "rep_fd", "reply_bytes", "handles", "next_handle", "labels", "anomaly",
-                 "submission", "support", "graders_support", "buffers", "buffered", "watch",
-                 "on_student", "returned")
+    __slots__ = (
+        "req_fd",
+        "rep_fd",
+        "reply_bytes",
+        "handles",
+        "next_handle",
+        "labels",
+        "anomaly",
+        "submission",
+        "support",
+        "graders_support",
+        "buffers",
+        "buffered",
+        "watch",
+        "on_student",
+        "returned",
+    )
 
-    def __init__(self, req_fd: int, rep_fd: int, reply_bytes: int,
-                 watched: watch.Watch | None = None):
+    def __init__(
+        self, req_fd: int, rep_fd: int, reply_bytes: int, watched: watch.Watch | None = None
+    ):
         self.req_fd, self.rep_fd, self.reply_bytes = req_fd, rep_fd, reply_bytes
         self.watch = watched
         self.on_student = watched.run if watched is not None else _direct
@@ -115,7 +133,7 @@ class Server:
         for part in protocol.frames(reply, self.buffers):
             view = memoryview(part)
             while view:
-                view = view[os.write(self.rep_fd, view):]
+                view = view[os.write(self.rep_fd, view) :]
 
     # --- operations --------------------------------------------------------------------------
 
@@ -125,14 +143,22 @@ class Server:
             for module in (self.support, self.graders_support):
                 exec(compile(header["support"], "exercise_support.py", "exec"), module.__dict__)
             if self.watch is not None:  # before the submission's code can change it
-                self.watch.watch_also(watch.support_entries(self.graders_support,
-                                                            header["support"]))
+                self.watch.watch_also(
+                    watch.support_entries(self.graders_support, header["support"])
+                )
         self.submission.__file__ = "submission.py"
         sys.modules["submission"] = self.submission
         self.labels = frozenset(label for label, _ in header["cells"])
-        _, loaded = self.on_student(functools.partial(
-            load_cells, header["cells"], bool(header["notebook"]), list(header["functions"]),
-            self.submission.__dict__, self.labels))
+        _, loaded = self.on_student(
+            functools.partial(
+                load_cells,
+                header["cells"],
+                bool(header["notebook"]),
+                list(header["functions"]),
+                self.submission.__dict__,
+                self.labels,
+            )
+        )
         return loaded
 
     def op_put(self, header: dict, buffers: list[bytes]) -> dict:
@@ -142,9 +168,17 @@ class Server:
         owner, name = self.resolve(header["target"])
         # the arguments go with the job alone: what the submission leaves in them is dropped on
         # its own thread
-        done, value = self.on_student(functools.partial(
-            call, owner, name, self.decode(header.get("args", []), buffers),
-            self.decode(header.get("kwargs", {"__dict__": []}), buffers), self.anomaly, self.labels))
+        done, value = self.on_student(
+            functools.partial(
+                call,
+                owner,
+                name,
+                self.decode(header.get("args", []), buffers),
+                self.decode(header.get("kwargs", {"__dict__": []}), buffers),
+                self.anomaly,
+                self.labels,
+            )
+        )
         self.returned.append(value)
         return {"value": self.encode(value)} if done else {"error": value}
 
@@ -157,8 +191,9 @@ class Server:
         obj = self.handles[header["handle"]]
         if type(obj) in _PLAIN_TENSORS and header["name"] in _TB_ATTRS:
             return {"value": self.encode(_get(obj, header["name"]))}
-        done, value = self.on_student(functools.partial(
-            call, obj, header["name"], None, None, False, self.labels))
+        done, value = self.on_student(
+            functools.partial(call, obj, header["name"], None, None, False, self.labels)
+        )
         self.returned.append(value)
         return {"value": self.encode(value)} if done else {"error": value}
 
@@ -172,8 +207,10 @@ class Server:
         self.returned.append(value)
         if not done:
             return {"error": value}
-        return {key: self.encode(part) if key in ("parameters", "param_groups") else part
-                for key, part in value.items()}
+        return {
+            key: self.encode(part) if key in ("parameters", "param_groups") else part
+            for key, part in value.items()
+        }
 
     def op_reset(self, _header: dict, _buffers: list[bytes]) -> dict:
         # the objects go on the student's thread: their finalizers are the submission's code
@@ -201,9 +238,13 @@ class Server:
             t = t.to(desc.get("device", "cpu"))
             return t.requires_grad_(bool(desc.get("requires_grad")))
 
-        return protocol.decode_plain(value, buffers, tensor,
-                                     lambda desc: self.handles[desc["__handle__"]],
-                                     protocol.Budget(nodes=1 << 30))
+        return protocol.decode_plain(
+            value,
+            buffers,
+            tensor,
+            lambda desc: self.handles[desc["__handle__"]],
+            protocol.Budget(nodes=1 << 30),
+        )
 
     def keep(self, obj: Any) -> int:
         handle = self.next_handle
@@ -221,7 +262,11 @@ class Server:
             return value
         if issubclass(kind, float):
             value = float.__float__(value)
-            return value if value == value and abs(value) != float("inf") else {"__float__": repr(value)}
+            return (
+                value
+                if value == value and abs(value) != float("inf")
+                else {"__float__": repr(value)}
+            )
         if kind is torch.Tensor or kind is torch.nn.Parameter:
             return self.encode_tensor(value)
         if kind is tuple or kind is torch.Size:
@@ -229,14 +274,20 @@ class Server:
         if kind is list:
             return [self.encode(v, depth + 1) for v in value]
         if kind is dict:
-            return {"__dict__": [[self.encode(k, depth + 1), self.encode(v, depth + 1)]
-                                 for k, v in value.items()]}
+            return {
+                "__dict__": [
+                    [self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()
+                ]
+            }
         if kind is torch.dtype:
             return {"__dtype__": protocol.dtype_name(value)}
         if kind is torch.device:
             return {"__device__": str(value)}
-        return {"__handle__": self.keep(value), "type": _TYPE_NAME.__get__(kind)[:200],
-                "tensor_subclass": issubclass(kind, torch.Tensor)}
+        return {
+            "__handle__": self.keep(value),
+            "type": _TYPE_NAME.__get__(kind)[:200],
+            "tensor_subclass": issubclass(kind, torch.Tensor),
+        }
 
     def encode_tensor(self, t: torch.Tensor) -> dict:
         """A tensor as its storage span (from its storage offset to the last element its strides
@@ -249,7 +300,9 @@ class Server:
             span = protocol.span_elements(shape, strides)
             self.buffered += span * _TB.element_size(t)
             if self.buffered > self.reply_bytes:
-                raise ValueTooLarge(f"the value returned is larger than {self.reply_bytes >> 20} MiB")
+                raise ValueTooLarge(
+                    f"the value returned is larger than {self.reply_bytes >> 20} MiB"
+                )
             self.buffers.append(protocol.span_bytes(t))
             grad_fn = _get(t, "grad_fn")
             return {
@@ -266,8 +319,10 @@ class Server:
                     "grad_fn": type(grad_fn).__name__[:200] if grad_fn is not None else None,
                     # Reading .grad of a non-leaf warns into the student's output; a version
                     # counter does not exist for inference tensors.
-                    "has_grad": bool((_get(t, "is_leaf") or _get(t, "retains_grad"))
-                                     and _get(t, "grad") is not None),
+                    "has_grad": bool(
+                        (_get(t, "is_leaf") or _get(t, "retains_grad"))
+                        and _get(t, "grad") is not None
+                    ),
                     "version": None if _TB.is_inference(t) else int(_get(t, "_version")),
                 },
             }
@@ -282,8 +337,13 @@ class Server:
                 continue
             index[id(fn)] = len(nodes)
             nexts = [f for f, _ in _next_functions(fn) if f is not None]
-            nodes.append({"name": _TYPE_NAME.__get__(type(fn)), "next": nexts,
-                          "python": bool(_TYPE_FLAGS.__get__(type(fn)) & Py_TPFLAGS_HEAPTYPE)})
+            nodes.append(
+                {
+                    "name": _TYPE_NAME.__get__(type(fn)),
+                    "next": nexts,
+                    "python": bool(_TYPE_FLAGS.__get__(type(fn)) & Py_TPFLAGS_HEAPTYPE),
+                }
+            )
             queue.extend(nexts)
         for node in nodes:
             node["next"] = [index[id(f)] for f in node["next"] if id(f) in index]
@@ -302,8 +362,9 @@ def _next_functions(node: Any) -> tuple:
     return ()
 
 
-def describe_exception(exc: BaseException, labels: frozenset[str], frames: bool = True,
-                       made_at: dict | None = None) -> dict:
+def describe_exception(
+    exc: BaseException, labels: frozenset[str], frames: bool = True, made_at: dict | None = None
+) -> dict:
     """An exception as the grader reads it: its type, message and the submission's frames
     (`frames`: False on the sealed main thread, which reads no frame). Never raises: an
     exception of the submission's that its own code keeps from being read is said as such."""
@@ -311,12 +372,18 @@ def describe_exception(exc: BaseException, labels: frozenset[str], frames: bool 
     try:
         return _described(exc, kind, labels, frames, made_at)
     except BaseException:
-        return {"type": kind, "message": "<the exception could not be read>", "frames": [],
-                "made_at": None, "errno": None}
+        return {
+            "type": kind,
+            "message": "<the exception could not be read>",
+            "frames": [],
+            "made_at": None,
+            "errno": None,
+        }
 
 
-def _described(exc: BaseException, kind: str, labels: frozenset[str], frames: bool,
-               made_at: dict | None) -> dict:
+def _described(
+    exc: BaseException, kind: str, labels: frozenset[str], frames: bool, made_at: dict | None
+) -> dict:
     found, tb = [], exc.__traceback__ if frames else None
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -333,15 +400,22 @@ def _described(exc: BaseException, kind: str, labels: frozenset[str], frames: bo
     except BaseException:
         message = "<the exception's message could not be printed>"
     number = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
-    return {"type": kind, "message": message, "frames": found[-5:], "made_at": made_at,
-            "errno": number if type(number) is int else None}
+    return {
+        "type": kind,
+        "message": message,
+        "frames": found[-5:],
+        "made_at": made_at,
+        "errno": number if type(number) is int else None,
+    }
 
 
 # --- the submission's code: run on the student thread when sealed, and given back as
 # (done, value) or (False, the exception described there, where its frames can be read) ----------
 
-def load_cells(cells: list, notebook: bool, functions: list[str], namespace: dict,
-               labels: frozenset[str]) -> tuple[bool, dict]:
+
+def load_cells(
+    cells: list, notebook: bool, functions: list[str], namespace: dict, labels: frozenset[str]
+) -> tuple[bool, dict]:
     notes, error = [], None
     for label, code in cells:
         try:
@@ -356,8 +430,14 @@ def load_cells(cells: list, notebook: bool, functions: list[str], namespace: dic
     return True, {"notes": notes, "import_error": error, "defined": defined}
 
 
-def call(owner: Any, name: str | None, args: list | None, kwargs: dict | None, anomaly: bool,
-         labels: frozenset[str]) -> tuple[bool, Any]:
+def call(
+    owner: Any,
+    name: str | None,
+    args: list | None,
+    kwargs: dict | None,
+    anomaly: bool,
+    labels: frozenset[str],
+) -> tuple[bool, Any]:
     """owner.name(*args, **kwargs), or owner(...) when name is None, or the attribute itself
     when args is None. In anomaly mode, a backward error says where its tensor was made."""
     made_at = None
@@ -404,14 +484,20 @@ def describe_object(obj: Any, labels: frozenset[str]) -> tuple[bool, Any]:
                     if value is not None and id(value) not in seen:
                         seen.add(id(value))
                         parameters[f"{prefix}.{name}" if prefix else name] = value
-            return True, {"class": _TYPE_NAME.__get__(type(obj)),
-                          "training": _state(obj).get("training") is True,
-                          "parameters": parameters,
-                          "modules": [[n, _TYPE_NAME.__get__(type(m))] for n, m in modules]}
+            return True, {
+                "class": _TYPE_NAME.__get__(type(obj)),
+                "training": _state(obj).get("training") is True,
+                "parameters": parameters,
+                "modules": [[n, _TYPE_NAME.__get__(type(m))] for n, m in modules],
+            }
         if isinstance(obj, torch.optim.Optimizer):
-            return True, {"class": _TYPE_NAME.__get__(type(obj)), "param_groups": [
-                {k: v for k, v in dict.items(g) if k != "params"}
-                for g in list.__iter__(_state(obj)["param_groups"])]}
+            return True, {
+                "class": _TYPE_NAME.__get__(type(obj)),
+                "param_groups": [
+                    {k: v for k, v in dict.items(g) if k != "params"}
+                    for g in list.__iter__(_state(obj)["param_groups"])
+                ],
+            }
         return True, {"class": _TYPE_NAME.__get__(type(obj))}
     except BaseException as exc:
         return False, describe_exception(exc, labels)
@@ -430,20 +516,26 @@ def _named_modules(root: Any) -> list[tuple[str, Any]]:
             continue
         seen.add(id(module))
         found.append((prefix, module))
-        children = [(f"{prefix}.{name}" if prefix else name, child)
-                    for name, child in dict.items(_state(module).get("_modules", {}))
-                    if child is not None]
+        children = [
+            (f"{prefix}.{name}" if prefix else name, child)
+            for name, child in dict.items(_state(module).get("_modules", {}))
+            if child is not None
+        ]
         pending.extend(reversed(children))
     return found
 
 
 def _unbuffered(fd: int) -> io.TextIOWrapper:
-    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
-                            errors="backslashreplace", write_through=True)
+    return io.TextIOWrapper(
+        io.FileIO(fd, "w", closefd=False),
+        encoding="utf-8",
+        errors="backslashreplace",
+        write_through=True,
+    )
 
 
 def start_cuda() -> str:
-    """"ready", or why CUDA cannot start in this confined process. Said before the submission
+    """ "ready", or why CUDA cannot start in this confined process. Said before the submission
     is loaded, so that a driver the sandbox stops is the grader's failure, never an exception
     charged to the student's code (and its start-up, about 0.6 s, is never a check's time)."""
     try:
@@ -453,9 +545,16 @@ def start_cuda() -> str:
     return "ready"
 
 
-def run(req_fd: int, rep_fd: int, out_fd: int, confinement: sandbox.Confinement,
-        threads: int, reply_bytes: int, prepared: tuple | None = None,
-        pid_namespace: str | None = None) -> None:
+def run(
+    req_fd: int,
+    rep_fd: int,
+    out_fd: int,
+    confinement: sandbox.Confinement,
+    threads: int,
+    reply_bytes: int,
+    prepared: tuple | None = None,
+    pid_namespace: str | None = None,
+) -> None:
     """Entry point of a freshly forked student process; never returns. `prepared`: what the
     seal's checks compare with, taken before the fork's confinement (watch.prepare);
     `pid_namespace`: why the zygote could not make it one, where it could not."""

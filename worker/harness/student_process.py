@@ -2,6 +2,7 @@
 its capped output. Every wait has a deadline; a process that dies says how (StudentDied).
 What the grader asks of it goes through worker/harness/remote.py's `Student`.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,7 +42,7 @@ class Output:
 
     def add(self, chunk: bytes) -> None:
         room = self.limit - len(self.data)
-        self.data += chunk[:max(room, 0)]
+        self.data += chunk[: max(room, 0)]
         self.dropped += max(len(chunk) - max(room, 0), 0)
 
     @property
@@ -54,14 +55,15 @@ class Output:
         if not self.dropped:
             return self.data.decode("utf-8", "replace")
         note = f"\n[… {self.dropped} more bytes of output dropped]"
-        return self.data.decode("utf-8", "replace")[:max(self.limit - len(note), 0)] + note
+        return self.data.decode("utf-8", "replace")[: max(self.limit - len(note), 0)] + note
 
 
 class StudentProcess:
     """One forked, sandboxed student process and its three pipes."""
 
-    def __init__(self, zygote: Zygote, confinement: sandbox.Confinement, limits: Limits,
-                 output: Output):
+    def __init__(
+        self, zygote: Zygote, confinement: sandbox.Confinement, limits: Limits, output: Output
+    ):
         self.zygote, self.limits, self.output = zygote, limits, output
         spawned, fds = zygote.spawn(confinement, limits)
         self.pid, (self.req_fd, self.rep_fd, self.out_fd) = spawned["pid"], fds[:3]
@@ -75,11 +77,15 @@ class StudentProcess:
             os.set_blocking(fd, False)
         self.hello, _ = self.exchange(None, [], limits.call_seconds)
 
-    def exchange(self, header: dict | None, buffers: list[bytes], timeout: float) -> tuple[dict, list[bytes]]:
+    def exchange(
+        self, header: dict | None, buffers: list[bytes], timeout: float
+    ) -> tuple[dict, list[bytes]]:
         """Send one request (or none) and wait for the reply, draining output meanwhile."""
         if not self.alive:
             raise StudentDied("crashed", {"reason": "already stopped"})
-        pending = memoryview(protocol.pack(header, buffers)) if header is not None else memoryview(b"")
+        pending = (
+            memoryview(protocol.pack(header, buffers)) if header is not None else memoryview(b"")
+        )
         deadline = time.monotonic() + timeout
         with selectors.DefaultSelector() as selector:
             selector.register(self.rep_fd, selectors.EVENT_READ)
@@ -97,7 +103,7 @@ class StudentProcess:
                 for key, _ in selector.select(remaining):
                     if key.fd == self.req_fd:
                         try:
-                            pending = pending[os.write(self.req_fd, pending):]
+                            pending = pending[os.write(self.req_fd, pending) :]
                         except BrokenPipeError:
                             pending = memoryview(b"")
                         if not pending:
@@ -142,7 +148,9 @@ class StudentProcess:
             return StudentDied("timeout", {"signal": signal.Signals(sig).name, "cpu_limit": True})
         details = {"exit_code": status.get("exit_code")}
         if sig:
-            details["signal"] = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
+            details["signal"] = (
+                signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
+            )
         return StudentDied("crashed", details)
 
     def _drain_output(self) -> None:

@@ -7,6 +7,7 @@ keep their body. The lines of hpcgrade's own Jupyter extension (`%load_ext hpcgr
 note: they say nothing about the student's code. All checks on the bytes happen here, in the
 grader, before any student process exists.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,16 +36,22 @@ class Source:
 
 def read(data: bytes, filename: str, max_bytes: int) -> Source:
     if len(data) > max_bytes:
-        raise Unreadable(f"The file is {len(data):,} bytes; the limit is {max_bytes:,}.",
-                         f"El archivo tiene {_es(len(data))} bytes; el límite es {_es(max_bytes)}.")
+        raise Unreadable(
+            f"The file is {len(data):,} bytes; the limit is {max_bytes:,}.",
+            f"El archivo tiene {_es(len(data))} bytes; el límite es {_es(max_bytes)}.",
+        )
     if b"\x00" in data:
-        raise Unreadable("The file is binary, not Python source or a notebook.",
-                         "El archivo es binario, no código Python ni un notebook.")
+        raise Unreadable(
+            "The file is binary, not Python source or a notebook.",
+            "El archivo es binario, no código Python ni un notebook.",
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise Unreadable(f"The file is not UTF-8 text (byte {exc.start}). Save it as UTF-8.",
-                         f"El archivo no es texto UTF-8 (byte {exc.start}). Guárdalo como UTF-8.") from None
+        raise Unreadable(
+            f"The file is not UTF-8 text (byte {exc.start}). Save it as UTF-8.",
+            f"El archivo no es texto UTF-8 (byte {exc.start}). Guárdalo como UTF-8.",
+        ) from None
     if filename.lower().endswith(".ipynb"):  # NOTEBOOK.IPYNB too, as the upload accepts it
         return notebook_cells(text)
     empty = ({"kind": "empty"},) if not text.strip() else ()
@@ -63,8 +70,10 @@ def notebook_cells(text: str) -> Source:
         if not isinstance(cells, list):
             raise TypeError
     except (ValueError, KeyError, TypeError, RecursionError):
-        raise Unreadable("The file is not a valid Jupyter notebook (its JSON cannot be read).",
-                         "El archivo no es un notebook de Jupyter válido (no se puede leer su JSON).") from None
+        raise Unreadable(
+            "The file is not a valid Jupyter notebook (its JSON cannot be read).",
+            "El archivo no es un notebook de Jupyter válido (no se puede leer su JSON).",
+        ) from None
     out, notes = [], []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -90,7 +99,7 @@ def neutralise(source: str) -> tuple[str, list[int]]:
     neutralised = []
     for i, line in enumerate(lines):
         if SHELL_OR_MAGIC.match(line):
-            indent = line[:len(line) - len(line.lstrip())]
+            indent = line[: len(line) - len(line.lstrip())]
             lines[i] = f"{indent}pass  # neutralised: {line.strip()}"
             if not EXTENSION_LINE.match(line):
                 neutralised.append(i + 1)

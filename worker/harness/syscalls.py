@@ -1,4 +1,5 @@
 """The C library calls the sandbox makes, through ctypes (no compiled extension in a course venv)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -9,8 +10,13 @@ PR_SET_NO_NEW_PRIVS = 38
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                       ctypes.c_char_p]
+libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+]
 libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
 

@@ -7,6 +7,7 @@ program's words and nothing of its code, to the exercise's visible_mistakes.json
 fetches with the visible checks. A student's run whose failed checks say exactly what one
 program's said is told that program's words, as the grade would tell them.
 """
+
 from __future__ import annotations
 
 from worker.harness.source_rules import said_of
@@ -22,19 +23,18 @@ def marks(report: dict) -> dict[str, str]:
         if check.get("passed"):
             continue
         first = (check.get("diagnostics") or [{}])[0]
-        found[check["name"]] = first.get("translations", {}).get("en", {}).get(
-            "message", check.get("message", ""))
+        found[check["name"]] = (
+            first.get("translations", {}).get("en", {}).get("message", check.get("message", ""))
+        )
     return found
 
 
-def recognised(report: dict, mistakes: dict, lang: str,
-               cells: tuple[tuple[str, str], ...]) -> dict:
+def recognised(report: dict, mistakes: dict, lang: str, cells: tuple[tuple[str, str], ...]) -> dict:
     """The report with the first failed check's first diagnostic telling the known wrong
     program whose marks are the report's, in `lang` (its words as the file's `cells` show them:
     source_rules.said_of); the report itself when none fits."""
     found = marks(report)
-    name = next((n for n, known in mistakes.items() if found and known.get("marks") == found),
-                None)
+    name = next((n for n, known in mistakes.items() if found and known.get("marks") == found), None)
     if name is None:
         return report
     says = said_of(mistakes[name], cells)
@@ -43,9 +43,15 @@ def recognised(report: dict, mistakes: dict, lang: str,
     if at is None:
         return report
     first, *rest = checks[at]["diagnostics"]
-    translations = {other: dict(text, hint=says.get(other, says["en"]))
-                    for other, text in first.get("translations", {}).items()}
-    named = dict(first, hint=says.get(lang, says["en"]), translations=translations,
-                 details=dict(first.get("details", {}), wrong_program=name))
+    translations = {
+        other: dict(text, hint=says.get(other, says["en"]))
+        for other, text in first.get("translations", {}).items()
+    }
+    named = dict(
+        first,
+        hint=says.get(lang, says["en"]),
+        translations=translations,
+        details=dict(first.get("details", {}), wrong_program=name),
+    )
     checks[at] = dict(checks[at], diagnostics=[named, *rest])
     return dict(report, checks=checks)

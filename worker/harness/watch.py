@@ -23,6 +23,7 @@ kernel of its own for one of torch's operators). So, once sealed:
   changed taints the process for good: that reply and every later one is the refusal, which
   names it.
 """
+
 from __future__ import annotations
 
 import _signal
@@ -47,30 +48,95 @@ from worker.harness import protocol, seal, seccomp
 # the modules the main thread makes its replies with (not `sys` or `warnings`, which honest
 # code changes: redirected output, a filter); any other module the submission changes changes
 # only what its own code does
-WATCHED_MODULES = ("builtins", "os", "json", "json.decoder", "json.encoder", "json.scanner",
-                   "struct", "math")
+WATCHED_MODULES = (
+    "builtins",
+    "os",
+    "json",
+    "json.decoder",
+    "json.encoder",
+    "json.scanner",
+    "struct",
+    "math",
+)
 # of torch's modules, which torch itself changes as it runs (an optimizer's first step replaces
 # `torch.manual_seed`), the names the main thread reads
 WATCHED_NAMES = {
-    "torch": ("Tensor", "Size", "dtype", "device", "empty", "from_numpy", "frombuffer", "nn",
-              "optim", "autograd", "_C", "bfloat16", "float16", "float32", "float64",
-              "complex64", "complex128", "uint8", "int8", "int16", "int32", "int64", "bool"),
-    "torch.nn": ("Parameter", "Module"), "torch.optim": ("Optimizer",),
-    "torch.autograd": ("set_detect_anomaly",), "torch._C": ("TensorBase", "DisableTorchFunction"),
+    "torch": (
+        "Tensor",
+        "Size",
+        "dtype",
+        "device",
+        "empty",
+        "from_numpy",
+        "frombuffer",
+        "nn",
+        "optim",
+        "autograd",
+        "_C",
+        "bfloat16",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+        "uint8",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "bool",
+    ),
+    "torch.nn": ("Parameter", "Module"),
+    "torch.optim": ("Optimizer",),
+    "torch.autograd": ("set_detect_anomaly",),
+    "torch._C": ("TensorBase", "DisableTorchFunction"),
     "numpy": ("frombuffer", "uint8", "ndarray", "dtype"),
     # what calls code of the submission's on whichever thread an event happens: a warning torch
     # raises on the main thread, an exception no one can raise
-    "warnings": ("showwarning", "_showwarnmsg", "_showwarnmsg_impl", "formatwarning", "warn",
-                 "warn_explicit"),
-    "sys": ("unraisablehook",)}
+    "warnings": (
+        "showwarning",
+        "_showwarnmsg",
+        "_showwarnmsg_impl",
+        "formatwarning",
+        "warn",
+        "warn_explicit",
+    ),
+    "sys": ("unraisablehook",),
+}
 # and the types, whose real dicts a mappingproxy comparison leaks (the harness's own classes too)
-WATCHED_TYPES = (torch.Tensor, torch._C.TensorBase, torch.nn.Parameter, torch.Size, object, type,
-                 dict, list, tuple, str, bytes, bytearray, memoryview, int, float, bool,
-                 json.JSONDecoder, json.JSONEncoder)
+WATCHED_TYPES = (
+    torch.Tensor,
+    torch._C.TensorBase,
+    torch.nn.Parameter,
+    torch.Size,
+    object,
+    type,
+    dict,
+    list,
+    tuple,
+    str,
+    bytes,
+    bytearray,
+    memoryview,
+    int,
+    float,
+    bool,
+    json.JSONDecoder,
+    json.JSONEncoder,
+)
 # the operators a reply reads a tensor's bytes with (protocol.span_bytes): a kernel of the
 # submission's for one of them (torch.library) leaves torch's own "(inactive)" in its entry
-READ_WITH = ("aten::detach", "aten::as_strided", "aten::_to_copy", "aten::copy_", "aten::clone",
-             "aten::resolve_conj", "aten::resolve_neg", "aten::contiguous", "aten::view")
+READ_WITH = (
+    "aten::detach",
+    "aten::as_strided",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::clone",
+    "aten::resolve_conj",
+    "aten::resolve_neg",
+    "aten::contiguous",
+    "aten::view",
+)
 _TOP_SAVED_HOOKS = torch._C._autograd._top_saved_tensors_default_hooks
 
 
@@ -80,11 +146,15 @@ def _no_saved_tensor_hooks() -> bool:
 
 # what torch keeps per thread that changes what the grader's calls compute: modes entered
 # (function, dispatch) and dispatch keys forced in or out (the python dispatcher)
-THREAD_STATE = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack,
-                torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set,
-                # saved-tensor hooks left entered (True: none), which the grader's backward
-                # passes on the student thread would run
-                _no_saved_tensor_hooks)
+THREAD_STATE = (
+    torch._C._len_torch_function_stack,
+    torch._C._len_torch_dispatch_stack,
+    torch._C._dispatch_tls_local_include_set,
+    torch._C._dispatch_tls_local_exclude_set,
+    # saved-tensor hooks left entered (True: none), which the grader's backward
+    # passes on the student thread would run
+    _no_saved_tensor_hooks,
+)
 THREAD_GRACE = 1.0  # seconds a thread of the submission's has to end once its job returned
 # torch's registries of hooks every module or optimizer runs, the grader's probes too: their
 # dicts (`_global_forward_hooks`, `_global_optimizer_pre_hooks`, …) must stay as they were
@@ -114,12 +184,23 @@ def _student_loop(box: list, go: Any, done: Any, state: tuple, setup: Callable[[
 
 
 def _watched(harness_package: str) -> list[Any]:
-    modules = [module for name, module in list(sys.modules.items())
-               if module is not None and (name in WATCHED_MODULES or name in WATCHED_NAMES
-                                          or name.startswith(harness_package + "."))]
-    own_types = [value for module in modules if module.__name__.startswith(harness_package)
-                 for value in list(module.__dict__.values())
-                 if isinstance(value, type) and value.__module__ == module.__name__]
+    modules = [
+        module
+        for name, module in list(sys.modules.items())
+        if module is not None
+        and (
+            name in WATCHED_MODULES
+            or name in WATCHED_NAMES
+            or name.startswith(harness_package + ".")
+        )
+    ]
+    own_types = [
+        value
+        for module in modules
+        if module.__name__.startswith(harness_package)
+        for value in list(module.__dict__.values())
+        if isinstance(value, type) and value.__module__ == module.__name__
+    ]
     return modules + list(WATCHED_TYPES) + own_types
 
 
@@ -128,9 +209,22 @@ class Watch:
     the process is sealed; everything it reads is bound now, in its slots, out of the
     submission's reach (the server holds it on the main thread's stack alone)."""
 
-    __slots__ = ("_box", "_go", "_done", "_park", "_student", "_baseline", "_current_frames",
-                 "_trusted", "_taint", "_sleep", "_find_change", "refuse", "_refused",
-                 "watch_also")
+    __slots__ = (
+        "_box",
+        "_go",
+        "_done",
+        "_park",
+        "_student",
+        "_baseline",
+        "_current_frames",
+        "_trusted",
+        "_taint",
+        "_sleep",
+        "_find_change",
+        "refuse",
+        "_refused",
+        "watch_also",
+    )
 
     def __init__(self, trusted: list[bool], prepared: tuple, setup: Callable[[], None]):
         self._trusted = trusted  # the hook's: lets this thread read other threads' frames
@@ -142,7 +236,8 @@ class Watch:
         self._go.acquire()
         self._done.acquire()
         self._student = _thread.start_new_thread(
-            _student_loop, (self._box, self._go, self._done, THREAD_STATE, setup))
+            _student_loop, (self._box, self._go, self._done, THREAD_STATE, setup)
+        )
         self._done.acquire()
         if isinstance(self._box[0], BaseException):
             raise OSError(0, f"the student thread: {self._box[0]}")
@@ -164,8 +259,9 @@ class Watch:
         frame, line = self._park
         self._trusted[0] = True
         try:
-            while not (self._current_frames().get(self._student) is frame
-                       and frame.f_lineno == line):
+            while not (
+                self._current_frames().get(self._student) is frame and frame.f_lineno == line
+            ):
                 self._sleep(0)
         finally:
             self._trusted[0] = False
@@ -207,11 +303,15 @@ def _refuser() -> Callable[[int, str], None]:
     head, write, encode = protocol.HEADER.pack, os.write, str.encode
 
     def refuse(fd: int, change: str) -> None:
-        body = encode('{"error":{"type":"SealRefused","message":"' + change
-                      + '","frames":[],"made_at":null,"errno":1}}')
+        body = encode(
+            '{"error":{"type":"SealRefused","message":"'
+            + change
+            + '","frames":[],"made_at":null,"errno":1}}'
+        )
         view = memoryview(head(len(body), 0) + body)
         while view:
-            view = view[write(fd, view):]
+            view = view[write(fd, view) :]
+
     return refuse
 
 
@@ -223,15 +323,24 @@ def prepare(harness_package: str = seal.HARNESS_PACKAGE) -> tuple:
     the grade's path."""
     kept = []
     for owner in _watched(harness_package):
-        names = WATCHED_NAMES.get(getattr(owner, "__name__", None)) \
-            if not isinstance(owner, type) else None
+        names = (
+            WATCHED_NAMES.get(getattr(owner, "__name__", None))
+            if not isinstance(owner, type)
+            else None
+        )
         # a type or a harness module may not even gain an entry (it would shadow an inherited
         # method, or a builtin)
-        kept.append(_entry(owner, names, isinstance(owner, type)
-                           or owner.__name__.startswith(harness_package)))
-    registries = tuple((registry, len(registry), f"{module}.{name}") for module in HOOK_REGISTRIES
-                       for name, registry in vars(sys.modules[module]).items()
-                       if name.startswith("_global_") and type(registry) in (dict, OrderedDict))
+        kept.append(
+            _entry(
+                owner, names, isinstance(owner, type) or owner.__name__.startswith(harness_package)
+            )
+        )
+    registries = tuple(
+        (registry, len(registry), f"{module}.{name}")
+        for module in HOOK_REGISTRIES
+        for name, registry in vars(sys.modules[module]).items()
+        if name.startswith("_global_") and type(registry) in (dict, OrderedDict)
+    )
     return tuple(kept), registries
 
 
@@ -251,8 +360,11 @@ def support_entries(support: types.ModuleType, source: str) -> list[tuple]:
     submission reached its functions through a method's `__globals__`)."""
     seal.hook_optimizer_steps()  # its optimizers' classes wrapped now, not at their first use
     found = [_entry(support, None, True)]
-    found += [_entry(value, None, True) for value in list(vars(support).values())
-              if isinstance(value, type) and value.__module__ == support.__name__]
+    found += [
+        _entry(value, None, True)
+        for value in list(vars(support).values())
+        if isinstance(value, type) and value.__module__ == support.__name__
+    ]
     read: dict[int, tuple[types.ModuleType, set[str]]] = {}
     for node in ast.walk(ast.parse(source)):
         chain = []
@@ -270,8 +382,9 @@ def support_entries(support: types.ModuleType, source: str) -> list[tuple]:
     return found + [_entry(owner, tuple(sorted(names)), False) for owner, names in read.values()]
 
 
-def _change_finder(prepared: tuple, baseline: tuple) -> tuple[Callable[[], str | None],
-                                                               Callable[[Any], None]]:
+def _change_finder(
+    prepared: tuple, baseline: tuple
+) -> tuple[Callable[[], str | None], Callable[[Any], None]]:
     """The check, with every name it uses bound now as values of its closure (the builtins it
     calls too: a patched `builtins.list` must not answer for what it checks). Entries are
     compared with `is` (never `==`, which an object of the submission's answers; nor `id`,
@@ -296,8 +409,12 @@ def _change_finder(prepared: tuple, baseline: tuple) -> tuple[Callable[[], str |
             if names:
                 if not every(each(same, each(now.get, names), then)):
                     return "tamper " + name
-            elif size(now) < size(then) or exact and size(now) != size(then) or \
-                    not every(each(same, islice(now.values(), size(then)), then)):
+            elif (
+                size(now) < size(then)
+                or exact
+                and size(now) != size(then)
+                or not every(each(same, islice(now.values(), size(then)), then))
+            ):
                 return "tamper " + name
         # a thread the job let go (an event set, a daemon's last line) may take a moment to end:
         # the main thread waits for it, touching nothing meanwhile
@@ -310,8 +427,11 @@ def _change_finder(prepared: tuple, baseline: tuple) -> tuple[Callable[[], str |
             return "mode -"
         if not every(each(same, each(handler, signals), handlers)):
             return "handler -"
-        if size(callbacks) != size(callbacks_then) or \
-                not every(each(same, callbacks, callbacks_then)) or threshold() != threshold_then:
+        if (
+            size(callbacks) != size(callbacks_then)
+            or not every(each(same, callbacks, callbacks_then))
+            or threshold() != threshold_then
+        ):
             return "tamper gc"
         for registry, length, name in registries:
             if size(registry) != length:
@@ -323,6 +443,7 @@ def _change_finder(prepared: tuple, baseline: tuple) -> tuple[Callable[[], str |
 
     def also(entries: list[tuple]) -> None:
         kept.extend(entries)
+
     return find_change, also
 
 

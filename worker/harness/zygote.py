@@ -13,6 +13,7 @@ scratch as a bounded tmpfs (mounts.py). A process with threads cannot do that, a
 torch starts one: so torch is imported after, in `main`, and the functions that use it import
 it there too.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,6 +71,7 @@ def warm_up_optimizers() -> None:
     gradients are set by hand: a backward would run the engine (see above).
     """
     import torch
+
     layer = torch.nn.Linear(3, 2)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
     for parameter in layer.parameters():
@@ -116,6 +118,7 @@ class Spare:
             for fd in (told_w, ended_w, released_r):
                 os.close(fd)
             from worker.harness import student, watch
+
             prepared = watch.prepare() if sealed else None
             with os.fdopen(spec_r, "rb") as spec:
                 request = json.loads(spec.read() or b"null")
@@ -123,8 +126,16 @@ class Spare:
                 os._exit(0)
             c = request["confinement"]
             confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
-            student.run(req_r, rep_w, out_w, confinement, request["threads"], request["reply_bytes"],
-                        prepared, pid_namespace)
+            student.run(
+                req_r,
+                rep_w,
+                out_w,
+                confinement,
+                request["threads"],
+                request["reply_bytes"],
+                prepared,
+                pid_namespace,
+            )
         for fd in (req_r, rep_w, out_w, spec_r, told_w, ended_w, released_r):
             os.close(fd)
 
@@ -139,8 +150,15 @@ class Spare:
         return student_pid, [self.req_w, self.rep_r, self.out_r]
 
     def discard(self) -> None:
-        for fd in (self.spec_w, self.req_w, self.rep_r, self.out_r, self.told_r, self.ended_r,
-                   self.released_w):
+        for fd in (
+            self.spec_w,
+            self.req_w,
+            self.rep_r,
+            self.out_r,
+            self.told_r,
+            self.ended_r,
+            self.released_w,
+        ):
             os.close(fd)  # an empty spec: the student exits, and its keeper with it
 
 
@@ -166,8 +184,9 @@ def reap(ended: int, student_pid: int, grace: float) -> dict:
     group if it lingers."""
     deadline = time.monotonic() + grace
     killed = False
-    while not select.select([ended], [], [], None if killed else
-                            max(deadline - time.monotonic(), 0))[0]:
+    while not select.select(
+        [ended], [], [], None if killed else max(deadline - time.monotonic(), 0)
+    )[0]:
         _kill_group(student_pid)
         killed = True
     text = os.read(ended, 32)
@@ -175,9 +194,11 @@ def reap(ended: int, student_pid: int, grace: float) -> dict:
     if not text:  # its keeper is gone (it dies with the zygote alone)
         return {"exit_code": None, "signal": None, "killed": killed}
     code, status = map(int, text.split())
-    return {"exit_code": status if code == os.CLD_EXITED else None,
-            "signal": status if code in (os.CLD_KILLED, os.CLD_DUMPED) else None,
-            "killed": killed}
+    return {
+        "exit_code": status if code == os.CLD_EXITED else None,
+        "signal": status if code in (os.CLD_KILLED, os.CLD_DUMPED) else None,
+        "killed": killed,
+    }
 
 
 def _kill_group(pid: int) -> None:
@@ -210,8 +231,10 @@ class Scratches:
             fd = mounts.mount_scratch(confinement["scratch"], confinement["scratch_bytes"])
         except OSError as exc:
             return [], {"missing": f"scratch-limit: {exc.strerror or exc}"}
-        return [fd], {"layer": f"scratch-limit({confinement['scratch_bytes'] >> 20} MiB, "
-                               f"{mounts.SCRATCH_FILES} files)"}
+        return [fd], {
+            "layer": f"scratch-limit({confinement['scratch_bytes'] >> 20} MiB, "
+            f"{mounts.SCRATCH_FILES} files)"
+        }
 
     def unmount(self, pid: int) -> None:
         path = self.mounted.pop(pid, None)
@@ -226,12 +249,14 @@ def main(fd: int, sealed: bool = True) -> None:
 
     # in memory before the first spare: no student imports it
     from worker.harness import student  # noqa: F401
+
     torch.set_num_threads(1)
     warm_up_autograd()
 
     def protect() -> None:  # what a student may not change: what is loaded now
         if sealed:
             seal.protect_loaded_types()
+
     protect()
     warm = False
     due: float | None = None  # when the first student was reaped: warm up at a quiet moment
@@ -245,8 +270,10 @@ def main(fd: int, sealed: bool = True) -> None:
     while True:
         # the grader waits for each answer before it asks again, so nothing is left in the
         # reader's buffer here, and the socket alone says whether a request is waiting
-        if due is not None and (time.monotonic() - due > WARM_AT_LATEST
-                                or not select.select([sock], [], [], IDLE_BEFORE_WARM)[0]):
+        if due is not None and (
+            time.monotonic() - due > WARM_AT_LATEST
+            or not select.select([sock], [], [], IDLE_BEFORE_WARM)[0]
+        ):
             warm_up_optimizers()
             protect()
             warm, due = True, None
@@ -263,8 +290,11 @@ def main(fd: int, sealed: bool = True) -> None:
             endings[pid] = spare.ended_r, spare.released_w
             if scratch_fds:
                 scratches.mounted[pid] = request["confinement"]["scratch"]
-            socket.send_fds(sock, [json.dumps({"pid": pid, "scratch": scratch}).encode() + b"\n"],
-                            fds + scratch_fds)
+            socket.send_fds(
+                sock,
+                [json.dumps({"pid": pid, "scratch": scratch}).encode() + b"\n"],
+                fds + scratch_fds,
+            )
             for f in fds + scratch_fds:
                 os.close(f)
             spare = Spare(warm, sealed)
