@@ -13,7 +13,7 @@ INTRO = """\
 # Configuration
 
 <!-- Generated from server/core/config.py by `hpcgrade settings > docs/configuration.md`;
-edit the settings' descriptions there, not this file (tests/test_config.py compares them). -->
+edit the settings' descriptions there, not this file (tests/core/test_config.py compares them). -->
 
 The service (portal, API, workers, beat and the `hpcgrade` commands that reach the database or
 the cluster) reads its settings from, each over the one before:

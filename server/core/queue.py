@@ -1,4 +1,7 @@
-"""Celery, bound in the app factory (Flask's own pattern), and enqueueing after the commit."""
+"""The queue: Celery bound in the app factory (Flask's own pattern) with the tasks' time limits
+and the broker's transport, enqueueing after the commit, the order runs are claimed in (a course's
+fair share, turns between students), a submission's place in it, cancelling, mail notices sent
+through it, and the runs stuck in it."""
 
 from __future__ import annotations
 

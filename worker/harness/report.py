@@ -114,7 +114,7 @@ class Report:
         )
 
     def to_dict(self) -> dict:
-        """The JSON contract (DESIGN.md). Bounded: every string to MAX_TEXT characters, the
+        """The JSON contract (the fields above). Bounded: every string to MAX_TEXT characters, the
         output to MAX_OUTPUT, the whole to MAX_REPORT_BYTES (see `bounded`); "cut" only when
         something was."""
         data = _as_json(asdict(self))
