@@ -186,6 +186,14 @@ def accept(
     """Validate and add a queued submission to the session (the caller commits)."""
     if exercise is None or not exercise.active:
         raise Refusal(404, _l("There is no such exercise."))
+    if exercise.course.archived_at is not None:
+        raise Refusal(
+            403,
+            _l(
+                "course %(course)s is archived: it takes no submissions",
+                course=exercise.course.slug,
+            ),
+        )
     check_file(filename, data, rules)
     granted = student_terms(session, user.id, exercise)  # with the student's allowance
     late_days, penalty = late_penalty(exercise, granted.deadline, now)

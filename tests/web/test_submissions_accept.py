@@ -117,3 +117,12 @@ def test_late_policies(db_session, student):
         "(8 Jan 2027, 12:00); late work is not accepted"
         in refused(403, db_session, student, refuse, "w.py", CODE, RULES, NOW).message
     )
+
+
+def test_an_archived_course_takes_no_submission_whatever_the_way_in(db_session, student):
+    """The rule lives in `accept`, which the portal, the API and MUNGE submits all go through."""
+    row = exercise(db_session)
+    row.course.archived_at = NOW
+    refusal = refused(403, db_session, student, row, "work.py", CODE, RULES, NOW)
+    assert refusal.message == f"course {row.course.slug} is archived: it takes no submissions"
+    assert db_session.query(Submission).count() == 0
