@@ -14,7 +14,7 @@ from kombu import Queue
 from sqlalchemy import bindparam, func, nulls_first, or_, select, update
 from sqlalchemy.orm import Session
 
-from server.core import folder_broker, redis_broker
+from server.core import folder_broker, redis_broker, task_names
 from server.core.config import app_settings
 from server.core.mail import mail_configured
 from server.core.models import Exercise, GradingRun, Submission, SubmissionStatus, utcnow
@@ -31,10 +31,10 @@ PRUNE_SECONDS = 3600.0
 # grading rush delays no mail
 SUBMISSIONS, PREVIEWS, MAIL = "celery", "previews", "mail"
 MAIL_TASKS = (
-    "hpcgrade.notify",
-    "hpcgrade.mail_links",
-    "hpcgrade.remind_deadlines",
-    "hpcgrade.report_failures",
+    task_names.NOTIFY,
+    task_names.MAIL_LINKS,
+    task_names.REMIND_DEADLINES,
+    task_names.REPORT_FAILURES,
 )
 # Each task's soft time limit, from the longest its work waits for; the hard limit (the pool
 # process killed: its message is delivered again) comes HARD_AFTER_SOFT later. Within a task
@@ -43,15 +43,15 @@ MAIL_TASKS = (
 HARD_AFTER_SOFT = 60.0
 TIME_LIMITS = {
     # a Slurm poll and a few sbatch calls of 60 s at most, the reports read
-    "hpcgrade.collect": 300.0,
-    "hpcgrade.cancel": 180.0,  # scancel
+    task_names.COLLECT: 300.0,
+    task_names.CANCEL: 180.0,  # scancel
     # a regrade's whole exercise, its runs' leases renewed meanwhile: past this its page
     # offers to start it again, from where it stopped
-    "hpcgrade.preview": 6 * 3600.0,
+    task_names.PREVIEW: 6 * 3600.0,
     **dict.fromkeys(MAIL_TASKS, 600.0),  # a round of mails, each within the SMTP time-out
-    "hpcgrade.reconcile": 120.0,  # each worker node asked, 6 s at most
-    "hpcgrade.prune_spool": 1800.0,  # a walk of the spool
-    "hpcgrade.users_sync": 600.0,  # the directory's groups, each within LDAP_TIMEOUT_SECONDS
+    task_names.RECONCILE: 120.0,  # each worker node asked, 6 s at most
+    task_names.PRUNE_SPOOL: 1800.0,  # a walk of the spool
+    task_names.USERS_SYNC: 600.0,  # the directory's groups, each within LDAP_TIMEOUT_SECONDS
 }
 
 
@@ -152,7 +152,7 @@ def broker_transport(url: str) -> str | None:
 def time_limits(settings) -> dict[str, float]:
     """Every task's soft time limit: a dispatch (a local grade, or the batches sent to Slurm)
     ends within its runs' lease, past which they are taken for lost and sent again anyway."""
-    return {"hpcgrade.dispatch": float(settings.grading_lease_seconds), **TIME_LIMITS}
+    return {task_names.DISPATCH: float(settings.grading_lease_seconds), **TIME_LIMITS}
 
 
 def celery_init_app(app: Flask) -> Celery:
@@ -161,7 +161,8 @@ def celery_init_app(app: Flask) -> Celery:
             with app.app_context():
                 return self.run(*args, **kwargs)
 
-    celery = Celery(app.name, task_cls=FlaskTask, include=["worker.grading.tasks"])
+    # the tasks are the worker's to import (worker/celery_app.py): the core sends them by name
+    celery = Celery(app.name, task_cls=FlaskTask)
     settings = app_settings(app)
     celery.conf.update(
         broker_url=settings.broker_url,
@@ -181,7 +182,7 @@ def celery_init_app(app: Flask) -> Celery:
         # or the default exchange would copy every message into both
         task_queues=[Queue(name, routing_key=name) for name in (SUBMISSIONS, PREVIEWS, MAIL)],
         task_routes={
-            "hpcgrade.preview": {"queue": PREVIEWS},
+            task_names.PREVIEW: {"queue": PREVIEWS},
             **{task: {"queue": MAIL} for task in MAIL_TASKS},
         },
         # a scheduled task expires once the next is due: those queued while no worker ran
@@ -189,16 +190,16 @@ def celery_init_app(app: Flask) -> Celery:
         beat_schedule={
             name: {"task": task, "schedule": period, "options": {"expires": period}}
             for name, task, period in (
-                ("reconcile", "hpcgrade.reconcile", RECONCILE_SECONDS),
-                ("prune", "hpcgrade.prune_spool", PRUNE_SECONDS),
+                ("reconcile", task_names.RECONCILE, RECONCILE_SECONDS),
+                ("prune", task_names.PRUNE_SPOOL, PRUNE_SECONDS),
                 *(
-                    [("directory sync", "hpcgrade.users_sync", settings.ldap_sync_minutes * 60.0)]
+                    [("directory sync", task_names.USERS_SYNC, settings.ldap_sync_minutes * 60.0)]
                     if settings.ldap_url
                     else []
                 ),
-                ("collect", "hpcgrade.collect", settings.collect_seconds),
-                ("deadline reminders", "hpcgrade.remind_deadlines", REMIND_SECONDS),
-                ("grader failures", "hpcgrade.report_failures", FAILURE_ROUND_SECONDS),
+                ("collect", task_names.COLLECT, settings.collect_seconds),
+                ("deadline reminders", task_names.REMIND_DEADLINES, REMIND_SECONDS),
+                ("grader failures", task_names.REPORT_FAILURES, FAILURE_ROUND_SECONDS),
             )
         },
     )
@@ -213,7 +214,7 @@ def enqueue(celery: Celery, session: Session, submission_ids: list[int]) -> list
     sent = []
     for submission_id in submission_ids:
         try:
-            celery.send_task("hpcgrade.dispatch", args=[[submission_id]], retry=False)
+            celery.send_task(task_names.DISPATCH, args=[[submission_id]], retry=False)
         except Exception as exc:  # kombu raises many types for a broker that is away
             log.warning("submission %s stays queued: broker unavailable (%s)", submission_id, exc)
             break
@@ -233,7 +234,7 @@ def send_notice(celery: Celery, event: str, ids: list[int]) -> bool:
     if not ids or not mail_configured():
         return False
     try:
-        celery.send_task("hpcgrade.notify", args=[event, ids], retry=False)
+        celery.send_task(task_names.NOTIFY, args=[event, ids], retry=False)
     except Exception as exc:  # kombu raises many types for a broker that is away
         log.warning("notice %s of %s not sent: broker unavailable (%s)", event, ids, exc)
         return False
@@ -243,7 +244,7 @@ def send_notice(celery: Celery, event: str, ids: list[int]) -> bool:
 def cancel_grading(celery: Celery, submission_ids: list[int]) -> bool:
     """Ask the workers to stop grading these submissions; False if the broker is away."""
     try:
-        celery.send_task("hpcgrade.cancel", args=[submission_ids], retry=False)
+        celery.send_task(task_names.CANCEL, args=[submission_ids], retry=False)
     except Exception as exc:  # kombu raises many types for a broker that is away
         log.warning("cannot cancel %s: broker unavailable (%s)", submission_ids, exc)
         return False

@@ -28,6 +28,7 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 from sqlalchemy import update
 
+from server.core import task_names
 from server.core.models import Exercise, GradingRun, Regrade, RunStatus, User, utcnow
 from server.core.queue import enqueue, send_notice
 from server.web.auth import db, instructor_required, staff_required
@@ -61,7 +62,7 @@ def send(regrade_id: int) -> bool:
     """Ask a worker to grade the preview; False if the broker is away."""
     try:
         current_app.extensions["celery"].send_task(
-            "hpcgrade.preview", args=[regrade_id], retry=False
+            task_names.PREVIEW, args=[regrade_id], retry=False
         )
     except Exception as exc:  # kombu raises many types for a broker that is away
         log.warning("regrade %s waits: broker unavailable (%s)", regrade_id, exc)

@@ -38,6 +38,7 @@ from flask_babel import ngettext
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from server.core import task_names
 from server.core.catalogue import ExerciseConfigError
 from server.core.config import app_settings
 from server.core.courses import COURSE_ROLES, course_catalogue
@@ -493,7 +494,7 @@ def _mail_links(user_ids: list[int], base_url: str) -> tuple[str, str]:
         )
     try:
         current_app.extensions["celery"].send_task(
-            "hpcgrade.mail_links", args=[user_ids, base_url, g.lang, g.user.id], retry=False
+            task_names.MAIL_LINKS, args=[user_ids, base_url, g.lang, g.user.id], retry=False
         )
     except Exception:  # kombu raises many types for a broker that is away
         return "error", _(

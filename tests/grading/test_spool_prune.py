@@ -122,7 +122,7 @@ def test_the_command_without_its_database_prunes_nothing_and_says_why(tmp_path, 
 
 
 def test_beat_schedules_the_prune_and_only_tasks_that_exist(app):
-    # the worker imports them: include=["worker.grading.tasks"]
+    # the worker imports them (worker/celery_app.py)
     from worker.grading import tasks  # noqa: F401
 
     celery = app.extensions["celery"]

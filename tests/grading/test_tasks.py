@@ -1,13 +1,26 @@
 """The Celery tasks as a worker binds them: every one ends, by a soft time limit from its
 purpose and a hard one after it."""
 
+import pytest
+
+from server.core.task_names import TASK_NAMES, TasksMissing, check_registered
 from server.web.app import create_app
 
 
 def bound_tasks(app) -> dict:
+    import worker.grading.tasks  # noqa: F401 - what the worker's entry point imports
+
     celery = app.extensions["celery"]
-    celery.loader.import_default_modules()  # what a worker imports at its start
     return {name: task for name, task in celery.tasks.items() if name.startswith("hpcgrade.")}
+
+
+def test_the_tasks_registered_are_the_names_declared(app):
+    """Every name the service sends a task by is registered, and no task goes unnamed there; the
+    worker checks the first at its start."""
+    assert set(bound_tasks(app)) == TASK_NAMES
+    check_registered(app.extensions["celery"].tasks)
+    with pytest.raises(TasksMissing, match="no task registered under hpcgrade.collect"):
+        check_registered(TASK_NAMES - {"hpcgrade.collect"})
 
 
 def test_every_task_has_a_soft_time_limit_and_a_hard_one_after_it(app):

@@ -16,7 +16,7 @@ from typing import Callable, ContextManager
 from celery import shared_task
 from flask import current_app
 
-from server.core import notice_rounds, notices
+from server.core import notice_rounds, notices, task_names
 from server.core.config import app_settings
 from server.core.ldap_directory import DirectoryUnavailable
 from server.core.ldap_sync import describe, sync_enrolments
@@ -71,7 +71,7 @@ def alone(name: str) -> ContextManager[bool]:
     )
 
 
-@shared_task(name="hpcgrade.dispatch", bind=True, **RETRY_WHILE_AWAY)
+@shared_task(name=task_names.DISPATCH, bind=True, **RETRY_WHILE_AWAY)
 def dispatch(self, submission_ids: list[int]) -> dict[int, str]:
     """A submission arrived (or a slot came free): grade what is due. Runs of this node's dead
     pool processes go back to the queue first (this may be their task, delivered again). On a
@@ -94,7 +94,7 @@ def _dispatch(node: str | None, submission_ids: list[int]) -> dict[int, str]:
     return done.outcomes
 
 
-@shared_task(name="hpcgrade.collect", bind=True)
+@shared_task(name=task_names.COLLECT, bind=True)
 def collect(self) -> dict[int, str]:
     """Reports into grades, ended jobs settled; then the batches that came due (a run sent back
     to the queue goes out with them). A synchronous executor's runs are graded and recorded by
@@ -119,19 +119,19 @@ def collect(self) -> dict[int, str]:
     return outcomes
 
 
-@shared_task(name="hpcgrade.cancel", **RETRY_WHILE_AWAY)
+@shared_task(name=task_names.CANCEL, **RETRY_WHILE_AWAY)
 def cancel(submission_ids: list[int]) -> list[int]:
     return dispatcher().cancel(submission_ids)
 
 
-@shared_task(name="hpcgrade.preview", bind=True, **RETRY_WHILE_AWAY)
+@shared_task(name=task_names.PREVIEW, bind=True, **RETRY_WHILE_AWAY)
 def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/grading/preview.py); nothing is published."""
     grader = PreviewGrader(dispatcher(self.request.hostname), app_settings().slurm_poll_seconds)
     return grader.grade_previews(regrade_id, grading.gone_here(self.request.hostname))
 
 
-@shared_task(name="hpcgrade.mail_links", bind=True, **RETRY_WHILE_AWAY)
+@shared_task(name=task_names.MAIL_LINKS, bind=True, **RETRY_WHILE_AWAY)
 def mail_links(self, user_ids: list[int], base_url: str, lang: str, staff_id: int) -> int:
     """Mail new accounts their set-password links (server/core/mail.py), in the language of the
     staff member who made them, who gets a mail naming any address the server refused. A mail
@@ -160,7 +160,7 @@ def mail_links(self, user_ids: list[int], base_url: str, lang: str, staff_id: in
     return len(refused)
 
 
-@shared_task(name="hpcgrade.notify", bind=True, **RETRY_WHILE_AWAY)
+@shared_task(name=task_names.NOTIFY, bind=True, **RETRY_WHILE_AWAY)
 def notify(self, event: str, ids: list[int]) -> int:
     """Mail what `event` tells about these rows to whom it concerns (server/core/notices.py),
     sent once their change was committed. A mail server that is away is tried again, for the
@@ -177,7 +177,7 @@ def notify(self, event: str, ids: list[int]) -> int:
             session.commit()  # what went out, counted
 
 
-@shared_task(name="hpcgrade.remind_deadlines")
+@shared_task(name=task_names.REMIND_DEADLINES)
 def remind_deadlines() -> int:
     """Hourly: a day before a deadline, the students who sent nothing to it yet and want to be
     reminded are, once (server/core/notice_rounds.py)."""
@@ -185,7 +185,7 @@ def remind_deadlines() -> int:
         return notice_rounds.remind_deadlines(session, utcnow())
 
 
-@shared_task(name="hpcgrade.report_failures")
+@shared_task(name=task_names.REPORT_FAILURES)
 def report_failures() -> int:
     """Every few minutes: each course's new grader failures, one mail to each instructor
     (server/core/notice_rounds.py). A mail server that is away leaves them to the next round."""
@@ -197,7 +197,7 @@ def report_failures() -> int:
             return 0
 
 
-@shared_task(name="hpcgrade.reconcile")
+@shared_task(name=task_names.RECONCILE)
 def reconcile() -> list[int]:
     """Runs whose worker died go back to the queue (the workers are asked which tasks they are
     running), then every submission queued but not sent, or sent long ago, is sent. That it
@@ -216,7 +216,7 @@ def reconcile() -> list[int]:
         return enqueue(current_app.extensions["celery"], session, ids)
 
 
-@shared_task(name="hpcgrade.prune_spool")
+@shared_task(name=task_names.PRUNE_SPOOL)
 def prune_spool() -> str:
     """Hourly: job logs, dead pilots' folders and runs' folders left behind leave the spool
     SPOOL_KEEP_DAYS after their last change (worker/grading/spool_prune.py), and the heartbeats
@@ -229,7 +229,7 @@ def prune_spool() -> str:
     return str(pruned)
 
 
-@shared_task(name="hpcgrade.users_sync", **RETRY_WHILE_AWAY)
+@shared_task(name=task_names.USERS_SYNC, **RETRY_WHILE_AWAY)
 def users_sync() -> int:
     """Every LDAP_SYNC_MINUTES: enrolments from the directory's groups (server/core/ldap_sync.py);
     a directory that cannot be read is read at the next one. How many enrolments changed."""
