@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from flask import Blueprint, flash, g, redirect, render_template, request, url_for
+from flask import flash, g, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 from sqlalchemy import delete, select
@@ -25,21 +25,15 @@ from server.core.grades import (
 )
 from server.core.models import Accommodation, Allowance, Exercise, User, utcnow
 from server.web.allowances import COMMENT_LIMIT, EXAMPLE_EXTENSION, exception_form, tell
-from server.web.auth import db, staff_required
+from server.web.auth import db
 from server.web.course import exercises, students
 from server.web.i18n import time_zone, when
 from server.web.staff import exercise_or_404, student_or_404
+from server.web.staff_pages import staff_blueprint
 
-blueprint = Blueprint("accommodations", __name__, url_prefix="/courses/<course>/staff")
+blueprint = staff_blueprint("accommodations", __name__)
 # usernames pasted as a list: one a line, or separated by commas, semicolons or spaces
 SEPARATORS = re.compile(r"[\s,;]+")
-
-
-@blueprint.before_request
-@staff_required
-def only_staff() -> None:
-    """Every page here is for the course's teaching assistants and instructors (and admins);
-    a student gets 403."""
 
 
 @blueprint.app_template_global()

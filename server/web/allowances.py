@@ -14,7 +14,7 @@ import re
 import zoneinfo
 
 from babel.dates import get_month_names
-from flask import Blueprint, current_app, flash, g, redirect, render_template, request, url_for
+from flask import current_app, flash, g, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
@@ -29,14 +29,15 @@ from server.core.grades import (
 )
 from server.core.models import Allowance, Exercise, SetGrade, Submission, User, utcnow
 from server.core.queue import send_notice
-from server.web.auth import db, staff_required
+from server.web.auth import db
 from server.web.course import exercises
 from server.web.handgrading import after_adjusting, came_from_hand_grading, hand_grading_page
 from server.web.i18n import LANGS, out_of, points, time_zone, when, when_zoned
 from server.web.portal import submission as submission_page
 from server.web.staff import exercise_or_404, student_or_404, submission_or_404
+from server.web.staff_pages import staff_blueprint
 
-blueprint = Blueprint("allowances", __name__, url_prefix="/courses/<course>/staff")
+blueprint = staff_blueprint("allowances", __name__)
 MAX_EXTRA_ATTEMPTS = 100
 COMMENT_LIMIT = 2000
 # a new deadline as the pages write a moment ("5 Feb 2027, 18:00", "5 feb 2027, 18:00"), the
@@ -56,13 +57,6 @@ EXAMPLE_EXTENSION = dt.timedelta(days=7)
 
 
 # --- the pages ----------------------------------------------------------------------------------
-
-
-@blueprint.before_request
-@staff_required
-def only_staff() -> None:
-    """Every page here is for the course's teaching assistants and instructors (and admins);
-    a student gets 403."""
 
 
 @blueprint.app_template_global()

@@ -77,13 +77,16 @@ def create_app(config: dict | None = None) -> Flask:
     throttle.init_app(app)
     errors.register(app)
     headers.register(app)
+    # what every request needs, in this order (not the blueprints' order): who it is from, in
+    # which language, which course and the user's role there (the staff pages' check reads it)
+    for hook in (auth.load_user, portal.choose_language, courses.load_course):
+        app.before_request(hook)
     app.register_blueprint(auth.blueprint)
     from server.web.oidc_login import blueprint as single_sign_on
 
     app.register_blueprint(single_sign_on)
     app.register_blueprint(account.blueprint)
     app.register_blueprint(portal.blueprint)
-    # after auth (the course needs the user) and the portal (its refusals, the language)
     app.register_blueprint(courses.blueprint)
     app.register_blueprint(api.blueprint)
     app.register_blueprint(staff.blueprint)

@@ -41,8 +41,8 @@ def db() -> Session:
     return g.db_session
 
 
-@blueprint.before_app_request
 def load_user() -> None:
+    """Who the request is from (the app runs it first: app.py)."""
     user_id = session.get("user_id")
     g.user = db().get(User, user_id) if user_id is not None else None
     if g.user is not None and session.get("version") != g.user.session_version:

@@ -51,9 +51,8 @@ def blueprint_needs_course(endpoint: str) -> bool:
         return False
 
 
-@blueprint.before_app_request
 def load_course():
-    """After auth.load_user: the course the URL names, and the user's role in it."""
+    """After auth.load_user (app.py): the course the URL names, and the user's role in it."""
     g.course, g.role = None, None
     slug = g.get("course_slug")
     if slug is None:

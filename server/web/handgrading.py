@@ -17,31 +17,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
+from flask import abort, flash, g, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from sqlalchemy import delete, or_, select
 
 from server.core.courses import role_in
 from server.core.models import CourseRole, SavedComment, Submission, User, utcnow
-from server.web.auth import db, staff_required
+from server.web.auth import db
 from server.web.course import by_students, standings, students
 from server.web.listing import by_name
 from server.web.results import page_view, submission_dict, submission_state
 from server.web.staff import exercise_or_404, submission_or_404
+from server.web.staff_pages import staff_blueprint
 
-blueprint = Blueprint("handgrading", __name__, url_prefix="/courses/<course>/staff")
+blueprint = staff_blueprint("handgrading", __name__)
 ORDERS = ("counted", "all")
 # a saved comment fills the adjusted score's comment field: the same limit as that field
 # (allowances.COMMENT_LIMIT, whose module imports this one)
 COMMENT_LIMIT = 2000
 # what the score form's buttons send to come back here: this page again, or the next one
 THEN_STAY, THEN_NEXT = "stay", "next"
-
-
-@blueprint.before_request
-@staff_required
-def only_staff() -> None:
-    """Every page here is for the course's teaching assistants and instructors (and admins)."""
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,9 @@ from server.web.submissions import PASTED, Refusal, Rules, idempotency_key, subm
 blueprint = Blueprint("portal", __name__, url_prefix="/courses/<course>")
 
 
-@blueprint.before_app_request
 def choose_language() -> None:
-    """For every request, the API's too; a ?lang= is remembered for the next ones."""
+    """For every request, the API's too, once its user is known (app.py); a ?lang= is
+    remembered for the next ones."""
     if request.args.get("lang") in LANGS:
         session["lang"] = request.args["lang"]
     g.lang = request_language()

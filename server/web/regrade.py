@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 
 from flask import (
-    Blueprint,
     abort,
     current_app,
     flash,
@@ -31,7 +30,7 @@ from sqlalchemy import update
 from server.core import task_names
 from server.core.models import Exercise, GradingRun, Regrade, RunStatus, User, utcnow
 from server.core.queue import enqueue, send_notice
-from server.web.auth import db, instructor_required, staff_required
+from server.web.auth import db, instructor_required
 from server.web.regrade_preview import (
     AlreadyOpen,
     discard,
@@ -46,16 +45,11 @@ from server.web.regrade_preview import (
 )
 from server.web.results import WAITING
 from server.web.staff import exercise_or_404, submission_or_404
+from server.web.staff_pages import staff_blueprint
 from server.web.submissions import reopen
 
 log = logging.getLogger(__name__)
-blueprint = Blueprint("regrade", __name__, url_prefix="/courses/<course>/staff")
-
-
-@blueprint.before_request
-@staff_required
-def only_staff() -> None:
-    """The course's teaching assistants and instructors (and admins); a student gets 403."""
+blueprint = staff_blueprint("regrade", __name__)
 
 
 def send(regrade_id: int) -> bool:

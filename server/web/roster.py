@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from flask import (
-    Blueprint,
     abort,
     current_app,
     flash,
@@ -64,13 +63,14 @@ from server.core.users import (
     students_only,
     user_role,
 )
-from server.web.auth import db, instructor_required, staff_required
+from server.web.auth import db, instructor_required
 from server.web.courses import ROLE_NAMES
 from server.web.listing import arrange, by_name, by_username, requested_listing
 from server.web.spreadsheet import cell, csv_text, for_excel
+from server.web.staff_pages import staff_blueprint
 
 log = logging.getLogger(__name__)
-blueprint = Blueprint("roster", __name__, url_prefix="/courses/<course>/staff/roster")
+blueprint = staff_blueprint("roster", __name__, "/roster")
 
 
 @dataclass(frozen=True)
@@ -97,13 +97,6 @@ SORT_KEYS = {
     "added": lambda member: member.user.created_at,
 }
 FILTERS = {role: (lambda member, role=role: member.role == role) for role in COURSE_ROLES}
-
-
-@blueprint.before_request
-@staff_required
-def only_staff() -> None:
-    """Every page here is for the course's staff; a student gets 403. What changes anything is
-    for its instructors (instructor_required), a teaching assistant gets 403 there."""
 
 
 def addable_roles() -> tuple[str, ...]:

@@ -16,7 +16,6 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from flask import (
-    Blueprint,
     Response,
     abort,
     current_app,
@@ -35,7 +34,7 @@ from server.core.grades import maximum_points
 from server.core.models import Exercise, Submission, User, utcnow
 from server.core.queue import cancel_grading
 from server.web import charts
-from server.web.auth import db, staff_required
+from server.web.auth import db
 from server.web.course import (
     LatestSubmission,
     Standing,
@@ -55,21 +54,15 @@ from server.web.listing import Listing, arrange, by_name, by_username, requested
 from server.web.paging import requested_page
 from server.web.results import WAITING
 from server.web.spreadsheet import PLAIN, Dialect, cell, course_file, csv_response, for_excel
+from server.web.staff_pages import staff_blueprint
 
-blueprint = Blueprint("staff", __name__, url_prefix="/courses/<course>/staff")
+blueprint = staff_blueprint("staff", __name__)
 # the gradebook sorts by an exercise as ?sort=ex:<slug>: a slug may be "total" or "name" too
 EXERCISE_SORT = "ex:"
 # what Canvas's gradebook import requires before the assignments, and its row of points (as
 # Canvas's own export writes it)
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS = "    Points Possible"
-
-
-@blueprint.before_request
-@staff_required
-def only_staff() -> None:
-    """Every page here is for the course's teaching assistants and instructors (and admins);
-    a student gets 403."""
 
 
 @blueprint.route("/")
