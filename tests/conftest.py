@@ -354,9 +354,29 @@ MACHINE_WIDE = {
 }
 
 
+# the sandbox and the harness's life: layers taken away, attacks that kill or taint a zygote,
+# deadlines, the seal, the spool and pilots, bounds, the GPU node's simulation (marked sandbox:
+# `scripts/test --sandbox`, and the whole suite; not the fast tier)
+SANDBOX = {
+    "test_confinement",
+    "test_attacks",
+    "test_deadlines",
+    "test_seal",
+    "test_seal_watch",
+    "test_spool_harness",
+    "test_pilot_idle",
+    "test_zygote",
+    "test_gpu_node",
+    "test_grader_errors",
+    "test_bounds",
+}
+
+
 def pytest_itemcollected(item):
     if item.get_closest_marker("slurm") or item.module.__name__ in MACHINE_WIDE:
         item.add_marker(pytest.mark.machine_wide)
+    if item.module.__name__.rsplit(".", 1)[-1] in SANDBOX:
+        item.add_marker(pytest.mark.sandbox)
 
 
 def pytest_collection_modifyitems(config, items):
