@@ -32,7 +32,7 @@ from server.web.regrade_preview import (
     start,
 )
 from server.web.submissions import Rules, accept, reopen
-from worker.grading import settle as grading
+from worker.grading import settle
 from worker.grading.preview import PreviewGrader, record
 from worker.harness import spool
 from worker.harness.report import Report
@@ -564,7 +564,7 @@ def test_the_recovery_and_the_queue_leave_preview_runs_alone(graded, executor, c
             )
         )
     before = state(app)
-    assert grading.recover(database.sessions, lambda worker: True) == []
+    assert settle.recover(database.sessions, lambda worker: True) == []
     assert dispatcher(database, executor, catalogue).collect() == {}
     assert state(app) == before
     with database.sessions() as session:
@@ -672,8 +672,8 @@ def test_a_preview_renews_its_leases_now_and_then_not_after_each_run(
         ) == {"preview"}
 
 
-def renewals(app, grading) -> list[str]:
-    """The statements that renewed preview runs' leases while `grading` ran."""
+def renewals(app, work) -> list[str]:
+    """The statements that renewed preview runs' leases while `work` ran."""
     statements: list[str] = []
     engine = app.extensions["hpcgrade.db"].engine
 
@@ -683,7 +683,7 @@ def renewals(app, grading) -> list[str]:
 
     event.listen(engine, "before_cursor_execute", seen)
     try:
-        grading()
+        work()
     finally:
         event.remove(engine, "before_cursor_execute", seen)
     return statements

@@ -16,7 +16,7 @@ from helpers import REFERENCE_Q, queue_submission
 from server.core.models import WorkerHeartbeat, utcnow
 from server.web.app import create_app
 from worker.cli.main import main
-from worker.grading import settle as grading
+from worker.grading import settle
 from worker.harness import spool
 
 DAY = 86400
@@ -54,7 +54,7 @@ def run_folder(root: Path, name: str, days: float) -> Path:
 
 def running_run(database) -> str:
     with database.sessions.begin() as session:
-        claimed = grading.claim(
+        claimed = settle.claim(
             session, queue_submission(database, REFERENCE_Q), "slurm", "w", dt.timedelta(minutes=15)
         )
     return str(claimed.run_id)

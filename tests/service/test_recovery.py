@@ -21,7 +21,7 @@ from server.core.models import Submission, User
 from server.core.queue import enqueue
 from server.web.app import create_app
 from worker.grading import dispatch as dispatch_module
-from worker.grading import settle as grading
+from worker.grading import settle
 
 ROOT = Path(__file__).parents[2]
 LOOPING = "while True:\n    pass\n"
@@ -42,8 +42,8 @@ def away(times: int, real):
 
 def test_a_report_in_hand_waits_for_the_database(database, executor, catalogue, monkeypatch):
     monkeypatch.setattr(dispatch_module, "RECORD_BACKOFF", (0.01, 0.02))
-    record, calls = away(3, grading.record)
-    monkeypatch.setattr(grading, "record", record)
+    record, calls = away(3, settle.record)
+    monkeypatch.setattr(settle, "record", record)
     submission_id = queue_submission(database, REFERENCE_Q)
     assert dispatcher(database, executor, catalogue).dispatch([]).outcomes == {
         submission_id: "graded"

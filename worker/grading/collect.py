@@ -27,7 +27,7 @@ from sqlalchemy import func, select, update
 
 from server.core.db import Database
 from server.core.models import GradingRun, RunStatus, utcnow
-from worker.grading import settle as grading
+from worker.grading import settle
 from worker.grading.executor import WAITING, ClusterError, Executor, JobState
 from worker.grading.pilots import Pilots
 from worker.harness import spool
@@ -60,7 +60,7 @@ class Collecting:
     pending_limit: float  # seconds a job may wait for the cluster to start it
     poll_every: float  # seconds between two polls of the cluster
 
-    def collect(self) -> dict[int, grading.Settled]:
+    def collect(self) -> dict[int, settle.Settled]:
         """Record the reports the harness said were done, and send back the runs it left; then,
         at most once per SLURM_POLL_SECONDS, look at every run and settle those whose jobs ended
         without a report. Returns the outcome of every run it changed (graded, failed,
@@ -110,7 +110,7 @@ class Collecting:
             )
         return outcomes
 
-    def _take_done(self, run_ids: list[int]) -> dict[int, grading.Settled]:
+    def _take_done(self, run_ids: list[int]) -> dict[int, settle.Settled]:
         """Record these runs' reports; those a batch job left, its time running out, go back to
         the queue, their attempts unused."""
         outcomes = self._collect_reports(run_ids)
@@ -122,7 +122,7 @@ class Collecting:
         ]
         if left:
             self._release(left)
-            outcomes |= {run_id: grading.Settled.requeued for run_id in left}
+            outcomes |= {run_id: settle.Settled.requeued for run_id in left}
         return outcomes
 
     def _forget_stale(self, run_ids: set[str]) -> None:
@@ -163,8 +163,8 @@ class Collecting:
                 ).all()
             )
 
-    def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, grading.Settled]:
-        outcomes: dict[int, grading.Settled] = {}
+    def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, settle.Settled]:
+        outcomes: dict[int, settle.Settled] = {}
         changed: dict[int, JobState] = {}
         overdue = []
         stuck: set[str] = set()  # pilots whose harness stopped answering: their jobs cancelled
@@ -200,7 +200,7 @@ class Collecting:
                     state.state,
                 )
                 self._release([run.id])
-                outcomes[run.id] = grading.Settled.requeued
+                outcomes[run.id] = settle.Settled.requeued
                 continue
             where = f" on {state.node}" if state.node else ""
             reason = (
@@ -210,7 +210,7 @@ class Collecting:
             if state.reason:
                 reason += f" ({state.reason})"
             tail = self.executor.log_tail(run.external_id)
-            outcomes |= self._settle([run.id], grading.lose, reason + (f"\n{tail}" if tail else ""))
+            outcomes |= self._settle([run.id], settle.lose, reason + (f"\n{tail}" if tail else ""))
             if state.state == "STUCK":  # its run settled first: a try used, not an admin's stop
                 stuck.add(run.external_id)
         self._note(changed)
@@ -224,7 +224,7 @@ class Collecting:
             and (utcnow() - aware(run.started_at)).total_seconds() > self.pending_limit
         )
 
-    def _give_up(self, runs: list, states: dict[str, JobState]) -> dict[int, grading.Settled]:
+    def _give_up(self, runs: list, states: dict[str, JobState]) -> dict[int, settle.Settled]:
         """Runs whose jobs waited past SLURM_PENDING_LIMIT_SECONDS (a node drained, a partition
         down): a grader error, "cluster unavailable" with squeue's reason, never a zero and no
         try used (staff send it again with Retry once the cluster is back). Settled before their
@@ -234,7 +234,7 @@ class Collecting:
             why = states[run.external_id].reason or "no reason given"
             outcomes |= self._settle(
                 [run.id],
-                grading.refuse,
+                settle.refuse,
                 (
                     f"cluster unavailable: Slurm job {run.external_id} waited more than "
                     f"{self.pending_limit:.0f} s to start ({why}); it was cancelled"

@@ -49,8 +49,7 @@ from server.core.models import (
     utcnow,
 )
 from server.core.queue import TURNS
-from worker.grading import cluster_state
-from worker.grading import settle as grading
+from worker.grading import cluster_state, settle
 from worker.grading.collect import Collecting, aware
 from worker.grading.executor import (
     ClusterError,
@@ -96,7 +95,7 @@ class Dispatched:
     failed run's next try may be due: send another dispatch), and the seconds until a waiting
     batch is due."""
 
-    outcomes: dict[int, grading.Settled] = field(default_factory=dict)
+    outcomes: dict[int, settle.Settled] = field(default_factory=dict)
     more: bool = False
     due_in: float | None = None
 
@@ -144,7 +143,7 @@ class Dispatcher(Collecting):
             exercises,
             Path(settings.spool_dir),
             settings.slurm_resources,
-            grading.worker_name(node),
+            settle.worker_name(node),
             dt.timedelta(seconds=settings.grading_lease_seconds),
             settings.slurm_batch_size,
             settings.slurm_batch_wait,
@@ -183,7 +182,7 @@ class Dispatcher(Collecting):
 
     def recover(self, dead: Callable[[str | None], bool]) -> list[int]:
         """Runs whose worker is dead, or whose lease ran out, go back to the queue."""
-        return grading.recover(self.database.sessions, dead)
+        return settle.recover(self.database.sessions, dead)
 
     def _grade_next(self) -> Dispatched:
         claimed, lease_ends = None, time.monotonic() + self.lease.total_seconds()
@@ -192,7 +191,7 @@ class Dispatcher(Collecting):
                 first = self._queued(session, most=1)
                 if not first:
                     return Dispatched()
-                claimed = grading.claim(
+                claimed = settle.claim(
                     session, first[0][0], self.executor.name, self.worker, self.lease
                 )
         outcome = self._grade(claimed, lease_ends)
@@ -200,7 +199,7 @@ class Dispatcher(Collecting):
             more = bool(self._queued(session, most=1, lock=False))
         return Dispatched({claimed.submission_id: outcome}, more)
 
-    def _grade(self, claimed: grading.Claim, lease_ends: float) -> str:
+    def _grade(self, claimed: settle.Claim, lease_ends: float) -> str:
         try:
             job = self.spool_run(claimed)
         except OSError as exc:
@@ -221,15 +220,15 @@ class Dispatcher(Collecting):
         while True:
             try:
                 with self.database.sessions.begin() as session:
-                    return grading.record(session, run_id, report)
-            except grading.DATABASE_AWAY as exc:
+                    return settle.record(session, run_id, report)
+            except settle.DATABASE_AWAY as exc:
                 if time.monotonic() + wait > deadline:
                     raise
                 log.warning("run %s: cannot record its report, trying again: %s", run_id, exc)
             time.sleep(random.uniform(wait / 2, wait))
             wait = min(wait * 2, RECORD_BACKOFF[1])
 
-    def _report(self, claimed: grading.Claim, job: Job | None) -> Report:
+    def _report(self, claimed: settle.Claim, job: Job | None) -> Report:
         if job is None:
             return Report.grader_error(
                 f"exercise {claimed.exercise} is not installed", claimed.exercise
@@ -238,7 +237,7 @@ class Dispatcher(Collecting):
             "no report", claimed.exercise, job.id
         )
 
-    def spool_run(self, claimed: grading.Claim, seed: int | None = None) -> Job | None:
+    def spool_run(self, claimed: settle.Claim, seed: int | None = None) -> Job | None:
         """The run's folder in the spool, and its job; None if its exercise is not installed.
         An exercise whose shape has no GPU is graded on the CPU, whatever the node has. The
         hidden inputs are drawn from `seed`; without one, the harness draws a fresh seed for
@@ -294,10 +293,10 @@ class Dispatcher(Collecting):
             for shape, pilot, ids in batches:
                 executor = "pilot" if pilot else self.executor.name
                 claims = [
-                    grading.claim(session, i, executor, self.worker, self.lease, now) for i in ids
+                    settle.claim(session, i, executor, self.worker, self.lease, now) for i in ids
                 ]
                 claimed.append((shape, pilot, [c for c in claims if c is not None]))
-        outcomes: dict[int, grading.Settled] = {}
+        outcomes: dict[int, settle.Settled] = {}
         for shape, pilot, claims in claimed:
             if not claims:
                 continue
@@ -323,7 +322,7 @@ class Dispatcher(Collecting):
         One whose previous run is still on (a regrade asked meanwhile) waits for it, and so do
         those of a course whose exercises cannot be read."""
         while True:
-            unread = [course for course, grading in self._courses.items() if grading.unread]
+            unread = [course for course, state in self._courses.items() if state.unread]
             rows = session.execute(self._queue(most, lock, unread)).all()
             # a course read for the first time may turn out unreadable: ask again without it
             if not any(self._course(course, session).unread for _, course, _, _ in rows):
@@ -411,8 +410,8 @@ class Dispatcher(Collecting):
         return full, batch
 
     def _send(
-        self, shape: Shape, pilot: str | None, claims: list[grading.Claim]
-    ) -> dict[int, grading.Settled]:
+        self, shape: Shape, pilot: str | None, claims: list[settle.Claim]
+    ) -> dict[int, settle.Settled]:
         """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled. Raises
         NotTakingJobs, its runs queued again, while the cluster takes no jobs."""
         try:
@@ -434,7 +433,7 @@ class Dispatcher(Collecting):
         except ImpossibleRequest as exc:
             log.error("runs %s refused: %s", run_ids, exc)
             return outcomes | self._settle(
-                run_ids, grading.refuse, f"the cluster cannot run this exercise: {exc}"
+                run_ids, settle.refuse, f"the cluster cannot run this exercise: {exc}"
             )
         except NotTakingJobs as exc:
             log.error(
@@ -486,7 +485,7 @@ class Dispatcher(Collecting):
 
     def _release(self, run_ids: list[int]) -> None:
         with self.database.sessions.begin() as session:
-            grading.release(session, run_ids)
+            settle.release(session, run_ids)
         for run_id in run_ids:
             spool.remove_run(self.spool, str(run_id))
 
@@ -500,12 +499,12 @@ class Dispatcher(Collecting):
         with self.database.sessions.begin() as session:
             for submission_id in submission_ids:
                 submission = session.get(Submission, submission_id, with_for_update=True)
-                if submission is None or submission.status in grading.DONE:
+                if submission is None or submission.status in settle.DONE:
                     continue
                 for run in [r for r in submission.runs if r.status == RunStatus.running.value]:
-                    grading.cancel(session, run.id, reason)
+                    settle.cancel(session, run.id, reason)
                     runs.append(run)
-                grading.stop(submission)
+                settle.stop(submission)
                 cancelled.append(submission_id)
         for run in runs:
             try:
@@ -537,21 +536,21 @@ class Dispatcher(Collecting):
 
     # --- reports and runs, for dispatch and collect (worker/grading/collect.py) ------------
 
-    def _collect_reports(self, run_ids: list[int], wait: float = 0.0) -> dict[int, grading.Settled]:
+    def _collect_reports(self, run_ids: list[int], wait: float = 0.0) -> dict[int, settle.Settled]:
         reports: dict[int, Report] = {}
         for found in reports_as_they_come(self.executor, dict.fromkeys(run_ids), 0.02, wait):
             reports |= found
         return self._record_reports(reports)
 
-    def _record_reports(self, reports: dict[int, Report]) -> dict[int, grading.Settled]:
+    def _record_reports(self, reports: dict[int, Report]) -> dict[int, settle.Settled]:
         outcomes = {}
         for run_id, report in reports.items():
             with self.database.sessions.begin() as session:
-                outcomes[run_id] = grading.record(session, run_id, report)
+                outcomes[run_id] = settle.record(session, run_id, report)
             spool.remove_run(self.spool, str(run_id))
         return outcomes
 
-    def _settle(self, run_ids: list[int], transition, reason: str) -> dict[int, grading.Settled]:
+    def _settle(self, run_ids: list[int], transition, reason: str) -> dict[int, settle.Settled]:
         outcomes = {}
         for run_id in run_ids:
             with self.database.sessions.begin() as session:

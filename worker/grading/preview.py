@@ -33,7 +33,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from server.core.models import GradingRun, Regrade, RunStatus, Submission, utcnow
-from worker.grading import settle as grading
+from worker.grading import settle
 from worker.grading.dispatch import Dispatcher
 from worker.grading.executor import (
     ClusterError,
@@ -59,7 +59,7 @@ def record(
         return "stale"
     run.status = (
         RunStatus.preview.value
-        if grading.store(run, report, now or utcnow())
+        if settle.store(run, report, now or utcnow())
         else RunStatus.failed.value
     )
     return run.status
@@ -77,8 +77,8 @@ class PreviewClaim:
     seed: int | None
     course_id: int
 
-    def with_code(self, code: bytes) -> grading.Claim:
-        return grading.Claim(
+    def with_code(self, code: bytes) -> settle.Claim:
+        return settle.Claim(
             self.run_id, self.submission_id, self.exercise, self.filename, code, self.course_id
         )
 

@@ -23,8 +23,7 @@ from server.core.ldap_sync import describe, sync_enrolments
 from server.core.mail import MailAway, mail_configured, report_refused, send_links
 from server.core.models import ScheduleRun, User, utcnow
 from server.core.queue import enqueue, send_notice, stuck
-from worker.grading import heartbeat, spool_prune
-from worker.grading import settle as grading
+from worker.grading import heartbeat, settle, spool_prune
 from worker.grading.dispatch import Dispatcher
 from worker.grading.executor import Executor
 from worker.grading.executors import make_executor
@@ -38,7 +37,7 @@ _executor: list[Executor] = []
 INSPECT_SECONDS = (1.0, 5.0)
 # while the database is away: tried again after about 1, 2, 4, 8, 8… seconds, for about an hour
 RETRY_WHILE_AWAY = dict(
-    autoretry_for=grading.DATABASE_AWAY,
+    autoretry_for=settle.DATABASE_AWAY,
     retry_backoff=1,
     retry_backoff_max=8,
     retry_jitter=True,
@@ -87,7 +86,7 @@ def dispatch(self, submission_ids: list[int]) -> dict[int, str]:
 
 def _dispatch(node: str | None, submission_ids: list[int]) -> dict[int, str]:
     grading_here = dispatcher(node)
-    grading_here.recover(grading.gone_here(node))
+    grading_here.recover(settle.gone_here(node))
     done = grading_here.dispatch(submission_ids)
     _follow_up(done.more, done.due_in)
     _tell_graded(done.outcomes)
@@ -114,7 +113,7 @@ def collect(self) -> dict[int, str]:
     _follow_up(done.more, done.due_in)
     if mail_configured():  # a query of collect's runs' submissions, every COLLECT_SECONDS
         _tell_graded(
-            done.outcomes | grading.submission_outcomes(grading_here.database.sessions, outcomes)
+            done.outcomes | settle.submission_outcomes(grading_here.database.sessions, outcomes)
         )
     return outcomes
 
@@ -128,7 +127,7 @@ def cancel(submission_ids: list[int]) -> list[int]:
 def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/grading/preview.py); nothing is published."""
     grader = PreviewGrader(dispatcher(self.request.hostname), app_settings().slurm_poll_seconds)
-    return grader.grade_previews(regrade_id, grading.gone_here(self.request.hostname))
+    return grader.grade_previews(regrade_id, settle.gone_here(self.request.hostname))
 
 
 @shared_task(name=task_names.MAIL_LINKS, bind=True, **RETRY_WHILE_AWAY)
@@ -254,7 +253,7 @@ def users_sync() -> int:
 
 
 def dead_workers(celery) -> Callable[[str | None], bool]:
-    """Whether a run's worker (grading.worker_name) is dead: its Celery node does not answer, or
+    """Whether a run's worker (settle.worker_name) is dead: its Celery node does not answer, or
     answers without a task in that pool process. Asked once, lazily, of the nodes named; a run
     of a worker outside Celery, or when the broker cannot be asked, waits for its lease."""
     answers: dict[str, dict[str, set]] = {}
@@ -294,7 +293,7 @@ def _tell_graded(outcomes: dict[int, str]) -> None:
     graded = [
         submission_id
         for submission_id, outcome in outcomes.items()
-        if outcome == grading.Settled.graded
+        if outcome == settle.Settled.graded
     ]
     send_notice(current_app.extensions["celery"], "graded", graded)
 
