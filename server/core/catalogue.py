@@ -380,16 +380,19 @@ def _wrong_program(name: str, entry: dict, where: Path) -> dict:
     names = [condition.get(k, []) for k in ("has", "lacks")]
     if (
         not isinstance(condition, dict)
-        or set(condition) - {"has", "lacks"}
+        or set(condition) - {"has", "lacks", "in"}
+        or not isinstance(condition.get("in", ""), str)
         or not any(names)
         or not all(isinstance(n, list) and all(isinstance(x, str) for x in n) for n in names)
         or may is None
     ):
         raise ExerciseConfigError(
-            f"{where}: [mutants.{name}] `if_source` = {{ has = [names], lacks = [names] }}, with "
+            f"{where}: [mutants.{name}] `if_source` = {{ has = [names], lacks = [names] }} (and "
+            '`in` = "a function" to read only its code), with '
             '`may` = { en = "…", es = "…" }: the words where the source does not show it'
         )
-    return {"says": says, "may": may, "if_source": {"has": names[0], "lacks": names[1]}}
+    within = {"in": condition["in"]} if condition.get("in") else {}
+    return {"says": says, "may": may, "if_source": {"has": names[0], "lacks": names[1], **within}}
 
 
 def max_points(checks: Path) -> float | None:

@@ -24,12 +24,11 @@ def mutant(slug: str, program: str) -> str:
     return (ROOT / slug / "mutants" / f"{program}.py").read_text()
 
 
-# each known wrong program whose words state a fact about the code: (its name, a program that
-# has the fact, a neighbour with its values and without the fact)
+# each known wrong program whose words state a fact about the code: (its exercise and name) →
+# (a program that has the fact, a neighbour with its values and without the fact)
 NEIGHBOURS = {
     # float32 by `.float()`, with no `torch.zeros` (told "your output starts as torch.zeros")
-    "conv2d-einsum": (
-        "offsets_default_dtype",
+    ("conv2d-einsum", "offsets_default_dtype"): (
         lambda: mutant("conv2d-einsum", "offsets_default_dtype"),
         lambda: changed(
             "conv2d-einsum",
@@ -38,8 +37,7 @@ NEIGHBOURS = {
         ),
     ),
     # retain_grad() on a second `x1 * x2`, not on the z1 f is built from (told to call it)
-    "autograd-graph": (
-        "intermediates_none",
+    ("autograd-graph", "intermediates_none"): (
         lambda: mutant("autograd-graph", "intermediates_none"),
         lambda: changed(
             "autograd-graph",
@@ -49,8 +47,7 @@ NEIGHBOURS = {
     ),
     # hooks active while fn(x) runs, every file deleted in a `finally` (told they were not active)
     # no hooks at all: its words ("your hooks were not active") are a fact there
-    "autograd-saved-hooks": (
-        "forward_outside_hooks",
+    ("autograd-saved-hooks", "forward_outside_hooks"): (
         lambda: changed(
             "autograd-saved-hooks",
             """    with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
@@ -80,6 +77,35 @@ NEIGHBOURS = {
     return grad""",
         ),
     ),
+    # a backward through detached copies, the leaves' .grad None (told "a formula written by hand")
+    ("autograd-q", "formula_without_backward"): (
+        lambda: mutant("autograd-q", "formula_without_backward"),
+        lambda: changed(
+            "autograd-q",
+            "    Q = 3 * a**3 - b**2",
+            "    a, b = a.detach().requires_grad_(), b.detach().requires_grad_()\n"
+            "    Q = 3 * a**3 - b**2",
+        ),
+    ),
+    # dtype=torch.float32 with torch.tensor (told "torch.Tensor(data) always makes float32")
+    ("tensors-create", "from_data_float"): (
+        lambda: mutant("tensors-create", "from_data_float"),
+        lambda: changed(
+            "tensors-create",
+            "    return torch.tensor(data)",
+            "    return torch.tensor(data, dtype=torch.float32)",
+        ),
+    ),
+    # chunk's pieces cut by hand (told "chunk(x, size) takes a number of pieces")
+    ("tensors-combine", "batches_chunk"): (
+        lambda: mutant("tensors-combine", "batches_chunk"),
+        lambda: changed(
+            "tensors-combine",
+            "    return torch.split(x, size)",
+            "    n = -(-x.shape[0] // size)\n"
+            "    return tuple(x[i : i + n] for i in range(0, x.shape[0], n))",
+        ),
+    ),
 }
 
 
@@ -94,9 +120,9 @@ def told(report: dict, program: str) -> str:
     return hints[0]
 
 
-@pytest.mark.parametrize("slug", sorted(NEIGHBOURS))
-def test_a_neighbour_is_told_a_possibility_and_the_mistake_itself_the_fact(grade, slug):
-    program, with_fact, neighbour = NEIGHBOURS[slug]
+@pytest.mark.parametrize("slug, program", sorted(NEIGHBOURS))
+def test_a_neighbour_is_told_a_possibility_and_the_mistake_itself_the_fact(grade, slug, program):
+    with_fact, neighbour = NEIGHBOURS[(slug, program)]
     words = load_exercise_info(ROOT / slug).wrong_programs[program]
     assert told(grade(slug, neighbour(), seed=3), program) == words["may"]["en"]
     assert told(grade(slug, with_fact(), seed=3), program) == words["says"]["en"]
@@ -113,7 +139,7 @@ def test_the_words_these_neighbours_test_come_with_a_condition():
         for name, words in info.wrong_programs.items()
         if "if_source" in words
     }
-    assert {(slug, program) for slug, (program, *_) in NEIGHBOURS.items()} <= conditioned
+    assert set(NEIGHBOURS) == conditioned
 
 
 def test_a_word_of_the_source_is_read_from_its_syntax_not_its_comments():

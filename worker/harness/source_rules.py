@@ -192,11 +192,23 @@ def _called(node: ast.AST) -> str | None:
 
 
 @once_per_source
-def names_used(cells: Iterable[tuple[str, str]]) -> frozenset[str]:
+def names_used(cells: Iterable[tuple[str, str]], within: str | None = None) -> frozenset[str]:
     """Every name the source uses: variables, attributes (`torch.zeros` gives `torch` and
-    `zeros`), keyword arguments and what it imports."""
+    `zeros`), keyword arguments and what it imports; `within`: only in the top-level function
+    or class of that name."""
     found: set[str] = set()
-    for _, node in _walk(cells):
+    nodes = (
+        _walk(cells)
+        if within is None
+        else [
+            (label, node)
+            for label, tree in _parsed(_key(cells))
+            for top in tree.body
+            if isinstance(top, (ast.FunctionDef, ast.ClassDef)) and top.name == within
+            for node in ast.walk(top)
+        ]
+    )
+    for _, node in nodes:
         if isinstance(node, ast.Name):
             found.add(node.id)
         elif isinstance(node, ast.Attribute):
@@ -211,13 +223,14 @@ def names_used(cells: Iterable[tuple[str, str]]) -> frozenset[str]:
 def said_of(program: dict, cells: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The words for code whose values are a known wrong program's (exercise.toml): `says`
     where the source uses every name of `if_source.has` and none of `if_source.lacks` (the fact
-    the words state about the code), or where they state none; `may`, a possibility, otherwise."""
+    the words state about the code), in the function `if_source.in` where it names one, or where
+    they state none; `may`, a possibility, otherwise."""
     if "says" not in program:  # a job written before `if_source`: its words alone
         return program
     condition = program.get("if_source")
     if condition is None:
         return program["says"]
-    used = names_used(cells)
+    used = names_used(cells, condition.get("in"))
     shown = all(name in used for name in condition["has"]) and not any(
         name in used for name in condition["lacks"]
     )
