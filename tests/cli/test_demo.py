@@ -253,7 +253,10 @@ def demo_processes(demo_pid: int) -> dict[str, int]:
     """The demo's children by what they run: portal, worker, beat."""
     found = {}
     for pid in descendants(demo_pid, depth=1):
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:  # it ended since it was listed (a killed worker, reaped)
+            continue
         name = next((n for n in ("worker", "beat") if n.encode() in command), "portal")
         found[name] = pid
     return found
