@@ -205,3 +205,16 @@ def test_a_derived_program_is_named_only_where_the_checks_the_code_passed_agree(
     )
     report = harness.report_for(info.job(returned, seed=5)).to_dict()
     assert report["score"] < report["max_score"] and derived_named(report) == []
+
+
+def test_a_huge_file_gets_no_line_rather_than_the_graders_time():
+    """Each construct compared costs a copy of its tree: past MOST_COMPARED of them (a megabyte
+    of arithmetic), no line is named."""
+    from worker.harness.derived import MOST_COMPARED
+
+    derived = program("`target - output` in place of")
+    padding = "".join(f"    a{i} = output + {i}\n" for i in range(MOST_COMPARED + 1))
+    late = f"def mae(output, target):\n{padding}    return (target - output).abs().mean()\n"
+    assert derived.place_in([("submission.py", late)]) is None
+    early = "def mae(output, target):\n    return (target - output).abs().mean()\n"
+    assert derived.place_in([("submission.py", early)])[1] == 2

@@ -177,7 +177,7 @@ def _dotted(node: ast.AST) -> str:
         return "?"
 
 
-def _called(node: ast.AST) -> str | None:
+def called_name(node: ast.AST) -> str | None:
     """The name a call calls: `getattr` for `getattr(...)`, `attrgetter` for
     `operator.attrgetter(...)`; None for anything else."""
     if not isinstance(node, ast.Call):
@@ -247,7 +247,7 @@ def obfuscated_lookups(cells: Iterable[tuple[str, str]]) -> list[Finding]:
     found = []
     for label, node in nodes:
         line = getattr(node, "lineno", 0)
-        called = _called(node)
+        called = called_name(node)
         if called in NAMED_LOOKUPS and not (
             len(node.args) >= 2
             and isinstance(node.args[1], ast.Constant)
@@ -368,7 +368,7 @@ def forbidden_uses(
     looked_up = {
         id(arg)
         for _, node in nodes
-        if isinstance(node, ast.Call) and _called(node) in NAMED_LOOKUPS | NAME_BUILDERS
+        if isinstance(node, ast.Call) and called_name(node) in NAMED_LOOKUPS | NAME_BUILDERS
         for arg in node.args
         if isinstance(arg, ast.Constant)
     }
@@ -450,7 +450,7 @@ def hand_written_grads(cells: Iterable[tuple[str, str]]) -> list[Finding]:
                 found.append(Finding("grad", f"`{_dotted(node.func)}(…)`", label, node.lineno))
         elif (
             kind is ast.Call
-            and _called(node) == "setattr"
+            and called_name(node) == "setattr"
             and len(node.args) >= 2
             and isinstance(node.args[1], ast.Constant)
             and node.args[1].value == "grad"
@@ -633,7 +633,7 @@ def _patches_functions(cells: list[tuple[str, str]]) -> bool:
             return True
         if (
             isinstance(node, ast.Call)
-            and _called(node) in ("setattr", "delattr")
+            and called_name(node) in ("setattr", "delattr")
             and (
                 len(node.args) < 2
                 or not isinstance(node.args[1], ast.Constant)
