@@ -49,6 +49,7 @@ def submit(
         score=score,
         max_score=10.0 if score is not None else None,
         override_score=override,
+        override_at=None if override is None else START + dt.timedelta(minutes=minutes + 1),
         submitted_at=START + dt.timedelta(minutes=minutes),
     )
     session.add(submission)

@@ -5,6 +5,8 @@ At 1366 px and 390 px, in English and Spanish, axe clean and no wider than the s
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from browser import layout_problems, log_in
 from playwright.sync_api import TimeoutError
@@ -25,15 +27,22 @@ def test_the_result_shows_by_itself_and_submit_again_only_once_graded(site, open
     assert waiting.get_attribute("data-waiting") == "yes"
     assert page.locator("#summary a[href$='/exercises/autograd-q']").count() == 0  # not yet
     assert layout_problems(page) == {}, "the waiting page"
-    # the page reloads itself with the result: nothing here reloads it
-    try:
-        page.locator("#live .tag.graded").wait_for(timeout=60_000)
-    except TimeoutError as late:  # what the service was doing, to find why
+    # how long grading takes is not this test's subject (a pool process's first job starts its
+    # harness: a minute and more on a loaded machine, which failed the test beside other work);
+    # the page's following is: once the result is stored, the page shows it by itself within
+    # its held request's time, nothing here reloads it
+    found = submissions(site.stack, [sent])[sent]
+    deadline = time.monotonic() + 300
+    while found.status != "graded" and time.monotonic() < deadline:
+        time.sleep(0.5)
         found = submissions(site.stack, [sent])[sent]
+    try:
+        page.locator("#live .tag.graded").wait_for(timeout=30_000)
+    except TimeoutError as late:  # what the service was doing, to find why
         runs = [(r.id, r.status, r.started_at, r.finished_at, r.error) for r in found.runs]
         raise AssertionError(
-            f"not graded in 60 s: the page shows {page.locator('#live').inner_text()!r}"
-            f", the submission {found.status}, its runs {runs}\n{site.stack.logs()}"
+            f"the page shows {page.locator('#live').inner_text()!r} 30 s after the result was "
+            f"stored: the submission {found.status}, its runs {runs}\n{site.stack.logs()}"
         ) from late
     assert page.locator("#summary .score").text_content().strip().startswith("10")
     assert page.locator("#summary a[href$='/exercises/autograd-q']").count() == 1
