@@ -218,3 +218,15 @@ def test_a_huge_file_gets_no_line_rather_than_the_graders_time():
     assert derived.place_in([("submission.py", late)]) is None
     early = "def mae(output, target):\n    return (target - output).abs().mean()\n"
     assert derived.place_in([("submission.py", early)])[1] == 2
+
+
+def test_the_self_check_grades_the_derived_programs(harness):
+    """`hpcgrade exercise check --derived`: each derived program graded on each seed, none at
+    full marks on one seed and not another; these two are named on every seed."""
+    from worker.cli.self_check import derived_check
+
+    tally = derived_check(
+        harness, load_exercise_info(default_root() / "tensors-channels-last"), (3, 11)
+    )
+    assert (tally.programs, tally.equivalent, tally.problems) == (2, [], [])
+    assert len(tally.told) == 2

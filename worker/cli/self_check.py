@@ -89,13 +89,12 @@ def self_check(
 class DerivedTally:
     """The derived wrong programs (worker/harness/derived.py) graded on every seed: those at full
     marks on every seed (equivalent to the reference on the checks' inputs), those told a wrong
-    program's words on every seed and those not, and what is wrong (full marks on some seeds
-    only)."""
+    program's words on every seed, and what is wrong (full marks on some seeds only, a grader
+    error)."""
 
     programs: int = 0
     equivalent: list[str] = field(default_factory=list)
     told: list[str] = field(default_factory=list)
-    untold: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -134,8 +133,6 @@ def derived_check(
                 for r in reports
             ):
                 tally.told.append(program.name)
-            else:
-                tally.untold.append(f"{program.name}: {change}")
     return tally
 
 
