@@ -170,13 +170,14 @@ class Service:
     ):
         """`token=""`: none (logging in); otherwise the given one, else HPCGRADE_TOKEN, else the
         client file's. Raises ValueError for a client file that cannot be read."""
-        config = client_file.read() if not (server and token is not None) else {}
+        config = client_file.read() if not (server and token is not None) else {"tokens": {}}
         self.server = server or os.environ.get("HPCGRADE_SERVER") or config.get("server") or ""
         self.server = self.server.rstrip("/")
+        # a saved token goes to the server that issued it, never to another one named later
         self.token = (
             token
             if token is not None
-            else (os.environ.get("HPCGRADE_TOKEN") or config.get("token"))
+            else (os.environ.get("HPCGRADE_TOKEN") or config["tokens"].get(self.server))
         )
         # no token: the cluster vouches for its user, where munge is installed
         self.munge = shutil.which("munge") if self.token is None else None
