@@ -29,6 +29,7 @@ from hpcgrade.summary import summary, translator
 
 LANGS = click.Choice(["en", "es"])
 GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE = range(6)
+STOPPED = 130  # a shell's own status for a command that Ctrl-C (SIGINT) ended
 # \b keeps click from joining the lines of the table in --help
 EXIT_STATUSES = f"""\b
 Exit status:
@@ -37,7 +38,8 @@ Exit status:
   {NOT_LOGGED_IN}  not logged in (no token, or a wrong or expired one), or bad arguments
   {REFUSED}  the server refused the file (the message says why: size, syntax, attempts, deadline…)
   {TIMED_OUT}  timed out: no grade within --timeout (the submission stays queued)
-  {UNREACHABLE}  the server could not be reached, or failed"""
+  {UNREACHABLE}  the server could not be reached, or failed
+  {STOPPED}  stopped with Ctrl-C (a submission already sent is still graded)"""
 IN_A_TERMINAL = Advice(
     not_logged_in="not logged in: run `hpcgrade login --server URL` once (or set "
     "HPCGRADE_SERVER and HPCGRADE_TOKEN)",
@@ -61,6 +63,16 @@ class Refused(click.ClickException):
 
 class Unreachable(click.ClickException):
     exit_code = UNREACHABLE
+
+
+class Stopped(click.ClickException):
+    """Ctrl-C: said in a line, without click's "Aborted!" (its status, 1, is "no grade") or
+    Python's traceback."""
+
+    exit_code = STOPPED
+
+    def show(self, file=None) -> None:
+        click.echo(f"\n{self.message}", err=True)
 
 
 def ended(exc: ServiceError | ValueError) -> click.ClickException:
@@ -97,6 +109,8 @@ def login(server: str | None, username: str, password: str) -> None:
         courses = Service(server, answer["token"], IN_A_TERMINAL).courses()
     except (ServiceError, ValueError) as exc:
         raise ended(exc) from None
+    except KeyboardInterrupt:
+        raise Stopped("stopped") from None
     click.echo(f"your courses:\n{listed_courses(courses)}")
 
 
@@ -166,6 +180,7 @@ def submit(
     exercise is in several of yours) and wait for its grade; prints the address of the
     submission's page, and the result."""
     _ = translator(lang).gettext
+    page = None
     try:
         course, exercise = course_and_exercise(exercise, course)
         api = Service(server, advice=IN_A_TERMINAL)
@@ -182,6 +197,15 @@ def submit(
         status = _wait_for_grade(api, created, lang, timeout, _)
     except (ServiceError, ValueError) as exc:
         raise ended(exc) from None
+    except KeyboardInterrupt:
+        raise Stopped(
+            _("stopped waiting; the submission is still being graded: %(url)s") % {"url": page}
+            if page
+            else _(
+                "stopped before the server answered: the submission may have been stored; "
+                "your submissions are on the exercise's page"
+            )
+        ) from None
     if status is None:
         click.echo(
             "\n"

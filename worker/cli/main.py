@@ -213,7 +213,7 @@ def check(exercise: str, file: Path, course: str | None, lang: str, as_json: boo
     --help)."""
     from hpcgrade.service import ServiceError, course_and_exercise
     from hpcgrade.visible import run_visible_checks
-    from worker.cli.client import IN_A_TERMINAL, NO_GRADE, ended, styled_output
+    from worker.cli.client import IN_A_TERMINAL, NO_GRADE, Stopped, ended, styled_output
 
     try:
         course, exercise = course_and_exercise(exercise, course)
@@ -227,6 +227,8 @@ def check(exercise: str, file: Path, course: str | None, lang: str, as_json: boo
     except HarnessFailed as exc:
         click.echo(f"the checks could not run: {exc}", err=True)
         sys.exit(NO_GRADE)
+    except KeyboardInterrupt:
+        raise Stopped("stopped: the checks did not finish (no attempt was used)") from None
     click.echo(json.dumps(report) if as_json else summary(file, report, lang, styled_output()))
     sys.exit(0 if report.get("status") == "graded" else NO_GRADE)
 

@@ -1,0 +1,48 @@
+"""Ctrl-C in the terminal client: one line that says what happened and what goes on, an exit
+status of its own (130, the shell's for SIGINT), never click's "Aborted!" (status 1, "no grade")
+or Python's traceback."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import REFERENCE_Q
+from test_client_output import portal, run_submit  # noqa: F401 - a fixture
+
+from worker.cli.client import STOPPED
+
+
+def test_ctrl_c_while_waiting_says_the_submission_is_still_graded(portal, monkeypatch, tmp_path):  # noqa: F811
+    def interrupted(_seconds):  # Ctrl-C arrives while the client waits between two polls
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("hpcgrade.service.time.sleep", interrupted)
+    result = run_submit(tmp_path, REFERENCE_Q, "--lang", "es")
+    assert result.exit_code == STOPPED, result.output
+    assert "Aborted" not in result.output and "Traceback" not in result.output
+    assert f"la entrega se sigue calificando: {portal}/courses/pytorch/submissions/" in (
+        result.stderr
+    )
+
+
+def test_ctrl_c_during_a_check_stops_it_in_one_line(tmp_path):
+    """The real command, sent SIGINT as a terminal sends it (to the foreground process group)
+    once the checks run: a file that sleeps keeps them running."""
+    work = tmp_path / "work.py"
+    work.write_text("import time\n\ntime.sleep(120)\n")
+    command = [str(Path(sys.executable).parent / "hpcgrade"), "check", "autograd-q", str(work)]
+    check = subprocess.Popen(
+        command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    children = Path(f"/proc/{check.pid}/task/{check.pid}/children")
+    deadline = time.monotonic() + 60
+    while not children.read_text().split() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the harness is started: the checks are under way
+    os.killpg(check.pid, signal.SIGINT)
+    out, err = check.communicate(timeout=60)
+    assert check.returncode == STOPPED, err
+    assert err.strip() == "stopped: the checks did not finish (no attempt was used)"
+    assert out == ""
