@@ -45,8 +45,14 @@ PUBLIC_FILES = ("starter.py", "support.py", VISIBLE_CHECKS)
 # and what `check` fetches to run the visible checks: the known wrong programs' failures of them,
 # with their words (worker/harness/visible_mistakes.py), none of their code
 CHECK_FILES = (*PUBLIC_FILES, visible_mistakes.FILE)
-# a download named as the code imports it: `import exercise_support`, never `import support`
-DOWNLOAD_NAMES = {"support.py": "exercise_support.py"}
+
+
+def download_names(slug: str) -> dict[str, str]:
+    """The names the public files download as: support code as the code imports it (`import
+    exercise_support`, never `import support`), the starter named after its exercise
+    ("autograd_q.py", a name Python imports), as each exercise's would overwrite the last one's
+    in the student's downloads folder otherwise."""
+    return {"support.py": "exercise_support.py", "starter.py": slug.replace("-", "_") + ".py"}
 
 
 class ExerciseConfigError(Exception):

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Unauthorized
 
-from server.core.catalogue import CHECK_FILES, current_info
+from server.core.catalogue import CHECK_FILES, current_info, download_names
 from server.core.config import app_settings
 from server.core.courses import courses_of, exercise_folder, role_in
 from server.core.directory import DirectoryError
@@ -307,8 +307,9 @@ def _grade_dict(grade: Grade) -> dict:
 @token_required
 def exercise_files(slug: str):
     """What students may have of an exercise (starter, visible checks, support code, the known
-    wrong programs' failures of the visible checks) and its limits: `hpcgrade check` runs the
-    visible checks with them, on the student's machine."""
+    wrong programs' failures of the visible checks), the names the portal downloads them as, and
+    its limits: `hpcgrade check` runs the visible checks with them, on the student's machine;
+    `hpcgrade starter` writes them for a student to start from."""
     exercise = _exercise(_api_user(), slug, request.args.get("course") or None)
     info = current_info(exercise_folder(exercise))
     if info is None:
@@ -317,6 +318,7 @@ def exercise_files(slug: str):
         course=exercise.course.slug,
         exercise=exercise.slug,
         limits=info.limits,
+        names=download_names(exercise.slug),
         files={
             name: (info.path / name).read_text()
             for name in CHECK_FILES

@@ -24,7 +24,7 @@ from markdown.extensions.tables import TableExtension
 from sqlalchemy import select
 from sqlalchemy.orm import defer
 
-from server.core.catalogue import DOWNLOAD_NAMES, PUBLIC_FILES
+from server.core.catalogue import PUBLIC_FILES, download_names
 from server.core.config import app_settings
 from server.core.courses import exercise_folder, role_in
 from server.core.grades import maximum_points, student_grade
@@ -166,7 +166,7 @@ def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
             statement=statement,
             title=exercise.title_es if g.lang == "es" else exercise.title_en,
             files=files,
-            download_names=download_names(exercise),
+            download_names=download_names(exercise.slug),
             submissions=submissions,
             now=now,
             closed=_closed_because(row, now),
@@ -207,15 +207,8 @@ def download(slug: str, name: str):
         path,
         mimetype="text/x-python",
         as_attachment=True,
-        download_name=download_names(exercise).get(name, name),
+        download_name=download_names(exercise.slug).get(name, name),
     )
-
-
-def download_names(exercise: Exercise) -> dict[str, str]:
-    """The names the public files download as: the starter named after its exercise
-    ("autograd_q.py", a name Python imports), as each exercise's would overwrite the last one's
-    in the student's downloads folder otherwise."""
-    return DOWNLOAD_NAMES | {"starter.py": exercise.slug.replace("-", "_") + ".py"}
 
 
 @blueprint.post("/exercises/<slug>/submissions")

@@ -1,4 +1,5 @@
-"""`hpcgrade login`, `hpcgrade submit` and `hpcgrade my-courses`: the JSON API from a terminal.
+"""`hpcgrade login`, `hpcgrade submit`, `hpcgrade my-courses` and `hpcgrade starter`: the JSON API
+from a terminal.
 
 The requests are hpcgrade/service.py's (the client the Jupyter extension uses too: where the
 server and the token come from, the client file, retries, waiting for a grade); here are the
@@ -26,6 +27,7 @@ from hpcgrade.service import (
     log_in,
 )
 from hpcgrade.summary import summary, translator
+from server.core.catalogue import PUBLIC_FILES
 
 LANGS = click.Choice(["en", "es"])
 GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE = range(6)
@@ -242,3 +244,63 @@ def _wait_for_grade(
     if live and status is not None:
         click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
     return status
+
+
+@click.command(
+    epilog=f"""\b
+Exit status: {GRADED} written; {NOT_LOGGED_IN} not logged in, bad arguments, or a file there
+already (--force replaces it); {REFUSED} no such exercise of yours; {UNREACHABLE} the server could
+not be reached."""
+)
+@click.argument("exercise")
+@click.option(
+    "--course",
+    help="The exercise's course, where it is in several of yours (or "
+    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
+)
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write the files (default: a folder named EXERCISE here).",
+)
+@click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
+@click.option("--force", is_flag=True, help="Replace files of the same names already there.")
+def starter(
+    exercise: str, course: str | None, folder: Path | None, server: str | None, force: bool
+) -> None:
+    """Write EXERCISE's starter, its visible checks and its support code (as the exercise's page
+    offers them) into a folder, to start from: then `hpcgrade check EXERCISE FILE`."""
+    try:
+        course, exercise = course_and_exercise(exercise, course)
+        published = Service(server, advice=IN_A_TERMINAL).get(
+            f"/api/v1/exercises/{exercise}/files", **({"course": course} if course else {})
+        )
+    except (ServiceError, ValueError) as exc:
+        raise ended(exc) from None
+    except KeyboardInterrupt:
+        raise Stopped("stopped: nothing was written") from None
+    files, names = published.get("files"), published.get("names") or {}
+    if not isinstance(files, dict) or not isinstance(names, dict):
+        raise Unreachable(f"the server sent no files for {exercise}: is it an hpcgrade server?")
+    # what a student may have, named as the portal names it; never a path the answer chose
+    written = {
+        Path(names.get(name, name)).name: text
+        for name, text in files.items()
+        if name in PUBLIC_FILES and isinstance(text, str)
+    }
+    folder = folder or Path(exercise)
+    there = sorted(name for name in written if (folder / name).exists())
+    if there and not force:
+        raise NotLoggedIn(
+            f"{', '.join(str(folder / name) for name in there)} already there: your work is kept "
+            "(--force replaces it, or --dir another folder)"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in written.items():
+        (folder / name).write_text(text)
+    start = folder / names.get("starter.py", "starter.py")
+    click.echo(f"wrote {', '.join(str(folder / name) for name in written)}")
+    if start.name in written:
+        where = f"{published.get('course', course)}/{exercise}" if course else exercise
+        click.echo(f"edit {start}, then: hpcgrade check {where} {start}")

@@ -2,7 +2,7 @@
 `grade`, `check`, `exercise new` and `exercise check`.
 
 The others are in admin.py (`db`, `users`, `tokens`, `exercises`, `exercise sync`), courses.py
-(`courses`), client.py (`login`, `submit`, `my-courses`), cluster.py (`slurm`, `pilot`,
+(`courses`), client.py (`login`, `submit`, `my-courses`, `starter`), cluster.py (`slurm`, `pilot`,
 `sandbox`) and demo.py (`demo`), each module imported only when its subcommand runs (click's
 lazy-group pattern), so that `hpcgrade grade` on a compute node loads neither Flask, SQLAlchemy
 nor Celery.
@@ -66,6 +66,7 @@ class LazyGroup(click.Group):
         "login": "worker.cli.client:login",
         "submit": "worker.cli.client:submit",
         "my-courses": "worker.cli.client:my_courses",
+        "starter": "worker.cli.client:starter",
         "slurm": "worker.cli.cluster:slurm_group",
         "pilot": "worker.cli.cluster:pilot_group",
         "sandbox": "worker.cli.cluster:sandbox_group",
