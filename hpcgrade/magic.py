@@ -1,9 +1,10 @@
-"""`%hpcgrade login`, `%hpcgrade check [COURSE/]SLUG`, `%hpcgrade submit [COURSE/]SLUG [NOTEBOOK]`
-and `%hpcgrade my-courses` in Jupyter.
+"""`%hpcgrade login`, `%hpcgrade check [COURSE/]SLUG`, `%hpcgrade submit [COURSE/]SLUG [NOTEBOOK]`,
+`%hpcgrade my-courses` and `%hpcgrade course [COURSE]` in Jupyter.
 
 `login` asks for the username and password and keeps a token, as `hpcgrade login` does, and
 lists the user's courses, as `my-courses` does: an exercise in several of them is named with its
-course, COURSE/SLUG or --course COURSE. `check`
+course, COURSE/SLUG or --course COURSE, or the notebook names its course once with `course
+COURSE` (HPCGRADE_CLIENT_COURSE, where set, is the course before it does). `check`
 runs the exercise's visible checks on the cells this kernel has run, in order, as the grader
 runs a notebook's cells: what the notebook defines now, without saving it. `submit` sends the
 kernel's own notebook file, as last saved, to the service with that token, and shows the result
@@ -49,8 +50,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%hpcgrade", exit_on_error=False, add_help=False)
-    parser.add_argument("action", choices=("login", "check", "submit", "my-courses"))
-    parser.add_argument("exercise", nargs="?", help="EXERCISE, or COURSE/EXERCISE")
+    parser.add_argument("action", choices=("login", "check", "submit", "my-courses", "course"))
+    parser.add_argument("exercise", nargs="?", help="EXERCISE, or COURSE/EXERCISE; course: COURSE")
     parser.add_argument(
         "notebook", nargs="?", help="submit: the notebook's file, when the kernel cannot tell"
     )
@@ -67,11 +68,17 @@ USAGE = """usage:
   %hpcgrade check [COURSE/]EXERCISE [--course COURSE] [--lang es]
   %hpcgrade submit [COURSE/]EXERCISE [NOTEBOOK.ipynb] [--course COURSE] [--lang es]
                    [--timeout SECONDS]
-  %hpcgrade my-courses"""
+  %hpcgrade my-courses
+  %hpcgrade course [COURSE]        the course of this notebook's check and submit"""
 
 
 @magics_class
 class HpcgradeMagics(Magics):
+    def __init__(self, shell=None):
+        super().__init__(shell)
+        # the course of the notebook's exercises, once it names one (`%hpcgrade course`)
+        self.course = os.environ.get("HPCGRADE_CLIENT_COURSE") or None
+
     @line_magic
     def hpcgrade(self, line: str) -> None:
         if not line.strip():
@@ -88,14 +95,31 @@ class HpcgradeMagics(Magics):
                 self.login(args.server, args.username)
             elif args.action == "my-courses":
                 print(listed_courses(Service().courses(), args.lang))
+            elif args.action == "course":
+                self.name_course(args.exercise)
             else:
-                course, exercise = course_and_exercise(args.exercise, args.course)
+                course, exercise = course_and_exercise(args.exercise, args.course, self.course)
                 if args.action == "check":
                     self.check(exercise, course, args.lang)
                 else:
                     self.submit(exercise, course, args.notebook, args.lang, args.timeout)
         except (ServiceError, ValueError, HarnessFailed) as exc:
             raise UsageError(str(exc)) from None
+
+    def name_course(self, course: str | None) -> None:
+        """The notebook's course set to `course`, one of the user's, or said when none is given."""
+        if course is None:
+            print(
+                f"this notebook's course: {self.course}"
+                if self.course
+                else "this notebook names no course: %hpcgrade course COURSE"
+            )
+            return
+        courses = Service().courses()
+        if course not in {c["slug"] for c in courses}:
+            raise ValueError(f"{course} is not one of your courses:\n{listed_courses(courses)}")
+        self.course = course
+        print(f"this notebook's check and submit are for course {course}")
 
     def login(self, server: str | None, username: str | None) -> None:
         server = server or default_server()

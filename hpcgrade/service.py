@@ -82,17 +82,21 @@ IN_JUPYTER = Advice(
     "terminal: `hpcgrade login`)",
     environment_token_refused="the token in HPCGRADE_TOKEN is not valid (revoked, expired or "
     "mistyped): set a new one, or unset it and run `%hpcgrade login`",
-    name_a_course="name one: COURSE/EXERCISE, or --course COURSE (`%hpcgrade my-courses` lists "
-    "your courses)",
+    name_a_course="name one: COURSE/EXERCISE, --course COURSE, or `%hpcgrade course COURSE` once "
+    "for this notebook (`%hpcgrade my-courses` lists your courses)",
 )
 
 
-def course_and_exercise(reference: str, course: str | None = None) -> tuple[str | None, str]:
+def course_and_exercise(
+    reference: str, course: str | None = None, usual: str | None = None
+) -> tuple[str | None, str]:
     """(course or None, exercise) of EXERCISE or COURSE/EXERCISE, with `course` the one a
-    --course option names. Raises ValueError when the two name different courses."""
+    --course option names, and `usual` the one the user set for all their commands
+    (HPCGRADE_CLIENT_COURSE, or a notebook's `%hpcgrade course`), which either of the others overrides.
+    Raises ValueError when the first two name different courses."""
     named, slash, exercise = reference.rpartition("/")
     if not slash:
-        return course or None, reference
+        return course or usual or None, reference
     if course and course != named:
         raise ValueError(f"{reference} names another course than --course {course}: name one")
     return named, exercise

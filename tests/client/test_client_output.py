@@ -188,8 +188,8 @@ def test_an_exercise_in_two_courses_is_submitted_to_the_one_named(portal, course
     assert both.stderr == (
         "Error: exercise autograd-q is in several of your courses: name one, as "
         f"COURSE/autograd-q (pytorch, {SECOND_COURSE})\nName one: "
-        "COURSE/EXERCISE, or --course COURSE (`hpcgrade my-courses` lists "
-        "your courses)\n"
+        "COURSE/EXERCISE, or --course COURSE, or set HPCGRADE_CLIENT_COURSE for all your commands "
+        "(`hpcgrade my-courses` lists your courses)\n"
     )
     for args in (["--course", SECOND_COURSE], ["--course", SECOND_COURSE, "--json"]):
         named = run_submit(tmp_path, REFERENCE_Q, "--no-wait", *args)
@@ -204,6 +204,19 @@ def test_an_exercise_in_two_courses_is_submitted_to_the_one_named(portal, course
         tmp_path, REFERENCE_Q, "--course", SECOND_COURSE, exercise="pytorch/autograd-q"
     )
     assert clash.exit_code == NOT_LOGGED_IN and "names another course" in clash.stderr  # bad args
+    usual = run_submit(
+        tmp_path, REFERENCE_Q, "--no-wait", env={"HPCGRADE_CLIENT_COURSE": SECOND_COURSE}
+    )
+    assert f"/courses/{SECOND_COURSE}/submissions/" in usual.stdout, usual.output
+    overridden = run_submit(
+        tmp_path,
+        REFERENCE_Q,
+        "--no-wait",
+        "--course",
+        "pytorch",
+        env={"HPCGRADE_CLIENT_COURSE": SECOND_COURSE},
+    )
+    assert "/courses/pytorch/submissions/" in overridden.stdout, overridden.output
     alone = run_submit(tmp_path, REFERENCE_Q, "--no-wait", exercise="autograd-vjp")
     assert alone.exit_code == GRADED, alone.output  # in one of ana's courses: no course needed
 

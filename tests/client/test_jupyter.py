@@ -106,7 +106,7 @@ def test_login_keeps_a_token_that_submit_then_uses(kernel, capsys, portal, monke
     out = _run(kernel, f"%hpcgrade login --server {portal} --username ana", capsys)
     assert f"logged in to {portal} as ana" in out
     kept = (tmp_path / "client.toml").read_text()
-    assert f'server = "{portal}"' in kept and "token = " in kept
+    assert f'server = "{portal}"' in kept and f'\n"{portal}" = ' in kept
     assert Service().get("/api/v1/exercises")["exercises"]
     monkeypatch.setattr("getpass.getpass", lambda _prompt: "wrong")
     assert "wrong username or password" in str(
@@ -159,8 +159,18 @@ def test_an_exercise_in_two_courses_is_named_with_its_course_in_jupyter(
     assert both == (
         "exercise autograd-q is in several of your courses: name one, as "
         f"COURSE/autograd-q (pytorch, {SECOND_COURSE})\nname one: COURSE/EXERCISE, "
-        "or --course COURSE (`%hpcgrade my-courses` lists your courses)"
+        "--course COURSE, or `%hpcgrade course COURSE` once for this notebook "
+        "(`%hpcgrade my-courses` lists your courses)"
     )
+    assert "not one of your courses" in str(kernel.run_cell("%hpcgrade course nope").error_in_exec)
+    assert "names no course" in _run(kernel, "%hpcgrade course", capsys)
+    assert f"for course {SECOND_COURSE}" in _run(
+        kernel, f"%hpcgrade course {SECOND_COURSE}", capsys
+    )
+    out = _run(kernel, "%hpcgrade submit autograd-q q.ipynb --timeout 0", capsys)
+    assert f"q.ipynb for {SECOND_COURSE}/autograd-q as saved" in out  # named once, for all
+    out = _run(kernel, "%hpcgrade submit pytorch/autograd-q q.ipynb --timeout 0", capsys)
+    assert "q.ipynb for pytorch/autograd-q as saved" in out  # a course named wins
     for named in (f"{SECOND_COURSE}/autograd-q", f"autograd-q --course {SECOND_COURSE}"):
         out = _run(kernel, f"%hpcgrade submit {named} q.ipynb --timeout 0", capsys)
         assert f"q.ipynb for {SECOND_COURSE}/autograd-q as saved" in out

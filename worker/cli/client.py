@@ -50,8 +50,8 @@ IN_A_TERMINAL = Advice(
     environment_token_refused="{reason}\nThe token in HPCGRADE_TOKEN is not valid (revoked, "
     "expired or mistyped): set a new one, or unset it and run "
     "`hpcgrade login`",
-    name_a_course="Name one: COURSE/EXERCISE, or --course COURSE (`hpcgrade my-courses` lists "
-    "your courses)",
+    name_a_course="Name one: COURSE/EXERCISE, or --course COURSE, or set HPCGRADE_CLIENT_COURSE for all "
+    "your commands (`hpcgrade my-courses` lists your courses)",
 )
 
 
@@ -75,6 +75,12 @@ class Stopped(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"\n{self.message}", err=True)
+
+
+def named(exercise: str, course: str | None) -> tuple[str | None, str]:
+    """(course or None, exercise) of a command's [COURSE/]EXERCISE and --course, where
+    HPCGRADE_CLIENT_COURSE names the course of the user's commands that name none."""
+    return course_and_exercise(exercise, course, os.environ.get("HPCGRADE_CLIENT_COURSE") or None)
 
 
 def ended(exc: ServiceError | ValueError) -> click.ClickException:
@@ -184,7 +190,7 @@ def submit(
     _ = translator(lang).gettext
     page = None
     try:
-        course, exercise = course_and_exercise(exercise, course)
+        course, exercise = named(exercise, course)
         api = Service(server, advice=IN_A_TERMINAL)
         created = api.submit(exercise, file.name, file.read_bytes(), lang, course)
         page = api.page(created)
@@ -272,7 +278,7 @@ def starter(
     """Write EXERCISE's starter, its visible checks and its support code (as the exercise's page
     offers them) into a folder, to start from: then `hpcgrade check EXERCISE FILE`."""
     try:
-        course, exercise = course_and_exercise(exercise, course)
+        course, exercise = named(exercise, course)
         published = Service(server, advice=IN_A_TERMINAL).get(
             f"/api/v1/exercises/{exercise}/files", **({"course": course} if course else {})
         )

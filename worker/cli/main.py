@@ -212,12 +212,12 @@ def check(exercise: str, file: Path, course: str | None, lang: str, as_json: boo
     exercise's public files come from the server you logged in to (or, when no course is named,
     the local exercises folder, when it has them). Exit status as `hpcgrade submit`'s (see its
     --help)."""
-    from hpcgrade.service import ServiceError, course_and_exercise
+    from hpcgrade.service import ServiceError
     from hpcgrade.visible import run_visible_checks
-    from worker.cli.client import IN_A_TERMINAL, NO_GRADE, Stopped, ended, styled_output
+    from worker.cli.client import IN_A_TERMINAL, NO_GRADE, Stopped, ended, named, styled_output
 
     try:
-        course, exercise = course_and_exercise(exercise, course)
+        course, exercise = named(exercise, course)
         report = run_visible_checks(
             exercise, file, lang, course=course, advice=IN_A_TERMINAL, submitted=file
         )
