@@ -1,6 +1,6 @@
 """The service's JSON API from a student's side, with the standard library alone: the one client
 of the API, used by the Jupyter extension (magic.py) and by `hpcgrade login`, `submit` and
-`check` (worker/cli/client.py, the terminal's words and exit statuses over it).
+`check` (terminal.py, the terminal's words and exit statuses over it).
 
 Where the server is and the token come from the environment (HPCGRADE_SERVER, HPCGRADE_TOKEN) or
 the client file that logging in writes (client_file.py). With no token, on a node of a cluster

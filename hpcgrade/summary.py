@@ -14,10 +14,12 @@ import html
 import re
 from pathlib import Path
 
+from server.core import inline_markdown
 from server.core.inline_markdown import CONTROL, spans, to_terminal
 from worker.harness.report import ADVICE, LOAD_ERROR
 
-CATALOGUES = Path(__file__).resolve().parents[1] / "server" / "translations"
+# beside the core's modules, wherever they are: the checkout, or the client's own _grader/
+CATALOGUES = Path(inline_markdown.__file__).resolve().parents[1] / "translations"
 # `hpcgrade check`'s own note: a cell (or the file) that does not compile, which `submit` refuses
 DOES_NOT_COMPILE = "does-not-compile"
 # the colours of a check passed and failed, and of a place, in a notebook's output

@@ -34,8 +34,9 @@ BELOW = {
     "top": {"ground", "core", "web", "grading", "client"},
     "folder": set(),
 }
-# the client is installed into course venvs without dependencies (`pip install --no-deps`)
-CLIENT_MAY_IMPORT = set(sys.stdlib_module_names) | {"IPython", "torch", "numpy"}
+# a course venv's client (client/: the hpcgrade-client distribution) brings click alone; IPython,
+# torch and numpy are the course venv's own
+CLIENT_MAY_IMPORT = set(sys.stdlib_module_names) | {"click", "IPython", "torch", "numpy"}
 
 
 def modules() -> dict[str, Path]:
@@ -156,9 +157,33 @@ def test_the_harness_needs_only_the_standard_library_torch_and_numpy(module):
     assert not wrong, f"{module} imports {wrong}"
 
 
-def test_the_client_loads_with_the_standard_library_alone():
+def bundled() -> set[str]:
+    """The grader's modules that client/setup.py puts into the hpcgrade-client distribution."""
+    tree = ast.parse((ROOT / "client" / "setup.py").read_text())
+    grader = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "GRADER"
+    )
+    return {
+        module
+        for module in MODULES
+        for package, only in grader.items()
+        if module == package
+        or (only is None and module.startswith(package + "."))
+        or (
+            only is not None
+            and module.rpartition(".")[0] == package
+            and module.rpartition(".")[2] in only
+        )
+    }
+
+
+def test_the_client_loads_with_click_alone_and_reaches_only_what_its_distribution_bundles():
     """What importing the client runs, through every project module it reaches, needs no
-    library a course venv lacks (a function's own late import runs only when called)."""
+    library a course venv lacks (a function's own late import runs only when called), and is
+    in the hpcgrade-client distribution (an import that misses it fails in the course venv
+    alone)."""
     seen, todo, foreign = set(), [m for m in MODULES if m.startswith("hpcgrade")], set()
     while todo:
         module = todo.pop()
@@ -172,6 +197,9 @@ def test_the_client_loads_with_the_standard_library_alone():
             else:
                 todo.append(target)
     assert foreign <= CLIENT_MAY_IMPORT, sorted(foreign - CLIENT_MAY_IMPORT)
+    assert {m for m in seen if not m.startswith("hpcgrade")} <= bundled(), sorted(
+        {m for m in seen if not m.startswith("hpcgrade")} - bundled()
+    )
 
 
 def test_the_walk_resolves_imports_inside_functions_and_relative_ones():

@@ -14,12 +14,11 @@ from click.testing import CliRunner
 from helpers import REFERENCE_Q, SECOND_COURSE, second_edition
 from werkzeug.serving import make_server
 
+from hpcgrade import terminal as client
 from hpcgrade.service import REFUSED as REFUSED_KIND
 from hpcgrade.service import Service, ServiceError, log_in
 from hpcgrade.summary import summary
-from server.core.models import ApiToken, Submission
-from worker.cli import client
-from worker.cli.client import (
+from hpcgrade.terminal import (
     GRADED,
     NO_GRADE,
     NOT_LOGGED_IN,
@@ -30,6 +29,7 @@ from worker.cli.client import (
     my_courses,
     submit,
 )
+from server.core.models import ApiToken, Submission
 from worker.grading.settle import claim, record
 from worker.harness.report import Report
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from helpers import REFERENCE_Q
 from test_client_output import portal, run_submit  # noqa: F401 - a fixture
 
-from worker.cli.client import STOPPED
+from hpcgrade.terminal import STOPPED
 
 
 def test_ctrl_c_while_waiting_says_the_submission_is_still_graded(portal, monkeypatch, tmp_path):  # noqa: F811

@@ -14,10 +14,10 @@ from test_client_output import graded_at_once, portal  # noqa: F401 - a fixture
 
 from hpcgrade.service import IN_JUPYTER, Service, ServiceError
 from hpcgrade.service import REFUSED as REFUSED_KIND
+from hpcgrade.terminal import NOT_LOGGED_IN, REFUSED
 from hpcgrade.visible import exercise_files
 from server.core.catalogue import default_root
 from server.core.models import ApiToken
-from worker.cli.client import NOT_LOGGED_IN, REFUSED
 from worker.cli.main import main
 
 REFERENCE = (default_root() / "autograd-q" / "reference.py").read_text()

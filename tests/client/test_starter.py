@@ -6,8 +6,8 @@ from click.testing import CliRunner
 from helpers import SECOND_COURSE, second_edition
 from test_client_output import portal  # noqa: F401 - a fixture
 
+from hpcgrade.terminal import GRADED, NOT_LOGGED_IN, REFUSED, starter
 from server.core.catalogue import default_root
-from worker.cli.client import GRADED, NOT_LOGGED_IN, REFUSED, starter
 
 
 def test_the_starter_visible_checks_and_support_code_are_written(portal, tmp_path):  # noqa: F811

@@ -289,7 +289,7 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(
     from click.testing import CliRunner
     from werkzeug.serving import make_server
 
-    from worker.cli.client import submit
+    from hpcgrade.terminal import submit
 
     course.config["PROPAGATE_EXCEPTIONS"] = False
     failures = [RuntimeError("lost after the commit")]

@@ -1,9 +1,9 @@
 """The `hpcgrade` command (the console script), and its subcommands that run the harness here:
-`grade`, `check`, `exercise new` and `exercise check`.
+`grade`, `exercise new` and `exercise check`.
 
 The others are in admin.py (`db`, `users`, `tokens`, `exercises`, `exercise sync`), courses.py
-(`courses`), client.py (`login`, `submit`, `my-courses`, `starter`), cluster.py (`slurm`, `pilot`,
-`sandbox`) and demo.py (`demo`), each module imported only when its subcommand runs (click's
+(`courses`), cluster.py (`slurm`, `pilot`, `sandbox`), demo.py (`demo`) and, a student's,
+hpcgrade/terminal.py (`login`, `my-courses`, `starter`, `check`, `submit`), each module imported only when its subcommand runs (click's
 lazy-group pattern), so that `hpcgrade grade` on a compute node loads neither Flask, SQLAlchemy
 nor Celery.
 """
@@ -63,10 +63,11 @@ class LazyGroup(click.Group):
         "exercises": "worker.cli.courses:list_exercises",
         "demo": "worker.cli.demo:demo",
         "courses": "worker.cli.courses:courses_group",
-        "login": "worker.cli.client:login",
-        "submit": "worker.cli.client:submit",
-        "my-courses": "worker.cli.client:my_courses",
-        "starter": "worker.cli.client:starter",
+        "login": "hpcgrade.terminal:login",
+        "submit": "hpcgrade.terminal:submit",
+        "my-courses": "hpcgrade.terminal:my_courses",
+        "starter": "hpcgrade.terminal:starter",
+        "check": "hpcgrade.terminal:check",
         "slurm": "worker.cli.cluster:slurm_group",
         "pilot": "worker.cli.cluster:pilot_group",
         "sandbox": "worker.cli.cluster:sandbox_group",
@@ -194,44 +195,6 @@ def _on_slurm(info: ExerciseInfo, jobs: list[Job], python: str | None) -> list[R
     finally:
         for job in spooled:
             spool.remove_run(slurm.spool, job.id)
-
-
-@main.command()
-@click.argument("exercise")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--course",
-    help="The exercise's course, where it is in several of yours (or "
-    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
-)
-@click.option("--lang", type=LANGS, default="en", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def check(exercise: str, file: Path, course: str | None, lang: str, as_json: bool) -> None:
-    """Run the visible checks of EXERCISE ([COURSE/]EXERCISE) on FILE (.py or .ipynb) here, in
-    the grader's sandbox: no attempt is used, and the hidden checks of the grade are others. The
-    exercise's public files come from the server you logged in to (or, when no course is named,
-    the local exercises folder, when it has them). Exit status as `hpcgrade submit`'s (see its
-    --help)."""
-    from hpcgrade.service import ServiceError
-    from hpcgrade.visible import run_visible_checks
-    from worker.cli.client import IN_A_TERMINAL, NO_GRADE, Stopped, ended, named, styled_output
-
-    try:
-        course, exercise = named(exercise, course)
-        report = run_visible_checks(
-            exercise, file, lang, course=course, advice=IN_A_TERMINAL, submitted=file
-        )
-    except ServiceError as exc:
-        raise ended(exc) from None
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    except HarnessFailed as exc:
-        click.echo(f"the checks could not run: {exc}", err=True)
-        sys.exit(NO_GRADE)
-    except KeyboardInterrupt:
-        raise Stopped("stopped: the checks did not finish (no attempt was used)") from None
-    click.echo(json.dumps(report) if as_json else summary(file, report, lang, styled_output()))
-    sys.exit(0 if report.get("status") == "graded" else NO_GRADE)
 
 
 COURSE_OPTION = click.option(

@@ -1,5 +1,7 @@
-"""`hpcgrade login`, `hpcgrade submit`, `hpcgrade my-courses` and `hpcgrade starter`: the JSON API
-from a terminal.
+"""A student's `hpcgrade`: `login`, `my-courses`, `starter`, `check` and `submit`, the JSON API and
+the visible checks from a terminal. The course venv's `hpcgrade` is this group (`main`, the
+hpcgrade-client distribution's console script); the service's own `hpcgrade`
+(worker/cli/main.py) has these commands beside the service's.
 
 The requests are hpcgrade/service.py's (the client the Jupyter extension uses too: where the
 server and the token come from, the client file, retries, waiting for a grade); here are the
@@ -310,3 +312,48 @@ def starter(
     if start.name in written:
         where = f"{published.get('course', course)}/{exercise}" if course else exercise
         click.echo(f"edit {start}, then: hpcgrade check {where} {start}")
+
+
+@click.command(epilog=EXIT_STATUSES)
+@click.argument("exercise")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--course",
+    help="The exercise's course, where it is in several of yours (or "
+    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
+)
+@click.option("--lang", type=LANGS, default="en", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check(exercise: str, file: Path, course: str | None, lang: str, as_json: bool) -> None:
+    """Run the visible checks of EXERCISE ([COURSE/]EXERCISE) on FILE (.py or .ipynb) here, in
+    the grader's sandbox: no attempt is used, and the hidden checks of the grade are others. The
+    exercise's public files come from the server you logged in to (or, when no course is named,
+    the local exercises folder, when it has them)."""
+    from hpcgrade.visible import run_visible_checks
+    from worker.harness.runner import HarnessFailed
+
+    try:
+        course, exercise = named(exercise, course)
+        report = run_visible_checks(
+            exercise, file, lang, course=course, advice=IN_A_TERMINAL, submitted=file
+        )
+    except ServiceError as exc:
+        raise ended(exc) from None
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except HarnessFailed as exc:
+        click.echo(f"the checks could not run: {exc}", err=True)
+        sys.exit(NO_GRADE)
+    except KeyboardInterrupt:
+        raise Stopped("stopped: the checks did not finish (no attempt was used)") from None
+    click.echo(json.dumps(report) if as_json else summary(file, report, lang, styled_output()))
+    sys.exit(GRADED if report.get("status") == "graded" else NO_GRADE)
+
+
+@click.group(
+    commands=[login, my_courses, starter, check, submit],
+    epilog="The service's own commands come with the service's install (docs/operations.md).",
+)
+def main() -> None:
+    """A student's hpcgrade, against the course's server: log in, fetch an exercise's starter,
+    run its visible checks here, submit and read the grade."""
