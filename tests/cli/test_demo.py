@@ -417,3 +417,29 @@ def test_the_demo_grades_on_slurm_as_the_readme_says(tmp_path):
         assert slurm_cluster.job_state(job) == "COMPLETED"
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+def test_the_documented_sync_publishes_to_the_demo_and_makes_no_database_elsewhere(tmp_path):
+    """docs/writing-an-exercise.md's `hpcgrade exercise sync` made an empty database of its own
+    ("no such table: courses") rather than publish to the demo the README starts."""
+    config = prepare(tmp_path / "demo")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
+
+    def sync(settings: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*HPCGRADE, "exercise", "sync", "--course", "pytorch-2026"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=dict(clean, HPCGRADE_CONFIG=str(settings)),
+        )
+
+    synced = sync(config)
+    assert synced.returncode == 0 and synced.stdout.startswith("pytorch-2026: "), synced.stderr
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text(f'database_url = "sqlite:///{tmp_path / "none.sqlite"}"\n')
+    refused = sync(elsewhere)
+    assert (
+        refused.returncode == 1 and "HPCGRADE_CONFIG=instance/demo/hpcgrade.toml" in refused.stderr
+    )
+    assert not (tmp_path / "none.sqlite").exists()

@@ -79,8 +79,22 @@ def users_group() -> None:
 users_group.add_command(users_sync)
 
 
+# which database a command uses, said where it has none or none of the service's tables
+WHICH_DATABASE = (
+    "`hpcgrade db upgrade` makes it; the demo's (scripts/run) is another: name its settings, "
+    "HPCGRADE_CONFIG=instance/demo/hpcgrade.toml hpcgrade …"
+)
+
+
 def _in_transaction(action, database: Database | None = None):
-    database = database or Database(_database_url())
+    if database is None:
+        url = _database_url()
+        # SQLite would make an empty file there, which the next command takes for a database
+        if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+            raise click.ClickException(
+                f"no database at {url.removeprefix('sqlite:///')}: {WHICH_DATABASE}"
+            )
+        database = Database(url)
     try:
         with database.sessions.begin() as session:
             return action(session)
@@ -88,7 +102,8 @@ def _in_transaction(action, database: Database | None = None):
         raise click.ClickException(str(exc)) from None
     except OperationalError as exc:
         raise click.ClickException(
-            f"database error (did you run `hpcgrade db upgrade`?): {exc.orig}"
+            f"database error: {exc.orig} (a database without the service's tables? "
+            f"{WHICH_DATABASE})"
         ) from None
     finally:
         database.dispose()
