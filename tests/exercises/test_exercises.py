@@ -182,3 +182,15 @@ def test_a_new_exercise_from_the_template_passes_its_own_check(harness, tmp_path
     again = CliRunner().invoke(main, ["exercise", "new", "scaled-square"])
     assert again.exit_code == 1 and "already exists" in again.output
     assert CliRunner().invoke(main, ["exercise", "new", "Scaled_Square"]).exit_code == 2
+    # the minimums the docs ask are the check's: fewer programs fail it, each said
+    toml = tmp_path / "scaled-square" / "exercise.toml"
+    toml.write_text(
+        toml.read_text()
+        .replace('cubed = "output-mismatch"\n', "")
+        .split("[student_programs.c_ignored]")[0]
+    )
+    assert self_check(harness, load_exercise_info(tmp_path / "scaled-square"), (0,)) == [
+        "4 mutants: write at least 5, the mistakes students make",
+        "1 student programs: write at least 3, from the statement alone, each a mistake the "
+        "mutants do not make",
+    ]

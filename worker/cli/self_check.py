@@ -23,6 +23,8 @@ from worker.harness.derived import derive
 from worker.harness.report import codes
 from worker.harness.runner import HarnessProcess
 
+MIN_MUTANTS, MIN_STUDENT_PROGRAMS = 5, 3
+
 
 def self_check(
     harness: HarnessProcess,
@@ -31,7 +33,8 @@ def self_check(
     write_visible_mistakes: bool = False,
 ) -> list[str]:
     """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
-    problems = _visible_mistakes_problems(harness, info, write_visible_mistakes)
+    problems = _too_few(info)
+    problems += _visible_mistakes_problems(harness, info, write_visible_mistakes)
     scores: dict[str, set[float]] = {}
     for seed in seeds:
         for visible in (False, True):
@@ -207,6 +210,28 @@ def _wrong_program_problem(kind: str, name: str, code: str, report: dict) -> str
     if code not in found:
         return f"{kind} {name} lost points but with {sorted(found)}, not {code} {seed}"
     return None
+
+
+def _too_few(info: ExerciseInfo) -> list[str]:
+    """The minimums docs/writing-an-exercise.md asks: a mistake students make that no program
+    stands for passes unnoticed, and the checks' fixed cases are only as good as the wrong
+    programs they were chosen against."""
+    mutants, students = len(info.mutants), len(info.student_programs)
+    return [
+        *(
+            [f"{mutants} mutants: write at least {MIN_MUTANTS}, the mistakes students make"]
+            if mutants < MIN_MUTANTS
+            else []
+        ),
+        *(
+            [
+                f"{students} student programs: write at least {MIN_STUDENT_PROGRAMS}, from the "
+                "statement alone, each a mistake the mutants do not make"
+            ]
+            if students < MIN_STUDENT_PROGRAMS
+            else []
+        ),
+    ]
 
 
 def _mutant_problems(info: ExerciseInfo, name: str, code: str, report: dict) -> list[str]:

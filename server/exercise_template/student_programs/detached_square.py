@@ -1,0 +1,3 @@
+def scaled_square(x, c):
+    y = x.detach()
+    return c * y**2
