@@ -174,6 +174,13 @@ class Settings:
     submission_window_minutes: int = setting(
         60, whole(1), "The window SUBMISSIONS_PER_WINDOW counts in.", SUBMITTING
     )
+    checks_per_window: int = setting(
+        30,
+        whole(0),
+        "Runs of an exercise's visible checks from the portal (Check, which uses no attempt) a "
+        "student may ask per SUBMISSION_WINDOW_MINUTES; 0 takes the button away.",
+        SUBMITTING,
+    )
 
     session_lifetime_hours: int = setting(
         12,

@@ -445,6 +445,34 @@ class SavedComment(Base):
     saved_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
+class VisibleCheckStatus(str, enum.Enum):
+    queued = "queued"
+    running = "running"
+    done = "done"  # the checks ran: their report is stored, whatever they found
+    failed = "failed"  # the grader could not run them; never a result of the student's code
+
+
+class VisibleCheck(Base):
+    """A student's run of an exercise's visible checks from the portal ("Check"): no attempt, no
+    grade, no business of the queue's submissions; its report is shown to its student alone.
+    Its status is written by worker/grading/visible_checks.py alone, once the web adds it."""
+
+    __tablename__ = "visible_checks"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    exercise_id: Mapped[int] = mapped_column(ForeignKey("exercises.id", ondelete="CASCADE"))
+    filename: Mapped[str] = mapped_column(String(255))
+    code: Mapped[bytes] = mapped_column()
+    lang: Mapped[str] = mapped_column(String(8), default="en")
+    status: Mapped[str] = mapped_column(String(16), default=VisibleCheckStatus.queued.value)
+    requested_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+    report: Mapped[str | None] = mapped_column(Text)  # the harness's report, as JSON
+
+    exercise: Mapped[Exercise] = relationship()
+
+
 class WorkerHeartbeat(Base):
     """A Celery worker's last heartbeat: a message it sent itself through the broker and took
     back like a task (worker/grading/heartbeat.py). Stale: the worker is gone, or takes nothing."""

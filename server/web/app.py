@@ -69,6 +69,7 @@ def create_app(config: dict | None = None) -> Flask:
         roster,
         staff,
         throttle,
+        visible_checks,
     )
 
     i18n.init_app(app)
@@ -87,6 +88,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(single_sign_on)
     app.register_blueprint(account.blueprint)
     app.register_blueprint(portal.blueprint)
+    app.register_blueprint(visible_checks.blueprint)
     app.register_blueprint(courses.blueprint)
     app.register_blueprint(api.blueprint)
     app.register_blueprint(staff.blueprint)

@@ -329,7 +329,8 @@ def test_cli_users_and_db(tmp_path, monkeypatch):
         main,
         ["users", "add", "x1", "--name", "X", "--email", "x@y.es", "--password", "long-password"],
     )
-    assert broken.exit_code == 1 and "database error" in broken.output
+    assert broken.exit_code == 1 and "no database at /nonexistent-dir/x.sqlite" in broken.output
+    assert "hpcgrade db upgrade" in broken.output
 
 
 def test_exercise_sync_adds_updates_and_deactivates(db_session, catalogue):

@@ -36,10 +36,12 @@ class LocalExecutor:
         """`shape`: whose python grades them (its course's; without one, COURSE_PYTHON)."""
         python = (shape.python if shape else None) or self.python
         for job in jobs:
-            self._reports[job.id] = self._grade(job, python)
+            self._reports[job.id] = self.grade(job, python)
         return [f"local-{job.id}" for job in jobs]
 
-    def _grade(self, job: Job, python: str | None) -> Report:
+    def grade(self, job: Job, python: str | None) -> Report:
+        """The job's report from the warm harness of `python` (None: ours); the harness's
+        failure is the grader's error report."""
         harness = None
         try:
             harness = self._harnesses.get(python)

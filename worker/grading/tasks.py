@@ -21,17 +21,19 @@ from server.core.config import app_settings
 from server.core.ldap_directory import DirectoryUnavailable
 from server.core.ldap_sync import describe, sync_enrolments
 from server.core.mail import MailAway, mail_configured, report_refused, send_links
-from server.core.models import ScheduleRun, User, utcnow
+from server.core.models import ScheduleRun, User, VisibleCheck, utcnow
 from server.core.queue import enqueue, send_notice, stuck
-from worker.grading import heartbeat, settle, spool_prune
+from worker.grading import heartbeat, settle, spool_prune, visible_checks
 from worker.grading.dispatch import Dispatcher
 from worker.grading.executor import Executor
 from worker.grading.executors import make_executor
+from worker.grading.local import LocalExecutor
 from worker.grading.one_at_a_time import one_at_a_time
 from worker.grading.preview import PreviewGrader
 
 log = logging.getLogger(__name__)
 _executor: list[Executor] = []
+_check_harnesses: list[LocalExecutor] = []
 # a worker's main process answers at once, even while its pool grades; one that is slow to
 # (a loaded node) is asked once more, longer, before its runs are taken for lost
 INSPECT_SECONDS = (1.0, 5.0)
@@ -128,6 +130,38 @@ def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/grading/preview.py); nothing is published."""
     grader = PreviewGrader(dispatcher(self.request.hostname), app_settings().slurm_poll_seconds)
     return grader.grade_previews(regrade_id, settle.gone_here(self.request.hostname))
+
+
+@shared_task(name=task_names.VISIBLE_CHECK, bind=True, **RETRY_WHILE_AWAY)
+def visible_check(self, check_id: int) -> str:
+    """Run a student's Check (worker/grading/visible_checks.py) once graded work has its turn."""
+    settings = app_settings()
+    with current_app.extensions["hpcgrade.db"].sessions() as session:
+        now = utcnow()
+        check = session.get(VisibleCheck, check_id)
+        if check is None:
+            return "gone"
+        if (
+            check.requested_at > now - visible_checks.WAIT_FOR_GRADED
+            and visible_checks.graded_work_waits(session)
+        ):
+            visible_check.apply_async((check_id,), countdown=2)
+            return "after graded work"
+        taken = visible_checks.take(session, check_id, now)
+        if taken is None:
+            return "not ours"
+        return visible_checks.run(session, settings, taken, _check_harness().grade)
+
+
+def _check_harness() -> LocalExecutor:
+    """The worker's warm harness where it grades locally; otherwise one of the checks' own, in
+    this worker process, made by its first check."""
+    executor = worker_executor()
+    if isinstance(executor, LocalExecutor):
+        return executor
+    if not _check_harnesses:
+        _check_harnesses.append(LocalExecutor(app_settings()))
+    return _check_harnesses[0]
 
 
 @shared_task(name=task_names.MAIL_LINKS, bind=True, **RETRY_WHILE_AWAY)
