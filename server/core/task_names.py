@@ -13,6 +13,7 @@ REPORT_FAILURES = "hpcgrade.report_failures"
 RECONCILE = "hpcgrade.reconcile"
 PRUNE_SPOOL = "hpcgrade.prune_spool"
 USERS_SYNC = "hpcgrade.users_sync"
+SIMILARITY = "hpcgrade.similarity"
 
 TASK_NAMES = frozenset(
     {
@@ -27,6 +28,7 @@ TASK_NAMES = frozenset(
         RECONCILE,
         PRUNE_SPOOL,
         USERS_SYNC,
+        SIMILARITY,
     }
 )
 

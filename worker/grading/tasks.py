@@ -29,6 +29,7 @@ from worker.grading.executor import Executor
 from worker.grading.executors import make_executor
 from worker.grading.one_at_a_time import one_at_a_time
 from worker.grading.preview import PreviewGrader
+from worker.grading.similarity import compare as compare_submissions
 
 log = logging.getLogger(__name__)
 _executor: list[Executor] = []
@@ -309,3 +310,10 @@ def _follow_up(more: bool, due_in: float | None) -> None:
             dispatch.apply_async(args=[[]], countdown=due_in, retry=False)
     except Exception as exc:  # the broker is away: reconcile or collect dispatches it anyway
         log.warning("cannot send the next dispatch: %s", exc)
+
+
+@shared_task(name=task_names.SIMILARITY, **RETRY_WHILE_AWAY)
+def similarity(run_id: int) -> int:
+    """Compare an exercise's counted submissions for code alike (worker/grading/similarity.py),
+    as its staff asked; returns how many were compared."""
+    return compare_submissions(current_app.extensions["hpcgrade.db"], run_id)
