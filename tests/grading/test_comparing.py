@@ -28,6 +28,11 @@ def test_a_copy_with_its_names_changed_ranks_above_solutions_written_apart():
     first, second = pairs[0]["regions"]
     assert "pack_hook" in REFERENCE[first[0][0] : first[-1][1]]
     assert "pack_hook" in RENAMED[second[0][0] : second[-1][1]]
+    # each region begins and ends between words, never inside a name or a keyword
+    for text, regions in ((REFERENCE, first), (RENAMED, second)):
+        for start, end in regions:
+            assert not re.match(r"\w\w", text[max(start - 1, 0) : start + 1]), text[start:end]
+            assert not re.match(r"\w\w", text[end - 1 : end + 1]), text[start:end]
 
 
 def test_the_starter_makes_no_two_files_alike():

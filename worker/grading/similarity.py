@@ -74,15 +74,32 @@ def ranked_pairs(texts: dict[int, str], boilerplate: Iterable[str] = ()) -> list
                     {
                         "submissions": [first, second],
                         "similarity": [round(min(float(share), 1.0), 4) for share in shares],
-                        "regions": [_regions(one) for one in slices],
+                        "regions": [
+                            _regions(one, texts[number])
+                            for one, number in zip(slices, (first, second))
+                        ],
                     }
                 )
     pairs.sort(key=lambda pair: (-max(pair["similarity"]), pair["submissions"]))
     return pairs[:KEPT_PAIRS]
 
 
-def _regions(slices: np.ndarray) -> list[list[int]]:
-    return [[int(start), int(end)] for start, end in zip(*slices)]
+def _regions(slices: np.ndarray, text: str) -> list[list[int]]:
+    """copydetect's slices, widened to whole words: its offsets from the tokens back to the text
+    may cut a name or a keyword (`clas|s`)."""
+    regions = []
+    for start, end in zip(*slices):
+        start, end = int(start), min(int(end), len(text))
+        while 0 < start < len(text) and _word(text[start - 1]) and _word(text[start]):
+            start -= 1
+        while 0 < end < len(text) and _word(text[end - 1]) and _word(text[end]):
+            end += 1
+        regions.append([start, end])
+    return regions
+
+
+def _word(character: str) -> bool:
+    return character.isalnum() or character == "_"
 
 
 def compare(database: Database, run_id: int) -> int:
