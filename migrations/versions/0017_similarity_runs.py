@@ -25,7 +25,6 @@ def upgrade() -> None:
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("compared", sa.Integer(), nullable=True),
         sa.Column("pairs", sa.JSON(), nullable=True),
-        sa.Column("error", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(
             ["exercise_id"],
             ["exercises.id"],

@@ -349,7 +349,6 @@ class SimilarityRun(Base):
     # the most alike pairs, most alike first: each with its two submissions, each one's share
     # of code found in the other, and the matching regions of each (character offsets)
     pairs: Mapped[list | None] = mapped_column(JSON)
-    error: Mapped[str | None] = mapped_column(Text)
 
     requester: Mapped[User | None] = relationship()
 
