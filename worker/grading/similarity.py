@@ -65,23 +65,25 @@ def ranked_pairs(texts: dict[int, str], boilerplate: Iterable[str] = ()) -> list
     common = _common_hashes(boilerplate)
     prints = {number: _fingerprint(text, WINDOW, common) for number, text in texts.items()}
     numbers = sorted(prints)
-    pairs = []
+    found = []
     for index, first in enumerate(numbers):
         for second in numbers[index + 1 :]:
             overlap, shares, slices = compare_files(prints[first], prints[second])
             if overlap:
-                pairs.append(
-                    {
-                        "submissions": [first, second],
-                        "similarity": [round(min(float(share), 1.0), 4) for share in shares],
-                        "regions": [
-                            _regions(one, texts[number])
-                            for one, number in zip(slices, (first, second))
-                        ],
-                    }
-                )
-    pairs.sort(key=lambda pair: (-max(pair["similarity"]), pair["submissions"]))
-    return pairs[:KEPT_PAIRS]
+                shares = [round(min(float(share), 1.0), 4) for share in shares]
+                found.append((-max(shares), first, second, shares, slices))
+    found.sort(key=lambda pair: pair[:3])
+    # only the pairs kept have their regions read: most of an exercise's pairs share something
+    return [
+        {
+            "submissions": [first, second],
+            "similarity": shares,
+            "regions": [
+                _regions(one, texts[number]) for one, number in zip(slices, (first, second))
+            ],
+        }
+        for _most, first, second, shares, slices in found[:KEPT_PAIRS]
+    ]
 
 
 def _regions(slices: np.ndarray, text: str) -> list[list[int]]:
