@@ -29,7 +29,6 @@ from worker.grading.executor import Executor
 from worker.grading.executors import make_executor
 from worker.grading.one_at_a_time import one_at_a_time
 from worker.grading.preview import PreviewGrader
-from worker.grading.similarity import compare as compare_submissions
 
 log = logging.getLogger(__name__)
 _executor: list[Executor] = []
@@ -316,4 +315,8 @@ def _follow_up(more: bool, due_in: float | None) -> None:
 def similarity(run_id: int) -> int:
     """Compare an exercise's counted submissions for code alike (worker/grading/similarity.py),
     as its staff asked; returns how many were compared."""
-    return compare_submissions(current_app.extensions["hpcgrade.db"], run_id)
+    # copydetect imports matplotlib, about a second: a worker pays it at its first comparison,
+    # not at every start
+    from worker.grading.similarity import compare
+
+    return compare(current_app.extensions["hpcgrade.db"], run_id)
