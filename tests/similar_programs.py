@@ -11,7 +11,7 @@ REFERENCE = (EXERCISE.path / "reference.py").read_text()
 # the reference with every name of its own changed, its comments and spacing too
 RENAMED = (
     re.sub(
-        r"\b(tensor|temp_file|packed|fn|x|y|grad|SelfDeletingTempFile)\b",
+        r"(?<!\.)\b(tensor|temp_file|packed|fn|x|y|grad|SelfDeletingTempFile)\b",
         lambda name: {"SelfDeletingTempFile": "Scratch"}.get(name[0], f"my_{name[0]}_v2"),
         REFERENCE,
     )
