@@ -3,6 +3,7 @@ see it, comparing each student's counted submission through the queue and the wo
 the pairs ranked and one pair side by side, and the words that say it is no grade."""
 
 import contextlib
+import datetime as dt
 import re
 
 import pytest
@@ -145,8 +146,12 @@ def test_a_comparison_goes_through_the_queue_and_its_pairs_are_ranked(
     assert "Ana García" in side_by_side.text and "Bea" in side_by_side.text
     assert staff.get(f"{PAGE}/{submissions['ana_first']}-{submissions['bea']}").status_code == 404
 
-    # computed again: the new comparison replaces the last one
-    staff.post(PAGE, data={"csrf_token": token})
+    # computed again: the new comparison replaces the last one, and one whose worker was lost
+    with database(staffed) as session:
+        exercise = session.scalar(select(Exercise).where(Exercise.slug == SLUG))
+        lost = utcnow() - dt.timedelta(hours=1)
+        session.add(SimilarityRun(exercise_id=exercise.id, requested_at=lost))
+    staff.post(PAGE, data={"csrf_token": token})  # the lost one is no longer under way
     with database(staffed) as session:
         newer = session.scalar(select(func.max(SimilarityRun.id)))
     assert newer != run_id and tasks.similarity(newer) == 3 and runs(staffed) == 1

@@ -106,8 +106,9 @@ def _word(character: str) -> bool:
 
 def compare(database: Database, run_id: int) -> int:
     """Make the comparison `run_id` asked for, store its pairs and leave it as the exercise's
-    last (the ones before it are deleted). Returns the submissions compared; 0 for a run that is
-    gone (withdrawn) or already made (its message delivered again)."""
+    last: the ones before it are deleted, one whose worker was lost before it finished too.
+    Returns the submissions compared; 0 for a run that is gone (withdrawn) or already made (its
+    message delivered again)."""
     with database.sessions() as session:
         run = session.get(SimilarityRun, run_id)
         if run is None or run.finished_at is not None:
@@ -128,7 +129,6 @@ def compare(database: Database, run_id: int) -> int:
             delete(SimilarityRun).where(
                 SimilarityRun.exercise_id == exercise.id,
                 SimilarityRun.id < run.id,
-                SimilarityRun.finished_at.is_not(None),
             )
         )
         session.commit()
