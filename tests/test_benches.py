@@ -14,6 +14,7 @@ SMALLEST = {
     "cold_start.py": ["--runs", "1"],  # it called spool.read_report with a job, not a folder
     "full_marks.py": ["--seeds", "1", "tensors-channels-last"],
     "seal_cost.py": ["--grades", "2"],
+    "similarity.py": ["--students", "12", "--copied", "2"],
     "warm_vs_fresh.py": ["--warm", "2", "--fresh", "1"],
 }
 

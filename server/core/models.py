@@ -331,6 +331,28 @@ class Regrade(Base):
     discarded_at: Mapped[dt.datetime | None] = mapped_column()
 
 
+class SimilarityRun(Base):
+    """A comparison of an exercise's counted submissions, one per student, for code alike
+    (server/core/similarity.py): requested by a member of the staff, computed by a worker. Its
+    pairs are a lead for a person to read, never a grade."""
+
+    __tablename__ = "similarity_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exercise_id: Mapped[int] = mapped_column(
+        ForeignKey("exercises.id", ondelete="CASCADE"), index=True
+    )
+    requested_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    requested_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+    compared: Mapped[int | None] = mapped_column(Integer)  # submissions, one per student
+    # the most alike pairs, most alike first: each with its two submissions, each one's share
+    # of code found in the other, and the matching regions of each (character offsets)
+    pairs: Mapped[list | None] = mapped_column(JSON)
+
+    requester: Mapped[User | None] = relationship()
+
+
 class GradingRun(Base):
     """One attempt at grading a submission; a retry after a platform failure is a new run."""
 

@@ -28,7 +28,8 @@ PRUNE_SECONDS = 3600.0
 # preview)
 # grades a whole exercise in one task: on a queue of its own it does not wait behind them; mail
 # (notices, set-password links) too, so that a slow mail server holds no grading slot, and a
-# grading rush delays no mail
+# grading rush delays no mail; a comparison of an exercise's submissions for code alike
+# (worker/grading/similarity.py) is the staff's long work too, on the previews' queue
 SUBMISSIONS, PREVIEWS, MAIL = "celery", "previews", "mail"
 MAIL_TASKS = (
     task_names.NOTIFY,
@@ -52,6 +53,7 @@ TIME_LIMITS = {
     task_names.RECONCILE: 120.0,  # each worker node asked, 6 s at most
     task_names.PRUNE_SPOOL: 1800.0,  # a walk of the spool
     task_names.USERS_SYNC: 600.0,  # the directory's groups, each within LDAP_TIMEOUT_SECONDS
+    task_names.SIMILARITY: 600.0,  # an exercise's submissions compared, 200 in well under a minute
 }
 
 
@@ -183,6 +185,7 @@ def celery_init_app(app: Flask) -> Celery:
         task_queues=[Queue(name, routing_key=name) for name in (SUBMISSIONS, PREVIEWS, MAIL)],
         task_routes={
             task_names.PREVIEW: {"queue": PREVIEWS},
+            task_names.SIMILARITY: {"queue": PREVIEWS},
             **{task: {"queue": MAIL} for task in MAIL_TASKS},
         },
         # a scheduled task expires once the next is due: those queued while no worker ran

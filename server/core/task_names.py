@@ -14,6 +14,7 @@ RECONCILE = "hpcgrade.reconcile"
 PRUNE_SPOOL = "hpcgrade.prune_spool"
 USERS_SYNC = "hpcgrade.users_sync"
 VISIBLE_CHECK = "hpcgrade.visible_check"
+SIMILARITY = "hpcgrade.similarity"
 
 TASK_NAMES = frozenset(
     {
@@ -29,6 +30,7 @@ TASK_NAMES = frozenset(
         PRUNE_SPOOL,
         USERS_SYNC,
         VISIBLE_CHECK,
+        SIMILARITY,
     }
 )
 

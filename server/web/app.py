@@ -67,6 +67,7 @@ def create_app(config: dict | None = None) -> Flask:
         portal,
         regrade,
         roster,
+        similarity,
         staff,
         throttle,
         visible_checks,
@@ -100,6 +101,7 @@ def create_app(config: dict | None = None) -> Flask:
 
     app.register_blueprint(attempts)
     app.register_blueprint(regrade.blueprint)
+    app.register_blueprint(similarity.blueprint)
     app.register_blueprint(admin.blueprint)
     app.register_blueprint(health.blueprint)  # /metrics and /healthz, for the operators
     app.teardown_appcontext(_close_session)

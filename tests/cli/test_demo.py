@@ -229,6 +229,15 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
         assert time.monotonic() < deadline, status.text
         time.sleep(0.2)
     assert status.json()["score"] == 10 and browser.get(submission).text.count("<td>done</td>") == 2
+    # code similarity, asked for on its page: made by the demo's worker, through its folder broker
+    similarity = f"{url}/courses/pytorch-2026/staff/exercises/autograd-q/similarity"
+    asked = browser.post(similarity, data={"csrf_token": _csrf(browser, similarity)})
+    assert "being compared" in asked.text
+    deadline = time.monotonic() + 60
+    while "1 counted submission compared" not in (compared := browser.get(similarity).text):
+        assert time.monotonic() < deadline, compared
+        time.sleep(0.5)
+    assert "never a grade" in compared and "Compare again" in compared
 
     ta = browsing(url, "ta")
     assert ta.get(f"{url}/courses/pytorch-2025/staff/").status_code == 200

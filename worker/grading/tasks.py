@@ -343,3 +343,14 @@ def _follow_up(more: bool, due_in: float | None) -> None:
             dispatch.apply_async(args=[[]], countdown=due_in, retry=False)
     except Exception as exc:  # the broker is away: reconcile or collect dispatches it anyway
         log.warning("cannot send the next dispatch: %s", exc)
+
+
+@shared_task(name=task_names.SIMILARITY, **RETRY_WHILE_AWAY)
+def similarity(run_id: int) -> int:
+    """Compare an exercise's counted submissions for code alike (worker/grading/similarity.py),
+    as its staff asked; returns how many were compared."""
+    # copydetect imports matplotlib, about a second: a worker pays it at its first comparison,
+    # not at every start
+    from worker.grading.similarity import compare
+
+    return compare(current_app.extensions["hpcgrade.db"], run_id)
