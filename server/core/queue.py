@@ -54,6 +54,8 @@ TIME_LIMITS = {
     task_names.PRUNE_SPOOL: 1800.0,  # a walk of the spool
     task_names.USERS_SYNC: 600.0,  # the directory's groups, each within LDAP_TIMEOUT_SECONDS
     task_names.SIMILARITY: 600.0,  # an exercise's submissions compared, 200 in well under a minute
+    # a student's Check: a harness started (runner.START_SECONDS) and one run of visible checks
+    task_names.VISIBLE_CHECK: 300.0,
 }
 
 

@@ -82,6 +82,16 @@ def serve(scratch_root: str | None, sealed: bool = True) -> int:
     reports = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     try:
+        return _serve(reports, scratch_root, sealed)
+    except BrokenPipeError:
+        # whoever asked is gone (a `check` stopped with Ctrl-C, a worker killed): nobody reads
+        # the answer, and a traceback would land on their terminal, which stderr still is
+        os.dup2(os.open(os.devnull, os.O_WRONLY), reports.fileno())
+        return 0
+
+
+def _serve(reports, scratch_root: str | None, sealed: bool) -> int:
+    try:
         harness = start_harness(scratch_root, sealed)
     except CannotGrade as exc:
         reports.write(json.dumps({"ready": False, "error": str(exc)}) + "\n")
@@ -97,10 +107,7 @@ def serve(scratch_root: str | None, sealed: bool = True) -> int:
                 report = error_report(None, None, f"not a job: {exc}")
             else:
                 report = report_or_error(harness, job)
-            try:
-                reports.write(json.dumps(report.to_dict()) + "\n")
-            except BrokenPipeError:  # whoever asked is gone: nobody reads it
-                return 0
+            reports.write(json.dumps(report.to_dict()) + "\n")
     reports.close()
     return 0
 
