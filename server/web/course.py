@@ -126,10 +126,10 @@ def exercises(session: Session, course_id: int) -> list[Exercise]:
 
 
 def standings(
-    session: Session, course_id: int, exercise_id: int | None = None
+    session: Session, course_id: int, exercise_id: int | None = None, user_id: int | None = None
 ) -> dict[tuple[int, int], Standing]:
-    """(user id, exercise id) → the course's students' standings (on one of its exercises);
-    one pass over the submissions."""
+    """(user id, exercise id) → the course's students' standings (on one of its exercises; of
+    one of its students); one pass over the submissions."""
     query = (
         select(
             Submission.id,
@@ -145,6 +145,8 @@ def standings(
         .where(by_students(course_id, exercise_id))
         .order_by(Submission.id)
     )
+    if user_id is not None:
+        query = query.where(Submission.user_id == user_id)
     table: dict[tuple[int, int], Standing] = defaultdict(Standing)
     for row in session.execute(query):
         standing = table[(row.user_id, row.exercise_id)]
@@ -161,6 +163,8 @@ def standings(
     )
     if exercise_id is not None:
         set_by_hand = set_by_hand.where(SetGrade.exercise_id == exercise_id)
+    if user_id is not None:
+        set_by_hand = set_by_hand.where(SetGrade.user_id == user_id)
     rows = session.scalars(set_by_hand).all()
     maxima = maximum_points(
         session,
@@ -297,16 +301,20 @@ class GradebookRow:
         return any(cell is None or cell.score is None for cell in self.cells)
 
 
-def gradebook(session: Session, course_id: int) -> tuple[list[Column], list[GradebookRow]]:
+def gradebook(
+    session: Session, course_id: int, only: int | None = None
+) -> tuple[list[Column], list[GradebookRow]]:
     """Every student of the course (even one who never submitted) against every active exercise
-    of it."""
-    table = standings(session, course_id)
+    of it; or the one student whose user id is `only` (their staff page)."""
+    table = standings(session, course_id, user_id=only)
     active = exercises(session, course_id)
     maxima = maximum_points(session, active)
     columns = [Column(e, maxima[e.id]) for e in active]
     out_of = sum(column.max_points or 0 for column in columns)
     rows = []
     for student in students(session, course_id):
+        if only is not None and student.id != only:
+            continue
         cells = [table.get((student.id, column.exercise.id)) for column in columns]
         rows.append(
             GradebookRow(student, cells, sum(c.score for c in cells if c and c.score), out_of)
