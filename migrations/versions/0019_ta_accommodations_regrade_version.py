@@ -19,9 +19,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("courses", schema=None) as batch_op:
         batch_op.add_column(
-            sa.Column(
-                "tas_grant_accommodations", sa.Boolean(), server_default="0", nullable=False
-            )
+            sa.Column("tas_grant_accommodations", sa.Boolean(), server_default="0", nullable=False)
         )
     with op.batch_alter_table("regrades", schema=None) as batch_op:
         batch_op.add_column(sa.Column("exercise_version", sa.String(length=64), nullable=True))
