@@ -347,7 +347,7 @@ def test_a_grade_set_by_hand_stays_as_it_is(graded, executor, changed_checks):
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
     page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
-    by_hand = "8 / 10 ✎ (set by an instructor)"
+    by_hand = "8 / 10 ✎ (set by hand)"
     assert table(page)["carl"] == [by_hand, by_hand, "+0", "1 of 1 changed", "ready"]
     assert submissions(page)["carl"] == [f"#{ids['carl']} 3 / 10 → 1 / 10 ready"]
     assert "3 unchanged" in page and "0 down" in page
