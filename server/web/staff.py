@@ -276,7 +276,10 @@ def _grades_of(user: User) -> dict:
             column.exercise,
             column.max_points,
             cell,
-            penalties.get(cell.grade.best_id, 0.0) if cell and not cell.grade.set_by_hand else 0.0,
+            # a grade set by hand or an adjusted score lost nothing to lateness
+            penalties.get(cell.grade.submission_id, 0.0)
+            if cell and not cell.grade.best_adjusted
+            else 0.0,
             granted[column.exercise.id].allowance is not None,
         )
         for column, cell in zip(columns, cells)
@@ -286,6 +289,8 @@ def _grades_of(user: User) -> dict:
 
 @dataclass(frozen=True)
 class StudentGrade:
+    """One line of a student's grades on their staff page."""
+
     exercise: Exercise
     max_points: float | None
     standing: Standing | None
