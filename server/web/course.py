@@ -393,8 +393,8 @@ def diagnosed_submissions(
     session: Session, course_id: int, exercise_id: int, code: str, lang: str
 ) -> list[NamedMistake]:
     """The course's students' submissions of an exercise that got the diagnostic `code` (from a
-    check, or as the load error of its run's notes), by named mistake (most students first),
-    then by student. A submission that made two of them is under each."""
+    check, or as the load error of its run's notes), by named mistake (`mistake_of`: most
+    students first), then by student. A submission that made two of them is under each."""
     columns = (
         User,
         Submission.id,
@@ -557,8 +557,8 @@ def check_rates(
 @dataclass
 class MistakeCount:
     """A named mistake of an exercise and who made it, in any of their submissions (as last
-    graded): a known wrong program, in the words the exercise gives it, or else a diagnostic's
-    hint within its code."""
+    graded): a known wrong program, in the words the exercise gives it, or else what a check's
+    diagnostic stands for within its code (`mistake_of`), in one representative wording."""
 
     words: str  # inline Markdown, in the reader's language; "" for a diagnostic without hint
     wrong_program: str | None

@@ -171,8 +171,8 @@ def _arranged_standings(
 
 @blueprint.route("/exercises/<slug>/diagnostics/<code>")
 def diagnostic(slug: str, code: str):
-    """The submissions behind one diagnostic of an exercise (a bar of its chart), by the mistake
-    its hint names."""
+    """The submissions behind one diagnostic of an exercise (a bar of its chart), by mistake
+    (course.mistake_of), not by the words of each student's hint."""
     row = exercise_or_404(slug)
     mistakes = diagnosed_submissions(db(), g.course.id, row.id, code, g.lang)
     return render_template(
