@@ -386,7 +386,7 @@ def _representative(wordings: Counter, details: dict, lang: str) -> str:
     left_at = details.get("left_at")
     if left_at:
         return ways_out_words(way[0] for way in left_at)[lang]
-    return min(wordings, key=lambda words: (-wordings[words], words))
+    return max(wordings, key=wordings.__getitem__)  # the first seen of the most read
 
 
 def diagnosed_submissions(
