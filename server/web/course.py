@@ -453,10 +453,8 @@ def diagnosed_submissions(
     said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
     mistakes: dict[tuple, NamedMistake] = {}
     wordings: dict[tuple, Counter] = defaultdict(Counter)
-    for (user, submission_id, at, score, max_score), (
-        message,
-        hint,
-    ), program, words, identity, details in said:
+    for submitted, (message, hint), program, words, identity, details in said:
+        user, submission_id, at, score, max_score = submitted
         key = (program,) if program else identity
         mistake = mistakes.setdefault(key, NamedMistake(words or hint, program, identity=identity))
         if not program:

@@ -48,7 +48,7 @@ def test_the_students_page_shows_their_grades_and_sets_one(site, open_page, kind
     grades = page.locator("section.student-grades")
     rows = grades.locator("tbody tr")
     assert rows.count() > 10  # an exercise a row
-    footer = " ".join(grades.locator("tfoot tr").inner_text().split())
+    footer = " ".join(grades.locator("tfoot tr").text_content().split())
     assert footer.startswith(total) and " / " in footer, footer
     assert grades.get_by_role("link", name=set_the_grade).count() == rows.count()
     assert grades.locator("tfoot").is_visible()
