@@ -39,7 +39,10 @@ SETTINGS = (
     "job_comment",
     "wckey",
     "directory_groups",
+    "tas_grant_accommodations",
 )
+# how a yes or a no is written for a setting: the command line's word, a form's checkbox
+YES, NO = ("yes", "true", "on", "1"), ("no", "false", "off", "0", "")
 
 
 class CourseError(ValueError):
@@ -107,6 +110,10 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
         raise CourseError(str(exc)) from None
     if "directory_groups" in values:
         values["directory_groups"] = checked_groups(values["directory_groups"] or {})
+    if "tas_grant_accommodations" in values:
+        values["tas_grant_accommodations"] = yes_or_no(
+            "tas_grant_accommodations", values["tas_grant_accommodations"]
+        )
     if values.get("exercises_dir") and not Path(values["exercises_dir"]).is_dir():
         raise CourseError(f"exercises_dir: {values['exercises_dir']} is not a folder here")
     if "deadline_policy" in values and values["deadline_policy"] not in DEADLINE_POLICIES:
@@ -127,6 +134,14 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
                 f"{255 if key == 'job_comment' else 64} characters"
             )
     return values
+
+
+def yes_or_no(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in YES + NO:
+        return value.lower() in YES
+    raise CourseError(f"{key}: yes or no")
 
 
 def checked_groups(value: object) -> dict[str, list[str]]:

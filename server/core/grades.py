@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.core.catalogue import current_info
-from server.core.courses import exercise_folder
+from server.core.courses import exercise_folder, role_in
 from server.core.models import (
     Accommodation,
     Allowance,
@@ -114,6 +114,15 @@ def student_grade(session: Session, user_id: int, exercise_id: int) -> Grade:
         exercise = session.get(Exercise, exercise_id)
         grade.set_by(set_grade, maximum_points(session, [exercise])[exercise_id])
     return grade
+
+
+def setter_role(session: Session, row: SetGrade) -> str | None:
+    """The course role of whoever set the grade ("ta" or "instructor", an admin's being
+    instructor), which the student reads; None once they are no longer in the course."""
+    if row.set_by is None:
+        return None
+    course_id = session.scalar(select(Exercise.course_id).where(Exercise.id == row.exercise_id))
+    return role_in(session, row.set_by, course_id)
 
 
 def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | None]:

@@ -95,6 +95,10 @@ class Course(Base):
     wckey: Mapped[str | None] = mapped_column(String(64))
     # role → the directory's (or the OpenID provider's) group names whose members it enrols
     directory_groups: Mapped[dict] = mapped_column(JSON, default=dict)
+    # accommodations are its instructors' to grant, and its teaching assistants' too if this is set
+    tas_grant_accommodations: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default="0"
+    )
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     archived_at: Mapped[dt.datetime | None] = mapped_column()
 
@@ -327,6 +331,8 @@ class Regrade(Base):
     )
     started_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # the exercise's files when it started (Exercise.version): other files since, it is stale
+    exercise_version: Mapped[str | None] = mapped_column(String(64))
     published_at: Mapped[dt.datetime | None] = mapped_column()
     discarded_at: Mapped[dt.datetime | None] = mapped_column()
 

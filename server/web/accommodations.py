@@ -3,15 +3,17 @@ accommodation (extra days on every deadline of the course, a factor on every lim
 and the same exception on one exercise for several students at once. The rule that applies them
 is grades.terms; the per-exercise exception of one student is allowances.py.
 
-For the course's teaching assistants and instructors, as every exception is; a student of
-another course is not found (404), and a bulk action naming one is refused whole."""
+For the course's teaching assistants and instructors, as every exception is, except that an
+accommodation is its instructors' to give unless the course lets its teaching assistants
+(`Course.tas_grant_accommodations`); a student of another course is not found (404), and a bulk
+action naming one is refused whole."""
 
 from __future__ import annotations
 
 import math
 import re
 
-from flask import flash, g, redirect, render_template, request, url_for
+from flask import abort, flash, g, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 from sqlalchemy import delete, select
@@ -23,7 +25,7 @@ from server.core.grades import (
     accommodation_of,
     reassess_lateness,
 )
-from server.core.models import Accommodation, Allowance, Exercise, User, utcnow
+from server.core.models import Accommodation, Allowance, CourseRole, Exercise, User, utcnow
 from server.web.allowances import COMMENT_LIMIT, EXAMPLE_EXTENSION, exception_form, tell
 from server.web.auth import db
 from server.web.course import exercises, students
@@ -42,11 +44,32 @@ def accommodation_for(student: User) -> Accommodation | None:
     return accommodation_of(db(), student.id, g.course.id)
 
 
+@blueprint.app_template_global()
+def gives_accommodations() -> bool:
+    """Whether the user may give, change or remove the course's accommodations: its
+    instructors, and its teaching assistants where the course lets them."""
+    return g.role == CourseRole.instructor.value or (
+        g.role == CourseRole.ta.value and g.course.tas_grant_accommodations
+    )
+
+
+def _accommodations_allowed() -> None:
+    if not gives_accommodations():
+        abort(
+            403,
+            _(
+                "Accommodations are given by the course's instructors: this course does not "
+                "let its teaching assistants give them."
+            ),
+        )
+
+
 # --- one student's accommodation, on every exercise -------------------------------------------
 
 
 @blueprint.route("/students/<username>/accommodation", methods=["GET", "POST"])
 def accommodation(username: str):
+    _accommodations_allowed()
     student = student_or_404(username)
     found = accommodation_of(db(), student.id, g.course.id)
     if request.method == "POST":
@@ -150,6 +173,7 @@ def _factor(text: str) -> float | None:
 def remove_accommodation(username: str):
     """GET: the step that confirms it; POST: the accommodation removed, with the late penalties
     it changes."""
+    _accommodations_allowed()
     student = student_or_404(username)
     back = url_for("staff.student", username=username)
     found = accommodation_of(db(), student.id, g.course.id)

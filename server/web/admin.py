@@ -142,6 +142,7 @@ def _shown(course: Course) -> dict[str, str]:
         key: "" if getattr(course, key) is None else str(getattr(course, key))
         for key in TEXT_SETTINGS
     }
+    shown["tas_grant_accommodations"] = "yes" if course.tas_grant_accommodations else ""
     slurm = slurm_text(course.slurm or {})
     return {
         "slug": course.slug,

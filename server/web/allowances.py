@@ -23,6 +23,7 @@ from server.core.grades import (
     Terms,
     maximum_points,
     reassess_lateness,
+    setter_role,
     student_grade,
     student_terms,
     terms_of,
@@ -66,6 +67,12 @@ def exceptions_of(student: User) -> list[tuple[Exercise, Terms]]:
     active = exercises(db(), g.course.id)
     granted = terms_of(db(), student.id, active)
     return [(exercise, granted[exercise.id]) for exercise in active]
+
+
+@blueprint.app_template_global()
+def set_by_role(row: SetGrade) -> str | None:
+    """Who set a grade, for the student's pages (grades.setter_role)."""
+    return setter_role(db(), row)
 
 
 def _student_and_exercise(username: str, slug: str) -> tuple[User, Exercise]:

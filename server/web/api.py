@@ -20,7 +20,7 @@ from server.core.catalogue import CHECK_FILES, current_info, download_names
 from server.core.config import app_settings
 from server.core.courses import courses_of, exercise_folder, role_in
 from server.core.directory import DirectoryError
-from server.core.grades import Grade
+from server.core.grades import Grade, setter_role
 from server.core.ldap_directory import DirectoryUnavailable
 from server.core.models import ApiToken, Course, Exercise, User, utcnow
 from server.core.munge import MungeRefused, MungeUnavailable, binding, vouched_user
@@ -292,14 +292,20 @@ def _exercise(user: User, reference: str, course_slug: str | None) -> Exercise:
 
 
 def _grade_dict(grade: Grade) -> dict:
-    """The grade and why: the submission it comes from, or the grade an instructor set."""
+    """The grade and why: the submission it comes from, or the grade the staff set (`by`: the
+    setter's role in the course, "ta" or "instructor"; None once they left it)."""
     set_grade = grade.set_grade
     return {
         "score": grade.score,
         "submission_id": grade.submission_id,
+        # the key's name is older than teaching assistants setting grades: `by` says whose role
         "set_by_instructor": None
         if set_grade is None
-        else {"comment": set_grade.comment, "at": set_grade.set_at.isoformat()},
+        else {
+            "comment": set_grade.comment,
+            "at": set_grade.set_at.isoformat(),
+            "by": setter_role(db(), set_grade),
+        },
     }
 
 

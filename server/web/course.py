@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -35,6 +35,7 @@ from server.core.models import (
 from server.web.results import WAITING
 from server.web.submissions import COUNTS_AS_ATTEMPT
 from worker.harness.codes import said_elsewhere
+from worker.harness.graph_exits import ways_out_words
 from worker.harness.report import LOAD_ERROR
 
 FULL_MARKS_SLACK = 1e-9
@@ -126,10 +127,10 @@ def exercises(session: Session, course_id: int) -> list[Exercise]:
 
 
 def standings(
-    session: Session, course_id: int, exercise_id: int | None = None
+    session: Session, course_id: int, exercise_id: int | None = None, user_id: int | None = None
 ) -> dict[tuple[int, int], Standing]:
-    """(user id, exercise id) → the course's students' standings (on one of its exercises);
-    one pass over the submissions."""
+    """(user id, exercise id) → the course's students' standings (on one of its exercises; of
+    one of its students); one pass over the submissions."""
     query = (
         select(
             Submission.id,
@@ -145,6 +146,8 @@ def standings(
         .where(by_students(course_id, exercise_id))
         .order_by(Submission.id)
     )
+    if user_id is not None:
+        query = query.where(Submission.user_id == user_id)
     table: dict[tuple[int, int], Standing] = defaultdict(Standing)
     for row in session.execute(query):
         standing = table[(row.user_id, row.exercise_id)]
@@ -161,6 +164,8 @@ def standings(
     )
     if exercise_id is not None:
         set_by_hand = set_by_hand.where(SetGrade.exercise_id == exercise_id)
+    if user_id is not None:
+        set_by_hand = set_by_hand.where(SetGrade.user_id == user_id)
     rows = session.scalars(set_by_hand).all()
     maxima = maximum_points(
         session,
@@ -297,16 +302,20 @@ class GradebookRow:
         return any(cell is None or cell.score is None for cell in self.cells)
 
 
-def gradebook(session: Session, course_id: int) -> tuple[list[Column], list[GradebookRow]]:
+def gradebook(
+    session: Session, course_id: int, only: int | None = None
+) -> tuple[list[Column], list[GradebookRow]]:
     """Every student of the course (even one who never submitted) against every active exercise
-    of it."""
-    table = standings(session, course_id)
+    of it; or the one student whose user id is `only` (their staff page)."""
+    table = standings(session, course_id, user_id=only)
     active = exercises(session, course_id)
     maxima = maximum_points(session, active)
     columns = [Column(e, maxima[e.id]) for e in active]
     out_of = sum(column.max_points or 0 for column in columns)
     rows = []
     for student in students(session, course_id):
+        if only is not None and student.id != only:
+            continue
         cells = [table.get((student.id, column.exercise.id)) for column in columns]
         rows.append(
             GradebookRow(student, cells, sum(c.score for c in cells if c and c.score), out_of)
@@ -328,12 +337,14 @@ class DiagnosedSubmission:
 
 @dataclass
 class NamedMistake:
-    """The submissions behind a diagnostic that name one mistake: the same known wrong program
-    (the diagnostic's `details.wrong_program`), or else the same hint, which is what names it."""
+    """The submissions behind a diagnostic that name one mistake (`mistake_of`): the same
+    known wrong program, or else the same check's same kind of failure, in one representative
+    wording (`hint`: the one most of them read, or words of no one's line)."""
 
     hint: str
     wrong_program: str | None = None
     submissions: dict[int, DiagnosedSubmission] = field(default_factory=dict)
+    identity: tuple = ()
 
     @property
     def students(self) -> int:
@@ -341,22 +352,49 @@ class NamedMistake:
 
     @property
     def anchor(self) -> str:
-        return mistake_anchor(self.wrong_program, self.hint)
+        return mistake_anchor(self.wrong_program, self.identity)
 
 
-def mistake_anchor(wrong_program: str | None, hint: str) -> str:
+def mistake_anchor(wrong_program: str | None, identity: tuple) -> str:
     """The id of a named mistake's section on a diagnostic's page, which the exercise's page
-    links to: the known wrong program's name, or else a digest of the hint (as the reader
-    reads it: both pages are in the reader's language)."""
-    return "mistake-" + (wrong_program or hashlib.sha256(hint.encode()).hexdigest()[:12])
+    links to: the known wrong program's name, or else a digest of its identity (`mistake_of`)."""
+    digest = hashlib.sha256("\x1f".join(map(str, identity)).encode()).hexdigest()[:12]
+    return "mistake-" + (wrong_program or digest)
+
+
+def mistake_of(check: str | None, code: str, details: dict, said_in_english: str) -> tuple:
+    """What makes two diagnostics one mistake whatever the student's lines and names: the
+    check that found it and its code, and what its hint stands for — the ways out of the graph
+    its hint named (`left_at`, whose words carry the lines), or the hint the check or the
+    grader chose before filling in the student's names (`details.hint`: "{what} is all zeros"
+    for `a.grad` and `b.grad` alike), or else the hint as said in English. A known wrong
+    program is its own identity (its name), whatever check and code found it."""
+    left_at = details.get("left_at")
+    if left_at:
+        return (check, code, "left-graph", *sorted({way[0] for way in left_at}))
+    chosen = details.get("hint")
+    if isinstance(chosen, dict):
+        chosen = chosen.get("en") or next(iter(chosen.values()), "")
+    if isinstance(chosen, str) and chosen:
+        return (check, code, "hint", chosen)
+    return (check, code, "said", said_in_english)
+
+
+def _representative(wordings: Counter, details: dict, lang: str) -> str:
+    """A mistake's words: of no one's line where the diagnostic names ways out of the graph,
+    else the wording most of its students read (the first in order among equals)."""
+    left_at = details.get("left_at")
+    if left_at:
+        return ways_out_words(way[0] for way in left_at)[lang]
+    return max(wordings, key=wordings.__getitem__)  # the first seen of the most read
 
 
 def diagnosed_submissions(
     session: Session, course_id: int, exercise_id: int, code: str, lang: str
 ) -> list[NamedMistake]:
     """The course's students' submissions of an exercise that got the diagnostic `code` (from a
-    check, or as the load error of its run's notes), by named mistake (most students first),
-    then by student. A submission that made two of them is under each."""
+    check, or as the load error of its run's notes), by named mistake (`mistake_of`: most
+    students first), then by student. A submission that made two of them is under each."""
     columns = (
         User,
         Submission.id,
@@ -373,6 +411,7 @@ def diagnosed_submissions(
                 DiagnosticResult.hint,
                 DiagnosticResult.translations,
                 DiagnosticResult.details,
+                CheckResult.name.label("check"),
                 **which,
             ).join(User, Submission.user_id == User.id)
         )
@@ -381,7 +420,14 @@ def diagnosed_submissions(
     )
     said = [
         *(
-            (row[:5], _in_language(note, lang), None, None)
+            (
+                row[:5],
+                _in_language(note, lang),
+                None,
+                None,
+                _said_mistake(None, note["code"], note),
+                {},
+            )
             for row, note in _load_errors(
                 session,
                 _current_runs(*columns, GradingRun.notes, **which).join(
@@ -397,22 +443,34 @@ def diagnosed_submissions(
                 _in_language(row._asdict(), lang),
                 (row.details or {}).get("wrong_program"),
                 _derived_words(row.details or {}, lang),
+                _said_mistake(row.check, code, row._asdict()),
+                row.details or {},
             )
             for row in session.execute(checks)
             if not said_elsewhere(row.details or {})
         ),
     ]
     said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
-    mistakes: dict[tuple[str | None, str], NamedMistake] = {}
-    for (user, submission_id, at, score, max_score), (message, hint), program, words in said:
-        key = (program, "") if program else (None, hint)
-        mistake = mistakes.setdefault(key, NamedMistake(words or hint, program))
+    mistakes: dict[tuple, NamedMistake] = {}
+    wordings: dict[tuple, Counter] = defaultdict(Counter)
+    for submitted, (message, hint), program, words, identity, details in said:
+        user, submission_id, at, score, max_score = submitted
+        key = (program,) if program else identity
+        mistake = mistakes.setdefault(key, NamedMistake(words or hint, program, identity=identity))
+        if not program:
+            wordings[key][hint] += 1
+            mistake.hint = _representative(wordings[key], details, lang)
         row = mistake.submissions.setdefault(
             submission_id, DiagnosedSubmission(user, submission_id, at, score, max_score, [])
         )
         if message not in row.messages:  # a failure that several checks hit is read once
             row.messages.append(message)
     return sorted(mistakes.values(), key=lambda mistake: (-mistake.students, mistake.hint))
+
+
+def _said_mistake(check: str | None, code: str, said: dict) -> tuple:
+    """`mistake_of` a stored diagnostic (or a load error's note), from its English words."""
+    return mistake_of(check, code, said.get("details") or {}, _in_language(said, "en")[1])
 
 
 def _in_language(said: dict, lang: str) -> tuple[str, str]:
@@ -497,8 +555,8 @@ def check_rates(
 @dataclass
 class MistakeCount:
     """A named mistake of an exercise and who made it, in any of their submissions (as last
-    graded): a known wrong program, in the words the exercise gives it, or else a diagnostic's
-    hint within its code."""
+    graded): a known wrong program, in the words the exercise gives it, or else what a check's
+    diagnostic stands for within its code (`mistake_of`), in one representative wording."""
 
     words: str  # inline Markdown, in the reader's language; "" for a diagnostic without hint
     wrong_program: str | None
@@ -546,12 +604,20 @@ def mistake_counts(
             DiagnosticResult.hint,
             DiagnosticResult.translations,
             DiagnosticResult.details,
+            CheckResult.name.label("check"),
             **which,
         )
     )
     said = [
         *(
-            (row[:3], note["code"], _in_language(note, lang)[1], None, {})
+            (
+                row[:3],
+                note["code"],
+                _in_language(note, lang)[1],
+                None,
+                {},
+                _said_mistake(None, note["code"], note),
+            )
             for row, note in _load_errors(
                 session, _current_runs(*columns, GradingRun.notes, **which)
             )
@@ -564,6 +630,7 @@ def mistake_counts(
                 _in_language(row._asdict(), lang)[1],
                 (row.details or {}).get("wrong_program"),
                 row.details or {},
+                _said_mistake(row.check, row.code, row._asdict()),
             )
             for row in session.execute(checks)
             if not said_elsewhere(row.details or {})
@@ -571,8 +638,9 @@ def mistake_counts(
     ]
     says = _wrong_programs_words(session, course_id, lang)
     found: dict[tuple, MistakeCount] = {}
-    for (exercise, user_id, submission_id), code, hint, program, details in said:
-        key = (exercise, program) if program else (exercise, None, code, hint)
+    wordings: dict[tuple, Counter] = defaultdict(Counter)
+    for (exercise, user_id, submission_id), code, hint, program, details, identity in said:
+        key = (exercise, program) if program else (exercise, *identity)
         mistake = found.get(key)
         if mistake is None:
             words = (
@@ -580,7 +648,10 @@ def mistake_counts(
                 if program
                 else hint
             )
-            mistake = found[key] = MistakeCount(words, program, mistake_anchor(program, hint))
+            mistake = found[key] = MistakeCount(words, program, mistake_anchor(program, identity))
+        if not program:
+            wordings[key][hint] += 1
+            mistake.words = _representative(wordings[key], details, lang)
         mistake.by_code.setdefault(code, set()).add(user_id)
         mistake.submission_ids.add(submission_id)
     counts: dict[int, list[MistakeCount]] = defaultdict(list)

@@ -33,11 +33,14 @@ from server.core.queue import enqueue, send_notice
 from server.web.auth import db, instructor_required
 from server.web.regrade_preview import (
     AlreadyOpen,
+    Regraded,
     discard,
     exercise_versions,
+    is_stale,
     open_regrade,
     preview_rows,
     publish,
+    regraded,
     run_counts,
     stalled,
     start,
@@ -84,9 +87,19 @@ def start_preview(slug: str):
         regrade = start(db(), exercise, g.user, utcnow())
     except AlreadyOpen as already:
         db().rollback()
-        flash(
-            _("A preview of this exercise is already open: publish or discard it first."), "error"
-        )
+        if is_stale(already.regrade, exercise):
+            flash(
+                _(
+                    "The open preview of this exercise started before its checks changed: "
+                    "start a fresh one from it."
+                ),
+                "error",
+            )
+        else:
+            flash(
+                _("A preview of this exercise is already open: publish or discard it first."),
+                "error",
+            )
         return redirect(url_for("regrade.preview", regrade_id=already.regrade.id), 303)
     if regrade is None:
         flash(_("No submission of this exercise has been graded yet."), "error")
@@ -118,6 +131,7 @@ def _send_or_say(regrade: Regrade) -> None:
 def preview(regrade_id: int):
     regrade = _regrade(regrade_id)
     rows = preview_rows(db(), regrade)
+    exercise = db().get(Exercise, regrade.exercise_id)
     return render_template(
         "staff/regrade.html",
         regrade=regrade,
@@ -125,7 +139,8 @@ def preview(regrade_id: int):
         summary=summarise(rows),
         stalled=stalled(rows, utcnow()),
         versions=exercise_versions(db(), regrade),
-        exercise=db().get(Exercise, regrade.exercise_id),
+        stale=is_stale(regrade, exercise),
+        exercise=exercise,
         started_by=db().get(User, regrade.started_by) if regrade.started_by else None,
     )
 
@@ -146,6 +161,15 @@ def publish_preview(regrade_id: int):
     back = redirect(url_for("regrade.preview", regrade_id=regrade_id), 303)
     if closed := _why_closed(regrade):
         flash(closed, "error")
+        return back
+    if is_stale(regrade, db().get(Exercise, regrade.exercise_id)):
+        flash(
+            _(
+                "Not published: the exercise's checks changed after this preview started. "
+                "Start a fresh preview."
+            ),
+            "error",
+        )
         return back
     counts = run_counts(db(), regrade_id)
     if counts[RunStatus.previewing.value]:
@@ -214,6 +238,36 @@ def discard_preview(regrade_id: int):
         db().commit()
         flash(_("The preview is discarded: no grade changed."), "info")
     return redirect(url_for("regrade.preview", regrade_id=regrade_id), 303)
+
+
+@blueprint.post("/regrades/<int:regrade_id>/fresh")
+@instructor_required
+def fresh_preview(regrade_id: int):
+    """A preview whose exercise changed since it started is discarded, and a new one started
+    with the checks as they are now."""
+    regrade = _regrade(regrade_id, lock=True)
+    if closed := _why_closed(regrade):
+        flash(closed, "error")
+        return redirect(url_for("regrade.preview", regrade_id=regrade_id), 303)
+    exercise = db().get(Exercise, regrade.exercise_id)
+    discard(db(), regrade, utcnow())
+    fresh = start(db(), exercise, g.user, utcnow())
+    if fresh is None:  # nothing graded to grade again (the course's students' work removed)
+        db().commit()
+        flash(_("No submission of this exercise has been graded yet."), "error")
+        return redirect(url_for("staff.exercise", slug=exercise.slug), 303)
+    db().commit()
+    _send_or_say(fresh)
+    flash(_("A fresh preview started, with the exercise's checks as they are now."), "info")
+    return redirect(url_for("regrade.preview", regrade_id=fresh.id), 303)
+
+
+@blueprint.app_template_global()
+def regrade_of(submission_id: int | None) -> Regraded | None:
+    """For the student's pages: how a published regrade changed the submission's score."""
+    if submission_id is None:
+        return None
+    return regraded(db(), [submission_id]).get(submission_id)
 
 
 @blueprint.post("/regrades/<int:regrade_id>/resume")

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, contains_eager, defer, load_only, selectinload
 
+from server.core.catalogue import current_info
 from server.core.config import app_settings
-from server.core.grades import Grade, maximum_points, penalised, take
+from server.core.courses import exercise_folder
+from server.core.grades import DONE_RUN, Grade, maximum_points, penalised, take
 from server.core.models import (
     Exercise,
     GradingRun,
@@ -189,6 +191,68 @@ def exercise_versions(session: Session, regrade: Regrade) -> ExerciseVersions:
     return ExerciseVersions(dict(Counter(before.values())), dict(after), commits)
 
 
+def files_now(exercise: Exercise) -> str | None:
+    """The fingerprint of the exercise's files as its folder holds them now (what a worker
+    grades with: jobs.exercise_version), or as last synced where the folder cannot be read."""
+    info = current_info(exercise_folder(exercise))
+    return info.version if info is not None else exercise.version
+
+
+def is_stale(regrade: Regrade, exercise: Exercise) -> bool:
+    """Whether the exercise's files changed after the preview started: its grades are not
+    those of the checks as they are now, and it may not be published. A preview started before
+    previews kept their files' fingerprint says nothing either way."""
+    return (
+        regrade.published_at is None
+        and regrade.exercise_version is not None
+        and files_now(exercise) not in (None, regrade.exercise_version)
+    )
+
+
+@dataclass(frozen=True)
+class Regraded:
+    """A submission whose score a published regrade changed: when, and from what to what
+    (after its late penalty), for the student's pages."""
+
+    at: dt.datetime
+    was: float | None
+    now: float | None
+    max_score: float | None
+
+
+def regraded(session: Session, submission_ids: list[int]) -> dict[int, Regraded]:
+    """submission id → how a published regrade changed its score, for those whose result (their
+    latest finished run) is a regrade's run with another score than the result it replaced.
+    Two queries, however many submissions."""
+    current = session.execute(
+        select(Submission.id, Submission.penalty, Submission.score, Submission.max_score)
+        .add_columns(Regrade.published_at, GradingRun.attempt)
+        .join(GradingRun, GradingRun.id == DONE_RUN)
+        .join(Regrade, Regrade.id == GradingRun.regrade_id)
+        .where(Submission.id.in_(submission_ids), Regrade.published_at.is_not(None))
+    ).all()
+    if not current:
+        return {}
+    published_attempt = {row.id: row.attempt for row in current}
+    before: dict[int, tuple[int, float | None]] = {}  # the latest finished run before it
+    for run in session.execute(
+        select(GradingRun.submission_id, GradingRun.attempt, GradingRun.score).where(
+            GradingRun.submission_id.in_(list(published_attempt)),
+            GradingRun.status == RunStatus.done.value,
+        )
+    ):
+        latest = before.get(run.submission_id, (-1, None))[0]
+        if latest < run.attempt < published_attempt[run.submission_id]:
+            before[run.submission_id] = (run.attempt, run.score)
+    found = {}
+    for row in current:
+        score = before.get(row.id, (None, None))[1]
+        was = None if score is None else penalised(score, row.penalty)
+        if _differ(was, row.score):
+            found[row.id] = Regraded(row.published_at, was, row.score, row.max_score)
+    return found
+
+
 def _differ(old: float | None, new: float | None) -> bool:
     if old is None or new is None:
         return old is not new
@@ -240,7 +304,12 @@ def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) ->
             .group_by(GradingRun.submission_id)
         ).all()
     )
-    regrade = Regrade(exercise_id=exercise.id, started_by=user.id, started_at=now)
+    regrade = Regrade(
+        exercise_id=exercise.id,
+        started_by=user.id,
+        started_at=now,
+        exercise_version=files_now(exercise),
+    )
     session.add(regrade)
     session.flush()
     # unclaimed until a worker takes them: if none has by then, the page offers to start again

@@ -12,6 +12,7 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterator
 from copy import copy
+from dataclasses import dataclass
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
@@ -30,7 +31,7 @@ from flask_babel import get_locale
 from flask_babel import gettext as _
 from sqlalchemy import select
 
-from server.core.grades import maximum_points
+from server.core.grades import maximum_points, terms_of
 from server.core.models import Exercise, Submission, User, utcnow
 from server.core.queue import cancel_grading
 from server.web import charts
@@ -170,8 +171,8 @@ def _arranged_standings(
 
 @blueprint.route("/exercises/<slug>/diagnostics/<code>")
 def diagnostic(slug: str, code: str):
-    """The submissions behind one diagnostic of an exercise (a bar of its chart), by the mistake
-    its hint names."""
+    """The submissions behind one diagnostic of an exercise (a bar of its chart), by mistake
+    (course.mistake_of), not by the words of each student's hint."""
     row = exercise_or_404(slug)
     mistakes = diagnosed_submissions(db(), g.course.id, row.id, code, g.lang)
     return render_template(
@@ -249,7 +250,52 @@ def student(username: str):
         )
         .all()
     )
-    return render_template("staff/student.html", student=user, submissions=submissions)
+    return render_template(
+        "staff/student.html", student=user, submissions=submissions, **_grades_of(user)
+    )
+
+
+def _grades_of(user: User) -> dict:
+    """The student's row of the gradebook, an exercise a line: their grade as it counts (a
+    Standing, None for nothing submitted), what the exercise is out of, the late penalty of the
+    submission it comes from, and whether they have an exception there; and their total."""
+    columns, (row,) = gradebook(db(), g.course.id, only=user.id)
+    granted = terms_of(db(), user.id, [column.exercise for column in columns])
+    cells = row.cells
+    penalties = dict(
+        db()
+        .execute(
+            select(Submission.id, Submission.penalty).where(
+                Submission.id.in_([c.grade.best_id for c in cells if c and c.grade.best_id])
+            )
+        )
+        .all()
+    )
+    lines = [
+        StudentGrade(
+            column.exercise,
+            column.max_points,
+            cell,
+            # a grade set by hand or an adjusted score lost nothing to lateness
+            penalties.get(cell.grade.submission_id, 0.0)
+            if cell and not cell.grade.best_adjusted
+            else 0.0,
+            granted[column.exercise.id].allowance is not None,
+        )
+        for column, cell in zip(columns, cells)
+    ]
+    return {"grades": lines, "total": row, "percent": one_decimal_percent}
+
+
+@dataclass(frozen=True)
+class StudentGrade:
+    """One line of a student's grades on their staff page."""
+
+    exercise: Exercise
+    max_points: float | None
+    standing: Standing | None
+    penalty: float  # the fraction the late penalty took of the score that counts
+    excepted: bool  # a later deadline or extra attempts of their own
 
 
 @blueprint.route("/grades")

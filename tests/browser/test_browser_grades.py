@@ -95,13 +95,13 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
     assert layout_problems(desktop) == {}
     desktop.goto(site.url("/courses/pytorch/staff/grades"))
     row = desktop.locator("tr", has_text=f"Student {STUDENT}")
-    assert re.search(r"\b0 ✎ \(set by an instructor\)", " ".join(row.text_content().split()))
+    assert re.search(r"\b0 ✎ \(set by hand\)", " ".join(row.text_content().split()))
 
     assert your_grade(student, site).startswith(
-        f"{points(0)} ✎ (set by an instructor) set by your instructor"
+        f"{points(0)} ✎ (set by an instructor) set by an instructor"
     )
     card = student.locator(".set-grade")
-    assert "Your grade is set by your instructor" in card.text_content()
+    assert "Your grade is set by an instructor" in card.text_content()
     assert "line for line" in card.text_content()
     student.goto(site.url(f"/courses/pytorch/submissions/{right}"))
     assert "This submission does not change the grade" in student.locator(".counts").text_content()

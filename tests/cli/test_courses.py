@@ -2,6 +2,7 @@
 line, every value checked, a wrong one refused with its message and nothing stored."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -329,3 +330,16 @@ def test_exercise_commands_work_in_a_courses_folder(hpcgrade, database, tmp_path
     unknown = hpcgrade("exercise", "check", "tensors-create", "--course", "mpi")
     assert unknown.exit_code == 2 and "known: autograd-q, halo-exchange" in unknown.output
     assert "no course nope" in hpcgrade("exercises", "--course", "nope").output
+
+
+def test_edit_lets_a_courses_teaching_assistants_give_accommodations(hpcgrade, database):
+    assert course_row(database, "pytorch").tas_grant_accommodations is False
+    done = hpcgrade("courses", "edit", "pytorch", "--ta-accommodations", "yes")
+    assert done.exit_code == 0, done.output
+    assert course_row(database, "pytorch").tas_grant_accommodations is True
+    assert re.search(
+        r"^tas_grant_accommodations +True$", hpcgrade("courses", "show", "pytorch").output, re.M
+    )
+    assert hpcgrade("courses", "edit", "pytorch", "--ta-accommodations", "maybe").exit_code == 2
+    assert hpcgrade("courses", "edit", "pytorch", "--ta-accommodations", "no").exit_code == 0
+    assert course_row(database, "pytorch").tas_grant_accommodations is False

@@ -347,7 +347,7 @@ def test_a_grade_set_by_hand_stays_as_it_is(graded, executor, changed_checks):
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
     page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
-    by_hand = "8 / 10 ✎ (set by an instructor)"
+    by_hand = "8 / 10 ✎ (set by hand)"
     assert table(page)["carl"] == [by_hand, by_hand, "+0", "1 of 1 changed", "ready"]
     assert submissions(page)["carl"] == [f"#{ids['carl']} 3 / 10 → 1 / 10 ready"]
     assert "3 unchanged" in page and "0 down" in page
@@ -1025,3 +1025,108 @@ def test_the_job_a_dead_worker_left_is_cancelled(graded, tmp_path, changed_check
     outcomes = grade_preview(app, cluster, changed_checks, regrade_id, batch_size=4)
     assert set(outcomes.values()) == {"preview"}
     assert cluster.jobs["77"]["state"] == "CANCELLED"
+
+
+@pytest.fixture
+def own_folder(graded, tmp_path):
+    """The course's exercises in a folder of its own (autograd-q copied), whose checks a test
+    changes: returns the app, the ids and autograd-q's checks.py."""
+    app, ids = graded
+    folder = tmp_path / "exercises" / "autograd-q"
+    shutil.copytree(
+        default_root() / "autograd-q", folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        session.execute(text("UPDATE courses SET exercises_dir = :d"), {"d": str(folder.parent)})
+    return app, ids, folder / "checks.py"
+
+
+def change_checks(checks: Path) -> None:
+    """The checks fixed after the preview started (grad-a worth 1 point, not 3), their file
+    written a moment later so that its stamp changes."""
+    time.sleep(0.01)
+    checks.write_text(
+        checks.read_text().replace('@check("grad-a", points=3', '@check("grad-a", points=1')
+    )
+
+
+def test_a_preview_whose_checks_changed_since_it_started_says_so_and_is_not_published(
+    own_folder, executor
+):
+    app, ids, checks = own_folder
+    regrade_id, page = start_preview(app)
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        started = session.get(Regrade, regrade_id).exercise_version
+    assert started == load_exercise_info(checks.parent).version
+    assert "checks changed after this preview started" not in page
+    grade_preview(app, executor, {"autograd-q": load_exercise_info(checks.parent)}, regrade_id)
+    change_checks(checks)
+    client, token = logged_in(app, "prof")
+    address = f"/courses/pytorch/staff/regrades/{regrade_id}"
+    page = client.get(address).text
+    assert "The exercise's checks changed after this preview started." in page
+    assert "graded with the exercise's checks as they are now" not in page
+    assert "Publish these grades" not in page and "Start a fresh preview" in page
+    before = state(app)
+    refused = client.post(f"{address}/publish", data={"csrf_token": token})
+    assert (
+        "checks changed after this preview started. Start a fresh"
+        in client.get(refused.headers["Location"]).text
+    )
+    assert state(app) == before
+    # "Grade all again" finds the open preview, and says it is stale
+    again = client.post(
+        "/courses/pytorch/staff/exercises/autograd-q/regrade", data={"csrf_token": token}
+    )
+    assert again.headers["Location"].endswith(address)
+    assert "started before its checks changed" in client.get(again.headers["Location"]).text
+    # a fresh preview: this one discarded, a new one with the files as they are now
+    fresh = client.post(f"{address}/fresh", data={"csrf_token": token})
+    fresh_id = int(fresh.headers["Location"].rsplit("/", 1)[1])
+    assert fresh_id != regrade_id
+    with app.extensions["hpcgrade.db"].sessions() as session:
+        assert session.get(Regrade, regrade_id).discarded_at is not None
+        assert (
+            session.get(Regrade, fresh_id).exercise_version
+            == load_exercise_info(checks.parent).version
+        )
+    page = client.get(fresh.headers["Location"]).text
+    assert "checks changed after this preview started" not in page
+
+
+def test_a_teaching_assistant_reads_a_stale_preview_but_starts_no_fresh_one(own_folder):
+    app, _ids, checks = own_folder
+    regrade_id, _page = start_preview(app)
+    change_checks(checks)
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        add_user(session, "teo", "Teo", "t@uni.es", "ta", "long-password")
+    teo, token = logged_in(app, "teo")
+    address = f"/courses/pytorch/staff/regrades/{regrade_id}"
+    assert "checks changed after this preview started" in teo.get(address).text
+    assert teo.post(f"{address}/fresh", data={"csrf_token": token}).status_code == 403
+
+
+def test_the_student_reads_that_a_regrade_changed_their_grade(graded, executor, changed_checks):
+    """carl's 3 / 10 became 1 / 10 with the fixed checks: his result and exercise pages say
+    when, and from what to what; ana's, unchanged, say nothing."""
+    app, ids = graded
+    regrade_id, _ = start_preview(app)
+    grade_preview(app, executor, changed_checks, regrade_id)
+    client, token = logged_in(app, "prof")
+    client.post(f"/courses/pytorch/staff/regrades/{regrade_id}/publish", data={"csrf_token": token})
+    for lang, said in (
+        ("en", "regraded on {} after the checks changed: was 3 / 10, now 1 / 10"),
+        ("es", "recorregida el {} tras cambiar las comprobaciones: antes 3 / 10, ahora 1 / 10"),
+    ):
+        carl, _ = logged_in(app, "carl", lang=lang)
+        for page in (
+            carl.get(f"/courses/pytorch/submissions/{ids['carl']}").text,
+            carl.get("/courses/pytorch/exercises/autograd-q").text,
+        ):
+            found = re.search(r'<small class="muted under regraded">(.*?)</small>', page, re.S)
+            assert found and re.fullmatch(
+                said.format(r"\d+ \w+\.? \d{4}, \d\d:\d\d"), found.group(1)
+            )
+    ana, _ = logged_in(app, "ana")
+    assert "regraded" not in ana.get(f"/courses/pytorch/submissions/{ids['ana']}").text
+    assert "regraded" not in ana.get("/courses/pytorch/exercises/autograd-q").text

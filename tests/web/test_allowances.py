@@ -526,17 +526,17 @@ def test_a_grade_set_by_hand_holds_whatever_is_submitted_until_removed(staffed):
     gradebook = prof.get("/courses/pytorch/staff/grades").text
     assert re.search(
         r'/courses/pytorch/staff/students/ana/exercises/autograd-q">0</a> <span class="by-hand" '
-        r'title="set by an instructor"',
+        r'title="set by hand"',
         gradebook,
     )
 
     ana, _ = logged_in(staffed, "ana")
     page = ana.get("/courses/pytorch/exercises/autograd-q").text
-    assert "Your grade is set by your instructor" in page and "Copied from another student." in page
+    assert "Your grade is set by an instructor" in page and "Copied from another student." in page
     assert re.search(r'0 / 10\s*<span class="by-hand" title="set by an instructor"', page)
     assert (
-        "This submission does not change the grade: an instructor set the grade on this "
-        "exercise (0 / 10)" in ana.get(f"/courses/pytorch/submissions/{later}").text
+        "This submission does not change the grade: the grade on this exercise was set by an "
+        "instructor (0 / 10)" in ana.get(f"/courses/pytorch/submissions/{later}").text
     )
     assert re.search(r'0 / 10\s*<span class="by-hand"', ana.get("/courses/pytorch/").text)
     exercises = staffed.test_client().get("/api/v1/exercises", headers=bearer(staffed, "ana")).json
@@ -544,7 +544,7 @@ def test_a_grade_set_by_hand_holds_whatever_is_submitted_until_removed(staffed):
     assert listed["best_score"] == 0 and listed["grade"]["submission_id"] is None
     assert listed["grade"]["set_by_instructor"]["comment"] == "Copied from another student."
     assert (
-        "Tu nota la ha puesto tu profesorado"
+        "Tu nota la ha puesto un profesor"
         in ana.get("/courses/pytorch/exercises/autograd-q?lang=es").text
     )
 

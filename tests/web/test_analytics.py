@@ -335,3 +335,78 @@ def test_a_derived_mistake_is_counted_once_in_words_of_no_ones_line(analysed):
             if m.wrong_program == "derived:q_grads:5:3"
         ]
         assert (listed.hint, listed.students) == (mistake["en"], 2)
+
+
+def test_one_mistake_told_at_each_students_line_and_names_is_one_row(analysed):
+    """The hint carries each student's line and names: three students who left the graph the
+    same way (lines 3, 7 and 12), and two whose gradient was cleared, told of `a.grad` and
+    `b.grad`, are two mistakes of 3 and 2 students (one of them twice), not five of 1."""
+    app, exercise_id = analysed
+    cleared = {"en": "{what} is all zeros: clear it after using it.", "es": "{what} es todo ceros."}
+    with app.app_context():
+        session = app.extensions["hpcgrade.db"].sessions()
+        users = {u.username: u for u in session.scalars(select(User))}
+        q = session.get(Exercise, exercise_id)
+        for username, line in (("ana", 3), ("carl", 7), ("dan", 12)):
+            left = diagnostic(
+                "detached-output",
+                f"Your code leaves the graph here: line {line}, `x{line}.detach()`: it returns a "
+                "tensor cut off from the graph. Keep the values you differentiate…",
+                left_at=[["detach", "submission.py", line]],
+                line=line,
+            )
+            graded(session, users[username], q, 1, {"grads": [left]})
+        for username, name in (("carl", "a"), ("dan", "b"), ("dan", "a")):
+            zeros = diagnostic(
+                "grad-mismatch", f"`{name}.grad` is all zeros: clear it after using it."
+            )
+            zeros.details = {"hint": cleared, "what": f"`{name}.grad`"}  # the check's words
+            graded(session, users[username], q, 2, {"values": [zeros]})
+        session.commit()
+        for lang in ("en", "es"):
+            mistakes = mistake_counts(session, course_id(session), lang, exercise_id)[exercise_id]
+            left = [m for m in mistakes if m.codes == ["detached-output"]]
+            zeros = [m for m in mistakes if "zeros" in m.words or "ceros" in m.words]
+            assert [(m.students, m.submissions) for m in left] == [(3, 3)]
+            assert [(m.students, m.submissions) for m in zeros] == [(2, 3)]
+            assert "line" not in left[0].words and "línea" not in left[0].words
+            assert "`.detach()`" in left[0].words
+        assert left[0].words.startswith("El código sale del grafo por `.detach()`")
+        listed = diagnosed_submissions(
+            session, course_id(session), exercise_id, "detached-output", "en"
+        )
+        assert [(m.students, m.anchor) for m in listed] == [(3, left[0].anchor)]
+        assert "line" not in listed[0].hint
+        (cleared_listed,) = [
+            m
+            for m in diagnosed_submissions(
+                session, course_id(session), exercise_id, "grad-mismatch", "en"
+            )
+            if "zeros" in m.hint
+        ]
+        assert cleared_listed.students == 2
+    prof, _ = logged_in(app, "prof")
+    page = prof.get(f"{STAFF}/exercises/autograd-q").text
+    mistakes = re.search(r'<section class="card" id="mistakes".*?</section>', page, re.S).group(0)
+    assert "3 students made this mistake" in mistakes and "line 7" not in mistakes
+    behind = prof.get(f"{STAFF}/exercises/autograd-q/diagnostics/detached-output").text
+    assert len(re.findall(r'<section[^>]* id="mistake-', behind)) == 1
+
+
+def test_the_same_words_in_two_checks_are_two_mistakes(analysed):
+    """A mistake is a check's: the same hint from two checks is counted under each."""
+    app, exercise_id = analysed
+    with app.app_context():
+        session = app.extensions["hpcgrade.db"].sessions()
+        dan = session.scalar(select(User).where(User.username == "dan"))
+        q = session.get(Exercise, exercise_id)
+        graded(
+            session,
+            dan,
+            q,
+            0,
+            {"values": [diagnostic("timeout")], "grads": [diagnostic("timeout")]},
+        )
+        session.commit()
+        mistakes = mistake_counts(session, course_id(session), "en", exercise_id)[exercise_id]
+        assert [m.students for m in mistakes if m.codes == ["timeout"]] == [1, 1]

@@ -109,7 +109,7 @@ def test_an_adjusted_score_and_a_grade_set_by_hand_say_so(marked_course):
     page = client.get(MINE).text
     assert "The grade: 7 / 10" in text_of(page) and "<strong>in person</strong>" in page
     assert {standing(page, ids[name]) for name in ("ana-q-1", "ana-q-2", "adjusted")} == {
-        "Does not count: an instructor set the grade"
+        "Does not count: the grade was set by the course's staff"  # set_by: nobody's now
     }
 
 

@@ -38,7 +38,11 @@ INSTRUCTORS_ONLY = {
     "regrade.publish_preview",
     "regrade.discard_preview",
     "regrade.resume_preview",
+    "regrade.fresh_preview",
     "regrade.submission",
+    # the instructors' unless the course lets its teaching assistants (these courses do not)
+    "accommodations.accommodation",
+    "accommodations.remove_accommodation",
 }
 CODE = "grad-sign-flipped"
 # what each POST form needs to be taken (a grade, an exception)

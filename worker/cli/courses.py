@@ -45,6 +45,7 @@ OPTIONS = {
     "job_name": "job_name",
     "job_comment": "job_comment",
     "wckey": "wckey",
+    "ta_accommodations": "tas_grant_accommodations",
 }
 
 
@@ -95,6 +96,12 @@ def setting_options(command):
         click.option("--job-name", help="Its Slurm jobs' name (default: hpcgrade-SLUG)."),
         click.option("--job-comment", help='Its jobs\' --comment (default: "hpcgrade SLUG").'),
         click.option("--wckey", help="Its jobs' --wckey (default: SLUG)."),
+        click.option(
+            "--ta-accommodations",
+            type=click.Choice(["yes", "no"]),
+            help="Whether its teaching assistants may give accommodations too (default: no, "
+            "its instructors only).",
+        ),
         click.option(
             "--groups",
             "groups",

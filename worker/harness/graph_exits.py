@@ -39,6 +39,15 @@ WHY = {
     },
 }
 KINDS = tuple(WHY)  # in that order, the way out named when a line takes several
+# each way out by what it is, for words that name no one's line (the course's analytics)
+WAYS = {
+    "no-grad": {"en": "a block under `torch.no_grad()`", "es": "un bloque bajo `torch.no_grad()`"},
+    "detach": {"en": "`.detach()`", "es": "`.detach()`"},
+    "data": {"en": "`.data`", "es": "`.data`"},
+    "number": {"en": "a Python number (`.item()`)", "es": "un número de Python (`.item()`)"},
+    "numpy": {"en": "NumPy", "es": "NumPy"},
+    "new-tensor": {"en": "`torch.tensor(...)`", "es": "`torch.tensor(...)`"},
+}
 LINE = {"en": "line", "es": "línea"}
 SHOWN = 3  # ways out named in one hint
 
@@ -175,3 +184,17 @@ def exits_hint(exits: list[GraphExit], notebook: bool) -> dict[str, str]:
         ]
         hint[lang] = intro + "; ".join(places) + outro
     return hint
+
+
+def ways_out_words(kinds: Iterable[str]) -> dict[str, str]:
+    """A detached output's mistake in words of no one's line: the kinds of way out its hint
+    named (a diagnostic's `left_at`), each with what it does."""
+    named = set(kinds)
+    known = [kind for kind in KINDS if kind in named]
+    return {
+        lang: intro + "; ".join(f"{WAYS[kind][lang]}: {WHY[kind][lang]}" for kind in known) + outro
+        for lang, intro, outro in (
+            ("en", "The code leaves the graph through ", "."),
+            ("es", "El código sale del grafo por ", "."),
+        )
+    }
