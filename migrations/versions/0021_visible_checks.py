@@ -2,7 +2,7 @@
 no attempt
 
 Revision ID: 0021
-Revises: 0017
+Revises: 0019
 Create Date: 2026-12-06
 """
 
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0021"
-down_revision = "0017"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
