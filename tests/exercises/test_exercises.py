@@ -3,6 +3,8 @@
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -194,3 +196,27 @@ def test_a_new_exercise_from_the_template_passes_its_own_check(harness, tmp_path
         "1 student programs: write at least 3, from the statement alone, each a mistake the "
         "mutants do not make",
     ]
+
+
+@pytest.mark.selfcheck
+def test_the_self_check_prints_nothing_of_the_exercises_own_programs():
+    """autograd-saved-hooks' reference has a finaliser that raises once its file is gone: run in
+    the grader for the second look, its derived programs printed "Exception ignored in…"
+    tracebacks on `hpcgrade exercise check`'s terminal."""
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "worker.cli",
+            "exercise",
+            "check",
+            "autograd-saved-hooks",
+            "--seed",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert checked.returncode == 0, checked.stdout
+    assert "Traceback" not in checked.stderr and "Exception ignored" not in checked.stderr

@@ -39,6 +39,21 @@ STOPPED_GRADER = {
 }
 
 
+# the modules of an exercise's own programs, which run in this process: its reference, and the
+# wrong programs the second look stands in for it
+REFERENCE, WRONG, DERIVED = "hpcgrade_reference_", "hpcgrade_wrong_", "hpcgrade_derived_"
+
+
+def _quiet_about_exercise_code(unraisable) -> None:
+    """sys.unraisablehook: a finaliser of an exercise's program that raises (a temporary file
+    gone already, say) is that program's business, not the grader's, and was printed on
+    `hpcgrade exercise check`'s terminal and in the workers' logs; any other is said as Python
+    says it."""
+    module = getattr(unraisable.object, "__module__", None) or ""
+    if not module.startswith((REFERENCE, WRONG, DERIVED)):
+        sys.__unraisablehook__(unraisable)
+
+
 @dataclass(frozen=True)
 class LoadedExercise:
     """An exercise's checks, reference, known wrong programs and support module, imported into
@@ -94,13 +109,13 @@ def load_exercise(
         f.hpcgrade_advice for f in vars(checks_module).values() if hasattr(f, "hpcgrade_advice")
     )
     with _importable_as_exercise_support(support):
-        reference = _load_module(f"hpcgrade_reference_{slug}", root / "reference.py")
+        reference = _load_module(f"{REFERENCE}{slug}", root / "reference.py")
         wrong = tuple(
-            (name, _load_module(f"hpcgrade_wrong_{slug}_{name}", root / "mutants" / f"{name}.py"))
+            (name, _load_module(f"{WRONG}{slug}_{name}", root / "mutants" / f"{name}.py"))
             for name in wrong_programs
         )
         derived = tuple(
-            (program, _module_from_source(f"hpcgrade_derived_{slug}_{number}", program.source))
+            (program, _module_from_source(f"{DERIVED}{slug}_{number}", program.source))
             for number, program in enumerate(derive((root / "reference.py").read_text()))
         )
     return LoadedExercise(slug, specs, reference, support, support_source, wrong, advice, derived)
@@ -130,6 +145,7 @@ class Harness:
         `sealed`: each student process sealed (seal.py); False only in tests of what it stops."""
         self.scratch_root = scratch_root
         self.sealed = sealed
+        sys.unraisablehook = _quiet_about_exercise_code
         self.start_seconds: float | None = None  # its start's, until its first report says it
         self.read_paths = sandbox.python_read_paths()
         self.exercises: dict[tuple, tuple[str, LoadedExercise]] = {}
