@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from server.core.catalogue import default_root, load_exercise_info
+from worker.cli.self_check import derived_files
 from worker.harness import second_look
-from worker.harness.derived import derive
 from worker.harness.grader import Harness
 
 
@@ -31,9 +31,7 @@ def programs(info, folder: Path) -> dict[str, Path]:
         f"student program {name}": info.path / "student_programs" / f"{name}.py"
         for name in info.student_programs
     }
-    for number, program in enumerate(derive((info.path / "reference.py").read_text())):
-        path = folder / f"{info.slug}_derived_{number}.py"
-        path.write_text(program.source)
+    for program, path in derived_files(info, folder):
         found[f"{program.name} ({program.words(None, False)['en'][58:]})"] = path
     return found
 

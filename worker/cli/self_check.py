@@ -19,7 +19,7 @@ from pathlib import Path
 from server.core.catalogue import ExerciseInfo
 from worker.harness import visible_mistakes
 from worker.harness.codes import LANGUAGES
-from worker.harness.derived import derive
+from worker.harness.derived import Derived, derive
 from worker.harness.report import codes
 from worker.harness.runner import HarnessProcess
 
@@ -101,14 +101,22 @@ class DerivedTally:
     problems: list[str] = field(default_factory=list)
 
 
+def derived_files(info: ExerciseInfo, folder: Path) -> list[tuple[Derived, Path]]:
+    """The exercise's derived programs, each written to a file of `folder`, to be graded."""
+    written = []
+    for number, program in enumerate(derive((info.path / "reference.py").read_text())):
+        path = folder / f"{info.slug}_derived_{number}.py"
+        path.write_text(program.source)
+        written.append((program, path))
+    return written
+
+
 def derived_check(
     harness: HarnessProcess, info: ExerciseInfo, seeds: tuple[int | None, ...]
 ) -> DerivedTally:
     tally = DerivedTally()
     with tempfile.TemporaryDirectory(prefix="hpcgrade-derived-") as folder:
-        for number, program in enumerate(derive((info.path / "reference.py").read_text())):
-            path = Path(folder) / f"derived_{number}.py"
-            path.write_text(program.source)
+        for program, path in derived_files(info, Path(folder)):
             reports = [harness.report_for(info.job(path, seed=seed)).to_dict() for seed in seeds]
             tally.programs += 1
             change = program.words(None, False)["en"]
