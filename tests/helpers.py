@@ -166,14 +166,14 @@ def dispatcher(database, executor, catalogue, **settings):
 
 def grade_next(database, executor, catalogue) -> tuple[int, str]:
     """Grade the queued submission whose turn it is, as a dispatch task does: (its id, outcome)."""
-    (outcome,) = dispatcher(database, executor, catalogue).dispatch([]).outcomes.items()
+    (outcome,) = dispatcher(database, executor, catalogue).dispatch().outcomes.items()
     return outcome
 
 
 def grade(database, executor, catalogue, submission_id: int) -> str:
     """Grade the queued submission whose turn it is, as the dispatch task does; the outcome for
     this one ("skipped" if it was not graded)."""
-    done = dispatcher(database, executor, catalogue).dispatch([submission_id])
+    done = dispatcher(database, executor, catalogue).dispatch()
     return done.outcomes.get(submission_id, "skipped")
 
 

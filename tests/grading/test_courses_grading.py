@@ -188,7 +188,7 @@ def test_runs_of_two_courses_go_to_two_jobs_with_each_courses_options(database, 
         batch_size=10,
         per_student=10,
     )
-    grading.dispatch(ids)
+    grading.dispatch()
     jobs = external_ids(database, ids)
     assert jobs[ids[0]] == jobs[ids[2]] != jobs[ids[1]] == jobs[ids[3]]
     scripts = [normalised(stdin, slurm.spool) for _args, stdin in slurm.commands.run.sbatch]
@@ -212,7 +212,7 @@ def test_two_courses_of_the_same_slurm_settings_still_never_share_a_job(database
             )
     add_student(database, "carl", "mpi")
     ids = [queue_in(database, "ana", "pytorch"), queue_in(database, "carl", "mpi")]
-    dispatcher(database, slurm, course_catalogue, batch_size=10).dispatch(ids)
+    dispatcher(database, slurm, course_catalogue, batch_size=10).dispatch()
     jobs = external_ids(database, ids)
     assert None not in jobs.values() and len(set(jobs.values())) == 2
     assert [
@@ -227,7 +227,7 @@ def test_a_runs_exercise_is_its_courses_of_that_slug(database, mpi, slurm):
         "pytorch": queue_in(database, "ana", "pytorch"),
         "mpi": queue_in(database, "carl", "mpi"),
     }
-    dispatcher(database, slurm, course_catalogue, batch_size=10).dispatch(list(ids.values()))
+    dispatcher(database, slurm, course_catalogue, batch_size=10).dispatch()
     with database.sessions() as session:
         run_of = {
             course: session.scalar(sa.select(GradingRun.id).where(GradingRun.submission_id == i))
@@ -324,7 +324,7 @@ def test_the_local_executor_grades_each_course_with_its_own_python(database, mpi
             queue_in(database, "ana", "pytorch"),
             queue_in(database, "dora", "mpi"),
         ]
-        outcomes = [grading.dispatch([]).outcomes for _ in ids]
+        outcomes = [grading.dispatch().outcomes for _ in ids]
     finally:
         local.close()
     assert {i: o for outcome in outcomes for i, o in outcome.items()} == dict.fromkeys(
@@ -369,7 +369,7 @@ def test_the_queue_goes_round_robin_between_courses_then_their_students(database
     slots = Slots(tmp_path / "spool")
     grading = dispatcher(database, slots, course_catalogue, spool=tmp_path / "spool")
     for _ in range(6):
-        grading.dispatch([])
+        grading.dispatch()
     with database.sessions() as session:
         graded = [session.get(GradingRun, run_id).submission_id for _course, run_id in slots.graded]
     assert [course for course, _run in slots.graded] == [
@@ -444,7 +444,7 @@ def test_a_course_whose_exercises_cannot_be_read_holds_back_no_other_course(
     (mpi / "autograd-q" / "exercise.toml").write_text("[slurm\n")  # an edit gone wrong
     slots = Slots(tmp_path / "spool")
     grading = dispatcher(database, slots, course_catalogue, spool=slots.spool)
-    assert [grading.dispatch([]).outcomes for _ in range(3)] == [
+    assert [grading.dispatch().outcomes for _ in range(3)] == [
         {first: "graded"},
         {third: "graded"},
         {},

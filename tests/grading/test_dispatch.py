@@ -121,7 +121,7 @@ def test_runs_are_packed_into_one_job_per_shape(database, cluster, catalogue, gr
     grading.exercises = lambda course: changed
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(5)]
     ids += [queue_submission(database, "def accuracy(): pass", "metrics") for _ in range(2)]
-    grading.dispatch(ids[:1])
+    grading.dispatch()
     shapes = sorted(
         (len(job["runs"]), job["resources"].gpus, job["resources"].memory)
         for job in cluster.jobs.values()
@@ -141,19 +141,20 @@ def test_runs_are_packed_into_one_job_per_shape(database, cluster, catalogue, gr
 
 def test_a_partial_batch_waits_only_while_a_job_of_ours_waits_to_start(database, cluster, grading):
     grading.batch_wait = 60.0
-    first = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([first])
+    queue_submission(database, REFERENCE_Q)
+    grading.dispatch()
     assert len(cluster.jobs) == 1  # nothing of ours waits to start: holding it gains nothing
     later = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
-    waiting = grading.dispatch(later[:1])
+    waiting = grading.dispatch()
     assert len(cluster.jobs) == 1 and 55 < waiting.due_in <= 60  # job 100 is PENDING
     assert states(database)[later[0]][0] == "queued"
-    grading.dispatch([], now=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=61))
+    grading.dispatch(now=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=61))
     assert [len(job["runs"]) for job in cluster.jobs.values()] == [1, 2]
     cluster.end("100", "RUNNING")
     cluster.end("101", "RUNNING")
     grading.collect()  # the poll sees both jobs start
-    grading.dispatch([queue_submission(database, REFERENCE_Q)])
+    queue_submission(database, REFERENCE_Q)
+    grading.dispatch()
     assert len(cluster.jobs) == 3
 
 
@@ -164,7 +165,7 @@ def test_the_harness_marks_runs_done_and_collect_reads_those_between_polls(
     run's folder looked into, once per SLURM_POLL_SECONDS."""
     grading.poll_every = 3600.0
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
-    grading.dispatch(ids)
+    grading.dispatch()
     polls = []
     cluster.poll = lambda job_ids: polls.append(job_ids) or {}
     assert grading.collect() == {} and len(polls) == 1  # the first collect polls
@@ -184,8 +185,9 @@ def test_the_harness_marks_runs_done_and_collect_reads_those_between_polls(
 
 
 def test_reports_become_grades_as_they_appear_and_are_read_once(database, cluster, grading, report):
-    ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
-    grading.dispatch(ids)
+    for _ in range(2):
+        queue_submission(database, REFERENCE_Q)
+    grading.dispatch()
     first_run = cluster.jobs["100"]["runs"][0]
     cluster.end("100", "RUNNING", report, runs=[first_run])
     assert list(grading.collect().values()) == ["graded"]
@@ -198,7 +200,7 @@ def test_a_job_that_ends_without_a_report_is_dispatched_again_then_a_grader_erro
     database, cluster, grading, report
 ):
     graded, unlucky = (queue_submission(database, REFERENCE_Q) for _ in range(2))
-    grading.dispatch([graded])
+    grading.dispatch()
     cluster.end("100", "FAILED", report, runs=cluster.jobs["100"]["runs"][:1])
     # the report is trusted at once; the run without one waits for a second poll to agree
     # that its job ended (its report could still be on its way through a shared filesystem)
@@ -207,7 +209,7 @@ def test_a_job_that_ends_without_a_report_is_dispatched_again_then_a_grader_erro
     assert "FAILED on node7 without a report" in run_error(database, unlucky, 1)
     assert "the end of the job's log" in run_error(database, unlucky, 1)
     for attempt in range(2, MAX_RUNS + 1):
-        grading.dispatch([unlucky])
+        grading.dispatch()
         cluster.end(str(100 + attempt - 1), "FAILED")
         grading.collect()
         grading.collect()
@@ -218,7 +220,7 @@ def test_a_job_that_ends_without_a_report_is_dispatched_again_then_a_grader_erro
 @pytest.mark.parametrize("state", ["OUT_OF_MEMORY", "TIMEOUT", "COMPLETED"])
 def test_a_report_counts_whatever_slurm_says_of_the_job(database, cluster, grading, report, state):
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     cluster.end("100", state, report)
     grading.collect()
     assert states(database)[submission_id][:2] == ("graded", 10)
@@ -230,7 +232,7 @@ def test_a_job_the_service_did_not_stop_sends_its_runs_back_unused(
 ):
     """An administrator's scancel, a preemption, a lost node: no run caused it."""
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     cluster.end("100", state)
     grading.collect()
     assert grading.collect() == {1: "requeued"}
@@ -239,18 +241,18 @@ def test_a_job_the_service_did_not_stop_sends_its_runs_back_unused(
 
 def test_a_job_slurm_forgot_is_dispatched_again(database, cluster, grading):
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     del cluster.jobs["100"]
     grading.collect()
     grading.collect()
     assert "VANISHED" in run_error(database, submission_id, 1)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     assert states(database)[submission_id][2] == [("lost", "100"), ("running", "101")]
 
 
 def test_a_requeued_job_keeps_its_runs(database, cluster, grading, report):
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     for state in ("RUNNING", "PENDING", "RUNNING"):  # the node went down; Slurm requeued it
         cluster.jobs["100"]["state"] = state
         assert grading.collect() == {}
@@ -264,12 +266,12 @@ def test_sbatch_failing_leaves_the_submissions_queued_and_nothing_half_done(
 ):
     cluster.down = True
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
-    grading.dispatch(ids)
+    grading.dispatch()
     assert states(database) == {i: ("queued", None, []) for i in ids}
     assert not any((cluster.spool / "runs").iterdir())
     assert grading.collect() == {}  # the controller is down: polling changes nothing either
     cluster.down = False
-    grading.dispatch([])
+    grading.dispatch()
     assert [len(job["runs"]) for job in cluster.jobs.values()] == [2]
 
 
@@ -279,13 +281,13 @@ def test_a_spool_that_cannot_be_written_leaves_the_submissions_queued(
     grading.spool = tmp_path / "not-a-folder"
     grading.spool.write_text("the shared filesystem is not mounted")
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     assert states(database)[submission_id] == ("queued", None, []) and cluster.jobs == {}
 
 
 def test_the_controller_down_while_jobs_run_loses_nothing(database, cluster, grading, report):
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     cluster.down = True
     cluster.end("100", "COMPLETED", report)
     grading.collect()  # reports need no controller
@@ -295,16 +297,16 @@ def test_the_controller_down_while_jobs_run_loses_nothing(database, cluster, gra
 def test_a_request_no_node_can_hold_is_refused_with_a_message(database, cluster, grading):
     cluster.refusing = "asks 4 CPUs, the largest node of partition grading has 2"
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     assert states(database)[submission_id][:2] == ("error", None)
     assert "largest node of partition grading has 2" in run_error(database, submission_id, 1)
 
 
 def test_a_newer_submission_does_not_cancel_an_older_one(database, cluster, grading, report):
-    older = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([older])
-    newer = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([newer])
+    queue_submission(database, REFERENCE_Q)  # the older
+    grading.dispatch()
+    queue_submission(database, REFERENCE_Q)  # the newer
+    grading.dispatch()
     for job_id in cluster.jobs:
         cluster.end(job_id, "COMPLETED", report)
     grading.collect()
@@ -325,7 +327,7 @@ def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
     serving.start()
     grading.batch_wait = 60.0  # a pilot does not wait for a batch to fill
     submission_id = queue_submission(database, REFERENCE_Q)
-    assert grading.dispatch([submission_id]).outcomes == {submission_id: "graded"}
+    assert grading.dispatch().outcomes == {submission_id: "graded"}
     assert states(database)[submission_id] == ("graded", 10, [("done", "77")])
     (cluster.spool / "pilots" / "77" / "stop").touch()
     serving.join(timeout=10)
@@ -355,7 +357,7 @@ def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
     grading.collect()
     assert "pilot job 77 ended SILENT" in run_error(database, silent, 1)
     grading.batch_wait = 0.0
-    grading.dispatch([silent])
+    grading.dispatch()
     assert states(database)[silent][2] == [("lost", "77"), ("running", "100")]
 
 
@@ -436,7 +438,7 @@ def test_staff_stop_a_submission_and_its_job_once_no_one_else_is_in_it(
     first, second = (queue_submission(database, REFERENCE_Q) for _ in range(2))
     waiting = queue_submission(database, REFERENCE_Q)
     grading.batch_size = 2
-    grading.dispatch([first])
+    grading.dispatch()
     assert grading.cancel([first]) == [first]
     assert cluster.jobs["100"]["state"] == "PENDING"  # the second's run is still in it
     run_dir = spool.run_dir(cluster.spool, cluster.jobs["100"]["runs"][0])

@@ -69,7 +69,7 @@ def test_one_slot_goes_round_robin_between_students(database, catalogue, tmp_pat
     slots = Slots(tmp_path)
     grading = dispatcher(database, slots, catalogue, spool=tmp_path)
     ana.append(queue_as(database, "ana"))
-    while grading.dispatch([]).outcomes:
+    while grading.dispatch().outcomes:
         if len(slots.graded) == 2:
             cris = queue_as(database, "cris")
     assert submissions_of(database, slots.graded) == [ana[0], bea, cris, ana[1], ana[2], ana[3]]
@@ -85,20 +85,20 @@ def test_a_student_holds_one_slot_and_the_other_goes_to_another_student(
 
     def meanwhile():  # ana's first file is in flight: the other slot must not take her second
         second_slot.append(
-            dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch([]).outcomes
+            dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch().outcomes
         )
         second_slot.append(
-            dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch([])
+            dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch()
         )
 
     first = dispatcher(database, Slots(tmp_path, meanwhile), catalogue, spool=tmp_path)
-    done = first.dispatch([])
+    done = first.dispatch()
     assert done.outcomes == {ana[0]: "graded"} and done.more
     assert second_slot[0] == {bea: "graded"}
     assert second_slot[1].outcomes == {} and not second_slot[1].more
-    assert dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch(
-        []
-    ).outcomes == {ana[1]: "graded"}
+    assert dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path).dispatch().outcomes == {
+        ana[1]: "graded"
+    }
 
 
 def test_a_bound_of_two_lets_two_in_flight(database, catalogue, tmp_path):
@@ -108,13 +108,13 @@ def test_a_bound_of_two_lets_two_in_flight(database, catalogue, tmp_path):
     def meanwhile():
         nested.append(
             dispatcher(database, Slots(tmp_path), catalogue, spool=tmp_path, per_student=2)
-            .dispatch([])
+            .dispatch()
             .outcomes
         )
 
     dispatcher(
         database, Slots(tmp_path, meanwhile), catalogue, spool=tmp_path, per_student=2
-    ).dispatch([])
+    ).dispatch()
     assert nested == [{ana[1]: "graded"}]
 
 
@@ -145,11 +145,11 @@ def test_slurm_batches_take_one_file_per_student_in_the_queues_order(database, c
     bea = queue_as(database, "bea")
     cluster = Batches(tmp_path)
     grading = dispatcher(database, cluster, catalogue, spool=tmp_path, batch_size=10)
-    grading.dispatch([])
+    grading.dispatch()
     assert [submissions_of(database, job) for job in cluster.jobs] == [[ana[0], bea]]
     spool.write_report(spool.run_dir(tmp_path, str(cluster.jobs[0][0])), GRADED)
     assert list(grading.collect().values()) == ["graded"]
-    grading.dispatch([])
+    grading.dispatch()
     assert submissions_of(database, cluster.jobs[1]) == [ana[1]]
 
 

@@ -45,7 +45,7 @@ def test_a_report_in_hand_waits_for_the_database(database, executor, catalogue, 
     record, calls = away(3, settle.record)
     monkeypatch.setattr(settle, "record", record)
     submission_id = queue_submission(database, REFERENCE_Q)
-    assert dispatcher(database, executor, catalogue).dispatch([]).outcomes == {
+    assert dispatcher(database, executor, catalogue).dispatch().outcomes == {
         submission_id: "graded"
     }
     assert len(calls) == 4

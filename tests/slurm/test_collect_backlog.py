@@ -126,8 +126,8 @@ def test_collects_queued_while_no_worker_ran_make_a_couple_of_squeue_calls(tmp_p
             sync_exercises(session, the_course(session), catalogue)
             add_user(session, "ana", "Ana", "a@uni.es", "student", "long-password")
         config = load_settings(settings)
-        submission = queue_submission(database, REFERENCE_Q)
-        Dispatcher.from_settings(database, SlurmExecutor(config), config).dispatch([submission])
+        queue_submission(database, REFERENCE_Q)
+        Dispatcher.from_settings(database, SlurmExecutor(config), config).dispatch()
         write_config(folder / "hpcgrade.toml", settings)
         log, wrapper = folder / "squeue.log", folder / "bin" / "squeue"
         wrapper.parent.mkdir()

@@ -150,7 +150,7 @@ def settle(
     deadline = time.monotonic() + seconds
     while True:
         grading.collect()
-        grading.dispatch([])
+        grading.dispatch()
         with grading.database.sessions() as session:
             submissions = [session.get(Submission, i) for i in ids]
             for submission in submissions:
@@ -281,7 +281,7 @@ def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
     ids.append(queue_submission(database, REFERENCE_Q.replace("- b**2", "+ b**2")))
     metrics = (ROOT / "exercises" / "metrics" / "reference.py").read_text()
     ids.append(queue_submission(database, metrics, "metrics"))
-    grading.dispatch(ids)
+    grading.dispatch()
     done = settle(grading, ids)
     assert [s.score for s in done.values()] == [10] * 4 + [3, 10]
     runs = [s.runs[-1] for s in done.values()]
@@ -303,7 +303,7 @@ def test_queued_submissions_go_out_packed_into_fewer_jobs(database, shared):
 def test_a_job_that_fails_is_dispatched_again_then_a_grader_error_never_a_zero(database, shared):
     grading = make_dispatcher(database, settings(shared, COURSE_PYTHON="/nonexistent/python"))
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     submission = settle(grading, [submission_id])[submission_id]
     assert (submission.status, submission.score) == ("error", None)
     assert [r.status for r in submission.runs] == ["lost"] * MAX_RUNS
@@ -315,7 +315,7 @@ def test_a_job_out_of_memory_is_dispatched_again_then_a_grader_error(database, s
     catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "memory": "150M"})
     grading = make_dispatcher(database, settings(shared), catalogue)
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     submission = settle(grading, [submission_id], seconds=120)
     submission = submission[submission_id]
     assert (submission.status, submission.score, len(submission.runs)) == ("error", None, MAX_RUNS)
@@ -340,7 +340,7 @@ def test_an_admins_scancel_sends_the_runs_back_to_the_queue_unused(database, sha
     catalogue = exercise_with("autograd-q", slurm={"gpus": 0, "extra": ["--hold"]})
     grading = make_dispatcher(database, settings(shared), catalogue)
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     with database.sessions() as session:
         run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)).one()
     subprocess.run(["scancel", job], check=True)  # an administrator, from a terminal
@@ -348,7 +348,7 @@ def test_an_admins_scancel_sends_the_runs_back_to_the_queue_unused(database, sha
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert (submission.status, submission.runs) == ("queued", [])
-    grading.dispatch([submission_id])  # sent again; now staff stop it: that cancels
+    grading.dispatch()  # sent again; now staff stop it: that cancels
     assert grading.cancel([submission_id]) == [submission_id]
     with database.sessions() as session:
         assert session.get(Submission, submission_id).status == "cancelled"
@@ -365,7 +365,7 @@ def test_runs_of_a_job_that_lost_its_node_go_back_unused(database, shared):
     )
     slow = queue_submission(database, SLOW.format(seconds=30))
     other = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([slow, other])
+    grading.dispatch()
     with database.sessions() as session:
         run_id, job = session.execute(
             sa.select(GradingRun.id, GradingRun.external_id).where(GradingRun.submission_id == slow)
@@ -388,7 +388,7 @@ def test_a_settled_run_shows_its_jobs_final_state(database, shared):
     later, not its last state seen."""
     grading = make_dispatcher(database, settings(shared))
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     settle(grading, [submission_id])
     deadline = time.monotonic() + 30
     while True:
@@ -409,7 +409,7 @@ def test_a_drained_node_is_waiting_for_the_cluster_then_cluster_unavailable(data
     submission_id = queue_submission(database, REFERENCE_Q)
     slurm_cluster.drain_node("test: maintenance")
     try:
-        grading.dispatch([submission_id])
+        grading.dispatch()
         with database.sessions() as session:
             run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)).one()
         grading.collect()
@@ -459,7 +459,7 @@ def test_runs_a_job_has_no_time_for_go_back_to_the_queue_with_their_attempts(
     )
     grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(3)]
-    grading.dispatch(ids)
+    grading.dispatch()
     done = settle(grading, ids, seconds=150)
     assert [s.score for s in done.values()] == [10] * 3
     # one run each, its first attempt: the runs left were never charged
@@ -485,7 +485,7 @@ def test_a_job_over_its_time_charges_only_the_run_it_was_grading(database, share
     grading = make_dispatcher(database, settings(shared, SLURM_BATCH_SIZE=3), catalogue)
     slow = queue_submission(database, SLOW.format(seconds=240))
     others = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
-    grading.dispatch([slow, *others])
+    grading.dispatch()
     with database.sessions() as session:
         assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 1  # one batch
     ended = settle(
@@ -545,7 +545,7 @@ def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shar
     )
     quick = queue_submission(database, REFERENCE_Q)
     slow = queue_submission(database, SLOW.format(seconds=15))
-    grading.dispatch([quick, slow])
+    grading.dispatch()
     settle(grading, [quick], until=lambda s: s[0].status == "graded")
     with database.sessions() as session:
         job = session.scalar(
@@ -570,14 +570,14 @@ def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shar
 def test_the_controller_away_loses_nothing(database, shared):
     grading = make_dispatcher(database, settings(shared))
     running = queue_submission(database, SLOW.format(seconds=5))
-    grading.dispatch([running])
+    grading.dispatch()
     with database.sessions() as session:
         job = session.scalar(sa.select(GradingRun.external_id))
     settle(grading, [running], until=lambda s: slurm_cluster.job_state(job) == "RUNNING")
     slurm_cluster.stop_controller()
     try:
         waiting = queue_submission(database, REFERENCE_Q)
-        grading.dispatch([waiting])  # sbatch fails: the submission stays queued, with no run
+        grading.dispatch()  # sbatch fails: the submission stays queued, with no run
         # the running job's report needs no controller to be read
         settle(grading, [running], until=lambda s: s[0].status == "graded")
         with database.sessions() as session:
@@ -596,7 +596,7 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(
     config = settings(shared)
     grading = make_dispatcher(database, config, catalogue)
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert (submission.status, submission.score) == ("error", None)
@@ -693,7 +693,7 @@ def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, sh
 
     first = queue_submission(database, REFERENCE_Q)
     sent = time.monotonic()
-    assert grading.dispatch([first]).outcomes == {first: "graded"}  # no batch wait, no poll
+    assert grading.dispatch().outcomes == {first: "graded"}  # no batch wait, no poll
     assert time.monotonic() - sent < 5
     listed = subprocess.run(
         [sys.executable, "-m", "worker.cli", "pilot", "list"],
@@ -706,7 +706,7 @@ def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, sh
     assert pilot in listed and "RUNNING" in listed
 
     slow = queue_submission(database, SLOW.format(seconds=20))
-    grading.dispatch([slow])
+    grading.dispatch()
     with database.sessions() as session:
         run_id = str(
             session.scalar(sa.select(GradingRun.id).where(GradingRun.submission_id == slow))

@@ -76,7 +76,7 @@ def test_a_slow_sbatch_makes_one_job_and_its_id_is_kept(
     config = settings(shared)
     grading = make_dispatcher(database, config)
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
-    grading.dispatch(ids)
+    grading.dispatch()
     monkeypatch.undo()  # sbatch answers in time again
     done = settle(grading, ids, seconds=120)
     assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)] * 2
@@ -115,7 +115,7 @@ def test_a_job_the_controller_makes_after_sbatch_was_stopped_is_the_only_job(
     config = settings(shared)
     grading = make_dispatcher(database, config)
     submission_id = queue_submission(database, REFERENCE_Q)
-    grading.dispatch([submission_id])
+    grading.dispatch()
     monkeypatch.undo()
     done = settle(grading, [submission_id], seconds=120)
     assert (
@@ -137,7 +137,7 @@ def test_a_permanent_sbatch_error_is_a_grader_error_naming_it(
     submission_id = queue_submission(database, REFERENCE_Q)
     for _ in range(3):
         grading.collect()
-        grading.dispatch([submission_id])
+        grading.dispatch()
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert (submission.status, submission.score) == ("error", None)
@@ -157,7 +157,7 @@ def test_a_transient_sbatch_error_backs_off_and_the_runs_stay_queued(
     grading = make_dispatcher(database, settings(shared))
     submission_id = queue_submission(database, REFERENCE_Q)
     for _ in range(5):
-        grading.dispatch([submission_id])
+        grading.dispatch()
         time.sleep(0.2)
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
@@ -166,7 +166,7 @@ def test_a_transient_sbatch_error_backs_off_and_the_runs_stay_queued(
     with database.sessions() as session:  # every dispatcher rests, told by the database
         state = session.get(ClusterState, "slurm")
         assert state.failures == 1 and "Socket timed out" in state.reason
-    assert make_dispatcher(database, settings(shared)).dispatch([submission_id]).due_in > 0
+    assert make_dispatcher(database, settings(shared)).dispatch().due_in > 0
     assert len(calls.read_text().splitlines()) == 1
     monkeypatch.undo()
     with database.sessions.begin() as session:  # the rest over: the cluster takes jobs again
@@ -225,7 +225,7 @@ def test_a_full_spool_sends_nothing_until_space_is_made(
     grading = make_dispatcher(database, config)
     submission_id = queue_submission(database, REFERENCE_Q)
     with caplog.at_level(logging.ERROR, logger="worker.grading.dispatch"):
-        grading.dispatch([submission_id])
+        grading.dispatch()
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert (submission.status, submission.runs) == ("queued", [])  # no try used

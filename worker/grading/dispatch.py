@@ -157,11 +157,11 @@ class Dispatcher(Collecting):
 
     # --- dispatch ---------------------------------------------------------------------------
 
-    def dispatch(self, submission_ids: list[int], now: dt.datetime | None = None) -> Dispatched:
+    def dispatch(self, now: dt.datetime | None = None) -> Dispatched:
         """Synchronous executors grade the first submission of the queue; asynchronous ones
-        take every queued submission whose batch is ready (the ids only say that something
-        arrived). With the spool nearly full nothing is claimed: the runs wait, their tries
-        unused, until space is made."""
+        take every queued submission whose batch is ready: the queue's order decides, never
+        which submission's arrival sent the message. With the spool nearly full nothing is
+        claimed: the runs wait, their tries unused, until space is made."""
         if self._spool_full():
             return Dispatched()
         if self.executor.synchronous:

@@ -73,23 +73,25 @@ def alone(name: str) -> ContextManager[bool]:
 
 
 @shared_task(name=task_names.DISPATCH, bind=True, **RETRY_WHILE_AWAY)
-def dispatch(self, submission_ids: list[int]) -> dict[int, str]:
-    """A submission arrived (or a slot came free): grade what is due. Runs of this node's dead
+def dispatch(self, arrived: list[int]) -> dict[int, str]:
+    """A submission arrived (`arrived`: its id, for the logs and Flower; the queue's order, fair
+    between students, decides what is graded), or a slot came free: grade what is due. Runs of
+    this node's dead
     pool processes go back to the queue first (this may be their task, delivered again). On a
     cluster, one dispatch claims every submission that is due, so one runs at a time: one that
     finds another under way leaves the work to it, or to the next collect's, within
     COLLECT_SECONDS (a rush's hundreds of dispatch messages would each redo the first's work,
     and hold the collects back behind them)."""
     if worker_executor().synchronous:
-        return _dispatch(self.request.hostname, submission_ids)
+        return _dispatch(self.request.hostname)
     with alone("dispatch") as mine:
-        return _dispatch(self.request.hostname, submission_ids) if mine else {}
+        return _dispatch(self.request.hostname) if mine else {}
 
 
-def _dispatch(node: str | None, submission_ids: list[int]) -> dict[int, str]:
+def _dispatch(node: str | None) -> dict[int, str]:
     grading_here = dispatcher(node)
     grading_here.recover(settle.gone_here(node))
-    done = grading_here.dispatch(submission_ids)
+    done = grading_here.dispatch()
     _follow_up(done.more, done.due_in)
     _tell_graded(done.outcomes)
     return done.outcomes
@@ -111,7 +113,7 @@ def collect(self) -> dict[int, str]:
         outcomes = grading_here.collect()
         # not under the dispatch lock: it would turn away a new submission's own dispatch,
         # which would then wait for the next collect
-        done = grading_here.dispatch([])
+        done = grading_here.dispatch()
     _follow_up(done.more, done.due_in)
     if mail_configured():  # a query of collect's runs' submissions, every COLLECT_SECONDS
         _tell_graded(
