@@ -172,13 +172,13 @@ def safe_next(target: str | None) -> str:
 def login():
     if request.method == "GET":
         return render_template("auth/login.html")
+    # a refused log-in keeps the username typed: only the password is typed again
+    username = request.form.get("username", "")
     try:
-        user = check_password(
-            db(), request.form.get("username", ""), request.form.get("password", "")
-        )
+        user = check_password(db(), username, request.form.get("password", ""))
     except Throttled as throttled:
         flash(throttled.message, "error")
-        return render_template("auth/login.html"), 429, throttled.headers
+        return render_template("auth/login.html", username=username), 429, throttled.headers
     except DirectoryUnavailable as away:  # ours to fix, not the user's password
         log.error("log-in through the directory failed: %s", away)
         flash(
@@ -188,7 +188,7 @@ def login():
             ),
             "error",
         )
-        return render_template("auth/login.html"), 503
+        return render_template("auth/login.html", username=username), 503
     except DirectoryError as refused:
         log.warning("a directory log-in refused: %s", refused)
         flash(
@@ -198,10 +198,10 @@ def login():
             ),
             "error",
         )
-        return render_template("auth/login.html"), 403
+        return render_template("auth/login.html", username=username), 403
     if user is None:
         flash(_("Wrong username or password."), "error")
-        return render_template("auth/login.html"), 401
+        return render_template("auth/login.html", username=username), 401
     start_session(user)
     return redirect(safe_next(request.args.get("next")))
 
