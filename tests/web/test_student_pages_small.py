@@ -1,10 +1,12 @@
 """The student's pages, in small things: the points to earn on the exercise list before any
 submission, "Submit again" landing at the form, a refused log-in keeping the username, and "My
-courses" with the newest edition first and links that tell editions apart."""
+courses" with the newest edition first and links that tell editions apart, and every time a
+course's pages show in its time zone, named."""
 
 import datetime as dt
 import html
 import re
+from zoneinfo import ZoneInfo
 
 import pytest
 from helpers import REFERENCE_Q, log_in, logged_in, new_course
@@ -67,3 +69,22 @@ def test_my_courses_lists_the_newest_edition_first_with_links_telling_them_apart
         ("pytorch", "Tensors and autograd · 2026"),
         ("pytorch-2025", "Tensors and autograd · 2025 (resits)"),
     ]
+
+
+def test_every_time_a_course_shows_is_in_its_zone_with_the_zones_name(course):
+    with course.extensions["hpcgrade.db"].sessions.begin() as session:
+        session.scalar(select(Course).where(Course.slug == "pytorch")).timezone = "Asia/Tokyo"
+    client, token = logged_in(course)
+    sent = client.post(
+        "/courses/pytorch/exercises/autograd-q/submissions",
+        data={"csrf_token": token, "code": REFERENCE_Q},
+    )
+    with course.extensions["hpcgrade.db"].sessions() as session:
+        at = session.scalar(select(Submission.submitted_at))
+    shown = at.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%-d %b %Y, %H:%M JST")
+    for path in (
+        sent.headers["Location"],
+        "/courses/pytorch/submissions",
+        "/courses/pytorch/exercises/autograd-q",
+    ):
+        assert shown in text_of(client.get(path).text), path
