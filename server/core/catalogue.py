@@ -131,6 +131,9 @@ class ExerciseInfo:
     # student_programs/<name>.py -> {"code": …, "names": {"en": …, "es": …}}, the code it must
     # lose points with and words a diagnostic of that code must say, in each language
     student_programs: dict = field(default_factory=dict)
+    # the student's functions the checks call (their `uses`), read as max_points reads points;
+    # empty where that cannot be known without running checks.py
+    functions: tuple[str, ...] = ()
     # `limits` and `slurm` are the tables as written (what a job and the API carry); parsed
     # once, here, for the dispatcher, which asks for them for every queued submission
     run_limits: Limits = field(init=False, repr=False, compare=False)
@@ -296,6 +299,7 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         max_points(path / "checks.py"),
         _forged(data.get("forged", {}), mutants, path, where),
         _student_programs(data.get("student_programs", {}), path, where),
+        checked_functions(path / "checks.py"),
     )
 
 
@@ -419,6 +423,33 @@ def max_points(checks: Path) -> float | None:
         if _is_check(decorator)
     ]
     return None if None in points else float(sum(points))
+
+
+def checked_functions(checks: Path) -> tuple[str, ...]:
+    """The names in the `uses` of every `@check(...)` in checks.py, from its syntax tree as
+    max_points reads it; empty where one is not written as a literal (or checks.py does not
+    parse): then nothing is refused for want of them, and the grader says what is missing."""
+    try:
+        tree = ast.parse(checks.read_text(), str(checks))
+    except SyntaxError:
+        return ()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in node.decorator_list:
+            if not _is_check(decorator):
+                continue
+            given = next((k.value for k in decorator.keywords if k.arg == "uses"), None)
+            try:
+                uses = ast.literal_eval(given) if given is not None else ()
+            except (ValueError, TypeError):
+                return ()
+            uses = (uses,) if isinstance(uses, str) else uses
+            if not isinstance(uses, (tuple, list)) or not all(isinstance(u, str) for u in uses):
+                return ()
+            names.update(uses)
+    return tuple(sorted(names))
 
 
 def _is_check(decorator: ast.expr) -> bool:

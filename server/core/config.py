@@ -148,8 +148,11 @@ class Settings:
     timezone: str = setting(
         "UTC",
         time_zone,
-        "The time zone (e.g. `Europe/Madrid`) of the courses that name none: "
-        "deadlines and times are shown in it, stored in UTC.",
+        "The time zone (e.g. `Europe/Madrid`) of the courses that name none (a course names its "
+        "own with `hpcgrade courses edit COURSE --timezone`, or on the admin's course page: "
+        "courses.md): a course's deadlines and times are shown in its zone with the zone's name "
+        '("18:00 CET") and taken in it by the exception forms, stored in UTC. The demo\'s '
+        "courses take `Europe/Madrid`.",
         SERVICE,
     )
     public_url: str | None = setting(

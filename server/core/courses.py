@@ -6,6 +6,7 @@ one is a CourseError that names the field."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -250,7 +251,8 @@ def role_in(session: Session, user_id: int, course_id: int) -> str | None:
 
 def courses_of(session: Session, user: User) -> list[tuple[Course, str]]:
     """The courses the user may open and their role in each (an admin: every course), newest
-    edition first, the archived last."""
+    edition first (by the years its edition names, "2026" or "2025-26", then by creation), the
+    archived last."""
     if user.is_admin:
         found = [
             (course, CourseRole.instructor.value) for course in session.scalars(select(Course))
@@ -263,13 +265,17 @@ def courses_of(session: Session, user: User) -> list[tuple[Course, str]]:
                 .where(Enrolment.user_id == user.id)
             )
         )
-    return sorted(
-        found,
-        key=lambda pair: (
-            pair[0].archived_at is not None,
-            -pair[0].created_at.timestamp(),
-            pair[0].slug,
-        ),
+    return sorted(found, key=lambda pair: _newest_first(pair[0]))
+
+
+def _newest_first(course: Course) -> tuple:
+    years = [int(year) for year in re.findall(r"\d{4}", course.edition or "")]
+    return (
+        course.archived_at is not None,
+        not years,  # an edition that names no year after those that do
+        sorted((-year for year in years)),
+        -course.created_at.timestamp(),
+        course.slug,
     )
 
 

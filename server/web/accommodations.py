@@ -26,10 +26,10 @@ from server.core.grades import (
     reassess_lateness,
 )
 from server.core.models import Accommodation, Allowance, CourseRole, Exercise, User, utcnow
-from server.web.allowances import COMMENT_LIMIT, EXAMPLE_EXTENSION, exception_form, tell
+from server.web.allowances import COMMENT_LIMIT, exception_form, tell
 from server.web.auth import db
 from server.web.course import exercises, students
-from server.web.i18n import time_zone, when
+from server.web.i18n import time_zone
 from server.web.staff import exercise_or_404, student_or_404
 from server.web.staff_pages import staff_blueprint
 
@@ -253,7 +253,6 @@ def bulk_exceptions():
         chosen=chosen,
         ticked=set(form.getlist("student")),
         zone=time_zone(),
-        example=when(chosen.deadline + EXAMPLE_EXTENSION) if chosen and chosen.deadline else "",
         form=form,
     ), 400 if request.method == "POST" else 200
 

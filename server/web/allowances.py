@@ -33,7 +33,7 @@ from server.core.queue import send_notice
 from server.web.auth import db
 from server.web.course import exercises
 from server.web.handgrading import after_adjusting, came_from_hand_grading, hand_grading_page
-from server.web.i18n import LANGS, out_of, points, time_zone, when, when_zoned
+from server.web.i18n import LANGS, local_input, out_of, points, time_zone, when
 from server.web.portal import submission as submission_page
 from server.web.staff import exercise_or_404, student_or_404, submission_or_404
 from server.web.staff_pages import staff_blueprint
@@ -116,13 +116,12 @@ def _allowance_page(student: User, exercise: Exercise, status: int):
         granter=granter,
         submissions=submissions,
         zone=time_zone(),
-        example=when(exercise.deadline + EXAMPLE_EXTENSION) if exercise.deadline else "",
         grade=student_grade(db(), student.id, exercise.id),
         max_points=maximum_points(db(), [exercise])[exercise.id],
         form=request.form
         if request.method == "POST"
         else {
-            "deadline": when(row.deadline) if row and row.deadline else "",
+            "deadline": local_input(row.deadline) if row else "",
             "extra_attempts": row.extra_attempts if row else 0,
             "comment": row.comment if row else "",
         },
@@ -194,14 +193,12 @@ def new_deadline(exercise: Exercise, found: Allowance | None, text: str) -> dt.d
     if found is not None and moment == found.deadline:
         return moment  # kept as it was, even once passed, while the attempts change
     if moment <= utcnow():
-        raise ValueError(
-            _("The new deadline (%(when)s) has already passed.", when=when_zoned(moment))
-        )
+        raise ValueError(_("The new deadline (%(when)s) has already passed.", when=when(moment)))
     if moment <= exercise.deadline:
         raise ValueError(
             _(
                 "An extension must end after the exercise's deadline (%(when)s).",
-                when=when_zoned(exercise.deadline),
+                when=when(exercise.deadline),
             )
         )
     return moment
@@ -277,7 +274,7 @@ def remove_allowance(username: str, slug: str):
             _("Remove the exception?"),
             _("Remove the exception"),
             [
-                (_("Deadline"), when_zoned(granted.deadline)),
+                (_("Deadline"), when(granted.deadline)),
                 (_("Attempts"), "∞" if granted.max_attempts is None else str(granted.max_attempts)),
             ],
             _(

@@ -66,10 +66,43 @@ def start_session(user: User) -> None:
 
 
 def log_in_first():
-    """To the log-in page, which comes back here."""
+    """To the log-in page, which comes back here; a form sent after its session ended comes
+    back to the page it was sent from (not to its address, which takes no GET), that page's
+    script putting back what it held."""
+    if request.method == "POST":
+        return session_ended()
     return redirect(
         url_for("auth.login", next=request.full_path if request.query_string else request.path)
     )
+
+
+def session_ended():
+    """A form sent after its session ended (logged out elsewhere, a new password, the cookie
+    gone): to the log-in page with a word, and back to the form's page after it."""
+    flash(_("Your session ended: log in and send it again."), "error")
+    back = page_sent_from()
+    return redirect(url_for("auth.login", next=kept_page(back) if back else None), 303)
+
+
+# the query parameter that asks a page to put back what its form held when it was sent
+KEPT = "kept"
+
+
+def kept_page(path: str) -> str:
+    """`path` with KEPT added to its query."""
+    return f"{path}{'&' if '?' in path else '?'}{KEPT}=1" if KEPT + "=" not in path else path
+
+
+def page_sent_from() -> str | None:
+    """The page of this site that sent the request (its path and query), to go back to."""
+    referrer = urlsplit(request.referrer or "")
+    if (
+        referrer.netloc != request.host
+        or not referrer.path.startswith("/")
+        or referrer.path.startswith("//")
+    ):
+        return None
+    return referrer.path + (f"?{referrer.query}" if referrer.query else "")
 
 
 def login_required(view):
@@ -79,7 +112,14 @@ def login_required(view):
             return log_in_first()
         return view(*args, **kwargs)
 
+    wrapped.needs_login = True  # a form it takes, sent with no session, had one that ended
     return wrapped
+
+
+def needs_login() -> bool:
+    """Whether the request's view is one only a logged-in user reaches."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    return getattr(view, "needs_login", False)
 
 
 def staff_required(view):
@@ -132,13 +172,13 @@ def safe_next(target: str | None) -> str:
 def login():
     if request.method == "GET":
         return render_template("auth/login.html")
+    # a refused log-in keeps the username typed: only the password is typed again
+    username = request.form.get("username", "")
     try:
-        user = check_password(
-            db(), request.form.get("username", ""), request.form.get("password", "")
-        )
+        user = check_password(db(), username, request.form.get("password", ""))
     except Throttled as throttled:
         flash(throttled.message, "error")
-        return render_template("auth/login.html"), 429, throttled.headers
+        return render_template("auth/login.html", username=username), 429, throttled.headers
     except DirectoryUnavailable as away:  # ours to fix, not the user's password
         log.error("log-in through the directory failed: %s", away)
         flash(
@@ -148,7 +188,7 @@ def login():
             ),
             "error",
         )
-        return render_template("auth/login.html"), 503
+        return render_template("auth/login.html", username=username), 503
     except DirectoryError as refused:
         log.warning("a directory log-in refused: %s", refused)
         flash(
@@ -158,10 +198,10 @@ def login():
             ),
             "error",
         )
-        return render_template("auth/login.html"), 403
+        return render_template("auth/login.html", username=username), 403
     if user is None:
         flash(_("Wrong username or password."), "error")
-        return render_template("auth/login.html"), 401
+        return render_template("auth/login.html", username=username), 401
     start_session(user)
     return redirect(safe_next(request.args.get("next")))
 

@@ -6,9 +6,19 @@ and JSON nested too deep to parse is malformed like any other."""
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlsplit
 
-from flask import Flask, current_app, flash, g, jsonify, redirect, render_template, request, url_for
+from flask import (
+    Flask,
+    current_app,
+    flash,
+    g,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask.json.provider import DefaultJSONProvider
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
@@ -23,6 +33,7 @@ from werkzeug.exceptions import (
 )
 
 from server.core.config import app_settings
+from server.web.auth import kept_page, needs_login, page_sent_from, session_ended
 from server.web.i18n import request_language
 from server.web.roster import too_large as roster_too_large
 from server.web.submissions import too_large
@@ -111,8 +122,9 @@ def request_too_large():
         return jsonify(error=message), 413
     flash(message, "error")
     if request.endpoint == "portal.submit":
-        return redirect(url_for("portal.exercise", slug=request.view_args["slug"]), 303)
-    return redirect(_page_sent_from() or url_for("courses.home"), 303)
+        page = url_for("portal.exercise", slug=request.view_args["slug"])
+        return redirect(kept_page(page), 303)
+    return redirect(page_sent_from() or url_for("courses.home"), 303)
 
 
 def _too_large_message() -> str:
@@ -172,13 +184,15 @@ def csrf_error(exc: CSRFError):
     message = _("The form expired; reload the page and send it again.")
     if request.path.startswith(API_PREFIX):
         return jsonify(error=message), 400
+    if "user_id" not in session and needs_login():  # the cookie gone, or logged out elsewhere
+        return session_ended()
     reason = CSRF_REASONS.get(exc.description, exc.description)
     return error_page(
         exc,
         title=_("The form could not be sent"),
         explanation=message,
         detail=reason,
-        again=_page_sent_from(),
+        again=page_sent_from(),
     )
 
 
@@ -215,18 +229,6 @@ def _page_language() -> None:
     """<html lang> for a page answering an error: the checks that run before the portal's own
     hook (CSRF, NUL bytes, loading the user from the database) fail before it set g.lang."""
     g.setdefault("lang", request_language())
-
-
-def _page_sent_from() -> str | None:
-    """The page of this site that sent the request (its path and query), to go back to."""
-    referrer = urlsplit(request.referrer or "")
-    if (
-        referrer.netloc != request.host
-        or not referrer.path.startswith("/")
-        or referrer.path.startswith("//")
-    ):
-        return None
-    return referrer.path + (f"?{referrer.query}" if referrer.query else "")
 
 
 def refuse_nul_bytes() -> None:

@@ -67,7 +67,6 @@ def init_app(app: Flask) -> None:
     filters = app.jinja_env.filters
     by_language = {name: filters[name] for name in BABEL_FILTERS} | dict(
         when=when,
-        when_zoned=when_zoned,
         due=due,
         state=state,
         section=section,
@@ -141,16 +140,20 @@ def out_of(score: float | None, maximum: float | None) -> str:
 
 
 def when(moment: dt.datetime | None) -> str:
-    """A moment in the course's time zone: "23 Nov 2026, 18:00" / "23 nov 2026, 18:00"."""
-    return format_datetime(moment, "d MMM y, HH:mm") if moment is not None else "—"
-
-
-def when_zoned(moment: dt.datetime | None) -> str:
-    """A moment with the name of the course's time zone then, as a deadline is shown (a student
-    may be elsewhere): "23 Nov 2026, 18:00 CET"."""
+    """A moment in the course's time zone, with that zone's name then (a reader may be
+    elsewhere): "23 Nov 2026, 18:00 CET" / "23 nov 2026, 18:00 CET"."""
     if moment is None:
         return "—"
-    return f"{when(moment)} {moment.astimezone(zoneinfo.ZoneInfo(time_zone())).tzname()}"
+    zone = moment.astimezone(zoneinfo.ZoneInfo(time_zone())).tzname()
+    return f"{format_datetime(moment, 'd MMM y, HH:mm')} {zone}"
+
+
+def local_input(moment: dt.datetime | None) -> str:
+    """A moment as a date picker (<input type="datetime-local">) holds it, in the course's
+    time zone: "2026-11-23T18:00"; "" for none."""
+    if moment is None:
+        return ""
+    return moment.astimezone(zoneinfo.ZoneInfo(time_zone())).strftime("%Y-%m-%dT%H:%M")
 
 
 def due(deadline: dt.datetime, now: dt.datetime) -> str:

@@ -31,7 +31,7 @@ from server.core.grades import maximum_points, student_grade
 from server.core.models import STAFF_ROLES, CourseRole, Exercise, Submission, utcnow
 from server.core.queue import enqueue
 from server.web import live
-from server.web.auth import db, login_required
+from server.web.auth import KEPT, db, kept_page, login_required
 from server.web.course import run_rows
 from server.web.i18n import LANGS, request_language, when
 from server.web.results import (
@@ -129,10 +129,7 @@ def index():
 @blueprint.route("/exercises/<slug>")
 @login_required
 def exercise(slug: str):
-    return _exercise_page(_exercise(slug))
-
-
-def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
+    exercise = _exercise(slug)
     path = exercise_folder(exercise) / f"statement.{g.lang}.md"
     statement = (
         _focusable_code(
@@ -170,10 +167,11 @@ def _exercise_page(exercise: Exercise, pasted: str = "", status: int = 200):
             submissions=submissions,
             now=now,
             closed=_closed_because(row, now),
-            pasted=pasted,
+            # back after a send that did not go through: the page's script puts back what the
+            # form held (static/exercise.js), and the message is said beside the form
+            kept=request.args.get(KEPT) is not None,
             idempotency_key=uuid.uuid4().hex,
         ),
-        status,
         {"Cache-Control": "no-store"},
     )
 
@@ -238,8 +236,10 @@ def submit(slug: str):
             idempotency_key(request.form.get("idempotency_key")),
         )
     except Refusal as refusal:
+        # to the page, not a page at the form's address (reloading it would send it again): the
+        # page's script puts the pasted code back
         flash(refusal.message, "error")
-        return _exercise_page(exercise, pasted, refusal.status)  # the pasted code stays
+        return redirect(kept_page(url_for("portal.exercise", slug=slug)), 303)
     if uploaded and pasted.strip():
         flash(
             _("The file %(name)s was graded; the pasted code was not.", name=upload.filename),

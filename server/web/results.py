@@ -465,6 +465,14 @@ def page_view(submission: Submission, result: dict) -> dict:
     marked = {item["anchor"] for item in load_errors + notes if item["anchor"]} | {
         d["anchor"] for c in checks for d in c["diagnostics"] if d.get("anchor")
     }
+    # the lines a hint names besides its diagnostic's own: where the code leaves the graph
+    marked |= {
+        anchors[cell, line]
+        for c in checks
+        for d in c["diagnostics"]
+        for _kind, cell, line in d["details"].get("left_at", [])
+        if (cell, line) in anchors
+    }
     notebook = submission.filename.lower().endswith(".ipynb")
     return {
         "file": shown_name(submission.filename),

@@ -6,10 +6,12 @@ accepted is committed as `queued` before anything is queued, so it is never lost
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import hashlib
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flask_babel import LazyString
@@ -19,7 +21,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from server.core.catalogue import current_info
 from server.core.config import Settings
+from server.core.courses import exercise_folder
 from server.core.grades import lateness, student_terms
 from server.core.models import Exercise, Submission, SubmissionStatus, User
 from server.web.i18n import when
@@ -113,12 +117,16 @@ def where(filename: str | None, label: str | None, line: int | None) -> str:
     return ", ".join(parts)
 
 
-def check_file(filename: str, data: bytes, rules: Rules) -> None:
+def check_file(filename: str, data: bytes, rules: Rules, functions: tuple[str, ...] = ()) -> None:
+    """Refuse what the grader could not grade, here, where it uses no attempt; with
+    `functions`, the exercise's (wanted_functions), a file that defines none of them too."""
     if not filename.lower().endswith(EXTENSIONS):
         raise Refusal(400, _l("Upload a .py file or a Jupyter notebook (.ipynb)."))
     if len(data) > rules.max_upload_kb << 10:
         raise Refusal(413, too_large(rules.max_upload_kb, pasted=filename == PASTED))
     if not data.strip():
+        if filename == PASTED:  # the form's: no file chosen, and nothing pasted
+            raise Refusal(400, _l("Nothing was chosen: choose a file or paste your code."))
         raise Refusal(400, _l("The file is empty."))
     if b"\x00" in data:
         raise Refusal(400, _l("The file is binary, not Python source or a notebook."))
@@ -126,12 +134,55 @@ def check_file(filename: str, data: bytes, rules: Rules) -> None:
         text = data.decode("utf-8-sig")  # as the grader reads it
     except UnicodeDecodeError:
         raise Refusal(400, _l("The file is not UTF-8 text; save it as UTF-8.")) from None
-    check_code(filename, text)
+    cells = check_code(filename, text)
+    if functions and not defines_any(cells, functions):
+        raise Refusal(
+            400,
+            _l(
+                "The code defines none of the functions this exercise asks for: %(names)s. "
+                "Define them with the names of the statement, at the top level of the file; "
+                "nothing was graded and no attempt was used.",
+                names=", ".join(functions),
+            ),
+        )
 
 
-def check_code(filename: str, text: str) -> None:
+# names through which code may define a function without naming it in a statement: a file
+# that uses one is never refused for what it seems not to define
+DYNAMIC = frozenset(
+    {"exec", "eval", "globals", "locals", "vars", "setattr", "__import__", "importlib"}
+)
+
+
+def defines_any(cells: Sequence[str], functions: tuple[str, ...]) -> bool:
+    """Whether the code may define one of `functions`: a name bound anywhere in it (a def, a
+    class, an assignment, an import), read from its syntax tree without running it. Generous
+    where it cannot know (a star import, exec, globals()): only a file that plainly defines
+    none of them is refused; the grader names the ones that are missing."""
+    bound: set[str] = set()
+    for code in cells:
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, ast.Name):
+                if not isinstance(node.ctx, ast.Load):
+                    bound.add(node.id)
+                elif node.id in DYNAMIC:
+                    return True
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    if alias.name == "*" or alias.name.split(".")[0] in DYNAMIC:
+                        return True
+                    bound.add(alias.asname or alias.name.split(".")[0])
+            elif isinstance(node, ast.Global):
+                bound.update(node.names)
+    return not bound.isdisjoint(functions)
+
+
+def check_code(filename: str, text: str) -> list[str]:
     """Refuse what the grader could not load, here, where it uses no attempt: a notebook that
-    cannot be read, or code that does not compile (Python's message, with the place)."""
+    cannot be read, or code that does not compile (Python's message, with the place). Returns
+    the code the grader loads: the file's, or its notebook's cells."""
     cells: tuple[tuple[str | None, str], ...] = ((None, text),)
     if filename.lower().endswith(".ipynb"):
         try:  # the grader's reader: magics and shell lines are left out as the grader does
@@ -172,6 +223,7 @@ def check_code(filename: str, text: str) -> None:
                     place=where(filename, label, None),
                 ),
             ) from None
+    return [code for _label, code in cells]
 
 
 def accept(
@@ -182,8 +234,10 @@ def accept(
     data: bytes,
     rules: Rules,
     now: dt.datetime,
+    functions: tuple[str, ...] = (),
 ) -> Submission:
-    """Validate and add a queued submission to the session (the caller commits)."""
+    """Validate and add a queued submission to the session (the caller commits); `functions`
+    as check_file takes them."""
     if exercise is None or not exercise.active:
         raise Refusal(404, _l("There is no such exercise."))
     if exercise.course.archived_at is not None:
@@ -194,7 +248,7 @@ def accept(
                 course=exercise.course.slug,
             ),
         )
-    check_file(filename, data, rules)
+    check_file(filename, data, rules, functions)
     granted = student_terms(session, user.id, exercise)  # with the student's allowance
     late_days, penalty = late_penalty(exercise, granted.deadline, now)
     mine = (
@@ -240,6 +294,13 @@ def accept(
     return submission
 
 
+def wanted_functions(exercise: Exercise) -> tuple[str, ...]:
+    """The functions the exercise's checks call (their `uses`, read from checks.py): a student's
+    file that defines none of them would be graded "did not load", using an attempt."""
+    info = current_info(exercise_folder(exercise))
+    return info.functions if info is not None else ()
+
+
 def idempotency_key(value: str | None) -> str | None:
     """The key a client sends so that a retried request stores nothing twice; None if none."""
     if not value:
@@ -259,8 +320,10 @@ def submit_once(
     now: dt.datetime,
     key: str | None,
 ) -> tuple[Submission, bool]:
-    """Accept and commit a submission, once per idempotency key: a request sent again with its
-    key gets the first submission back and uses no attempt. Returns (submission, whether new)."""
+    """Accept and commit a submission as a student sends it (the page's form, the API), once per
+    idempotency key: a request sent again with its key gets the first submission back and uses
+    no attempt; a file that defines none of the exercise's functions is refused.
+    Returns (submission, whether new)."""
     user_id = user.id
     if (
         key is not None
@@ -268,7 +331,8 @@ def submit_once(
         and (earlier := _sent_before(session, user_id, key, exercise, data)) is not None
     ):
         return earlier, False
-    submission = accept(session, user, exercise, filename, data, rules, now)
+    functions = wanted_functions(exercise) if exercise is not None else ()
+    submission = accept(session, user, exercise, filename, data, rules, now, functions)
     submission.idempotency_key = key
     try:
         session.commit()

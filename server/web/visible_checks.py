@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from server.core import task_names
 from server.core.config import app_settings
 from server.core.models import Exercise, VisibleCheck, VisibleCheckStatus, utcnow
-from server.web.auth import db, login_required
+from server.web.auth import db, kept_page, login_required
 from server.web.results import page_view
 from server.web.submissions import PASTED, Refusal, Rules, check_file, upload_name
 
@@ -63,9 +63,9 @@ def ask(slug: str):
             else (PASTED, pasted.encode())
         )
         check = _accepted(exercise, filename, data, rules, settings.checks_per_window)
-    except Refusal as refusal:
+    except Refusal as refusal:  # as a submission's: the page's script puts the code back
         flash(refusal.message, "error")
-        return redirect(url_for("portal.exercise", slug=slug), 303)
+        return redirect(kept_page(url_for("portal.exercise", slug=slug)), 303)
     db().add(check)
     db().commit()
     _send(check)

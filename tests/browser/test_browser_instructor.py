@@ -195,8 +195,8 @@ def test_an_extension_and_extra_attempts_reach_the_student(site, desktop, open_p
     extended = max(exercise_deadline(EXERCISE), dt.datetime.now(dt.timezone.utc)).replace(
         hour=12, minute=0, second=0, microsecond=0
     ) + dt.timedelta(days=30)
-    # as the page writes dates
-    desktop.fill("input[name=deadline]", f"{extended.day} {extended:%b %Y, %H:%M}")
+    # with the date picker, in the course's time
+    desktop.fill("input[name=deadline]", f"{extended:%Y-%m-%dT%H:%M}")
     desktop.fill("input[name=extra_attempts]", "5")
     desktop.get_by_label("Comment (optional, for the staff)").fill(
         "Ill in the last week of January"

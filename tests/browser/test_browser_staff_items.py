@@ -1,6 +1,6 @@
 """Issue 23, point 5, in a real browser (Debian's Chromium through nginx): removing an exception
 is a step apart from Save, confirmed on a page of its own that needs no script; the exception's
-date field is in the page's notation; "Account" opens the account's page; every page has a
+date is picked with the browser's date picker, in the course's time; "Account" opens the account's page; every page has a
 favicon and a skip link, first, that shows when the keyboard reaches it. At 1366 px and 390 px,
 in English and Spanish, axe clean."""
 
@@ -26,11 +26,9 @@ def test_an_exception_is_removed_through_a_confirmation_step(site, open_page, ki
     log_in(page, site, "prof")
     page.goto(site.url(PAGE))
     field = page.locator("input[name=deadline]")
-    assert field.get_attribute("type") == "text"  # the page's notation, not the browser's
-    # typed as the page writes dates: a year ahead, whatever the exercise's deadline
-    example = field.get_attribute("placeholder")
-    day, month, year, time = example.replace(",", "").split()
-    field.fill(f"{day} {month} {max(int(year), dt.date.today().year) + 1}, {time}")
+    assert field.get_attribute("type") == "datetime-local"  # the browser's date picker
+    # a year after the exercise's deadline (31 Jan 2027), whatever today is
+    field.fill(f"{max(2027, dt.date.today().year) + 1}-01-31T18:00")
     with page.expect_navigation():
         page.locator(f"form[method=post][action$='{PAGE}'] button[type=submit]").click()
     assert page.locator(".flash.error").count() == 0, page.locator(".flash").all_text_contents()

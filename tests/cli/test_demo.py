@@ -66,6 +66,8 @@ def test_prepare_twice_keeps_one_set_of_accounts_in_two_courses(tmp_path):
                 .group_by(Course.slug)
             )
         ) == [("pytorch-2025", None, 16), ("pytorch-2026", None, 16)]
+        # the centre's time zone: deadlines shown and taken in Madrid's time, not UTC
+        assert set(session.scalars(sa.select(Course.timezone))) == {"Europe/Madrid"}
     database.dispose()
 
 

@@ -137,6 +137,9 @@ def test_a_refused_file_is_its_own_exit_status_and_says_the_line(portal, tmp_pat
     result = run_submit(tmp_path, "def q_grads(a, b, v)\n    return a\n", name="mine.py")
     assert result.exit_code == REFUSED
     assert "The code is not valid Python: expected ':' (mine.py, line 1)" in result.stderr
+    misnamed = run_submit(tmp_path, "def q_grad(a, b, v):\n    return a\n", name="mine.py")
+    assert misnamed.exit_code == REFUSED
+    assert "defines none of the functions this exercise asks for: q_grads." in misnamed.stderr
     unknown = CliRunner().invoke(submit, ["no-such", __file__])
     assert unknown.exit_code == REFUSED
     assert "no exercise no-such in your courses (pytorch)" in unknown.stderr

@@ -179,7 +179,7 @@ def test_old_clients_name_no_course_and_need_none_for_an_exercise_in_one_of_the_
         client,
         token(client),
         exercise="autograd-accumulation",
-        code="def accumulate(x):\n    return x\n",
+        code="def train_accumulated(x):\n    return x\n",
     )
     assert only_first.status_code == 202 and only_first.json["course"] == "pytorch"
     bea = token(client, "bea")  # of pytorch alone

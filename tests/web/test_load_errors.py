@@ -18,6 +18,8 @@ from worker.cli.main import self_check
 pytestmark = pytest.mark.postgresql_only
 
 MISNAMED = "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n"
+# defined, but not where the grader finds it (the portal refuses a file that defines none)
+NESTED = "import torch\n\n\ndef build():\n    def q_grads(a, b, v):\n        return a, b\n"
 # the loader asks `callable` which names are functions: a submission that replaces it makes the
 # load request itself answer with an error, not the file's own code
 BREAKS_THE_LOADER = REFERENCE_Q + "\nimport builtins\nbuiltins.callable = lambda obj: 1 / 0\n"
@@ -30,7 +32,7 @@ def test_a_misnamed_function_counts_among_the_exercises_diagnostics(course, exec
     ana, token = logged_in(course, "ana")
     sent = ana.post(
         "/courses/pytorch/exercises/autograd-q/submissions",
-        data={"csrf_token": token, "code": MISNAMED},
+        data={"csrf_token": token, "code": NESTED},
     )
     assert sent.status_code == 303
     assert grade_next(database, executor, catalogue)[1] == "graded"

@@ -58,7 +58,7 @@ def test_refusals_are_shown_not_stored(course):
             "Upload a .py file or a Jupyter notebook",
         ),
         ({"file": (io.BytesIO(b"\x00\x01"), "work.py")}, "The file is binary"),
-        ({"code": ""}, "The file is empty"),
+        ({"code": ""}, "Nothing was chosen: choose a file or paste your code."),
     ]:
         reply = client.post(
             "/courses/pytorch/exercises/autograd-q/submissions",

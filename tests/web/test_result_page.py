@@ -14,7 +14,7 @@ from helpers import ONE_BACKWARD_PER_WINDOW, REFERENCE_Q, grade_next, logged_in,
 from sqlalchemy import func, select
 
 from server.core.inline_markdown import to_terminal
-from server.core.models import Submission
+from server.core.models import CheckResult, DiagnosticResult, GradingRun, Submission
 from server.web.markup import to_html
 from server.web.submissions import PASTED
 
@@ -24,7 +24,11 @@ pytestmark = pytest.mark.postgresql_only
 NAME_ERROR_AT_IMPORT = (
     "import torch\n\nscale = undefined_name * 2\n\ndef q_grads(a, b, v):\n    return a, b\n"
 )
-MISNAMED = "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n"
+# misnamed, and the right name defined only where the grader does not find it (a file that
+# defines none of the exercise's functions is refused before it is queued)
+MISNAMED = (
+    "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n\n\nif False:\n    q_grads = q_grad\n"
+)
 SYNTAX_ERROR = "import torch\n\ndef q_grads(a, b, v)\n    return a, b\n"
 SIGN_FLIPPED = (
     Path(__file__).parents[2] / "exercises" / "autograd-q" / "mutants" / "plus_b_squared.py"
@@ -119,9 +123,9 @@ def test_a_file_that_cannot_load_is_refused_stores_nothing_and_keeps_the_code(
 ):
     client, token = logged_in(course, lang=lang)
     reply = send(client, token, code, filename)
-    assert reply.status_code == 400 and said in reply.text
-    if filename is None:  # the pasted code stays in the form, to be fixed
-        assert "def q_grads(a, b, v)\n" in reply.text
+    # back to the page, whose script puts pasted code back in the form (tests/browser)
+    assert reply.status_code == 303 and reply.headers["Location"].endswith("?kept=1")
+    assert said in client.get(reply.headers["Location"]).text
     assert stored(course) == 0
 
 
@@ -306,3 +310,60 @@ def test_inline_markdown_for_a_terminal():
     )
     # a student's text cannot drive the terminal
     assert to_terminal("oops\x1b]0;pwned\x07\x1b[2J", styled=False) == "oops]0;pwned[2J"
+
+
+# --- the line a hint names, marked ------------------------------------------------------------
+
+LEAVES_THE_GRAPH = (
+    "import torch\n\n\ndef q_grads(a, b, v):\n    with torch.no_grad():\n"
+    "        q = 3 * a**3 - b**2\n    q.backward(v)\n    return a.grad, b.grad\n"
+)
+
+
+def test_the_code_view_marks_the_lines_the_hint_names(course):
+    """A hint that names where the code leaves the graph (line 5's `torch.no_grad()`) has that
+    line marked, not only the line its diagnostic's message names (line 7's backward())."""
+    client, token = logged_in(course)
+    sent = send(client, token, LEAVES_THE_GRAPH)
+    with course.extensions["hpcgrade.db"].sessions.begin() as session:
+        submission = session.scalar(select(Submission))
+        run = GradingRun(
+            submission=submission,
+            attempt=1,
+            executor="local",
+            status="done",
+            started_at=submission.submitted_at,
+            lease_until=submission.submitted_at,
+            finished_at=submission.submitted_at,
+            score=0,
+            max_score=3,
+        )
+        hint = "Your code leaves the graph here: line 5, `torch.no_grad()`: nothing is recorded."
+        run.checks.append(
+            CheckResult(
+                position=0,
+                name="grad-a",
+                title="a.grad",
+                points=0,
+                max_points=3,
+                passed=False,
+                diagnostics=[
+                    DiagnosticResult(
+                        code="grad-none",
+                        message="`a.grad` is None.",
+                        hint=hint,
+                        details={
+                            "file": "submission.py",
+                            "line": 7,
+                            "left_at": [["no-grad", "submission.py", 5]],
+                        },
+                        translations={"en": {"message": "`a.grad` is None.", "hint": hint}},
+                    )
+                ],
+            )
+        )
+        session.add(run)
+        submission.status, submission.score, submission.max_score = "graded", 0, 3
+    page = client.get(sent.headers["Location"]).text
+    assert "line 5, <code>torch.no_grad()</code>" in page
+    assert marked_lines(page) == ["line-1-5", "line-1-7"]

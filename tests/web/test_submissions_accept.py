@@ -114,7 +114,7 @@ def test_late_policies(db_session, student):
     refuse = exercise(db_session, slug="late-refused", deadline=deadline, deadline_policy="refuse")
     # the deadline in the course's time zone (11:00 UTC is 12:00 in Madrid), not ISO
     assert (
-        "(8 Jan 2027, 12:00); late work is not accepted"
+        "(8 Jan 2027, 12:00 CET); late work is not accepted"
         in refused(403, db_session, student, refuse, "w.py", CODE, RULES, NOW).message
     )
 

@@ -43,6 +43,8 @@ from worker.cli.supervise import Supervisor, Watch
 
 # (slug, edition); the first is the course an older demo's data becomes (migration 0010)
 DEMO_COURSES = (("pytorch-2026", "2026"), ("pytorch-2025", "2025 (resits)"))
+# the centre's: the demo's deadlines are shown, and taken in the forms, in its time
+DEMO_TIMEZONE = "Europe/Madrid"
 TITLES = {
     "title_en": "Deep learning with PyTorch: tensors and autograd",
     "title_es": "Aprendizaje profundo con PyTorch: tensores y autograd",
@@ -131,7 +133,7 @@ def prepare(folder: Path, executor: str = "local") -> Path:
 
 def demo_course(session, slug: str, edition: str) -> Course:
     return session.scalar(select(Course).where(Course.slug == slug)) or create_course(
-        session, slug, edition=edition, **TITLES
+        session, slug, edition=edition, timezone=DEMO_TIMEZONE, **TITLES
     )
 
 
