@@ -1025,3 +1025,13 @@ def test_the_job_a_dead_worker_left_is_cancelled(graded, tmp_path, changed_check
     outcomes = grade_preview(app, cluster, changed_checks, regrade_id, batch_size=4)
     assert set(outcomes.values()) == {"preview"}
     assert cluster.jobs["77"]["state"] == "CANCELLED"
+
+
+def test_the_preview_lists_the_students_by_family_name(graded):
+    """As every list of students: Álvarez, García, Martín; not by username."""
+    app, _ids = graded
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        carl = session.scalar(select(User).where(User.username == "carl"))
+        carl.name, carl.given_name, carl.family_name = "Carl Álvarez", "Carl", "Álvarez"
+    _regrade_id, page = start_preview(app)
+    assert list(preview_table(page)) == ["carl", "ana", "bea"]
