@@ -331,6 +331,30 @@ def test_cli_users_and_db(tmp_path, monkeypatch):
         ["users", "add", "x1", "--name", "X", "--email", "x@y.es", "--password", "long-password"],
     )
     assert broken.exit_code == 1 and "database error" in broken.output
+    monkeypatch.setenv("HPCGRADE_DATABASE_URL", url)
+    parted = runner.invoke(
+        main,
+        [
+            *("users", "add", "mj", "--given-name", "María José", "--family-name", "de la Fuente"),
+            *("--email", "mj@uni.es", "--password", "long-password", "--course", "mpi"),
+        ],
+    )
+    assert parted.exit_code == 0, parted.output
+    nameless = runner.invoke(main, ["users", "add", "nn", "--email", "n@uni.es"])
+    assert nameless.exit_code == 2 and "give the name: --given-name and --family-name" in (
+        nameless.output
+    )
+    database = Database(url)
+    with database.sessions() as session:
+        mj = session.scalar(sa.select(User).where(User.username == "mj"))
+        assert (mj.name, mj.given_name, mj.family_name) == (
+            "María José de la Fuente",
+            "María José",
+            "de la Fuente",
+        )
+        pilar = session.scalar(sa.select(User).where(User.username == "pilar"))
+        assert (pilar.given_name, pilar.family_name) == ("Pilar", "")  # --name, split
+    database.dispose()
 
 
 def test_exercise_sync_adds_updates_and_deactivates(db_session, catalogue):
