@@ -233,7 +233,7 @@ def course(app, catalogue):
         session = app.extensions["hpcgrade.db"].sessions()
         sync_exercises(session, new_course(session), catalogue)
         add_user(session, "ana", "Ana García", "a@uni.es", "student", "long-password")
-        add_user(session, "bea", "Bea", "b@uni.es", "student", "long-password")
+        add_user(session, "bea", "Bea Martín", "b@uni.es", "student", "long-password")
         session.commit()
     return app
 

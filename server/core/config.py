@@ -305,6 +305,12 @@ class Settings:
     )
     ldap_username_attribute: str = setting("uid", word, "The attribute of the username.", DIRECTORY)
     ldap_name_attribute: str = setting("cn", word, "The attribute of the full name.", DIRECTORY)
+    ldap_given_name_attribute: str = setting(
+        "givenName", word, "The attribute of the given name.", DIRECTORY
+    )
+    ldap_family_name_attribute: str = setting(
+        "sn", word, "The attribute of the family name, which lists of students sort by.", DIRECTORY
+    )
     ldap_email_attribute: str = setting(
         "mail", word, "The attribute of the email address.", DIRECTORY
     )

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from server.core.courses import COURSE_ROLES
 from server.core.models import AuthSource, Course, CourseRole, Enrolment, User
+from server.core.names import name_parts
 from server.core.users import NO_PASSWORD, UserError, validate
 
 
@@ -46,6 +47,8 @@ class Person:
     email: str
     groups: frozenset[str]
     subject: str | None = None  # the provider's `sub`; None from the directory
+    given_name: str = ""  # the directory's givenName and sn, the provider's claims of the names
+    family_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,17 @@ def account_for(session: Session, person: Person, source: AuthSource) -> User:
     """The account of this person, made on their first log-in, its name and address kept up
     to date; DirectoryError where their entry cannot make an account (AnotherOwner where the
     username is another's)."""
-    name = person.name.strip() or person.username
+    name, given, family = name_parts(person.name, person.given_name, person.family_name)
+    name = name or person.username
     try:
         validate(
-            person.username, name, person.email, CourseRole.student.value, email_required=False
+            person.username,
+            name,
+            person.email,
+            CourseRole.student.value,
+            email_required=False,
+            given_name=given,
+            family_name=family,
         )
     except UserError as exc:
         raise DirectoryError(str(exc)) from None
@@ -72,6 +82,8 @@ def account_for(session: Session, person: Person, source: AuthSource) -> User:
         user = User(
             username=person.username,
             name=name,
+            given_name=given,
+            family_name=family,
             email=person.email,
             password_hash=NO_PASSWORD,
             auth_source=source.value,
@@ -91,6 +103,7 @@ def account_for(session: Session, person: Person, source: AuthSource) -> User:
             )
         )
     user.name, user.email = name, person.email or user.email
+    user.given_name, user.family_name = given, family
     if person.subject is not None:
         user.subject = person.subject
     return user

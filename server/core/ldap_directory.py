@@ -48,6 +48,8 @@ class Entry:
     username: str
     name: str
     email: str
+    given_name: str = ""
+    family_name: str = ""
 
 
 def checked_person(settings: Settings, username: str, password: str) -> Person | None:
@@ -168,6 +170,8 @@ def _people(
         settings.ldap_username_attribute,
         settings.ldap_name_attribute,
         settings.ldap_email_attribute,
+        settings.ldap_given_name_attribute,
+        settings.ldap_family_name_attribute,
     ]
     _search(connection, base or settings.ldap_user_base, search_filter, attributes, scope)
     entries = []
@@ -183,6 +187,8 @@ def _people(
                     username,
                     _first(values, settings.ldap_name_attribute),
                     _first(values, settings.ldap_email_attribute),
+                    _first(values, settings.ldap_given_name_attribute),
+                    _first(values, settings.ldap_family_name_attribute),
                 )
             )
     return entries
@@ -281,5 +287,10 @@ def _all(values: dict, attribute: str) -> list[str]:
 
 def _person(entry: Entry, groups: Collection[str]) -> Person:
     return Person(
-        username=entry.username, name=entry.name, email=entry.email, groups=frozenset(groups)
+        username=entry.username,
+        name=entry.name,
+        email=entry.email,
+        groups=frozenset(groups),
+        given_name=entry.given_name,
+        family_name=entry.family_name,
     )

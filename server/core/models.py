@@ -114,7 +114,11 @@ class User(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     username: Mapped[str] = mapped_column(String(64), unique=True)
+    # the full name pages show; the given and family names are kept apart for lists to sort by
+    # family name (server/core/names.py)
     name: Mapped[str] = mapped_column(String(200))
+    given_name: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    family_name: Mapped[str] = mapped_column(String(200), default="", server_default="")
     email: Mapped[str] = mapped_column(String(254))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     password_hash: Mapped[str] = mapped_column(String(255))

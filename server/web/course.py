@@ -32,6 +32,7 @@ from server.core.models import (
     SubmissionStatus,
     User,
 )
+from server.core.names import by_family_name
 from server.web.results import WAITING
 from server.web.submissions import COUNTS_AS_ATTEMPT
 from worker.harness.codes import said_elsewhere
@@ -101,10 +102,10 @@ def by_students(course_id: int, exercise_id: int | None = None) -> ColumnElement
 
 
 def students(session: Session, course_id: int) -> list[User]:
-    return list(
-        session.scalars(
-            select(User).where(User.id.in_(student_ids(course_id))).order_by(User.username)
-        )
+    """The course's students by family name, then given name (server/core/names.py)."""
+    return sorted(
+        session.scalars(select(User).where(User.id.in_(student_ids(course_id)))),
+        key=by_family_name,
     )
 
 
@@ -450,7 +451,8 @@ def diagnosed_submissions(
             if not said_elsewhere(row.details or {})
         ),
     ]
-    said.sort(key=lambda item: (item[0][0].username, item[0][1]))  # stable: checks in order
+    # by student, then submission; stable: the checks in order
+    said.sort(key=lambda item: (by_family_name(item[0][0]), item[0][1]))
     mistakes: dict[tuple, NamedMistake] = {}
     wordings: dict[tuple, Counter] = defaultdict(Counter)
     for submitted, (message, hint), program, words, identity, details in said:

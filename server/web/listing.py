@@ -4,7 +4,6 @@ username, name or email; neither case nor accents matter), ?sort= (a column), ?o
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -13,15 +12,10 @@ from flask import flash, request, url_for
 from flask_babel import gettext as _
 
 from server.core.models import User
+from server.core.names import by_family_name, folded
 
 Row = TypeVar("Row")
 ORDERS = ("asc", "desc")
-
-
-def folded(text: str) -> str:
-    """Text as a search compares it: "García" and "garcia" are the same."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 @dataclass(frozen=True)
@@ -110,8 +104,9 @@ def _searched(user: User) -> tuple[str, str, str]:
     return user.username, user.name, user.email
 
 
-def by_name(user: User) -> tuple[str, str]:
-    return folded(user.name), user.username
+def by_name(user: User) -> tuple[str, str, str, str]:
+    """By family name, then given name, as every list of students (server/core/names.py)."""
+    return by_family_name(user)
 
 
 def by_username(user: User) -> str:

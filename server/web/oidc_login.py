@@ -187,6 +187,8 @@ def _from_claims(provider, token: dict, claims: dict) -> Person:
         email=str(claims.get("email") or ""),
         groups=frozenset(group for group in groups if isinstance(group, str)),
         subject=str(claims["sub"]),
+        given_name=str(claims.get("given_name") or ""),
+        family_name=str(claims.get("family_name") or ""),
     )
 
 

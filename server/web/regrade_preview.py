@@ -30,6 +30,7 @@ from server.core.models import (
     SubmissionStatus,
     User,
 )
+from server.core.names import by_family_name
 from server.web.course import by_students
 from server.web.results import WAITING
 
@@ -330,7 +331,8 @@ def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) ->
 
 
 def preview_rows(session: Session, regrade: Regrade) -> list[StudentRow]:
-    """The regrade's students, by username, with their grades before and after. The page reads
+    """The regrade's students, by family name then given name (server/core/names.py), with their
+    grades before and after. The page reads
     them every few seconds while they are graded: a fixed number of queries however many
     students, and the submissions' code and the runs' reports stay in the database."""
     runs = _runs(session, regrade)
@@ -354,12 +356,14 @@ def preview_rows(session: Session, regrade: Regrade) -> list[StudentRow]:
         _student_row(
             users[user_id], previewed, others[user_id], set_grades.get(user_id), max_points
         )
-        for user_id, previewed in by_user.items()
+        for user_id, previewed in sorted(
+            by_user.items(), key=lambda item: by_family_name(users[item[0]])
+        )
     ]
 
 
 def _runs(session: Session, regrade: Regrade) -> list[GradingRun]:
-    """The regrade's runs, with their submissions and students, by username then submission."""
+    """The regrade's runs, with their submissions and students, by submission."""
     submission = contains_eager(GradingRun.submission)
     return list(
         session.scalars(
@@ -367,7 +371,7 @@ def _runs(session: Session, regrade: Regrade) -> list[GradingRun]:
             .join(Submission)
             .join(User, Submission.user_id == User.id)
             .where(GradingRun.regrade_id == regrade.id)
-            .order_by(User.username, Submission.id)
+            .order_by(Submission.id)
             .options(
                 load_only(*PREVIEW_RUN_COLUMNS),
                 submission.defer(Submission.code),

@@ -46,19 +46,27 @@ from server.core.ldap_directory import DirectoryUnavailable, known_usernames
 from server.core.links import make_link
 from server.core.mail import mail_configured, server_problem
 from server.core.models import AuthSource, CourseRole, Enrolment, User
-from server.core.users import (
-    NO_PASSWORD,
-    ROLES,
-    ROSTER_COLUMNS,
-    UserError,
-    add_or_enrol,
-    clear_password,
+from server.core.roster import (
+    FIELDS,
+    TEMPLATE,
+    chosen_columns,
     create_accounts,
     decode_roster,
     enrol_accounts,
+    guess_columns,
+    missing_columns,
+    read_roster,
+    roster_header,
+)
+from server.core.users import (
+    ACCOUNT_FIELDS,
+    NO_PASSWORD,
+    ROLES,
+    UserError,
+    add_or_enrol,
+    clear_password,
     has_password,
     members,
-    read_roster,
     role_refused,
     students_only,
     user_role,
@@ -173,7 +181,8 @@ def _limit_kb() -> int:
 @blueprint.post("/upload")
 @instructor_required
 def upload():
-    """A roster file, read and checked: the preview of what importing it would change."""
+    """A roster file, read and checked: the preview of what importing it would change, with
+    its columns as guessed from its header."""
     file = request.files.get("roster")
     if file is None or not file.filename:
         return _refused(_("Choose the roster's CSV file."))
@@ -182,15 +191,63 @@ def upload():
         return _refused(too_large(_limit_kb()))
     try:
         text = decode_roster(data)
-        plan = read_roster(db(), text, g.course, addable_roles())
+        _delimiter, header = roster_header(text)
     except UserError as exc:
         return _refused(_("Nothing was imported: %(problem)s.", problem=str(exc)))
+    return _preview(text, file.filename, header, guess_columns(header))
+
+
+@blueprint.post("/preview")
+@instructor_required
+def preview():
+    """The same roster again, read with the columns the instructor chose."""
+    text = request.form.get("roster", "")
+    try:
+        _delimiter, header = roster_header(text)
+    except UserError as exc:
+        return _refused(_("Nothing was imported: %(problem)s.", problem=str(exc)))
+    columns = chosen_columns(header, request.form)
+    return _preview(text, request.form.get("filename", ""), header, columns)
+
+
+def _preview(text: str, filename: str, header: list[str], columns: dict[str, int]):
+    """The preview page: the columns (to confirm or change) and, once they name what a roster
+    needs, what importing it would change."""
+    plan, problem = None, None
+    if missing_columns(columns):
+        problem = _(
+            "Choose the columns that hold the username, the email address and the name "
+            "(whole, or given and family names)."
+        )
+    else:
+        try:
+            plan = read_roster(db(), text, g.course, addable_roles(), columns)
+        except UserError as exc:
+            problem = _("Nothing can be imported: %(problem)s.", problem=str(exc))
     return render_template(
         "staff/roster_preview.html",
         plan=plan,
+        problem=problem,
         text=text,
-        filename=file.filename,
+        filename=filename,
+        header=header,
+        columns=columns,
+        fields=FIELDS,
         role_names=ROLE_NAMES,
+    )
+
+
+@blueprint.get("/template.csv")
+@instructor_required
+def template():
+    """A roster to fill in: its header and one example row."""
+    return (
+        TEMPLATE,
+        200,
+        {
+            "Content-Type": "text/csv; charset=utf-8",
+            "Content-Disposition": "attachment; filename=roster-template.csv",
+        },
     )
 
 
@@ -207,11 +264,18 @@ def _refused(message: str):
 @blueprint.post("/import")
 @instructor_required
 def apply():
-    """The previewed roster, checked again: its new accounts added and its existing ones
-    enrolled in one transaction, its wrong lines left out (and listed again)."""
+    """The previewed roster, read with the columns chosen there and checked again: its new
+    accounts added and its existing ones enrolled in one transaction, its wrong lines left out
+    and listed again on the page that reports the import."""
     text = request.form.get("roster", "")
     try:
-        plan = read_roster(db(), text, g.course, addable_roles())
+        _delimiter, header = roster_header(text)
+        columns = (
+            chosen_columns(header, request.form)
+            if any(name in request.form for name in FIELDS)
+            else guess_columns(header)
+        )
+        plan = read_roster(db(), text, g.course, addable_roles(), columns)
     except UserError as exc:
         return _refused(_("Nothing was imported: %(problem)s.", problem=str(exc)))
     if not plan.new and not plan.enrol:
@@ -221,7 +285,9 @@ def apply():
             else _("Every account of the roster is in this course already: nothing to add."),
             "info",
         )
-        return redirect(url_for(".roster"), 303)
+        if not plan.errors:
+            return redirect(url_for(".roster"), 303)
+        return _links([], _("Roster import"), left_out=plan.errors)
     try:
         in_directory = known_usernames(app_settings(), [row.username for row in plan.new])
     except DirectoryUnavailable as away:
@@ -246,31 +312,15 @@ def apply():
         )
     if enrolled:
         _say_enrolled(enrolled)
-    if not created:  # no page of links to list the wrong lines on
-        if plan.errors:
-            _say_left_out(plan.errors)
+    if not created and not plan.errors:
         return redirect(url_for(".roster"), 303)
     return _links(
         created,
-        ngettext("%(num)s account added", "%(num)s accounts added", len(created)),
-        mailed=True,
+        ngettext("%(num)s account added", "%(num)s accounts added", len(created))
+        if created
+        else _("Roster import"),
+        mailed=bool(created),
         left_out=plan.errors,
-    )
-
-
-def _say_left_out(errors: Sequence[tuple[int, str]]) -> None:
-    # apart: a call of _() inside ngettext's arguments hides its plural from the extraction
-    lines = "; ".join(
-        _("line %(line)s: %(problem)s", line=line, problem=problem) for line, problem in errors
-    )
-    flash(
-        ngettext(
-            "%(num)s wrong line was left out: %(lines)s",
-            "%(num)s wrong lines were left out: %(lines)s",
-            len(errors),
-            lines=lines,
-        ),
-        "error",
     )
 
 
@@ -292,7 +342,7 @@ def add():
     """One account added to the course, or an existing one enrolled in it."""
     if request.method == "GET":
         return _add_form({"role": CourseRole.student.value})
-    form = {column: request.form.get(column, "").strip() for column in ROSTER_COLUMNS}
+    form = {column: request.form.get(column, "").strip() for column in ACCOUNT_FIELDS}
     if form["role"] in ROLES and form["role"] not in addable_roles():  # else a UserError
         flash(_("Not added: %(problem)s.", problem=role_refused(form["role"])), "error")
         return _add_form(form, 403)
@@ -320,6 +370,8 @@ def add():
             password=None,
             course=g.course,
             auth_source=source,
+            given_name=form["given_name"],
+            family_name=form["family_name"],
         )
         db().commit()
     except UserError as exc:
@@ -443,7 +495,7 @@ def _links(
             "ok",
         )
         users = [user for user in users if user.auth_source == AuthSource.local.value]
-        if not users:
+        if not users and not left_out:
             return redirect(url_for(".roster"), 303)
     base_url = app_settings().public_url or request.url_root.rstrip("/")
     accounts = [(user, make_link(user, base_url)) for user in users]

@@ -12,7 +12,8 @@ from server.core import migrate
 from server.core.courses import role_in
 from server.core.db import Database
 from server.core.models import Course, Enrolment, User
-from server.core.users import UserError, add_or_enrol, add_user, has_password, import_roster
+from server.core.roster import import_roster
+from server.core.users import UserError, add_or_enrol, add_user, has_password
 from worker.cli.main import main
 
 
@@ -114,7 +115,7 @@ def test_roster_import_is_all_or_nothing(db_session):
     assert role_in(db_session, ana.id, mpi.id) == "ta"  # members are left as they are
     with pytest.raises(UserError, match="line 2: user pilar exists already and is not an admin"):
         import_roster(db_session, "username,name,email,role\npilar,P,p@uni.es,admin\n", mpi)
-    with pytest.raises(UserError, match="header must be"):
+    with pytest.raises(UserError, match="no column of the roster holds the email"):
         import_roster(db_session, "user,name\nx,y\n", mpi)
     with pytest.raises(UserError, match="line 2: expected 4 columns"):
         import_roster(db_session, "username,name,email,role\nbea,Bea,b@uni.es,student,extra\n", mpi)
@@ -331,6 +332,30 @@ def test_cli_users_and_db(tmp_path, monkeypatch):
     )
     assert broken.exit_code == 1 and "no database at /nonexistent-dir/x.sqlite" in broken.output
     assert "hpcgrade db upgrade" in broken.output
+    monkeypatch.setenv("HPCGRADE_DATABASE_URL", url)
+    parted = runner.invoke(
+        main,
+        [
+            *("users", "add", "mj", "--given-name", "María José", "--family-name", "de la Fuente"),
+            *("--email", "mj@uni.es", "--password", "long-password", "--course", "mpi"),
+        ],
+    )
+    assert parted.exit_code == 0, parted.output
+    nameless = runner.invoke(main, ["users", "add", "nn", "--email", "n@uni.es"])
+    assert nameless.exit_code == 2 and "give the name: --given-name and --family-name" in (
+        nameless.output
+    )
+    database = Database(url)
+    with database.sessions() as session:
+        mj = session.scalar(sa.select(User).where(User.username == "mj"))
+        assert (mj.name, mj.given_name, mj.family_name) == (
+            "María José de la Fuente",
+            "María José",
+            "de la Fuente",
+        )
+        pilar = session.scalar(sa.select(User).where(User.username == "pilar"))
+        assert (pilar.given_name, pilar.family_name) == ("Pilar", "")  # --name, split
+    database.dispose()
 
 
 def test_exercise_sync_adds_updates_and_deactivates(db_session, catalogue):

@@ -121,6 +121,19 @@ def test_the_first_log_in_makes_the_account_from_the_directory(ldap_app, url):
     )
     client, _token = logged_in(ldap_app, "luis", "luis-pw-2026")  # and the next time
     assert "Tensors and autograd" in client.get("/courses/pytorch/", follow_redirects=True).text
+    assert names(ldap_app, "luis") == ("Luis", "Perez")  # givenName and sn
+    log_in(ldap_app.test_client(), "marta", "marta-pw-2026")
+    assert names(ldap_app, "marta") == ("Marta", "Ruiz")  # sn, and the rest of cn: no givenName
+
+
+def names(app, username: str) -> tuple[str, str]:
+    """The account's given and family names."""
+    from server.core.models import User
+
+    with app.app_context():
+        session = app.extensions["hpcgrade.db"].sessions()
+        user = session.scalar(sa.select(User).where(User.username == username))
+        return user.given_name, user.family_name
 
 
 @pytest.mark.parametrize(

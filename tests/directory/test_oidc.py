@@ -136,6 +136,18 @@ def test_a_person_logs_in_through_the_provider_and_lands_where_they_were_going(s
         person["claims"]["name"],
         person["claims"]["email"],
     )
+    # no given_name or family_name claim: the name split
+    assert (user.given_name, user.family_name) == ("Person", person["login"])
+    parted = new_person(
+        name="Ana María de la Fuente", given_name="Ana María", family_name="de la Fuente"
+    )
+    oidc_log_in(sso_app.test_client(), parted)
+    ana = account(sso_app, parted["login"])
+    assert (ana.name, ana.given_name, ana.family_name) == (
+        "Ana María de la Fuente",
+        "Ana María",
+        "de la Fuente",
+    )
     # logging out ends hpcgrade's session (the provider's is the centre's to end)
     client.post(
         "http://127.0.0.1/logout", data={"csrf_token": CSRF_TOKEN.search(page.text).group(1)}

@@ -1125,8 +1125,18 @@ def test_the_student_reads_that_a_regrade_changed_their_grade(graded, executor, 
         ):
             found = re.search(r'<small class="muted under regraded">(.*?)</small>', page, re.S)
             assert found and re.fullmatch(
-                said.format(r"\d+ \w+\.? \d{4}, \d\d:\d\d"), found.group(1)
+                said.format(r"\d+ \w+\.? \d{4}, \d\d:\d\d [A-Z]+"), found.group(1)
             )
     ana, _ = logged_in(app, "ana")
     assert "regraded" not in ana.get(f"/courses/pytorch/submissions/{ids['ana']}").text
     assert "regraded" not in ana.get("/courses/pytorch/exercises/autograd-q").text
+
+
+def test_the_preview_lists_the_students_by_family_name(graded):
+    """As every list of students: Álvarez, García, Martín; not by username."""
+    app, _ids = graded
+    with app.extensions["hpcgrade.db"].sessions.begin() as session:
+        carl = session.scalar(select(User).where(User.username == "carl"))
+        carl.name, carl.given_name, carl.family_name = "Carl Álvarez", "Carl", "Álvarez"
+    _regrade_id, page = start_preview(app)
+    assert list(preview_table(page)) == ["carl", "ana", "bea"]

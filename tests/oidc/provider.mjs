@@ -54,7 +54,7 @@ const provider = new Provider(issuer, {
   scopes: SCOPES,
   claims: {
     openid: ['sub'],
-    profile: ['name', 'preferred_username'],
+    profile: ['name', 'given_name', 'family_name', 'preferred_username'],
     email: ['email', 'email_verified'],
     groups: ['groups'],
   },

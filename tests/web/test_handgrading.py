@@ -29,12 +29,12 @@ def database(app):
 
 @pytest.fixture
 def staffed(course):
-    """The course with prof (an instructor), ta and a third student, Álvaro, whose name comes
-    before Ana's and Bea's (a name sorts without its accents)."""
+    """The course with prof (an instructor), ta and a third student, Álvaro Álvarez, whose family
+    name comes before Ana's and Bea's (García, Martín: a name sorts without its accents)."""
     with database(course) as session:
         add_user(session, "prof", "Pilar", "p@uni.es", "instructor", "long-password")
         add_user(session, "ta", "Teo", "t@uni.es", "ta", "long-password")
-        add_user(session, "zalvaro", "Álvaro Ruiz", "z@uni.es", "student", "long-password")
+        add_user(session, "zalvaro", "Álvaro Álvarez", "z@uni.es", "student", "long-password")
     return course
 
 

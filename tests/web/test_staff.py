@@ -306,4 +306,4 @@ def test_gradebook_csv_cells_never_run_as_formulas(graded_course):
     assert {username: rows[username][1] for username in hostile} == {
         username: "'" + name for username, name in hostile.items()
     }
-    assert rows["ana"][1] == "Ana García" and rows["bea"][1] == "Bea"
+    assert rows["ana"][1] == "Ana García" and rows["bea"][1] == "Bea Martín"

@@ -359,7 +359,8 @@ def test_wrong_lines_are_said_when_the_import_only_enrols(course):
         follow_redirects=True,
         data={"csrf_token": token, "roster": text},
     )
-    assert (
-        "1 wrong line was left out: line 3: user bad: “nope” is not an email address"
-        in html.unescape(reply.text)
-    )
+    # on the page that reports the import, not only in a message that the next page drops
+    said = html.unescape(reply.text)
+    assert "1 existing account was enrolled in this course: other" in said
+    assert "1 wrong line was left out" in said
+    assert "<tr><td>3</td><td>user bad: “nope” is not an email address</td></tr>" in said

@@ -19,14 +19,13 @@ from server.core.courses import COURSE_ROLES, CourseError, enrol, find_course
 from server.core.db import Database
 from server.core.ldap_directory import DirectoryUnavailable, known_usernames
 from server.core.models import AuthSource, Enrolment, User, utcnow
+from server.core.roster import decode_roster, import_roster
 from server.core.tokens import TokenError, listed, revoke
 from server.core.users import (
     ROLES,
     UserError,
     add_or_enrol,
     add_user,
-    decode_roster,
-    import_roster,
     only_course,
     set_password,
 )
@@ -129,7 +128,13 @@ COURSE_OPTION = click.option(
 
 @users_group.command("add")
 @click.argument("username")
-@click.option("--name", required=True)
+@click.option("--given-name", default="", help="The given name(s).")
+@click.option("--family-name", default="", help="The family name(s), which lists sort by.")
+@click.option(
+    "--name",
+    default="",
+    help="The full name, where the two are not given (split as a guess: Given Family Family).",
+)
 @click.option("--email", required=True)
 @click.option(
     "--role",
@@ -145,10 +150,20 @@ COURSE_OPTION = click.option(
     help="Default: asked for (or HPCGRADE_NEW_PASSWORD).",
 )
 def users_add(
-    username: str, name: str, email: str, role: str, course_slug: str | None, password: str | None
+    username: str,
+    given_name: str,
+    family_name: str,
+    name: str,
+    email: str,
+    role: str,
+    course_slug: str | None,
+    password: str | None,
 ) -> None:
     """Add one account; with --course, an existing account is enrolled in that course
     instead."""
+    names = {"given_name": given_name, "family_name": family_name}
+    if not (name or given_name or family_name):
+        raise click.UsageError("give the name: --given-name and --family-name, or --name")
     exists = _in_transaction(
         lambda s: s.scalar(select(User.id).where(User.username == username)) is not None
     )
@@ -167,11 +182,19 @@ def users_add(
         if role == "admin":
             if course_slug is not None:
                 raise UserError("an admin is in every course: leave --course out")
-            add_user(session, username, name, email, role, password)
+            add_user(session, username, name, email, role, password, **names)
             return f"added {username} (admin)"
         course = _course(session, course_slug)
         created = add_or_enrol(
-            session, username, name, email, role, password, course=course, auth_source=source
+            session,
+            username,
+            name,
+            email,
+            role,
+            password,
+            course=course,
+            auth_source=source,
+            **names,
         )[1]
         return (
             f"{'added' if created else 'enrolled'} {username} ({role} in {course.slug}"
@@ -214,9 +237,11 @@ def users_enrol(username: str, course_slug: str, role: str) -> None:
     help="The language of the messages and of the mails.",
 )
 def users_import(roster, course_slug: str | None, lang: str) -> None:
-    """Bring a CSV roster (username,name,email,role) into a course, or nothing of it where a
-    line is wrong: new accounts are added, existing ones enrolled with their row's role, the
-    course's own left as they are.
+    """Bring a CSV roster into a course, its columns guessed from its header as the roster page
+    guesses them (username, given_name, family_name or name, email, role; Spanish headers and
+    roles too, commas or semicolons), or nothing of it where a line is wrong: new accounts are
+    added, existing ones enrolled with their row's role, the course's own left as they are. An
+    email address on two rows, or another account's, is named (and imported).
 
     Prints username,link for each new account: the link sets its password, once, within
     SET_PASSWORD_LINK_DAYS (the roster page shows it again until then). Where mail is set up
@@ -242,10 +267,11 @@ def users_import(roster, course_slug: str | None, lang: str) -> None:
             [user.username for user in created if user not in local],
             [row.username for row in plan.enrol],
             [row.username for row in plan.existing],
+            plan.warnings,
         )
 
     with app.app_context(), force_locale(lang):
-        created, directory_people, enrolled, kept = _in_transaction(
+        created, directory_people, enrolled, kept, warnings = _in_transaction(
             bring_in, app.extensions["hpcgrade.db"]
         )
         click.echo("username,link")
@@ -261,6 +287,8 @@ def users_import(roster, course_slug: str | None, lang: str) -> None:
             click.echo(f"existing accounts enrolled: {', '.join(enrolled)}", err=True)
         if kept:
             click.echo(f"in the course already, left as they are: {', '.join(kept)}", err=True)
+        for line, warning in warnings:
+            click.echo(f"line {line}: {warning}", err=True)
         if not base_url and created:
             click.echo(
                 "HPCGRADE_PUBLIC_URL is not set: each link is a path on the portal; put "

@@ -1,7 +1,7 @@
 """visible checks: a student's run of an exercise's visible checks from the portal, which uses
 no attempt
 
-Revision ID: 0021
+Revision ID: 0020
 Revises: 0019
 Create Date: 2026-12-06
 """
@@ -9,7 +9,7 @@ Create Date: 2026-12-06
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0021"
+revision = "0020"
 down_revision = "0019"
 branch_labels = None
 depends_on = None
