@@ -127,7 +127,9 @@ def on_server(server: str, address: str) -> str:
     """A path, or an address the server gave, on the server the token is for: its path and query
     alone, whatever host the address names (the Host a proxy passed on, or a forged answer)."""
     parts = urllib.parse.urlsplit(address)
-    return server + parts.path + (f"?{parts.query}" if parts.query else "")
+    # from the root, always: "6/steal" after "http://host:897" would make port 8976
+    path = "/" + parts.path.lstrip("/")
+    return server + path + (f"?{parts.query}" if parts.query else "")
 
 
 class _SameHost(urllib.request.HTTPRedirectHandler):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -157,6 +158,14 @@ def styled_output() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
+def _plain(told: object, name: str) -> str:
+    """The file name the server told for one of an exercise's public files, where it is a plain
+    Python file's name; otherwise the file's own (a forged answer names no path)."""
+    return (
+        told if isinstance(told, str) and re.fullmatch(r"\w[\w.-]*\.py", told, re.ASCII) else name
+    )
+
+
 @click.command(epilog=EXIT_STATUSES)
 @click.argument("exercise")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -292,8 +301,9 @@ def starter(
     if not isinstance(files, dict) or not isinstance(names, dict):
         raise Unreachable(f"the server sent no files for {exercise}: is it an hpcgrade server?")
     # what a student may have, named as the portal names it; never a path the answer chose
+    shown = {name: _plain(names.get(name), name) for name in PUBLIC_FILES}
     written = {
-        Path(names.get(name, name)).name: text
+        shown[name]: text
         for name, text in files.items()
         if name in PUBLIC_FILES and isinstance(text, str)
     }
@@ -304,10 +314,13 @@ def starter(
             f"{', '.join(str(folder / name) for name in there)} already there: your work is kept "
             "(--force replaces it, or --dir another folder)"
         )
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in written.items():
-        (folder / name).write_text(text)
-    start = folder / names.get("starter.py", "starter.py")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in written.items():
+            (folder / name).write_text(text)
+    except OSError as exc:
+        raise NotLoggedIn(f"cannot write into {folder}: {exc.strerror or exc}") from None
+    start = folder / shown["starter.py"]
     click.echo(f"wrote {', '.join(str(folder / name) for name in written)}")
     if start.name in written:
         where = f"{published.get('course', course)}/{exercise}" if course else exercise

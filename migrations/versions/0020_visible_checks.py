@@ -26,6 +26,8 @@ def upgrade() -> None:
         sa.Column("lang", sa.String(length=8), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("requested_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("takes", sa.Integer(), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("report", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(

@@ -38,6 +38,7 @@ from server.core.models import (
     Submission,
     SubmissionStatus,
     WorkerHeartbeat,
+    aware,
     utcnow,
 )
 from worker.harness.pilot import heartbeats
@@ -115,7 +116,7 @@ class ServiceCollector(Collector):
             by_state.add_metric([course, status], number)
             if status == SubmissionStatus.queued.value:
                 queued.add_metric([course], number)
-                oldest.add_metric([course], (now - _aware(first)).total_seconds())
+                oldest.add_metric([course], (now - aware(first)).total_seconds())
         yield from (by_state, queued, oldest)
 
     @staticmethod
@@ -192,7 +193,7 @@ class ServiceCollector(Collector):
         )
         for state in session.scalars(select(ClusterState)):
             left = (
-                (_aware(state.resting_until) - now).total_seconds() if state.resting_until else 0.0
+                (aware(state.resting_until) - now).total_seconds() if state.resting_until else 0.0
             )
             resting.add_metric([state.executor], max(left, 0.0))
             failures.add_metric([state.executor], state.failures)
@@ -210,7 +211,7 @@ class ServiceCollector(Collector):
             labels=["node"],
         )
         for beat in session.scalars(select(WorkerHeartbeat)):
-            age.add_metric([beat.node], (now - _aware(beat.beat_at)).total_seconds())
+            age.add_metric([beat.node], (now - aware(beat.beat_at)).total_seconds())
             trip.add_metric([beat.node], beat.round_trip)
         stale = GaugeMetricFamily(
             "hpcgrade_worker_heartbeat_stale_seconds",
@@ -225,7 +226,7 @@ class ServiceCollector(Collector):
             labels=["task"],
         )
         for task, ran_at in session.execute(select(ScheduleRun.task, ScheduleRun.ran_at)):
-            schedule.add_metric([task], (now - _aware(ran_at)).total_seconds())
+            schedule.add_metric([task], (now - aware(ran_at)).total_seconds())
         yield from (age, trip, stale, schedule)
 
     @staticmethod
@@ -297,8 +298,3 @@ def _number(value: object) -> float:
         return float(value)
     except (TypeError, ValueError):
         return 0.0
-
-
-def _aware(moment: dt.datetime) -> dt.datetime:
-    """SQLite gives back naive datetimes: they are UTC, as everything stored."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)

@@ -28,6 +28,12 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def aware(moment: dt.datetime) -> dt.datetime:
+    """A stored time in UTC, as everything stored: SQLite gives datetimes back naive (and
+    func.coalesce loses the column's type there)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
 class CourseRole(str, enum.Enum):
     """A user's role in one course (an admin, global, is an instructor of every course)."""
 
@@ -499,6 +505,8 @@ class VisibleCheck(Base):
     lang: Mapped[str] = mapped_column(String(8), default="en")
     status: Mapped[str] = mapped_column(String(16), default=VisibleCheckStatus.queued.value)
     requested_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column()  # when a worker last took it
+    takes: Mapped[int] = mapped_column(Integer, default=0)  # how many times a worker took it
     finished_at: Mapped[dt.datetime | None] = mapped_column()
     report: Mapped[str | None] = mapped_column(Text)  # the harness's report, as JSON
 

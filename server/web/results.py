@@ -27,6 +27,7 @@ from server.core.models import (
     Submission,
     SubmissionStatus,
     User,
+    aware,
     utcnow,
 )
 from server.core.queue import place
@@ -189,8 +190,8 @@ class Pace(NamedTuple):
     def stalled_since(self, submitted_at: dt.datetime) -> bool:
         """Nothing moved since a while before now, and the submission has waited that long."""
         before = self.read_at - STALL_AFTER
-        return _aware(submitted_at) < before and (
-            self.last_moved is None or _aware(self.last_moved) < before
+        return aware(submitted_at) < before and (
+            self.last_moved is None or aware(self.last_moved) < before
         )
 
 
@@ -216,20 +217,15 @@ def recent_pace(session: Session) -> Pace:
             resting,
         ).where(or_(GradingRun.started_at > since, GradingRun.finished_at > since))
     ).one()
-    moved = [_aware(t) for t in (started_last, finished_last) if t is not None]
+    moved = [aware(t) for t in (started_last, finished_last) if t is not None]
     pace = Pace(
         finished,
         max(moved, default=None),
         now,
-        resting_until is not None and _aware(resting_until) > now,
+        resting_until is not None and aware(resting_until) > now,
     )
     _pace_kept = (time.monotonic(), pace)
     return pace
-
-
-def _aware(moment: dt.datetime) -> dt.datetime:
-    """SQLite gives back naive datetimes: they are UTC, as everything stored."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
 
 
 def _estimate_text(seconds: int | None) -> str | None:

@@ -25,14 +25,16 @@ from sqlalchemy import func, select
 
 from server.core import task_names
 from server.core.config import app_settings
-from server.core.models import Exercise, VisibleCheck, VisibleCheckStatus, utcnow
+from server.core.models import Exercise, VisibleCheck, VisibleCheckStatus, aware, utcnow
 from server.web.auth import db, kept_page, login_required
 from server.web.results import page_view
 from server.web.submissions import PASTED, Refusal, Rules, check_file, upload_name
 
 blueprint = Blueprint("visible_checks", __name__, url_prefix="/courses/<course>")
-# a check whose task never reached the worker (a broker away) is sent again by its page
+# a check whose task never reached the worker (a broker away) is sent again by its page, and so
+# is one whose worker died running it (worker/grading/visible_checks.py takes it again)
 SEND_AGAIN_AFTER = dt.timedelta(seconds=60)
+RUN_AGAIN_AFTER = dt.timedelta(minutes=7)
 WAITING = (VisibleCheckStatus.queued.value, VisibleCheckStatus.running.value)
 
 
@@ -125,10 +127,7 @@ def shown(check_id: int):
     if check is None or check.user_id != g.user.id or check.exercise.course_id != g.course.id:
         abort(404)  # another student's check does not exist for you
     waiting = check.status in WAITING
-    if (
-        check.status == VisibleCheckStatus.queued.value
-        and utcnow() - _aware(check.requested_at) > SEND_AGAIN_AFTER
-    ):
+    if _lost(check):
         _send(check)
     report = json.loads(check.report) if check.report else None
     view = (
@@ -150,8 +149,14 @@ def shown(check_id: int):
     )
 
 
-def _aware(moment: dt.datetime) -> dt.datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+def _lost(check: VisibleCheck) -> bool:
+    """Whether the check's task seems lost: never taken, or its worker gone."""
+    if check.status == VisibleCheckStatus.queued.value:
+        return utcnow() - aware(check.requested_at) > SEND_AGAIN_AFTER
+    return (
+        check.status == VisibleCheckStatus.running.value
+        and utcnow() - aware(check.started_at) > RUN_AGAIN_AFTER
+    )
 
 
 def _in_language(report: dict, lang: str) -> dict:

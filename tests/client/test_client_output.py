@@ -16,7 +16,7 @@ from werkzeug.serving import make_server
 
 from hpcgrade import terminal as client
 from hpcgrade.service import REFUSED as REFUSED_KIND
-from hpcgrade.service import Service, ServiceError, log_in
+from hpcgrade.service import Service, ServiceError, log_in, on_server
 from hpcgrade.summary import summary
 from hpcgrade.terminal import (
     GRADED,
@@ -348,3 +348,11 @@ def test_the_client_sends_again_after_a_server_error_not_after_a_refusal(monkeyp
         assert len(answers) == 1
     finally:
         server.shutdown()
+
+
+def test_an_address_without_its_leading_slash_stays_on_the_server():
+    """ "6/steal" after "http://127.0.0.1:897" made port 8976, and ".evil.net/x" after a host
+    another host: a forged answer took the token elsewhere."""
+    assert on_server("http://127.0.0.1:897", "6/steal") == "http://127.0.0.1:897/6/steal"
+    assert on_server("https://grader.uni.es", ".evil.net/x") == "https://grader.uni.es/.evil.net/x"
+    assert on_server("https://grader.uni.es", "//evil.net/x?a=1") == "https://grader.uni.es/x?a=1"

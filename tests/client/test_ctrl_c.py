@@ -28,16 +28,29 @@ def test_ctrl_c_while_waiting_says_the_submission_is_still_graded(portal, monkey
     )
 
 
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def harness_started(pid: int) -> bool:
     """Whether the process's harness runs (exec'd): a SIGINT in the instant between its fork
     and its own session would reach it too, which no hand on a keyboard times."""
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+    for child in children(pid):
         try:
             if b"worker.harness" in Path(f"/proc/{child}/cmdline").read_bytes():
                 return True
         except OSError:
             pass
     return False
+
+
+def generations(pid: int) -> int:
+    """How deep the process's tree goes: the student's code runs four below the client
+    (harness, zygote, keeper, student)."""
+    return 1 + max((generations(child) for child in children(pid)), default=0)
 
 
 def test_ctrl_c_during_a_check_stops_it_in_one_line(tmp_path):
@@ -54,6 +67,26 @@ def test_ctrl_c_during_a_check_stops_it_in_one_line(tmp_path):
         time.sleep(0.01)  # then the checks are under way
     os.killpg(check.pid, signal.SIGINT)
     out, err = check.communicate(timeout=60)
+    assert check.returncode == STOPPED, err
+    assert err.strip() == "stopped: the checks did not finish (no attempt was used)"
+    assert out == ""
+
+
+def test_ctrl_c_while_the_students_code_runs_stops_at_once(tmp_path):
+    work = tmp_path / "work.py"
+    work.write_text("import time\n\ntime.sleep(120)\n")  # loading it takes its 10 s
+    command = [str(Path(sys.executable).parent / "hpcgrade"), "check", "autograd-q", str(work)]
+    check = subprocess.Popen(
+        command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while generations(check.pid) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(check.pid, signal.SIGINT)
+    stopped = time.monotonic()
+    out, err = check.communicate(timeout=60)
+    # at once, not once the student's code has run out its 10 s of loading (27 s were seen)
+    assert time.monotonic() - stopped < 8
     assert check.returncode == STOPPED, err
     assert err.strip() == "stopped: the checks did not finish (no attempt was used)"
     assert out == ""

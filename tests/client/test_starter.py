@@ -6,6 +6,7 @@ from click.testing import CliRunner
 from helpers import SECOND_COURSE, second_edition
 from test_client_output import portal  # noqa: F401 - a fixture
 
+from hpcgrade.service import Service
 from hpcgrade.terminal import GRADED, NOT_LOGGED_IN, REFUSED, starter
 from server.core.catalogue import default_root
 
@@ -48,3 +49,25 @@ def test_an_unknown_exercise_or_one_in_two_courses_is_refused(portal, course, tm
     )
     assert named.exit_code == GRADED, named.output
     assert f"hpcgrade check {SECOND_COURSE}/autograd-q" in named.output
+
+
+def test_a_forged_name_or_a_folder_that_cannot_be_written_is_said_plainly(
+    portal, tmp_path, monkeypatch
+):  # noqa: F811
+    real = Service.get
+
+    def forged(self, path, **params):
+        answer = real(self, path, **params)
+        return dict(
+            answer, names={"starter.py": "..", "support.py": "../../x.py", "visible.py": ""}
+        )
+
+    monkeypatch.setattr(Service, "get", forged)
+    folder = tmp_path / "work"
+    written = CliRunner().invoke(starter, ["autograd-q", "--dir", str(folder)])
+    assert written.exit_code == GRADED, written.output
+    assert sorted(p.name for p in folder.iterdir()) == ["starter.py", "visible.py"]
+    (tmp_path / "afile").write_text("")
+    refused = CliRunner().invoke(starter, ["autograd-q", "--dir", str(tmp_path / "afile" / "sub")])
+    assert refused.exit_code == NOT_LOGGED_IN and "cannot write into" in refused.stderr
+    assert "Traceback" not in refused.output

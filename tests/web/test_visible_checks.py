@@ -3,6 +3,8 @@ check` runs them, with no attempt used and no grade; refused as a submission is,
 window, after graded work, and shown to its student alone (worker/grading/visible_checks.py runs
 them here with the session's harness, as the worker does with its own)."""
 
+import dataclasses
+import datetime as dt
 import io
 import re
 
@@ -23,14 +25,15 @@ def ask(client, token, code: str, **form):
     return client.post(CHECK, data={"csrf_token": token, "code": code, **form})
 
 
-def run_on_the_worker(app, harness, grade=None) -> str:
+def run_on_the_worker(app, harness, grade=None, now=None) -> str:
     """What the worker's task does once graded work has had its turn."""
     with app.app_context():
         session = app.extensions["hpcgrade.db"].sessions()
         check_id = session.scalar(select(func.max(VisibleCheck.id)))
-        taken = visible_checks.take(session, check_id, visible_checks.utcnow())
+        now = now or visible_checks.utcnow()
+        taken = visible_checks.take(session, app_settings(), check_id, now)
         assert taken is not None
-        assert visible_checks.take(session, check_id, visible_checks.utcnow()) is None  # once
+        assert visible_checks.take(session, app_settings(), check_id, now) is None  # once
         return visible_checks.run(
             session, app_settings(), taken, grade or (lambda job, python: harness.report_for(job))
         )
@@ -129,3 +132,28 @@ def test_a_check_gives_way_to_graded_work(course):
     with course.app_context():
         session = course.extensions["hpcgrade.db"].sessions()
         assert visible_checks.graded_work_waits(session)
+
+
+def test_a_check_whose_worker_died_is_run_again_then_given_up(course, harness):
+    client, token = logged_in(course)
+    asked = ask(client, token, REFERENCE_Q)
+    with course.app_context():
+        session = course.extensions["hpcgrade.db"].sessions()
+        check_id = session.scalar(select(func.max(VisibleCheck.id)))
+        started = visible_checks.utcnow()
+        assert visible_checks.take(session, app_settings(), check_id, started) is not None
+        # its worker dies: nobody takes it while it may still run, anybody once STALE passed
+        later = started + visible_checks.STALE + dt.timedelta(seconds=1)
+        assert visible_checks.take(session, app_settings(), check_id, started) is None
+        again = visible_checks.take(session, app_settings(), check_id, later)
+        assert again is not None
+        # the first worker, back after all, finds it taken over and stores nothing
+        first = dataclasses.replace(again, started_at=started)
+        ran = lambda job, python: harness.report_for(job)  # noqa: E731
+        assert visible_checks.run(session, app_settings(), first, ran) == "taken over"
+        much_later = later + visible_checks.STALE + dt.timedelta(seconds=1)
+        assert visible_checks.take(session, app_settings(), check_id, much_later) is not None
+        given_up = much_later + visible_checks.STALE + dt.timedelta(seconds=1)
+        assert visible_checks.take(session, app_settings(), check_id, given_up) is None
+        assert session.get(VisibleCheck, check_id).status == "failed"
+    assert "the grader failed, not your code" in client.get(asked.location).text

@@ -26,7 +26,7 @@ from pathlib import Path
 from sqlalchemy import func, select, update
 
 from server.core.db import Database
-from server.core.models import GradingRun, RunStatus, utcnow
+from server.core.models import GradingRun, RunStatus, aware, utcnow
 from worker.grading import settle
 from worker.grading.executor import WAITING, ClusterError, Executor, JobState
 from worker.grading.pilots import Pilots
@@ -41,11 +41,6 @@ CLUSTER_ENDS = frozenset({"CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL"})
 # how long after a run was settled its job's end is still looked for, to be recorded on it
 FINAL_STATE_WINDOW = dt.timedelta(days=1)
 POLLED_AT = ".polled-at"  # in the spool: when a collect last asked the cluster
-
-
-def aware(when: dt.datetime) -> dt.datetime:
-    """func.coalesce loses the column type on SQLite: its value comes back naive (in UTC)."""
-    return when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when
 
 
 class Collecting:

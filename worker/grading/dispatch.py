@@ -46,11 +46,12 @@ from server.core.models import (
     RunStatus,
     Submission,
     SubmissionStatus,
+    aware,
     utcnow,
 )
 from server.core.queue import TURNS
 from worker.grading import cluster_state, settle
-from worker.grading.collect import Collecting, aware
+from worker.grading.collect import Collecting
 from worker.grading.executor import (
     ClusterError,
     Executor,

@@ -149,7 +149,7 @@ def visible_check(self, check_id: int) -> str:
         ):
             visible_check.apply_async((check_id,), countdown=2)
             return "after graded work"
-        taken = visible_checks.take(session, check_id, now)
+        taken = visible_checks.take(session, settings, check_id, now)
         if taken is None:
             return "not ours"
         return visible_checks.run(session, settings, taken, _check_harness().grade)
