@@ -46,6 +46,7 @@ from server.core.ldap_directory import DirectoryUnavailable, known_usernames
 from server.core.links import make_link
 from server.core.mail import mail_configured, server_problem
 from server.core.models import AuthSource, CourseRole, Enrolment, User
+from server.core.names import by_family_name
 from server.core.roster import (
     FIELDS,
     TEMPLATE,
@@ -457,14 +458,11 @@ def _in_course(user: User) -> bool:
 def waiting():
     """The links of the course's accounts whose owners have not set a password yet, made again
     (one handed out and lost, or never mailed): those whose password the user may reset."""
-    users = (
-        db()
-        .scalars(
-            select(User)
-            .where(User.password_hash == NO_PASSWORD, User.id.in_(resettable()))
-            .order_by(User.username)
-        )
-        .all()
+    users = sorted(
+        db().scalars(
+            select(User).where(User.password_hash == NO_PASSWORD, User.id.in_(resettable()))
+        ),
+        key=by_family_name,
     )
     return _links(users, _("Accounts waiting for a password"))
 

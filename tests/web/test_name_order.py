@@ -1,6 +1,6 @@
 """Every list of a course's students sorts by family name, then given name, accents and case
 aside, as a Spanish class list does: the gradebook and its CSV, the exercise's students, the
-roster, the students to give an exception to."""
+roster, the students to give an exception to, the accounts waiting for a password."""
 
 import csv
 import io
@@ -54,3 +54,5 @@ def test_every_list_of_students_sorts_by_family_name(named):
     assert [row[0] for row in rows[2:]] == BY_FAMILY_NAME
     by_name_desc = client.get(f"{STAFF}/grades?order=desc").text
     assert in_order(by_name_desc, BY_FAMILY_NAME) == BY_FAMILY_NAME[::-1]
+    waiting = client.get(f"{STAFF}/roster/waiting").text  # aaron, yago and zoe have none yet
+    assert re.findall(r"<tr><td>([\w.-]+)</td>", waiting) == ["yago", "zoe", "aaron"]
