@@ -168,7 +168,7 @@ def test_the_student_is_told_why_a_file_waits(course):
         return client.post(
             "/api/v1/submissions",
             headers=headers,
-            data={"exercise": "autograd-q", "file": (io.BytesIO(b"def f(): pass\n"), "w.py")},
+            data={"exercise": "autograd-q", "file": (io.BytesIO(b"def q_grads(): pass\n"), "w.py")},
         ).json
 
     first, second = send(), send()

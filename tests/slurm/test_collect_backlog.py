@@ -62,16 +62,17 @@ def test_on_a_cluster_a_dispatch_leaves_the_work_to_one_under_way(tmp_path, monk
     monkeypatch.setattr(
         Dispatcher,
         "dispatch",
-        lambda self, ids: dispatched.append(ids) or dispatch_module.Dispatched(),
+        lambda self: dispatched.append("dispatched") or dispatch_module.Dispatched(),
     )
     monkeypatch.setattr(Dispatcher, "recover", lambda self, dead: [])
     with app.app_context():
         with one_at_a_time(app.extensions["hpcgrade.db"], tmp_path / "spool", "dispatch"):
             assert tasks.dispatch.apply(args=[[1]]).get() == {}
             assert tasks.collect.apply().get() == {}
-        assert dispatched == [[]]  # the collect's: the one turned away waits for it at most
+        # the collect's alone: the dispatch turned away waits for it at most
+        assert dispatched == ["dispatched"]
         tasks.dispatch.apply(args=[[2]]).get()
-    assert dispatched == [[], [2]]
+    assert dispatched == ["dispatched", "dispatched"]
 
 
 def celery(command: str, env: dict, *options: str) -> subprocess.Popen:
