@@ -26,10 +26,18 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from stack import FILES, Ledger, Stack, now, running_run, settle  # noqa: E402
 
+from server.core.catalogue import default_root, load_exercise_info  # noqa: E402
+
 STUDENTS = [f"s{n:02d}" for n in range(10)]
 HOG = "s10"
 HOG_EXERCISES = ("autograd-q", "metrics", "tensors-reshape")  # 20 attempts each
 OUTAGE_SECONDS = 10.0
+
+
+def hogging(slug: str, n: int) -> str:
+    """A file the portal takes (it defines one of the exercise's functions) that loads for ever."""
+    name = load_exercise_info(default_root() / slug).functions[0]
+    return f"# {n}\ndef {name}(*args):\n    pass\n\n\nwhile True:\n    pass\n"
 
 
 def batch(ledger: Ledger, phase: str, slow_files: int = 0, load_seconds: float = 0) -> list[int]:
@@ -125,8 +133,9 @@ def main() -> None:
         idle = waits(stack, apis, args.patience)
         hog = stack.api(HOG)
         flood = [
-            hog.submit(HOG_EXERCISES[n % len(HOG_EXERCISES)], f"# {n}\nwhile True:\n    pass\n")
+            hog.submit(slug, hogging(slug, n))
             for n in range(args.flood)
+            for slug in [HOG_EXERCISES[n % len(HOG_EXERCISES)]]
         ]
         accepted = sum(answer.status_code == 202 for answer in flood)
         time.sleep(1)  # the flood is in the queue, its first files in hand
