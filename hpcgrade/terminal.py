@@ -33,6 +33,14 @@ from hpcgrade.summary import summary, translator
 from server.core.catalogue import PUBLIC_FILES
 
 LANGS = click.Choice(["en", "es"])
+COURSE_OPTION = click.option(
+    "--course",
+    help="The exercise's course, where it is in several of yours (or "
+    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
+)
+SERVER_OPTION = click.option(
+    "--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file)."
+)
 GRADED, NO_GRADE, NOT_LOGGED_IN, REFUSED, TIMED_OUT, UNREACHABLE = range(6)
 STOPPED = 130  # a shell's own status for a command that Ctrl-C (SIGINT) ended
 # \b keeps click from joining the lines of the table in --help
@@ -131,7 +139,7 @@ def login(server: str | None, username: str, password: str) -> None:
 Exit status: {GRADED} listed; {NOT_LOGGED_IN} not logged in; {UNREACHABLE} the server could not
 be reached.""",
 )
-@click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
+@SERVER_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the courses as JSON.")
 @click.option("--lang", type=LANGS, default="en", show_default=True, help="The titles' language.")
 def my_courses(server: str | None, as_json: bool, lang: str) -> None:
@@ -169,12 +177,8 @@ def _plain(told: object, name: str) -> str:
 @click.command(epilog=EXIT_STATUSES)
 @click.argument("exercise")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--course",
-    help="The exercise's course, where it is in several of yours (or "
-    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
-)
-@click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
+@COURSE_OPTION
+@SERVER_OPTION
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the grade.")
 @click.option(
     "--timeout",
@@ -270,18 +274,14 @@ already (--force replaces it); {REFUSED} no such exercise of yours; {UNREACHABLE
 not be reached."""
 )
 @click.argument("exercise")
-@click.option(
-    "--course",
-    help="The exercise's course, where it is in several of yours (or "
-    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
-)
+@COURSE_OPTION
 @click.option(
     "--dir",
     "folder",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to write the files (default: a folder named EXERCISE here).",
 )
-@click.option("--server", help="The portal's URL (default: HPCGRADE_SERVER or the client file).")
+@SERVER_OPTION
 @click.option("--force", is_flag=True, help="Replace files of the same names already there.")
 def starter(
     exercise: str, course: str | None, folder: Path | None, server: str | None, force: bool
@@ -330,11 +330,7 @@ def starter(
 @click.command(epilog=EXIT_STATUSES)
 @click.argument("exercise")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--course",
-    help="The exercise's course, where it is in several of yours (or "
-    "name it as COURSE/EXERCISE); `hpcgrade my-courses` lists them.",
-)
+@COURSE_OPTION
 @click.option("--lang", type=LANGS, default="en", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check(exercise: str, file: Path, course: str | None, lang: str, as_json: bool) -> None:

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from server.core.grades import DONE_RUN, Grade, maximum_points, student_grade
 from server.core.models import Exercise, GradingRun, Submission, SubmissionStatus, User
 from server.web.auth import db, login_required, staff_required
+from server.web.portal import active_exercise
 from server.web.results import code_cells, submission_dict, submission_state
 from server.web.staff import exercise_or_404, student_or_404
 from server.web.submissions import where
@@ -64,13 +65,7 @@ class Comparison(NamedTuple):
 @blueprint.route("/exercises/<slug>/attempts")
 @login_required
 def mine(slug: str):
-    exercise = db().scalar(
-        select(Exercise).where(
-            Exercise.course_id == g.course.id, Exercise.slug == slug, Exercise.active
-        )
-    )
-    if exercise is None:
-        abort(404)
+    exercise = active_exercise(slug)
     return _history_page(g.user, exercise)
 
 

@@ -67,7 +67,8 @@ def language() -> dict:
     return {"lang": lang, "other_lang": "es" if lang == "en" else "en"}
 
 
-def _exercise(slug: str) -> Exercise:
+def active_exercise(slug: str) -> Exercise:
+    """The course's exercise of this slug that students see; 404 for any other."""
     exercise = db().scalar(
         select(Exercise).where(
             Exercise.course_id == g.course.id, Exercise.slug == slug, Exercise.active
@@ -129,7 +130,7 @@ def index():
 @blueprint.route("/exercises/<slug>")
 @login_required
 def exercise(slug: str):
-    exercise = _exercise(slug)
+    exercise = active_exercise(slug)
     path = exercise_folder(exercise) / f"statement.{g.lang}.md"
     statement = (
         _focusable_code(
@@ -197,7 +198,7 @@ def download(slug: str, name: str):
     else of the folder."""
     if name not in PUBLIC_FILES:
         abort(404)
-    exercise = _exercise(slug)
+    exercise = active_exercise(slug)
     path = exercise_folder(exercise) / name
     if not path.is_file():
         abort(404)
@@ -212,7 +213,7 @@ def download(slug: str, name: str):
 @blueprint.post("/exercises/<slug>/submissions")
 @login_required
 def submit(slug: str):
-    exercise = _exercise(slug)
+    exercise = active_exercise(slug)
     upload = request.files.get("file")
     uploaded = upload is not None and bool(upload.filename)
     # browsers send a textarea's line ends as CRLF

@@ -27,6 +27,7 @@ from server.core import task_names
 from server.core.config import app_settings
 from server.core.models import Exercise, VisibleCheck, VisibleCheckStatus, aware, utcnow
 from server.web.auth import db, kept_page, login_required
+from server.web.portal import active_exercise
 from server.web.results import page_view
 from server.web.submissions import PASTED, Refusal, Rules, check_file, upload_name
 
@@ -47,13 +48,7 @@ def offered() -> dict:
 @blueprint.post("/exercises/<slug>/check")
 @login_required
 def ask(slug: str):
-    exercise = db().scalar(
-        select(Exercise).where(
-            Exercise.course_id == g.course.id, Exercise.slug == slug, Exercise.active
-        )
-    )
-    if exercise is None:
-        abort(404)
+    exercise = active_exercise(slug)
     upload = request.files.get("file")
     pasted = request.form.get("code", "").replace("\r\n", "\n")
     settings = app_settings()
