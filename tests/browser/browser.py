@@ -44,6 +44,10 @@ INSTRUCTOR = ("prof", "prof-long-password")
 FINAL_STATES = ("graded", "grader error", "cancelled")
 
 
+# the exercise form's Submit, not its Check (a second submit button, with a formaction of its own)
+SUBMIT = "button[type=submit]:not([formaction])"
+
+
 @dataclass
 class Site:
     """The portal as its users see it: its address (nginx's), and who may log in."""

@@ -4,7 +4,7 @@ course's work apart; an instructor of one lands in it and finds nothing of the o
 from __future__ import annotations
 
 import pytest
-from browser import live_states, log_in, walk
+from browser import SUBMIT, live_states, log_in, walk
 from stack import COURSES, EXERCISES
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -25,7 +25,7 @@ def test_a_student_of_two_courses_picks_one_and_finds_each_apart(site, desktop):
     desktop.locator(f"main a[href='/courses/{LAB}/exercises/{EXERCISE}']").click()
     desktop.locator("textarea[name=code]").fill(REFERENCE.read_text())
     with desktop.expect_navigation():
-        desktop.locator("form:has(textarea[name=code]) [type=submit]").click()
+        desktop.locator(f"form:has(textarea[name=code]) {SUBMIT}").click()
     assert desktop.url.startswith(site.url(f"/courses/{LAB}/submissions/"))
     lab_submission = desktop.url.rsplit("/", 1)[1]
     assert live_states(desktop)[-1].lower().startswith("graded")

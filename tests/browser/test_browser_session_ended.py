@@ -7,7 +7,7 @@ and a desktop, in English and Spanish."""
 from __future__ import annotations
 
 import pytest
-from browser import log_in
+from browser import SUBMIT, log_in
 from stack import EXERCISES
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -46,7 +46,7 @@ def test_code_sent_after_the_session_ended_is_kept(site, open_page, kind, lang, 
     form.locator("textarea[name=code]").fill(CODE)
     page.context.clear_cookies()  # the session gone, as after a password changed elsewhere
     with page.expect_navigation():
-        form.locator("[type=submit]").click()
+        form.locator(SUBMIT).click()
     ended, kept_code, kept_file = SAID[lang]
     assert "/login" in page.url and ended in alerts(page), alerts(page)
     page.fill("input[name=username]", "s02")
@@ -71,7 +71,7 @@ def test_a_refusal_comes_back_to_the_page_with_the_code(site, open_page, kind, l
     broken = "def stack_rows(x):\n    return x +\n"
     page.locator("textarea[name=code]").fill(broken)
     with page.expect_navigation():
-        page.locator("form.submit-form [type=submit]").click()
+        page.locator(f"form.submit-form {SUBMIT}").click()
     assert page.url.endswith(f"{PAGE}?kept=1"), page.url
     said = alerts(page)
     assert ("(pasted code, line 2)" if lang == "en" else "(código pegado, línea 2)") in said, said

@@ -13,7 +13,7 @@ import re
 
 import pytest
 import sqlalchemy as sa
-from browser import live_states, log_in, screenshot, walk
+from browser import SUBMIT, live_states, log_in, screenshot, walk
 from stack import EXERCISES, settle, slow, submissions
 
 from server.core.catalogue import max_points
@@ -50,7 +50,7 @@ def submit(page, site, *, upload=None, paste: str | None = None) -> int:
     if paste:
         form.locator("textarea[name=code]").fill(paste)
     with page.expect_navigation():
-        form.locator("[type=submit]").click()
+        form.locator(SUBMIT).click()
     accepted = SUBMISSION_PAGE.search(page.url)
     assert accepted, f"refused: {page.locator('[role=alert]').all_text_contents()}"
     return int(accepted[1])
@@ -132,7 +132,7 @@ def send_form(page, *, upload=None, paste: str = "") -> None:
         form.locator("input[name=file]").set_input_files(str(upload))
     form.locator("textarea[name=code]").fill(paste)
     with page.expect_navigation():
-        form.locator("[type=submit]").click()
+        form.locator(SUBMIT).click()
 
 
 def test_the_exercise_page_states_points_attempts_and_deadline(site, desktop):

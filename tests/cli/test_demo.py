@@ -200,7 +200,7 @@ def test_a_student_submits_from_the_terminal_and_gets_the_grade(demo, tmp_path):
 
     unknown = client(tmp_path, "submit", "nope", "examples/autograd-q/alice_correct.py")
     assert unknown.returncode == 3  # refused, naming where it looked
-    assert "no exercise nope in your courses (pytorch-2025, pytorch-2026)" in unknown.stderr
+    assert "no exercise nope in your courses (pytorch-2026, pytorch-2025)" in unknown.stderr
     refused = client(tmp_path, "submit", "pytorch-2026/autograd-q", "README.md")
     assert refused.returncode == 3 and ".py" in refused.stderr
     forged = client(

@@ -217,7 +217,7 @@ def test_a_waiting_submission_shows_when_it_was_sent_and_no_submit_again(course)
         session.scalar(select(Exercise).where(Exercise.slug == "autograd-q")).max_attempts = 3
         session.commit()
     page = text_of(client.get(send(client, token, REFERENCE_Q).headers["Location"]).text)
-    assert re.search(r"Submitted \S.*\d\d:\d\d · work\.py", page), page
+    assert re.search(r"Submitted \S.*\d\d:\d\d [A-Z]+ · work\.py", page), page
     assert "2 attempts left" in page
     assert "Submit again" not in page
 

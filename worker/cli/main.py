@@ -28,7 +28,7 @@ from server.core.catalogue import (
     default_root,
     load_exercise_info,
 )
-from worker.cli.self_check import derived_check, self_check
+from worker.cli.self_check import derived_check, self_check, too_few
 from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.harness.report import Report
@@ -283,7 +283,9 @@ def check_exercises(
         _harness(None, scratch) as harness,
     ):
         for info in infos:
-            found = self_check(harness, info, seeds or (None, None, None), write_visible_mistakes)
+            found = too_few(info) + self_check(
+                harness, info, seeds or (None, None, None), write_visible_mistakes
+            )
             if derived:
                 tally = derived_check(harness, info, seeds or (None, None, None))
                 found += tally.problems

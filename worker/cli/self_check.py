@@ -33,8 +33,7 @@ def self_check(
     write_visible_mistakes: bool = False,
 ) -> list[str]:
     """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
-    problems = _too_few(info)
-    problems += _visible_mistakes_problems(harness, info, write_visible_mistakes)
+    problems = _visible_mistakes_problems(harness, info, write_visible_mistakes)
     scores: dict[str, set[float]] = {}
     for seed in seeds:
         for visible in (False, True):
@@ -220,8 +219,9 @@ def _wrong_program_problem(kind: str, name: str, code: str, report: dict) -> str
     return None
 
 
-def _too_few(info: ExerciseInfo) -> list[str]:
-    """The minimums docs/writing-an-exercise.md asks: a mistake students make that no program
+def too_few(info: ExerciseInfo) -> list[str]:
+    """The minimums docs/writing-an-exercise.md asks, which `exercise check` holds an exercise
+    to beside what grading its programs finds: a mistake students make that no program
     stands for passes unnoticed, and the checks' fixed cases are only as good as the wrong
     programs they were chosen against."""
     mutants, students = len(info.mutants), len(info.student_programs)
