@@ -17,7 +17,7 @@ pytestmark = pytest.mark.course_venv
 ROOT = Path(__file__).parents[2]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # made once: pytest would make a module's again per database
 def course_venv(tmp_path_factory):
     venv = tmp_path_factory.mktemp("course") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
