@@ -32,7 +32,7 @@ from werkzeug.security import generate_password_hash
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
-from helpers import CSRF_TOKEN, postgres_database  # noqa: E402
+from helpers import CSRF_TOKEN, free_port, postgres_database  # noqa: E402
 from service import percentile, running, wrk  # noqa: E402
 
 from server.core import migrate  # noqa: E402
@@ -43,7 +43,6 @@ from server.core.exercises import sync_exercises  # noqa: E402
 from server.core.models import Enrolment, Exercise, GradingRun, Submission, User  # noqa: E402
 from worker.cli.demo import wait_for_port, write_config  # noqa: E402
 
-PORT = 8766
 PASSWORD = "bench-password"
 EXERCISES = ("autograd-q", "metrics")
 
@@ -162,6 +161,7 @@ def measure(courses: int, students: int, seconds: int) -> dict[str, float | str]
         database.dispose()
         env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
         env["HPCGRADE_CONFIG"] = str(config)
+        port = free_port()  # never a fixed one: a portal left behind would answer in its place
         portal = stack.enter_context(
             running(
                 [
@@ -169,7 +169,7 @@ def measure(courses: int, students: int, seconds: int) -> dict[str, float | str]
                     "-m",
                     "gunicorn",
                     "--bind",
-                    f"127.0.0.1:{PORT}",
+                    f"127.0.0.1:{port}",
                     "--workers",
                     "2",
                     "--log-level",
@@ -179,8 +179,8 @@ def measure(courses: int, students: int, seconds: int) -> dict[str, float | str]
                 env,
             )
         )
-        assert wait_for_port("127.0.0.1", PORT, portal, 30), "the portal did not start"
-        base = f"http://127.0.0.1:{PORT}"
+        assert wait_for_port("127.0.0.1", port, portal, 30), "the portal did not start"
+        base = f"http://127.0.0.1:{port}"
         last = courses - 1  # the course created last: its rows are the newest
         page = course_page_seconds(base, f"prof{last}", f"c{last}")
         token = requests.post(

@@ -8,7 +8,7 @@ worker with 2 slots, Celery beat on its own).
 2. Fair share: the p50 wait (submitted → graded) of 10 students' correct files while one student
    floods the queue with 50 files that never finish loading, against the same 10 on an idle queue.
 
-    .venv/bin/python bench/faults.py [--flood 50] [--patience 300]
+    .venv/bin/python bench/faults.py [--flood 50] [--patience 300] [--only pool ...]
 """
 
 from __future__ import annotations
@@ -58,40 +58,63 @@ def last_graded(stack: Stack, ids: list[int], since, patience: float) -> float |
     return max(r.finished_at for r in runs).timestamp() - since.timestamp()
 
 
-def faults(stack: Stack, ledger: Ledger, patience: float) -> dict[str, float | None]:
-    figures = {}
-    ids = batch(ledger, "baseline", slow_files=2, load_seconds=1)
-    figures["none (baseline)"] = last_graded(stack, ids, now(), patience)
-
+def redis_restarted(stack: Stack, ledger: Ledger, patience: float) -> float | None:
     stack.redis.stop()
     ids = batch(ledger, "redis")
     stack.redis.start()
-    figures["Redis restarted"] = last_graded(stack, ids, now(), patience)
+    return last_graded(stack, ids, now(), patience)
 
+
+def database_stopped(stack: Stack, ledger: Ledger, patience: float) -> float | None:
     ids = batch(ledger, "database", slow_files=4, load_seconds=1)
     stack.postgres.stop()
     time.sleep(OUTAGE_SECONDS)
     stack.postgres.start()
-    figures[f"PostgreSQL stopped {OUTAGE_SECONDS:.0f} s"] = last_graded(stack, ids, now(), patience)
+    return last_graded(stack, ids, now(), patience)
 
+
+def pool_process_killed(stack: Stack, ledger: Ledger, patience: float) -> float | None:
     ids = batch(ledger, "pool", slow_files=2, load_seconds=3)
     _, pid = running_run(stack, ids)
     os.kill(pid, signal.SIGKILL)
-    figures["pool process killed"] = last_graded(stack, ids, now(), patience)
+    return last_graded(stack, ids, now(), patience)
 
+
+def main_process_killed(stack: Stack, ledger: Ledger, patience: float) -> float | None:
     ids = batch(ledger, "main", slow_files=2, load_seconds=3)
     running_run(stack, ids)
     stack.worker.kill()
     ended = now()
     stack.worker.restart_after_kill()
-    figures["main worker process killed (restarted)"] = last_graded(stack, ids, ended, patience)
+    return last_graded(stack, ids, ended, patience)
 
+
+def beat_killed(stack: Stack, ledger: Ledger, patience: float) -> float | None:
     stack.beat.kill()
     stack.redis.stop()  # what is sent now waits for the new beat's reconcile
     ids = batch(ledger, "beat")
     stack.redis.start()
     stack.beat.restart_after_kill()
-    figures["beat killed while Redis was away"] = last_graded(stack, ids, now(), patience)
+    return last_graded(stack, ids, now(), patience)
+
+
+FAULTS = {
+    "redis": ("Redis restarted", redis_restarted),
+    "database": (f"PostgreSQL stopped {OUTAGE_SECONDS:.0f} s", database_stopped),
+    "pool": ("pool process killed", pool_process_killed),
+    "main": ("main worker process killed (restarted)", main_process_killed),
+    "beat": ("beat killed while Redis was away", beat_killed),
+}
+
+
+def faults(
+    stack: Stack, ledger: Ledger, patience: float, only: list[str]
+) -> dict[str, float | None]:
+    ids = batch(ledger, "baseline", slow_files=2, load_seconds=1)
+    figures = {"none (baseline)": last_graded(stack, ids, now(), patience)}
+    for key in only:
+        name, fault = FAULTS[key]
+        figures[name] = fault(stack, ledger, patience)
     return figures
 
 
@@ -123,12 +146,15 @@ def main() -> None:
         default=300,
         help="seconds to wait for a grade before giving up on it",
     )
+    parser.add_argument(
+        "--only", choices=sorted(FAULTS), action="append", help="these faults alone (repeat)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     with Stack(students=11) as stack:
         ledger = Ledger(stack, STUDENTS)
         settle(stack, batch(ledger, "warm-up"), 60)  # each pool process starts its harness
-        recovery = faults(stack, ledger, args.patience)
+        recovery = faults(stack, ledger, args.patience, args.only or list(FAULTS))
         apis = {name: stack.api(name) for name in STUDENTS}
         idle = waits(stack, apis, args.patience)
         hog = stack.api(HOG)

@@ -1,7 +1,7 @@
 """How many of the exercises' student programs, and of the wrong programs the grader derives from
 each reference, are told their mistake.
 
-    .venv/bin/python bench/named_mistakes.py [--programs DIR] [--seed N …]
+    .venv/bin/python bench/named_mistakes.py [--programs DIR] [--seed N …] [SLUG …]
 
 Grades each student program (exercises/<slug>/student_programs/<name>.py, declared in its
 exercise.toml with the code it must lose points with and the words that name its mistake) with
@@ -63,14 +63,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", type=Path, default=default_root())
     parser.add_argument("--seed", type=int, action="append", dest="seeds")
+    parser.add_argument("slugs", nargs="*", help="these exercises only (all by default)")
     args = parser.parse_args()
     seeds = args.seeds or [0, 1]
+    slugs = args.slugs or sorted(declared(default_root()))
+    unknown = sorted(set(slugs) - set(declared(default_root())))
+    if unknown:
+        parser.error(f"no exercise with student programs: {', '.join(unknown)}")
     total = told = lost = 0
     with (
         tempfile.TemporaryDirectory() as scratch,
         HarnessProcess(python=sys.executable, scratch=scratch) as harness,
     ):
         for slug, programs in declared(args.programs).items():
+            if slug not in slugs:
+                continue
             info = load_exercise_info(default_root() / slug)
             for name, program in programs.items():
                 reports = [
@@ -89,7 +96,7 @@ def main() -> None:
             f"{told} are told their mistake in both languages on every seed\n"
         )
         derived = equivalent = named_derived = weak = 0
-        for slug in sorted(declared(default_root())):
+        for slug in slugs:
             tally = derived_check(harness, load_exercise_info(default_root() / slug), tuple(seeds))
             derived += tally.programs
             equivalent += len(tally.equivalent)

@@ -44,8 +44,16 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 from service import client, running, submit_and_wait  # noqa: E402
 from slurm import Service  # noqa: E402
 
-from server.core.grades import PREVIEWING  # noqa: E402
-from server.core.models import Exercise, GradingRun, Regrade, Submission, User, utcnow  # noqa: E402
+from server.core import runs  # noqa: E402
+from server.core.models import (  # noqa: E402
+    Exercise,
+    GradingRun,
+    Regrade,
+    RunStatus,
+    Submission,
+    User,
+    utcnow,
+)
 from server.core.users import add_user  # noqa: E402
 from server.web.course import by_students  # noqa: E402
 from server.web.regrade_preview import FINISHED  # noqa: E402
@@ -89,7 +97,8 @@ class Course(Service):
         with self.database.sessions() as session:
             return session.scalar(
                 sa.select(sa.func.count()).where(
-                    GradingRun.regrade_id == regrade_id, GradingRun.status == PREVIEWING
+                    GradingRun.regrade_id == regrade_id,
+                    GradingRun.status == RunStatus.previewing.value,
                 )
             )
 
@@ -126,17 +135,13 @@ class Course(Service):
             regrade = Regrade(exercise_id=exercise.id, started_by=prof.id, started_at=now)
             session.add(regrade)
             session.flush()
-            session.add_all(
-                GradingRun(
-                    submission_id=submission_id,
-                    attempt=attempt + 1,
-                    executor=executor,
-                    status=PREVIEWING,
-                    regrade_id=regrade.id,
-                    started_at=now,
-                    lease_until=now - dt.timedelta(seconds=1),
-                )
-                for submission_id, attempt in attempts
+            runs.start_previews(  # stalled at once: the page's "Start grading again" sends it
+                session,
+                regrade.id,
+                {submission_id: attempt + 1 for submission_id, attempt in attempts},
+                executor,
+                now,
+                waits_until=now - dt.timedelta(seconds=1),
             )
             return regrade.id
 
@@ -198,16 +203,16 @@ def scores() -> dict[Path, tuple[float, float]]:
 class Instructor:
     """prof in the portal, through its pages as a browser goes."""
 
-    def __init__(self, base: str):
-        self.base, self.http = base, requests.Session()
-        token = CSRF_TOKEN.search(self.http.get(f"{base}/login").text).group(1)
+    def __init__(self, site: str, course: str):
+        self.base, self.http = f"{site}/courses/{course}", requests.Session()
+        token = CSRF_TOKEN.search(self.http.get(f"{site}/login").text).group(1)
         answer = self.http.post(
-            f"{base}/login",
+            f"{site}/login",
             allow_redirects=False,
             data={"username": "prof", "password": PASSWORD, "csrf_token": token},
         )
         assert answer.status_code == 302, answer.text
-        page = self.http.get(f"{base}/staff/exercises/{EXERCISE.name}").text
+        page = self.http.get(f"{self.base}/staff/exercises/{EXERCISE.name}").text
         self.token = CSRF_TOKEN.search(page).group(1)
 
     def post(self, path: str) -> str:
@@ -329,7 +334,7 @@ def main() -> None:
         folder.chmod(0o755)
         course = Course(stack, folder, args.students)
         course.seed(args.students, args.submissions, graded_files)
-        prof = Instructor(course.base)
+        prof = Instructor(course.base, course.course)
         for executor in args.executors:
             figures[executor] = measure(course, prof, executor)
         course.database.dispose()

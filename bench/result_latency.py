@@ -108,7 +108,7 @@ def measure(target, submissions: int) -> None:
             form = page.locator("form:has(textarea[name=code])")
             form.locator("textarea[name=code]").fill(REFERENCE)
             clicked = time.time()
-            form.locator("[type=submit]").click()
+            form.locator("button[type=submit]:not([formaction])").click()  # Submit, not Check
             page.locator("#live .tag.graded").wait_for(timeout=120_000)
             shown = time.time()
             submission_id = int(page.url.rsplit("/", 1)[1])

@@ -30,8 +30,9 @@ from click.testing import CliRunner  # noqa: E402
 from helpers import logged_in, new_course, postgres_database  # noqa: E402
 from werkzeug.security import generate_password_hash  # noqa: E402
 
+from server.core import migrate  # noqa: E402
 from server.core.users import add_user  # noqa: E402
-from server.web.app import create_app, migrate  # noqa: E402
+from server.web.app import create_app  # noqa: E402
 from worker.cli.main import main as cli  # noqa: E402
 
 SECRET_KEY = uuid.uuid4().hex

@@ -32,7 +32,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
-from helpers import postgres_database  # noqa: E402  (a new database, dropped afterwards)
+from helpers import free_port, postgres_database  # noqa: E402  (a new database, dropped afterwards)
 from warm_vs_fresh import fresh  # noqa: E402
 
 from server.core import migrate  # noqa: E402
@@ -43,7 +43,6 @@ from server.core.users import add_user  # noqa: E402
 from worker.cli.demo import wait_for_port, write_config  # noqa: E402
 
 BROKER = "redis://127.0.0.1:6379/13"
-PORT = 8765
 ATTEMPTS = 20
 REFERENCE = (ROOT / "exercises" / "autograd-q" / "reference.py").read_bytes()
 
@@ -75,6 +74,9 @@ def client(base: str, username: str) -> requests.Session:
     return api
 
 
+GRADE_WITHIN = 300.0  # seconds: a grade that never comes is a failure that says so, not a hang
+
+
 def submit_and_wait(api: requests.Session, base: str) -> float:
     started = time.perf_counter()
     sent = api.post(
@@ -84,10 +86,12 @@ def submit_and_wait(api: requests.Session, base: str) -> float:
     )
     assert sent.status_code == 202, sent.text
     url = f"{base}/api/v1/submissions/{sent.json()['id']}"
+    deadline = time.monotonic() + GRADE_WITHIN
     while True:
         result = api.get(url).json()
         if result["status"] not in ("queued", "running"):
             break
+        assert time.monotonic() < deadline, f"not graded within {GRADE_WITHIN:.0f} s: {result}"
         time.sleep(0.005)
     elapsed = time.perf_counter() - started
     assert result["status"] == "graded" and result["score"] == result["max_score"], result
@@ -141,6 +145,7 @@ def main() -> None:
         database.dispose()
         env = {k: v for k, v in os.environ.items() if not k.startswith("HPCGRADE_")}
         env["HPCGRADE_CONFIG"] = str(config)
+        port = free_port()  # never a fixed one: a portal left behind would answer in its place
         portal = stack.enter_context(
             running(
                 [
@@ -148,7 +153,7 @@ def main() -> None:
                     "-m",
                     "gunicorn",
                     "--bind",
-                    f"127.0.0.1:{PORT}",
+                    f"127.0.0.1:{port}",
                     "--workers",
                     str(args.web_workers),
                     "--threads",
@@ -180,8 +185,8 @@ def main() -> None:
                 env,
             )
         )
-        assert wait_for_port("127.0.0.1", PORT, portal, 30), "the portal did not start"
-        base = f"http://127.0.0.1:{PORT}"
+        assert wait_for_port("127.0.0.1", port, portal, 30), "the portal did not start"
+        base = f"http://127.0.0.1:{port}"
         apis = [client(base, f"bench{n}") for n in range(students)]
         first = submit_and_wait(apis[0], base)  # the worker starts its warm harness here
         latencies = [
@@ -205,7 +210,7 @@ def main() -> None:
             queued, args.seconds, apis[-1].headers["Authorization"].split()[1]
         )
         static_rps, static_p99 = wrk(f"{base}/static/hpcgrade.css", args.seconds)
-    fresh_times = fresh(3)
+    fresh_times = fresh(3, "cpu")  # the service's worker grades on the CPU here
     p50, p95, baseline = (
         percentile(latencies, 50),
         percentile(latencies, 95),
@@ -225,9 +230,11 @@ def main() -> None:
         f"  (target ≥ 1000 req/s)"
     )
     print(f"  the same, a queued submission   : {queued_rps:7.0f} req/s  p99 {queued_p99}")
+    # a window of a second on a machine busy with other work can end before any request does
+    ratio = f"{status_rps / static_rps:.2f}" if static_rps else "none: no request ended in time"
     print(
         f"  static file, same gunicorn      : {static_rps:7.0f} req/s  p99 {static_p99}"
-        f"  → ratio status / static {status_rps / static_rps:.2f}"
+        f"  → ratio status / static {ratio}"
     )
     print(
         f"  ({os.cpu_count()} cores, {args.web_workers} gunicorn workers, wrk on the same machine)"

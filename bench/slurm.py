@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 from cold_start import import_torch, spool_run  # noqa: E402
-from helpers import postgres_database  # noqa: E402
+from helpers import free_port, postgres_database  # noqa: E402
 from service import REFERENCE, percentile, running, submit_and_wait  # noqa: E402
 
 from server.core import migrate  # noqa: E402
@@ -57,7 +57,6 @@ from server.core.users import add_user  # noqa: E402
 from worker.cli.demo import wait_for_port, write_config  # noqa: E402
 
 BROKER = "redis://127.0.0.1:6379/14"
-PORT = 8766
 ATTEMPTS = 20
 SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scancel", "scontrol", "sinfo")
 
@@ -170,6 +169,7 @@ class Service:
         redis.Redis.from_url(BROKER).flushdb()
         self.wrappers = logged_slurm(folder)
         self.env = self.configure()
+        port = free_port()  # never a fixed one: a portal left behind would answer in its place
         portal = stack.enter_context(
             running(
                 [
@@ -177,7 +177,7 @@ class Service:
                     "-m",
                     "gunicorn",
                     "--bind",
-                    f"127.0.0.1:{PORT}",
+                    f"127.0.0.1:{port}",
                     "--workers",
                     "1",
                     "--log-level",
@@ -187,8 +187,8 @@ class Service:
                 self.env,
             )
         )
-        assert wait_for_port("127.0.0.1", PORT, portal, 30), "the portal did not start"
-        self.base = f"http://127.0.0.1:{PORT}"
+        assert wait_for_port("127.0.0.1", port, portal, 30), "the portal did not start"
+        self.base = f"http://127.0.0.1:{port}"
         self.grading: ExitStack | None = None
 
     def configure(self, **settings) -> dict:
@@ -331,6 +331,39 @@ def rush(
     )
 
 
+def say(line: str) -> None:
+    """A figure, printed as soon as it is measured: the whole run takes many minutes."""
+    print(line, flush=True)
+
+
+def through_a_pilot(service: Service, clients: Students, count: int) -> list[float]:
+    """`count` grades through a live pilot, after one that warms it; the pilot is cancelled."""
+    started = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "hpcgrade"),
+            "pilot",
+            "start",
+            "--course",
+            service.course,
+            "--hours",
+            "1",
+        ],
+        env=service.configure(),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout.split()[1]
+    try:
+        while not (service.folder / "spool" / "pilots" / started / "heartbeat.json").exists():
+            time.sleep(0.1)
+        submit_and_wait(clients.next(), service.base)  # the pilot's first grade warms it
+        return [submit_and_wait(clients.next(), service.base) for _ in range(count)]
+    finally:
+        subprocess.run(["scancel", started], check=True)
+        time.sleep(3)  # the dispatcher sees the pilot's job end
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency", type=int, default=10, help="submissions through sbatch")
@@ -339,6 +372,8 @@ def main() -> None:
     parser.add_argument("--rush", type=int, default=200, help="students submitting at once")
     parser.add_argument("--cold", type=int, default=5)
     args = parser.parse_args()
+    if min(args.latency, args.idle, args.pilot, args.rush, args.cold) < 1:
+        parser.error("--latency, --idle, --pilot, --rush and --cold take 1 or more")
     students = (args.latency + args.pilot + 1) // ATTEMPTS + 2 + 2 * args.rush
     with ExitStack() as stack:
         folder = Path(
@@ -350,44 +385,50 @@ def main() -> None:
         service = Service(stack, folder, students)
         stack.callback(service.stop_grading)
         clients = Students(service.tokens)
+        shipped = service.effective_settings
+        say(
+            f"({os.cpu_count()} cores; single-node Slurm, jobs of 1 CPU, 2 GB and "
+            f"{shipped.slurm_time} minutes)"
+        )
 
-        floor = [trivial_job(folder) for _ in range(5)]
+        floor = statistics.median(trivial_job(folder) for _ in range(5))
+        say(f"trivial sbatch job, submit → COMPLETED (floor) : p50 {floor:6.2f} s (n=5)")
         service.start_grading()
         through_sbatch = [
             submit_and_wait(clients.next(), service.base) for _ in range(args.latency)
         ]
-        time.sleep(2 * service.effective_settings.slurm_poll_seconds)  # the last job's end is seen
+        p50, p95 = percentile(through_sbatch, 50), percentile(through_sbatch, 95)
+        say(
+            f"POST → grade readable, through sbatch        : p50 {p50:6.2f} s  p95 {p95:6.2f} s"
+            f"  (n={args.latency}; p50 − floor {p50 - floor:.2f} s, goal ≤ 2 s; shipped "
+            f"settings: batch wait {shipped.slurm_batch_wait:g} s, collect every "
+            f"{shipped.collect_seconds:g} s, Slurm polled every {shipped.slurm_poll_seconds:g} s)"
+        )
+        time.sleep(2 * shipped.slurm_poll_seconds)  # the last job's end is seen
         idle_from = time.time()
         time.sleep(args.idle)
         idle = slurm_calls(folder, idle_from, time.time())
+        say(f"Slurm calls, idle with no job                : {per_minute(idle, args.idle)}")
 
-        pilot_env = service.configure()
-        started = subprocess.run(
-            [
-                str(ROOT / ".venv" / "bin" / "hpcgrade"),
-                "pilot",
-                "start",
-                "--course",
-                service.course,
-                "--hours",
-                "1",
-            ],
-            env=pilot_env,
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        ).stdout.split()[1]
-        while not (folder / "spool" / "pilots" / started / "heartbeat.json").exists():
-            time.sleep(0.1)
-        submit_and_wait(clients.next(), service.base)  # the pilot's first grade warms it
-        through_pilot = [submit_and_wait(clients.next(), service.base) for _ in range(args.pilot)]
-        subprocess.run(["scancel", started], check=True)
-        time.sleep(3)  # the dispatcher sees the pilot's job end
+        pilot = through_a_pilot(service, clients, args.pilot)
+        say(
+            f"POST → grade readable, through a live pilot  : p50 {percentile(pilot, 50):6.2f} s"
+            f"  p95 {percentile(pilot, 95):6.2f} s  (n={args.pilot}; goal p50 ≤ 0.5 s)"
+        )
 
         batched, batched_jobs, batched_calls = rush(service, clients, args.rush)
+        say(
+            f"{args.rush} students at once, batches of {shipped.slurm_batch_size}     : "
+            f"{batched:6.1f} s in {batched_jobs} jobs; Slurm calls "
+            f"{per_minute(batched_calls, batched)}"
+        )
         one_each, one_each_jobs, one_each_calls = rush(
             service, clients, args.rush, SLURM_BATCH_SIZE=1, SLURM_BATCH_WAIT=0
+        )
+        say(
+            f"{args.rush} students at once, one job each       : {one_each:6.1f} s in "
+            f"{one_each_jobs} jobs  → batching {one_each / batched:.1f}× faster (goal ≥ 10×); "
+            f"Slurm calls {per_minute(one_each_calls, one_each)}"
         )
         service.stop_grading()
 
@@ -398,47 +439,15 @@ def main() -> None:
                 cli_times.append(cold_cli())
                 spool_times.append(spool_run(sys.executable, scratch, Path(root), number))
         shutil.rmtree(folder / "spool", ignore_errors=True)
-
-    floor_p50 = statistics.median(floor)
-    p50, p95 = percentile(through_sbatch, 50), percentile(through_sbatch, 95)
-    pilot_p50, pilot_p95 = percentile(through_pilot, 50), percentile(through_pilot, 95)
     torch_p50 = statistics.median(torch_times)
-    shipped = service.effective_settings
-    print(f"trivial sbatch job, submit → COMPLETED (floor) : p50 {floor_p50:6.2f} s (n=5)")
-    print(
-        f"POST → grade readable, through sbatch        : p50 {p50:6.2f} s  p95 {p95:6.2f} s"
-        f"  (n={len(through_sbatch)}; p50 − floor {p50 - floor_p50:.2f} s, goal ≤ 2 s; "
-        f"shipped settings: batch wait {shipped.slurm_batch_wait:g} s, collect every "
-        f"{shipped.collect_seconds:g} s, Slurm polled every "
-        f"{shipped.slurm_poll_seconds:g} s)"
-    )
-    print(f"Slurm calls, idle with no job                : {per_minute(idle, args.idle)}")
-    print(
-        f"POST → grade readable, through a live pilot  : p50 {pilot_p50:6.2f} s  "
-        f"p95 {pilot_p95:6.2f} s  (n={len(through_pilot)}; goal p50 ≤ 0.5 s)"
-    )
-    print(
-        f"{args.rush} students at once, batches of {shipped.slurm_batch_size}     : "
-        f"{batched:6.1f} s in {batched_jobs} jobs; Slurm calls "
-        f"{per_minute(batched_calls, batched)}"
-    )
-    print(
-        f"{args.rush} students at once, one job each       : {one_each:6.1f} s in "
-        f"{one_each_jobs} jobs  → batching {one_each / batched:.1f}× faster (goal ≥ 10×); "
-        f"Slurm calls {per_minute(one_each_calls, one_each)}"
-    )
-    print(f"python -c 'import torch'                     : {torch_p50:6.2f} s (n={args.cold})")
-    print(
+    say(f"python -c 'import torch'                     : {torch_p50:6.2f} s (n={args.cold})")
+    say(
         f"cold `hpcgrade grade` of one file            : {statistics.median(cli_times):6.2f} s"
         f"  → {statistics.median(cli_times) / torch_p50:.2f}× import torch (goal ≤ 1.5×)"
     )
-    print(
+    say(
         f"cold one-run spool, as a job runs it         : {statistics.median(spool_times):6.2f} s"
         f"  → {statistics.median(spool_times) / torch_p50:.2f}× import torch"
-    )
-    print(
-        f"  ({os.cpu_count()} cores; single-node Slurm, jobs of 1 CPU, 2 GB and "
-        f"{shipped.slurm_time} minutes)"
     )
 
 

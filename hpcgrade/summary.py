@@ -31,10 +31,22 @@ def translator(lang: str) -> gettext.NullTranslations:
     return gettext.translation("messages", CATALOGUES, languages=[lang], fallback=True)
 
 
+def has_grade(report: dict) -> bool:
+    """A grade the summary can show: graded, with its score, its maximum and its checks. What a
+    server sends with less (an older or broken one) is said as no grade, never a traceback."""
+    score = report.get("counted_score", report.get("score"))
+    return (
+        report.get("status") == "graded"
+        and isinstance(score, (int, float))
+        and isinstance(report.get("max_score"), (int, float))
+        and isinstance(report.get("checks"), list)
+    )
+
+
 def summary(path: Path | str, report: dict, lang: str | None = None, styled: bool = False) -> str:
     """A report (the harness's, or a submission from the API) as text for a terminal."""
     text = _Text(path, lang or report.get("lang") or "en", styled)
-    if report.get("status") != "graded":
+    if not has_grade(report):
         return text.not_graded(report)
     notes = report.get("notes", [])
     unloaded = [n for n in notes if n.get("kind") == LOAD_ERROR]
@@ -53,7 +65,7 @@ def summary_html(path: Path | str, report: dict, lang: str | None = None) -> str
     """The same report as HTML, for a notebook's output: the words and marks of the result page
     (✔ and ✘, each diagnostic's code, message and hint with their inline Markdown)."""
     text = _Html(path, lang or report.get("lang") or "en")
-    if report.get("status") != "graded":
+    if not has_grade(report):
         return f'<div class="hpcgrade-report"><p>{text.not_graded(report)}</p></div>'
     notes = report.get("notes", [])
     unloaded = [n for n in notes if n.get("kind") == LOAD_ERROR]
@@ -94,7 +106,13 @@ class _Text:
     def not_graded(self, report: dict) -> str:
         if report.get("status") == "cancelled":  # the server's message says what it means
             return f"{self.file}: {self.md(report.get('message'))}"
-        reason = report.get("error") or report.get("message") or report.get("status")
+        reason = report.get("error") or report.get("message")
+        if not reason:
+            reason = (
+                self._("no score came with it")
+                if report.get("status") == "graded"
+                else report.get("status")
+            )
         return self._("%(file)s: the grader failed (%(reason)s); this is not a grade.") % {
             "file": self.file,
             "reason": self.md(reason),
@@ -109,13 +127,21 @@ class _Text:
             + ([self._("line %(num)s") % {"num": line}] if line else [])
         )
 
+    def adjusted_by(self, role: str | None) -> str:
+        """Who adjusted the score, by their role in the course, as the result page says it."""
+        if role == "ta":
+            return self._("adjusted by a teaching assistant")
+        if role == "instructor":
+            return self._("adjusted by an instructor")
+        return self._("adjusted by the course's staff")
+
     def score(self, report: dict) -> str:
-        """The score that counts: the API's counted_score (an instructor's adjustment, where one
-        was made); the harness's own report has only its score."""
+        """The score that counts: the API's counted_score (the staff's adjustment, where one
+        was made, said with the adjuster's role); the harness's own report has only its score."""
         counted = report.get("counted_score", report["score"])
         line = f"{report['exercise']} — {self.file}: {counted:g} / {report['max_score']:g}"
         if report.get("override"):
-            line += f" ({self._('adjusted by an instructor')})"
+            line += f" ({self.adjusted_by(report['override'].get('by'))})"
         if report.get("penalty"):
             line += (
                 " ("

@@ -29,7 +29,7 @@ from hpcgrade.service import (
     listed_courses,
     log_in,
 )
-from hpcgrade.summary import summary, translator
+from hpcgrade.summary import has_grade, summary, translator
 from server.core.catalogue import PUBLIC_FILES
 
 LANGS = click.Choice(["en", "es"])
@@ -242,7 +242,7 @@ def submit(
         if as_json
         else summary(file, status, lang, styled_output())
     )
-    sys.exit(GRADED if status["status"] == "graded" else NO_GRADE)
+    sys.exit(GRADED if has_grade(status) else NO_GRADE)
 
 
 def _wait_for_grade(

@@ -21,8 +21,9 @@ pytest_plugins = ["course_data"]  # marked_course: grades written straight to th
 
 @pytest.fixture(scope="session", autouse=True)
 def quick_password_hashes():
-    """Passwords hashed in this process at a test's cost, scrypt with N = 2**10 rather than
-    werkzeug's 2**15: an account or a log-in costs a millisecond, not a quarter of a second.
+    """Passwords hashed in this process at a test's cost, scrypt with N = 2**7 (the least
+    OpenSSL's memory bound lets werkzeug ask for) rather than werkzeug's 2**15: an account or a
+    log-in costs a third of a millisecond, not a quarter of a second.
     What is hashed and checked stays the same; services started as processes keep the real cost."""
     from server.core import users
 
@@ -30,7 +31,7 @@ def quick_password_hashes():
         patch.setattr(
             users,
             "generate_password_hash",
-            functools.partial(generate_password_hash, method="scrypt:1024:8:1"),
+            functools.partial(generate_password_hash, method="scrypt:128:8:1"),
         )
         yield
 
@@ -343,7 +344,7 @@ def listener():
 
 # modules whose tests share something of the whole machine (the Slurm node, the unprivileged
 # user, timing against a full machine), as the tests marked slurm do: marked machine_wide, they
-# never run beside one another (scripts/test runs them in the same pytest as the fault tests)
+# never run beside one another (scripts/test runs them one after another, in a pytest of their own)
 MACHINE_WIDE = {
     "test_demo",
     "test_queue",
@@ -354,10 +355,14 @@ MACHINE_WIDE = {
 }
 
 
-# the sandbox and the harness's life: layers taken away, attacks that kill or taint a zygote,
-# deadlines, the seal, the spool and pilots, bounds, the GPU node's simulation (marked sandbox:
-# `scripts/test --sandbox`, and the whole suite; not the fast tier)
+# the sandbox and the lives of processes: layers taken away, attacks that kill or taint a
+# zygote, deadlines, the seal, the spool and pilots, bounds, the GPU node's simulation, a worker's
+# heartbeat, the supervisor's restarts, Ctrl-C in the client (marked sandbox: `scripts/test
+# --sandbox`, and the whole suite; not the fast tier: they mostly wait on processes)
 SANDBOX = {
+    "test_heartbeat",
+    "test_supervise",
+    "test_ctrl_c",
     "test_confinement",
     "test_attacks",
     "test_deadlines",
@@ -373,9 +378,10 @@ SANDBOX = {
 
 
 def pytest_itemcollected(item):
-    if item.get_closest_marker("slurm") or item.module.__name__ in MACHINE_WIDE:
+    module = item.module.__name__.rsplit(".", 1)[-1]
+    if item.get_closest_marker("slurm") or module in MACHINE_WIDE:
         item.add_marker(pytest.mark.machine_wide)
-    if item.module.__name__.rsplit(".", 1)[-1] in SANDBOX:
+    if module in SANDBOX:
         item.add_marker(pytest.mark.sandbox)
 
 
@@ -386,7 +392,11 @@ def pytest_collection_modifyitems(config, items):
         for item in items
         if item.get_closest_marker("postgresql_only")
         and getattr(item, "callspec", None)
-        and item.callspec.params.get("database_url") == "sqlite"
+        and "sqlite"
+        in (
+            item.callspec.params.get("database_url"),
+            item.callspec.params.get("empty_database_url"),
+        )
     ]
     if sqlite:
         config.hook.pytest_deselected(items=sqlite)

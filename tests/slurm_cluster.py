@@ -159,6 +159,13 @@ def start_now(job_id: str) -> None:
     _run("scontrol", "update", f"jobid={job_id}", "StartTime=now")
 
 
+def time_out(job_id: str) -> None:
+    """Takes the running job's time limit to nothing: at slurmctld's next check of limits (every
+    half minute or so) it ends TIMEOUT, as a job past its limit does. Slurm's limits are whole
+    minutes: a job given one minute runs 60 to 90 s before that check ends it."""
+    _run("scontrol", "update", f"jobid={job_id}", "TimeLimit=0")
+
+
 def jobs() -> list[str]:
     """Ids of the jobs squeue lists (pending, running or completing)."""
     return _run("squeue", "-h", "-o", "%i").split()

@@ -90,3 +90,32 @@ def test_what_metrics_writes_passes_promtools_lint(course):
     text = course.test_client().get("/metrics").text
     assert "hpcgrade_queue_depth" in text
     promtool("check", "metrics", stdin=text)
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="no systemd-analyze here")
+@pytest.mark.parametrize("unit", UNITS, ids=[unit.stem for unit in UNITS])
+def test_each_unit_is_sandboxed_by_systemd(unit, tmp_path):
+    """systemd's own rating of the unit's sandbox (0 is the most confined, 10 none)."""
+    (tmp_path / unit.name).write_text(unit.read_text().replace("/opt/hpcgrade", str(ROOT)))
+    rated = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(tmp_path / unit.name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    exposure = re.search(r"Overall exposure level for \S+: ([\d.]+)", rated.stdout)
+    assert exposure and float(exposure.group(1)) <= 3.0, rated.stdout[-2000:]
+    found = directives(unit)
+    assert found["CapabilityBoundingSet"] == "" and found["ProtectSystem"] == "strict"
+    assert "MemoryMax" in found
+
+
+def test_the_portal_the_service_and_the_jobs_are_three_accounts():
+    portal, beat, worker = (
+        directives(ROOT / "deploy" / "systemd" / f"hpcgrade-{name}.service")["User"]
+        for name in ("portal", "beat", "worker")
+    )
+    settings = (ROOT / "deploy" / "hpcgrade.toml").read_text()
+    grader = re.search(r'submit_host = "([^@"]+)@', settings).group(1)
+    assert beat == worker and len({portal, worker, grader}) == 3
+    assert grader in (ROOT / "docs" / "operations.md").read_text()

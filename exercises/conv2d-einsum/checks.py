@@ -458,6 +458,7 @@ def own_convolution(ctx: Context) -> None:
     "speed-bonus",
     points=1,
     uses="conv2d",
+    timed=True,
     en=f"bonus: input {SPEED_SHAPES[0]}, at most {SLOWDOWN_ALLOWED} × the time of F.conv2d "
     f"+ {CALL_SECONDS * 1e3:.0f} ms",
     es=f"bonus: input {SPEED_SHAPES[0]}, como mucho {SLOWDOWN_ALLOWED} × el tiempo de F.conv2d "

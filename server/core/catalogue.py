@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import datetime as dt
+import functools
 import os
 import re
 import subprocess
@@ -134,6 +135,9 @@ class ExerciseInfo:
     # the student's functions the checks call (their `uses`), read as max_points reads points;
     # empty where that cannot be known without running checks.py
     functions: tuple[str, ...] = ()
+    # the checks declared `timed=True` (a speed bonus), read as max_points reads points: the
+    # machine's load can take their points, so the self-check compares seeds without them
+    timed_checks: tuple[str, ...] = ()
     # `limits` and `slurm` are the tables as written (what a job and the API carry); parsed
     # once, here, for the dispatcher, which asks for them for every queued submission
     run_limits: Limits = field(init=False, repr=False, compare=False)
@@ -300,6 +304,7 @@ def load_exercise_info(path: Path) -> ExerciseInfo:
         _forged(data.get("forged", {}), mutants, path, where),
         _student_programs(data.get("student_programs", {}), path, where),
         checked_functions(path / "checks.py"),
+        timed_checks(path / "checks.py"),
     )
 
 
@@ -411,44 +416,77 @@ def max_points(checks: Path) -> float | None:
     where that cannot be known without running it (points given by a name or an expression, or
     a checks.py that does not parse): the pages then use the maximum the grader reported, and
     the grader reports any error in it."""
-    try:
-        tree = ast.parse(checks.read_text(), str(checks))
-    except SyntaxError:
-        return None
-    points = [
-        _points(decorator)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        for decorator in node.decorator_list
-        if _is_check(decorator)
-    ]
-    return None if None in points else float(sum(points))
+    return _read_checks(checks.read_text())[0]
 
 
 def checked_functions(checks: Path) -> tuple[str, ...]:
     """The names in the `uses` of every `@check(...)` in checks.py, from its syntax tree as
     max_points reads it; empty where one is not written as a literal (or checks.py does not
     parse): then nothing is refused for want of them, and the grader says what is missing."""
+    return _read_checks(checks.read_text())[1]
+
+
+def timed_checks(checks: Path) -> tuple[str, ...]:
+    """The names of the `@check(...)`s of checks.py written with `timed=True`, from its syntax
+    tree as max_points reads it."""
+    return _read_checks(checks.read_text())[2]
+
+
+@functools.lru_cache(maxsize=64)
+def _read_checks(source: str) -> tuple[float | None, tuple[str, ...], tuple[str, ...]]:
+    """max_points, checked_functions and timed_checks of a checks.py's text, parsed once per
+    text: an exercise's folder is read again whenever one of its files changes, and each
+    course's copy of it is read too."""
     try:
-        tree = ast.parse(checks.read_text(), str(checks))
+        tree = ast.parse(source)
     except SyntaxError:
-        return ()
+        return None, (), ()
+    checks = [
+        decorator
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for decorator in node.decorator_list
+        if _is_check(decorator)
+    ]
+    points = [_points(decorator) for decorator in checks]
+    timed = tuple(
+        decorator.args[0].value
+        for decorator in checks
+        if decorator.args and isinstance(decorator.args[0], ast.Constant) and _is_timed(decorator)
+    )
+    return None if None in points else float(sum(points)), _uses(checks), timed
+
+
+def _literal(decorator: ast.Call, keyword: str, absent: object) -> object:
+    """The value of a decorator's keyword argument, `absent` where it is not given; ValueError
+    where it is not written as a literal (a name, an expression)."""
+    given = next((k.value for k in decorator.keywords if k.arg == keyword), None)
+    if given is None:
+        return absent
+    try:
+        return ast.literal_eval(given)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(keyword) from exc
+
+
+def _is_timed(decorator: ast.Call) -> bool:
+    try:
+        return _literal(decorator, "timed", False) is True
+    except ValueError:
+        return False
+
+
+def _uses(checks: list[ast.Call]) -> tuple[str, ...]:
     names: set[str] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for decorator in node.decorator_list:
-            if not _is_check(decorator):
-                continue
-            given = next((k.value for k in decorator.keywords if k.arg == "uses"), None)
-            try:
-                uses = ast.literal_eval(given) if given is not None else ()
-            except (ValueError, TypeError):
-                return ()
-            uses = (uses,) if isinstance(uses, str) else uses
-            if not isinstance(uses, (tuple, list)) or not all(isinstance(u, str) for u in uses):
-                return ()
-            names.update(uses)
+    for decorator in checks:
+        try:
+            uses = _literal(decorator, "uses", ())
+        except ValueError:
+            return ()
+        uses = (uses,) if isinstance(uses, str) else uses
+        if not isinstance(uses, (tuple, list)) or not all(isinstance(u, str) for u in uses):
+            return ()
+        names.update(uses)
     return tuple(sorted(names))
 
 
@@ -463,10 +501,9 @@ def _is_check(decorator: ast.expr) -> bool:
 
 
 def _points(decorator: ast.Call) -> float | None:
-    given = next((k.value for k in decorator.keywords if k.arg == "points"), None)
     try:
-        points = ast.literal_eval(given) if given is not None else None
-    except (ValueError, TypeError):  # not a literal: a name, an expression
+        points = _literal(decorator, "points", None)
+    except ValueError:
         return None
     if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
         return None

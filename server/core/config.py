@@ -52,21 +52,59 @@ EXECUTOR_NAMES = ("local", "slurm")
 # --- what one Slurm job asks for ----------------------------------------------------------------
 
 
+def slurm_option(default: Any, parse: Parser, about: str, sbatch: str | None) -> Any:
+    """A field of Resources, the one place a Slurm option is declared: its default, its parser,
+    one line saying what it does (the SLURM_<KEY> setting's), and how sbatch is asked for it
+    (`{}` is the value; None: the value is a list of sbatch options). A value of None, 0 or ()
+    asks sbatch nothing."""
+    return dataclasses.field(
+        default=default, metadata={"parse": parse, "about": about, "sbatch": sbatch}
+    )
+
+
 @dataclass(frozen=True)
 class Resources:
-    """A job's shape: the service's SLURM_* defaults, overridden per exercise by `[slurm]`.
+    """A job's shape: the service's SLURM_<KEY> settings (Settings.slurm_<key>), overridden by a
+    course's Slurm table, then per exercise by `[slurm]`; each field is one option, read by the
+    settings, the course tables and the job script (worker/grading/slurm_text.py).
 
     Runs with equal shapes can share a job; a shape with `gpus = 0` never holds a GPU."""
 
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    reservation: str | None = None  # a lab session's, or a course's nodes set aside
-    gpus: int = 1
-    cpus: int = 2
-    memory: int = 4096  # MB
-    time: int = 30  # minutes
-    extra: tuple[str, ...] = ()
+    partition: str | None = slurm_option(
+        None,
+        optional(word),
+        "The partition (Slurm's default if unset); a course's Slurm settings, then an "
+        "exercise's `[slurm]` table, override this and the other SLURM_ settings of a job's "
+        "shape, down to SLURM_EXTRA.",
+        "--partition={}",
+    )
+    account: str | None = slurm_option(
+        None, optional(word), "The account jobs are charged to.", "--account={}"
+    )
+    qos: str | None = slurm_option(None, optional(word), "The QOS.", "--qos={}")
+    reservation: str | None = slurm_option(
+        None,
+        optional(word),
+        "The reservation jobs run in (`scontrol create reservation`), e.g. a lab session's nodes.",
+        "--reservation={}",
+    )
+    gpus: int = slurm_option(
+        1, whole(0), "GPUs per job; 0: CPU only, holds no GPU.", "--gres=gpu:{}"
+    )
+    cpus: int = slurm_option(2, whole(1), "CPUs per job.", "--cpus-per-task={}")
+    memory: int = slurm_option(
+        4096, memory_mb, "Memory per job, in MB or Slurm's notation (`4G`, `4096M`).", "--mem={}M"
+    )
+    time: int = slurm_option(
+        30,
+        minutes,
+        "Time limit per job, in minutes or Slurm's notation (`1:30:00`, `1-00:00:00`); a batch "
+        "of runs shares it.",
+        "--time={}",
+    )
+    extra: tuple[str, ...] = slurm_option(
+        (), sbatch_options, 'More sbatch options, e.g. `["--constraint=a100"]`.', None
+    )
 
     def override(self, overrides: dict, where: str) -> "Resources":
         return dataclasses.replace(self, **self.parse_overrides(overrides, where))
@@ -74,28 +112,39 @@ class Resources:
     @staticmethod
     def parse_overrides(overrides: dict, where: str) -> dict[str, Any]:
         """The values of a `[slurm]`-like table, parsed: what `dataclasses.replace` takes."""
-        unknown = set(overrides) - set(RESOURCE_PARSERS)
+        unknown = set(overrides) - set(SLURM_KEYS)
         if unknown:
             raise ConfigError(
                 f"{where}: unknown keys {', '.join(sorted(unknown))}; valid keys are "
-                f"{', '.join(RESOURCE_PARSERS)}"
+                f"{', '.join(SLURM_KEYS)}"
             )
         return {
-            key: RESOURCE_PARSERS[key](f"{where} {key}", value) for key, value in overrides.items()
+            key: _option(key).metadata["parse"](f"{where} {key}", value)
+            for key, value in overrides.items()
         }
 
+    def sbatch(self) -> list[str]:
+        """What sbatch is asked for this shape, option by option."""
+        asked = []
+        for option in dataclasses.fields(Resources):
+            value, form = getattr(self, option.name), option.metadata["sbatch"]
+            if value:
+                asked += list(value) if form is None else [form.format(value)]
+        return asked
 
-RESOURCE_PARSERS: dict[str, Parser] = {
-    "partition": optional(word),
-    "account": optional(word),
-    "qos": optional(word),
-    "reservation": optional(word),
-    "gpus": whole(0),
-    "cpus": whole(1),
-    "memory": memory_mb,
-    "time": minutes,
-    "extra": sbatch_options,
-}
+
+SLURM_KEYS = tuple(option.name for option in dataclasses.fields(Resources))
+
+
+def _option(key: str) -> dataclasses.Field:
+    return next(option for option in dataclasses.fields(Resources) if option.name == key)
+
+
+def slurm_setting(key: str) -> Any:
+    """The SLURM_<KEY> setting: the Slurm option `key` of Resources, as a field of Settings."""
+    option = _option(key)
+    return setting(option.default, option.metadata["parse"], option.metadata["about"], SLURM)
+
 
 # --- the settings -------------------------------------------------------------------------------
 
@@ -472,47 +521,15 @@ class Settings:
         SPOOL,
     )
 
-    slurm_partition: str | None = setting(
-        Resources.partition,
-        RESOURCE_PARSERS["partition"],
-        "The partition (Slurm's default "
-        "if unset); a course's Slurm settings, then an exercise's `[slurm]` table, override this "
-        "and the next eight.",
-        SLURM,
-    )
-    slurm_account: str | None = setting(
-        Resources.account, RESOURCE_PARSERS["account"], "The account jobs are charged to.", SLURM
-    )
-    slurm_qos: str | None = setting(Resources.qos, RESOURCE_PARSERS["qos"], "The QOS.", SLURM)
-    slurm_reservation: str | None = setting(
-        Resources.reservation,
-        RESOURCE_PARSERS["reservation"],
-        "The reservation jobs run in (`scontrol create reservation`), e.g. a lab session's nodes.",
-        SLURM,
-    )
-    slurm_gpus: int = setting(
-        Resources.gpus, RESOURCE_PARSERS["gpus"], "GPUs per job; 0: CPU only, holds no GPU.", SLURM
-    )
-    slurm_cpus: int = setting(Resources.cpus, RESOURCE_PARSERS["cpus"], "CPUs per job.", SLURM)
-    slurm_memory: int = setting(
-        Resources.memory,
-        RESOURCE_PARSERS["memory"],
-        "Memory per job, in MB or Slurm's notation (`4G`, `4096M`).",
-        SLURM,
-    )
-    slurm_time: int = setting(
-        Resources.time,
-        RESOURCE_PARSERS["time"],
-        "Time limit per job, in minutes or Slurm's "
-        "notation (`1:30:00`, `1-00:00:00`); a batch of runs shares it.",
-        SLURM,
-    )
-    slurm_extra: tuple[str, ...] = setting(
-        Resources.extra,
-        RESOURCE_PARSERS["extra"],
-        'More sbatch options, e.g. `["--constraint=a100"]`.',
-        SLURM,
-    )
+    slurm_partition: str | None = slurm_setting("partition")
+    slurm_account: str | None = slurm_setting("account")
+    slurm_qos: str | None = slurm_setting("qos")
+    slurm_reservation: str | None = slurm_setting("reservation")
+    slurm_gpus: int = slurm_setting("gpus")
+    slurm_cpus: int = slurm_setting("cpus")
+    slurm_memory: int = slurm_setting("memory")
+    slurm_time: int = slurm_setting("time")
+    slurm_extra: tuple[str, ...] = slurm_setting("extra")
     slurm_modules: tuple[str, ...] = setting(
         (), strings, 'Modules loaded before the harness starts, e.g. `["cuda/12.4"]`.', SLURM
     )
@@ -633,7 +650,7 @@ class Settings:
     @property
     def slurm_resources(self) -> Resources:
         """The service's default job shape, from the SLURM_* settings."""
-        return Resources(**{key: getattr(self, f"slurm_{key}") for key in RESOURCE_PARSERS})
+        return Resources(**{key: getattr(self, f"slurm_{key}") for key in SLURM_KEYS})
 
 
 FIELDS = {field.name.upper(): field for field in dataclasses.fields(Settings)}

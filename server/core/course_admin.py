@@ -11,12 +11,10 @@ from collections import Counter
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.core.config import RESOURCE_PARSERS
+from server.core.config import SLURM_KEYS
 from server.core.courses import CourseError, course_catalogue
 from server.core.exercises import sync_exercises
 from server.core.models import STAFF_ROLES, Course, Enrolment, Exercise
-
-SLURM_KEYS = tuple(RESOURCE_PARSERS)
 
 
 def slurm_with(table: dict, changes: dict[str, str]) -> dict:

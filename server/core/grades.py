@@ -1,5 +1,5 @@
-"""How a grading run becomes a submission's score (the late penalty, the run a result comes
-from, the statuses of a regrade's preview runs), how scores become a student's grade on an
+"""How a grading run's score becomes a submission's (the late penalty, the run a result comes
+from; server/core/runs.py makes a run the result), how scores become a student's grade on an
 exercise, and the deadline and attempts a student has there, their accommodation and allowance
 included. Shared by the portal and the workers."""
 
@@ -22,7 +22,6 @@ from server.core.models import (
     RunStatus,
     SetGrade,
     Submission,
-    SubmissionStatus,
 )
 
 # the id of a submission's latest finished run, the one its grade and its result page come from
@@ -34,16 +33,6 @@ DONE_RUN = (
     .correlate(Submission)
     .scalar_subquery()
 )
-
-
-def take(run: GradingRun) -> None:
-    """A graded run becomes its submission's result: the score after the submission's own late
-    penalty (a preview run too, when its regrade is published: server/web/regrade.py)."""
-    submission = run.submission
-    run.status = RunStatus.done.value
-    submission.score = penalised(run.score, submission.penalty)
-    submission.max_score = run.max_score
-    submission.status = SubmissionStatus.graded.value
 
 
 def penalised(run_score: float, penalty: float) -> float:
@@ -117,12 +106,17 @@ def student_grade(session: Session, user_id: int, exercise_id: int) -> Grade:
 
 
 def setter_role(session: Session, row: SetGrade) -> str | None:
-    """The course role of whoever set the grade ("ta" or "instructor", an admin's being
-    instructor), which the student reads; None once they are no longer in the course."""
-    if row.set_by is None:
+    """The course role of whoever set the grade, which the student reads (staff_role)."""
+    return staff_role(session, row.set_by, row.exercise_id)
+
+
+def staff_role(session: Session, user_id: int | None, exercise_id: int) -> str | None:
+    """The role in the exercise's course ("ta" or "instructor", an admin's being instructor) of
+    whoever set a grade or adjusted a score; None once they are no longer in the course."""
+    if user_id is None:
         return None
-    course_id = session.scalar(select(Exercise.course_id).where(Exercise.id == row.exercise_id))
-    return role_in(session, row.set_by, course_id)
+    course_id = session.scalar(select(Exercise.course_id).where(Exercise.id == exercise_id))
+    return role_in(session, user_id, course_id)
 
 
 def maximum_points(session: Session, of: list[Exercise]) -> dict[int, float | None]:

@@ -30,6 +30,7 @@ from server.core.config import Settings
 from server.core.db import Database
 from server.core.models import (
     ClusterState,
+    Condition,
     Course,
     Exercise,
     GradingRun,
@@ -227,7 +228,15 @@ class ServiceCollector(Collector):
         )
         for task, ran_at in session.execute(select(ScheduleRun.task, ScheduleRun.ran_at)):
             schedule.add_metric([task], (now - aware(ran_at)).total_seconds())
-        yield from (age, trip, stale, schedule)
+        faults = GaugeMetricFamily(
+            "hpcgrade_fault_seconds",
+            "How long each fault of the grading's infrastructure has lasted (spool_full, "
+            "cluster_away, schedule_stopped: server/core/conditions.py); absent while none.",
+            labels=["fault"],
+        )
+        for name, since in session.execute(select(Condition.name, Condition.since)):
+            faults.add_metric([name], (now - aware(since)).total_seconds())
+        yield from (age, trip, stale, schedule, faults)
 
     @staticmethod
     def _counts(found: dict) -> Iterator[Metric]:

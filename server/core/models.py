@@ -550,6 +550,18 @@ class ClusterState(Base):
     reason: Mapped[str | None] = mapped_column(Text)  # what sbatch said last
 
 
+class Condition(Base):
+    """A fault of the grading's infrastructure, while it lasts (one row; server/core/conditions.py
+    is its one writer): the spool below its floor, the cluster's controller not answering, the
+    schedule (Celery beat) stopped. Students' pages and the API say what it means for them."""
+
+    __tablename__ = "conditions"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    since: Mapped[dt.datetime] = mapped_column()
+    detail: Mapped[str] = mapped_column(Text, default="")  # for staff and the logs, in English
+
+
 class Counter(Base):
     """An event count of the service's, for its operators (server/core/counters.py): what no
     other table keeps (mail sent, grader errors by cause, sbatch's refusals…)."""

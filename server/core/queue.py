@@ -262,7 +262,7 @@ def stuck(
     """Queued submissions to send again: never sent, or sent long ago (their message was lost),
     among those whose turn has come (one waiting for its student's earlier ones is sent by the
     dispatch that ends them). Runs whose worker died are sent back to the queue first, by the
-    reconcile task (worker/grading/settle.py, recover)."""
+    reconcile task (worker/grading/liveness.py, recover)."""
     now = now or utcnow()
     return list(
         session.scalars(

@@ -16,7 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from server.core.catalogue import ExerciseConfigError
-from server.core.course_admin import SLURM_KEYS, counts, slurm_text, slurm_with, sync_course
+from server.core.config import SLURM_KEYS
+from server.core.course_admin import counts, slurm_text, slurm_with, sync_course
 from server.core.courses import (
     SETTINGS,
     CourseError,
@@ -30,8 +31,10 @@ from server.core.models import Course
 from server.web.auth import db, login_required
 
 blueprint = Blueprint("admin", __name__, url_prefix="/admin/courses")
-# the form's fields of settings that are text as typed (the Slurm table is one field a key)
-TEXT_SETTINGS = tuple(key for key in SETTINGS if key != "slurm")
+# the form's fields of settings that are text as typed (the Slurm table is one field a key);
+# `directory_groups`, a table of roles, is set by `hpcgrade courses edit --groups` and left as
+# it is here: a form without it once erased it on every save
+TEXT_SETTINGS = tuple(key for key in SETTINGS if key not in ("slurm", "directory_groups"))
 # the late policies (catalogue.DEADLINE_POLICIES), in the reader's words
 POLICIES = {
     "none": _l("none: late work counts in full"),

@@ -24,6 +24,7 @@ from server.core.grades import (
     maximum_points,
     reassess_lateness,
     setter_role,
+    staff_role,
     student_grade,
     student_terms,
     terms_of,
@@ -73,6 +74,12 @@ def exceptions_of(student: User) -> list[tuple[Exercise, Terms]]:
 def set_by_role(row: SetGrade) -> str | None:
     """Who set a grade, for the student's pages (grades.setter_role)."""
     return setter_role(db(), row)
+
+
+@blueprint.app_template_global()
+def adjusted_by_role(submission: Submission) -> str | None:
+    """Who adjusted a submission's score, for the pages (grades.staff_role)."""
+    return staff_role(db(), submission.override_by, submission.exercise_id)
 
 
 def _student_and_exercise(username: str, slug: str) -> tuple[User, Exercise]:

@@ -18,16 +18,15 @@ from flask import Blueprint, Response, current_app, request
 from prometheus_client.exposition import choose_encoder
 from sqlalchemy import func, select, text
 
+from server.core.conditions import SCHEDULE_STALE_SECONDS
 from server.core.config import app_settings
 from server.core.metrics import registry
 from server.core.models import ScheduleRun, WorkerHeartbeat, utcnow
-from server.core.queue import RECONCILE_SECONDS
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("health", __name__)
 BROKER_SECONDS = 2.0  # a broker that does not answer a connection within this is down
 REGISTRY = "hpcgrade.metrics"
-SCHEDULE_STALE_SECONDS = 3 * RECONCILE_SECONDS  # three reconciles missed: beat is gone or stuck
 
 
 @blueprint.get("/metrics")

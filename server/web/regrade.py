@@ -25,11 +25,11 @@ from flask import (
 )
 from flask_babel import gettext as _
 from flask_babel import ngettext
-from sqlalchemy import update
 
 from server.core import task_names
-from server.core.models import Exercise, GradingRun, Regrade, RunStatus, User, utcnow
+from server.core.models import Exercise, Regrade, RunStatus, User, utcnow
 from server.core.queue import enqueue, send_notice
+from server.core.runs import unclaimed_previews_stall
 from server.web.auth import db, instructor_required
 from server.web.regrade_preview import (
     AlreadyOpen,
@@ -114,15 +114,7 @@ def _send_or_say(regrade: Regrade) -> None:
     page's "start again" at once."""
     if send(regrade.id):
         return
-    db().execute(
-        update(GradingRun)
-        .where(
-            GradingRun.regrade_id == regrade.id,
-            GradingRun.status == RunStatus.previewing.value,
-            GradingRun.worker.is_(None),
-        )
-        .values(lease_until=utcnow())
-    )
+    unclaimed_previews_stall(db(), regrade.id)
     db().commit()
     flash(_("The grading queue does not answer; try again."), "error")
 

@@ -13,13 +13,13 @@ import datetime as dt
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, contains_eager, defer, load_only, selectinload
 
 from server.core.catalogue import current_info
 from server.core.config import app_settings
 from server.core.courses import exercise_folder
-from server.core.grades import DONE_RUN, Grade, maximum_points, penalised, take
+from server.core.grades import DONE_RUN, Grade, maximum_points, penalised
 from server.core.models import (
     Exercise,
     GradingRun,
@@ -31,6 +31,7 @@ from server.core.models import (
     User,
 )
 from server.core.names import by_family_name
+from server.core.runs import discard_previews, publish_preview, start_previews
 from server.web.course import by_students
 from server.web.results import WAITING
 
@@ -313,19 +314,13 @@ def start(session: Session, exercise: Exercise, user: User, now: dt.datetime) ->
     )
     session.add(regrade)
     session.flush()
-    # unclaimed until a worker takes them: if none has by then, the page offers to start again
-    waits_until = now + dt.timedelta(seconds=PREVIEW_PICKUP_SECONDS)
-    session.add_all(
-        GradingRun(
-            submission_id=submission_id,
-            attempt=last_attempt.get(submission_id, 0) + 1,
-            executor=app_settings().executor,
-            status=RunStatus.previewing.value,
-            regrade_id=regrade.id,
-            started_at=now,
-            lease_until=waits_until,
-        )
-        for submission_id in submission_ids
+    start_previews(
+        session,
+        regrade.id,
+        {i: last_attempt.get(i, 0) + 1 for i in submission_ids},
+        app_settings().executor,
+        now,
+        waits_until=now + dt.timedelta(seconds=PREVIEW_PICKUP_SECONDS),
     )
     return regrade
 
@@ -522,7 +517,7 @@ def publish(session: Session, regrade: Regrade, now: dt.datetime) -> tuple[int, 
         if graded_since(submissions[run.submission_id], run):
             skipped += 1
         else:
-            take(run)
+            publish_preview(run)
             published += 1
     regrade.published_at = now
     return published, skipped
@@ -552,11 +547,4 @@ def discard(session: Session, regrade: Regrade, now: dt.datetime) -> None:
     """The preview is dropped; its runs still waiting are cancelled (a worker grading them
     stops, and records nothing)."""
     regrade.discarded_at = now
-    # a run's error is a note for staff, in English like the workers' (worker/grading/preview.py)
-    session.execute(
-        update(GradingRun)
-        .where(GradingRun.regrade_id == regrade.id, GradingRun.status == RunStatus.previewing.value)
-        .values(
-            status=RunStatus.cancelled.value, error="the preview was discarded", finished_at=now
-        )
-    )
+    discard_previews(session, regrade.id, now)

@@ -11,10 +11,14 @@ from typing import NamedTuple
 
 from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
-from sqlalchemy import bindparam, func, or_, select
+from flask_babel import lazy_gettext as _l
+from sqlalchemy import Row, bindparam, func, or_, select
 from sqlalchemy.orm import Session, object_session, selectinload
 
+from server.core import conditions
+from server.core.conditions import Fault
 from server.core.config import app_settings
+from server.core.courses import role_in
 from server.core.grades import DONE_RUN, Grade, student_terms, terms_of
 from server.core.models import (
     STAFF_ROLES,
@@ -54,9 +58,10 @@ class SubmissionState(NamedTuple):
     late_days: int
     penalty: float
     done_run_id: int | None
-    override_score: float | None  # an instructor's score, kept beside the automatic one
+    override_score: float | None  # the staff's score, kept beside the automatic one
     override_comment: str | None
     override_at: dt.datetime | None
+    override_by: int | None
 
 
 # built once: composing a statement costs about as much as running it, and polls are many
@@ -78,12 +83,13 @@ _STATE = (
         Submission.override_score,
         Submission.override_comment,
         Submission.override_at,
+        Submission.override_by,
     )
     .join(Exercise, Submission.exercise_id == Exercise.id)
     .where(Submission.id == bindparam("submission_id"))
 )
 # a running submission whose job the cluster has not started
-_PENDING = select(GradingRun.id).where(
+_PENDING = select(GradingRun.job_reason).where(
     GradingRun.submission_id == bindparam("submission_id"),
     GradingRun.status == RunStatus.running.value,
     GradingRun.job_state == "PENDING",
@@ -109,29 +115,31 @@ def waiting(session: Session, state: SubmissionState | Submission, lang: str) ->
     graded, from the recent grading rate; None when too few runs finished lately to say),
     `stalled` (queued a while, and no grading run started or finished meanwhile),
     `waiting_for_cluster` (its job is sent, and the cluster has not started it: a node drained,
-    a partition down, a busy cluster), and a `note` when it waits for its student's earlier
-    ones, for the cluster, or longer than usual."""
+    a partition down, a busy cluster), `held_by` (what holds it back, by name: a fault of
+    server/core/conditions.py, the cluster's state, a slow queue), and a `note` when it waits for
+    its student's earlier ones, for the cluster, or longer than usual."""
     still = {"estimate_seconds": None, "estimate": None, "stalled": False}
+    pace = recent_pace(session)
     if state.status == SubmissionStatus.running.value:
-        pending = (
-            session.connection().execute(_PENDING, {"submission_id": state.id}).first() is not None
-        )
+        pending = session.connection().execute(_PENDING, {"submission_id": state.id}).first()
+        held_by = _running_held_by(pace, pending)
         return {
             "queue_position": None,
-            "waiting_for_cluster": pending,
+            "waiting_for_cluster": pending is not None,
             **still,
-            "note": _(
-                "Waiting for the cluster to start grading it: the cluster is busy or under "
-                "maintenance. It keeps its place; nothing is lost."
-            )
-            if pending
-            else None,
+            "held_by": held_by,
+            "note": _said(held_by),
         }
     found = place(session, state.id) if state.status == SubmissionStatus.queued.value else None
     if found is None:
-        return {"queue_position": None, "waiting_for_cluster": False, **still, "note": None}
+        return {
+            "queue_position": None,
+            "waiting_for_cluster": False,
+            **still,
+            "held_by": None,
+            "note": None,
+        }
     position, turn = found
-    pace = recent_pace(session)
     seconds = pace.seconds_for(position)
     stalled = pace.stalled_since(state.submitted_at)
     notes = (
@@ -139,28 +147,90 @@ def waiting(session: Session, state: SubmissionState | Submission, lang: str) ->
         if turn > app_settings().max_running_per_student
         else []
     )
-    if pace.cluster_resting:
-        notes.append(
-            _(
-                "The cluster is not taking new jobs just now: grading goes on by itself "
-                "once it does. It keeps its place; nothing is lost."
-            )
-        )
-    elif stalled:
-        notes.append(
-            _(
-                "Grading is slower than usual; your submission is safe and keeps its "
-                "place in the queue."
-            )
-        )
+    held_by = _queued_held_by(pace, stalled)
+    if held_by:
+        notes.append(_said(held_by))
     return {
         "queue_position": position,
         "waiting_for_cluster": pace.cluster_resting,
         "estimate_seconds": seconds,
         "estimate": _estimate_text(seconds),
         "stalled": stalled,
+        "held_by": held_by,
         "note": " ".join(notes) or None,
     }
+
+
+# squeue's reasons for a job that waits because its nodes are not there (drained, down, set
+# aside), rather than busy with other jobs
+MAINTENANCE_REASONS = (
+    "ReqNodeNotAvail",
+    "Nodes required for job are DOWN",
+    "NodeDown",
+    "PartitionDown",
+    "PartitionInactive",
+)
+
+
+def _queued_held_by(pace: "Pace", stalled: bool) -> str | None:
+    """What holds back a submission still in the queue: nothing is sent while the spool is
+    full, nor while the cluster takes no jobs; else a queue slower than usual."""
+    if Fault.spool_full in pace.faults:
+        return Fault.spool_full.value
+    if pace.cluster_resting:
+        return "cluster_resting"
+    return "slow" if stalled else None
+
+
+def _running_held_by(pace: "Pace", pending: Row | None) -> str | None:
+    """What holds back a submission whose run is out: its job waiting (the nodes away, or busy),
+    the cluster not answering, the schedule that collects the reports stopped."""
+    collected = app_settings().executor != "local"  # a local run is recorded by its own task
+    if collected and Fault.schedule_stopped in pace.faults:
+        return Fault.schedule_stopped.value
+    if Fault.cluster_away in pace.faults:
+        return Fault.cluster_away.value
+    if pending is None:
+        return None
+    reason = pending[0] or ""
+    return "cluster_maintenance" if reason.startswith(MAINTENANCE_REASONS) else "cluster_busy"
+
+
+# what a student reads of what holds their submission back; the API's `held_by` names it
+HELD_BY = {
+    "cluster_busy": _l(
+        "Waiting for the cluster to start grading it: the cluster is busy. It keeps its "
+        "place; nothing is lost."
+    ),
+    "cluster_maintenance": _l(
+        "Waiting for the cluster: the nodes that grade are under maintenance just now, and "
+        "grading starts by itself once they are back. It keeps its place; nothing is lost."
+    ),
+    "cluster_resting": _l(
+        "The cluster is not taking new jobs just now: grading goes on by itself "
+        "once it does. It keeps its place; nothing is lost."
+    ),
+    "slow": _l(
+        "Grading is slower than usual; your submission is safe and keeps its place in the queue."
+    ),
+    Fault.spool_full.value: _l(
+        "Grading is paused: the grading service's disk is full, and its staff have been "
+        "told. It starts again by itself once there is room. It keeps its place; nothing "
+        "is lost."
+    ),
+    Fault.cluster_away.value: _l(
+        "The cluster does not answer just now, so the end of its grading is not seen yet: "
+        "it goes on by itself once the cluster answers. Nothing is lost."
+    ),
+    Fault.schedule_stopped.value: _l(
+        "Its result waits to be collected: the part of the grading service that collects "
+        "results has stopped, and its staff have been told. Nothing is lost."
+    ),
+}
+
+
+def _said(held_by: str | None) -> str | None:
+    return str(HELD_BY[held_by]) if held_by else None
 
 
 # how far back the grading rate is measured, the fewest finished runs it is worth an estimate
@@ -180,6 +250,7 @@ class Pace(NamedTuple):
     last_moved: dt.datetime | None
     read_at: dt.datetime
     cluster_resting: bool = False
+    faults: frozenset[Fault] = frozenset()  # server/core/conditions.py: what holds now
 
     def seconds_for(self, position: int) -> int | None:
         """Seconds until the submission at `position` is graded, at the recent rate."""
@@ -223,6 +294,7 @@ def recent_pace(session: Session) -> Pace:
         max(moved, default=None),
         now,
         resting_until is not None and aware(resting_until) > now,
+        frozenset(conditions.current(session)),
     )
     _pace_kept = (time.monotonic(), pace)
     return pace
@@ -291,6 +363,10 @@ def submission_dict(session: Session, state: SubmissionState, lang: str) -> dict
             "score": state.override_score,
             "comment": state.override_comment,
             "at": state.override_at.isoformat(),
+            # the adjuster's role ("ta", "instructor"); None once they left the course
+            "by": role_in(session, state.override_by, state.course_id)
+            if state.override_by is not None
+            else None,
         },
         "checks": [],
         "notes": [],

@@ -69,7 +69,7 @@ def test_partial_credit_is_overtaken_by_a_better_file_and_a_grade_set_holds(
     student = open_page("phone")
     log_in(student, site, STUDENT)
     assert your_grade(student, site).startswith(
-        f"{points(half)} ✎ (adjusted by an instructor) your best: #{wrong}"
+        f"{points(half)} ✎ (adjusted by hand) your best: #{wrong}"
     )
 
     right = graded(site, RIGHT)

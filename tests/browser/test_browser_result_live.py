@@ -13,6 +13,9 @@ from playwright.sync_api import TimeoutError
 from stack import slow, submissions
 from test_browser_student import REFERENCE, submit
 
+from server.core import conditions
+from server.core.conditions import Fault
+
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 
 
@@ -48,3 +51,32 @@ def test_the_result_shows_by_itself_and_submit_again_only_once_graded(site, open
     assert page.locator("#summary a[href$='/exercises/autograd-q#submit']").count() == 1
     assert page.locator("main p.muted").first.text_content().strip()  # when it was sent
     assert layout_problems(page) == {}, "the result page"
+
+
+@pytest.mark.parametrize(
+    ("kind", "lang", "said"),
+    [("desktop", "en", "disk is full"), ("phone", "es", "disco del servicio")],
+)
+def test_a_fault_that_holds_a_submission_back_is_said_on_its_page(
+    site, open_page, kind, lang, said
+):
+    """Issue 40: what holds a submission back is said on its page, in the student's language,
+    from the state the service keeps (here the spool full, held while no worker runs to find
+    it gone), at 1366 px and 390 px."""
+    site.stack.wait_idle()
+    site.stack.worker.stop()  # nothing is sent, and nothing clears the fault meanwhile
+    database = site.stack.database()
+    try:
+        with database.sessions.begin() as session:
+            conditions.hold(session, Fault.spool_full, "test: 0 MB free, SPOOL_MIN_FREE_MB 100")
+        page = open_page(kind)
+        log_in(page, site, "s02")
+        submit(page, site, paste=REFERENCE.read_text())
+        note = page.locator("#wait-note")
+        assert note.is_visible() and said in note.text_content(), note.text_content()
+        assert layout_problems(page) == {}, "the page of a submission held back"
+    finally:
+        with database.sessions.begin() as session:
+            conditions.clear(session, Fault.spool_full)
+        database.dispose()
+        site.stack.worker.start()

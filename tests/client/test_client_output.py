@@ -30,7 +30,7 @@ from hpcgrade.terminal import (
     submit,
 )
 from server.core.models import ApiToken, Submission
-from worker.grading.settle import claim, record
+from server.core.runs import claim, record
 from worker.harness.report import Report
 
 MISNAMED = "import torch\n\n\ndef q_grad(a, b, v):\n    return a, b\n"
@@ -123,6 +123,19 @@ def test_a_grader_error_is_its_own_exit_status(portal, monkeypatch, tmp_path):
     result = run_submit(tmp_path, REFERENCE_Q)
     assert result.exit_code == NO_GRADE, result.output
     assert "this is not a grade" in result.stdout
+
+
+def test_a_graded_answer_without_its_score_is_no_grade_not_a_traceback(
+    portal, monkeypatch, tmp_path
+):
+    """A server that says graded and sends no score (an older or broken one) crashed the
+    summary (`None:g`): it is said as no grade, with the exit status of one."""
+    scoreless = {"status": "graded", "exercise": "autograd-q", "counted_score": None}
+    monkeypatch.setattr("hpcgrade.terminal._wait_for_grade", lambda *args: dict(scoreless))
+    result = run_submit(tmp_path, REFERENCE_Q)
+    assert result.exit_code == NO_GRADE, result.output
+    assert "(no score came with it); this is not a grade." in result.stdout
+    assert "Traceback" not in result.output
 
 
 def test_no_grade_within_the_timeout_is_its_own_exit_status(portal, tmp_path):

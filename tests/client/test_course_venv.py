@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from helpers import REFERENCE_Q
 from test_client_output import portal  # noqa: F401 - a fixture
 
@@ -17,14 +18,23 @@ pytestmark = pytest.mark.course_venv
 ROOT = Path(__file__).parents[2]
 
 
-@pytest.fixture(scope="session")  # made once: pytest would make a module's again per database
-def course_venv(tmp_path_factory):
-    venv = tmp_path_factory.mktemp("course") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-    # the course's own: torch (this machine's CPU build; a cluster's CUDA one), numpy, Jupyter
-    subprocess.run([*pip, "torch==2.13.0", "numpy", "ipykernel", "nbclient"], check=True)
-    subprocess.run([*pip, str(ROOT / "client")], check=True)
+@pytest.fixture(scope="session")
+def course_venv(tmp_path_factory, worker_id):
+    """Made once a run (a minute of pip): pytest would make a module's again per database, and
+    each xdist worker its own, so the workers of one run share it, the first making it."""
+    run_folder = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        run_folder = run_folder.parent  # the run's, above each worker's
+    venv = run_folder / "course-venv"
+    with FileLock(run_folder / "course-venv.lock"):
+        if not (venv / "made").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
+            # the course's own: torch (this machine's CPU build; a cluster's CUDA one), numpy,
+            # Jupyter
+            subprocess.run([*pip, "torch==2.13.0", "numpy", "ipykernel", "nbclient"], check=True)
+            subprocess.run([*pip, str(ROOT / "client")], check=True)
+            (venv / "made").touch()
     return venv
 
 

@@ -53,15 +53,32 @@ def generations(pid: int) -> int:
     return 1 + max((generations(child) for child in children(pid)), default=0)
 
 
+def in_a_terminal(command: list[str]) -> subprocess.Popen:
+    """The command as a terminal's foreground job: a process group of its own, SIGINT neither
+    ignored nor blocked. A test run in the background of a script (`.ci/run &`) inherits SIGINT
+    ignored, and Python keeps an inherited SIG_IGN: the client then ran to its end."""
+
+    def foreground() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    return subprocess.Popen(
+        command,
+        start_new_session=True,
+        preexec_fn=foreground,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_ctrl_c_during_a_check_stops_it_in_one_line(tmp_path):
     """The real command, sent SIGINT as a terminal sends it (to the foreground process group)
     once the checks run: a file that sleeps keeps them running."""
     work = tmp_path / "work.py"
     work.write_text("import time\n\ntime.sleep(120)\n")
     command = [str(Path(sys.executable).parent / "hpcgrade"), "check", "autograd-q", str(work)]
-    check = subprocess.Popen(
-        command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    check = in_a_terminal(command)
     deadline = time.monotonic() + 60
     while not harness_started(check.pid) and time.monotonic() < deadline:
         time.sleep(0.01)  # then the checks are under way
@@ -76,9 +93,7 @@ def test_ctrl_c_while_the_students_code_runs_stops_at_once(tmp_path):
     work = tmp_path / "work.py"
     work.write_text("import time\n\ntime.sleep(120)\n")  # loading it takes its 10 s
     command = [str(Path(sys.executable).parent / "hpcgrade"), "check", "autograd-q", str(work)]
-    check = subprocess.Popen(
-        command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    check = in_a_terminal(command)
     deadline = time.monotonic() + 60
     while generations(check.pid) < 5 and time.monotonic() < deadline:
         time.sleep(0.05)

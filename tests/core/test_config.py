@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from server.core.config import ConfigError, app_settings, load_settings
+from server.core.config import (
+    SLURM_KEYS,
+    ConfigError,
+    Resources,
+    Settings,
+    app_settings,
+    load_settings,
+)
+from server.core.course_admin import slurm_with
 from server.web.app import create_app
 from worker.cli.main import main
 
@@ -181,3 +189,35 @@ def test_the_app_holds_one_frozen_settings_object_beside_flasks_own_keys(tmp_pat
         assert app_settings() is settings
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.max_upload_kb = 3
+
+
+# a value of each Slurm option, as an admin types it, unlike its default
+SLURM_SAMPLES = {
+    "partition": "gpu",
+    "account": "dl-lab",
+    "qos": "teaching",
+    "reservation": "lab-tuesday",
+    "gpus": "2",
+    "cpus": "3",
+    "memory": "8G",
+    "time": "1:00:00",
+    "extra": "--constraint=a100",
+}
+
+
+@pytest.mark.parametrize("option", dataclasses.fields(Resources), ids=lambda o: o.name)
+def test_a_slurm_option_declared_once_is_a_setting_a_course_key_and_an_sbatch_option(option):
+    """Resources declares each Slurm option; the SLURM_<KEY> setting, a course's Slurm table and
+    the job's sbatch options all come from it (an option added there needs a sample here)."""
+    setting = {f.name: f for f in dataclasses.fields(Settings)}[f"slurm_{option.name}"]
+    assert setting.default == option.default
+    assert setting.metadata["parse"] is option.metadata["parse"]
+    assert setting.metadata["about"] == option.metadata["about"]
+    typed = slurm_with({}, {option.name: SLURM_SAMPLES[option.name]})
+    shape = Resources().override(typed, "course x slurm")
+    assert getattr(shape, option.name) != option.default
+    asked = set(shape.sbatch()) - set(Resources().sbatch())
+    assert asked and all(a.startswith("--") for a in asked)
+    setting_value = typed[option.name]
+    assert load_settings({f"SLURM_{option.name.upper()}": setting_value}).slurm_resources == shape
+    assert set(SLURM_KEYS) == {f.name for f in dataclasses.fields(Resources)}

@@ -9,8 +9,8 @@ import time
 import pytest
 from helpers import REFERENCE_Q, queue_submission
 
+from server.core import runs
 from server.core.models import GradingRun, Submission
-from worker.grading import settle
 from worker.harness import spool
 from worker.harness.jobs import Job
 from worker.harness.report import MAX_REPORT_BYTES, MAX_TEXT, Report, bounded
@@ -65,9 +65,9 @@ def test_the_huge_exception_report_stores_fine(grade, database):
     report = grade("autograd-q", HUGE_EXCEPTION)
     submission_id = queue_submission(database, HUGE_EXCEPTION)
     with database.sessions.begin() as session:
-        claimed = settle.claim(session, submission_id, "local", "t", grading_lease())
+        claimed = runs.claim(session, submission_id, "local", "t", grading_lease())
     with database.sessions.begin() as session:
-        assert settle.record(session, claimed.run_id, Report.parse(report)) == "graded"
+        assert runs.record(session, claimed.run_id, Report.parse(report)) == "graded"
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         run = submission.runs[-1]
@@ -141,7 +141,7 @@ def test_bounded_cuts_every_string_and_the_whole():
 def test_the_store_refuses_a_report_over_the_cap_and_stores_nothing_of_it(database):
     submission_id = queue_submission(database, REFERENCE_Q)
     with database.sessions.begin() as session:
-        claimed = settle.claim(session, submission_id, "local", "t", grading_lease())
+        claimed = runs.claim(session, submission_id, "local", "t", grading_lease())
     huge = {
         "exercise": "autograd-q",
         "status": "graded",
@@ -154,7 +154,7 @@ def test_the_store_refuses_a_report_over_the_cap_and_stores_nothing_of_it(databa
         "timing": {"total": 1.0},
     }
     with database.sessions.begin() as session:
-        assert settle.record(session, claimed.run_id, Report.parse(huge)) == "failed"
+        assert runs.record(session, claimed.run_id, Report.parse(huge)) == "failed"
     with database.sessions() as session:
         run = session.get(GradingRun, claimed.run_id)
         assert run.status == "failed" and run.score is None and run.notes is None

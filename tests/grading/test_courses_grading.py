@@ -310,6 +310,7 @@ def noting_python(database, tmp_path):
     return started
 
 
+@pytest.mark.sandbox  # a harness started under each course's python
 def test_the_local_executor_grades_each_course_with_its_own_python(database, mpi, tmp_path):
     """Course mpi's python is a wrapper that notes each start, then runs this venv's: its runs
     start it once (a warm harness of its own); the other course's runs never do."""
@@ -383,6 +384,7 @@ def test_the_queue_goes_round_robin_between_courses_then_their_students(database
     assert graded == [pytorch[0], queued_mpi[0], pytorch[1], queued_mpi[1], pytorch[2], pytorch[3]]
 
 
+@pytest.mark.sandbox  # a harness started under each course's python
 def test_sandbox_check_probes_each_courses_python_naming_the_course(database, mpi, tmp_path):
     """The service's python and folder are checked for pytorch (it names neither); mpi's
     wrapper python is started for mpi, with its own exercises folder."""

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from helpers import REFERENCE_Q, dispatcher, queue_submission
 
 from server.core.models import Course, GradingRun, Submission
+from server.core.runs import MAX_RUNS
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
-from worker.grading.settle import MAX_RUNS
 from worker.harness import spool
 from worker.harness.pilot import Pilot
 
@@ -163,7 +163,7 @@ def test_the_harness_marks_runs_done_and_collect_reads_those_between_polls(
 ):
     """Reports are read every collect (one listing of done/); the cluster is asked, and every
     run's folder looked into, once per SLURM_POLL_SECONDS."""
-    grading.poll_every = 3600.0
+    grading.collector.poll_every = 3600.0
     ids = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
     grading.dispatch()
     polls = []
@@ -313,6 +313,7 @@ def test_a_newer_submission_does_not_cancel_an_older_one(database, cluster, grad
     assert [s[:2] for s in states(database).values()] == [("graded", 10), ("graded", 10)]
 
 
+@pytest.mark.sandbox  # a pilot's life: its harness started, then killed (tests/README.md)
 def test_runs_go_to_a_live_pilot_at_once_and_back_to_sbatch_when_it_dies(
     database, cluster, grading, report, monkeypatch
 ):
@@ -449,3 +450,102 @@ def test_staff_stop_a_submission_and_its_job_once_no_one_else_is_in_it(
     grading.collect()
     assert [s[:2] for s in states(database).values()] == [("cancelled", None)] * 3
     assert grading.cancel([first]) == []
+
+
+# --- faults of the infrastructure (issue 40): held while they last, no try used ----------
+
+
+def held(database) -> dict:
+    from server.core import conditions
+
+    with database.sessions() as session:
+        return {fault.value: row.detail for fault, row in conditions.current(session).items()}
+
+
+def test_a_spool_below_its_floor_sends_nothing_says_so_once_and_then_grades(
+    database, cluster, grading, caplog
+):
+    submission_id = queue_submission(database, REFERENCE_Q)
+    cluster.spool.mkdir()
+    grading.spool_min_free_mb = 10**12  # more than any disk has
+    for _ in range(3):
+        grading.dispatch()
+    assert cluster.jobs == {} and states(database)[submission_id] == ("queued", None, [])
+    assert "nothing is sent" in held(database)["spool_full"]
+    began = [r for r in caplog.records if "spool_full began" in r.getMessage()]
+    assert len(began) == 1
+    grading.spool_min_free_mb = 0
+    grading.dispatch()
+    assert held(database) == {} and len(cluster.jobs) == 1
+
+
+def test_a_spool_that_cannot_be_written_is_one_fault_until_it_can(
+    database, cluster, grading, monkeypatch, caplog
+):
+    """Megabytes free but no file can be written (no inode left, a read-only mount): dispatch
+    sends nothing and collect's failed write holds the same fault. Before, dispatch cleared what
+    collect held, by free megabytes alone, so the fault began and ended every cycle, and jobs
+    were sent to a spool that could not take their files."""
+
+    def no_inode(path, data):
+        raise OSError(28, "No space left on device")
+
+    submission_id = queue_submission(database, REFERENCE_Q)
+    cluster.spool.mkdir()
+    grading.collector.poll_every = 60.0  # collect writes the mark of its last poll
+    monkeypatch.setattr(spool, "write_atomically", no_inode)
+    for _ in range(3):
+        grading.dispatch()
+        grading.collect()
+    assert cluster.jobs == {} and states(database)[submission_id] == ("queued", None, [])
+    assert "No space left" in held(database)["spool_full"]
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("spool_full")]
+    assert len(said) == 1 and "began" in said[0], said
+    monkeypatch.undo()
+    grading.dispatch()
+    assert held(database) == {} and len(cluster.jobs) == 1
+
+
+def test_a_job_that_ended_while_the_spool_was_full_uses_no_try(database, cluster, grading):
+    """A job with nowhere to write its report ends FAILED with an empty log: the spool failed,
+    not the run, which goes back to the queue unused."""
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch()
+    grading.collector.spool_min_free_mb = 10**12
+    cluster.end("100", "FAILED")
+    grading.collect()
+    assert list(grading.collect().values()) == ["requeued"]
+    assert states(database)[submission_id] == ("queued", None, [])
+
+
+def test_collect_polls_on_when_the_spool_cannot_be_written(
+    database, cluster, grading, monkeypatch, report
+):
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch()
+    monkeypatch.setattr(spool, "write_atomically", full)
+    grading.collector.poll_every = 60.0  # the mark of the last poll is written, or tried
+    polls = []
+    poll = cluster.poll
+    cluster.poll = lambda ids: polls.append(ids) or poll(ids)
+    grading.collect()
+    grading.collect()
+    assert len(polls) == 2 and "No space left" in held(database)["spool_full"]
+    monkeypatch.undo()
+    cluster.end("100", "COMPLETED", report)
+    grading.collect()
+    assert states(database)[submission_id][:2] == ("graded", 10)
+
+
+def test_a_controller_that_does_not_answer_is_held_until_it_answers(database, cluster, grading):
+    queue_submission(database, REFERENCE_Q)
+    grading.dispatch()
+    cluster.down = True
+    grading.collect()
+    assert "Unable to contact slurm controller" in held(database)["cluster_away"]
+    cluster.down = False
+    grading.collect()
+    assert held(database) == {}

@@ -156,7 +156,7 @@ def test_slurm_batches_take_one_file_per_student_in_the_queues_order(database, c
 def test_the_student_is_told_why_a_file_waits(course):
     import datetime as dt
 
-    from worker.grading.settle import claim
+    from server.core.runs import claim
 
     client = course.test_client()
     token = client.post(

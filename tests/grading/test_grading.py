@@ -11,9 +11,10 @@ from helpers import queue_submission as submit
 from server.core.catalogue import load_exercise_info
 from server.core.config import Settings
 from server.core.models import GradingRun, Submission
+from server.core.runs import MAX_RUNS, claim, release
 from server.web.submissions import reopen
+from worker.grading.liveness import recover
 from worker.grading.local import LocalExecutor
-from worker.grading.settle import MAX_RUNS, claim, recover, release
 
 LEASE = dt.timedelta(minutes=5)
 

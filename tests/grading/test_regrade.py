@@ -16,6 +16,7 @@ from helpers import REFERENCE_Q, dispatcher, grade, grade_next, logged_in
 from sqlalchemy import event, select, text, update
 from test_dispatch import ScriptedCluster
 
+from server.core import runs
 from server.core.catalogue import default_root, load_exercise_info
 from server.core.config import app_settings
 from server.core.grades import student_grade
@@ -32,8 +33,8 @@ from server.web.regrade_preview import (
     start,
 )
 from server.web.submissions import Rules, accept, reopen
-from worker.grading import settle
-from worker.grading.preview import PreviewGrader, record
+from worker.grading import liveness
+from worker.grading.preview import PreviewGrader
 from worker.harness import spool
 from worker.harness.report import Report
 
@@ -370,7 +371,7 @@ def test_an_adjusted_score_counts_before_and_after(graded, executor, changed_che
     grade_preview(app, executor, changed_checks, regrade_id)
     client, token = logged_in(app, "prof")
     page = client.get(f"/courses/pytorch/staff/regrades/{regrade_id}").text
-    adjusted = "5 / 10 ✎ (adjusted by an instructor)"
+    adjusted = "5 / 10 ✎ (adjusted by hand)"
     assert table(page)["carl"] == [adjusted, adjusted, "+0", "0 of 1 changed", "ready"]
     assert submissions(page)["carl"] == [
         f"#{ids['carl']} {adjusted} → {adjusted} automatic score: 3 / 10 → 1 / 10 ready"
@@ -496,7 +497,7 @@ def test_discarding_a_preview_being_graded_stops_its_grading(graded, executor, c
         # a report that comes anyway finds its run no longer waiting
         run_id = session.scalar(select(GradingRun.id).where(GradingRun.regrade_id == regrade_id))
     with app.extensions["hpcgrade.db"].sessions.begin() as session:
-        assert record(session, run_id, "t", graded_report(None)) == "stale"
+        assert runs.record_preview(session, run_id, "t", graded_report(None)) == "stale"
 
 
 def test_one_preview_at_a_time(graded):
@@ -564,7 +565,7 @@ def test_the_recovery_and_the_queue_leave_preview_runs_alone(graded, executor, c
             )
         )
     before = state(app)
-    assert settle.recover(database.sessions, lambda worker: True) == []
+    assert liveness.recover(database.sessions, lambda worker: True) == []
     assert dispatcher(database, executor, catalogue).collect() == {}
     assert state(app) == before
     with database.sessions() as session:

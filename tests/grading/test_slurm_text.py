@@ -236,6 +236,16 @@ def test_the_job_script_matches_the_golden_file():
     assert script == (GOLDEN / "job-script.sh").read_text()
 
 
+def test_the_extra_options_come_last_so_that_they_override_the_services_own():
+    """sbatch takes the last of an option given twice: an exercise's `--no-requeue` (a job that
+    must not run twice) beats the service's `--requeue`, wherever a new option is declared."""
+    options = sbatch_options(
+        Resources(extra=("--no-requeue", "--time=5")), job_name="j", comment="c", wckey="w", log="l"
+    )
+    assert options[-2:] == ["--no-requeue", "--time=5"]
+    assert options.index("--requeue") < options.index("--no-requeue")
+
+
 def test_a_cpu_only_shape_holds_no_gpu():
     options = sbatch_options(Resources(gpus=0), job_name="j", comment="c", wckey="w", log="l")
     assert not any(o.startswith("--gres") for o in options)

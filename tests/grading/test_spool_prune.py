@@ -13,10 +13,10 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from helpers import REFERENCE_Q, queue_submission
 
+from server.core import runs
 from server.core.models import WorkerHeartbeat, utcnow
 from server.web.app import create_app
 from worker.cli.main import main
-from worker.grading import settle
 from worker.harness import spool
 
 DAY = 86400
@@ -54,7 +54,7 @@ def run_folder(root: Path, name: str, days: float) -> Path:
 
 def running_run(database) -> str:
     with database.sessions.begin() as session:
-        claimed = settle.claim(
+        claimed = runs.claim(
             session, queue_submission(database, REFERENCE_Q), "slurm", "w", dt.timedelta(minutes=15)
         )
     return str(claimed.run_id)

@@ -34,7 +34,7 @@ def test_a_harness_that_stops_answering_is_killed_with_all_it_started(tmp_path, 
     with runner.HarnessProcess(scratch=str(tmp_path)) as harness:
         quick_deadline(monkeypatch)
         started = descendants(harness.process.pid)
-        assert started  # the zygote and its spare
+        assert started  # the zygote
         os.kill(harness.process.pid, signal.SIGSTOP)
         began = time.monotonic()
         with pytest.raises(runner.HarnessUnanswered, match="did not answer within 2 s"):

@@ -216,7 +216,7 @@ def test_killed_half_way_keeps_the_reports_written(tmp_path):
             spool_command(tmp_path, "1", "2", "3"), stderr=log, cwd=ROOT, env=environment()
         )
     deadline = time.monotonic() + 60
-    # until the second run's student is asleep beside the zygote and its next spare (each a
+    # until the second run's student is asleep beside the zygote and the next, ready (each a
     # keeper and the student process it forked into a PID namespace)
     while (
         report(tmp_path, "1") is None or len(descendants(process.pid)) < 5

@@ -14,14 +14,13 @@ import sqlalchemy as sa
 from helpers import REFERENCE_Q, dispatcher, postgres_database, queue_submission, the_course
 from sqlalchemy.exc import OperationalError
 
-from server.core import migrate
+from server.core import migrate, runs
 from server.core.config import app_settings
 from server.core.exercises import sync_exercises
 from server.core.models import Submission, User
 from server.core.queue import enqueue
 from server.web.app import create_app
 from worker.grading import dispatch as dispatch_module
-from worker.grading import settle
 
 ROOT = Path(__file__).parents[2]
 LOOPING = "while True:\n    pass\n"
@@ -42,8 +41,8 @@ def away(times: int, real):
 
 def test_a_report_in_hand_waits_for_the_database(database, executor, catalogue, monkeypatch):
     monkeypatch.setattr(dispatch_module, "RECORD_BACKOFF", (0.01, 0.02))
-    record, calls = away(3, settle.record)
-    monkeypatch.setattr(settle, "record", record)
+    record, calls = away(3, runs.record)
+    monkeypatch.setattr(runs, "record", record)
     submission_id = queue_submission(database, REFERENCE_Q)
     assert dispatcher(database, executor, catalogue).dispatch().outcomes == {
         submission_id: "graded"

@@ -4,6 +4,7 @@ the grading account (scripts/grading-account). The dispatcher is driven here, in
 by cycle, as the Celery tasks drive it; test_slurm_service.py runs the whole service."""
 
 import dataclasses
+import datetime as dt
 import json
 import os
 import shutil
@@ -27,22 +28,34 @@ from helpers import (
     the_course,
 )
 
-from server.core import migrate
+from server.core import conditions, migrate
 from server.core.catalogue import load_catalogue
+from server.core.conditions import Fault
 from server.core.config import Settings, load_settings
 from server.core.courses import course_catalogue, edit_course, find_course
 from server.core.exercises import sync_exercises
-from server.core.models import Exercise, GradingRun, Regrade, RunStatus, Submission, User, utcnow
+from server.core.models import (
+    Exercise,
+    GradingRun,
+    Regrade,
+    RunStatus,
+    ScheduleRun,
+    Submission,
+    User,
+    utcnow,
+)
+from server.core.runs import DONE, MAX_RUNS
 from server.core.users import add_user
+from server.web import results
 from server.web.app import create_app
 from server.web.course import run_rows
-from server.web.results import waiting
+from server.web.results import MAINTENANCE_REASONS, waiting
 from worker.cli.demo import write_config
 from worker.grading.dispatch import Dispatcher
 from worker.grading.preview import PreviewGrader
-from worker.grading.settle import DONE, MAX_RUNS
 from worker.grading.slurm import SlurmExecutor
 from worker.harness import pilot as pilot_layout
+from worker.harness import spool
 
 pytestmark = [
     pytest.mark.slurm,
@@ -69,10 +82,10 @@ def shared():
     (owned by the account's group, set-group-ID, as deploy/ sets it up) and test exercises."""
     folder = Path(tempfile.mkdtemp(prefix="hpcgrade-test-", dir="/var/tmp"))
     folder.chmod(0o755)
-    spool = folder / "spool"
-    spool.mkdir()
-    shutil.chown(spool, group=os.environ.get("HPCGRADE_TEST_USER", "root"))
-    spool.chmod(0o2770)
+    runs = folder / "spool"
+    runs.mkdir()
+    shutil.chown(runs, group=os.environ.get("HPCGRADE_TEST_USER", "root"))
+    runs.chmod(0o2770)
     yield folder
     slurm_cluster.cancel_all()
     shutil.rmtree(folder, ignore_errors=True)
@@ -92,6 +105,9 @@ def settings(shared: Path, **overrides) -> Settings:
             "SLURM_MEMORY": "2G",
             "SLURM_TIME": 5,
             "SLURM_BATCH_WAIT": 0,
+            # a job is judged ended after two polls: a second apart here, where reports reach
+            # the spool at once (no shared filesystem between the node and the service)
+            "SLURM_POLL_SECONDS": 1,
             "MAX_RUNNING_PER_STUDENT": 100,  # one student's files packed
             **overrides,
         }
@@ -334,6 +350,13 @@ def collect_until(grading: Dispatcher, run_id: int, seconds: float = 60) -> str:
     return outcome
 
 
+def collected_reason(grading: Dispatcher, database, run_id: int) -> str | None:
+    """One collect cycle; the reason squeue gave for the run's job waiting, as recorded."""
+    grading.collect()
+    with database.sessions() as session:
+        return session.get(GradingRun, run_id).job_reason
+
+
 def test_an_admins_scancel_sends_the_runs_back_to_the_queue_unused(database, shared):
     """Only the instructors' Stop grading cancels a submission: a job cancelled from outside the
     service (an admin's scancel) sends its runs back to the queue, their attempts unused."""
@@ -401,6 +424,23 @@ def test_a_settled_run_shows_its_jobs_final_state(database, shared):
     assert (run.status, run.job_state) == ("done", "COMPLETED")
 
 
+def student_reads(database, submission_id: int) -> tuple[dict, list]:
+    """What the submission's page and the API say of a submission not graded yet
+    (results.waiting: `held_by`, `note`), and its runs as staff read them."""
+    app = create_app(
+        {
+            "DATABASE_URL": database.engine.url.render_as_string(False),
+            "SECRET_KEY": "test",
+            "TESTING": True,
+            "EXECUTOR": "slurm",  # whose resting the cluster's state says
+        }
+    )
+    results._pace_kept = None  # a portal reads the queue's pace again every few seconds: now
+    with app.test_request_context(), database.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        return waiting(session, submission, "en"), run_rows(submission)
+
+
 def test_a_drained_node_is_waiting_for_the_cluster_then_cluster_unavailable(database, shared):
     """The student reads that the cluster has not started their grading, staff read squeue's
     reason; past SLURM_PENDING_LIMIT_SECONDS the job is cancelled and the run is a grader error,
@@ -412,19 +452,19 @@ def test_a_drained_node_is_waiting_for_the_cluster_then_cluster_unavailable(data
         grading.dispatch()
         with database.sessions() as session:
             run_id, job = session.execute(sa.select(GradingRun.id, GradingRun.external_id)).one()
-        grading.collect()
-        app = create_app(
-            {
-                "DATABASE_URL": database.engine.url.render_as_string(False),
-                "SECRET_KEY": "test",
-                "TESTING": True,
-            }
-        )
-        with app.test_request_context(), database.sessions() as session:
-            submission = session.get(Submission, submission_id)
-            seen = waiting(session, submission, "en")
-            (row,) = run_rows(submission)
-        assert seen["waiting_for_cluster"] and "Waiting for the cluster" in seen["note"]
+        # squeue's reason is "None" until the scheduler has looked at the job, then
+        # "ReqNodeNotAvail…" and "Nodes required for job are DOWN, DRAINED…": on a busy
+        # machine, a few polls after sbatch
+        deadline, reasons = time.monotonic() + 30, []
+        while not (reason := collected_reason(grading, database, run_id) or "").startswith(
+            MAINTENANCE_REASONS
+        ):
+            reasons.append(reason)
+            assert time.monotonic() < deadline, reasons
+            time.sleep(0.3)
+        seen, (row,) = student_reads(database, submission_id)
+        assert seen["waiting_for_cluster"] and seen["held_by"] == "cluster_maintenance"
+        assert "the nodes that grade are under maintenance" in seen["note"]
         assert row.job_state == "PENDING" and row.job_reason, row
         assert collect_until(grading, run_id, seconds=60) == "error"
     finally:
@@ -468,9 +508,9 @@ def test_runs_a_job_has_no_time_for_go_back_to_the_queue_with_their_attempts(
 
 
 def test_a_job_over_its_time_charges_only_the_run_it_was_grading(database, shared, monkeypatch):
-    """The first run of a batch sleeps past the job's 1-minute limit (Slurm's limits are whole
-    minutes, enforced every half minute or so: about 80 s here): the job ends TIMEOUT, that run
-    is charged (lost), the two it never began are graded later, unused."""
+    """The first run of a batch sleeps past its job's limit (taken to nothing once that run has
+    begun): the job ends TIMEOUT, that run is charged (lost), the two it never began are graded
+    later, unused."""
     packed(monkeypatch)
     catalogue = exercise_with(
         "autograd-q",
@@ -487,7 +527,12 @@ def test_a_job_over_its_time_charges_only_the_run_it_was_grading(database, share
     others = [queue_submission(database, REFERENCE_Q) for _ in range(2)]
     grading.dispatch()
     with database.sessions() as session:
-        assert len(set(session.scalars(sa.select(GradingRun.external_id)))) == 1  # one batch
+        jobs = set(session.scalars(sa.select(GradingRun.external_id)))
+        slow_run = session.scalar(sa.select(GradingRun.id).where(GradingRun.submission_id == slow))
+    assert len(jobs) == 1  # one batch
+    begun = spool.run_dir(shared / "spool", str(slow_run))
+    settle(grading, [slow], seconds=120, until=lambda _: spool.was_started(begun))
+    slurm_cluster.time_out(jobs.pop())
     ended = settle(
         grading, [slow], seconds=200, until=lambda s: s[0].runs and s[0].runs[0].status != "running"
     )
@@ -578,15 +623,45 @@ def test_the_controller_away_loses_nothing(database, shared):
     try:
         waiting = queue_submission(database, REFERENCE_Q)
         grading.dispatch()  # sbatch fails: the submission stays queued, with no run
+        seen, runs = student_reads(database, waiting)
+        assert (seen["held_by"], runs) == ("cluster_resting", [])
+        assert "not taking new jobs just now" in seen["note"]
         # the running job's report needs no controller to be read
         settle(grading, [running], until=lambda s: s[0].status == "graded")
         with database.sessions() as session:
             still = session.get(Submission, waiting)
             assert (still.status, still.runs) == ("queued", [])
+            # squeue did not answer: the fault a running submission's student reads
+            assert Fault.cluster_away in conditions.current(session)
     finally:
         slurm_cluster.start_controller()
     done = settle(grading, [running, waiting])
     assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)] * 2
+
+
+def test_a_report_beat_no_longer_collects_is_said_so_then_graded(database, shared):
+    """Celery beat killed: the job has ended and its report waits in the spool, and nothing
+    collects it. The student reads that its result waits to be collected (it once read
+    "waiting for the cluster"), as soon as a worker's heartbeat finds beat's reconcile stale;
+    once collect runs again the submission is graded, no try used."""
+    grading = make_dispatcher(database, settings(shared))
+    submission_id = queue_submission(database, REFERENCE_Q)
+    grading.dispatch()
+    with database.sessions() as session:
+        job = session.scalar(sa.select(GradingRun.external_id))
+    deadline = time.monotonic() + 120
+    while slurm_cluster.job_state(job) != "COMPLETED":  # ended; nothing has collected it
+        assert time.monotonic() < deadline, slurm_cluster.job_state(job)
+        time.sleep(0.5)
+    with database.sessions.begin() as session:
+        stale = utcnow() - dt.timedelta(seconds=conditions.SCHEDULE_STALE_SECONDS + 60)
+        session.merge(ScheduleRun(task="reconcile", ran_at=stale))
+        conditions.watch_the_schedule(session)  # as each worker's heartbeat asks
+    seen, (row,) = student_reads(database, submission_id)
+    assert seen["held_by"] == "schedule_stopped" and "waits to be collected" in seen["note"]
+    assert row.status == "running"
+    done = settle(grading, [submission_id])  # beat back: collect runs again
+    assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)]
 
 
 def test_a_request_no_node_can_hold_is_refused_not_left_pending(

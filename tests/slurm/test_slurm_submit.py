@@ -24,6 +24,7 @@ from test_slurm import (  # noqa: F401
     settings,
     settle,
     shared,
+    student_reads,
 )
 
 from server.core.models import ClusterState, Submission, utcnow
@@ -163,6 +164,8 @@ def test_a_transient_sbatch_error_backs_off_and_the_runs_stay_queued(
         submission = session.get(Submission, submission_id)
         assert (submission.status, submission.runs) == ("queued", [])
     assert len(calls.read_text().splitlines()) == 1  # backing off: not tried again at once
+    seen, _runs = student_reads(database, submission_id)
+    assert seen["held_by"] == "cluster_resting" and seen["queue_position"] == 1, seen
     with database.sessions() as session:  # every dispatcher rests, told by the database
         state = session.get(ClusterState, "slurm")
         assert state.failures == 1 and "Socket timed out" in state.reason
@@ -224,13 +227,17 @@ def test_a_full_spool_sends_nothing_until_space_is_made(
     config = settings(shared, SPOOL_MIN_FREE_MB=1)
     grading = make_dispatcher(database, config)
     submission_id = queue_submission(database, REFERENCE_Q)
-    with caplog.at_level(logging.ERROR, logger="worker.grading.dispatch"):
+    with caplog.at_level(logging.WARNING, logger="server.core.conditions"):
         grading.dispatch()
+        grading.dispatch()  # said once, when it begins
     with database.sessions() as session:
         submission = session.get(Submission, submission_id)
         assert (submission.status, submission.runs) == ("queued", [])  # no try used
     assert course_jobs(config.course) == []
-    assert f"spool full: 0 MB free on {small_spool}, SPOOL_MIN_FREE_MB is 1" in caplog.text
+    seen, _runs = student_reads(database, submission_id)
+    assert seen["held_by"] == "spool_full" and "disk is full" in seen["note"]
+    began = f"spool_full began: 0 MB free on {small_spool}, SPOOL_MIN_FREE_MB is 1"
+    assert caplog.text.count(began) == 1
     env = dict(
         os.environ,
         HPCGRADE_CONFIG=str(config_file(tmp_path / "h.toml", own_jobs(database, config))),
@@ -246,7 +253,7 @@ def test_a_full_spool_sends_nothing_until_space_is_made(
     )
     assert checked.returncode == 1
     assert f"spool {small_spool}: holds 3 MB, 0 MB free" in checked.stdout
-    assert "is full: 0 MB free, less than SPOOL_MIN_FREE_MB (1)" in checked.stderr
+    assert f"is full: 0 MB free on {small_spool}, SPOOL_MIN_FREE_MB is 1" in checked.stderr
     filler.unlink()  # space made: the next cycle sends it
     done = settle(grading, [submission_id])
     assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)]

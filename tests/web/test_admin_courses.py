@@ -240,6 +240,7 @@ def test_a_course_is_edited_and_an_empty_value_is_the_services_default(people):
         session = people.extensions["hpcgrade.db"].sessions()
         find_course(session, "pytorch").timezone = "Europe/Madrid"
         find_course(session, "pytorch").slurm = {"partition": "gpu", "gpus": 2}
+        find_course(session, "pytorch").directory_groups = {"student": ["ml-2026"]}
         session.commit()
     page = admin.get("/admin/courses/pytorch/edit").text
     assert "<h1>Edit course pytorch</h1>" in page
@@ -266,6 +267,7 @@ def test_a_course_is_edited_and_an_empty_value_is_the_services_default(people):
         "refuse",
     )
     assert pytorch.slurm == {"partition": "gpu", "qos": "long"}  # gpus: the service's again
+    assert pytorch.directory_groups == {"student": ["ml-2026"]}  # not the form's: kept
     refused = admin.post(
         "/admin/courses/pytorch/edit",
         data=form(token, title_en="Tensors", slurm_nodes="4", timezone="Nowhere"),

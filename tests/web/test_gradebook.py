@@ -100,7 +100,7 @@ def test_gradebook_columns_in_course_order_with_points_totals_and_percentages(ma
     # percentages to one decimal, as in the CSV
     assert rows["ana"][column] == "10" and rows["ana"][-2:] == ["15", "24,2 %"]
     # the adjusted score counts, marked
-    assert rows["bea"][column] == "6 ✎ (ajustada por el profesorado)" and rows["bea"][-1] == "9,7 %"
+    assert rows["bea"][column] == "6 ✎ (ajustada a mano)" and rows["bea"][-1] == "9,7 %"
     assert rows["carl"][column] == "—" and rows["carl"][-2:] == ["0", "0,0 %"]
 
 
@@ -246,7 +246,7 @@ def test_search_sort_and_filter_an_exercises_students(marked_course):
     page = client.get("/courses/pytorch/staff/exercises/autograd-q").text
     rows = body_rows(page)
     assert rows["ana"][1:3] == ["2", "10 / 10"] and "23 Nov 2026, 17:05" in rows["ana"][3]
-    assert rows["bea"][2] == "6 / 10 ✎ (adjusted by an instructor)"
+    assert rows["bea"][2] == "6 / 10 ✎ (adjusted by hand)"
     assert rows["carl"][3] == "nothing submitted"
     assert "out of 10 points" in page
     assert usernames(

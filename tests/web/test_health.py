@@ -9,9 +9,9 @@ from helpers import REFERENCE_Q, change_settings, grade_next, logged_in
 from prometheus_client.parser import text_string_to_metric_families
 from test_result_page import SIGN_FLIPPED, send
 
+from server.core import runs
 from server.core.models import ClusterState, ScheduleRun, WorkerHeartbeat, utcnow
 from server.web.app import create_app
-from worker.grading import settle
 from worker.harness.report import HARNESS_START, Report
 
 OUTSIDE = {"REMOTE_ADDR": "10.9.9.9"}
@@ -77,11 +77,11 @@ def test_the_metrics_say_the_queue_the_grades_and_the_errors(course, executor, c
     send(client, token, SIGN_FLIPPED)  # waits in the queue
     errored = int(send(client, token, SIGN_FLIPPED).headers["Location"].rsplit("/", 1)[1])
     with database.sessions.begin() as session:
-        run = settle.claim(session, errored, "local", "w", dt.timedelta(minutes=5))
+        run = runs.claim(session, errored, "local", "w", dt.timedelta(minutes=5))
     before = samples(course)
     with database.sessions.begin() as session:  # a harness's error, its first report
         failed = Report.grader_error("the harness could not start", "autograd-q")
-        settle.record(
+        runs.record(
             session,
             run.run_id,
             Report.from_dict(dict(failed.to_dict(), timing={HARNESS_START: 2.5})),

@@ -4,6 +4,8 @@ the request); the task then mails, through a real SMTP server (aiosmtpd), the st
 wants it, in the language they last chose. Each user turns each notice on or off on their
 account's page."""
 
+import datetime as dt
+
 import pytest
 from helpers import IN_COURSE, change_settings, logged_in, received
 from sqlalchemy import select
@@ -117,7 +119,9 @@ def test_an_accommodation_is_mailed_with_its_terms_in_english_and_in_spanish(mai
 
 def graded_submission(app, username: str, score: float, max_score: float = 10.0) -> int:
     """A graded submission of `username` to SLUG (one done run); its id."""
-    from server.core.grades import take
+    from helpers import graded_report
+
+    from server.core import runs
     from server.web.submissions import Rules, accept
 
     with app.app_context(), app.extensions["hpcgrade.db"].sessions() as session:
@@ -126,18 +130,9 @@ def graded_submission(app, username: str, score: float, max_score: float = 10.0)
         submission = accept(
             session, user, exercise, "work.py", b"x = 1\n", Rules(1024, 100, 60), utcnow()
         )
-        run = GradingRun(
-            submission=submission,
-            attempt=1,
-            executor="local",
-            score=score,
-            max_score=max_score,
-            lease_until=utcnow(),
-            finished_at=utcnow(),
-        )
-        session.add(run)
         session.flush()
-        take(run)
+        claimed = runs.claim(session, submission.id, "local", "test", dt.timedelta(minutes=5))
+        runs.record(session, claimed.run_id, graded_report(score, max_score))
         session.commit()
         return submission.id
 

@@ -33,6 +33,7 @@ def test_student_flow(course):
         "status": "queued",
         "queue_position": 1,
         "waiting_for_cluster": False,
+        "held_by": None,
         "note": None,
         "score": None,
         "counted_score": None,

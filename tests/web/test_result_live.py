@@ -208,6 +208,42 @@ def test_while_the_cluster_takes_no_jobs_the_student_hears_it_from_the_database(
     assert not status["waiting_for_cluster"] and status["note"] is None
 
 
+@pytest.mark.parametrize(
+    ("fault", "status", "english", "spanish"),
+    [
+        ("spool_full", "queued", "the grading service's disk is full", "disco"),
+        ("cluster_away", "running", "The cluster does not answer just now", "no responde"),
+        ("schedule_stopped", "running", "waits to be collected", "recoge"),
+    ],
+)
+def test_a_fault_of_the_infrastructure_is_said_in_the_students_words(
+    course, fault, status, english, spanish
+):
+    """What server/core/conditions.py holds reaches the page and the API, in both languages,
+    with the fault named in `held_by`; once it is cleared, nothing is said."""
+    from server.core import conditions
+    from server.core.conditions import Fault
+
+    change_settings(course, EXECUTOR="slurm")  # its runs' reports are collected
+    client, token = logged_in(course)
+    sent = send(client, token, REFERENCE_Q)
+    if status == "running":
+        change(course, submission_id(sent), status="running")
+    with course.extensions["hpcgrade.db"].sessions.begin() as session:
+        conditions.hold(session, Fault(fault), "a test's fault")
+    seen = client.get(sent.headers["Location"] + "/status").json
+    assert seen["held_by"] == fault and english in seen["note"]
+    assert english in text_of(client.get(sent.headers["Location"]).text)
+    client.get("/courses/pytorch/?lang=es")
+    results._pace_kept = None
+    assert spanish in client.get(sent.headers["Location"] + "/status").json["note"]
+    with course.extensions["hpcgrade.db"].sessions.begin() as session:
+        conditions.clear(session, Fault(fault))
+    results._pace_kept = None
+    seen = client.get(sent.headers["Location"] + "/status").json
+    assert seen["held_by"] is None and seen["note"] is None
+
+
 # --- the result page -------------------------------------------------------------------------
 
 

@@ -128,6 +128,32 @@ def test_the_api_says_whose_role_set_the_grade(staffed):
     assert listed["grade"]["set_by_instructor"]["by"] == "ta"
 
 
+def test_a_score_a_teaching_assistant_adjusted_says_so(staffed):
+    """It read "adjusted by an instructor" whoever adjusted it: the submission's pages, the API
+    and the terminal's summary say the adjuster's role."""
+    from test_allowances import graded, override
+
+    from hpcgrade.summary import summary
+
+    submission_id = graded(staffed, "ana", 4)
+    teo, token = logged_in(staffed, "teo")
+    override(teo, token, submission_id, "6")
+    ana, _ = logged_in(staffed, "ana")
+    for path in (f"/courses/pytorch/submissions/{submission_id}", "/courses/pytorch/submissions"):
+        page = ana.get(path).text
+        assert 'title="adjusted by a teaching assistant"' in page, path
+        assert "adjusted by an instructor" not in page, path
+    spanish = ana.get(f"/courses/pytorch/submissions/{submission_id}?lang=es").text
+    assert "ajustada por un profesor ayudante" in spanish
+    answer = (
+        staffed.test_client()
+        .get(f"/api/v1/submissions/{submission_id}", headers=bearer(staffed, "ana"))
+        .json
+    )
+    assert answer["override"]["by"] == "ta"
+    assert "(adjusted by a teaching assistant)" in summary("work.py", answer).splitlines()[0]
+
+
 def test_the_admin_form_sets_whether_tas_give_accommodations(staffed):
     root, token = logged_in(staffed, "root")
     page = root.get("/admin/courses/pytorch/edit").text

@@ -257,12 +257,21 @@ def new_exercise(slug: str, course_slug: str | None) -> None:
     help="Also grade the wrong programs the grader derives from each reference: none "
     "may reach full marks on some seeds and lose points on others.",
 )
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="Where the programs run (auto: CUDA where torch sees a GPU, as the service grades): "
+    "every program must score the same on either.",
+)
 @COURSE_OPTION
 def check_exercises(
     slugs: tuple[str, ...],
     seeds: tuple[int, ...],
     write_visible_mistakes: bool,
     derived: bool,
+    device: str,
     course_slug: str | None,
 ) -> None:
     """Grade each reference (full marks, on the visible checks too) and mutant (must lose points
@@ -284,10 +293,10 @@ def check_exercises(
     ):
         for info in infos:
             found = too_few(info) + self_check(
-                harness, info, seeds or (None, None, None), write_visible_mistakes
+                harness, info, seeds or (None, None, None), write_visible_mistakes, device
             )
             if derived:
-                tally = derived_check(harness, info, seeds or (None, None, None))
+                tally = derived_check(harness, info, seeds or (None, None, None), device)
                 found += tally.problems
                 click.echo(
                     f"     {info.slug}: {tally.programs} derived wrong programs, "

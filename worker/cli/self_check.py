@@ -11,6 +11,7 @@ names them from it), which `write_visible_mistakes` writes.
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -31,47 +32,34 @@ def self_check(
     info: ExerciseInfo,
     seeds: tuple[int | None, ...],
     write_visible_mistakes: bool = False,
+    device: str = "auto",
 ) -> list[str]:
-    """What is wrong with an exercise, graded on each seed (None: a fresh one)."""
-    problems = _visible_mistakes_problems(harness, info, write_visible_mistakes)
+    """What is wrong with an exercise, graded on each seed (None: a fresh one) on `device` (a
+    job's: `auto` is CUDA where torch sees a GPU)."""
+    job = functools.partial(info.job, device=device)
+    problems = _visible_mistakes_problems(harness, info, write_visible_mistakes, device)
+    problems += _reference_problems(harness, info, seeds, device)
     scores: dict[str, set[float]] = {}
     for seed in seeds:
-        for visible in (False, True):
-            report = harness.report_for(
-                info.job(info.path / "reference.py", seed=seed, visible=visible)
-            ).to_dict()
-            if report.get("status") != "graded" or report["score"] != report["max_score"]:
-                failing = [
-                    c["name"] + ": " + c["message"]
-                    for c in report.get("checks", [])
-                    if not c["passed"]
-                ]
-                problems.append(
-                    f"reference scored {report.get('score')}/{report.get('max_score')}"
-                    f"{' on the visible checks' if visible else ''} (seed "
-                    f"{report.get('seed')}): {report.get('error') or failing}"
-                )
         by_seed = {}
         for name, code in info.mutants.items():
             report = harness.report_for(
-                info.job(info.path / "mutants" / f"{name}.py", seed=seed)
+                job(info.path / "mutants" / f"{name}.py", seed=seed)
             ).to_dict()
             problems += _mutant_problems(info, name, code, report)
-            scores.setdefault(name, set()).add(report.get("score"))
+            scores.setdefault(name, set()).add(_untimed_score(info, report))
             by_seed[name] = report
         for name, mutant in info.forged.items():  # on the seed its mutant was graded on
             report = harness.report_for(
-                info.job(
-                    info.path / "mutants" / f"{name}.py", seed=by_seed[mutant].get("seed", seed)
-                )
+                job(info.path / "mutants" / f"{name}.py", seed=by_seed[mutant].get("seed", seed))
             ).to_dict()
             problems += _forged_problems(name, mutant, report, by_seed[mutant])
         for name, expected in info.student_programs.items():
             report = harness.report_for(
-                info.job(info.path / "student_programs" / f"{name}.py", seed=seed)
+                job(info.path / "student_programs" / f"{name}.py", seed=seed)
             ).to_dict()
             problems += _student_program_problems(name, expected, report)
-            scores.setdefault(name, set()).add(report.get("score"))
+            scores.setdefault(name, set()).add(_untimed_score(info, report))
     problems += [
         f"known wrong program {name} scored {sorted(map(str, scores[name]))} on "
         "different seeds: give its checks fixed cases it cannot pass by chance"
@@ -85,6 +73,46 @@ def self_check(
         if len(scores[name]) > 1
     ]
     return problems
+
+
+def _reference_problems(
+    harness: HarnessProcess, info: ExerciseInfo, seeds: tuple[int | None, ...], device: str
+) -> list[str]:
+    """The reference must earn every point on every seed, on the hidden checks and the visible
+    ones; a timed check's on one run at least: a loaded machine can take it from any run."""
+    problems, timed_earned = [], dict.fromkeys(info.timed_checks, False)
+    for seed in seeds:
+        for visible in (False, True):
+            report = harness.report_for(
+                info.job(info.path / "reference.py", seed=seed, visible=visible, device=device)
+            ).to_dict()
+            failing = [
+                c["name"] + ": " + c["message"]
+                for c in report.get("checks", [])
+                if not c["passed"] and c["name"] not in timed_earned
+            ]
+            for c in report.get("checks", []):
+                if c["name"] in timed_earned:
+                    timed_earned[c["name"]] |= c["passed"]
+            if report.get("status") != "graded" or failing:
+                problems.append(
+                    f"reference scored {report.get('score')}/{report.get('max_score')}"
+                    f"{' on the visible checks' if visible else ''} (seed "
+                    f"{report.get('seed')}): {report.get('error') or failing}"
+                )
+    return problems + [
+        f"reference failed its timed check {name} on every seed: too slow for its own limit"
+        for name, earned in timed_earned.items()
+        if not earned
+    ]
+
+
+def _untimed_score(info: ExerciseInfo, report: dict) -> float | None:
+    """The points a report's checks earned, but for its timed checks': what must be the same on
+    every seed (a loaded machine can take a speed bonus from any program, the reference too)."""
+    if report.get("status") != "graded":
+        return None
+    return sum(c["points"] for c in report.get("checks", []) if c["name"] not in info.timed_checks)
 
 
 @dataclass
@@ -111,12 +139,18 @@ def derived_files(info: ExerciseInfo, folder: Path) -> list[tuple[Derived, Path]
 
 
 def derived_check(
-    harness: HarnessProcess, info: ExerciseInfo, seeds: tuple[int | None, ...]
+    harness: HarnessProcess,
+    info: ExerciseInfo,
+    seeds: tuple[int | None, ...],
+    device: str = "auto",
 ) -> DerivedTally:
     tally = DerivedTally()
     with tempfile.TemporaryDirectory(prefix="hpcgrade-derived-") as folder:
         for program, path in derived_files(info, Path(folder)):
-            reports = [harness.report_for(info.job(path, seed=seed)).to_dict() for seed in seeds]
+            reports = [
+                harness.report_for(info.job(path, seed=seed, device=device)).to_dict()
+                for seed in seeds
+            ]
             tally.programs += 1
             change = program.words(None, False)["en"]
             broken = [r for r in reports if r.get("status") != "graded"]
@@ -147,7 +181,7 @@ def derived_check(
 
 
 def _visible_mistakes_problems(
-    harness: HarnessProcess, info: ExerciseInfo, write: bool
+    harness: HarnessProcess, info: ExerciseInfo, write: bool, device: str
 ) -> list[str]:
     """The known wrong programs' marks on the visible checks (their inputs are fixed: the same
     on every run), against visible_mistakes.json; `write`: write the file instead."""
@@ -160,7 +194,7 @@ def _visible_mistakes_problems(
             HarnessProcess(python=harness.python, scratch=scratch) as other,
         ):
             for name, program in info.wrong_programs.items():
-                job = info.job(info.path / "mutants" / f"{name}.py", visible=True)
+                job = info.job(info.path / "mutants" / f"{name}.py", visible=True, device=device)
                 marks = [
                     visible_mistakes.marks(r) if r.get("status") == "graded" else {}
                     for r in (h.report_for(job).to_dict() for h in (harness, other))

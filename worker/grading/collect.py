@@ -21,15 +21,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import func, select, update
 
+from server.core import conditions, runs
+from server.core.conditions import Fault
 from server.core.db import Database
 from server.core.models import GradingRun, RunStatus, aware, utcnow
-from worker.grading import settle
-from worker.grading.executor import WAITING, ClusterError, Executor, JobState
+from worker.grading.executor import WAITING, ClusterError, Executor, JobState, judged_ended
 from worker.grading.pilots import Pilots
+from worker.grading.recorder import Recorder
 from worker.harness import spool
 
 log = logging.getLogger(__name__)
@@ -43,19 +46,30 @@ FINAL_STATE_WINDOW = dt.timedelta(days=1)
 POLLED_AT = ".polled-at"  # in the spool: when a collect last asked the cluster
 
 
-class Collecting:
-    """The collect half of the Dispatcher (worker/grading/dispatch.py), which it is mixed into:
-    it uses the dispatcher's fields below and its run helpers (`_collect_reports`,
-    `_record_reports`, `_release`, `_settle`, `_cancel_jobs`)."""
+@dataclass
+class Collector:
+    """A worker's collect (worker/grading/dispatch.py's Dispatcher holds one): runs end through
+    its recorder, shared with dispatch."""
 
-    database: Database
-    executor: Executor
-    spool: Path
+    recorder: Recorder
     pilots: Pilots | None
     pending_limit: float  # seconds a job may wait for the cluster to start it
     poll_every: float  # seconds between two polls of the cluster
+    spool_min_free_mb: int = 0  # below it, a job that ended without a report is the spool's fault
 
-    def collect(self) -> dict[int, settle.Settled]:
+    @property
+    def database(self) -> Database:
+        return self.recorder.database
+
+    @property
+    def executor(self) -> Executor:
+        return self.recorder.executor
+
+    @property
+    def spool(self) -> Path:
+        return self.recorder.spool
+
+    def collect(self) -> dict[int, runs.Settled]:
         """Record the reports the harness said were done, and send back the runs it left; then,
         at most once per SLURM_POLL_SECONDS, look at every run and settle those whose jobs ended
         without a report. Returns the outcome of every run it changed (graded, failed,
@@ -64,7 +78,7 @@ class Collecting:
         if self.executor.synchronous:
             return {}
         with self.database.sessions() as session:
-            runs = session.execute(
+            running = session.execute(
                 select(
                     GradingRun.id,
                     GradingRun.external_id,
@@ -78,23 +92,26 @@ class Collecting:
                     GradingRun.executor.in_((self.executor.name, "pilot")),
                 )
             ).all()
-        done = spool.done_runs(self.spool) if runs else set()
-        outcomes = self._take_done([run.id for run in runs if str(run.id) in done])
-        self._forget_stale(done - {str(run.id) for run in runs})
+        done = spool.done_runs(self.spool) if running else set()
+        outcomes = self._take_done([run.id for run in running if str(run.id) in done])
+        self._forget_stale(done - {str(run.id) for run in running})
         unended = self._unended_jobs()
-        if not (runs or unended) or not self._poll_due():
+        if not (running or unended) or not self._poll_due():
             return outcomes
         # a mark lost on the way (a harness of an older release) costs one poll's wait
-        outcomes |= self._take_done([run.id for run in runs if run.id not in outcomes])
-        polled = [run for run in runs if run.id not in outcomes and run.external_id]
+        outcomes |= self._take_done([run.id for run in running if run.id not in outcomes])
+        polled = [run for run in running if run.id not in outcomes and run.external_id]
         if polled or unended:
             try:
                 states = self.executor.poll(
                     sorted({run.external_id for run in polled} | set(unended.values()))
                 )
-            except ClusterError as exc:
-                log.warning("cannot poll the cluster, trying again later: %s", exc)
+            except ClusterError as exc:  # logged once, as the fault begins
+                with self.database.sessions.begin() as session:
+                    conditions.hold(session, Fault.cluster_away, f"cannot poll the cluster: {exc}")
                 return outcomes
+            with self.database.sessions.begin() as session:
+                conditions.clear(session, Fault.cluster_away)
             outcomes |= self._settle_ended(polled, states)
             self._note(
                 {
@@ -105,10 +122,10 @@ class Collecting:
             )
         return outcomes
 
-    def _take_done(self, run_ids: list[int]) -> dict[int, settle.Settled]:
+    def _take_done(self, run_ids: list[int]) -> dict[int, runs.Settled]:
         """Record these runs' reports; those a batch job left, its time running out, go back to
         the queue, their attempts unused."""
-        outcomes = self._collect_reports(run_ids)
+        outcomes = self.recorder.collect_reports(run_ids)
         left = [
             run_id
             for run_id in run_ids
@@ -116,8 +133,8 @@ class Collecting:
             and spool.is_not_started(spool.run_dir(self.spool, str(run_id)))
         ]
         if left:
-            self._release(left)
-            outcomes |= {run_id: settle.Settled.requeued for run_id in left}
+            self.recorder.release(left)
+            outcomes |= {run_id: runs.Settled.requeued for run_id in left}
         return outcomes
 
     def _forget_stale(self, run_ids: set[str]) -> None:
@@ -139,7 +156,10 @@ class Collecting:
                 return False
         except (OSError, ValueError):
             pass  # never polled, or the mark is garbled: poll
-        spool.write_atomically(spool.make_folder(self.spool) / POLLED_AT, repr(now).encode())
+        try:
+            spool.write_atomically(spool.make_folder(self.spool) / POLLED_AT, repr(now).encode())
+        except OSError:  # a full spool: the jobs are polled all the same, each cycle
+            self.recorder.spool_takes_runs(self.spool_min_free_mb)
         return True
 
     def _unended_jobs(self) -> dict[int, str]:
@@ -158,21 +178,20 @@ class Collecting:
                 ).all()
             )
 
-    def _settle_ended(self, runs: list, states: dict[str, JobState]) -> dict[int, settle.Settled]:
-        outcomes: dict[int, settle.Settled] = {}
+    def _settle_ended(self, polled: list, states: dict[str, JobState]) -> dict[int, runs.Settled]:
+        outcomes: dict[int, runs.Settled] = {}
         changed: dict[int, JobState] = {}
         overdue = []
         stuck: set[str] = set()  # pilots whose harness stopped answering: their jobs cancelled
         # read before any run's folder goes: which runs their jobs began
         started = {
-            run.id for run in runs if spool.was_started(spool.run_dir(self.spool, str(run.id)))
+            run.id for run in polled if spool.was_started(spool.run_dir(self.spool, str(run.id)))
         }
-        for run in runs:
+        for run in polled:
             state = states.get(run.external_id, JobState("VANISHED"))
             if run.executor == "pilot":
                 state = self.pilots.check(run.external_id, state)
-            ended_before = run.job_state is not None and run.job_state not in WAITING
-            if state.outcome == "waiting" or not ended_before:
+            if not judged_ended(run.job_state, state):
                 if (state.state, state.node or run.node, state.reason) != (
                     run.job_state,
                     run.node,
@@ -183,19 +202,19 @@ class Collecting:
                     overdue.append(run)
                 continue
             changed[run.id] = state  # its job's end, recorded on it
-            late = self._collect_reports([run.id])
+            late = self.recorder.collect_reports([run.id])
             if late:
                 outcomes |= late
                 continue
-            if self._not_its_fault(run, state, runs, started):
+            if self._not_its_fault(run, state, polled, started):
                 log.warning(
                     "run %s goes back to the queue unused: job %s ended %s",
                     run.id,
                     run.external_id,
                     state.state,
                 )
-                self._release([run.id])
-                outcomes[run.id] = settle.Settled.requeued
+                self.recorder.release([run.id])
+                outcomes[run.id] = runs.Settled.requeued
                 continue
             where = f" on {state.node}" if state.node else ""
             reason = (
@@ -205,11 +224,13 @@ class Collecting:
             if state.reason:
                 reason += f" ({state.reason})"
             tail = self.executor.log_tail(run.external_id)
-            outcomes |= self._settle([run.id], settle.lose, reason + (f"\n{tail}" if tail else ""))
+            outcomes |= self.recorder.settle(
+                [run.id], runs.lose, reason + (f"\n{tail}" if tail else "")
+            )
             if state.state == "STUCK":  # its run settled first: a try used, not an admin's stop
                 stuck.add(run.external_id)
         self._note(changed)
-        self._cancel_jobs(stuck)
+        self.recorder.cancel_jobs(stuck)
         return outcomes | self._give_up(overdue, states)
 
     def _pending_too_long(self, run, state: JobState) -> bool:
@@ -219,43 +240,48 @@ class Collecting:
             and (utcnow() - aware(run.started_at)).total_seconds() > self.pending_limit
         )
 
-    def _give_up(self, runs: list, states: dict[str, JobState]) -> dict[int, settle.Settled]:
+    def _give_up(self, overdue: list, states: dict[str, JobState]) -> dict[int, runs.Settled]:
         """Runs whose jobs waited past SLURM_PENDING_LIMIT_SECONDS (a node drained, a partition
         down): a grader error, "cluster unavailable" with squeue's reason, never a zero and no
         try used (staff send it again with Retry once the cluster is back). Settled before their
         jobs are cancelled, so that the cancel is the service's own."""
         outcomes = {}
-        for run in runs:
+        for run in overdue:
             why = states[run.external_id].reason or "no reason given"
-            outcomes |= self._settle(
+            outcomes |= self.recorder.settle(
                 [run.id],
-                settle.refuse,
+                runs.refuse,
                 (
                     f"cluster unavailable: Slurm job {run.external_id} waited more than "
                     f"{self.pending_limit:.0f} s to start ({why}); it was cancelled"
                 ),
             )
-        self._cancel_jobs({run.external_id for run in runs})
+        self.recorder.cancel_jobs({run.external_id for run in overdue})
         return outcomes
 
-    def _not_its_fault(self, run, state: JobState, runs: list, started: set[int]) -> bool:
+    def _not_its_fault(self, run, state: JobState, polled: list, started: set[int]) -> bool:
         """Whether a run its job left without a report goes back without using a try: the
         cluster or an administrator ended the job (a pilot's too), or a batch job ran out of
         time or memory on another run (this one never begun)."""
-        if state.state in CLUSTER_ENDS:
+        if state.state in CLUSTER_ENDS or self._spool_without_room():
             return True
         return (
             run.executor != "pilot"
             and state.state in UNCHARGED_ENDS
             and run.id not in started
-            and self._progressed(run.external_id, runs, started)
+            and self._progressed(run.external_id, polled, started)
         )
 
-    def _progressed(self, external_id: str, runs: list, started: set[int]) -> bool:
+    def _spool_without_room(self) -> bool:
+        """A job that ended without a report while its spool had no room may have had nowhere
+        to write it: the spool failed, not the run."""
+        return spool.no_room(self.spool, self.spool_min_free_mb) is not None
+
+    def _progressed(self, external_id: str, polled: list, started: set[int]) -> bool:
         """Whether a job began any of its runs: else it never got to grading (its harness could
         not start, or ran out of memory starting), and its runs are charged as before, lest
         they go round for ever."""
-        if any(run.id in started for run in runs if run.external_id == external_id):
+        if any(run.id in started for run in polled if run.external_id == external_id):
             return True
         with self.database.sessions() as session:
             return (

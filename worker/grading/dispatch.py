@@ -12,8 +12,9 @@ at once; the others are packed by shape into batches, each sent as one job when 
 (SLURM_BATCH_SIZE), when no job of ours waits to start, or when its oldest submission has waited
 SLURM_BATCH_WAIT seconds.
 
-`collect` (worker/grading/collect.py, mixed in) records the reports and settles the runs whose
-jobs ended.
+`collect` (worker/grading/collect.py) records the reports and settles the runs whose jobs
+ended; both end runs through worker/grading/recorder.py, and server/core/runs.py writes their
+states.
 
 The database is the source of truth: a claim is committed before anything is submitted, and
 runs whose submission failed are released as if never claimed. `recover` sends back to the
@@ -28,12 +29,13 @@ import math
 import random
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from sqlalchemy import exists, func, select, update
 
+from server.core import runs
 from server.core.catalogue import ExerciseConfigError, ExerciseInfo
 from server.core.config import Resources, Settings
 from server.core.counters import count
@@ -50,18 +52,17 @@ from server.core.models import (
     utcnow,
 )
 from server.core.queue import TURNS
-from worker.grading import cluster_state, settle
-from worker.grading.collect import Collecting
+from worker.grading import cluster_state, liveness
+from worker.grading.collect import Collector
 from worker.grading.executor import (
-    ClusterError,
     Executor,
     ImpossibleRequest,
     JobState,
     NotTakingJobs,
     SubmitError,
-    reports_as_they_come,
 )
 from worker.grading.pilots import Pilots
+from worker.grading.recorder import Recorder
 from worker.grading.shapes import Shape, course_shape
 from worker.harness import spool
 from worker.harness.jobs import REQUIRED_LAYERS, Job, Limits
@@ -96,13 +97,13 @@ class Dispatched:
     failed run's next try may be due: send another dispatch), and the seconds until a waiting
     batch is due."""
 
-    outcomes: dict[int, settle.Settled] = field(default_factory=dict)
+    outcomes: dict[int, runs.Settled] = field(default_factory=dict)
     more: bool = False
     due_in: float | None = None
 
 
 @dataclass
-class Dispatcher(Collecting):
+class Dispatcher:
     database: Database
     executor: Executor
     # how a course's exercises are read; a fixed catalogue (tests, a tool grading one folder)
@@ -118,15 +119,26 @@ class Dispatcher(Collecting):
     per_student: int = 1
     required_layers: tuple[str, ...] = REQUIRED_LAYERS
     spool_min_free_mb: int = 0
-    pending_limit: float = math.inf  # seconds a job may wait for the cluster to start it
-    poll_every: float = 0.0  # seconds between two polls of the cluster by collect
+    # the collector's: seconds a job may wait for the cluster to start it, and between two polls
+    pending_limit: InitVar[float] = math.inf
+    poll_every: InitVar[float] = 0.0
     # each course's exercises and shape, read once by this dispatcher (a task's)
     _courses: dict[int, CourseGrading] = field(default_factory=dict, init=False)
+    recorder: Recorder = field(init=False)
+    collector: Collector = field(init=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, pending_limit: float, poll_every: float) -> None:
         if isinstance(self.exercises, dict):
             fixed = self.exercises
             self.exercises = lambda course: fixed
+        self.recorder = Recorder(self.database, self.executor, self.spool)
+        self.collector = Collector(
+            self.recorder, self.pilots, pending_limit, poll_every, self.spool_min_free_mb
+        )
+
+    def collect(self) -> dict[int, runs.Settled]:
+        """Record the reports that came, and settle the runs whose jobs ended (Collector)."""
+        return self.collector.collect()
 
     @classmethod
     def from_settings(
@@ -144,7 +156,7 @@ class Dispatcher(Collecting):
             exercises,
             Path(settings.spool_dir),
             settings.slurm_resources,
-            settle.worker_name(node),
+            liveness.worker_name(node),
             dt.timedelta(seconds=settings.grading_lease_seconds),
             settings.slurm_batch_size,
             settings.slurm_batch_wait,
@@ -163,27 +175,15 @@ class Dispatcher(Collecting):
         take every queued submission whose batch is ready: the queue's order decides, never
         which submission's arrival sent the message. With the spool nearly full nothing is
         claimed: the runs wait, their tries unused, until space is made."""
-        if self._spool_full():
+        if not self.recorder.spool_takes_runs(self.spool_min_free_mb):
             return Dispatched()
         if self.executor.synchronous:
             return self._grade_next()
         return self._dispatch_batches(now or utcnow())
 
-    def _spool_full(self) -> bool:
-        free = spool.free_mb(self.spool)
-        if free is None or free >= self.spool_min_free_mb:
-            return False
-        log.error(
-            "spool full: %s MB free on %s, SPOOL_MIN_FREE_MB is %s: nothing is sent",
-            free,
-            self.spool,
-            self.spool_min_free_mb,
-        )
-        return True
-
     def recover(self, dead: Callable[[str | None], bool]) -> list[int]:
         """Runs whose worker is dead, or whose lease ran out, go back to the queue."""
-        return settle.recover(self.database.sessions, dead)
+        return liveness.recover(self.database.sessions, dead)
 
     def _grade_next(self) -> Dispatched:
         claimed, lease_ends = None, time.monotonic() + self.lease.total_seconds()
@@ -192,7 +192,7 @@ class Dispatcher(Collecting):
                 first = self._queued(session, most=1)
                 if not first:
                     return Dispatched()
-                claimed = settle.claim(
+                claimed = runs.claim(
                     session, first[0][0], self.executor.name, self.worker, self.lease
                 )
         outcome = self._grade(claimed, lease_ends)
@@ -200,7 +200,7 @@ class Dispatcher(Collecting):
             more = bool(self._queued(session, most=1, lock=False))
         return Dispatched({claimed.submission_id: outcome}, more)
 
-    def _grade(self, claimed: settle.Claim, lease_ends: float) -> str:
+    def _grade(self, claimed: runs.Claim, lease_ends: float) -> str:
         try:
             job = self.spool_run(claimed)
         except OSError as exc:
@@ -221,15 +221,15 @@ class Dispatcher(Collecting):
         while True:
             try:
                 with self.database.sessions.begin() as session:
-                    return settle.record(session, run_id, report)
-            except settle.DATABASE_AWAY as exc:
+                    return runs.record(session, run_id, report)
+            except liveness.DATABASE_AWAY as exc:
                 if time.monotonic() + wait > deadline:
                     raise
                 log.warning("run %s: cannot record its report, trying again: %s", run_id, exc)
             time.sleep(random.uniform(wait / 2, wait))
             wait = min(wait * 2, RECORD_BACKOFF[1])
 
-    def _report(self, claimed: settle.Claim, job: Job | None) -> Report:
+    def _report(self, claimed: runs.Claim, job: Job | None) -> Report:
         if job is None:
             return Report.grader_error(
                 f"exercise {claimed.exercise} is not installed", claimed.exercise
@@ -238,7 +238,7 @@ class Dispatcher(Collecting):
             "no report", claimed.exercise, job.id
         )
 
-    def spool_run(self, claimed: settle.Claim, seed: int | None = None) -> Job | None:
+    def spool_run(self, claimed: runs.Claim, seed: int | None = None) -> Job | None:
         """The run's folder in the spool, and its job; None if its exercise is not installed.
         An exercise whose shape has no GPU is graded on the CPU, whatever the node has. The
         hidden inputs are drawn from `seed`; without one, the harness draws a fresh seed for
@@ -294,15 +294,15 @@ class Dispatcher(Collecting):
             for shape, pilot, ids in batches:
                 executor = "pilot" if pilot else self.executor.name
                 claims = [
-                    settle.claim(session, i, executor, self.worker, self.lease, now) for i in ids
+                    runs.claim(session, i, executor, self.worker, self.lease, now) for i in ids
                 ]
                 claimed.append((shape, pilot, [c for c in claims if c is not None]))
-        outcomes: dict[int, settle.Settled] = {}
+        outcomes: dict[int, runs.Settled] = {}
         for shape, pilot, claims in claimed:
             if not claims:
                 continue
             if resting is not None and not pilot:  # sbatch would fail the same way
-                self._release([c.run_id for c in claims])
+                self.recorder.release([c.run_id for c in claims])
                 continue
             try:
                 sent = self._send(shape, pilot, claims)
@@ -411,18 +411,18 @@ class Dispatcher(Collecting):
         return full, batch
 
     def _send(
-        self, shape: Shape, pilot: str | None, claims: list[settle.Claim]
-    ) -> dict[int, settle.Settled]:
+        self, shape: Shape, pilot: str | None, claims: list[runs.Claim]
+    ) -> dict[int, runs.Settled]:
         """Submit one batch (to a pilot, or as one job); outcomes of the runs it settled. Raises
         NotTakingJobs, its runs queued again, while the cluster takes no jobs."""
         try:
             jobs = {c.run_id: self.spool_run(c) for c in claims}
         except OSError as exc:  # the shared filesystem is away: try again on a later cycle
             log.error("runs stay queued: cannot write the spool: %s", exc)
-            self._release([c.run_id for c in claims])
+            self.recorder.release([c.run_id for c in claims])
             return {}
         missing = {c.run_id: self._report(c, None) for c in claims if jobs[c.run_id] is None}
-        outcomes = self._record_reports(missing)
+        outcomes = self.recorder.record(missing)
         sendable = [job for job in jobs.values() if job is not None]
         if not sendable:
             return outcomes
@@ -433,8 +433,8 @@ class Dispatcher(Collecting):
             )
         except ImpossibleRequest as exc:
             log.error("runs %s refused: %s", run_ids, exc)
-            return outcomes | self._settle(
-                run_ids, settle.refuse, f"the cluster cannot run this exercise: {exc}"
+            return outcomes | self.recorder.settle(
+                run_ids, runs.refuse, f"the cluster cannot run this exercise: {exc}"
             )
         except NotTakingJobs as exc:
             log.error(
@@ -443,11 +443,11 @@ class Dispatcher(Collecting):
                 exc.retry_in,
                 exc,
             )
-            self._release(run_ids)
+            self.recorder.release(run_ids)
             raise
         except (SubmitError, OSError) as exc:
             log.error("runs %s stay queued: %s", run_ids, exc)
-            self._release(run_ids)
+            self.recorder.release(run_ids)
             return outcomes
         state = JobState("RUNNING", self.pilots.node(pilot)) if pilot else JobState("PENDING")
         with self.database.sessions.begin() as session:
@@ -458,7 +458,7 @@ class Dispatcher(Collecting):
                     .values(external_id=external_id, job_state=state.state, node=state.node)
                 )
         if pilot:
-            outcomes |= self._collect_reports(run_ids, wait=PILOT_REPORT_WAIT)
+            outcomes |= self.recorder.collect_reports(run_ids, wait=PILOT_REPORT_WAIT)
         return outcomes
 
     def submit_batch(self, jobs: list[Job], shape: Shape) -> list[str]:
@@ -484,77 +484,26 @@ class Dispatcher(Collecting):
             cluster_state.took_a_job(session, self.executor.name)
         return ids
 
-    def _release(self, run_ids: list[int]) -> None:
-        with self.database.sessions.begin() as session:
-            settle.release(session, run_ids)
-        for run_id in run_ids:
-            spool.remove_run(self.spool, str(run_id))
-
     # --- cancel -----------------------------------------------------------------------------
 
     def cancel(self, submission_ids: list[int], reason: str = "stopped by staff") -> list[int]:
         """Stop grading these submissions: stopped in the database first (a report that comes
         after is stale), then their runs skipped by the harness, and each job cancelled once no
         other submission's run is left in it. Returns the submissions stopped."""
-        cancelled, runs = [], []
+        cancelled, stopped = [], []
         with self.database.sessions.begin() as session:
             for submission_id in submission_ids:
                 submission = session.get(Submission, submission_id, with_for_update=True)
-                if submission is None or submission.status in settle.DONE:
+                if submission is None or submission.status in runs.DONE:
                     continue
-                for run in [r for r in submission.runs if r.status == RunStatus.running.value]:
-                    settle.cancel(session, run.id, reason)
-                    runs.append(run)
-                settle.stop(submission)
+                stopped += runs.cancel(session, submission, reason)
                 cancelled.append(submission_id)
-        for run in runs:
+        for run in stopped:
             try:
                 spool.mark_cancelled(spool.run_dir(self.spool, str(run.id)))
             except OSError:  # its folder is gone: nothing is left to skip
                 pass
-        self._cancel_jobs(
-            {r.external_id for r in runs if r.external_id and r.executor == self.executor.name}
+        self.recorder.cancel_jobs(
+            {r.external_id for r in stopped if r.external_id and r.executor == self.executor.name}
         )
         return cancelled
-
-    def _cancel_jobs(self, jobs: set[str]) -> None:
-        """Cancel these jobs, those no other submission's run is left in."""
-        if not jobs:
-            return
-        with self.database.sessions() as session:
-            shared = set(
-                session.scalars(
-                    select(GradingRun.external_id).where(
-                        GradingRun.status == RunStatus.running.value,
-                        GradingRun.external_id.in_(jobs),
-                    )
-                )
-            )
-        try:
-            self.executor.cancel(sorted(jobs - shared))
-        except ClusterError as exc:  # the job runs on, and its reports are stale
-            log.warning("cannot cancel jobs %s: %s", sorted(jobs - shared), exc)
-
-    # --- reports and runs, for dispatch and collect (worker/grading/collect.py) ------------
-
-    def _collect_reports(self, run_ids: list[int], wait: float = 0.0) -> dict[int, settle.Settled]:
-        reports: dict[int, Report] = {}
-        for found in reports_as_they_come(self.executor, dict.fromkeys(run_ids), 0.02, wait):
-            reports |= found
-        return self._record_reports(reports)
-
-    def _record_reports(self, reports: dict[int, Report]) -> dict[int, settle.Settled]:
-        outcomes = {}
-        for run_id, report in reports.items():
-            with self.database.sessions.begin() as session:
-                outcomes[run_id] = settle.record(session, run_id, report)
-            spool.remove_run(self.spool, str(run_id))
-        return outcomes
-
-    def _settle(self, run_ids: list[int], transition, reason: str) -> dict[int, settle.Settled]:
-        outcomes = {}
-        for run_id in run_ids:
-            with self.database.sessions.begin() as session:
-                outcomes[run_id] = transition(session, run_id, reason)
-            spool.remove_run(self.spool, str(run_id))
-        return outcomes

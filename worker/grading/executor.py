@@ -65,6 +65,13 @@ class JobState:
         return "failed"
 
 
+def judged_ended(last_seen: str | None, now: JobState) -> bool:
+    """Whether a job is taken for ended: this poll and the one before it (`last_seen`, its
+    state then) both found it ended. One poll alone may beat a report that is still on its way
+    through a shared filesystem."""
+    return now.outcome != "waiting" and last_seen is not None and last_seen not in WAITING
+
+
 class ClusterError(Exception):
     """A cluster's command failed, or printed what it should not; `output` is its raw output."""
 
@@ -152,15 +159,18 @@ def submit_and_wait(
     --executor slurm`); a job that ended without one gets the grader's error report."""
     by_id = {job.id: job for job in jobs}
     waiting = dict(zip(by_id, executor.submit(jobs, shape)))  # job id → external id
+    last_seen: dict[str, str] = {}  # external id → its state at the poll before
     reports: dict[str, Report] = {}
     for found in reports_as_they_come(executor, waiting, poll_seconds):
         reports |= found
         states = executor.poll(sorted(set(waiting.values()))) if waiting else {}
         for job_id, external_id in list(waiting.items()):
-            if states[external_id].outcome != "waiting":
+            state = states[external_id]
+            if judged_ended(last_seen.get(external_id), state):
                 del waiting[job_id]
                 reports[job_id] = executor.read_report(job_id) or Report.grader_error(
-                    f"job {external_id} ended {states[external_id].state} without a report",
+                    f"job {external_id} ended {state.state} without a report",
                     by_id[job_id].exercise,
                 )
+        last_seen = {job: state.state for job, state in states.items()}
     return [reports[job.id] for job in jobs]

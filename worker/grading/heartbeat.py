@@ -24,6 +24,7 @@ from celery import bootsteps
 from kombu import Consumer, Exchange, Queue
 from sqlalchemy import delete
 
+from server.core import conditions
 from server.core.config import Settings
 from server.core.db import Database
 from server.core.models import WorkerHeartbeat, utcnow
@@ -179,6 +180,7 @@ class Heartbeat(bootsteps.ConsumerStep):
                         round_trip=round_trip,
                     )
                 )
+                conditions.watch_the_schedule(session)
         except Exception as exc:  # the database away: /healthz says so on its own
             log.warning("heartbeat not written: %s", exc)
 

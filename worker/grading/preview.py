@@ -23,22 +23,22 @@ is discarded, the task stops and cancels its jobs.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from sqlalchemy import select, update
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import selectinload
 
+from server.core import runs
 from server.core.models import GradingRun, Regrade, RunStatus, Submission, utcnow
-from worker.grading import settle
 from worker.grading.dispatch import Dispatcher
 from worker.grading.executor import (
     ClusterError,
     Executor,
     SubmitError,
+    judged_ended,
     ready_reports,
     reports_as_they_come,
 )
@@ -47,22 +47,6 @@ from worker.harness.jobs import Limits
 from worker.harness.report import Report
 
 log = logging.getLogger(__name__)
-
-
-def record(
-    session: Session, run_id: int, worker: str, report: Report, now: dt.datetime | None = None
-) -> str:
-    """Store a report on a preview run still this worker's: "preview" (graded) or "failed";
-    "stale" when the run was taken over, or its regrade discarded."""
-    run = session.get(GradingRun, run_id, with_for_update=True)
-    if run is None or run.status != RunStatus.previewing.value or run.worker != worker:
-        return "stale"
-    run.status = (
-        RunStatus.preview.value
-        if settle.store(run, report, now or utcnow())
-        else RunStatus.failed.value
-    )
-    return run.status
 
 
 @dataclass(frozen=True)
@@ -77,8 +61,8 @@ class PreviewClaim:
     seed: int | None
     course_id: int
 
-    def with_code(self, code: bytes) -> settle.Claim:
-        return settle.Claim(
+    def with_code(self, code: bytes) -> runs.Claim:
+        return runs.Claim(
             self.run_id, self.submission_id, self.exercise, self.filename, code, self.course_id
         )
 
@@ -97,7 +81,7 @@ class PreviewGrader:
         # a report its dead worker's job left in the spool is as good as a new one; the job
         # itself is of no more use: its runs are sent again
         outcomes = self._collect(regrade_id, dict.fromkeys((c.run_id for c in claims), ""))
-        self._cancel_jobs(orphaned)
+        self.dispatcher.recorder.cancel_jobs(orphaned)
         claims = [c for c in claims if c.run_id not in outcomes]
         claim_of = {c.run_id: c for c in claims}
         for batch in self._batches(claims):
@@ -105,7 +89,7 @@ class PreviewGrader:
                 break
             outcomes |= self._send(batch, waiting)
             outcomes |= self._collect(regrade_id, waiting)
-        ended: set[str] = set()
+        last_seen: dict[str, str] = {}  # job → its state at the poll before
         for found in reports_as_they_come(self.executor, waiting, self.poll_seconds, at_once=False):
             outcomes |= self._record_found(regrade_id, found)
             if not self._open(regrade_id):
@@ -113,7 +97,7 @@ class PreviewGrader:
                 break
             for batch in self._batches([claim_of[r] for r in self._not_started(waiting)]):
                 outcomes |= self._send(batch, waiting)
-            ended, lost = self._ended(waiting, ended)
+            last_seen, lost = self._ended(waiting, last_seen)
             outcomes |= self._record(lost)
         return outcomes
 
@@ -160,7 +144,7 @@ class PreviewGrader:
             if regrade is None or regrade.published_at or regrade.discarded_at:
                 return [], set()
             submission = selectinload(GradingRun.submission)
-            runs = session.scalars(
+            found = session.scalars(
                 select(GradingRun)
                 .where(
                     GradingRun.regrade_id == regrade_id,
@@ -174,14 +158,12 @@ class PreviewGrader:
                 )
             )
             claims, orphaned = [], set()
-            for run in runs:
+            for run in found:
                 if run.worker not in (None, me) and run.lease_until >= now and not gone(run.worker):
                     continue  # a live task grades it
-                if run.external_id and run.executor == self.executor.name:
-                    orphaned.add(run.external_id)
-                run.worker, run.executor = me, self.executor.name
-                run.lease_until = now + self.dispatcher.lease
-                run.external_id = run.job_state = run.node = None
+                lease_until = now + self.dispatcher.lease
+                orphan = runs.claim_preview(run, me, self.executor.name, lease_until)
+                orphaned |= {orphan} if orphan else set()
                 claims.append(_claim_of(run))
         self.renewed_at = time.monotonic()
         return claims, orphaned
@@ -256,51 +238,33 @@ class PreviewGrader:
         if time.monotonic() - self.renewed_at < lease.total_seconds() / 10:
             return
         with self.dispatcher.database.sessions.begin() as session:
-            session.execute(
-                update(GradingRun)
-                .where(
-                    GradingRun.regrade_id == regrade_id,
-                    GradingRun.status == RunStatus.previewing.value,
-                    GradingRun.worker == self.dispatcher.worker,
-                )
-                .values(lease_until=utcnow() + lease)
-            )
+            runs.renew_previews(session, regrade_id, self.dispatcher.worker, utcnow() + lease)
         self.renewed_at = time.monotonic()
 
     def _ended(
-        self, waiting: dict[int, str], ended_before: set[str]
-    ) -> tuple[set[str], dict[int, Report]]:
-        """The jobs that ended, and an error report for each run whose job two polls in a row
-        found ended without its report (one poll may beat a report through a shared
-        filesystem). Those runs leave `waiting`."""
+        self, waiting: dict[int, str], last_seen: dict[str, str]
+    ) -> tuple[dict[str, str], dict[int, Report]]:
+        """Each job's state at this poll, and an error report for each run whose job is judged
+        ended without its report (executor.judged_ended). Those runs leave `waiting`."""
         try:
             states = self.executor.poll(sorted(set(waiting.values())))
         except ClusterError as exc:
             log.warning("cannot poll the cluster, trying again later: %s", exc)
-            return ended_before, {}
-        ended = {job for job, state in states.items() if state.outcome != "waiting"}
+            return last_seen, {}
         lost = {}
         for run_id, job in list(waiting.items()):
-            if job in ended and job in ended_before:
+            if judged_ended(last_seen.get(job), states[job]):
                 lost[run_id] = self.executor.read_report(str(run_id)) or Report.grader_error(
                     f"job {job} ended {states[job].state} without a report for this run"
                 )
                 del waiting[run_id]
-        return ended, lost
+        return {job: state.state for job, state in states.items()}, lost
 
     def _cancel(self, waiting: dict[int, str]) -> None:
         """The regrade was discarded: its jobs are of no use any more."""
-        self._cancel_jobs(set(waiting.values()))
+        self.dispatcher.recorder.cancel_jobs(set(waiting.values()))
         for run_id in waiting:
             spool.remove_run(self.dispatcher.spool, str(run_id))
-
-    def _cancel_jobs(self, jobs: set[str]) -> None:
-        if not jobs:
-            return
-        try:
-            self.executor.cancel(sorted(jobs))
-        except ClusterError as exc:  # the job runs on, for nothing: it does no harm
-            log.warning("cannot cancel jobs %s: %s", sorted(jobs), exc)
 
     def _fail(self, run_ids: list[int], reason: str) -> dict[int, str]:
         log.error("preview runs %s failed: %s", run_ids, reason)
@@ -312,7 +276,7 @@ class PreviewGrader:
             return {}
         with self.dispatcher.database.sessions.begin() as session:
             outcomes = {
-                run_id: record(session, run_id, self.dispatcher.worker, report)
+                run_id: runs.record_preview(session, run_id, self.dispatcher.worker, report)
                 for run_id, report in reports.items()
             }
         for run_id in reports:

@@ -329,12 +329,9 @@ class SlurmExecutor:
             if self.python_unset
             else []
         )
-        free = spool.free_mb(self.spool)
-        if free is not None and free < self.spool_min_free_mb:
-            problems.append(
-                f"the spool {self.spool} is full: {free} MB free, less than "
-                f"SPOOL_MIN_FREE_MB ({self.spool_min_free_mb}); nothing is sent"
-            )
+        no_room = spool.no_room(self.spool, self.spool_min_free_mb)
+        if no_room is not None:
+            problems.append(f"the spool is full: {no_room}; nothing is sent")
         partitions: dict[str, list[str]] = {}  # why each partition in use runs nothing now
         warnings = []
         for who, shape in shapes.items():

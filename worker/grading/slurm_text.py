@@ -19,25 +19,17 @@ def sbatch_options(
 ) -> list[str]:
     """sbatch's options for a job of this shape; a shape without GPUs asks for none. A batch job
     is requeued when its node fails (it skips the runs it already reported)."""
-    options = [
+    return [
         f"--job-name={job_name}",
         f"--comment={comment}",
         f"--wckey={wckey}",
         "--nodes=1",
         "--ntasks=1",
-        f"--cpus-per-task={resources.cpus}",
-        f"--mem={resources.memory}M",
-        f"--time={resources.time}",
         f"--output={log}",
         "--open-mode=append",
         "--requeue" if requeue else "--no-requeue",
+        *resources.sbatch(),  # last, so that SLURM_EXTRA's options override the ones above
     ]
-    for name in ("partition", "account", "qos", "reservation"):
-        if getattr(resources, name):
-            options.append(f"--{name}={getattr(resources, name)}")
-    if resources.gpus:
-        options.append(f"--gres=gpu:{resources.gpus}")
-    return options + list(resources.extra)
 
 
 def job_script(

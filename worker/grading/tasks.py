@@ -1,5 +1,5 @@
 """Celery tasks: thin, they take ids; the work is in worker/grading/dispatch.py and
-worker/grading/settle.py.
+server/core/runs.py (a run's states).
 
 A task that finds the database away is tried again with back-off (a new message, then this one
 is acknowledged), never acknowledged as done; a report in hand waits for the database inside
@@ -16,14 +16,14 @@ from typing import Callable, ContextManager
 from celery import shared_task
 from flask import current_app
 
-from server.core import notice_rounds, notices, task_names
+from server.core import notice_rounds, notices, runs, task_names
 from server.core.config import app_settings
 from server.core.ldap_directory import DirectoryUnavailable
 from server.core.ldap_sync import describe, sync_enrolments
 from server.core.mail import MailAway, mail_configured, report_refused, send_links
 from server.core.models import ScheduleRun, User, VisibleCheck, utcnow
 from server.core.queue import enqueue, send_notice, stuck
-from worker.grading import heartbeat, settle, spool_prune, visible_checks
+from worker.grading import heartbeat, liveness, spool_prune, visible_checks
 from worker.grading.dispatch import Dispatcher
 from worker.grading.executor import Executor
 from worker.grading.executors import make_executor
@@ -39,7 +39,7 @@ _check_harnesses: list[LocalExecutor] = []
 INSPECT_SECONDS = (1.0, 5.0)
 # while the database is away: tried again after about 1, 2, 4, 8, 8… seconds, for about an hour
 RETRY_WHILE_AWAY = dict(
-    autoretry_for=settle.DATABASE_AWAY,
+    autoretry_for=liveness.DATABASE_AWAY,
     retry_backoff=1,
     retry_backoff_max=8,
     retry_jitter=True,
@@ -90,7 +90,7 @@ def dispatch(self, arrived: list[int]) -> dict[int, str]:
 
 def _dispatch(node: str | None) -> dict[int, str]:
     grading_here = dispatcher(node)
-    grading_here.recover(settle.gone_here(node))
+    grading_here.recover(liveness.gone_here(node))
     done = grading_here.dispatch()
     _follow_up(done.more, done.due_in)
     _tell_graded(done.outcomes)
@@ -117,7 +117,7 @@ def collect(self) -> dict[int, str]:
     _follow_up(done.more, done.due_in)
     if mail_configured():  # a query of collect's runs' submissions, every COLLECT_SECONDS
         _tell_graded(
-            done.outcomes | settle.submission_outcomes(grading_here.database.sessions, outcomes)
+            done.outcomes | runs.submission_outcomes(grading_here.database.sessions, outcomes)
         )
     return outcomes
 
@@ -131,7 +131,7 @@ def cancel(submission_ids: list[int]) -> list[int]:
 def preview(self, regrade_id: int) -> dict[int, str]:
     """Grade a regrade's preview runs (worker/grading/preview.py); nothing is published."""
     grader = PreviewGrader(dispatcher(self.request.hostname), app_settings().slurm_poll_seconds)
-    return grader.grade_previews(regrade_id, settle.gone_here(self.request.hostname))
+    return grader.grade_previews(regrade_id, liveness.gone_here(self.request.hostname))
 
 
 @shared_task(name=task_names.VISIBLE_CHECK, bind=True, **RETRY_WHILE_AWAY)
@@ -289,7 +289,7 @@ def users_sync() -> int:
 
 
 def dead_workers(celery) -> Callable[[str | None], bool]:
-    """Whether a run's worker (settle.worker_name) is dead: its Celery node does not answer, or
+    """Whether a run's worker (liveness.worker_name) is dead: its Celery node does not answer, or
     answers without a task in that pool process. Asked once, lazily, of the nodes named; a run
     of a worker outside Celery, or when the broker cannot be asked, waits for its lease."""
     answers: dict[str, dict[str, set]] = {}
@@ -325,11 +325,11 @@ def _busy(celery, node: str) -> set[int] | None:
 
 def _tell_graded(outcomes: dict[int, str]) -> None:
     """The students who asked to be told when a submission is graded are, once the grade is
-    committed (settle.py commits each run's)."""
+    committed (the recorder commits each run's)."""
     graded = [
         submission_id
         for submission_id, outcome in outcomes.items()
-        if outcome == settle.Settled.graded
+        if outcome == runs.Settled.graded
     ]
     send_notice(current_app.extensions["celery"], "graded", graded)
 

@@ -60,10 +60,21 @@ class CheckSpec:
     uses: tuple[str, ...]
     title: dict
     function: Callable[["Context"], None]
+    timed: bool = False
 
 
-def check(name: str, *, points: float, uses: tuple[str, ...] | str, en: str, es: str):
-    """Declare a check: its stable name, points, the student functions it calls and its titles."""
+def check(
+    name: str,
+    *,
+    points: float,
+    uses: tuple[str, ...] | str,
+    en: str,
+    es: str,
+    timed: bool = False,
+):
+    """Declare a check: its stable name, points, the student functions it calls and its titles;
+    `timed`: it compares a time (a speed bonus), so a loaded machine can take its points, and
+    `hpcgrade exercise check` does not ask it to score alike on every seed."""
 
     def register(function: Callable[["Context"], None]) -> Callable[["Context"], None]:
         function.hpcgrade_check = CheckSpec(
@@ -72,6 +83,7 @@ def check(name: str, *, points: float, uses: tuple[str, ...] | str, en: str, es:
             (uses,) if isinstance(uses, str) else tuple(uses),
             {"en": en, "es": es},
             function,
+            timed,
         )
         return function
 

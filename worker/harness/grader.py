@@ -30,7 +30,13 @@ from worker.harness.launch import Zygote, ZygoteLost, child_environment
 from worker.harness.said_once import SaidOnce
 from worker.harness.second_look import SecondLook, run_check
 from worker.harness.session import LOADING, Session
-from worker.harness.student_process import Output, StudentDied, StudentError, StudentProcess
+from worker.harness.student_process import (
+    NotStarted,
+    Output,
+    StudentDied,
+    StudentError,
+    StudentProcess,
+)
 
 YOUR_CODE = {"en": "Your code", "es": "Tu código"}
 STOPPED_GRADER = {
@@ -165,7 +171,9 @@ class Harness:
         self, confinement: sandbox.Confinement, limits: Limits, output: Output
     ) -> StudentProcess:
         """A new student process. A zygote that was lost (it stopped answering) is replaced
-        first; one that dies on the way (killed by the node's OOM killer, say) is replaced once."""
+        first; one that dies on the way (killed by the node's OOM killer, say) is replaced once,
+        and a student that ended before it was ready (held ready, it died as it was handed
+        over) is made afresh once."""
         if self.zygote.lost is not None:
             self._replace_zygote()
         try:
@@ -174,7 +182,9 @@ class Harness:
             if lost.stopped:
                 raise
             self._replace_zygote()
-            return StudentProcess(self.zygote, confinement, limits, output)
+        except NotStarted:  # the zygote makes the next one afresh
+            pass
+        return StudentProcess(self.zygote, confinement, limits, output)
 
     def _replace_zygote(self) -> None:
         self.zygote.close()

@@ -32,10 +32,11 @@ def child_environment() -> dict[str, str]:
 
 
 # how long the zygote may take to answer: its start (importing torch on a loaded node), and
-# any request (a spawn hands over a spare forked ahead, after at most the optimizers' warm-up
+# any request (a spawn hands over a student made ahead, after at most the optimizers' warm-up
 # of about a second; a reap waits `grace` more)
 START_SECONDS = 120.0
 ANSWER_SECONDS = 30.0
+CLOSE_SECONDS = 2.0
 STOPPED_STATES = ("T", "t")  # /proc/PID/stat: stopped by a signal, or in a tracing stop
 STOPPED_AGAIN_SECONDS = 0.5
 
@@ -96,9 +97,11 @@ class Zygote:
             self.ready = True
 
     def spawn(self, confinement: sandbox.Confinement, limits: Limits) -> tuple[dict, list[int]]:
-        """A sandboxed student process: the zygote's answer (its pid, and its scratch: the
-        layer it makes, or why it is missing), its three pipes and, where the scratch is a
-        bounded tmpfs, a descriptor of its root."""
+        """A sandboxed student process: the zygote's answer (its pid, and its scratch: its
+        path, the layer it makes or why it is missing), its three pipes and, where the scratch
+        is a bounded tmpfs, a descriptor of its root. `confinement.scratch`: the folder the
+        zygote makes the student's own scratch in (it may have made it, and the student, ahead:
+        zygote.Ready)."""
         self.wait_ready()
         request = {
             "op": "spawn",
@@ -128,6 +131,11 @@ class Zygote:
         self._ask({"op": "warm"}, "its warm-up")
         if self._answer("its warm-up", START_SECONDS).get("warm") is not True:
             raise RuntimeError("the zygote did not warm up; see its stderr")
+
+    def ready_pid(self) -> int | None:
+        """The pid of the student it holds ready for the next spawn (zygote.Ready), if any."""
+        self._ask({"op": "ready"}, "which student is ready")
+        return self._answer("which student is ready", ANSWER_SECONDS)["pid"]
 
     def reap(self, pid: int, grace: float) -> dict:
         self._ask({"op": "reap", "pid": pid, "grace": grace}, "a reap")
@@ -176,9 +184,15 @@ class Zygote:
         return self.lost
 
     def close(self) -> None:
-        """Killed, not asked: it holds nothing to save, and may be busy warming up. Its spare and
-        any student die with it (PR_SET_PDEATHSIG)."""
+        """Told to end by the end of its socket, when it answers still: it removes the scratch
+        of the student it holds ready, and exits; killed after CLOSE_SECONDS (it may be warming
+        up), or at once when it is lost. Its students die with it (PR_SET_PDEATHSIG)."""
         self.sock.close()
         self.reader.close()
+        if self.lost is None and self.state() is None:
+            try:
+                self.process.wait(timeout=CLOSE_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
         self.process.kill()
         self.process.wait()

@@ -2,7 +2,7 @@
 
 One type, `Report`, is the result of a run wherever it goes: from the harness (its stdout, or
 report.json in the spool) through the executors and dispatch to the database
-(worker/grading/settle.py). It crosses each process boundary as `to_dict` (JSON) and is read
+(server/core/runs.py). It crosses each process boundary as `to_dict` (JSON) and is read
 back with `from_dict`, or `parse`, which turns whatever is not a report into the grader's error.
 Who failed is its status: GRADED, the grader worked, and what the submission got wrong is in its
 checks and notes (a zero is a grade); ERROR, the grader itself failed (`error` says why), which
@@ -28,7 +28,7 @@ HARNESS_START = "harness_start"
 # Bounds on what a report carries, applied by the grader whatever the student's process sent
 # (the harness code in that process is the submission's to rewrite, its caps included), and
 # again by the service, which stores no report larger than MAX_REPORT_BYTES
-# (worker/grading/settle.py).
+# (server/core/runs.py).
 MAX_REPORT_BYTES = 256 << 10  # the whole report, as JSON (json.dumps, ASCII)
 MAX_TEXT = 2000  # characters of one string: a message, an exception's text, a note, a detail
 MAX_OUTPUT = 64 << 10  # characters of the student's printed output

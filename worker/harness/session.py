@@ -136,9 +136,9 @@ class Session:
     def start(self) -> None:
         self.close_process()
         self.starts += 1
-        self.scratch = tempfile.mkdtemp(prefix="hpcgrade-", dir=self.harness.scratch_root)
         confinement = sandbox.Confinement(
-            scratch=self.scratch,
+            # where the zygote makes the student's own scratch, whose path it says
+            scratch=self.harness.scratch_root or tempfile.gettempdir(),
             memory_bytes=self.limits.memory_mb << 20,
             cpu_seconds=self.limits.cpu_seconds,
             file_bytes=self.limits.file_mb << 20,
@@ -152,8 +152,9 @@ class Session:
         try:
             started = time.perf_counter()
             self.process = self.harness.spawn(confinement, self.limits, self.output)
-            # said before the submission ran: the sandbox's own word, not the student's
             scratch = self.process.scratch
+            self.scratch = scratch.get("path")
+            # said before the submission ran: the sandbox's own word, not the student's
             self.layers = self.process.hello.get("layers", []) + (
                 [scratch["layer"]] if "layer" in scratch else []
             )

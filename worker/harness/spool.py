@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,6 +45,7 @@ STARTED, NOT_STARTED = "started", "not-started"
 # what one run may take beyond its exercise's budget_seconds: the second look's own time
 # (second_look.SECONDS, 20 s) and one call past it, the student processes' starts, the report
 RUN_OVERHEAD_SECONDS = 45.0
+ROOM_PROBE = ".room-probe"  # written by no_room, again each time it is asked
 SUFFIXES = (".py", ".ipynb")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -182,6 +184,28 @@ def free_mb(spool: str | os.PathLike) -> int | None:
         return shutil.disk_usage(spool).free // 2**20
     except OSError:
         return None
+
+
+def below_floor(spool: str | os.PathLike, floor_mb: int) -> int | None:
+    """The megabytes free on the spool's filesystem where fewer than `floor_mb` (SPOOL_MIN_FREE_MB;
+    under 1 MB whatever it is: no room for a report), else None."""
+    free = free_mb(spool)
+    return free if free is not None and free < max(floor_mb, 1) else None
+
+
+def no_room(spool: str | os.PathLike, floor_mb: int) -> str | None:
+    """Why the spool cannot take a run's files now, or None: fewer megabytes free than
+    `floor_mb` (below_floor), or no file can be written in it (no inode left, a read-only
+    mount, its rights), as a small file written there, ROOM_PROBE, shows. One criterion for
+    whoever asks: dispatch, which sends nothing meanwhile, and collect, whose own writes fail."""
+    free = below_floor(spool, floor_mb)
+    if free is not None:
+        return f"{free} MB free on {spool}, SPOOL_MIN_FREE_MB is {floor_mb}"
+    try:
+        write_atomically(make_folder(spool) / ROOM_PROBE, repr(time.time()).encode())
+    except OSError as exc:
+        return f"cannot write in {spool}: {exc}"
+    return None
 
 
 def held_mb(spool: str | os.PathLike) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import signal
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,12 @@ class StudentDied(Exception):
     def __init__(self, code: str, details: dict):
         super().__init__(code)
         self.code, self.details = code, details
+
+
+class NotStarted(Exception):
+    """The student process ended before it said it was ready: nothing of the submission had
+    been given to it, so the node or the grader failed (a student held ready that died just as
+    it was handed over, an out-of-memory kill), never the submission."""
 
 
 @dataclass
@@ -75,7 +82,16 @@ class StudentProcess:
         self.alive = True
         for fd in (self.req_fd, self.rep_fd, self.out_fd):
             os.set_blocking(fd, False)
-        self.hello, _ = self.exchange(None, [], limits.call_seconds)
+        try:
+            self.hello, _ = self.exchange(None, [], limits.call_seconds)
+        except BaseException as exc:  # never a session's, which would remove its scratch
+            if self.scratch.get("path"):
+                shutil.rmtree(self.scratch["path"], ignore_errors=True)
+            if isinstance(exc, StudentDied):
+                raise NotStarted(
+                    f"the student process ended before it was ready: {exc.code} {exc.details}"
+                ) from None
+            raise
 
     def exchange(
         self, header: dict | None, buffers: list[bytes], timeout: float

@@ -14,7 +14,7 @@ kernel of its own for one of torch's operators). So, once sealed:
   hook refuses it frames on that thread;
 - after each job, before the main thread touches what it returned, the check compares by
   identity every entry of the modules and types the replies are made with (for torch's modules,
-  the names they use) with what they held when the spare process was prepared, counts the Python
+  the names they use) with what they held when the ready process was prepared, counts the Python
   threads (the student thread's alone: any other could change things while a reply is made),
   looks at torch's per-thread state on both threads (modes, dispatch keys, saved-tensor hooks),
   the signal handlers, the collector's callbacks, torch's global hook registries, and the
@@ -318,7 +318,7 @@ def _refuser() -> Callable[[int, str], None]:
 def prepare(harness_package: str = seal.HARNESS_PACKAGE) -> tuple:
     """What the check compares with: for each watched module and type, its type, the names
     watched (None: every entry, in order), their values now, its name, and whether it may not
-    gain entries. Taken in the spare student process before it is given its submission: reading
+    gain entries. Taken in the ready student process before it is given its submission: reading
     it there costs about 5 ms of copy-on-write faults (the reads change reference counts), off
     the grade's path."""
     kept = []

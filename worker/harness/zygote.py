@@ -16,12 +16,15 @@ it there too.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from typing import NoReturn
 
@@ -29,6 +32,9 @@ from worker.harness import mounts, sandbox, seal, seccomp, syscalls
 
 IDLE_BEFORE_WARM = 0.2  # seconds without a request
 WARM_AT_LATEST = 5.0  # seconds after it is due: a busy queue leaves no quiet moment
+# seconds each ready student sleeps before its set-up, where this is set in the zygote's
+# environment: a slow start (CUDA's context on a GPU node) simulated on a CPU, for tests
+READY_DELAY = "HPCGRADE_READY_DELAY_SECONDS"
 
 
 def warm_up_autograd() -> None:
@@ -80,86 +86,102 @@ def warm_up_optimizers() -> None:
     optimizer.zero_grad()
 
 
-class Spare:
-    """A student process forked ahead of time, idle until it is told its confinement.
+class Ready:
+    """A student process made before its submission comes, for the spawn request before it (the
+    same confinement, limits and threads: its `shape`): its scratch made and mounted, then
+    forked, and in the student confined, CUDA started on a GPU and sealed (student.run), waiting
+    for the grader's first request. Made as soon as the one before is handed over, it is
+    prepared while that submission is graded, not on the next one's critical path (CUDA's
+    context, about 0.6 s, above all). Each serves one submission and is never reused.
 
-    Forking and preparing it (watch.prepare) is paid while the previous submission is being
-    graded instead of on the next one's critical path. The zygote's child is the student's
-    keeper: it makes a PID namespace (it has the rights, in the zygote's user namespace, and no
-    thread) and forks the student into it as that namespace's first process, which sees neither
-    the zygote nor the grader and cannot name them to a signal. The keeper says the student's
-    pid, then its wait status as it ends, and exits unwaited for (the zygote ignores SIGCHLD):
-    the grade never waits for a second process's exit.
+    The zygote's child is the student's keeper: it makes a PID namespace (it has the rights, in
+    the zygote's user namespace, and no thread) and forks the student into it as that
+    namespace's first process, which sees neither the zygote nor the grader and cannot name them
+    to a signal. The keeper says the student's pid, then its wait status as it ends, and exits
+    unwaited for (the zygote ignores SIGCHLD): the grade never waits for a second process's exit.
     """
 
-    def __init__(self, warm: bool, sealed: bool) -> None:
-        self.warm = warm  # forked after warm_up_optimizers
+    def __init__(
+        self, shape: dict, warm: bool, sealed: bool, scratches: Scratches, delay: float
+    ) -> None:
+        """`warm`: forked after warm_up_optimizers; `delay`: seconds the student sleeps before
+        it confines itself (READY_DELAY), standing for CUDA's start where there is no GPU."""
+        self.shape, self.warm = shape, warm
+        self.scratch = tempfile.mkdtemp(prefix="hpcgrade-", dir=shape["confinement"]["scratch"])
+        confinement = dict(shape["confinement"], scratch=self.scratch)
+        self.scratch_fds, self.scratch_layer = scratches.mount(confinement)
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
         self.out_r, out_w = os.pipe()
-        spec_r, self.spec_w = os.pipe()
-        self.told_r, told_w = os.pipe()  # the student's pid, as the zygote and grader see it
+        told_r, told_w = os.pipe()  # the student's pid, as the zygote and grader see it
         self.ended_r, ended_w = os.pipe()  # its wait status
         released_r, self.released_w = os.pipe()  # closed once the grader is done with its pid
         if os.fork() == 0:
-            sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the keeper waits for the student
-            # every other descriptor is the zygote's, or another student's (a copy of a keeper's
-            # release pipe held here would keep that keeper waiting)
-            syscalls.close_all_but(req_r, rep_w, out_w, spec_r, told_w, ended_w, released_r)
             try:
-                sandbox.enter_pid_namespace()
-                pid_namespace = None
-            except OSError as exc:
-                pid_namespace = exc.strerror or str(exc)
-            student_pid = os.fork()
-            if student_pid:
-                keep(student_pid, told_w, ended_w, released_r)
-            for fd in (told_w, ended_w, released_r):
-                os.close(fd)
-            from worker.harness import student, watch
+                sandbox._libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the keeper waits for the student
+                # every other descriptor is the zygote's, or another student's (a copy of a
+                # keeper's release pipe held here would keep that keeper waiting)
+                syscalls.close_all_but(req_r, rep_w, out_w, told_w, ended_w, released_r)
+                try:
+                    sandbox.enter_pid_namespace()
+                    pid_namespace = None
+                except OSError as exc:
+                    pid_namespace = exc.strerror or str(exc)
+                student_pid = os.fork()
+                if student_pid:
+                    keep(student_pid, told_w, ended_w, released_r)
+                for fd in (told_w, ended_w, released_r):
+                    os.close(fd)
+                from worker.harness import student, watch
 
-            prepared = watch.prepare() if sealed else None
-            with os.fdopen(spec_r, "rb") as spec:
-                request = json.loads(spec.read() or b"null")
-            if request is None:
-                os._exit(0)
-            c = request["confinement"]
-            confinement = sandbox.Confinement(**dict(c, read_paths=tuple(c["read_paths"])))
-            student.run(
-                req_r,
-                rep_w,
-                out_w,
-                confinement,
-                request["threads"],
-                request["reply_bytes"],
-                prepared,
-                pid_namespace,
-            )
-        for fd in (req_r, rep_w, out_w, spec_r, told_w, ended_w, released_r):
+                time.sleep(delay)
+                prepared = watch.prepare() if sealed else None
+                student.run(
+                    req_r,
+                    rep_w,
+                    out_w,
+                    sandbox.Confinement(
+                        **dict(confinement, read_paths=tuple(confinement["read_paths"]))
+                    ),
+                    shape["threads"],
+                    shape["reply_bytes"],
+                    prepared,
+                    pid_namespace,
+                )
+            finally:  # never back into the zygote's loop, whatever failed here
+                os._exit(70)
+        for fd in (req_r, rep_w, out_w, told_w, ended_w, released_r):
             os.close(fd)
+        with os.fdopen(told_r, "rb") as told:
+            self.pid = int(told.read() or b"0")
 
-    def start(self, request: dict) -> tuple[int, list[int]]:
-        """The student's pid, and the grader's ends of its pipes."""
-        os.write(self.spec_w, json.dumps(request).encode())
-        os.close(self.spec_w)
-        with os.fdopen(self.told_r, "rb") as told:
-            student_pid = int(told.read() or b"0")
-        if not student_pid:
-            raise RuntimeError("the spare's keeper ended before it forked the student")
-        return student_pid, [self.req_w, self.rep_r, self.out_r]
+    def alive(self) -> bool:
+        """Whether its student is there to take: not ended, nor its keeper gone."""
+        return bool(self.pid) and not select.select([self.ended_r], [], [], 0)[0]
 
-    def discard(self) -> None:
-        for fd in (
-            self.spec_w,
-            self.req_w,
-            self.rep_r,
-            self.out_r,
-            self.told_r,
-            self.ended_r,
-            self.released_w,
-        ):
-            os.close(fd)  # an empty spec: the student exits, and its keeper with it
+    def take(self, scratches: Scratches, endings: dict) -> tuple[dict, list[int]]:
+        """The spawn's answer (the student's pid, its scratch: path, and the layer it makes or
+        why it is missing) and the descriptors the grader gets (its pipes' ends, the scratch's
+        root); the zygote reaps it later through `endings`."""
+        endings[self.pid] = self.ended_r, self.released_w
+        if self.scratch_fds:
+            scratches.mounted[self.pid] = self.scratch
+        answer = {"pid": self.pid, "scratch": {"path": self.scratch, **self.scratch_layer}}
+        return answer, [self.req_w, self.rep_r, self.out_r, *self.scratch_fds]
+
+    def discard(self, scratches: Scratches) -> None:
+        """Never handed over (another shape was asked for, a warm one replaces it, it died, or
+        the zygote ends): killed, its scratch unmounted and removed."""
+        if self.pid:
+            _kill_group(self.pid)
+        for fd in (self.req_w, self.rep_r, self.out_r, self.ended_r, self.released_w):
+            os.close(fd)  # the keeper reaps the student and exits
+        for fd in self.scratch_fds:
+            os.close(fd)
+        if self.scratch_fds:
+            mounts.unmount(self.scratch)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def keep(student_pid: int, told: int, ended: int, released: int) -> NoReturn:
@@ -172,7 +194,7 @@ def keep(student_pid: int, told: int, ended: int, released: int) -> NoReturn:
     ending = os.waitid(os.P_PID, student_pid, os.WEXITED | os.WNOWAIT)
     try:
         os.write(ended, b"%d %d" % (ending.si_code, ending.si_status))
-    except BrokenPipeError:  # a spare discarded: no one asks
+    except BrokenPipeError:  # a ready student discarded: no one asks
         pass
     os.read(released, 1)
     os.waitpid(student_pid, 0)
@@ -247,21 +269,33 @@ def main(fd: int, sealed: bool = True) -> None:
     scratches = Scratches()  # before torch starts a thread
     import torch
 
-    # in memory before the first spare: no student imports it
+    # in memory before the first student: none imports it
     from worker.harness import student  # noqa: F401
 
     torch.set_num_threads(1)
     warm_up_autograd()
 
-    def protect() -> None:  # what a student may not change: what is loaded now
+    def ready_to_fork() -> None:
+        """What every student shares is loaded: sealed against change, and frozen out of the
+        collector's reach, so that a full collection in a student walks only its own objects
+        (torch's 170,000 cost 70 ms each time), as Python's gc docs advise a forking server."""
         if sealed:
             seal.protect_loaded_types()
+        gc.collect()
+        gc.freeze()
 
-    protect()
+    ready_to_fork()
     warm = False
     due: float | None = None  # when the first student was reaped: warm up at a quiet moment
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are never waited for
-    spare = Spare(warm, sealed)
+    delay = float(os.environ.get(READY_DELAY, "0"))
+    ready: Ready | None = None  # for the shape the last spawn asked for: none before the first
+
+    def made_again(shape: dict) -> Ready:
+        if ready is not None:
+            ready.discard(scratches)
+        return Ready(shape, warm, sealed, scratches, delay)
+
     # each student's pid: where its keeper says how it ended, and what lets the keeper reap it
     endings: dict[int, tuple[int, int]] = {}
     sock = socket.socket(fileno=fd)
@@ -275,29 +309,24 @@ def main(fd: int, sealed: bool = True) -> None:
             or not select.select([sock], [], [], IDLE_BEFORE_WARM)[0]
         ):
             warm_up_optimizers()
-            protect()
+            ready_to_fork()
             warm, due = True, None
-            spare.discard()  # the next student is forked warm, now rather than at its spawn
-            spare = Spare(warm, sealed)
+            if ready is not None:  # the next student is made warm, now rather than at its spawn
+                ready = made_again(ready.shape)
             continue
         line = requests.readline()
         if not line:
             break
         request = json.loads(line)
         if request["op"] == "spawn":
-            scratch_fds, scratch = scratches.mount(request["confinement"])
-            pid, fds = spare.start(request)
-            endings[pid] = spare.ended_r, spare.released_w
-            if scratch_fds:
-                scratches.mounted[pid] = request["confinement"]["scratch"]
-            socket.send_fds(
-                sock,
-                [json.dumps({"pid": pid, "scratch": scratch}).encode() + b"\n"],
-                fds + scratch_fds,
-            )
-            for f in fds + scratch_fds:
+            shape = {k: request[k] for k in ("threads", "reply_bytes", "confinement")}
+            if ready is None or ready.shape != shape or not ready.alive():
+                ready = made_again(shape)
+            answer, fds = ready.take(scratches, endings)
+            socket.send_fds(sock, [json.dumps(answer).encode() + b"\n"], fds)
+            for f in fds:
                 os.close(f)
-            spare = Spare(warm, sealed)
+            ready = Ready(shape, warm, sealed, scratches, delay)  # the next, made meanwhile
         elif request["op"] == "reap":
             ended, released = endings.pop(request["pid"])
             sock.sendall(json.dumps(reap(ended, request["pid"], request["grace"])).encode() + b"\n")
@@ -308,11 +337,15 @@ def main(fd: int, sealed: bool = True) -> None:
         elif request["op"] == "warm":  # a pilot, before it takes runs: every student warm
             if not warm:
                 warm_up_optimizers()
-                protect()
+                ready_to_fork()
                 warm, due = True, None
-                spare.discard()
-                spare = Spare(warm, sealed)
+                if ready is not None:
+                    ready = made_again(ready.shape)
             sock.sendall(b'{"warm": true}\n')
+        elif request["op"] == "ready":  # which student is ready (the pool's tests)
+            sock.sendall(json.dumps({"pid": ready.pid if ready else None}).encode() + b"\n")
+    if ready is not None:
+        ready.discard(scratches)
 
 
 if __name__ == "__main__":

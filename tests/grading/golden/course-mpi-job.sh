@@ -5,9 +5,6 @@
 #SBATCH --wckey=mpi26
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
-#SBATCH --cpus-per-task=2
-#SBATCH --mem=4096M
-#SBATCH --time=30
 #SBATCH --output=SPOOL/jobs/%j.out
 #SBATCH --open-mode=append
 #SBATCH --requeue
@@ -15,6 +12,9 @@
 #SBATCH --account=mpi-lab
 #SBATCH --qos=teaching
 #SBATCH --reservation=mpi-lab-tuesday
+#SBATCH --cpus-per-task=2
+#SBATCH --mem=4096M
+#SBATCH --time=30
 #SBATCH --signal=B:USR1@135
 #SBATCH --export=NONE
 set -e

@@ -5,13 +5,13 @@
 #SBATCH --wckey=pytorch
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
-#SBATCH --cpus-per-task=2
-#SBATCH --mem=4096M
-#SBATCH --time=30
 #SBATCH --output=SPOOL/jobs/%j.out
 #SBATCH --open-mode=append
 #SBATCH --requeue
 #SBATCH --account=dl-lab
+#SBATCH --cpus-per-task=2
+#SBATCH --mem=4096M
+#SBATCH --time=30
 #SBATCH --signal=B:USR1@135
 #SBATCH --export=NONE
 set -e

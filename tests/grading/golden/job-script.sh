@@ -5,9 +5,6 @@
 #SBATCH --wckey=cs101
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
-#SBATCH --cpus-per-task=4
-#SBATCH --mem=8192M
-#SBATCH --time=45
 #SBATCH --output=/shared/spool/jobs/%j.out
 #SBATCH --open-mode=append
 #SBATCH --requeue
@@ -15,6 +12,9 @@
 #SBATCH --account=cs101
 #SBATCH --qos=normal
 #SBATCH --gres=gpu:1
+#SBATCH --cpus-per-task=4
+#SBATCH --mem=8192M
+#SBATCH --time=45
 #SBATCH --constraint=a100
 #SBATCH --export=NONE
 set -e
