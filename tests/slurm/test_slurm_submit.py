@@ -2,6 +2,7 @@
 full (issue 18): a wrapper named `sbatch`, first on PATH, slows or fails the real one on
 purpose; the spool is a small tmpfs (mounted as root, so that the jobs see it too)."""
 
+import contextlib
 import logging
 import os
 import shutil
@@ -12,9 +13,12 @@ from pathlib import Path
 
 import pytest
 import slurm_cluster
+import sqlalchemy as sa
 from helpers import REFERENCE_Q, queue_submission
 from test_slurm import (  # noqa: F401
     ROOT,
+    SLOW,
+    SLOW_LOADS,
     config_file,
     empty_database_url,
     exercise_with,
@@ -27,7 +31,7 @@ from test_slurm import (  # noqa: F401
     student_reads,
 )
 
-from server.core.models import ClusterState, Submission, utcnow
+from server.core.models import ClusterState, GradingRun, Submission, utcnow
 from worker.grading import slurm
 
 pytestmark = [
@@ -255,5 +259,46 @@ def test_a_full_spool_sends_nothing_until_space_is_made(
     assert f"spool {small_spool}: holds 3 MB, 0 MB free" in checked.stdout
     assert f"is full: 0 MB free on {small_spool}, SPOOL_MIN_FREE_MB is 1" in checked.stderr
     filler.unlink()  # space made: the next cycle sends it
+    done = settle(grading, [submission_id])
+    assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)]
+
+
+def fill(spool: Path) -> Path:
+    """Every byte of the spool's filesystem taken: a file grown until the disk refuses."""
+    filler = spool / "filler"
+    with open(filler, "wb", buffering=0) as f, contextlib.suppress(OSError):  # ENOSPC: full
+        while True:
+            f.write(b"x" * 4096)
+    return filler
+
+
+def test_a_spool_that_fills_while_a_job_runs_uses_no_try(database, shared, small_spool, caplog):
+    """The spool's filesystem full while a job runs (issue 40): the job cannot write its report
+    and ends; collect goes on polling Slurm meanwhile, says once that the spool is full, and the
+    run goes back unused (it once used a try, and collect stopped on ENOSPC writing .polled-at);
+    once there is room the submission is graded at its first counted try."""
+    grading = make_dispatcher(
+        database,
+        settings(shared, SPOOL_MIN_FREE_MB=1),
+        exercise_with("autograd-q", limits=SLOW_LOADS),
+    )
+    submission_id = queue_submission(database, SLOW.format(seconds=8))
+    grading.dispatch()
+    with database.sessions() as session:
+        job = session.scalar(sa.select(GradingRun.external_id))
+    settle(grading, [submission_id], until=lambda s: slurm_cluster.job_state(job) == "RUNNING")
+    filler = fill(small_spool)
+    with caplog.at_level(logging.WARNING):
+        settle(
+            grading,
+            [submission_id],
+            until=lambda s: s[0].status == "queued" and slurm_cluster.job_state(job) != "RUNNING",
+        )
+    seen, runs = student_reads(database, submission_id)
+    assert (seen["held_by"], runs) == ("spool_full", [])  # queued (settle's), no try used
+    assert "disk is full" in seen["note"]
+    assert "run 1 goes back to the queue unused: job" in caplog.text
+    assert caplog.text.count("spool_full began") == 1, caplog.text
+    filler.unlink()
     done = settle(grading, [submission_id])
     assert [(s.status, s.score, len(s.runs)) for s in done.values()] == [("graded", 10, 1)]
