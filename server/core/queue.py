@@ -215,21 +215,30 @@ def celery_init_app(app: Flask) -> Celery:
 
 def enqueue(celery: Celery, session: Session, submission_ids: list[int]) -> list[int]:
     """Send grading tasks for committed submissions; a broker that is down only delays them:
-    the reconcile task sends what was never sent. Returns the ids that went out."""
+    the reconcile task sends what was never sent. Returns the ids that went out.
+
+    Each is marked sent, and committed, before its message goes: a worker takes a message
+    within milliseconds, and its dispatch skips the rows another transaction holds (FOR UPDATE
+    SKIP LOCKED); marked after, the row was held by this update as the dispatch looked, which
+    then found nothing to grade, and the submission waited for the reconcile."""
     sent = []
     for submission_id in submission_ids:
+        _mark_sent(session, [submission_id], utcnow())
         try:
             celery.send_task(task_names.DISPATCH, args=[[submission_id]], retry=False)
         except Exception as exc:  # kombu raises many types for a broker that is away
             log.warning("submission %s stays queued: broker unavailable (%s)", submission_id, exc)
+            _mark_sent(session, [submission_id], None)
             break
         sent.append(submission_id)
-    if sent:
-        session.execute(
-            update(Submission).where(Submission.id.in_(sent)).values(enqueued_at=utcnow())
-        )
-        session.commit()
     return sent
+
+
+def _mark_sent(session: Session, submission_ids: list[int], when: dt.datetime | None) -> None:
+    session.execute(
+        update(Submission).where(Submission.id.in_(submission_ids)).values(enqueued_at=when)
+    )
+    session.commit()
 
 
 def send_notice(celery: Celery, event: str, ids: list[int]) -> bool:

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from helpers import REFERENCE_Q, dispatcher, queue_submission
 
 from server.core.models import Course, GradingRun, Submission
+from server.core.queue import enqueue
 from server.core.runs import MAX_RUNS
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState, SubmitError
 from worker.harness import spool
@@ -450,6 +451,31 @@ def test_staff_stop_a_submission_and_its_job_once_no_one_else_is_in_it(
     grading.collect()
     assert [s[:2] for s in states(database).values()] == [("cancelled", None)] * 3
     assert grading.cancel([first]) == []
+
+
+@pytest.mark.postgresql_only
+def test_a_submission_is_claimable_from_the_moment_its_message_is_sent(database, grading, cluster):
+    """A worker takes a dispatch message within milliseconds of its sending, and its dispatch
+    skips the rows another transaction holds (FOR UPDATE SKIP LOCKED). enqueue once marked a
+    submission sent after its message went: a dispatch that looked meanwhile found the row held
+    by that update, claimed nothing, and the submission waited for the reconcile (bench/
+    service.py's submission stayed queued 300 s, in CI and beside a CPU load)."""
+    submission_id = queue_submission(database, REFERENCE_Q)
+    sent, dispatched = [], []
+
+    class Broker:
+        def send_task(self, name, args, retry):
+            sent.append((name, args))
+
+    def a_worker_takes_it(*_args):  # the first moment it can: the next commit after the send
+        if sent and not dispatched:
+            dispatched.append(grading.dispatch())
+
+    with database.sessions() as session:
+        sa.event.listen(session, "before_commit", a_worker_takes_it)
+        assert enqueue(Broker(), session, [submission_id]) == [submission_id]
+    a_worker_takes_it()
+    assert states(database)[submission_id][0] == "running" and len(cluster.jobs) == 1
 
 
 # --- faults of the infrastructure (issue 40): held while they last, no try used ----------
