@@ -51,6 +51,17 @@ def test_the_worker_is_restarted_when_its_heartbeat_stops():
     assert int(found["WatchdogSec"]) > 30
 
 
+def test_the_workers_name_is_one_celery_reads():
+    """systemd makes %% one %, and fills its own specifiers (%H: the host): the unit once gave
+    Celery `dispatcher@%H`, which it refuses at every start (Unknown format %H)."""
+    from celery.utils.nodenames import host_format
+
+    command = directives(ROOT / "deploy" / "systemd" / "hpcgrade-worker.service")["ExecStart"]
+    written = re.search(r"--hostname (\S+)", command).group(1)
+    passed = re.sub(r"%(.)", lambda m: "%" if m[1] == "%" else "grader", written)
+    assert "%" not in host_format(passed)
+
+
 def promtool(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> str:
     done = subprocess.run(
         [PROMTOOL, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=120
