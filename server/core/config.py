@@ -192,7 +192,12 @@ class Settings:
     # by default sending a task fails at once while the broker is away: the submission is
     # already committed and the reconcile task sends it later, so a request never hangs on Redis
     broker_transport_options: dict = setting(
-        {"max_retries": 0}, table, "kombu's transport options (a TOML table).", SERVICE
+        {"max_retries": 0},
+        table,
+        "kombu's transport options (a TOML table). With Redis, `visibility_timeout` defaults "
+        "to 10 minutes more than the longest task's time limit (a regrade's preview, 6 h): "
+        "Redis hands a task that has not finished within it to another worker.",
+        SERVICE,
     )
     timezone: str = setting(
         "UTC",

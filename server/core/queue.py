@@ -153,6 +153,17 @@ def broker_transport(url: str) -> str | None:
     return None
 
 
+def transport_options(settings) -> dict:
+    """kombu's transport options, BROKER_TRANSPORT_OPTIONS on top. Redis hands a message that
+    is not acknowledged within its visibility time-out (kombu's default: an hour) to another
+    worker, and a task acknowledges its message when it ends (task_acks_late): a regrade's
+    preview of six hours would run twice, then thrice. It outlasts every task's hard limit."""
+    if not settings.broker_url.startswith("redis://"):
+        return dict(settings.broker_transport_options)
+    longest = max(time_limits(settings).values()) + HARD_AFTER_SOFT
+    return {"visibility_timeout": int(longest) + 600, **settings.broker_transport_options}
+
+
 def time_limits(settings) -> dict[str, float]:
     """Every task's soft time limit: a dispatch (a local grade, or the batches sent to Slurm)
     ends within its runs' lease, past which they are taken for lost and sent again anyway."""
@@ -171,7 +182,7 @@ def celery_init_app(app: Flask) -> Celery:
     celery.conf.update(
         broker_url=settings.broker_url,
         broker_transport=broker_transport(settings.broker_url),
-        broker_transport_options=settings.broker_transport_options,
+        broker_transport_options=transport_options(settings),
         task_ignore_result=True,
         task_annotations={
             name: {"soft_time_limit": soft, "time_limit": soft + HARD_AFTER_SOFT}

@@ -46,3 +46,23 @@ def test_a_dispatch_ends_within_its_runs_lease(tmp_path):
         }
     )
     assert bound_tasks(app)["hpcgrade.dispatch"].soft_time_limit == 240
+
+
+@pytest.mark.services
+def test_redis_gives_no_task_to_a_second_worker_while_the_first_may_still_run_it(tmp_path):
+    """kombu's Redis transport hands a message unacknowledged for its visibility time-out (an
+    hour unless told) to another worker; a task acknowledges its message at its end, and a
+    regrade's preview may run six hours: it ran twice, then thrice. The time-out the worker's
+    channel keeps outlasts every task's hard limit, and a deployment's own option still wins."""
+    settings = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'h.sqlite'}",
+        "SECRET_KEY": "x",
+        "BROKER_URL": "redis://127.0.0.1:6379/15",
+    }
+    app = create_app(settings)
+    longest = max(task.time_limit for task in bound_tasks(app).values())
+    with app.extensions["celery"].connection_for_read() as connection:
+        assert connection.default_channel.visibility_timeout > longest >= 6 * 3600
+    told = create_app({**settings, "BROKER_TRANSPORT_OPTIONS": {"visibility_timeout": 86400}})
+    with told.extensions["celery"].connection_for_read() as connection:
+        assert connection.default_channel.visibility_timeout == 86400
