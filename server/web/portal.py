@@ -43,7 +43,14 @@ from server.web.results import (
     submission_state,
     waiting,
 )
-from server.web.submissions import PASTED, Refusal, Rules, idempotency_key, submit_once, upload_name
+from server.web.submissions import (
+    PASTED,
+    Refusal,
+    Rules,
+    form_work,
+    idempotency_key,
+    submit_once,
+)
 
 blueprint = Blueprint("portal", __name__, url_prefix="/courses/<course>")
 
@@ -214,18 +221,10 @@ def download(slug: str, name: str):
 @login_required
 def submit(slug: str):
     exercise = active_exercise(slug)
-    upload = request.files.get("file")
-    uploaded = upload is not None and bool(upload.filename)
-    # browsers send a textarea's line ends as CRLF
-    pasted = request.form.get("code", "").replace("\r\n", "\n")
+    upload, pasted = request.files.get("file"), request.form.get("code", "")
     rules = Rules.from_settings(app_settings())
     try:
-        # one byte over the limit is enough to refuse a file (a request may be 32 times larger)
-        filename, data = (
-            (upload_name(upload.filename), upload.read((rules.max_upload_kb << 10) + 1))
-            if uploaded
-            else (PASTED, pasted.encode())
-        )
+        filename, data = form_work(upload, pasted, rules)
         submission, new = submit_once(
             db(),
             g.user,
@@ -241,7 +240,7 @@ def submit(slug: str):
         # page's script puts the pasted code back
         flash(refusal.message, "error")
         return redirect(kept_page(url_for("portal.exercise", slug=slug)), 303)
-    if uploaded and pasted.strip():
+    if filename != PASTED and pasted.strip():
         flash(
             _("The file %(name)s was graded; the pasted code was not.", name=upload.filename),
             "info",

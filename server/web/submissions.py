@@ -99,6 +99,15 @@ def upload_name(filename: str) -> str:
     return re.split(r"[/\\]", filename)[-1]
 
 
+def form_work(upload, pasted: str, rules: "Rules") -> tuple[str, bytes]:
+    """What the exercise page's form sends (Submit, Check), as (file name, content): the file
+    uploaded, else the code pasted (a browser sends a textarea's line ends as CRLF). One byte
+    over the limit is read, enough to refuse a file (a request may be 32 times larger)."""
+    if upload is not None and upload.filename:
+        return upload_name(upload.filename), upload.read((rules.max_upload_kb << 10) + 1)
+    return PASTED, pasted.replace("\r\n", "\n").encode()
+
+
 def shown_name(filename: str) -> str:
     """A file as its student knows it: code pasted into the page has no name of its own."""
     return _("pasted code") if filename == PASTED else filename

@@ -29,7 +29,7 @@ from server.core.models import Exercise, VisibleCheck, VisibleCheckStatus, aware
 from server.web.auth import db, kept_page, login_required
 from server.web.portal import active_exercise
 from server.web.results import page_view
-from server.web.submissions import PASTED, Refusal, Rules, check_file, upload_name
+from server.web.submissions import Refusal, Rules, check_file, form_work
 
 blueprint = Blueprint("visible_checks", __name__, url_prefix="/courses/<course>")
 # a check whose task never reached the worker (a broker away) is sent again by its page, and so
@@ -49,16 +49,10 @@ def offered() -> dict:
 @login_required
 def ask(slug: str):
     exercise = active_exercise(slug)
-    upload = request.files.get("file")
-    pasted = request.form.get("code", "").replace("\r\n", "\n")
     settings = app_settings()
     rules = Rules.from_settings(settings)
     try:
-        filename, data = (
-            (upload_name(upload.filename), upload.read((rules.max_upload_kb << 10) + 1))
-            if upload is not None and upload.filename
-            else (PASTED, pasted.encode())
-        )
+        filename, data = form_work(request.files.get("file"), request.form.get("code", ""), rules)
         check = _accepted(exercise, filename, data, rules, settings.checks_per_window)
     except Refusal as refusal:  # as a submission's: the page's script puts the code back
         flash(refusal.message, "error")
