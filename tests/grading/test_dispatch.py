@@ -493,14 +493,14 @@ def test_a_spool_below_its_floor_sends_nothing_says_so_once_and_then_grades(
 ):
     submission_id = queue_submission(database, REFERENCE_Q)
     cluster.spool.mkdir()
-    grading.spool_min_free_mb = 10**12  # more than any disk has
+    grading.recorder.spool_min_free_mb = 10**12  # more than any disk has
     for _ in range(3):
         grading.dispatch()
     assert cluster.jobs == {} and states(database)[submission_id] == ("queued", None, [])
     assert "nothing is sent" in held(database)["spool_full"]
     began = [r for r in caplog.records if "spool_full began" in r.getMessage()]
     assert len(began) == 1
-    grading.spool_min_free_mb = 0
+    grading.recorder.spool_min_free_mb = 0
     grading.dispatch()
     assert held(database) == {} and len(cluster.jobs) == 1
 
@@ -537,7 +537,7 @@ def test_a_job_that_ended_while_the_spool_was_full_uses_no_try(database, cluster
     not the run, which goes back to the queue unused."""
     submission_id = queue_submission(database, REFERENCE_Q)
     grading.dispatch()
-    grading.collector.spool_min_free_mb = 10**12
+    grading.recorder.spool_min_free_mb = 10**12
     cluster.end("100", "FAILED")
     grading.collect()
     assert list(grading.collect().values()) == ["requeued"]

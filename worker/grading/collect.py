@@ -55,7 +55,6 @@ class Collector:
     pilots: Pilots | None
     pending_limit: float  # seconds a job may wait for the cluster to start it
     poll_every: float  # seconds between two polls of the cluster
-    spool_min_free_mb: int = 0  # below it, a job that ended without a report is the spool's fault
 
     @property
     def database(self) -> Database:
@@ -159,7 +158,7 @@ class Collector:
         try:
             spool.write_atomically(spool.make_folder(self.spool) / POLLED_AT, repr(now).encode())
         except OSError:  # a full spool: the jobs are polled all the same, each cycle
-            self.recorder.spool_takes_runs(self.spool_min_free_mb)
+            self.recorder.spool_takes_runs()
         return True
 
     def _unended_jobs(self) -> dict[int, str]:
@@ -275,7 +274,7 @@ class Collector:
     def _spool_without_room(self) -> bool:
         """A job that ended without a report while its spool had no room may have had nowhere
         to write it: the spool failed, not the run."""
-        return spool.no_room(self.spool, self.spool_min_free_mb) is not None
+        return self.recorder.spool_room() is not None
 
     def _progressed(self, external_id: str, polled: list, started: set[int]) -> bool:
         """Whether a job began any of its runs: else it never got to grading (its harness could

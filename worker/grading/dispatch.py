@@ -118,7 +118,7 @@ class Dispatcher:
     pilots: Pilots | None = None
     per_student: int = 1
     required_layers: tuple[str, ...] = REQUIRED_LAYERS
-    spool_min_free_mb: int = 0
+    spool_min_free_mb: InitVar[int] = 0  # the recorder's: SPOOL_MIN_FREE_MB
     # the collector's: seconds a job may wait for the cluster to start it, and between two polls
     pending_limit: InitVar[float] = math.inf
     poll_every: InitVar[float] = 0.0
@@ -127,14 +127,14 @@ class Dispatcher:
     recorder: Recorder = field(init=False)
     collector: Collector = field(init=False)
 
-    def __post_init__(self, pending_limit: float, poll_every: float) -> None:
+    def __post_init__(
+        self, spool_min_free_mb: int, pending_limit: float, poll_every: float
+    ) -> None:
         if isinstance(self.exercises, dict):
             fixed = self.exercises
             self.exercises = lambda course: fixed
-        self.recorder = Recorder(self.database, self.executor, self.spool)
-        self.collector = Collector(
-            self.recorder, self.pilots, pending_limit, poll_every, self.spool_min_free_mb
-        )
+        self.recorder = Recorder(self.database, self.executor, self.spool, spool_min_free_mb)
+        self.collector = Collector(self.recorder, self.pilots, pending_limit, poll_every)
 
     def collect(self) -> dict[int, runs.Settled]:
         """Record the reports that came, and settle the runs whose jobs ended (Collector)."""
@@ -175,7 +175,7 @@ class Dispatcher:
         take every queued submission whose batch is ready: the queue's order decides, never
         which submission's arrival sent the message. With the spool nearly full nothing is
         claimed: the runs wait, their tries unused, until space is made."""
-        if not self.recorder.spool_takes_runs(self.spool_min_free_mb):
+        if not self.recorder.spool_takes_runs():
             return Dispatched()
         if self.executor.synchronous:
             return self._grade_next()

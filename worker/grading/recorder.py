@@ -23,17 +23,22 @@ from worker.harness.report import Report
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Recorder:
     database: Database
     executor: Executor
     spool: Path
+    spool_min_free_mb: int = 0  # SPOOL_MIN_FREE_MB: below it, the spool takes no run
 
-    def spool_takes_runs(self, floor_mb: int) -> bool:
-        """Whether the spool can take runs (spool.no_room): the spool_full fault is held while it
+    def spool_room(self) -> str | None:
+        """Why the spool cannot take a run's files now (spool.no_room), or None."""
+        return spool.no_room(self.spool, self.spool_min_free_mb)
+
+    def spool_takes_runs(self) -> bool:
+        """Whether the spool can take runs (spool_room): the spool_full fault is held while it
         cannot and cleared once it can, by dispatch and collect alike, on one criterion, so that
         it never begins and ends by turns while a spool has megabytes but no inode."""
-        why = spool.no_room(self.spool, floor_mb)
+        why = self.spool_room()
         with self.database.sessions.begin() as session:
             if why is not None:
                 conditions.hold(session, Fault.spool_full, f"{why}: nothing is sent")
