@@ -234,20 +234,20 @@ def enqueue(celery: Celery, session: Session, submission_ids: list[int]) -> list
     then found nothing to grade, and the submission waited for the reconcile."""
     sent = []
     for submission_id in submission_ids:
-        _mark_sent(session, [submission_id], utcnow())
+        _mark_sent(session, submission_id, utcnow())
         try:
             celery.send_task(task_names.DISPATCH, args=[[submission_id]], retry=False)
         except Exception as exc:  # kombu raises many types for a broker that is away
             log.warning("submission %s stays queued: broker unavailable (%s)", submission_id, exc)
-            _mark_sent(session, [submission_id], None)
+            _mark_sent(session, submission_id, None)
             break
         sent.append(submission_id)
     return sent
 
 
-def _mark_sent(session: Session, submission_ids: list[int], when: dt.datetime | None) -> None:
+def _mark_sent(session: Session, submission_id: int, when: dt.datetime | None) -> None:
     session.execute(
-        update(Submission).where(Submission.id.in_(submission_ids)).values(enqueued_at=when)
+        update(Submission).where(Submission.id == submission_id).values(enqueued_at=when)
     )
     session.commit()
 
