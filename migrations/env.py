@@ -27,7 +27,8 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    engine = make_engine(config.get_main_option("sqlalchemy.url"))
+    # unpooled: the connection below turns SQLite's foreign keys off, and must end with it
+    engine = make_engine(config.get_main_option("sqlalchemy.url"), pooled=False)
     with engine.connect() as connection:
         sqlite = connection.dialect.name == "sqlite"
         if sqlite:

@@ -92,6 +92,19 @@ def url_rules_compiled_once():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def engines_made_once():
+    """Each app made an engine of its own, and SQLAlchemy keeps its compiled statements per
+    engine: every test compiled every statement of its pages again, a sixth of a web test's
+    CPU. The apps of a test run on the same database share its engine (the last few URLs'
+    engines are kept; a test's own database file gets one of its own)."""
+    from server.core import db
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(db, "make_engine", functools.lru_cache(maxsize=4)(db.make_engine))
+        yield
+
+
 @pytest.fixture(scope="session")
 def catalogue():
     return load_catalogue()
@@ -120,11 +133,13 @@ def grade_unsealed(unsealed_harness, tmp_path):
 
 
 @pytest.fixture(scope="session")
-def executor(tmp_path_factory):
-    """The local executor, as a worker makes it (its own warm harness)."""
+def executor(harness, tmp_path_factory):
+    """The local executor, as a worker makes it, grading with the session's warm harness (one
+    of its own cost each test process 3 s of CPU); it starts another if that one dies."""
     local = LocalExecutor(
         Settings(spool_dir=str(tmp_path_factory.mktemp("spool")), course_python=None)
     )
+    local._harnesses[None] = harness
     yield local
     local.close()
 
@@ -358,7 +373,8 @@ MACHINE_WIDE = {
 # the sandbox and the lives of processes: layers taken away, attacks that kill or taint a
 # zygote, deadlines, the seal, the spool and pilots, bounds, the GPU node's simulation, a worker's
 # heartbeat, the supervisor's restarts, Ctrl-C in the client (marked sandbox: `scripts/test
-# --sandbox`, and the whole suite; not the fast tier: they mostly wait on processes)
+# --sandbox`, and the whole suite; not the fast tier: they mostly wait on processes); and, in any
+# module, the tests of what the grader does with the seal taken away (`unsealed_harness`)
 SANDBOX = {
     "test_heartbeat",
     "test_supervise",
@@ -381,7 +397,7 @@ def pytest_itemcollected(item):
     module = item.module.__name__.rsplit(".", 1)[-1]
     if item.get_closest_marker("slurm") or module in MACHINE_WIDE:
         item.add_marker(pytest.mark.machine_wide)
-    if module in SANDBOX:
+    if module in SANDBOX or "unsealed_harness" in getattr(item, "fixturenames", ()):
         item.add_marker(pytest.mark.sandbox)
 
 

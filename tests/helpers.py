@@ -1,12 +1,16 @@
 """Small helpers shared by the tests."""
 
+import contextlib
 import json
 import os
 import re
 import socket
+import threading
 import time
 import uuid
 from pathlib import Path
+
+from werkzeug.serving import make_server
 
 from worker.harness.report import (
     Report,
@@ -105,6 +109,22 @@ def postgres_database():
         with admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@contextlib.contextmanager
+def served_over_http(app, threaded: bool = False):
+    """`app` (a WSGI app) served on a free port of 127.0.0.1 from a thread; yields its URL.
+    The thread looks for its stop every 50 ms (werkzeug's default half second was most of a
+    client test's time)."""
+    server = make_server("127.0.0.1", 0, app, threaded=threaded)
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def free_port() -> int:

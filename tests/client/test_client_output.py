@@ -6,13 +6,11 @@ import datetime as dt
 import io
 import json
 import re
-import threading
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from helpers import REFERENCE_Q, SECOND_COURSE, second_edition
-from werkzeug.serving import make_server
+from helpers import REFERENCE_Q, SECOND_COURSE, second_edition, served_over_http
 
 from hpcgrade import terminal as client
 from hpcgrade.service import REFUSED as REFUSED_KIND
@@ -45,12 +43,9 @@ def portal(course, tmp_path, monkeypatch):
     )
     monkeypatch.setenv("HPCGRADE_TOKEN", token.json["token"])
     monkeypatch.setattr("hpcgrade.service.POLL_SECONDS", 0.05)
-    server = make_server("127.0.0.1", 0, course)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    monkeypatch.setenv("HPCGRADE_SERVER", url)
-    yield url
-    server.shutdown()
+    with served_over_http(course) as url:
+        monkeypatch.setenv("HPCGRADE_SERVER", url)
+        yield url
 
 
 def graded_at_once(report: Report):
@@ -280,10 +275,8 @@ def another_host():
         start_response("404 Not Found", [("Content-Type", "application/json")])
         return [b'{"error": "nothing here"}']
 
-    server = make_server("127.0.0.1", 0, site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"127.0.0.1:{server.server_port}", received
-    server.shutdown()
+    with served_over_http(site) as url:
+        yield url.removeprefix("http://"), received
 
 
 def test_the_token_goes_to_the_configured_server_whatever_host_an_answer_names(
@@ -344,11 +337,9 @@ def test_the_client_sends_again_after_a_server_error_not_after_a_refusal(monkeyp
         start_response(status, [("Content-Type", "application/json"), *headers])
         return [body]
 
-    server = make_server("127.0.0.1", 0, site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setattr("hpcgrade.service.time.sleep", slept.append)
-    try:
-        service = Service(f"http://127.0.0.1:{server.server_port}", token="t")
+    with served_over_http(site) as url:
+        service = Service(url, token="t")
         answers[:] = [
             ("500 Internal Server Error", [], b"{}"),
             ("503 Service Unavailable", [("Retry-After", "7")], b"{}"),
@@ -363,8 +354,6 @@ def test_the_client_sends_again_after_a_server_error_not_after_a_refusal(monkeyp
         with pytest.raises(ServiceError, match="busy"):
             log_in(service.server, "ana", "long-password")
         assert len(answers) == 1
-    finally:
-        server.shutdown()
 
 
 def test_an_address_without_its_leading_slash_stays_on_the_server():

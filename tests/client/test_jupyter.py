@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from helpers import SECOND_COURSE, second_edition
+from helpers import SECOND_COURSE, second_edition, served_over_http
 from IPython.core.interactiveshell import InteractiveShell
 from sqlalchemy import delete
 from test_client_output import graded_at_once, portal  # noqa: F401 - a fixture
@@ -262,10 +262,6 @@ def test_the_extension_needs_none_of_the_services_dependencies():
 
 def test_the_client_says_when_the_address_is_not_an_hpcgrade_server():
     """An HTML page is no answer, and a redirect to another host never gets the token."""
-    import threading
-
-    from werkzeug.serving import make_server
-
     from hpcgrade.service import UNREACHABLE, ServiceError
 
     def site(environ, start_response):
@@ -275,10 +271,8 @@ def test_the_client_says_when_the_address_is_not_an_hpcgrade_server():
         start_response("200 OK", [("Content-Type", "text/html")])
         return [b"<html>a university's home page</html>"]
 
-    server = make_server("127.0.0.1", 0, site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        service = Service(f"http://127.0.0.1:{server.server_port}", token="secret")
+    with served_over_http(site) as url:
+        service = Service(url, token="secret")
         for path, said in [
             ("/api/v1/exercises", "did not answer as an hpcgrade server does"),
             ("/away", "redirects to another place"),
@@ -286,5 +280,3 @@ def test_the_client_says_when_the_address_is_not_an_hpcgrade_server():
             with pytest.raises(ServiceError, match=said) as refused:
                 service.get(path)
             assert refused.value.kind == UNREACHABLE
-    finally:
-        server.shutdown()

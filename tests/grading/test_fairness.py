@@ -3,6 +3,7 @@ file; the load of a file that never finishes is cut short. On SQLite and Postgre
 
 import io
 
+import pytest
 import sqlalchemy as sa
 from helpers import dispatcher, queue_submission
 
@@ -181,6 +182,7 @@ def test_the_student_is_told_why_a_file_waits(course):
     assert waiting["queue_position"] == 1 and "entregas anteriores" in waiting["note"]
 
 
+@pytest.mark.sandbox  # waits out a deadline
 def test_a_file_that_never_finishes_loading_is_cut_short_at_the_exercises_load_time(grade):
     """Cut at the exercise's `load_seconds` (its own, here 2 s; by default at most 10 s)."""
     assert Limits().load_seconds <= 10

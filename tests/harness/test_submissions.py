@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import REFERENCE_Q, codes, notebook
 
 HPCGRADE = [sys.executable, "-m", "worker.cli"]
@@ -121,6 +122,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.sandbox  # `hpcgrade grade` starts a harness of its own
 def test_cli_json_one_report_per_file(tmp_path):
     good, bad = tmp_path / "good.py", tmp_path / "bad.ipynb"
     good.write_text(REFERENCE_Q)

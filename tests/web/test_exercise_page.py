@@ -8,13 +8,11 @@ import html
 import io
 import re
 import socket
-import threading
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from helpers import COURSE_ORDER, REFERENCE_Q, logged_in, the_course
-from werkzeug.serving import make_server
+from helpers import COURSE_ORDER, REFERENCE_Q, logged_in, served_over_http, the_course
 
 from server.core.catalogue import ExerciseConfigError, load_exercise_info
 from server.core.exercises import sync_exercises
@@ -122,11 +120,10 @@ def test_a_request_over_the_cap_is_read_to_its_end_then_answered(ana, course, la
 def test_a_client_that_sends_everything_before_reading_gets_the_answer(app):
     """A browser sends the whole body before it reads the answer: the server must read it, or
     closing the connection over unread data resets it ("connection reset" in Chromium)."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     size = CAP + MB
-    try:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as connection:
+    with served_over_http(app, threaded=True) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as connection:
             connection.sendall(
                 b"POST /api/v1/submissions HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
                 b"Content-Type: multipart/form-data; boundary=x\r\n"
@@ -134,8 +131,6 @@ def test_a_client_that_sends_everything_before_reading_gets_the_answer(app):
                 + b"#" * size
             )
             reply = connection.makefile("rb").read()
-    finally:
-        server.shutdown()
     assert reply.startswith(b"HTTP/1.1 413")
     assert "The file is larger than 1024 KB." in reply.decode()
 

@@ -9,7 +9,15 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
-from helpers import IN_COURSE, REFERENCE_Q, free_port, log_in, postgres_database, the_course
+from helpers import (
+    IN_COURSE,
+    REFERENCE_Q,
+    free_port,
+    log_in,
+    postgres_database,
+    served_over_http,
+    the_course,
+)
 
 from server.core.models import Exercise, Submission, User
 from server.web.submissions import Rules, submit_once
@@ -289,7 +297,6 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(
     """`hpcgrade submit` against a real HTTP server whose first answer is a 500 after the commit:
     the client sends again, with the same key, and one submission is stored."""
     from click.testing import CliRunner
-    from werkzeug.serving import make_server
 
     from hpcgrade.terminal import submit
 
@@ -303,21 +310,14 @@ def test_the_terminal_client_sends_one_key_and_reuses_it_when_it_retries(
     monkeypatch.setattr("server.web.api.enqueue", enqueue_failing_once)
     client = course.test_client()
     token = client.post("/api/v1/tokens", json={"username": "ana", "password": "long-password"})
-    server = make_server("127.0.0.1", 0, course)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     work = tmp_path / "work.py"
     work.write_text(REFERENCE_Q)
-    try:
+    with served_over_http(course) as url:
         result = CliRunner().invoke(
             submit,
             ["autograd-q", str(work), "--no-wait"],
-            env={
-                "HPCGRADE_SERVER": f"http://127.0.0.1:{server.server_port}",
-                "HPCGRADE_TOKEN": token.json["token"],
-            },
+            env={"HPCGRADE_SERVER": url, "HPCGRADE_TOKEN": token.json["token"]},
         )
-    finally:
-        server.shutdown()
     assert result.exit_code == 0, result.output
     assert failures == []  # the first try did fail
     with course.app_context(), course.extensions["hpcgrade.db"].sessions() as session:

@@ -7,14 +7,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from helpers import REFERENCE_Q, change_settings
-from werkzeug.serving import make_server
+from helpers import REFERENCE_Q, change_settings, served_over_http
 from werkzeug.test import EnvironBuilder
 
 from hpcgrade.service import NOT_LOGGED_IN, Service, ServiceError
@@ -253,10 +251,8 @@ def served(cluster, tmp_path, monkeypatch):
     )
     (bin_dir / "munge").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    server = make_server("127.0.0.1", 0, cluster)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    with served_over_http(cluster) as url:
+        yield url
 
 
 def test_the_client_on_a_cluster_node_needs_no_log_in(served, cluster):
