@@ -2,9 +2,9 @@
 
 A task acknowledged late (task_acks_late) that ends after the worker lost Redis and connected
 again is acknowledged through the channel of the connection it came by, which Celery closed:
-kombu then raises AttributeError ('NoneType' object has no attribute 'hostname') inside the
-worker's event loop, and the worker takes no task again (tests/service/test_faults.py saw it
-after a Redis restart). Such an acknowledgement cannot be made: the message's record of being
+kombu then raises AttributeError ('NoneType' object has no attribute 'hostname', or 'client'
+where the channel was closed too) inside the worker's event loop, and the worker takes no task
+again (tests/service/test_faults.py saw both after a Redis restart). Such an acknowledgement cannot be made: the message's record of being
 delivered went with that connection (and with Redis, restarted). It is dropped and logged; the
 run is settled in the database already, and a message delivered again finds its submission
 graded."""
@@ -39,8 +39,10 @@ class QoS(redis.QoS):
         return super().restore_unacked(client)
 
     def _closed(self) -> bool:
+        # the connection's transport lost its client; or the channel was closed, and kombu
+        # took the transport from it (the worker's log then ended in `self.connection.client`)
         transport = self.channel.connection
-        return transport is not None and transport.client is None
+        return transport is None or transport.client is None
 
 
 def _left() -> None:

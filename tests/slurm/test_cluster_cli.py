@@ -84,6 +84,12 @@ def test_pilot_start_refuses_more_time_than_the_partition_allows(
     assert pilot_jobs(config.course) == []  # no sbatch
 
 
+def pending_reason(job: str) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%r"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def test_pilot_list_shows_a_pilot_slurm_has_not_started_and_hides_dead_ones(
     hpcgrade, config, drained
 ):
@@ -98,13 +104,17 @@ def test_pilot_list_shows_a_pilot_slurm_has_not_started_and_hides_dead_ones(
         )
     )
     try:
-        listed = hpcgrade("pilot", "list")
+        # the scheduler words a pending job's reason again as it looks at it (ReqNodeNotAvail,
+        # then "Nodes required for job are DOWN, DRAINED…"): the list is read between two
+        # readings of squeue's that agree
+        for _ in range(30):
+            before = pending_reason(pending)
+            listed = hpcgrade("pilot", "list")
+            if pending_reason(pending) == before:
+                break
         assert listed.exit_code == 0, listed.output
         (line,) = [line for line in listed.output.splitlines() if line.split()[0] == pending]
-        reason = subprocess.run(
-            ["squeue", "-h", "-j", pending, "-o", "%r"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        assert "PENDING" in line and line.endswith(f"({reason})"), line
+        assert "PENDING" in line and line.endswith(f"({before})"), line
         assert "999999" not in listed.output
         (everyone,) = [
             line
