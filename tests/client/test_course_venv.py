@@ -15,6 +15,9 @@ from helpers import REFERENCE_Q
 from test_client_output import portal  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.course_venv
+# the portal on SQLite alone: what is tested is the client in the course's venv, and each run
+# grades under the venv's own python (a grader and a zygote importing torch, 45 s under CI)
+ON_SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 ROOT = Path(__file__).parents[2]
 
 
@@ -59,6 +62,7 @@ def test_the_course_venv_holds_no_package_of_the_service(course_venv, tmp_path):
     assert pip_check.returncode == 0, pip_check.stdout
 
 
+@ON_SQLITE
 def test_starter_and_check_run_in_the_course_venv(course_venv, portal, tmp_path):  # noqa: F811
     env = {"HPCGRADE_SERVER": portal, "HPCGRADE_TOKEN": os.environ["HPCGRADE_TOKEN"]}
     started = run(course_venv, "hpcgrade", "starter", "autograd-q", cwd=tmp_path, **env)
@@ -72,6 +76,7 @@ def test_starter_and_check_run_in_the_course_venv(course_venv, portal, tmp_path)
     assert "3 / 3" in passed.stdout and "el ejemplo del enunciado" in passed.stdout  # translated
 
 
+@ON_SQLITE
 def test_the_magic_runs_in_a_real_kernel_and_a_failure_stops_run_all(course_venv, portal, tmp_path):  # noqa: F811
     script = tmp_path / "run_notebook.py"
     script.write_text(
