@@ -4,10 +4,10 @@ A task acknowledged late (task_acks_late) that ends after the worker lost Redis 
 again is acknowledged through the channel of the connection it came by, which Celery closed:
 kombu then raises AttributeError ('NoneType' object has no attribute 'hostname', or 'client'
 where the channel was closed too) inside the worker's event loop, and the worker takes no task
-again (tests/service/test_faults.py saw both after a Redis restart). Such an acknowledgement cannot be made: the message's record of being
-delivered went with that connection (and with Redis, restarted). It is dropped and logged; the
-run is settled in the database already, and a message delivered again finds its submission
-graded."""
+again (tests/service/test_faults.py saw both after a Redis restart). Such an acknowledgement
+cannot be made: the message's record of being delivered went with that connection (and with
+Redis, restarted). It is dropped and logged; the run is settled in the database already, and
+a message delivered again finds its submission graded."""
 
 from __future__ import annotations
 
