@@ -34,7 +34,7 @@ def two_courses(client, course, tmp_path):
     return client
 
 
-def test_token_exercises_submit_and_read(client, monkeypatch):
+def test_token_exercises_submit_and_read(client):
     headers = token(client)
     listed = client.get("/api/v1/exercises", headers=headers).json["exercises"]
     q = next(e for e in listed if e["slug"] == "autograd-q")
@@ -49,10 +49,10 @@ def test_token_exercises_submit_and_read(client, monkeypatch):
         slept.append(seconds)
         raise AssertionError(f"the request slept {seconds} s")
 
-    monkeypatch.setattr("time.sleep", sleep)
-    monkeypatch.setattr("kombu.utils.functional.sleep", sleep)
-    created = upload(client, headers)
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("time.sleep", sleep)
+        patch.setattr("kombu.utils.functional.sleep", sleep)
+        created = upload(client, headers)
     assert slept == []
     assert created.status_code == 202 and created.headers["Location"] == created.json["url"]
     status = client.get(created.json["url"], headers=headers).json
