@@ -185,3 +185,35 @@ def test_the_second_look_costs_the_student_nothing(harness, q_exercise, tmp_path
     assert [c["points"] for c in named["checks"]] == [c["points"] for c in plain["checks"]]
     assert named["output"] == plain["output"] and named["output"].count("called") >= 4
     assert named["checks"][0]["diagnostics"][0]["details"]["wrong_program"] == "sum_of_q"
+
+
+# a speed bonus on a machine that grows busy: it passes the first time it runs in the grader
+# (the student's own run) and fails every time after (a wrong program's, in the second look)
+SLOWER_EACH_RUN = """
+
+_RUNS = []
+
+
+@check("speed-bonus", points=1, uses="q_grads", timed=True, en="bonus: fast", es="bonus: rápido")
+def speed_bonus(ctx: Context) -> None:
+    _RUNS.append(1)
+    if len(_RUNS) > 1:
+        raise Fail(Diagnostic("timeout", {"what": "q_grads", "seconds": 1.0}))
+"""
+
+
+def test_a_wrong_program_is_named_whatever_a_timed_check_says_on_its_second_run(
+    harness, q_exercise, tmp_path
+):
+    """A wrong program names the mistake when the code's values are its values in the checks
+    the code passed: a timed one is no such check, since a loaded machine decides it (CI, beside
+    other work, left conv2d-einsum's known wrong program unnamed on a fixed seed)."""
+    checks = q_exercise.path / "checks.py"
+    checks.write_text(checks.read_text() + SLOWER_EACH_RUN)  # it imports check, Fail, Diagnostic
+    student = tmp_path / "mine.py"
+    student.write_text(PROGRAMS["sum_of_q"].replace("Q =", "Q = 0 * a +"))
+    report = harness.report_for(load_exercise_info(q_exercise.path).job(student, seed=5)).to_dict()
+    by_name = {c["name"]: c for c in report["checks"]}
+    assert by_name["speed-bonus"]["passed"]
+    first = report["checks"][0]["diagnostics"][0]
+    assert (first["code"], first["details"].get("wrong_program")) == ("grad-mismatch", "sum_of_q")

@@ -266,8 +266,12 @@ class SecondLook:
     def _agrees(self, program: ModuleType, passed: list[tuple[int, CheckSpec]]) -> bool:
         """A wrong program names the mistake only if the code's values are its values in the
         checks the code passed too (a gradient right and a returned loss wrong is no sign flipped
-        in the loss); a check that cannot say in time says no."""
-        return all(self._again(index, spec, program) == [] for index, spec in passed)
+        in the loss); a check that cannot say in time says no. Timed checks are not asked: what
+        they compare is the machine's load as much as the code (a busy node took conv2d-einsum's
+        speed bonus from its known wrong program's second run, which then named nothing)."""
+        return all(
+            self._again(index, spec, program) == [] for index, spec in passed if not spec.timed
+        )
 
     @staticmethod
     def _named(
