@@ -200,11 +200,14 @@ def _running_held_by(pace: "Pace", pending: Row | None) -> str | None:
 HELD_BY = {
     "cluster_busy": _l(
         "Waiting for the cluster to start grading it: the cluster is busy. It keeps its "
-        "place; nothing is lost."
+        "place; nothing is lost. Should the cluster not start it in time, it is marked a "
+        "grader error (never a zero) for the course's staff to grade again."
     ),
     "cluster_maintenance": _l(
         "Waiting for the cluster: the nodes that grade are under maintenance just now, and "
-        "grading starts by itself once they are back. It keeps its place; nothing is lost."
+        "grading starts once they are back. It keeps its place; nothing is lost. Should they "
+        "not be back in time, it is marked a grader error (never a zero) for the course's "
+        "staff to grade again."
     ),
     "cluster_resting": _l(
         "The cluster is not taking new jobs just now: grading goes on by itself "
