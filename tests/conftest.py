@@ -389,6 +389,7 @@ SANDBOX = {
     "test_pilot_idle",
     "test_zygote",
     "test_gpu_node",
+    "test_gpu_memory",
     "test_grader_errors",
     "test_bounds",
 }

@@ -201,6 +201,23 @@ def test_autograd_exceptions_get_their_code_and_hint(message, code, hint):
     assert "optimizer" not in diagnostic.text("en")[1]
 
 
+def test_a_cuda_out_of_memory_is_the_submissions_memory_limit():
+    """What torch's allocator raises past `gpu_memory_mb` (gpu_memory.py), in torch's words:
+    the submission's failure with its diagnostic, never a grader error."""
+    diagnostic = diagnose_exception(
+        {
+            "type": "OutOfMemoryError",
+            "message": "CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
+            "capacity of 139.81 GiB of which 135.2 GiB is free. Including non-PyTorch memory, "
+            "this process has 2.10 GiB memory in use. Of the allocated memory 2.00 GiB is "
+            "allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.",
+            "frames": [{"file": "submission.py", "line": 3}],
+        },
+        "`f`",
+    )
+    assert (diagnostic.code, diagnostic.details["line"]) == ("memory-limit", 3)
+
+
 def _raised(make) -> dict:
     """The exception PyTorch itself raises for `make`, as the student process reports it."""
     try:

@@ -11,15 +11,15 @@ import importlib.util
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import torch
 
+from worker.harness import gpu_memory, sandbox, second_look, submission
 from worker.harness import report as reports
-from worker.harness import sandbox, second_look, submission
 from worker.harness.budget import Budget, BudgetedLimits
 from worker.harness.checks import AdviceSpec, CheckSpec, diagnose_exception, student_place
 from worker.harness.codes import LANGUAGES
@@ -156,6 +156,7 @@ class Harness:
         self.read_paths = sandbox.python_read_paths()
         self.exercises: dict[tuple, tuple[str, LoadedExercise]] = {}
         self.zygote = zygote or Zygote(child_environment(), sealed)
+        self.nvml: gpu_memory.Nvml | None = None  # opened for the first CUDA student
         try:
             torch.set_num_threads(1)
             _warm_up_autograd()
@@ -185,6 +186,12 @@ class Harness:
         except NotStarted:  # the zygote makes the next one afresh
             pass
         return StudentProcess(self.zygote, confinement, limits, output)
+
+    def gpu_memory_used(self) -> Callable[[int], int | None]:
+        """The driver's count of a process's device memory (raises gpu_memory.Unwatched)."""
+        if self.nvml is None:
+            self.nvml = gpu_memory.Nvml()
+        return self.nvml.used_bytes
 
     def _replace_zygote(self) -> None:
         self.zygote.close()

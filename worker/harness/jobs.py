@@ -21,6 +21,7 @@ SANDBOX_LAYERS = (
     "scratch-limit",
     "task-limit",
     "seal",
+    "gpu-memory",
 )
 REQUIRED_LAYERS = ("network-namespace", "pid-namespace", "seccomp", "rlimits", "filesystem", "seal")
 
@@ -64,6 +65,9 @@ class Limits:
     threads: int = 1
     # the student's scratch is a tmpfs of this size (its TMPDIR and HOME, where it may write)
     scratch_mb: int = 256
+    # device memory on a GPU node: what torch's allocator may hold, and what the grader lets the
+    # process hold beyond its CUDA context (gpu_memory.py); no bound on the CPU
+    gpu_memory_mb: int = 2048
 
     @classmethod
     def from_dict(cls, data: dict) -> "Limits":

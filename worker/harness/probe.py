@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from worker.harness import sandbox
+from worker.harness import gpu_memory, sandbox
 from worker.harness.jobs import Limits
 from worker.harness.launch import Zygote, child_environment
 
@@ -64,6 +64,7 @@ def layers(required: tuple[str, ...], device: str) -> dict:
             read_paths=sandbox.python_read_paths(),
             scratch_bytes=limits.scratch_mb << 20,
             threads=limits.threads,
+            gpu_memory_bytes=limits.gpu_memory_mb << 20,
         )
         process = StudentProcess(zygote, confinement, limits, Output(limits.output_bytes))
         active = process.hello.get("layers", []) + (
@@ -73,6 +74,17 @@ def layers(required: tuple[str, ...], device: str) -> dict:
             [process.scratch["missing"]] if "missing" in process.scratch else []
         )
         cuda = process.hello.get("cuda") if device == "cuda" else None
+        if cuda == "ready":
+            try:
+                gpu_memory.watch(
+                    process.hello,
+                    process.pid,
+                    limits.gpu_memory_mb << 20,
+                    lambda: gpu_memory.Nvml().used_bytes,
+                )
+                active.append(gpu_memory.layer(limits.gpu_memory_mb << 20))
+            except gpu_memory.Unwatched as exc:
+                missing.append(f"gpu-memory: {exc}")
         process.stop()
     finally:
         zygote.close()
@@ -80,7 +92,8 @@ def layers(required: tuple[str, ...], device: str) -> dict:
     return {
         "layers": active,
         "missing": missing,
-        "absent": sandbox.absent(required, active),
+        # on CUDA, as a grade requires it (session.py)
+        "absent": sandbox.absent(required + (("gpu-memory",) if device == "cuda" else ()), active),
         **({"cuda": cuda or "no answer"} if device == "cuda" else {}),
     }
 

@@ -36,6 +36,7 @@ class Confinement:
     scratch_bytes: int = 256 << 20
     threads: int = 1  # torch's pool, which the task limit leaves room for
     sealed: bool = True  # seal.py; taken away only by tests of what it stops
+    gpu_memory_bytes: int = 0  # on CUDA, what torch's allocator may hold (gpu_memory.py)
 
 
 # --- namespaces ------------------------------------------------------------------------------

@@ -8,13 +8,14 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 import torch
 
+from worker.harness import gpu_memory, sandbox, seal
 from worker.harness import report as reports
-from worker.harness import sandbox, seal
 from worker.harness.checks import CheckSpec, student_place
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.jobs import REQUIRED_LAYERS, Limits
@@ -67,6 +68,8 @@ class Spawner(Protocol):
     def spawn(
         self, confinement: sandbox.Confinement, limits: Limits, output: Output
     ) -> StudentProcess: ...
+
+    def gpu_memory_used(self) -> Callable[[int], int | None]: ...
 
 
 class Session:
@@ -148,6 +151,7 @@ class Session:
             scratch_bytes=self.limits.scratch_mb << 20,
             threads=self.limits.threads,
             sealed=self.harness.sealed,
+            gpu_memory_bytes=self.limits.gpu_memory_mb << 20,
         )
         try:
             started = time.perf_counter()
@@ -161,13 +165,17 @@ class Session:
             self.missing_layers = self.process.hello.get("missing", []) + (
                 [scratch["missing"]] if "missing" in scratch else []
             )
-            absent = sandbox.absent(self.required_layers, self.layers)
+            required = self.required_layers
+            if self.device.type == "cuda":
+                if self.process.hello.get("cuda") != "ready":
+                    self.close_process()
+                    raise CudaUnavailable(self.process.hello.get("cuda"))
+                self._watch_gpu_memory()
+                required += ("gpu-memory",)  # on a shared device, whatever the job asks
+            absent = sandbox.absent(required, self.layers)
             if absent:
                 self.close_process()
                 raise SandboxIncomplete(absent, self.missing_layers)
-            if self.device.type == "cuda" and self.process.hello.get("cuda") != "ready":
-                self.close_process()
-                raise CudaUnavailable(self.process.hello.get("cuda"))
             loading = time.perf_counter()
             self.timing["start"] += loading - started
             reply = Student(self.process, self.device).request(
@@ -191,6 +199,18 @@ class Session:
         if reply.get("import_error"):
             self.fatal = _import_error(reply["import_error"])
             raise Fail(self.fatal)
+
+    def _watch_gpu_memory(self) -> None:
+        """The grader's watch over the process's device memory: a layer, or why it is missing."""
+        limit = self.limits.gpu_memory_mb << 20
+        try:
+            self.process.gpu_watch = gpu_memory.watch(
+                self.process.hello, self.process.pid, limit, self.harness.gpu_memory_used
+            )
+        except gpu_memory.Unwatched as exc:
+            self.missing_layers.append(f"gpu-memory: {exc}")
+            return
+        self.layers.append(gpu_memory.layer(limit))
 
     def after_death(self, died: StudentDied) -> None:
         if self.starts > MAX_RESTARTS:

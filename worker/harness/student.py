@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from worker.harness import protocol, sandbox, syscalls, watch
+from worker.harness import gpu_memory, protocol, sandbox, syscalls, watch
 
 _TB = torch._C.TensorBase
 _TB_ATTRS = _TB.__dict__
@@ -580,6 +580,8 @@ def run(
         hello = {"layers": active, "missing": missing}
         if confinement.device == "cuda":
             hello["cuda"] = start_cuda()
+            if hello["cuda"] == "ready":
+                hello["gpu_memory"] = gpu_memory.bound_allocator(confinement.gpu_memory_bytes)
         watched = None
         if confinement.sealed:  # last: nothing of the harness's set-up is refused
             try:

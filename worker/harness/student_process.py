@@ -12,7 +12,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from worker.harness import protocol, sandbox
+from worker.harness import gpu_memory, protocol, sandbox
 from worker.harness.jobs import Limits
 from worker.harness.launch import Zygote
 
@@ -80,6 +80,8 @@ class StudentProcess:
         self.scratch = spawned.get("scratch") or {}
         self.unpacker = protocol.Unpacker(max_bytes=limits.reply_mb << 20)
         self.alive = True
+        # its device memory, read while the grader waits for it (set by whoever can: session.py)
+        self.gpu_watch: gpu_memory.Watch | None = None
         for fd in (self.req_fd, self.rep_fd, self.out_fd):
             os.set_blocking(fd, False)
         try:
@@ -109,6 +111,7 @@ class StudentProcess:
             if pending:
                 selector.register(self.req_fd, selectors.EVENT_WRITE)
             while True:
+                self._within_gpu_memory()
                 message = self._message()
                 if message is not None:
                     return message
@@ -116,6 +119,8 @@ class StudentProcess:
                 if remaining <= 0:
                     self.stop()
                     raise StudentDied("timeout", {"seconds": timeout})
+                if self.gpu_watch is not None:
+                    remaining = min(remaining, gpu_memory.PERIOD)
                 for key, _ in selector.select(remaining):
                     if key.fd == self.req_fd:
                         try:
@@ -129,6 +134,15 @@ class StudentProcess:
                             selector.unregister(self.out_fd)
                         else:
                             raise self._died()
+
+    def _within_gpu_memory(self) -> None:
+        used = self.gpu_watch.past_limit() if self.gpu_watch is not None else None
+        if used is not None:
+            self.stop()
+            raise StudentDied(
+                "memory-limit",
+                {"gpu_memory_mb": self.limits.gpu_memory_mb, "gpu_used_mb": used >> 20},
+            )
 
     def _message(self) -> tuple[dict, list[bytes]] | None:
         try:
