@@ -767,9 +767,9 @@ def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, sh
         time.sleep(0.2)
 
     first = queue_submission(database, REFERENCE_Q)
-    sent = time.monotonic()
-    assert grading.dispatch().outcomes == {first: "graded"}  # no batch wait, no poll
-    assert time.monotonic() - sent < 5
+    # graded within the dispatch, by the pilot: no job, no batch wait, no poll (how fast is
+    # bench/slurm.py's to say, not a wall-clock bound that a busy machine can break)
+    assert grading.dispatch().outcomes == {first: "graded"}
     listed = subprocess.run(
         [sys.executable, "-m", "worker.cli", "pilot", "list"],
         env=env,
