@@ -5,6 +5,7 @@ count) waits for one: docs/benchmarks.md."""
 
 import ctypes.util
 import dataclasses
+import time
 
 import pytest
 import torch
@@ -12,8 +13,10 @@ import torch
 from worker.harness import gpu_memory
 from worker.harness.diagnostics import Fail
 from worker.harness.grader import Harness
-from worker.harness.jobs import Limits
+from worker.harness.jobs import REQUIRED_LAYERS, Limits
+from worker.harness.remote import Student
 from worker.harness.session import SandboxIncomplete, Session
+from worker.harness.student_process import StudentDied
 from worker.harness.submission import Source
 
 
@@ -55,12 +58,20 @@ def harness(tmp_path_factory):
         yield harness
 
 
-def session(students, code: str, gpu_memory_mb: int = 32) -> Session:
+def session(students, code: str, required: tuple[str, ...] = REQUIRED_LAYERS) -> Session:
     exercise = type("Exercise", (), {"functions": (), "support_source": None})()
     source = Source(cells=(("submission.py", code),), notebook=False)
     return Session(
-        students, Limits(gpu_memory_mb=gpu_memory_mb), torch.device("cuda"), source, exercise
+        students, Limits(gpu_memory_mb=32), torch.device("cuda"), source, exercise, required
     )
+
+
+def state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
 
 
 def test_a_student_past_its_gpu_memory_is_stopped_as_its_own_failure(harness, monkeypatch):
@@ -105,3 +116,56 @@ def test_the_grader_fails_closed_where_it_cannot_watch_the_gpu_memory(harness):
             unwatched.start()
         assert "gpu-memory" in str(incomplete.value) and reason in str(incomplete.value)
         assert unwatched.process is None or not unwatched.process.alive
+
+
+HOARDS_LATER = """
+import threading, time
+kept = []
+def hoard():
+    time.sleep(1)
+    kept.append(b'1' * (128 << 20))
+    time.sleep(60)
+threading.Thread(target=hoard, daemon=True).start()
+"""
+
+
+def test_a_student_past_its_gpu_memory_between_requests_is_stopped_too(tmp_path, monkeypatch):
+    """With the seal taken away, a thread of the submission's keeps running after its job: the
+    watch reads the process while no request runs (the grader's own work on the device), kills
+    it, and the next request says why."""
+    monkeypatch.setattr(gpu_memory, "DRIVER_ROOM", 0)
+    with Harness(str(tmp_path), sealed=False) as unsealed:
+        students = CudaStudents(unsealed, lambda: resident_bytes)
+        later = session(students, HOARDS_LATER, tuple(set(REQUIRED_LAYERS) - {"seal"}))
+        try:
+            assert later.load() == []
+            pid = later.process.pid
+            deadline = time.monotonic() + 10
+            while state(pid) not in ("Z", None) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert state(pid) in ("Z", None)  # killed while no request ran
+            with pytest.raises(StudentDied) as died:
+                Student(later.process, torch.device("cuda")).request("reset")
+            assert died.value.code == "memory-limit"
+        finally:
+            later.close_process()
+
+
+def test_a_count_lost_while_the_submission_runs_is_the_graders_error(harness):
+    """Once the driver's count cannot be read, the process is stopped and the grade is a grader
+    error naming the layer, never the submission's failure."""
+    readings = []
+
+    def fails_after_the_first(pid):
+        readings.append(pid)
+        if len(readings) > 1:
+            raise gpu_memory.Unwatched("NVML's nvmlDeviceGetComputeRunningProcesses_v3 failed")
+        return resident_bytes(pid)
+
+    students = CudaStudents(harness, lambda: fails_after_the_first)
+    lost = session(students, "import time\ntime.sleep(5)\n")
+    try:
+        with pytest.raises(gpu_memory.Unwatched, match="gpu-memory: its count was lost"):
+            lost.start()
+    finally:
+        lost.close_process()

@@ -1,16 +1,19 @@
-"""A student process's GPU memory, bounded twice (the exercise's `limits.gpu_memory_mb`).
+"""A student process's GPU memory, bounded (the exercise's `limits.gpu_memory_mb`).
 
-Inside the process, before the submission loads: torch's caching allocator may hold no more
-than the limit on the device, so that a submission asking for more gets CUDA's out-of-memory
-error in its own code (a "memory-limit" diagnostic, its failure, never the grader's); the two
-setters that would raise that bound again are taken out of torch's C module.
+The wall is outside the process: from the moment it is handed a submission until it is
+stopped, a thread of the grader's reads the process's device memory from NVML (the driver's
+count, summed over every device) every PERIOD and kills the process once it holds more than
+it held when ready (its CUDA context), its limit and DRIVER_ROOM for what the driver adds on its
+own (each kernel it loads as first used, libraries' handles): the submission fails with
+"memory-limit". What it held is freed by the driver as it ends, and a process serves one
+submission, so nothing is left to the next. An allocation freed again within one period is
+not seen: the wall bounds what a process keeps, not a burst.
 
-That bound is the submission's own process's word, and a submission has other ways to the
-device than the allocator. The wall is outside it: while the grader waits for a reply, it
-reads the process's device memory from NVML (the driver's count, summed over every device) and
-kills a process past its limit, with room for what the driver adds on its own (each kernel it
-loads as it is first used, libraries' handles). The driver frees what a process held when it
-ends, and each process serves one submission, so nothing is left to the next.
+Inside the process, before the submission loads, torch's caching allocator is bounded to the
+limit on its device, so that honest code asking for more gets CUDA's out-of-memory error at its
+own line (also "memory-limit") rather than a kill. That bound is a courtesy, not the wall: the
+setters that would lift it are taken out of torch's C module, but a submission has other ways
+to the device, and torch keeps references of its own.
 
 NVML through ctypes: the harness runs under the course's venv, which brings torch and no NVML
 binding; every node with an NVIDIA driver has libnvidia-ml.
@@ -19,17 +22,26 @@ binding; every node with an NVIDIA driver has libnvidia-ml.
 from __future__ import annotations
 
 import ctypes
+import os
+import signal
+import sys
+import threading
 from collections.abc import Callable
 
 BOUNDED = "bounded"
-# setters in torch's C module that would raise the allocator's bound again (the fraction, and
-# the allocator's settings)
-ALLOCATOR_SETTERS = ("_cuda_setMemoryFraction", "_accelerator_setAllocatorSettings")
+# what in torch's C module would lift the allocator's bound: the fraction, the allocator's
+# settings, caching off (uncached allocations skip the bound), an allocator of one's own
+ALLOCATOR_SETTERS = (
+    "_cuda_setMemoryFraction",
+    "_accelerator_setAllocatorSettings",
+    "_cuda_cudaCachingAllocator_enable",
+    "_cuda_customAllocator",
+    "_cuda_changeCurrentAllocator",
+)
 # what the driver may add beyond the allocator's memory, counted from the process's memory when
 # it said it was ready (its context): kernels loaded lazily, cuBLAS's and cuDNN's handles
 DRIVER_ROOM = 512 << 20
-# seconds between two readings while the grader waits for the process
-PERIOD = 0.05
+PERIOD = 0.05  # seconds between two readings
 
 
 def bound_allocator(limit_bytes: int) -> str:
@@ -43,6 +55,12 @@ def bound_allocator(limit_bytes: int) -> str:
         for name in ALLOCATOR_SETTERS:
             if hasattr(torch._C, name):
                 delattr(torch._C, name)
+        # dynamo's table of torch._C's functions, cached once the zygote's warm-up imported it
+        rules = getattr(
+            sys.modules.get("torch._dynamo.trace_rules"), "get_torch_obj_rule_map", None
+        )
+        if hasattr(rules, "cache_clear"):
+            rules.cache_clear()
     except Exception as exc:  # the driver's RuntimeError, or a torch without these
         return f"{type(exc).__name__}: {exc}"
     return BOUNDED
@@ -63,7 +81,7 @@ class _ProcessInfo(ctypes.Structure):
     ]
 
 
-NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE = 0, 7
+NVML_SUCCESS, NVML_ERROR_NO_PERMISSION, NVML_ERROR_INSUFFICIENT_SIZE = 0, 4, 7
 NOT_AVAILABLE = ctypes.c_ulonglong(-1).value  # NVML_VALUE_NOT_AVAILABLE
 
 
@@ -75,18 +93,38 @@ class Nvml:
             self.lib = ctypes.CDLL(library)
         except OSError as exc:
             raise Unwatched(f"NVML cannot be loaded ({exc})") from None
+        nested = _pid_namespaces()
+        if nested > 1:  # a student's pid there may name another process of the node's
+            raise Unwatched(
+                f"the grader runs in a PID namespace {nested - 1} below the node's, where the "
+                "pids NVML lists may not be its own"
+            )
         self._call("nvmlInit_v2")
         count = ctypes.c_uint()
         self._call("nvmlDeviceGetCount_v2", ctypes.byref(count))
         self.devices = []
         for index in range(count.value):
             handle = ctypes.c_void_p()
-            self._call("nvmlDeviceGetHandleByIndex_v2", index, ctypes.byref(handle))
-            self.devices.append(handle)
+            # a device Slurm gave no other job's process here is not this job's to read, and
+            # none of its processes can open it either
+            code = self._call(
+                "nvmlDeviceGetHandleByIndex_v2",
+                index,
+                ctypes.byref(handle),
+                allowed=(NVML_SUCCESS, NVML_ERROR_NO_PERMISSION),
+            )
+            if code == NVML_SUCCESS:
+                self.devices.append(handle)
+        if not self.devices:
+            raise Unwatched("NVML can read no device here")
 
-    def _call(self, name: str, *args) -> int:
-        code = getattr(self.lib, name)(*args)
-        if code not in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE):
+    def _call(self, name: str, *args, allowed: tuple[int, ...] = (NVML_SUCCESS,)) -> int:
+        try:
+            function = getattr(self.lib, name)
+        except AttributeError:
+            raise Unwatched(f"this driver's NVML has no {name}") from None
+        code = function(*args)
+        if code not in allowed:
             self.lib.nvmlErrorString.restype = ctypes.c_char_p
             words = self.lib.nvmlErrorString(code).decode(errors="replace")
             raise Unwatched(f"NVML's {name} failed: {words} ({code})")
@@ -101,7 +139,11 @@ class Nvml:
                 count = ctypes.c_uint(size)
                 infos = (_ProcessInfo * size)()
                 code = self._call(
-                    "nvmlDeviceGetComputeRunningProcesses_v3", handle, ctypes.byref(count), infos
+                    "nvmlDeviceGetComputeRunningProcesses_v3",
+                    handle,
+                    ctypes.byref(count),
+                    infos,
+                    allowed=(NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE),
                 )
                 if code == NVML_SUCCESS:
                     break
@@ -130,19 +172,47 @@ def layer(limit_bytes: int) -> str:
 
 
 class Watch:
-    """One student process's device memory against its limit, from its memory when ready."""
+    """One student process's device memory against its limit, counted from its memory when
+    ready, read by a thread of the grader's until `stop`: past it (`past`, the bytes held) or
+    unreadable (`lost`, why), the process is killed, and the grader says which as it finds
+    the process dead."""
 
     def __init__(self, used_bytes: Callable[[int], int | None], pid: int, limit_bytes: int):
         self.used_bytes, self.pid, self.limit_bytes = used_bytes, pid, limit_bytes
         ready = used_bytes(pid)
         if ready is None:
-            raise Unwatched(
-                f"NVML lists no process {pid} with a CUDA context (is the grader in another "
-                "PID namespace than the node's?)"
-            )
+            raise Unwatched(f"NVML lists no process {pid} with a CUDA context")
         self.allowed = ready + limit_bytes + DRIVER_ROOM
+        self.past: int | None = None
+        self.lost: str | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"gpu-memory-{pid}", daemon=True)
+        self._thread.start()
 
-    def past_limit(self) -> int | None:
-        """The bytes the process holds where they are more than allowed, else None."""
-        used = self.used_bytes(self.pid)
-        return used if used is not None and used > self.allowed else None
+    def _watch(self) -> None:
+        while not self._stopped.wait(PERIOD):
+            try:
+                used = self.used_bytes(self.pid)
+            except Unwatched as exc:
+                self.lost = str(exc)
+            else:
+                if used is None or used <= self.allowed:
+                    continue
+                self.past = used
+            # its keeper holds the pid until the grader reaps it, after `stop`
+            os.kill(self.pid, signal.SIGKILL)
+            return
+
+    def stop(self) -> None:
+        """No reading after this returns (before the process is reaped, and its pid freed)."""
+        self._stopped.set()
+        self._thread.join()
+
+
+def _pid_namespaces() -> int:
+    """How deep this process's PID namespace is: 1 in the node's own."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("NSpid:"):
+                return len(line.split()) - 1
+    return 1

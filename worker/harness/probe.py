@@ -76,7 +76,7 @@ def layers(required: tuple[str, ...], device: str) -> dict:
         cuda = process.hello.get("cuda") if device == "cuda" else None
         if cuda == "ready":
             try:
-                gpu_memory.watch(
+                process.gpu_watch = gpu_memory.watch(
                     process.hello,
                     process.pid,
                     limits.gpu_memory_mb << 20,

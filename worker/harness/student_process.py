@@ -80,7 +80,7 @@ class StudentProcess:
         self.scratch = spawned.get("scratch") or {}
         self.unpacker = protocol.Unpacker(max_bytes=limits.reply_mb << 20)
         self.alive = True
-        # its device memory, read while the grader waits for it (set by whoever can: session.py)
+        # its device memory, read until it is stopped (set once it is a CUDA submission's)
         self.gpu_watch: gpu_memory.Watch | None = None
         for fd in (self.req_fd, self.rep_fd, self.out_fd):
             os.set_blocking(fd, False)
@@ -119,8 +119,6 @@ class StudentProcess:
                 if remaining <= 0:
                     self.stop()
                     raise StudentDied("timeout", {"seconds": timeout})
-                if self.gpu_watch is not None:
-                    remaining = min(remaining, gpu_memory.PERIOD)
                 for key, _ in selector.select(remaining):
                     if key.fd == self.req_fd:
                         try:
@@ -136,13 +134,18 @@ class StudentProcess:
                             raise self._died()
 
     def _within_gpu_memory(self) -> None:
-        used = self.gpu_watch.past_limit() if self.gpu_watch is not None else None
-        if used is not None:
-            self.stop()
-            raise StudentDied(
-                "memory-limit",
-                {"gpu_memory_mb": self.limits.gpu_memory_mb, "gpu_used_mb": used >> 20},
-            )
+        """Raises where the watch killed the process: past its limit (the submission's
+        failure), or its count lost (the grader's: gpu_memory.Unwatched)."""
+        watch = self.gpu_watch
+        if watch is None or (watch.past is None and watch.lost is None):
+            return
+        self.stop()
+        if watch.lost is not None:
+            raise gpu_memory.Unwatched(f"gpu-memory: its count was lost: {watch.lost}")
+        raise StudentDied(
+            "memory-limit",
+            {"gpu_memory_mb": self.limits.gpu_memory_mb, "gpu_used_mb": watch.past >> 20},
+        )
 
     def _message(self) -> tuple[dict, list[bytes]] | None:
         try:
@@ -171,6 +174,7 @@ class StudentProcess:
         return bool(chunk)
 
     def _died(self) -> StudentDied:
+        self._within_gpu_memory()
         self._drain_output()
         status = self.stop(grace=1.0)
         sig = status.get("signal")
@@ -201,6 +205,8 @@ class StudentProcess:
         if not self.alive:
             return {}
         self.alive = False
+        if self.gpu_watch is not None:
+            self.gpu_watch.stop()
         if grace == 0.0 or self.zygote.lost:
             for kill in (os.killpg, os.kill):
                 try:
