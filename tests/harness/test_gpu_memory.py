@@ -79,14 +79,19 @@ def test_a_student_past_its_gpu_memory_is_stopped_as_its_own_failure(harness, mo
     room for the driver's own), the process is killed while the grader waits for it, and the
     submission fails with the memory-limit diagnostic; within it, it runs."""
     monkeypatch.setattr(gpu_memory, "DRIVER_ROOM", 0)
-    students = CudaStudents(harness, lambda: resident_bytes)
+    reads = []
+    students = CudaStudents(harness, lambda: lambda pid: reads.append(pid) or resident_bytes(pid))
     within = session(students, "kept = b'1' * (4 << 20)\n")
     try:
         assert within.load() == []
         assert "gpu-memory(32 MiB)" in within.layers
         assert students.confinements[0].gpu_memory_bytes == 32 << 20  # the allocator's bound
+        watch = within.process.gpu_watch
     finally:
         within.close_process()
+    read = len(reads)
+    time.sleep(4 * gpu_memory.PERIOD)
+    assert not watch._thread.is_alive() and len(reads) == read  # stopped before the reap
     past = session(students, "kept = b'1' * (128 << 20)\nimport time\ntime.sleep(5)\n")
     try:
         with pytest.raises(Fail) as failed:
@@ -101,10 +106,15 @@ def test_a_student_past_its_gpu_memory_is_stopped_as_its_own_failure(harness, mo
 def test_the_grader_fails_closed_where_it_cannot_watch_the_gpu_memory(harness):
     """Without the driver's count (this machine has no NVML), or with an allocator that said it
     is not bounded, a CUDA student is never graded: a grader error that names the layer."""
-    if ctypes.util.find_library("nvidia-ml"):
-        pytest.skip("this machine has NVML")
+    cases = (
+        []
+        if ctypes.util.find_library("nvidia-ml")
+        else [  # this machine has none
+            (CudaStudents(harness, lambda: gpu_memory.Nvml().used_bytes), "NVML cannot be loaded")
+        ]
+    )
     for students, reason in (
-        (CudaStudents(harness, lambda: gpu_memory.Nvml().used_bytes), "NVML cannot be loaded"),
+        *cases,
         (
             CudaStudents(harness, lambda: resident_bytes, bounded="RuntimeError: no device"),
             "torch's allocator was not bounded: RuntimeError: no device",
@@ -122,7 +132,7 @@ HOARDS_LATER = """
 import threading, time
 kept = []
 def hoard():
-    time.sleep(1)
+    time.sleep(3)  # the load has returned long before
     kept.append(b'1' * (128 << 20))
     time.sleep(60)
 threading.Thread(target=hoard, daemon=True).start()
@@ -169,3 +179,40 @@ def test_a_count_lost_while_the_submission_runs_is_the_graders_error(harness):
             lost.start()
     finally:
         lost.close_process()
+
+
+class Driver:
+    """NVML's listing of each device's processes, as the driver fills the caller's buffer."""
+
+    def __init__(self, listed: dict[int, list[tuple[int, int]]]):
+        self.listed, self.calls = listed, 0
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle, count, infos):
+        self.calls += 1
+        processes = self.listed[handle.value]
+        room, count._obj.value = count._obj.value, len(processes)
+        if room < len(processes):
+            return gpu_memory.NVML_ERROR_INSUFFICIENT_SIZE
+        for info, (pid, used) in zip(infos, processes, strict=False):
+            info.pid, info.usedGpuMemory = pid, used
+        return gpu_memory.NVML_SUCCESS
+
+
+def counted(listed: dict[int, list[tuple[int, int]]]) -> tuple[gpu_memory.Nvml, Driver]:
+    nvml = gpu_memory.Nvml.__new__(gpu_memory.Nvml)  # without the library this machine lacks
+    nvml.lib = Driver(listed)
+    nvml.devices = [ctypes.c_void_p(handle) for handle in listed]
+    return nvml, nvml.lib
+
+
+def test_the_drivers_count_sums_every_device_and_reads_a_long_list():
+    """A process's memory on each device it uses, summed; a list longer than the buffer is
+    read again in a larger one; a count the driver does not give is the grader's failure."""
+    crowd = [(1000 + n, 1 << 20) for n in range(40)]
+    nvml, driver = counted({1: [*crowd, (7, 300 << 20)], 2: [(7, 200 << 20), (8, 5 << 20)]})
+    assert nvml.used_bytes(7) == 500 << 20
+    assert driver.calls == 3  # the first device's list twice: 41 processes, room for 32
+    assert nvml.used_bytes(9) is None  # no device lists it
+    nvml, _ = counted({1: [(7, gpu_memory.NOT_AVAILABLE)]})
+    with pytest.raises(gpu_memory.Unwatched, match="does not say"):
+        nvml.used_bytes(7)

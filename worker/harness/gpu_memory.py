@@ -42,6 +42,9 @@ ALLOCATOR_SETTERS = (
 # it said it was ready (its context): kernels loaded lazily, cuBLAS's and cuDNN's handles
 DRIVER_ROOM = 512 << 20
 PERIOD = 0.05  # seconds between two readings
+TRIES = 3  # readings in a row that fail before the count is lost (NVML may fail once)
+JOIN_SECONDS = 5.0  # what `stop` waits for a reading under way (NVML hangs with a lost GPU)
+PROC_PID_INIT_INO = 0xEFFFFFFC  # the node's own PID namespace, as procfs numbers it
 
 
 def bound_allocator(limit_bytes: int) -> str:
@@ -71,7 +74,8 @@ class Unwatched(RuntimeError):
 
 
 class _ProcessInfo(ctypes.Structure):
-    """nvmlProcessInfo_t, as nvmlDeviceGetComputeRunningProcesses_v3 fills it."""
+    """nvmlProcessInfo_v2_t, as nvmlDeviceGetComputeRunningProcesses_v2 fills it (the _v3
+    call's entries grew by a field in the R535 drivers, and shrank again after)."""
 
     _fields_ = [
         ("pid", ctypes.c_uint),
@@ -93,11 +97,11 @@ class Nvml:
             self.lib = ctypes.CDLL(library)
         except OSError as exc:
             raise Unwatched(f"NVML cannot be loaded ({exc})") from None
-        nested = _pid_namespaces()
-        if nested > 1:  # a student's pid there may name another process of the node's
+        if os.stat("/proc/self/ns/pid").st_ino != PROC_PID_INIT_INO:
+            # a student's pid there may name another process of the node's
             raise Unwatched(
-                f"the grader runs in a PID namespace {nested - 1} below the node's, where the "
-                "pids NVML lists may not be its own"
+                "the grader runs in a PID namespace of its own, not the node's, whose pids "
+                "NVML lists"
             )
         self._call("nvmlInit_v2")
         count = ctypes.c_uint()
@@ -105,7 +109,7 @@ class Nvml:
         self.devices = []
         for index in range(count.value):
             handle = ctypes.c_void_p()
-            # a device Slurm gave no other job's process here is not this job's to read, and
+            # a device this job was not given (Slurm's device cgroup): not its to read, and
             # none of its processes can open it either
             code = self._call(
                 "nvmlDeviceGetHandleByIndex_v2",
@@ -125,21 +129,25 @@ class Nvml:
             raise Unwatched(f"this driver's NVML has no {name}") from None
         code = function(*args)
         if code not in allowed:
-            self.lib.nvmlErrorString.restype = ctypes.c_char_p
-            words = self.lib.nvmlErrorString(code).decode(errors="replace")
-            raise Unwatched(f"NVML's {name} failed: {words} ({code})")
+            try:
+                error_string = self.lib.nvmlErrorString
+                error_string.restype = ctypes.c_char_p
+                said = (error_string(code) or b"").decode(errors="replace")
+            except AttributeError:
+                said = ""
+            raise Unwatched(f"NVML's {name} failed: {said} ({code})")
         return code
 
     def used_bytes(self, pid: int) -> int | None:
         """What `pid` holds on every device, or None where no device lists it."""
         used = None
         for handle in self.devices:
-            size = 16
-            while True:
+            size = 32
+            for _ in range(TRIES):
                 count = ctypes.c_uint(size)
                 infos = (_ProcessInfo * size)()
                 code = self._call(
-                    "nvmlDeviceGetComputeRunningProcesses_v3",
+                    "nvmlDeviceGetComputeRunningProcesses_v2",
                     handle,
                     ctypes.byref(count),
                     infos,
@@ -147,7 +155,9 @@ class Nvml:
                 )
                 if code == NVML_SUCCESS:
                     break
-                size = count.value + 8  # more processes started meanwhile
+                size = count.value + 32  # more processes started meanwhile
+            else:
+                raise Unwatched("NVML's list of a device's processes kept growing")
             for info in infos[: count.value]:
                 if info.pid == pid:
                     if info.usedGpuMemory == NOT_AVAILABLE:
@@ -183,6 +193,8 @@ class Watch:
         if ready is None:
             raise Unwatched(f"NVML lists no process {pid} with a CUDA context")
         self.allowed = ready + limit_bytes + DRIVER_ROOM
+        # the process itself, whatever its pid names later (its keeper holds the pid now)
+        self.pidfd = os.pidfd_open(pid)
         self.past: int | None = None
         self.lost: str | None = None
         self._stopped = threading.Event()
@@ -190,29 +202,30 @@ class Watch:
         self._thread.start()
 
     def _watch(self) -> None:
+        failures = 0
         while not self._stopped.wait(PERIOD):
             try:
                 used = self.used_bytes(self.pid)
-            except Unwatched as exc:
-                self.lost = str(exc)
+            except Exception as exc:  # whatever failed, the watch never ends unsaid
+                failures += 1
+                if failures < TRIES:
+                    continue
+                self.lost = f"{type(exc).__name__}: {exc}"
             else:
+                failures = 0
                 if used is None or used <= self.allowed:
                     continue
                 self.past = used
-            # its keeper holds the pid until the grader reaps it, after `stop`
-            os.kill(self.pid, signal.SIGKILL)
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:  # it ended meanwhile
+                pass
             return
 
     def stop(self) -> None:
-        """No reading after this returns (before the process is reaped, and its pid freed)."""
+        """No reading after this returns, but one that hangs in NVML (its process is killed
+        and reaped all the same: its descriptor, left open then, names no other)."""
         self._stopped.set()
-        self._thread.join()
-
-
-def _pid_namespaces() -> int:
-    """How deep this process's PID namespace is: 1 in the node's own."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("NSpid:"):
-                return len(line.split()) - 1
-    return 1
+        self._thread.join(JOIN_SECONDS)
+        if not self._thread.is_alive():
+            os.close(self.pidfd)

@@ -67,25 +67,27 @@ def layers(required: tuple[str, ...], device: str) -> dict:
             gpu_memory_bytes=limits.gpu_memory_mb << 20,
         )
         process = StudentProcess(zygote, confinement, limits, Output(limits.output_bytes))
-        active = process.hello.get("layers", []) + (
-            [process.scratch["layer"]] if "layer" in process.scratch else []
-        )
-        missing = process.hello.get("missing", []) + (
-            [process.scratch["missing"]] if "missing" in process.scratch else []
-        )
-        cuda = process.hello.get("cuda") if device == "cuda" else None
-        if cuda == "ready":
-            try:
-                process.gpu_watch = gpu_memory.watch(
-                    process.hello,
-                    process.pid,
-                    limits.gpu_memory_mb << 20,
-                    lambda: gpu_memory.Nvml().used_bytes,
-                )
-                active.append(gpu_memory.layer(limits.gpu_memory_mb << 20))
-            except gpu_memory.Unwatched as exc:
-                missing.append(f"gpu-memory: {exc}")
-        process.stop()
+        try:
+            active = process.hello.get("layers", []) + (
+                [process.scratch["layer"]] if "layer" in process.scratch else []
+            )
+            missing = process.hello.get("missing", []) + (
+                [process.scratch["missing"]] if "missing" in process.scratch else []
+            )
+            cuda = process.hello.get("cuda") if device == "cuda" else None
+            if cuda == "ready":
+                try:
+                    process.gpu_watch = gpu_memory.watch(
+                        process.hello,
+                        process.pid,
+                        limits.gpu_memory_mb << 20,
+                        lambda: gpu_memory.Nvml().used_bytes,
+                    )
+                    active.append(gpu_memory.layer(limits.gpu_memory_mb << 20))
+                except gpu_memory.Unwatched as exc:
+                    missing.append(f"gpu-memory: {exc}")
+        finally:
+            process.stop()  # its watch with it, before the zygote frees its pid
     finally:
         zygote.close()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -22,6 +22,7 @@ from types import ModuleType
 
 import torch
 
+from worker.harness import gpu_memory
 from worker.harness import report as reports
 from worker.harness.budget import Budget
 from worker.harness.checks import AdviceSpec, CheckSpec, Context, diagnose_exception
@@ -130,6 +131,8 @@ class SecondLook:
             except StudentDied:
                 self.over = True
                 said = None
+            except gpu_memory.Unwatched:  # the grader's failure, never the code's
+                raise
             except Exception:  # noqa: BLE001 - whatever the student's code did, advice is
                 said = None  # only ever left out
             finally:
@@ -305,6 +308,8 @@ class SecondLook:
         except StudentDied:
             self.over = True
             return None
+        except gpu_memory.Unwatched:  # the grader's failure, never the code's
+            raise
         except Exception:  # noqa: BLE001 - a wrong program that raises on these inputs says
             return None  # nothing about the student's code
         finally:

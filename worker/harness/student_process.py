@@ -118,6 +118,7 @@ class StudentProcess:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self.stop()
+                    self._within_gpu_memory()  # killed by its watch meanwhile: that first
                     raise StudentDied("timeout", {"seconds": timeout})
                 for key, _ in selector.select(remaining):
                     if key.fd == self.req_fd:
@@ -155,6 +156,7 @@ class StudentProcess:
 
     def _malformed(self, exc: protocol.ProtocolError) -> StudentDied:
         self.stop()
+        self._within_gpu_memory()
         if isinstance(exc, protocol.MessageTooLarge):
             return StudentDied("memory-limit", {"reply_limit_mb": self.limits.reply_mb})
         return StudentDied("crashed", {"reason": str(exc)})
@@ -205,8 +207,14 @@ class StudentProcess:
         if not self.alive:
             return {}
         self.alive = False
-        if self.gpu_watch is not None:
-            self.gpu_watch.stop()
+        try:
+            if self.gpu_watch is not None:
+                self.gpu_watch.stop()  # before the reap frees its pid
+        finally:
+            status = self._end(grace)
+        return status
+
+    def _end(self, grace: float) -> dict:
         if grace == 0.0 or self.zygote.lost:
             for kill in (os.killpg, os.kill):
                 try:
