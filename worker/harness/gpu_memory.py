@@ -188,7 +188,7 @@ class Watch:
     the process dead."""
 
     def __init__(self, used_bytes: Callable[[int], int | None], pid: int, limit_bytes: int):
-        self.used_bytes, self.pid, self.limit_bytes = used_bytes, pid, limit_bytes
+        self.used_bytes, self.pid = used_bytes, pid
         ready = used_bytes(pid)
         if ready is None:
             raise Unwatched(f"NVML lists no process {pid} with a CUDA context")
