@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import platform
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -219,9 +218,7 @@ class Session:
     def close_process(self) -> None:
         if self.process is not None and self.process.alive:
             self.process.stop()
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
+        self.scratch = None  # removed as the process ends (StudentProcess.stop)
 
 
 def _import_error(info: dict) -> Diagnostic:

@@ -202,8 +202,9 @@ class StudentProcess:
             self.output.add(chunk)
 
     def stop(self, grace: float = 0.0) -> dict:
-        """Ended (at once, or after `grace` seconds) and reaped by the zygote; raises ZygoteLost
-        when the zygote cannot reap it (then it dies with the zygote, which is replaced)."""
+        """Ended and reaped by the zygote: killed at once, its reap not waited for (an empty
+        status), or given `grace` seconds to end, and its wait status. Raises ZygoteLost when
+        the zygote cannot reap it (then it dies with the zygote, which is replaced)."""
         if not self.alive:
             return {}
         self.alive = False
@@ -221,10 +222,21 @@ class StudentProcess:
                     kill(self.pid, signal.SIGKILL)
                 except OSError:
                     pass
+        asked = False  # the zygote to reap it, which removes its scratch then
         try:
-            return self.zygote.reap(self.pid, grace) if not self.zygote.lost else {}
+            if self.zygote.lost:
+                return {}
+            if grace == 0.0:
+                self.zygote.end(self.pid)
+                asked = True
+                return {}
+            status = self.zygote.reap(self.pid, grace)
+            asked = True
+            return status
         finally:
             self._drain_output()  # printed just before the end (or the kill): part of the report
             for fd in (self.req_fd, self.rep_fd, self.out_fd, self.scratch_fd):
                 if fd is not None:
                     os.close(fd)
+            if not asked and self.scratch.get("path"):  # the zygote is lost: it is removed here
+                shutil.rmtree(self.scratch["path"], ignore_errors=True)

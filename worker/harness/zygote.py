@@ -165,8 +165,7 @@ class Ready:
         why it is missing) and the descriptors the grader gets (its pipes' ends, the scratch's
         root); the zygote reaps it later through `endings`."""
         endings[self.pid] = self.ended_r, self.released_w
-        if self.scratch_fds:
-            scratches.mounted[self.pid] = self.scratch
+        scratches.handed[self.pid] = self.scratch, bool(self.scratch_fds)
         answer = {"pid": self.pid, "scratch": {"path": self.scratch, **self.scratch_layer}}
         return answer, [self.req_w, self.rep_r, self.out_r, *self.scratch_fds]
 
@@ -233,11 +232,11 @@ def _kill_group(pid: int) -> None:
 
 class Scratches:
     """Each student's scratch directory, a tmpfs of bounded size in the zygote's own mount
-    namespace, unmounted when the student is reaped (the grader's descriptor keeps it readable
-    until the grader lets go)."""
+    namespace (the grader's descriptor keeps it readable until the grader lets go), unmounted
+    and removed when the student is reaped."""
 
     def __init__(self) -> None:
-        self.mounted: dict[int, str] = {}
+        self.handed: dict[int, tuple[str, bool]] = {}  # a student's: its path, whether mounted
         self.unavailable: str | None = None
         try:
             mounts.unshare_as_self(mounts.CLONE_NEWNS)
@@ -258,10 +257,13 @@ class Scratches:
             f"{mounts.SCRATCH_FILES} files)"
         }
 
-    def unmount(self, pid: int) -> None:
-        path = self.mounted.pop(pid, None)
-        if path:
+    def remove(self, pid: int) -> None:
+        """A handed-over student's scratch, once the student has ended: unmounted where it is a
+        tmpfs, and removed (the grader does not wait for that end: Zygote.end)."""
+        path, mounted = self.handed.pop(pid)
+        if mounted:
             mounts.unmount(path)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def main(fd: int, sealed: bool = True) -> None:
@@ -331,7 +333,7 @@ def main(fd: int, sealed: bool = True) -> None:
             ended, released = endings.pop(request["pid"])
             sock.sendall(json.dumps(reap(ended, request["pid"], request["grace"])).encode() + b"\n")
             os.close(released)  # the grader signals the pid no more: answered after its kill
-            scratches.unmount(request["pid"])
+            scratches.remove(request["pid"])
             if not warm and due is None:
                 due = time.monotonic()
         elif request["op"] == "warm":  # a pilot, before it takes runs: every student warm
