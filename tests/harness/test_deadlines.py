@@ -111,6 +111,32 @@ def test_a_stop_found_when_the_last_student_process_is_reaped_is_the_submissions
     assert report.notes[0]["code"] == "forbidden-operation"
 
 
+def test_a_stop_found_by_the_second_look_is_the_submissions(tmp_path, monkeypatch):
+    """The first look's student process stopped the zygote as it ended (where the kernel lets
+    it): the second look, starting its own process, finds it; that is the submission's doing,
+    not advice left out (a review: the look swallowed it, and the grade went on)."""
+    from worker.harness import second_look
+    from worker.harness.grader import Harness
+
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(REFERENCE_Q.replace("- b**2", "+ b**2"))
+    job = load_exercise_info(default_root() / "autograd-q").job(wrong, seed=1)
+    first_look_done = Harness._results
+
+    def stopped_as_the_look_starts(self, session, *args):
+        os.kill(self.zygote.process.pid, signal.SIGSTOP)
+        while not is_stopped(self.zygote.process.pid):
+            time.sleep(0.01)
+        return first_look_done(self, session, *args)
+
+    monkeypatch.setattr(Harness, "_results", stopped_as_the_look_starts)
+    monkeypatch.setattr(second_look, "SECONDS", 30.0)
+    with Harness(str(tmp_path)) as harness:
+        report = harness.grade_job(job)
+    assert report.graded and report.score == 0, report.error
+    assert report.notes[0]["code"] == "forbidden-operation"
+
+
 def test_the_second_look_ends_within_its_time_whatever_the_submission_does(tmp_path, monkeypatch):
     """Each of its requests is cut at the look's end: a failing function that takes most of a
     call's time ran the look to 57 s against its 20 s (here 0.2 s, and 3 s a call; the look

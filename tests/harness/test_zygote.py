@@ -170,9 +170,10 @@ def test_a_killed_student_is_reaped_without_the_grade_waiting_for_its_end(tmp_pa
     """A grade ends once its student is killed: the zygote's answer to the reap (sent when the
     student's memory is freed, about 6 ms after) is read before the next request, which is
     answered in its turn, and the zygote removes the scratch. A zygote found stopped while that
-    answer is owed was stopped by that student or the next: the next is not blamed, the zygote
-    is made again (the one before was looked at as its reap was asked)."""
-    from worker.harness import sandbox
+    answer is owed was stopped by a student of the grade that killed it: blamed within that
+    grade, not by the next (settle, as a grade starts: the zygote is made again), and the
+    scratches of students it had not reaped are removed all the same."""
+    from worker.harness import launch, sandbox
     from worker.harness.grader import Harness
     from worker.harness.jobs import Limits
     from worker.harness.student_process import Output
@@ -187,26 +188,66 @@ def test_a_killed_student_is_reaped_without_the_grade_waiting_for_its_end(tmp_pa
         read_paths=sandbox.python_read_paths(),
     )
     harness = Harness(str(tmp_path))
-    process = harness.zygote
+
+    def stopped_with_a_reap_owed():
+        student = harness.spawn(confinement, limits, Output(1000))
+        student.stop()
+        os.kill(harness.zygote.process.pid, signal.SIGSTOP)
+        while state(harness.zygote.process.pid) != "T":
+            time.sleep(0.01)
+        return harness.zygote
+
     try:
         student = harness.spawn(confinement, limits, Output(1000))
-        assert student.stop() == {} and process.owed == 1
-        ready = process.ready_pid()  # the reap's answer read first, then this one's
-        assert process.owed == 0 and ready not in (None, student.pid)
+        assert student.stop() == {} and harness.zygote.owed == [student.scratch["path"]]
+        ready = harness.zygote.ready_pid()  # the reap's answer read first, then this one's
+        assert harness.zygote.owed == [] and ready not in (None, student.pid)
         deadline = time.monotonic() + 10
         while state(student.pid) is not None and time.monotonic() < deadline:
             time.sleep(0.01)
         assert state(student.pid) is None
         assert not os.path.exists(student.scratch["path"])
 
-        second = harness.spawn(confinement, limits, Output(1000))
-        second.stop()
-        os.kill(process.process.pid, signal.SIGSTOP)
-        while state(process.process.pid) != "T":
-            time.sleep(0.01)
-        third = harness.spawn(confinement, limits, Output(1000))  # by a zygote made again
-        assert harness.zygote is not process and process.lost is not None
-        assert not process.lost.stopped, process.lost
-        third.stop()
+        stopped = stopped_with_a_reap_owed()  # within a grade: its student's doing
+        with pytest.raises(launch.ZygoteLost) as lost:
+            harness.spawn(confinement, limits, Output(1000))
+        assert lost.value.stopped, lost.value
+
+        stopped = stopped_with_a_reap_owed()
+        stopped.settle()  # a grade starts
+        assert stopped.lost is not None and not stopped.lost.stopped, stopped.lost
+        later = harness.spawn(confinement, limits, Output(1000))
+        assert harness.zygote is not stopped
+        later.stop()
     finally:
         harness.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_each_check_after_the_first_drops_what_the_one_before_left(tmp_path, monkeypatch):
+    """A check starts with a reset, which drops the objects earlier requests left in the student
+    process (on its own thread: their finalizers are the submission's code); a process that
+    has only loaded its file holds none, and is asked for no reset (one request a grade less)."""
+    from server.core.catalogue import default_root, load_exercise_info
+    from worker.harness.grader import Harness
+    from worker.harness.student_process import StudentProcess
+
+    asked = []
+    exchange = StudentProcess.exchange
+
+    def recorded(self, header, buffers, timeout):
+        asked.append(header and header["op"])
+        return exchange(self, header, buffers, timeout)
+
+    monkeypatch.setattr(StudentProcess, "exchange", recorded)
+    info = load_exercise_info(default_root() / "autograd-q")
+    with Harness(str(tmp_path)) as harness:
+        report = harness.grade_job(info.job(default_root() / "autograd-q" / "reference.py"))
+    assert report.score == report.max_score == 10
+    checks = [[]]
+    for op in asked[asked.index("load") + 1 :]:
+        if op == "reset":
+            checks.append([])
+        checks[-1].append(op)
+    assert len(checks) == 4 and "reset" not in checks[0], asked  # four checks
+    assert all(ops[0] == "reset" and len(ops) > 1 for ops in checks[1:]), asked

@@ -261,6 +261,7 @@ class Harness:
             self, BudgetedLimits(limits, budget), device, source, exercise, job.required_layers
         )
         try:
+            self.zygote.settle()  # what the grade before left: from here on, all is this one's
             blockers = session.load()
             if (
                 session.unloaded is not None and session.unloaded.code == "timeout" and budget.spent

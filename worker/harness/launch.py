@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -89,7 +91,9 @@ class Zygote:
         self.reader = ours.makefile("rb")
         self.ready = False
         self.lost: ZygoteLost | None = None  # once it is, it is asked nothing more
-        self.owed = 0  # answers to reaps asked by `end`, read before the next request is sent
+        # the scratches of the students `end` asked it to reap, whose answers are owed: read
+        # before the next request is sent (the zygote removes each scratch as it answers)
+        self.owed: list[str | None] = []
 
     def wait_ready(self) -> None:
         if not self.ready:
@@ -143,12 +147,25 @@ class Zygote:
         self._ask({"op": "reap", "pid": pid, "grace": grace}, "a reap")
         return self._answer("a reap", grace + ANSWER_SECONDS)
 
-    def end(self, pid: int) -> None:
+    def end(self, pid: int, scratch: str | None) -> None:
         """Reap a student the grader has killed, without waiting: the zygote's answer comes once
         its memory is freed (about 6 ms for a process forked from torch's), and is read before
         the next request, so that a grade is not kept waiting for it."""
         self._ask({"op": "reap", "pid": pid, "grace": 0.0}, "a reap")
-        self.owed += 1
+        self.owed.append(scratch)
+
+    def settle(self) -> None:
+        """Before a grade: the answers owed from the grade before. A zygote found stopped now
+        was stopped by a student of that grade, not by this one's, which has not run: it is
+        lost (and replaced at the next spawn), and this grade blames no one."""
+        if not self.owed or self.lost is not None:
+            return
+        try:
+            self.check()
+            self._read_owed()
+        except ZygoteLost as lost:
+            if lost.stopped:
+                self.lost = ZygoteLost(str(lost), "is stopped, by a student of an earlier grade")
 
     def state(self) -> str | None:
         """Why it cannot answer, if it cannot: it exited, or is stopped; None while it can."""
@@ -180,7 +197,7 @@ class Zygote:
         """The answers to the reaps `end` asked for, each in its turn."""
         while self.owed:
             self._answer("an earlier reap", ANSWER_SECONDS)
-            self.owed -= 1
+            self.owed.pop(0)
 
     def _answer(self, what: str, seconds: float) -> dict:
         try:
@@ -196,29 +213,29 @@ class Zygote:
             raise self._lost(what, line[:100]) from None
 
     def _lost(self, what: str, why: object) -> ZygoteLost:
-        state = self.state() or "does not answer"
-        if state == "is stopped" and self.owed:  # by the student now, or by one ended before it
-            state = "is stopped, a student killed before the one now not yet reaped"
-        self.lost = ZygoteLost(f"{what}: {why}", state)
+        self.lost = ZygoteLost(f"{what}: {why}", self.state() or "does not answer")
         return self.lost
 
     def close(self) -> None:
-        """Told to end by the end of its socket, when it answers still: it removes the scratch
-        of the student it holds ready, and exits; killed after CLOSE_SECONDS (it may be warming
-        up), or at once when it is lost. Its students die with it (PR_SET_PDEATHSIG); the reaps
-        it owes answers to are waited for first, as each reap was before `end`, so that their
-        scratches are removed."""
-        if self.lost is None and self.state() is None:
+        """Told to end by the end of its requests: it reaps the students it was asked to,
+        removes their scratches and that of the student it holds ready, and exits. Killed after
+        CLOSE_SECONDS (it may be warming up, or lost: one stopped, by a student, is continued
+        first), or ANSWER_SECONDS while it answers still and owes a reap (as long as a reap may
+        take). Its students die with it (PR_SET_PDEATHSIG); the scratches of those it had not
+        reaped are removed here."""
+        if self.state() == "is stopped":
+            os.kill(self.process.pid, signal.SIGCONT)
+        if self.process.poll() is None:
+            seconds = ANSWER_SECONDS if self.owed and self.lost is None else CLOSE_SECONDS
             try:
-                self._read_owed()
-            except ZygoteLost:
+                self.sock.shutdown(socket.SHUT_WR)
+                self.process.wait(timeout=seconds)
+            except (OSError, subprocess.TimeoutExpired):
                 pass
         self.sock.close()
         self.reader.close()
-        if self.lost is None and self.state() is None:
-            try:
-                self.process.wait(timeout=CLOSE_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
         self.process.kill()
         self.process.wait()
+        for scratch in self.owed:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)

@@ -269,6 +269,8 @@ class Student:
         description: tuple[bool, tuple[str, ...]] | None = None,
         **fields: Any,
     ) -> dict:
+        if op not in ("load", "anomaly", "reset"):
+            self.process.holds_objects = True
         encoder = protocol.Encoder()
         header = {"op": op, **fields}
         for key, value in (values or {}).items():
@@ -341,6 +343,13 @@ class Student:
         except (protocol.ProtocolError, KeyError, TypeError, ValueError, RuntimeError) as exc:
             self.process.stop()
             raise StudentDied("crashed", {"reason": f"malformed reply: {str(exc)[:300]}"}) from None
+
+    def reset(self) -> None:
+        """Drop what earlier requests left in the process (on its own thread: their finalizers
+        are the submission's code); no request where none can have left anything."""
+        if self.process.holds_objects:
+            self.request("reset")
+            self.process.holds_objects = False
 
     def put(self, value: Any) -> Any:
         """Send tensors (requires_grad kept) and get handles to them in the student process."""

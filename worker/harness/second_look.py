@@ -29,6 +29,7 @@ from worker.harness.checks import AdviceSpec, CheckSpec, Context, diagnose_excep
 from worker.harness.codes import DETACHED_BACKWARD, LANGUAGES, said_elsewhere
 from worker.harness.diagnostics import Diagnostic, Fail
 from worker.harness.graph_exits import exits_hint, graph_exits
+from worker.harness.launch import ZygoteLost
 from worker.harness.session import Session
 from worker.harness.source_rules import said_of
 from worker.harness.student_process import StudentDied, StudentError
@@ -68,7 +69,7 @@ def run_check(
     """One check (or advice) on a clean student process, its inputs drawn from the run's seed
     and its place: the same inputs each time it runs."""
     student = session.student()
-    student.request("reset")
+    student.reset()
     rng = torch.Generator().manual_seed((seed * 1_000_003 + index) % (1 << 63))
     return spec.function(
         Context(
@@ -131,8 +132,8 @@ class SecondLook:
             except StudentDied:
                 self.over = True
                 said = None
-            except gpu_memory.Unwatched:  # the grader's failure, never the code's
-                raise
+            except (gpu_memory.Unwatched, ZygoteLost):  # the grader's failure, or a stop
+                raise  # the submission sent its zygote: never advice left out
             except Exception:  # noqa: BLE001 - whatever the student's code did, advice is
                 said = None  # only ever left out
             finally:
@@ -308,8 +309,8 @@ class SecondLook:
         except StudentDied:
             self.over = True
             return None
-        except gpu_memory.Unwatched:  # the grader's failure, never the code's
-            raise
+        except (gpu_memory.Unwatched, ZygoteLost):  # the grader's failure, or a stop the
+            raise  # submission sent its zygote: never a wrong program's silence
         except Exception:  # noqa: BLE001 - a wrong program that raises on these inputs says
             return None  # nothing about the student's code
         finally:

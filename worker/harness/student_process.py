@@ -82,11 +82,13 @@ class StudentProcess:
         self.alive = True
         # its device memory, read until it is stopped (set once it is a CUDA submission's)
         self.gpu_watch: gpu_memory.Watch | None = None
+        # whether a request since its load or last reset may have left objects in it
+        self.holds_objects = False
         for fd in (self.req_fd, self.rep_fd, self.out_fd):
             os.set_blocking(fd, False)
         try:
             self.hello, _ = self.exchange(None, [], limits.call_seconds)
-        except BaseException as exc:  # never a session's, which would remove its scratch
+        except BaseException as exc:  # no session has it: its scratch is removed here
             if self.scratch.get("path"):
                 shutil.rmtree(self.scratch["path"], ignore_errors=True)
             if isinstance(exc, StudentDied):
@@ -227,7 +229,7 @@ class StudentProcess:
             if self.zygote.lost:
                 return {}
             if grace == 0.0:
-                self.zygote.end(self.pid)
+                self.zygote.end(self.pid, self.scratch.get("path"))
                 asked = True
                 return {}
             status = self.zygote.reap(self.pid, grace)
