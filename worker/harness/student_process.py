@@ -86,6 +86,10 @@ class StudentProcess:
         self.holds_objects = False
         for fd in (self.req_fd, self.rep_fd, self.out_fd):
             os.set_blocking(fd, False)
+        # its replies and output, read as they come; its requests' pipe, while one is written
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.rep_fd, selectors.EVENT_READ)
+        self.selector.register(self.out_fd, selectors.EVENT_READ)
         try:
             self.hello, _ = self.exchange(None, [], limits.call_seconds)
         except BaseException as exc:  # no session has it: its scratch is removed here
@@ -107,11 +111,10 @@ class StudentProcess:
             memoryview(protocol.pack(header, buffers)) if header is not None else memoryview(b"")
         )
         deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.rep_fd, selectors.EVENT_READ)
-            selector.register(self.out_fd, selectors.EVENT_READ)
-            if pending:
-                selector.register(self.req_fd, selectors.EVENT_WRITE)
+        selector = self.selector
+        if pending:
+            selector.register(self.req_fd, selectors.EVENT_WRITE)
+        try:
             while True:
                 self._within_gpu_memory()
                 message = self._message()
@@ -135,6 +138,9 @@ class StudentProcess:
                             selector.unregister(self.out_fd)
                         else:
                             raise self._died()
+        finally:
+            if pending and self.alive:  # answered before it read the whole request
+                selector.unregister(self.req_fd)
 
     def _within_gpu_memory(self) -> None:
         """Raises where the watch killed the process: past its limit (the submission's
@@ -237,6 +243,7 @@ class StudentProcess:
             return status
         finally:
             self._drain_output()  # printed just before the end (or the kill): part of the report
+            self.selector.close()
             for fd in (self.req_fd, self.rep_fd, self.out_fd, self.scratch_fd):
                 if fd is not None:
                     os.close(fd)
