@@ -367,7 +367,6 @@ MACHINE_WIDE = {
     "test_recovery",
     "test_sessions",
     "test_unprivileged",
-    "test_regrade",
 }
 
 
