@@ -38,6 +38,8 @@ from worker.grading.preview import PreviewGrader
 from worker.harness import spool
 from worker.harness.report import Report
 
+pytestmark = pytest.mark.whole_class
+
 SIGN_FLIPPED = (
     Path(__file__).parents[2] / "exercises" / "autograd-q" / "mutants" / "plus_b_squared.py"
 ).read_text()  # passes grad-a only: 3 / 10

@@ -111,16 +111,23 @@ def test_a_stop_found_when_the_last_student_process_is_reaped_is_the_submissions
     assert report.notes[0]["code"] == "forbidden-operation"
 
 
-def test_a_stop_found_by_the_second_look_is_the_submissions(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mistake", ["a wrong formula", "backward twice"])
+def test_a_stop_found_by_the_second_look_is_the_submissions(tmp_path, monkeypatch, mistake):
     """The first look's student process stopped the zygote as it ended (where the kernel lets
     it): the second look, starting its own process, finds it; that is the submission's doing,
-    not advice left out (a review: the look swallowed it, and the grade went on)."""
+    not advice left out (a review: the look swallowed it, and the grade went on), and the look
+    ends there: it makes no zygote again to turn anomaly mode off (a backward error's look)."""
     from worker.harness import second_look
     from worker.harness.grader import Harness
 
     wrong = tmp_path / "wrong.py"
-    wrong.write_text(REFERENCE_Q.replace("- b**2", "+ b**2"))
-    job = load_exercise_info(default_root() / "autograd-q").job(wrong, seed=1)
+    exercise = default_root() / "autograd-q"
+    wrong.write_text(
+        REFERENCE_Q.replace("- b**2", "+ b**2")
+        if mistake == "a wrong formula"
+        else (exercise / "mutants" / "backward_twice.py").read_text()
+    )
+    job = load_exercise_info(exercise).job(wrong, seed=1)
     first_look_done = Harness._results
 
     def stopped_as_the_look_starts(self, session, *args):
@@ -132,9 +139,33 @@ def test_a_stop_found_by_the_second_look_is_the_submissions(tmp_path, monkeypatc
     monkeypatch.setattr(Harness, "_results", stopped_as_the_look_starts)
     monkeypatch.setattr(second_look, "SECONDS", 30.0)
     with Harness(str(tmp_path)) as harness:
+        stopped = harness.zygote
         report = harness.grade_job(job)
+        assert harness.zygote is stopped  # replaced by the next grade, not within this one
     assert report.graded and report.score == 0, report.error
     assert report.notes[0]["code"] == "forbidden-operation"
+
+
+def test_the_next_grade_pays_nothing_for_a_zygote_the_one_before_stopped(
+    tmp_path, monkeypatch, job
+):
+    """A zygote found stopped as a grade starts (by the student before, whose reap is still
+    owed) is looked at again, closed and made afresh before the submission's time starts: here
+    the look alone takes longer than the whole budget (a review: the next grade paid for it)."""
+    from worker.harness import launch
+    from worker.harness.grader import Harness
+
+    monkeypatch.setattr(launch, "STOPPED_AGAIN_SECONDS", 3.0)
+    tight = type(job).from_dict(dict(job.to_dict(), limits={"budget_seconds": 2.5}))
+    with Harness(str(tmp_path)) as harness:
+        assert harness.grade_job(tight).score == 10
+        stopped = harness.zygote
+        os.kill(stopped.process.pid, signal.SIGSTOP)
+        while not is_stopped(stopped.process.pid):
+            time.sleep(0.01)
+        report = harness.grade_job(tight)
+        assert harness.zygote is not stopped
+    assert (report.score, report.timing["budget_spent"]) == (10, False), report.checks
 
 
 def test_the_second_look_ends_within_its_time_whatever_the_submission_does(tmp_path, monkeypatch):

@@ -106,26 +106,34 @@ def state(pid: int) -> str | None:
         return None
 
 
-def test_each_student_is_made_ready_while_the_one_before_runs_and_is_never_reused(tmp_path):
-    """Issue 39's pool, on a CPU: each student is set up (here with a slow start standing for
-    CUDA's context) as soon as the one before is handed over, so the next spawn takes it at
-    once; a student serves once, and one that died while it waited is replaced (by the zygote,
-    or by the grader where it died as it was handed over)."""
-    from worker.harness import launch, sandbox
-    from worker.harness.grader import Harness
+def confinement_in(scratch):
+    """A student's confinement with the default limits, its scratch made in `scratch`."""
+    from worker.harness import sandbox
     from worker.harness.jobs import Limits
-    from worker.harness.student_process import Output, StudentProcess
 
-    slow = 2.0
     limits = Limits()
-    confinement = sandbox.Confinement(
-        scratch=str(tmp_path),
+    return sandbox.Confinement(
+        scratch=str(scratch),
         memory_bytes=limits.memory_mb << 20,
         cpu_seconds=limits.cpu_seconds,
         file_bytes=limits.file_mb << 20,
         open_files=256,
         read_paths=sandbox.python_read_paths(),
     )
+
+
+def test_each_student_is_made_ready_while_the_one_before_runs_and_is_never_reused(tmp_path):
+    """Issue 39's pool, on a CPU: each student is set up (here with a slow start standing for
+    CUDA's context) as soon as the one before is handed over, so the next spawn takes it at
+    once; a student serves once, and one that died while it waited is replaced (by the zygote,
+    or by the grader where it died as it was handed over)."""
+    from worker.harness import launch
+    from worker.harness.grader import Harness
+    from worker.harness.jobs import Limits
+    from worker.harness.student_process import Output, StudentProcess
+
+    slow = 2.0
+    limits, confinement = Limits(), confinement_in(tmp_path)
     environment = dict(launch.child_environment(), **{zygote.READY_DELAY: str(slow)})
     harness = Harness(str(tmp_path), zygote=launch.Zygote(environment))
     process = harness.zygote
@@ -173,20 +181,12 @@ def test_a_killed_student_is_reaped_without_the_grade_waiting_for_its_end(tmp_pa
     answer is owed was stopped by a student of the grade that killed it: blamed within that
     grade, not by the next (settle, as a grade starts: the zygote is made again), and the
     scratches of students it had not reaped are removed all the same."""
-    from worker.harness import launch, sandbox
+    from worker.harness import launch
     from worker.harness.grader import Harness
     from worker.harness.jobs import Limits
     from worker.harness.student_process import Output
 
-    limits = Limits()
-    confinement = sandbox.Confinement(
-        scratch=str(tmp_path),
-        memory_bytes=limits.memory_mb << 20,
-        cpu_seconds=limits.cpu_seconds,
-        file_bytes=limits.file_mb << 20,
-        open_files=256,
-        read_paths=sandbox.python_read_paths(),
-    )
+    limits, confinement = Limits(), confinement_in(tmp_path)
     harness = Harness(str(tmp_path))
 
     def stopped_with_a_reap_owed():

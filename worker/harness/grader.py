@@ -256,12 +256,17 @@ class Harness:
                 notes=(_load_error(unreadable, job.lang),),
                 timing={"started_at": started_at, "total": time.perf_counter() - started},
             )
+        # what the grade before left (its student's reap, a zygote it stopped), settled before
+        # this submission's time starts: from here on, all is this grade's
+        self.zygote.settle()
+        if self.zygote.lost is not None:
+            self._replace_zygote()
+        self.zygote.wait_ready()
         budget = Budget(limits.budget_seconds)
         session = Session(
             self, BudgetedLimits(limits, budget), device, source, exercise, job.required_layers
         )
         try:
-            self.zygote.settle()  # what the grade before left: from here on, all is this one's
             blockers = session.load()
             if (
                 session.unloaded is not None and session.unloaded.code == "timeout" and budget.spent

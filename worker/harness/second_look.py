@@ -132,8 +132,12 @@ class SecondLook:
             except StudentDied:
                 self.over = True
                 said = None
-            except (gpu_memory.Unwatched, ZygoteLost):  # the grader's failure, or a stop
-                raise  # the submission sent its zygote: never advice left out
+            except gpu_memory.Unwatched:  # the grader's failure, never the code's
+                self.over = True
+                raise
+            except ZygoteLost as lost:
+                self._zygote_lost(lost)
+                said = None
             except Exception:  # noqa: BLE001 - whatever the student's code did, advice is
                 said = None  # only ever left out
             finally:
@@ -309,8 +313,12 @@ class SecondLook:
         except StudentDied:
             self.over = True
             return None
-        except (gpu_memory.Unwatched, ZygoteLost):  # the grader's failure, or a stop the
-            raise  # submission sent its zygote: never a wrong program's silence
+        except gpu_memory.Unwatched:  # the grader's failure, never the code's
+            self.over = True
+            raise
+        except ZygoteLost as lost:
+            self._zygote_lost(lost)
+            return None
         except Exception:  # noqa: BLE001 - a wrong program that raises on these inputs says
             return None  # nothing about the student's code
         finally:
@@ -318,7 +326,18 @@ class SecondLook:
             if anomaly and not self.over:
                 self._anomaly_off()
 
+    def _zygote_lost(self, lost: ZygoteLost) -> None:
+        """The look ends: a zygote found stopped was stopped by the submission's process (its
+        doing: raised, for the grade to score nothing), one that died or hangs leaves the look
+        with nothing more to say."""
+        self.over = True
+        if lost.stopped:
+            raise lost
+
     def _anomaly_off(self) -> None:
+        process = self.session.process
+        if process is None or not process.alive:  # one made afresh starts with it off
+            return
         try:
             self.session.student().request("anomaly", on=False)
         except (StudentDied, StudentError, Fail):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from worker.harness import gpu_memory, protocol, sandbox
 from worker.harness.jobs import Limits
-from worker.harness.launch import Zygote
+from worker.harness.launch import Zygote, ZygoteLost
 
 
 class StudentError(Exception):
@@ -92,9 +92,12 @@ class StudentProcess:
         self.selector.register(self.out_fd, selectors.EVENT_READ)
         try:
             self.hello, _ = self.exchange(None, [], limits.call_seconds)
-        except BaseException as exc:  # no session has it: its scratch is removed here
-            if self.scratch.get("path"):
-                shutil.rmtree(self.scratch["path"], ignore_errors=True)
+        except BaseException as exc:  # no session has it
+            if self.alive:  # interrupted (a pilot's SIGTERM): ended here, its scratch with it
+                try:
+                    self.stop()
+                except ZygoteLost:
+                    pass
             if isinstance(exc, StudentDied):
                 raise NotStarted(
                     f"the student process ended before it was ready: {exc.code} {exc.details}"
