@@ -157,7 +157,7 @@ class Zygote:
     def settle(self) -> None:
         """Before a grade: the answers owed from the grade before. A zygote found stopped now
         was stopped by a student of that grade, not by this one's, which has not run: it is
-        lost (and replaced at the next spawn), and this grade blames no one."""
+        lost (the grade replaces it before its time starts), and blames no one."""
         if not self.owed or self.lost is not None:
             return
         try:
