@@ -251,3 +251,20 @@ def test_each_check_after_the_first_drops_what_the_one_before_left(tmp_path, mon
         checks[-1].append(op)
     assert len(checks) == 4 and "reset" not in checks[0], asked  # four checks
     assert all(ops[0] == "reset" and len(ops) > 1 for ops in checks[1:]), asked
+
+
+def test_a_student_is_made_ready_whatever_is_left_of_the_budget(tmp_path):
+    """A student's hello is the grader's set-up, not the submission's time: a check that starts
+    a process just as the budget ends gets the budget's diagnostic at its first request, not a
+    process said never to have started (a grader error; its wait was capped by the budget)."""
+    from worker.harness.budget import Budget, BudgetedLimits
+    from worker.harness.grader import Harness
+    from worker.harness.jobs import Limits
+    from worker.harness.student_process import Output
+
+    with Harness(str(tmp_path)) as harness:
+        student = harness.spawn(
+            confinement_in(tmp_path), BudgetedLimits(Limits(), Budget(0.0)), Output(1000)
+        )
+        assert "seccomp" in student.hello["layers"]
+        student.stop()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from worker.harness import gpu_memory, protocol, sandbox
 from worker.harness.jobs import Limits
-from worker.harness.launch import Zygote, ZygoteLost
+from worker.harness.launch import ANSWER_SECONDS, Zygote, ZygoteLost
 
 
 class StudentError(Exception):
@@ -90,8 +90,8 @@ class StudentProcess:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.rep_fd, selectors.EVENT_READ)
         self.selector.register(self.out_fd, selectors.EVENT_READ)
-        try:
-            self.hello, _ = self.exchange(None, [], limits.call_seconds)
+        try:  # its readiness is the grader's set-up, never the submission's time or budget
+            self.hello, _ = self.exchange(None, [], ANSWER_SECONDS)
         except BaseException as exc:  # no session has it
             if self.alive:  # interrupted (a pilot's SIGTERM): ended here, its scratch with it
                 try:
