@@ -4,7 +4,9 @@ import contextlib
 import json
 import os
 import re
+import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -41,6 +43,24 @@ def descendants(pid: int, depth: int | None = None) -> list[int]:
         found += level
         depth = None if depth is None else depth - 1
     return found
+
+
+def end_process(process, grace: float = 30) -> None:
+    """A test's process asked to end (SIGTERM: a Celery worker first finishes the task in hand),
+    then killed with what it started once `grace` seconds have passed: a teardown asserts
+    nothing of how long a process takes to end (a warm shutdown outlasted 30 s in CI on a slow
+    machine, and the teardown's timeout failed a test that had passed)."""
+    if process.poll() is not None:
+        return
+    below = descendants(process.pid)
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        for pid in [process.pid, *below]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
 
 
 # a harness's processes once it is idle: its zygote, and the keeper and student it holds ready

@@ -729,9 +729,12 @@ def done_run(submission):
     return done[0] if len(done) == 1 else None
 
 
-def late(found: dict, fault: Fault, allowance: float = 0.0) -> list[str]:
-    """The submissions not graded within the fault's goal (plus the grading time of the backlog
-    it left, `allowance`), as readable lines."""
+def late(found: dict, fault: Fault, slots: int = 0) -> list[str]:
+    """The submissions not graded within the fault's goal, as readable lines. With `slots`, the
+    grading slots a backlog the fault left waits for, the goal is the time lost to the fault:
+    the backlog's own grading time after the fault, as its runs measured it on this machine, is
+    allowed beyond it (a fixed allowance failed on a machine slower than the one it was set on)."""
+    allowance = backlog_seconds(found, fault.ended) / slots if slots else 0.0
     limit = fault.ended + dt.timedelta(seconds=fault.goal + allowance)
     problems = []
     for submission in found.values():
@@ -742,9 +745,20 @@ def late(found: dict, fault: Fault, allowance: float = 0.0) -> list[str]:
                 f"submission {submission.id}: {submission.status}, runs "
                 f"{[r.status for r in submission.runs]}, graded "
                 f"{'never' if finished is None else f'{finished:.1f} s'} after "
-                f"the {fault.name} fault ended (goal {fault.goal + allowance:.0f} s)"
+                f"the {fault.name} fault ended (goal {fault.goal:.0f} s, and {allowance:.1f} s of "
+                "the backlog's grading)"
             )
     return problems
+
+
+def backlog_seconds(found: dict, since: dt.datetime) -> float:
+    """The seconds these submissions' done runs spent grading after `since`."""
+    runs = [done_run(submission) for submission in found.values()]
+    return sum(
+        max((run.finished_at - max(run.started_at, since)).total_seconds(), 0.0)
+        for run in runs
+        if run is not None
+    )
 
 
 def running_run(stack: "Stack", ids: list[int], seconds: float = 30):

@@ -18,7 +18,7 @@ import pytest
 import requests
 import slurm_cluster
 import sqlalchemy as sa
-from helpers import alive, descendants, free_port
+from helpers import alive, descendants, end_process, free_port
 
 from server.core import migrate
 from server.core.db import Database
@@ -121,12 +121,7 @@ def running_demo(folder: Path, *options: str):
     try:
         yield process, f"http://127.0.0.1:{port}"
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        end_process(process, grace=60)
 
 
 @pytest.fixture

@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 from helpers import alive
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from server.core.db import Database
 from server.core.models import utcnow
+from worker.cli.demo import signs_database
 from worker.cli.supervise import Supervisor, Watch
 
 ROOT = Path(__file__).parents[2]
@@ -116,4 +118,33 @@ def test_one_whose_sign_of_life_stopped_is_replaced_and_a_locked_database_blames
         assert said[1] == "the sleeper gave no sign for 9 s; it is stopped and started again"
     finally:
         supervisor.stop(grace=1)
+        database.dispose()
+
+
+HEARTBEAT = """
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1])
+connection.execute("PRAGMA journal_mode=WAL")
+connection.execute("CREATE TABLE IF NOT EXISTS beats (at REAL)")
+connection.execute("INSERT INTO beats VALUES (1)")
+connection.commit()
+connection.close()
+"""
+
+
+def test_no_worker_of_the_demo_closes_the_databases_last_connection(tmp_path):
+    """The last connection to close takes the database to itself while it folds the WAL back
+    in: a worker stopped there (SIGSTOP) locked the demo's supervisor out of the heartbeats that
+    would have it replaced. The supervisor's connection stays open, so a worker's heartbeat
+    (a connection opened, written to and closed) is never the last: the WAL stays."""
+    path = tmp_path / "demo.sqlite"
+    database = signs_database(f"sqlite:///{path}")
+    try:
+        beat = [sys.executable, "-c", HEARTBEAT, str(path)]
+        subprocess.run(beat, check=True, timeout=60)
+        with database.reads() as session:  # a round of the supervisor's
+            session.execute(text("SELECT count(*) FROM beats"))
+        subprocess.run(beat, check=True, timeout=60)
+        assert Path(f"{path}-wal").exists()
+    finally:
         database.dispose()

@@ -47,6 +47,9 @@ DATABASE_GOAL = 30.0  # issue 9, item 2: graded within 30 s of the database comi
 KILLED_WORKER_GOAL = 60.0  # item 3: a killed worker's run re-dispatched within a minute
 REDIS_GOAL = 60.0  # a reconcile cycle (30 s) sends what the restart lost, then it is graded
 OUTAGE_SECONDS = 10.0
+# how long a test waits beyond a goal for the backlog a fault left to be graded: `late` measures
+# the backlog's grading time, so the wait ends once all is graded, however slow the machine
+BACKLOG_WAIT = 180.0
 HOG_FILES = 8
 
 
@@ -125,11 +128,11 @@ def test_a_killed_pool_process_has_its_run_dispatched_again(stack, ledger):
     assert pid in stack.pool_processes()
     os.kill(pid, signal.SIGKILL)
     ledger.fault("pool", KILLED_WORKER_GOAL)
-    found = settle(stack, [s.id for s in sent], KILLED_WORKER_GOAL + 20)
+    found = settle(stack, [s.id for s in sent], KILLED_WORKER_GOAL + BACKLOG_WAIT)
     statuses = [r.status for r in found[killed].runs]
     assert statuses[-1:] == ["done"] and set(statuses[:-1]) <= {"lost"}, (statuses, stack.logs())
     # the backlog: two slow files and twelve quick ones on two grading slots
-    assert not late(found, ledger.faults["pool"], allowance=10), stack.logs()
+    assert not late(found, ledger.faults["pool"], slots=stack.concurrency), stack.logs()
 
 
 def test_a_killed_main_worker_process_has_its_runs_dispatched_again(stack, ledger):
@@ -139,10 +142,10 @@ def test_a_killed_main_worker_process_has_its_runs_dispatched_again(stack, ledge
     stack.worker.kill()  # kill -9 of the main process; its pool and harnesses live on a moment
     ledger.fault("main", KILLED_WORKER_GOAL)
     stack.worker.restart_after_kill()  # as systemd does: the unit's leftovers go, it starts again
-    found = settle(stack, [s.id for s in sent], KILLED_WORKER_GOAL + 20)
+    found = settle(stack, [s.id for s in sent], KILLED_WORKER_GOAL + BACKLOG_WAIT)
     assert done_run(found[killed]) is not None, [r.status for r in found[killed].runs]
     assert stack.beats() == [stack.beat.pid]
-    assert not late(found, ledger.faults["main"], allowance=10), stack.logs()
+    assert not late(found, ledger.faults["main"], slots=stack.concurrency), stack.logs()
 
 
 def test_a_database_outage_is_recovered_within_30_s(stack, ledger):

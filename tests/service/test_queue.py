@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from helpers import REFERENCE_Q, graded_through_api, logged_in, postgres_database, the_course
+from helpers import (
+    REFERENCE_Q,
+    end_process,
+    graded_through_api,
+    logged_in,
+    postgres_database,
+    the_course,
+)
 
 from server.core import migrate
 from server.core.exercises import sync_exercises
@@ -71,8 +78,7 @@ def stack(redis_server, catalogue, tmp_path):
         try:
             yield app
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+            end_process(worker)
             database.dispose()
 
 

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from helpers import REFERENCE_Q, dispatcher, postgres_database, queue_submission, the_course
+from helpers import (
+    REFERENCE_Q,
+    dispatcher,
+    end_process,
+    postgres_database,
+    queue_submission,
+    the_course,
+)
 from sqlalchemy.exc import OperationalError
 
 from server.core import migrate, runs
@@ -140,9 +147,7 @@ def service(redis_server, catalogue):
             yield app
         finally:
             for worker in workers:
-                if worker.poll() is None:
-                    worker.terminate()
-                    worker.wait(timeout=30)
+                end_process(worker)
             app.extensions["hpcgrade.db"].dispose()
 
 

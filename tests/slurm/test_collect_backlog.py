@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import slurm_cluster
-from helpers import REFERENCE_Q, queue_submission, the_course
+from helpers import REFERENCE_Q, end_process, queue_submission, the_course
 
 from server.core import migrate
 from server.core.config import app_settings, load_settings
@@ -94,8 +94,7 @@ def celery(command: str, env: dict, *options: str) -> subprocess.Popen:
 
 
 def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    process.wait(timeout=30)
+    end_process(process)
 
 
 @pytest.mark.slurm

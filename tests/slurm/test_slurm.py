@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from helpers import (
     COURSE,
     REFERENCE_Q,
+    end_process,
     graded_through_api,
     new_course,
     postgres_database,
@@ -846,7 +847,7 @@ def test_the_service_grades_a_submission_on_slurm_through_the_api(
             for process in services:
                 process.terminate()
             for process in services:
-                process.wait(timeout=30)
+                end_process(process)
         assert status["score"] == 10 and all(c["passed"] for c in status["checks"])
         with app.extensions["hpcgrade.db"].sessions() as session:
             run = session.scalar(sa.select(GradingRun))

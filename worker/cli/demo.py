@@ -190,6 +190,15 @@ def wait_for_port(host: str, port: int, process: subprocess.Popen, seconds: floa
     return False
 
 
+def signs_database(url: str) -> Database:
+    """The database the supervisor reads the signs of life from. Pooled: its connection stays
+    open while the demo runs, so that no process's connection is ever SQLite's last, which on
+    closing takes the database to itself to fold the WAL back in. A worker stopped (SIGSTOP)
+    there would lock the supervisor out of the very signs that would have it replaced: seen in
+    CI, 'database is locked' and a stopped worker never replaced."""
+    return Database(url)
+
+
 def _heartbeat_of(node: str):
     def last_sign(session) -> dt.datetime | None:
         return session.scalar(select(WorkerHeartbeat.beat_at).where(WorkerHeartbeat.node == node))
@@ -240,7 +249,7 @@ def demo(port: int, host: str, folder: Path, executor: str) -> None:
     env.update(HPCGRADE_CONFIG=str(config), PYTHONUNBUFFERED="1")
     if "HPCGRADE_EXERCISES" in os.environ:
         env["HPCGRADE_EXERCISES"] = os.environ["HPCGRADE_EXERCISES"]
-    database = Database(demo_settings(folder.resolve(), executor)["DATABASE_URL"], pooled=False)
+    database = signs_database(demo_settings(folder.resolve(), executor)["DATABASE_URL"])
     supervisor = Supervisor(env, str(ROOT), _say, database)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
