@@ -34,9 +34,11 @@ def test_the_course_exercises_are_there_in_course_order(catalogue):
 @pytest.mark.selfcheck
 @pytest.mark.parametrize("slug", sorted(load_catalogue()))
 def test_self_check(harness, catalogue, slug):
-    """Two fixed seeds and a fresh one: the reference scores full marks, every mutant loses
-    points with its code, and every known wrong program is named and scores alike on each."""
-    assert self_check(harness, catalogue[slug], (0, 1, None)) == []
+    """A fixed seed and a fresh one: the reference scores full marks, every mutant loses points
+    with its code, and every known wrong program is named and scores alike on both. (A second
+    fixed seed cost CI a third of its heaviest tests and found nothing the fresh one does not:
+    each run draws a new one.)"""
+    assert self_check(harness, catalogue[slug], (0, None)) == []
 
 
 def test_a_worker_reads_the_catalogue_again_only_when_the_folder_changed(tmp_path):
@@ -188,18 +190,21 @@ def test_every_program_scores_the_same_on_a_gpu(harness, catalogue, slug):
 
 
 @pytest.mark.selfcheck
-def test_the_self_check_grades_on_the_device_it_is_given():
+def test_the_self_check_grades_on_the_device_it_is_given(tmp_path, monkeypatch):
     """`--device cpu` on any node; `--device cuda` where torch has no CUDA says so for each
-    program, as a grader error, never a pass."""
+    program, as a grader error, never a pass (on the template's exercise: the course's own are
+    checked by test_self_check)."""
+    monkeypatch.setenv("HPCGRADE_EXERCISES", str(tmp_path))
+    assert CliRunner().invoke(main, ["exercise", "new", "scaled-square"]).exit_code == 0
     checked = CliRunner().invoke(
-        main, ["exercise", "check", "autograd-q", "--seed", "0", "--device", "cpu"]
+        main, ["exercise", "check", "scaled-square", "--seed", "0", "--device", "cpu"]
     )
     assert checked.exit_code == 0, checked.output
     import torch
 
     if not torch.cuda.is_available():
         on_cuda = CliRunner().invoke(
-            main, ["exercise", "check", "autograd-q", "--seed", "0", "--device", "cuda"]
+            main, ["exercise", "check", "scaled-square", "--seed", "0", "--device", "cuda"]
         )
         assert on_cuda.exit_code == 1 and "CUDA" in on_cuda.output, on_cuda.output
 
