@@ -222,11 +222,15 @@ class Zygote:
         CLOSE_SECONDS (it may be warming up, or lost: one stopped, by a student, is continued
         first), or ANSWER_SECONDS while it answers still and owes a reap (as long as a reap may
         take). Its students die with it (PR_SET_PDEATHSIG); the scratches of those it had not
-        reaped are removed here."""
-        if self.state() == "is stopped":
+        reaped are removed here. One continued is given ANSWER_SECONDS too: it may be
+        halfway through making its ready student, whose scratch only it knows (killed after 2 s
+        on a loaded machine, it left that folder behind)."""
+        continued = self.state() == "is stopped"
+        if continued:
             os.kill(self.process.pid, signal.SIGCONT)
         if self.process.poll() is None:
-            seconds = ANSWER_SECONDS if self.owed and self.lost is None else CLOSE_SECONDS
+            owes = self.owed and self.lost is None
+            seconds = ANSWER_SECONDS if owes or continued else CLOSE_SECONDS
             try:
                 self.sock.shutdown(socket.SHUT_WR)
                 self.process.wait(timeout=seconds)
