@@ -194,8 +194,9 @@ def signs_database(url: str) -> Database:
     """The database the supervisor reads the signs of life from. Pooled: its connection stays
     open while the demo runs, so that no process's connection is ever SQLite's last, which on
     closing takes the database to itself to fold the WAL back in. A worker stopped (SIGSTOP)
-    there would lock the supervisor out of the very signs that would have it replaced: seen in
-    CI, 'database is locked' and a stopped worker never replaced."""
+    there would lock the supervisor out of the very signs that would have it replaced (in CI:
+    'database is locked', and a stopped worker never replaced; of the ways SQLite documents for
+    a reader in WAL mode to be locked out, the one a worker stopped at any heartbeat can cause)."""
     return Database(url)
 
 
