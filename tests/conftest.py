@@ -118,6 +118,15 @@ def harness(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def second_harness(tmp_path_factory):
+    """A harness beside `harness`, whose students draw other random numbers: the self-check's
+    (worker/cli/self_check.py names a known wrong program from the visible checks only where
+    both grade it alike)."""
+    with HarnessProcess(scratch=str(tmp_path_factory.mktemp("scratch"))) as process:
+        yield process
+
+
+@pytest.fixture(scope="session")
 def unsealed_harness(tmp_path_factory):
     """A harness whose student processes are not sealed (worker/harness/seal.py): for the tests
     of what the grader does when the student's process rewrites its own replies."""

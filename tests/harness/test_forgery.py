@@ -252,17 +252,19 @@ def test_describe_returning_a_device_object_loses_the_point(grade):
 
 
 @pytest.mark.selfcheck
-def test_the_self_check_refuses_a_forged_variant_that_outscores_its_mutant(harness, tmp_path):
+def test_the_self_check_refuses_a_forged_variant_that_outscores_its_mutant(
+    harness, second_harness, tmp_path
+):
     folder = tmp_path / "tensors-reshape"
     shutil.copytree(
         EXERCISES / "tensors-reshape", folder, ignore=shutil.ignore_patterns("__pycache__")
     )
     info = load_exercise_info(folder)
     assert info.forged == {"forged_flatten_clone": "flatten_clone"}
-    assert self_check(harness, info, (3,)) == []
+    assert self_check(harness, info, (3,), second=second_harness) == []
     # a "forgery" that outscores its mutant: here, simply the solution
     shutil.copy(folder / "reference.py", folder / "mutants" / "forged_flatten_clone.py")
-    problems = self_check(harness, load_exercise_info(folder), (3,))
+    problems = self_check(harness, load_exercise_info(folder), (3,), second=second_harness)
     assert (
         len(problems) == 1
         and "forged variant forged_flatten_clone scored 12.0, more than "

@@ -95,14 +95,18 @@ def test_one_mistake_is_explained_once_and_later_checks_point_at_it(harness, q_e
 
 
 @pytest.mark.selfcheck
-def test_the_self_check_refuses_a_wrong_program_it_cannot_recognise(harness, tmp_path):
+def test_the_self_check_refuses_a_wrong_program_it_cannot_recognise(
+    harness, second_harness, tmp_path
+):
     info = _exercise(tmp_path, _says("raises", "exception", {"en": "It raises.", "es": "Lanza."}))
-    (problem,) = self_check(harness, info, (0,), write_visible_mistakes=True)
+    (problem,) = self_check(harness, info, (0,), write_visible_mistakes=True, second=second_harness)
     assert problem.startswith("known wrong program raises was not recognised (seed 0)")
 
 
 @pytest.mark.selfcheck
-def test_the_self_check_holds_student_programs_to_their_code_and_words(harness, tmp_path):
+def test_the_self_check_holds_student_programs_to_their_code_and_words(
+    harness, second_harness, tmp_path
+):
     """A student program must lose points, with its code, and a diagnostic of that code must say
     the words that name its mistake in each language; the reference itself is no wrong program."""
 
@@ -123,13 +127,25 @@ def test_the_self_check_holds_student_programs_to_their_code_and_words(harness, 
     (folder / "student_programs" / "right.py").write_text((folder / "reference.py").read_text())
     toml = folder / "exercise.toml"
     toml.write_text(toml.read_text() + table)
-    problems = self_check(harness, load_exercise_info(folder), (4,), write_visible_mistakes=True)
+    problems = self_check(
+        harness,
+        load_exercise_info(folder),
+        (4,),
+        write_visible_mistakes=True,
+        second=second_harness,
+    )
     assert problems == ["student program right scored full marks (seed 4)"], problems
     table = table.replace('"0.5 veces"', '"la mitad exacta"')
     toml.write_text(
         toml.read_text().split("[student_programs")[0] + table.split("[student_programs.right]")[0]
     )
-    (problem,) = self_check(harness, load_exercise_info(folder), (4,), write_visible_mistakes=True)
+    (problem,) = self_check(
+        harness,
+        load_exercise_info(folder),
+        (4,),
+        write_visible_mistakes=True,
+        second=second_harness,
+    )
     assert problem.startswith(
         "student program half_of_v: no grad-scaled diagnostic says "
         "“la mitad exacta” in es (seed 4); it says: "
@@ -137,15 +153,22 @@ def test_the_self_check_holds_student_programs_to_their_code_and_words(harness, 
 
 
 @pytest.mark.selfcheck
-def test_the_self_check_holds_visible_mistakes_to_the_known_wrong_programs(harness, q_exercise):
+def test_the_self_check_holds_visible_mistakes_to_the_known_wrong_programs(
+    harness, second_harness, q_exercise
+):
     """`check` names a known wrong program from the failures of the visible checks that
     visible_mistakes.json holds: the self-check wants them to be the programs' own, and
     --write-visible-mistakes writes them, with the programs' words and none of their code."""
-    (stale,) = self_check(harness, q_exercise, (4,))  # autograd-q's file: other programs
+    (stale,) = self_check(
+        harness, q_exercise, (4,), second=second_harness
+    )  # autograd-q's file: other programs
     assert stale.startswith("visible_mistakes.json does not hold the known wrong programs'")
     assert "--write-visible-mistakes" in stale
-    assert self_check(harness, q_exercise, (4,), write_visible_mistakes=True) == []
-    assert self_check(harness, q_exercise, (4,)) == []
+    assert (
+        self_check(harness, q_exercise, (4,), write_visible_mistakes=True, second=second_harness)
+        == []
+    )
+    assert self_check(harness, q_exercise, (4,), second=second_harness) == []
     written = json.loads((q_exercise.path / "visible_mistakes.json").read_text())
     assert written["sum_of_q"]["says"] == SUM_SAYS and "Q.backward" not in json.dumps(written)
     assert set(written["sum_of_q"]["marks"]) == {"cotangent-v", "matrix-in-leaves"}

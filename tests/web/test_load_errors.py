@@ -69,7 +69,7 @@ def test_a_loader_broken_by_the_code_is_a_load_error(grade_unsealed):
 @pytest.mark.parametrize(
     "mutant, code", [(MISNAMED, "missing-function"), ("raise ImportError('no')\n", "import-error")]
 )
-def test_a_mutant_may_expect_a_load_error(harness, tmp_path, mutant, code):
+def test_a_mutant_may_expect_a_load_error(harness, second_harness, tmp_path, mutant, code):
     folder = tmp_path / "autograd-q"
     shutil.copytree(
         default_root() / "autograd-q",
@@ -80,4 +80,13 @@ def test_a_mutant_may_expect_a_load_error(harness, tmp_path, mutant, code):
     (folder / "mutants" / "broken.py").write_text(mutant)
     toml = folder / "exercise.toml"
     toml.write_text(toml.read_text().split("[mutants")[0] + f'\n[mutants]\nbroken = "{code}"\n')
-    assert self_check(harness, load_exercise_info(folder), (0,), write_visible_mistakes=True) == []
+    assert (
+        self_check(
+            harness,
+            load_exercise_info(folder),
+            (0,),
+            write_visible_mistakes=True,
+            second=second_harness,
+        )
+        == []
+    )

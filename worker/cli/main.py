@@ -289,11 +289,18 @@ def check_exercises(
     problems = 0
     with (
         tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch,
+        tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as second_scratch,
         _harness(None, scratch) as harness,
+        _harness(None, second_scratch) as second,
     ):
         for info in infos:
             found = too_few(info) + self_check(
-                harness, info, seeds or (None, None, None), write_visible_mistakes, device
+                harness,
+                info,
+                seeds or (None, None, None),
+                write_visible_mistakes,
+                device,
+                second=second,
             )
             if derived:
                 tally = derived_check(harness, info, seeds or (None, None, None), device)

@@ -33,11 +33,16 @@ def self_check(
     seeds: tuple[int | None, ...],
     write_visible_mistakes: bool = False,
     device: str = "auto",
+    *,
+    second: HarnessProcess,
 ) -> list[str]:
     """What is wrong with an exercise, graded on each seed (None: a fresh one) on `device` (a
-    job's: `auto` is CUDA where torch sees a GPU)."""
+    job's: `auto` is CUDA where torch sees a GPU). `second`, a harness of its own whose students
+    draw other random numbers than `harness`'s: a known wrong program must fail the visible
+    checks alike in both to be named from them (one for every exercise checked: a harness
+    starts in seconds, more than most exercises' programs take to grade)."""
     job = functools.partial(info.job, device=device)
-    problems = _visible_mistakes_problems(harness, info, write_visible_mistakes, device)
+    problems = _visible_mistakes_problems((harness, second), info, write_visible_mistakes, device)
     problems += _reference_problems(harness, info, seeds, device)
     scores: dict[str, set[float]] = {}
     for seed in seeds:
@@ -181,26 +186,24 @@ def derived_check(
 
 
 def _visible_mistakes_problems(
-    harness: HarnessProcess, info: ExerciseInfo, write: bool, device: str
+    harnesses: tuple[HarnessProcess, HarnessProcess],
+    info: ExerciseInfo,
+    write: bool,
+    device: str,
 ) -> list[str]:
     """The known wrong programs' marks on the visible checks (their inputs are fixed: the same
-    on every run), against visible_mistakes.json; `write`: write the file instead."""
+    on every run), against visible_mistakes.json; `write`: write the file instead. A program
+    that fails them differently in the second harness (dropout left on) cannot be named from
+    them."""
     found = {}
-    if info.wrong_programs:
-        # a second harness, whose students draw other random numbers: a program that fails the
-        # visible checks differently there (dropout left on) cannot be named from them
-        with (
-            tempfile.TemporaryDirectory(prefix="hpcgrade-check-") as scratch,
-            HarnessProcess(python=harness.python, scratch=scratch) as other,
-        ):
-            for name, program in info.wrong_programs.items():
-                job = info.job(info.path / "mutants" / f"{name}.py", visible=True, device=device)
-                marks = [
-                    visible_mistakes.marks(r) if r.get("status") == "graded" else {}
-                    for r in (h.report_for(job).to_dict() for h in (harness, other))
-                ]
-                if marks[0] and marks[0] == marks[1]:  # none: it passes every visible check
-                    found[name] = {**program, "marks": marks[0]}
+    for name, program in info.wrong_programs.items():
+        job = info.job(info.path / "mutants" / f"{name}.py", visible=True, device=device)
+        marks = [
+            visible_mistakes.marks(r) if r.get("status") == "graded" else {}
+            for r in (h.report_for(job).to_dict() for h in harnesses)
+        ]
+        if marks[0] and marks[0] == marks[1]:  # none: it passes every visible check
+            found[name] = {**program, "marks": marks[0]}
     path = info.path / visible_mistakes.FILE
     if write:
         if found:
