@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+import pytest
+
 if TYPE_CHECKING:  # imported when a service starts, not whenever this folder is collected
     from stack import Stack
 
@@ -40,6 +42,12 @@ VIEWPORTS = {
 # the browser's language, which the portal reads from Accept-Language when neither ?lang= nor
 # the session chose one
 LOCALES = {"en": "en-GB", "es": "es-ES"}
+# a flow's two runs: on a desktop in English, and on a phone in Spanish, whose longer words on
+# the narrowest screen are where a page's layout gives first. Each width and each language is met
+# by every flow; the other two pairings cost CI a third of its browser time (tests/README.md)
+ON_A_DESKTOP_AND_A_PHONE = pytest.mark.parametrize(
+    ("kind", "lang"), [("desktop", "en"), ("phone", "es")]
+)
 INSTRUCTOR = ("prof", "prof-long-password")
 FINAL_STATES = ("graded", "grader error", "cancelled")
 

@@ -8,7 +8,7 @@ in English and Spanish, axe clean."""
 from __future__ import annotations
 
 import pytest
-from browser import layout_problems, log_in, screenshot
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 
@@ -33,8 +33,7 @@ def no_errors(page) -> None:
     assert page.locator(".flash.error").count() == 0, page.locator(".flash").all_text_contents()
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_an_accommodation_extends_every_deadline_and_limit(site, open_page, kind, lang):
     page = open_page(kind)
     log_in(page, site, "prof")
@@ -81,8 +80,7 @@ def test_an_accommodation_extends_every_deadline_and_limit(site, open_page, kind
     assert EXTENDED[lang] not in student.locator("main").inner_text()
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_one_exception_for_several_students_all_or_nothing(site, open_page, kind, lang):
     page = open_page(kind)
     log_in(page, site, "prof")

@@ -9,7 +9,7 @@ English and Spanish, axe clean; any console error or CSP violation fails the tes
 from __future__ import annotations
 
 import pytest
-from browser import layout_problems, log_in, screenshot
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in, screenshot
 from stack import EXERCISES, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -40,8 +40,7 @@ def graded(site) -> dict[str, int]:
     return ids
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_pass_rates_and_named_mistakes_lead_to_the_submissions_behind_them(
     site, open_page, graded, kind, lang
 ):
@@ -77,8 +76,7 @@ def test_pass_rates_and_named_mistakes_lead_to_the_submissions_behind_them(
     assert layout_problems(page) == {}
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_the_course_page_names_the_most_frequent_mistakes(site, open_page, graded, kind, lang):
     page = open_page(kind)
     log_in(page, site, "prof")

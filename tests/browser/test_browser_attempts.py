@@ -9,7 +9,7 @@ English and Spanish, axe clean; any console error or CSP violation fails the tes
 from __future__ import annotations
 
 import pytest
-from browser import layout_problems, log_in, screenshot
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in, screenshot
 from stack import EXERCISES, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -35,8 +35,7 @@ def sent(site) -> list[int]:
     return ids
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_a_student_sees_which_attempt_counts_and_what_changed(site, open_page, sent, kind, lang):
     page = open_page(kind)
     log_in(page, site, STUDENT)

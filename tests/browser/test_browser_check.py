@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from browser import layout_problems, log_in
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in
 from stack import EXERCISES
 
 from server.core.models import Exercise, Submission, User
@@ -35,8 +35,7 @@ def submitted(site, username: str) -> int:
         database.dispose()
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_check_shows_the_visible_checks_and_uses_no_attempt(site, open_page, kind, lang):
     page = open_page(kind)
     log_in(page, site, "s03")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser import layout_problems, log_in, screenshot
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in, screenshot
 from sqlalchemy import select
 from stack import EXERCISES, settle
 
@@ -59,8 +59,7 @@ def graded(site) -> dict[str, int]:
     return ids
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_the_code_beside_the_checks_on_a_wide_screen_and_under_them_on_a_phone(
     site, open_page, graded, kind, lang
 ):

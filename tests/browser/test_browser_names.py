@@ -8,7 +8,7 @@ students sort by family name."""
 from __future__ import annotations
 
 import pytest
-from browser import layout_problems, log_in
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in
 from stack import COURSES
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -90,8 +90,7 @@ def in_sight(page, selector: str) -> list[bool]:
     )
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_the_gradebook_shows_fifteen_students_their_total_and_each_title(
     lab, open_page, kind, lang
 ):
@@ -131,8 +130,7 @@ def test_the_gradebook_shows_fifteen_students_their_total_and_each_title(
     assert ours[:3] == ["Mateo Alonso", "Lucía Álvarez Gil", "Sara Blanco Ruiz"]
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_a_spanish_class_list_is_imported_with_its_columns_confirmed(lab, open_page, kind, lang):
     prefix = f"{kind[0]}{lang}"
     roster = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser import layout_problems, log_in
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in
 from playwright.sync_api import TimeoutError
 from stack import slow, submissions
 from test_browser_student import REFERENCE, submit
@@ -19,8 +19,7 @@ from server.core.conditions import Fault
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_the_result_shows_by_itself_and_submit_again_only_once_graded(site, open_page, kind, lang):
     site.stack.wait_idle()  # its 60 s are its own: nothing of an earlier test still graded
     page = open_page(kind)

@@ -7,7 +7,7 @@ and a desktop, in English and Spanish."""
 from __future__ import annotations
 
 import pytest
-from browser import SUBMIT, log_in
+from browser import ON_A_DESKTOP_AND_A_PHONE, SUBMIT, log_in
 from stack import EXERCISES
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -33,8 +33,7 @@ def alerts(page) -> str:
     return " ".join(page.locator("[role=alert]").all_text_contents())
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_code_sent_after_the_session_ended_is_kept(site, open_page, kind, lang, tmp_path):
     page = open_page(kind)
     log_in(page, site, "s02")
@@ -62,8 +61,7 @@ def test_code_sent_after_the_session_ended_is_kept(site, open_page, kind, lang, 
     assert 0 <= top < page.viewport_size["height"], top
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_a_refusal_comes_back_to_the_page_with_the_code(site, open_page, kind, lang):
     page = open_page(kind)
     log_in(page, site, "s02")

@@ -12,7 +12,7 @@ import json
 import time
 
 import pytest
-from browser import layout_problems, log_in, screenshot
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in, screenshot
 from similar_programs import APART, REFERENCE, RENAMED
 from stack import settle
 
@@ -52,8 +52,7 @@ def compared(page, seconds: float = 60) -> None:
         page.reload()
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_the_pairs_then_one_pair_side_by_side(site, open_page, sent, kind, lang):
     page = open_page(kind)
     log_in(page, site, "prof")

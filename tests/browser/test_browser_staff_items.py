@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from browser import layout_problems, log_in, screenshot
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
 
@@ -19,8 +19,7 @@ STUDENT = "s03"
 PAGE = f"/courses/pytorch/staff/students/{STUDENT}/exercises/{EXERCISE}"
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_an_exception_is_removed_through_a_confirmation_step(site, open_page, kind, lang):
     page = open_page(kind)
     log_in(page, site, "prof")
@@ -51,8 +50,7 @@ def test_an_exception_is_removed_through_a_confirmation_step(site, open_page, ki
     assert page.locator(f"form[action$='{PAGE}/remove']").count() == 0  # gone
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_account_opens_its_page_and_every_page_has_a_skip_link_and_a_favicon(
     site, open_page, kind, lang
 ):

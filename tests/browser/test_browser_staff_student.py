@@ -11,7 +11,7 @@ import hashlib
 
 import pytest
 import sqlalchemy as sa
-from browser import layout_problems, log_in, screenshot
+from browser import ON_A_DESKTOP_AND_A_PHONE, layout_problems, log_in, screenshot
 from stack import EXERCISES
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -38,8 +38,7 @@ WORDS = {
 }
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_the_students_page_shows_their_grades_and_sets_one(site, open_page, kind, lang):
     total, set_the_grade, *_ = WORDS[lang]
     page = open_page(kind)
@@ -115,8 +114,7 @@ def _stale_preview(site) -> int:
         database.engine.dispose()
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_a_stale_preview_says_so_and_offers_a_fresh_one(site, open_page, kind, lang):
     *_, changed, fresh, discard = WORDS[lang]
     regrade_id = _stale_preview(site)

@@ -5,7 +5,7 @@ beside it; at both widths and in both languages."""
 from __future__ import annotations
 
 import pytest
-from browser import log_in
+from browser import ON_A_DESKTOP_AND_A_PHONE, log_in
 from stack import EXERCISES, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.services]
@@ -31,8 +31,7 @@ def graded_wrong(site) -> int:
     return submission_id
 
 
-@pytest.mark.parametrize("lang", ["en", "es"])
-@pytest.mark.parametrize("kind", ["desktop", "phone"])
+@ON_A_DESKTOP_AND_A_PHONE
 def test_the_header_is_short_and_the_hint_as_dark_as_the_scores(
     site, open_page, kind, lang, graded_wrong
 ):
