@@ -311,6 +311,7 @@ def noting_python(database, tmp_path):
 
 
 @pytest.mark.sandbox  # a harness started under each course's python
+@pytest.mark.postgresql_only  # the course's python is read as the other tests read it, on both
 def test_the_local_executor_grades_each_course_with_its_own_python(database, mpi, tmp_path):
     """Course mpi's python is a wrapper that notes each start, then runs this venv's: its runs
     start it once (a warm harness of its own); the other course's runs never do."""
@@ -385,6 +386,7 @@ def test_the_queue_goes_round_robin_between_courses_then_their_students(database
 
 
 @pytest.mark.sandbox  # a harness started under each course's python
+@pytest.mark.postgresql_only  # the course's python is read as the other tests read it, on both
 def test_sandbox_check_probes_each_courses_python_naming_the_course(database, mpi, tmp_path):
     """The service's python and folder are checked for pytorch (it names neither); mpi's
     wrapper python is started for mpi, with its own exercises folder."""

@@ -39,6 +39,9 @@ from worker.harness import spool
 from worker.harness.report import Report
 
 pytestmark = pytest.mark.whole_class
+# a page, a permission or a count read as every other test reads them: the regrade's transitions
+# run on both databases elsewhere in this file, so these run on PostgreSQL alone
+PAGE_ONLY = pytest.mark.postgresql_only
 
 SIGN_FLIPPED = (
     Path(__file__).parents[2] / "exercises" / "autograd-q" / "mutants" / "plus_b_squared.py"
@@ -383,6 +386,7 @@ def test_an_adjusted_score_counts_before_and_after(graded, executor, changed_che
     assert state(app)[ids["carl"]][:3] == ("graded", 1, 10)
 
 
+@PAGE_ONLY
 def test_the_summary_counts_students_and_submissions(graded, executor, catalogue, changed_checks):
     """ana unchanged; bea's first submission drops, her grade (her latest) stays; carl's only
     submission was a grader error, graded now; dan's best goes up, his latest down."""
@@ -745,6 +749,7 @@ def graded_report(job) -> Report:
     )
 
 
+@PAGE_ONLY
 def test_grading_again_one_submission_asks_first(graded):
     app, ids = graded
     client, token = logged_in(app, "prof")
@@ -769,6 +774,7 @@ def test_grading_again_one_submission_asks_first(graded):
     assert client.get("/courses/pytorch/staff/submissions/999999/regrade").status_code == 404
 
 
+@PAGE_ONLY
 def test_every_run_shows_its_score_and_seed(graded):
     app, ids = graded
     client, _ = logged_in(app, "prof")
@@ -784,6 +790,7 @@ def test_every_run_shows_its_score_and_seed(graded):
     assert cells[8:10] == ["3 / 10", str(run.seed)]
 
 
+@PAGE_ONLY
 def test_students_get_403(graded):
     app, ids = graded
     regrade_id, _ = start_preview(app)
@@ -805,6 +812,7 @@ def test_students_get_403(graded):
         assert regrade.published_at is None and regrade.discarded_at is None
 
 
+@PAGE_ONLY
 def test_the_preview_page_in_spanish(graded, executor, changed_checks):
     app, _ = graded
     regrade_id, _ = start_preview(app)
@@ -1097,6 +1105,7 @@ def test_a_preview_whose_checks_changed_since_it_started_says_so_and_is_not_publ
     assert "checks changed after this preview started" not in page
 
 
+@PAGE_ONLY
 def test_a_teaching_assistant_reads_a_stale_preview_but_starts_no_fresh_one(own_folder):
     app, _ids, checks = own_folder
     regrade_id, _page = start_preview(app)
@@ -1109,6 +1118,7 @@ def test_a_teaching_assistant_reads_a_stale_preview_but_starts_no_fresh_one(own_
     assert teo.post(f"{address}/fresh", data={"csrf_token": token}).status_code == 403
 
 
+@PAGE_ONLY
 def test_the_student_reads_that_a_regrade_changed_their_grade(graded, executor, changed_checks):
     """carl's 3 / 10 became 1 / 10 with the fixed checks: his result and exercise pages say
     when, and from what to what; ana's, unchanged, say nothing."""
