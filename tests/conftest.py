@@ -367,16 +367,16 @@ def listener():
     server.close()
 
 
-# modules whose tests share something of the whole machine (the unprivileged grading account,
-# whose processes count against one limit, as do the Slurm jobs run under it; timing against a
-# full machine), as the tests marked slurm do: marked machine_wide, they never run beside one
-# another (scripts/test runs them one after another, in a pytest of their own)
-MACHINE_WIDE = {"test_sessions", "test_unprivileged"}
-
-# modules whose tests each run a whole service of their own (the demo; a Celery worker on a
-# Redis and a database of their own) and kill its processes: marked own_service, they run one
-# after another, as the fault tests do, in a pytest of their own beside the machine-wide one
-OWN_SERVICE = {"test_demo", "test_queue", "test_recovery"}
+# modules whose tests share something of the whole machine (the Slurm node, the unprivileged
+# user, timing against a full machine), as the tests marked slurm do: marked machine_wide, they
+# never run beside one another (scripts/test runs them one after another, in a pytest of their own)
+MACHINE_WIDE = {
+    "test_demo",
+    "test_queue",
+    "test_recovery",
+    "test_sessions",
+    "test_unprivileged",
+}
 
 
 # the sandbox and the lives of processes: layers taken away, attacks that kill or taint a
@@ -407,8 +407,6 @@ def pytest_itemcollected(item):
     module = item.module.__name__.rsplit(".", 1)[-1]
     if item.get_closest_marker("slurm") or module in MACHINE_WIDE:
         item.add_marker(pytest.mark.machine_wide)
-    elif module in OWN_SERVICE:
-        item.add_marker(pytest.mark.own_service)
     if module in SANDBOX or "unsealed_harness" in getattr(item, "fixturenames", ()):
         item.add_marker(pytest.mark.sandbox)
 
