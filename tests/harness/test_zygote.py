@@ -32,31 +32,33 @@ def test_the_warm_up_never_runs_autograds_engine(monkeypatch):
 
 
 def test_the_zygote_warms_up_while_idle_and_freezes_what_students_share(tmp_path):
-    """A cold harness's first student starts without the optimizers' warm-up (torch._dynamo,
-    about 1 s) and the next, sent after a quiet moment, with it: the zygote paid for it
-    between the two grades, not in either. And each student's collector walks its own objects
-    alone: what the zygote loaded (torch's, about 170,000) is frozen before it forks; a full
-    collection cost 70 ms before, and autograd-saved-hooks' checks ask for one per case (a seed
-    of its programs took 19 s, 5.5 s once frozen)."""
+    """A cold harness's first student of an exercise that steps optimizers starts without their
+    warm-up (torch._dynamo, about 1 s) and the next, sent after a quiet moment, with it: the
+    zygote paid for it between the two grades, not in either. An exercise that steps none never
+    makes the zygote pay it, nor its students carry it. And each student's collector walks its
+    own objects alone: what the zygote loaded (torch's, about 170,000) is frozen before it
+    forks; a full collection cost 70 ms before, and autograd-saved-hooks' checks ask for one per
+    case (a seed of its programs took 19 s, 5.5 s once frozen)."""
     from server.core.catalogue import default_root, load_exercise_info
     from worker.harness.runner import HarnessProcess
 
-    info = load_exercise_info(default_root() / "autograd-q")
-    work = tmp_path / "work.py"
-    work.write_text(
-        "import gc, sys\nprint('dynamo loaded:', 'torch._dynamo' in sys.modules)\n"
-        "print('frozen:', gc.get_freeze_count())\n"
-        + (default_root() / "autograd-q" / "reference.py").read_text()
-    )
+    said = "import gc, sys\nprint('dynamo loaded:', 'torch._dynamo' in sys.modules)\n"
+    said += "print('frozen:', gc.get_freeze_count())\n"
+    outputs = []
     with HarnessProcess(scratch=str(tmp_path)) as harness:
-        first = harness.report_for(info.job(work, seed=1, lang="en"))
-        time.sleep(zygote.IDLE_BEFORE_WARM * 10)  # a quiet moment, as between two students
-        second = harness.report_for(info.job(work, seed=1, lang="en"))
-    assert first.score == second.score == first.max_score
-    assert "dynamo loaded: False" in first.output
-    assert "dynamo loaded: True" in second.output
-    for report in (first, second):
-        assert int(report.output.split("frozen:")[1].split()[0]) > 100_000, report.output
+        for slug in ("autograd-q", "training-step"):
+            info = load_exercise_info(default_root() / slug)
+            work = tmp_path / f"{slug}.py"
+            work.write_text(said + (default_root() / slug / "reference.py").read_text())
+            for _ in range(2):
+                report = harness.report_for(info.job(work, seed=1, lang="en"))
+                assert report.score == report.max_score, report.output
+                outputs.append(report.output)
+                time.sleep(zygote.IDLE_BEFORE_WARM * 10)  # a quiet moment, between two grades
+    loaded = [output.split("dynamo loaded:")[1].split()[0] for output in outputs]
+    assert loaded == ["False", "False", "False", "True"], outputs
+    for output in outputs:
+        assert int(output.split("frozen:")[1].split()[0]) > 100_000, output
 
 
 def test_a_student_that_ended_keeps_its_pid_until_the_grader_lets_go(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
 import secrets
 import sys
 import time
@@ -73,6 +74,8 @@ class LoadedExercise:
     wrong_programs: tuple[tuple[str, ModuleType], ...] = ()
     advice: tuple[AdviceSpec, ...] = ()
     derived: tuple[tuple[Derived, ModuleType], ...] = ()
+    # its programs may step a torch optimizer: their zygote pays torch._dynamo's import once
+    steps_optimizers: bool = False
 
     @property
     def functions(self) -> list[str]:
@@ -94,6 +97,10 @@ def _load_module(name: str, path: Path) -> ModuleType:
     return module
 
 
+# `torch.optim`, `from torch import optim`, `optim.SGD`: not "optimizer" or "optimal"
+OPTIMIZERS = re.compile(r"\boptim\b")
+
+
 def load_exercise(
     slug: str, directory: str, checks: str = HIDDEN_CHECKS, wrong_programs: tuple[str, ...] = ()
 ) -> LoadedExercise:
@@ -102,6 +109,12 @@ def load_exercise(
     root = Path(directory)
     support_path = root / "support.py"
     support_source = support_path.read_text() if support_path.exists() else None
+    # where the exercise's own files use an optimizer, its students' programs step one too
+    steps_optimizers = any(
+        OPTIMIZERS.search(path.read_text())
+        for path in (root / checks, root / "reference.py", support_path)
+        if path.exists()
+    )
     support = _load_module(f"hpcgrade_support_{slug}", support_path) if support_source else None
     checks_module = _load_module(f"hpcgrade_{Path(checks).stem}_{slug}", root / checks)
     specs = tuple(
@@ -110,7 +123,9 @@ def load_exercise(
     if not specs:
         raise ValueError(f"{root / checks} declares no @check")
     if checks == VISIBLE_CHECKS:
-        return LoadedExercise(slug, specs, None, support, support_source)
+        return LoadedExercise(
+            slug, specs, None, support, support_source, steps_optimizers=steps_optimizers
+        )
     advice = tuple(
         f.hpcgrade_advice for f in vars(checks_module).values() if hasattr(f, "hpcgrade_advice")
     )
@@ -124,7 +139,9 @@ def load_exercise(
             (program, _module_from_source(f"{DERIVED}{slug}_{number}", program.source))
             for number, program in enumerate(derive((root / "reference.py").read_text()))
         )
-    return LoadedExercise(slug, specs, reference, support, support_source, wrong, advice, derived)
+    return LoadedExercise(
+        slug, specs, reference, support, support_source, wrong, advice, derived, steps_optimizers
+    )
 
 
 @contextlib.contextmanager
@@ -262,6 +279,8 @@ class Harness:
         if self.zygote.lost is not None:
             self._replace_zygote()
         self.zygote.wait_ready()
+        if exercise.steps_optimizers:
+            self.zygote.expect_optimizers()
         budget = Budget(limits.budget_seconds)
         session = Session(
             self, BudgetedLimits(limits, budget), device, source, exercise, job.required_layers

@@ -90,6 +90,7 @@ class Zygote:
         self.sock = ours
         self.reader = ours.makefile("rb")
         self.ready = False
+        self.optimizers_expected = False
         self.lost: ZygoteLost | None = None  # once it is, it is asked nothing more
         # the scratches of the students `end` asked it to reap, whose answers are owed: read
         # before the next request is sent (the zygote removes each scratch as it answers)
@@ -136,6 +137,15 @@ class Zygote:
         self._ask({"op": "warm"}, "its warm-up")
         if self._answer("its warm-up", START_SECONDS).get("warm") is not True:
             raise RuntimeError("the zygote did not warm up; see its stderr")
+
+    def expect_optimizers(self) -> None:
+        """Say, once, that its students may step an optimizer: it then pays the optimizers'
+        warm-up at its next quiet moment (zygote.warm_up_optimizers), and no earlier."""
+        if not self.optimizers_expected:
+            self._ask({"op": "optimizers"}, "the optimizers' warm-up")
+            if self._answer("the optimizers' warm-up", ANSWER_SECONDS).get("due") is not True:
+                raise RuntimeError("the zygote did not take the optimizers' warm-up")
+            self.optimizers_expected = True
 
     def ready_pid(self) -> int | None:
         """The pid of the student it holds ready for the next spawn (zygote.Ready), if any."""

@@ -70,10 +70,13 @@ def warm_up_autograd() -> None:
 
 def warm_up_optimizers() -> None:
     """An optimizer's first step imports torch._dynamo: about 1 s, which a cold single grade
-    should not wait for, nor the next student's grade. So the zygote pays it once its first
-    student has been reaped and no request has come for IDLE_BEFORE_WARM: the grader is done with
-    that submission (a check that starts another student asks at once), and the next has not
-    come; or WARM_AT_LATEST after, between two requests, when submissions keep coming. The
+    should not wait for, nor the next student's grade. So the zygote pays it once the grader has
+    said its students may step one (an exercise whose files use torch.optim: Zygote.
+    expect_optimizers), a student has been reaped since, and no request has come for
+    IDLE_BEFORE_WARM: the grader is done with that submission (a check that starts another
+    student asks at once), and the next has not come; or WARM_AT_LATEST after, between two
+    requests, when submissions keep coming. A zygote whose students never step one never pays
+    it, nor carries torch._dynamo into each student it forks (a fork about a fifth dearer). The
     gradients are set by hand: a backward would run the engine (see above).
     """
     import torch
@@ -288,7 +291,8 @@ def main(fd: int, sealed: bool = True) -> None:
 
     ready_to_fork()
     warm = False
-    due: float | None = None  # when the first student was reaped: warm up at a quiet moment
+    expected = False  # the grader said its students may step an optimizer
+    due: float | None = None  # when a student was reaped since: warm up at a quiet moment
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are never waited for
     delay = float(os.environ.get(READY_DELAY, "0"))
     ready: Ready | None = None  # for the shape the last spawn asked for: none before the first
@@ -334,8 +338,11 @@ def main(fd: int, sealed: bool = True) -> None:
             sock.sendall(json.dumps(reap(ended, request["pid"], request["grace"])).encode() + b"\n")
             os.close(released)  # the grader signals the pid no more: answered after its kill
             scratches.remove(request["pid"])
-            if not warm and due is None:
+            if expected and not warm and due is None:
                 due = time.monotonic()
+        elif request["op"] == "optimizers":
+            expected = True
+            sock.sendall(b'{"due": true}\n')
         elif request["op"] == "warm":  # a pilot, before it takes runs: every student warm
             if not warm:
                 warm_up_optimizers()
