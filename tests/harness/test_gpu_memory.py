@@ -42,9 +42,11 @@ class CudaStudents:
         self.sealed = harness.sealed
         self.confinements = []
 
-    def spawn(self, confinement, limits, output):
+    def spawn(self, confinement, limits, output, optimizers=False):
         self.confinements.append(confinement)
-        process = self.harness.spawn(dataclasses.replace(confinement, device="cpu"), limits, output)
+        process = self.harness.spawn(
+            dataclasses.replace(confinement, device="cpu"), limits, output, optimizers
+        )
         process.hello = dict(process.hello, cuda="ready", gpu_memory=self.bounded)
         return process
 
@@ -59,7 +61,9 @@ def harness(tmp_path_factory):
 
 
 def session(students, code: str, required: tuple[str, ...] = REQUIRED_LAYERS) -> Session:
-    exercise = type("Exercise", (), {"functions": (), "support_source": None})()
+    exercise = type(
+        "Exercise", (), {"functions": (), "support_source": None, "steps_optimizers": False}
+    )()
     source = Source(cells=(("submission.py", code),), notebook=False)
     return Session(
         students, Limits(gpu_memory_mb=32), torch.device("cuda"), source, exercise, required

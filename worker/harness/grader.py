@@ -186,23 +186,27 @@ class Harness:
         self.zygote.close()
 
     def spawn(
-        self, confinement: sandbox.Confinement, limits: Limits, output: Output
+        self,
+        confinement: sandbox.Confinement,
+        limits: Limits,
+        output: Output,
+        optimizers: bool = False,
     ) -> StudentProcess:
         """A new student process. A zygote that was lost (it stopped answering) is replaced
         first; one that dies on the way (killed by the node's OOM killer, say) is replaced once,
         and a student that ended before it was ready (held ready, it died as it was handed
-        over) is made afresh once."""
+        over) is made afresh once. `optimizers`: its program may step a torch optimizer."""
         if self.zygote.lost is not None:
             self._replace_zygote()
         try:
-            return StudentProcess(self.zygote, confinement, limits, output)
+            return StudentProcess(self.zygote, confinement, limits, output, optimizers)
         except ZygoteLost as lost:
             if lost.stopped:
                 raise
             self._replace_zygote()
         except NotStarted:  # the zygote makes the next one afresh
             pass
-        return StudentProcess(self.zygote, confinement, limits, output)
+        return StudentProcess(self.zygote, confinement, limits, output, optimizers)
 
     def gpu_memory_used(self) -> Callable[[int], int | None]:
         """The driver's count of a process's device memory (raises gpu_memory.Unwatched)."""
@@ -279,8 +283,6 @@ class Harness:
         if self.zygote.lost is not None:
             self._replace_zygote()
         self.zygote.wait_ready()
-        if exercise.steps_optimizers:
-            self.zygote.expect_optimizers()
         budget = Budget(limits.budget_seconds)
         session = Session(
             self, BudgetedLimits(limits, budget), device, source, exercise, job.required_layers

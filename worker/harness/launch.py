@@ -90,7 +90,6 @@ class Zygote:
         self.sock = ours
         self.reader = ours.makefile("rb")
         self.ready = False
-        self.optimizers_expected = False
         self.lost: ZygoteLost | None = None  # once it is, it is asked nothing more
         # the scratches of the students `end` asked it to reap, whose answers are owed: read
         # before the next request is sent (the zygote removes each scratch as it answers)
@@ -102,15 +101,19 @@ class Zygote:
                 raise RuntimeError("the zygote process failed to start; see its stderr")
             self.ready = True
 
-    def spawn(self, confinement: sandbox.Confinement, limits: Limits) -> tuple[dict, list[int]]:
+    def spawn(
+        self, confinement: sandbox.Confinement, limits: Limits, optimizers: bool = False
+    ) -> tuple[dict, list[int]]:
         """A sandboxed student process: the zygote's answer (its pid, and its scratch: its
         path, the layer it makes or why it is missing), its three pipes and, where the scratch
         is a bounded tmpfs, a descriptor of its root. `confinement.scratch`: the folder the
         zygote makes the student's own scratch in (it may have made it, and the student, ahead:
-        zygote.Ready)."""
+        zygote.Ready). `optimizers`: its program may step a torch optimizer, so the zygote
+        pays their warm-up at its next quiet moment (zygote.warm_up_optimizers)."""
         self.wait_ready()
         request = {
             "op": "spawn",
+            "optimizers": optimizers,
             "threads": limits.threads,
             "reply_bytes": limits.reply_mb << 20,
             "confinement": {**confinement.__dict__, "read_paths": list(confinement.read_paths)},
@@ -137,15 +140,6 @@ class Zygote:
         self._ask({"op": "warm"}, "its warm-up")
         if self._answer("its warm-up", START_SECONDS).get("warm") is not True:
             raise RuntimeError("the zygote did not warm up; see its stderr")
-
-    def expect_optimizers(self) -> None:
-        """Say, once, that its students may step an optimizer: it then pays the optimizers'
-        warm-up at its next quiet moment (zygote.warm_up_optimizers), and no earlier."""
-        if not self.optimizers_expected:
-            self._ask({"op": "optimizers"}, "the optimizers' warm-up")
-            if self._answer("the optimizers' warm-up", ANSWER_SECONDS).get("due") is not True:
-                raise RuntimeError("the zygote did not take the optimizers' warm-up")
-            self.optimizers_expected = True
 
     def ready_pid(self) -> int | None:
         """The pid of the student it holds ready for the next spawn (zygote.Ready), if any."""

@@ -65,7 +65,11 @@ class Spawner(Protocol):
     read_paths: tuple[str, ...]
 
     def spawn(
-        self, confinement: sandbox.Confinement, limits: Limits, output: Output
+        self,
+        confinement: sandbox.Confinement,
+        limits: Limits,
+        output: Output,
+        optimizers: bool = False,
     ) -> StudentProcess: ...
 
     def gpu_memory_used(self) -> Callable[[int], int | None]: ...
@@ -154,7 +158,9 @@ class Session:
         )
         try:
             started = time.perf_counter()
-            self.process = self.harness.spawn(confinement, self.limits, self.output)
+            self.process = self.harness.spawn(
+                confinement, self.limits, self.output, self.exercise.steps_optimizers
+            )
             scratch = self.process.scratch
             self.scratch = scratch.get("path")
             # said before the submission ran: the sandbox's own word, not the student's

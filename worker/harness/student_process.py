@@ -69,10 +69,15 @@ class StudentProcess:
     """One forked, sandboxed student process and its three pipes."""
 
     def __init__(
-        self, zygote: Zygote, confinement: sandbox.Confinement, limits: Limits, output: Output
+        self,
+        zygote: Zygote,
+        confinement: sandbox.Confinement,
+        limits: Limits,
+        output: Output,
+        optimizers: bool = False,
     ):
         self.zygote, self.limits, self.output = zygote, limits, output
-        spawned, fds = zygote.spawn(confinement, limits)
+        spawned, fds = zygote.spawn(confinement, limits, optimizers)
         self.pid, (self.req_fd, self.rep_fd, self.out_fd) = spawned["pid"], fds[:3]
         # the root of its scratch where that is a bounded tmpfs, which only the student's and the
         # zygote's mount namespaces show at its path: the grader looks at it through this

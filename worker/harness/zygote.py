@@ -70,14 +70,16 @@ def warm_up_autograd() -> None:
 
 def warm_up_optimizers() -> None:
     """An optimizer's first step imports torch._dynamo: about 1 s, which a cold single grade
-    should not wait for, nor the next student's grade. So the zygote pays it once the grader has
-    said its students may step one (an exercise whose files use torch.optim: Zygote.
-    expect_optimizers), a student has been reaped since, and no request has come for
+    should not wait for, nor the next student's grade. So the zygote pays it once a spawn has
+    said its student may step one (an exercise whose files use torch.optim: grader.
+    load_exercise), a student has been reaped since, and no request has come for
     IDLE_BEFORE_WARM: the grader is done with that submission (a check that starts another
     student asks at once), and the next has not come; or WARM_AT_LATEST after, between two
     requests, when submissions keep coming. A zygote whose students never step one never pays
-    it, nor carries torch._dynamo into each student it forks (a fork about a fifth dearer). The
-    gradients are set by hand: a backward would run the engine (see above).
+    it, nor carries torch._dynamo into each student it forks (a fork about a fifth dearer); a
+    student whose own code imports it (an optimizer where the exercise has none, torch.func.grad,
+    torch.compile) pays its import, about 1-2 s of its time. The gradients are set by hand: a
+    backward would run the engine (see above).
     """
     import torch
 
@@ -291,7 +293,7 @@ def main(fd: int, sealed: bool = True) -> None:
 
     ready_to_fork()
     warm = False
-    expected = False  # the grader said its students may step an optimizer
+    expected = False  # a spawn said its student may step an optimizer
     due: float | None = None  # when a student was reaped since: warm up at a quiet moment
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are never waited for
     delay = float(os.environ.get(READY_DELAY, "0"))
@@ -325,6 +327,7 @@ def main(fd: int, sealed: bool = True) -> None:
             break
         request = json.loads(line)
         if request["op"] == "spawn":
+            expected = expected or request["optimizers"]
             shape = {k: request[k] for k in ("threads", "reply_bytes", "confinement")}
             if ready is None or ready.shape != shape or not ready.alive():
                 ready = made_again(shape)
@@ -340,9 +343,6 @@ def main(fd: int, sealed: bool = True) -> None:
             scratches.remove(request["pid"])
             if expected and not warm and due is None:
                 due = time.monotonic()
-        elif request["op"] == "optimizers":
-            expected = True
-            sock.sendall(b'{"due": true}\n')
         elif request["op"] == "warm":  # a pilot, before it takes runs: every student warm
             if not warm:
                 warm_up_optimizers()
