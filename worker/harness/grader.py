@@ -109,11 +109,12 @@ def load_exercise(
     root = Path(directory)
     support_path = root / "support.py"
     support_source = support_path.read_text() if support_path.exists() else None
+    reference_path = root / "reference.py"
+    reference_source = reference_path.read_text() if reference_path.exists() else ""
     # where the exercise's own files use an optimizer, its students' programs step one too
     steps_optimizers = any(
-        OPTIMIZERS.search(path.read_text())
-        for path in (root / checks, root / "reference.py", support_path)
-        if path.exists()
+        OPTIMIZERS.search(text)
+        for text in ((root / checks).read_text(), reference_source, support_source or "")
     )
     support = _load_module(f"hpcgrade_support_{slug}", support_path) if support_source else None
     checks_module = _load_module(f"hpcgrade_{Path(checks).stem}_{slug}", root / checks)
@@ -130,14 +131,14 @@ def load_exercise(
         f.hpcgrade_advice for f in vars(checks_module).values() if hasattr(f, "hpcgrade_advice")
     )
     with _importable_as_exercise_support(support):
-        reference = _load_module(f"{REFERENCE}{slug}", root / "reference.py")
+        reference = _load_module(f"{REFERENCE}{slug}", reference_path)
         wrong = tuple(
             (name, _load_module(f"{WRONG}{slug}_{name}", root / "mutants" / f"{name}.py"))
             for name in wrong_programs
         )
         derived = tuple(
             (program, _module_from_source(f"{DERIVED}{slug}_{number}", program.source))
-            for number, program in enumerate(derive((root / "reference.py").read_text()))
+            for number, program in enumerate(derive(reference_source))
         )
     return LoadedExercise(
         slug, specs, reference, support, support_source, wrong, advice, derived, steps_optimizers
