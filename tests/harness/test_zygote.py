@@ -1,6 +1,7 @@
 """The zygote forks every student: what it has done, each student inherits."""
 
 import os
+import re
 import signal
 import time
 
@@ -270,3 +271,49 @@ def test_a_student_is_made_ready_whatever_is_left_of_the_budget(tmp_path):
         )
         assert "seccomp" in student.hello["layers"]
         student.stop()
+
+
+def test_a_harness_forks_its_zygote_with_nothing_of_the_graders(tmp_path, monkeypatch):
+    """A harness imports torch once and forks its zygote before it reads a job (an exec'd one
+    imported it again: 1.5 s of CPU a start). The zygote, and so every student, holds nothing of
+    the grader's: not its pipes (a student holding them could read the jobs or write reports),
+    not its command line or its first environment, which /proc shows to each student."""
+    from server.core.catalogue import default_root, load_exercise_info
+    from worker.harness.runner import HarnessProcess
+
+    monkeypatch.setenv("SLURM_JOB_COMMENT", "graders-environment")  # reaches the grader alone
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    submission = tmp_path / "submission.py"
+    submission.write_text(
+        """import os
+HELD = []  # its own /proc is out of its sight: what each descriptor it holds is
+for fd in range(1024):
+    try:
+        HELD.append(f"{os.fstat(fd).st_ino}")
+    except OSError:
+        pass
+def q_grads(a, b, v):
+    raise RuntimeError(f"HELD {HELD} {dict(os.environ)}")
+"""
+    )
+    with HarnessProcess(scratch=str(scratch)) as process:
+        grader = process.process.pid
+        pipes = {os.readlink(f"/proc/{grader}/fd/{fd}") for fd in os.listdir(f"/proc/{grader}/fd")}
+        pipes -= {os.readlink(f"/proc/{grader}/fd/2")}  # its stderr, the zygote's too
+        (forked,) = open(f"/proc/{grader}/task/{grader}/children").read().split()
+        assert open(f"/proc/{forked}/cmdline", "rb").read().split(b"\0")[0] == zygote.TITLE
+        assert open(f"/proc/{forked}/environ", "rb").read().strip(b"\0") == b""
+        held = {
+            fd: os.readlink(f"/proc/{forked}/fd/{fd}") for fd in os.listdir(f"/proc/{forked}/fd")
+        }
+        assert held.pop("0") == "/dev/null" and held.pop("1") == held.pop("2")
+        (channel,) = held.values()  # its socket to the grader, nothing else
+        assert channel.startswith("socket:") and channel not in pipes
+        job = load_exercise_info(default_root() / "autograd-q").job(submission, seed=7)
+        seen = str(process.report_for(job).to_dict())
+    held_by_student = re.search(r"HELD \[([^]]*)\]", seen).group(1)
+    assert not {pipe.split("[")[1].rstrip("]") for pipe in pipes} & set(
+        re.findall(r"\d+", held_by_student)
+    )
+    assert "HOME" in seen and "graders-environment" not in seen

@@ -38,17 +38,22 @@ class CannotGrade(Exception):
 
 
 def start_harness(scratch_root: str | None, sealed: bool = True) -> Harness:
-    """The zygote is started first, so that its import of torch overlaps the grader's. The
-    seconds the start took go with the first report (report.HARNESS_START)."""
+    """torch is imported once: the zygote is forked right after, before this process reads a
+    job or runs a torch operation, and its warm-up overlaps the grader's. The seconds the start
+    took go with the first report (report.HARNESS_START)."""
     started = time.perf_counter()
-    zygote = Zygote(child_environment(), sealed)
     try:
-        from worker.harness.grader import Harness
+        import torch  # noqa: F401
     except Exception as exc:  # ImportError, or OSError from a broken torch install
-        zygote.close()
         raise CannotGrade(
             f"{sys.executable} cannot grade: {exc} (the course venv needs torch and numpy)"
         ) from None
+    zygote = Zygote(child_environment(), sealed, fork=True)
+    try:
+        from worker.harness.grader import Harness
+    except Exception as exc:
+        zygote.close()
+        raise CannotGrade(f"{sys.executable} cannot grade: {exc}") from None
     try:
         harness = Harness(scratch_root, zygote, sealed)  # which closes the zygote when it fails
     except Exception as exc:

@@ -1,7 +1,9 @@
 """The grader's client of the zygote process (see zygote.py), with the standard library only.
 
-Without torch here, the grader starts the zygote before it imports torch itself: the two imports,
-the bulk of a cold start, then run side by side on two cores instead of one after the other.
+A harness's first zygote is forked from it as it starts, once torch is imported and before it
+reads a job (start_harness): one import of torch, the bulk of a cold start, rather than two. A
+zygote started later, once the grader holds an exercise's checks and reference, is exec'd: nothing
+hidden is ever in the memory students inherit.
 """
 
 from __future__ import annotations
@@ -64,27 +66,70 @@ class ZygoteLost(RuntimeError):
         self.stopped = state == "is stopped"
 
 
+def _exec_zygote(theirs: socket.socket, env: dict[str, str], sealed: bool) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worker.harness.zygote",
+            str(theirs.fileno()),
+            *([] if sealed else ["--unsealed"]),
+        ],
+        pass_fds=[theirs.fileno()],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=sys.stderr.fileno(),
+        cwd="/",
+    )
+
+
+class ForkedZygote:
+    """A zygote forked from this process (zygote.run_forked), behind the part of Popen's
+    interface the grader uses: its pid, poll, wait and kill."""
+
+    def __init__(self, fd: int, env: dict[str, str], sealed: bool):
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:
+            from worker.harness.zygote import run_forked
+
+            run_forked(fd, env, sealed)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None and self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        deadline = time.monotonic() + (timeout or 0)
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"zygote {self.pid}", timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class Zygote:
     """Starts the zygote at once; `wait_ready` (or the first request) waits for its warm-up.
     Every answer it owes has a deadline: one it misses is ZygoteLost."""
 
-    def __init__(self, env: dict[str, str], sealed: bool = True):
-        """`sealed`: its students' types protected (seal.py); False only in tests of the seal."""
+    def __init__(self, env: dict[str, str], sealed: bool = True, fork: bool = False):
+        """`sealed`: its students' types protected (seal.py); False only in tests of the seal.
+        `fork`: forked from this process, which must hold nothing a student may not see and
+        must have run no torch operation yet (else it is exec'd)."""
         ours, theirs = socket.socketpair()
-        # exec'd, never forked from the grader: nothing hidden is in the memory students inherit
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "worker.harness.zygote",
-                str(theirs.fileno()),
-                *([] if sealed else ["--unsealed"]),
-            ],
-            pass_fds=[theirs.fileno()],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=sys.stderr.fileno(),
-            cwd="/",
+        self.process = (
+            ForkedZygote(theirs.fileno(), env, sealed)
+            if fork
+            else _exec_zygote(theirs, env, sealed)
         )
         theirs.close()
         self.sock = ours

@@ -23,7 +23,7 @@ from worker.harness.spool import run_seconds
 
 PASSED_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "TMPDIR")
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-# a harness's start (two imports of torch, on a loaded node), and what a job may take beyond
+# a harness's start (importing torch, on a loaded node), and what a job may take beyond
 # its longest run (spool.run_seconds): the grader's own deadlines (a call's, the zygote's
 # answers) end a run well within it, so a harness that passes it has stopped answering
 START_SECONDS = 180.0

@@ -1,7 +1,9 @@
 """The zygote: a clean process with torch imported and autograd warmed up, that forks students.
 
-It is started with `exec`, never forked from the grader, so that no hidden check, reference or
-secret is in the memory its children inherit. It never runs a parallel CPU op (a forked child
+A harness forks it as it starts, once torch is imported and before it reads a job (run_forked:
+what an exec would give it, with one import of torch rather than two); one that replaces a lost
+zygote, once the grader holds an exercise's checks and reference, is exec'd. So no hidden check,
+reference or secret is in the memory its children inherit. It never runs a parallel CPU op (a forked child
 would hang on the first one), never initialises CUDA (which does not survive fork) and never
 runs autograd's engine: on a node with a GPU, the engine's first backward counts the devices,
 which initialises CUDA, and starts a thread per device, after which every forked child's
@@ -10,12 +12,13 @@ step import lazily, and computes forward only.
 
 Its first act is to enter a user and mount namespace of its own, where it mounts each student's
 scratch as a bounded tmpfs (mounts.py). A process with threads cannot do that, and importing
-torch starts one: so torch is imported after, in `main`, and the functions that use it import
-it there too.
+torch starts one: so an exec'd zygote imports torch after, in `main`, and the functions that
+use it import it there too (a forked one has the forking thread alone).
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -26,6 +29,7 @@ import socket
 import sys
 import tempfile
 import time
+import traceback
 from typing import NoReturn
 
 from worker.harness import mounts, sandbox, seal, seccomp, syscalls
@@ -35,6 +39,7 @@ WARM_AT_LATEST = 5.0  # seconds after it is due: a busy queue leaves no quiet mo
 # seconds each ready student sleeps before its set-up, where this is set in the zygote's
 # environment: a slow start (CUDA's context on a GPU node) simulated on a CPU, for tests
 READY_DELAY = "HPCGRADE_READY_DELAY_SECONDS"
+TITLE = b"hpcgrade-zygote"  # the command line `ps` shows for one forked from its harness
 
 
 def warm_up_autograd() -> None:
@@ -355,6 +360,51 @@ def main(fd: int, sealed: bool = True) -> None:
             sock.sendall(json.dumps({"pid": ready.pid if ready else None}).encode() + b"\n")
     if ready is not None:
         ready.discard(scratches)
+
+
+def run_forked(fd: int, env: dict[str, str], sealed: bool) -> NoReturn:
+    """In a child forked from a harness as it starts (launch.ForkedZygote): what an exec would
+    have given it, then `main`. It never returns into the grader's code that forked it."""
+    code = 0
+    try:
+        _as_if_exec(fd, env)
+        main(fd, sealed)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the grader is gone: see below
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _as_if_exec(fd: int, env: dict[str, str]) -> None:
+    """Only `fd` open beside stdin (/dev/null) and stdout (stderr), as launch's exec passes
+    them: the grader's pipes (its jobs, its reports) stay out of every student's reach; its
+    signal handlers, environment and directory replaced; and its command line and first
+    environment, which /proc shows to the process and its students, overwritten."""
+    gc.collect()  # garbage of the grader's that holds a descriptor closes it now, not later
+    for signum in signal.valid_signals():
+        handler = signal.getsignal(signum)
+        if callable(handler) and handler is not signal.default_int_handler:
+            signal.signal(signum, signal.SIG_DFL)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(2, 1)
+    os.closerange(3, fd)
+    os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
+    os.environ.clear()  # glibc's environment is then its own copy, off the exec'd strings
+    os.environ.update(env)
+    sys.dont_write_bytecode = "PYTHONDONTWRITEBYTECODE" in env
+    os.chdir("/")
+    with open("/proc/self/stat") as stat:
+        # fields 48 to 51: where the exec'd command line and environment lie in memory
+        fields = stat.read().rpartition(")")[2].split()
+    arg_start, arg_end, env_start, env_end = (int(x) for x in fields[45:49])
+    ctypes.memset(env_start, 0, env_end - env_start)
+    ctypes.memset(arg_start, 0, arg_end - arg_start)
+    ctypes.memmove(arg_start, TITLE, min(len(TITLE), arg_end - arg_start - 1))
 
 
 if __name__ == "__main__":
