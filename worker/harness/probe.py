@@ -46,10 +46,10 @@ def layers(required: tuple[str, ...], device: str) -> dict:
     (`auto`: where torch sees a GPU, as a grade decides) whether CUDA starts in it."""
     limits = Limits()
     scratch = tempfile.mkdtemp(prefix="hpcgrade-probe-")
-    zygote = Zygote(child_environment())
-    try:
-        import torch  # after the zygote has started, as the grader does
+    import torch
 
+    zygote = Zygote(child_environment(), fork=True)  # as a grader starts its own
+    try:
         from worker.harness.student_process import Output, StudentProcess
 
         if device == "auto":
