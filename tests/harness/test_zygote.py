@@ -286,7 +286,7 @@ def test_a_harness_forks_its_zygote_with_nothing_of_the_graders(tmp_path, monkey
     scratch.mkdir()
     submission = tmp_path / "submission.py"
     submission.write_text(
-        """import os
+        """import os, sys
 HELD = []  # its own /proc is out of its sight: what each descriptor it holds is
 for fd in range(1024):
     try:
@@ -294,7 +294,7 @@ for fd in range(1024):
     except OSError:
         pass
 def q_grads(a, b, v):
-    raise RuntimeError(f"HELD {HELD} {dict(os.environ)}")
+    raise RuntimeError(f"{sys.argv} {sys.orig_argv} HELD {HELD} {dict(os.environ)}")
 """
     )
     with HarnessProcess(scratch=str(scratch)) as process:
@@ -316,4 +316,21 @@ def q_grads(a, b, v):
     assert not {pipe.split("[")[1].rstrip("]") for pipe in pipes} & set(
         re.findall(r"\d+", held_by_student)
     )
+    assert "--scratch" not in seen  # the grader's command line
     assert "HOME" in seen and "graders-environment" not in seen
+
+
+def test_a_forked_zygote_that_fails_to_start_ends_there(monkeypatch):
+    """Whatever goes wrong in the forked child before the zygote serves, the child exits: it
+    never returns into the code that forked it (a grader, holding the jobs' and reports' pipes:
+    a review found an import outside the child's guard)."""
+    from worker.harness import launch
+
+    def fails(fd, env, sealed):
+        raise ImportError("a broken checkout")
+
+    monkeypatch.setattr(zygote, "run_forked", fails)
+    parent = os.getpid()
+    forked = launch.ForkedZygote(-1, {}, sealed=True)
+    assert os.getpid() == parent  # this is the test's process, not the child going on
+    assert forked.wait(timeout=30) == 70

@@ -42,6 +42,11 @@ def start_harness(scratch_root: str | None, sealed: bool = True) -> Harness:
     job or runs a torch operation, and its warm-up overlaps the grader's. The seconds the start
     took go with the first report (report.HARNESS_START)."""
     started = time.perf_counter()
+    # what torch's OpenMP runtime reads as it loads, the forked zygote keeps: the zygote's own
+    # settings (launch.child_environment), as an exec'd one would read them, not the node's
+    for name in [n for n in os.environ if n.startswith(("OMP_", "GOMP_", "KMP_", "MKL_"))]:
+        del os.environ[name]
+    os.environ["OMP_NUM_THREADS"] = child_environment()["OMP_NUM_THREADS"]
     try:
         import torch  # noqa: F401
     except Exception as exc:  # ImportError, or OSError from a broken torch install

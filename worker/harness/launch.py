@@ -88,12 +88,15 @@ class ForkedZygote:
     interface the grader uses: its pid, poll, wait and kill."""
 
     def __init__(self, fd: int, env: dict[str, str], sealed: bool):
+        from worker.harness.zygote import run_forked  # here: the child must never raise
+
         self.returncode: int | None = None
         self.pid = os.fork()
         if self.pid == 0:
-            from worker.harness.zygote import run_forked
-
-            run_forked(fd, env, sealed)
+            try:
+                run_forked(fd, env, sealed)
+            finally:  # never back into the grader's code, holding its pipes
+                os._exit(70)
 
     def poll(self) -> int | None:
         if self.returncode is None:

@@ -383,8 +383,8 @@ def run_forked(fd: int, env: dict[str, str], sealed: bool) -> NoReturn:
 def _as_if_exec(fd: int, env: dict[str, str]) -> None:
     """Only `fd` open beside stdin (/dev/null) and stdout (stderr), as launch's exec passes
     them: the grader's pipes (its jobs, its reports) stay out of every student's reach; its
-    signal handlers, environment and directory replaced; and its command line and first
-    environment, which /proc shows to the process and its students, overwritten."""
+    signal handlers, environment and directory replaced; and its command line (sys.argv too)
+    and first environment, which /proc shows to the process and its students, overwritten."""
     gc.collect()  # garbage of the grader's that holds a descriptor closes it now, not later
     for signum in signal.valid_signals():
         handler = signal.getsignal(signum)
@@ -396,6 +396,7 @@ def _as_if_exec(fd: int, env: dict[str, str]) -> None:
     os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
     os.environ.clear()  # glibc's environment is then its own copy, off the exec'd strings
     os.environ.update(env)
+    sys.argv = sys.orig_argv = [TITLE.decode()]
     sys.dont_write_bytecode = "PYTHONDONTWRITEBYTECODE" in env
     os.chdir("/")
     with open("/proc/self/stat") as stat:
