@@ -435,9 +435,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as root:
             torch_times, cli_times, spool_times = [], [], []
             for number in range(args.cold):
-                torch_times.append(import_torch(sys.executable))
+                torch_times.append(import_torch(sys.executable).wall)
                 cli_times.append(cold_cli())
-                spool_times.append(spool_run(sys.executable, scratch, Path(root), number))
+                spool_times.append(spool_run(sys.executable, scratch, Path(root), number).wall)
         shutil.rmtree(folder / "spool", ignore_errors=True)
     torch_p50 = statistics.median(torch_times)
     say(f"python -c 'import torch'                     : {torch_p50:6.2f} s (n={args.cold})")
