@@ -3,11 +3,11 @@
 A harness forks it as it starts, once torch is imported and before it reads a job (run_forked:
 what an exec would give it, with one import of torch rather than two); one that replaces a lost
 zygote, once the grader holds an exercise's checks and reference, is exec'd. So no hidden check,
-reference or secret is in the memory its children inherit. It never runs a parallel CPU op (a forked child
-would hang on the first one), never initialises CUDA (which does not survive fork) and never
-runs autograd's engine: on a node with a GPU, the engine's first backward counts the devices,
-which initialises CUDA, and starts a thread per device, after which every forked child's
-backward refuses to run. So its warm-up imports what a first backward and a first optimizer
+reference or secret is in the memory its children inherit. It never runs a parallel CPU op (a
+forked child would hang on the first one), never initialises CUDA (which does not survive fork)
+and never runs autograd's engine: on a node with a GPU, the engine's first backward counts the
+devices, which initialises CUDA, and starts a thread per device, after which every forked
+child's backward refuses to run. So its warm-up imports what a first backward and a first optimizer
 step import lazily, and computes forward only.
 
 Its first act is to enter a user and mount namespace of its own, where it mounts each student's
@@ -370,7 +370,7 @@ def run_forked(fd: int, env: dict[str, str], sealed: bool) -> NoReturn:
         _as_if_exec(fd, env)
         main(fd, sealed)
     except (BrokenPipeError, ConnectionResetError):
-        pass  # the grader is gone: see below
+        pass  # the grader is gone: nobody to answer
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
