@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from worker.harness import spool
 from worker.harness.jobs import REQUIRED_LAYERS, Job, Limits
-from worker.harness.launch import Zygote, child_environment
+from worker.harness.launch import Zygote, child_environment, import_torch_for_a_forked_zygote
 from worker.harness.report import HARNESS_START, Report, clip, host_environment
 
 if TYPE_CHECKING:
@@ -42,13 +42,8 @@ def start_harness(scratch_root: str | None, sealed: bool = True) -> Harness:
     job or runs a torch operation, and its warm-up overlaps the grader's. The seconds the start
     took go with the first report (report.HARNESS_START)."""
     started = time.perf_counter()
-    # what torch's OpenMP runtime reads as it loads, the forked zygote keeps: the zygote's own
-    # settings (launch.child_environment), as an exec'd one would read them, not the node's
-    for name in [n for n in os.environ if n.startswith(("OMP_", "GOMP_", "KMP_", "MKL_"))]:
-        del os.environ[name]
-    os.environ["OMP_NUM_THREADS"] = child_environment()["OMP_NUM_THREADS"]
     try:
-        import torch  # noqa: F401
+        import_torch_for_a_forked_zygote()
     except Exception as exc:  # ImportError, or OSError from a broken torch install
         raise CannotGrade(
             f"{sys.executable} cannot grade: {exc} (the course venv needs torch and numpy)"

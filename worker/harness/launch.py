@@ -66,6 +66,16 @@ class ZygoteLost(RuntimeError):
         self.stopped = state == "is stopped"
 
 
+def import_torch_for_a_forked_zygote() -> None:
+    """torch imported here, before a zygote is forked from this process (Zygote with fork), with
+    the settings its OpenMP runtime reads as it loads taken from child_environment, as an exec'd
+    zygote would read them, not from the node's: the forked one keeps what was read here."""
+    for name in [n for n in os.environ if n.startswith(("OMP_", "GOMP_", "KMP_", "MKL_"))]:
+        del os.environ[name]
+    os.environ["OMP_NUM_THREADS"] = child_environment()["OMP_NUM_THREADS"]
+    import torch  # noqa: F401
+
+
 def _exec_zygote(theirs: socket.socket, env: dict[str, str], sealed: bool) -> subprocess.Popen:
     return subprocess.Popen(
         [

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from worker.harness import gpu_memory, sandbox
 from worker.harness.jobs import Limits
-from worker.harness.launch import Zygote, child_environment
+from worker.harness.launch import Zygote, child_environment, import_torch_for_a_forked_zygote
 
 MAX_LISTED = 10
 
@@ -46,6 +46,7 @@ def layers(required: tuple[str, ...], device: str) -> dict:
     (`auto`: where torch sees a GPU, as a grade decides) whether CUDA starts in it."""
     limits = Limits()
     scratch = tempfile.mkdtemp(prefix="hpcgrade-probe-")
+    import_torch_for_a_forked_zygote()
     import torch
 
     zygote = Zygote(child_environment(), fork=True)  # as a grader starts its own

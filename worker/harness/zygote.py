@@ -7,8 +7,8 @@ reference or secret is in the memory its children inherit. It never runs a paral
 forked child would hang on the first one), never initialises CUDA (which does not survive fork)
 and never runs autograd's engine: on a node with a GPU, the engine's first backward counts the
 devices, which initialises CUDA, and starts a thread per device, after which every forked
-child's backward refuses to run. So its warm-up imports what a first backward and a first optimizer
-step import lazily, and computes forward only.
+child's backward refuses to run. So its warm-up imports what a first backward and a first
+optimizer step import lazily, and computes forward only.
 
 Its first act is to enter a user and mount namespace of its own, where it mounts each student's
 scratch as a bounded tmpfs (mounts.py). A process with threads cannot do that, and importing
