@@ -372,8 +372,6 @@ def listener():
 # never run beside one another (scripts/test runs them one after another, in a pytest of their own)
 MACHINE_WIDE = {
     "test_demo",
-    "test_queue",
-    "test_recovery",
     "test_sessions",
     "test_unprivileged",
 }

@@ -26,7 +26,7 @@ from server.core.queue import enqueue, stuck
 from server.web.app import create_app
 from server.web.submissions import Rules, accept
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.faults]
 ROOT = Path(__file__).parents[2]
 SLOW_REFERENCE = "import time\ntime.sleep(4)\n" + REFERENCE_Q
 

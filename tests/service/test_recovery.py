@@ -29,6 +29,7 @@ from server.core.queue import enqueue
 from server.web.app import create_app
 from worker.grading import dispatch as dispatch_module
 
+pytestmark = pytest.mark.faults
 ROOT = Path(__file__).parents[2]
 LOOPING = "while True:\n    pass\n"
 

@@ -387,7 +387,7 @@ def test_runs_of_a_job_that_lost_its_node_go_back_unused(database, shared):
     grading = make_dispatcher(
         database, settings(shared, SLURM_BATCH_SIZE=2, SLURM_TIME=10), catalogue
     )
-    slow = queue_submission(database, SLOW.format(seconds=30))
+    slow = queue_submission(database, SLOW.format(seconds=10))
     other = queue_submission(database, REFERENCE_Q)
     grading.dispatch()
     with database.sessions() as session:
@@ -590,7 +590,7 @@ def test_a_node_lost_mid_job_is_graded_once_when_the_job_restarts(database, shar
         exercise_with("autograd-q", limits=SLOW_LOADS),
     )
     quick = queue_submission(database, REFERENCE_Q)
-    slow = queue_submission(database, SLOW.format(seconds=15))
+    slow = queue_submission(database, SLOW.format(seconds=8))
     grading.dispatch()
     settle(grading, [quick], until=lambda s: s[0].status == "graded")
     with database.sessions() as session:
@@ -781,7 +781,7 @@ def test_a_pilot_grades_as_runs_arrive_and_its_runs_survive_its_end(database, sh
     ).stdout
     assert pilot in listed and "RUNNING" in listed
 
-    slow = queue_submission(database, SLOW.format(seconds=20))
+    slow = queue_submission(database, SLOW.format(seconds=8))
     grading.dispatch()
     with database.sessions() as session:
         run_id = str(
