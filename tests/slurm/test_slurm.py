@@ -5,6 +5,7 @@ by cycle, as the Celery tasks drive it; test_slurm_service.py runs the whole ser
 
 import dataclasses
 import datetime as dt
+import getpass
 import json
 import os
 import shutil
@@ -697,7 +698,8 @@ def test_a_request_no_node_can_hold_is_refused_not_left_pending(
 
 def test_slurm_check_probes_the_sandbox_of_a_node(database, shared, tmp_path):
     """A probe job starts a student process on a node as a grade does: every layer is raised
-    there, and the check refuses a checkout the job's account may write (root may write all)."""
+    there, and the check refuses a checkout the job's account may write (root may write all),
+    and jobs that run as the account submitting them (here root, as the tests submit)."""
     config = own_jobs(database, settings(shared))
     env = dict(
         os.environ,
@@ -722,6 +724,7 @@ def test_slurm_check_probes_the_sandbox_of_a_node(database, shared, tmp_path):
     )
     assert checked.returncode == 1
     assert "can write the code the jobs run" in checked.stderr, checked.stderr
+    assert f"the jobs run as {getpass.getuser()}, the account that submits them" in checked.stderr
     skipped = subprocess.run(
         [sys.executable, "-m", "worker.cli", "slurm", "check", "--no-probe"],
         env=env,

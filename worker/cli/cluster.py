@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import getpass
 import math
 import time
 from pathlib import Path
@@ -26,7 +27,13 @@ from server.core.db import Database
 from server.core.models import Course
 from worker.grading.executor import ClusterError, ImpossibleRequest, JobState
 from worker.grading.pilots import Pilots
-from worker.grading.sandbox_probe import ProbeFailed, probe_here, probe_on_slurm, unsafe
+from worker.grading.sandbox_probe import (
+    ProbeFailed,
+    probe_here,
+    probe_on_slurm,
+    runs_as_the_submitter,
+    unsafe,
+)
 from worker.grading.shapes import Shape, course_shape
 from worker.grading.slurm import SlurmExecutor
 from worker.grading.slurm_text import parse_sbatch
@@ -104,8 +111,9 @@ def slurm_group() -> None:
 def check(wait_seconds: float, probe: bool) -> None:
     """Make sure the cluster can run every open course's jobs (each with the course's python,
     account, partition, QoS and its exercises' [slurm]), and that its nodes raise every
-    required sandbox layer (a probe job per course, partition and GPU shape); a deploy step:
-    the dispatcher's unit runs it before starting."""
+    required sandbox layer, as an account other than the one submitting the jobs (a probe job
+    per course, partition and GPU shape); a deploy step: the dispatcher's unit runs it before
+    starting."""
     slurm, settings = slurm_executor(), load_settings()
     click.echo(slurm.spool_space())
     courses = courses_of_the_service(settings)
@@ -180,7 +188,8 @@ def _probe_courses(
         except ProbeFailed as exc:
             found.append(f"{where}: {exc}")
             continue
-        found += [f"course {shape.course}: {problem}" for problem in unsafe(answer)]
+        problems = unsafe(answer) + runs_as_the_submitter(answer, getpass.getuser())
+        found += [f"course {shape.course}: {problem}" for problem in problems]
         click.echo(
             f"{where}: probe on {answer.get('node')} as {answer.get('user')}: sandbox "
             f"layers {', '.join(answer.get('layers', []))}{_cuda(answer)}"

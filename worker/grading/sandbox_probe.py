@@ -131,3 +131,16 @@ def unsafe(answer: dict) -> list[str]:
             "read-only to this one (docs: deploying, security)"
         )
     return found
+
+
+def runs_as_the_submitter(answer: dict, submitter: str) -> list[str]:
+    """A Slurm probe job that ran as the account that submitted it: student code would run with
+    all that account reads, the service's settings (the database's password, the secret key)
+    among them where the service submits its jobs itself."""
+    if answer.get("user") != submitter:
+        return []
+    return [
+        f"{answer.get('node')} as {submitter}: the jobs run as {submitter}, the account that "
+        "submits them (this check's): submit them as the grading account, which reads nothing "
+        "of the service's (SLURM_SUBMIT_HOST; docs: deploying, security)"
+    ]
